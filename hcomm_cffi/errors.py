@@ -1,0 +1,342 @@
+"""Typed exceptions for HcclResult / aclError return codes, each with a one-line message and a hint.
+
+The binding turns every nonzero C return value into one of these through :func:`error_for`; the
+loader raises :class:`LibraryNotFoundError` when the CANN shared libraries cannot be found.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple, Type
+
+__all__ = [
+    "HcclError", "AclError", "LibraryNotFoundError", "MissingSymbolError", "error_for",
+    "HCCL_ERROR_CLASSES", "ACL_ERROR_CLASSES", "ACL_ERROR_NAMES", "hint_for",
+    "HcclParaError", "HcclPtrError", "HcclMemoryError", "HcclInternalError", "HcclNotSupportError",
+    "HcclNotFoundError", "HcclUnavailError", "HcclSyscallError", "HcclTimeoutError",
+    "HcclOpenFileError", "HcclTcpConnectError", "HcclRoceConnectError", "HcclTcpTransferError",
+    "HcclRoceTransferError", "HcclRuntimeError", "HcclDrvError", "HcclProfilingError",
+    "HcclCceError", "HcclNetworkError", "HcclAgainError", "HcclRemoteError",
+    "HcclSuspendingError", "HcclOpRetryFailError", "HcclOomError", "HcclInStatusError",
+    "HcclReservedError", "HcclCompatStubError",
+    "AclInvalidParamError", "AclUninitializedError", "AclRepeatInitializeError",
+    "AclBadAllocError", "AclInternalFailureError", "AclRtParamInvalidError",
+    "AclRtInvalidDeviceError", "AclRtContextNullError", "AclRtWaitTimeoutError",
+    "AclRtTaskTimeoutError", "AclRtFeatureNotSupportError", "AclRtMemoryAllocationError",
+    "AclRtNoDeviceError", "AclRtDeviceOomError", "AclRtInternalError",
+    "AclRtStreamSyncTimeoutError", "AclRtEventSyncTimeoutError", "AclRtFftsPlusTimeoutError",
+    "AclRtLinkError", "AclRtSuspectRemoteError", "AclRtCommOpRetryFailError",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# hints (shared by HCCL and ACL codes with the same cause)
+
+_HINT_TIMEOUT = (
+    "a peer did not arrive in time: check that every rank is alive and issued the same sequence "
+    "of operations; raise HCCL_EXEC_TIMEOUT (notify/execution waits, default 1836 s) or "
+    "HCCL_CONNECT_TIMEOUT (link setup, default 120 s) if the peers are just slow"
+)
+_HINT_UNAVAIL = (
+    "resource quota exhausted: a communicator has at most 200 threads and 65536 thread notifies; "
+    "acquire threads/channels once per communicator and cache the handles instead of acquiring "
+    "them per operation"
+)
+_HINT_MEMORY = (
+    "device memory exhausted: lower HCCL_BUFFSIZE (MiB per buffer half, default 200) or the "
+    "communicator's hcclBufferSize config field, or free device memory first"
+)
+_HINT_PARA = (
+    "an argument was rejected: check the argument named in the message (rank, count, data type, "
+    "reduce op, notify index, engine) against what the function accepts"
+)
+_HINT_PTR = "a NULL pointer or handle was passed: check that buffers and handles are allocated and not yet freed"
+_HINT_NOT_SUPPORT = (
+    "this engine/protocol/product combination is not supported (e.g. WriteWithNotify or "
+    "non-read/write batch entries on A2/A3, ReadReduce over RoCE, AIV/CCU engine for "
+    "HcclThreadAcquire); pick another engine or protocol"
+)
+_HINT_OPEN_FILE = "check that the ranktable path (or kernel file) exists and is readable by this process"
+_HINT_TCP_CONNECT = (
+    "root or peer unreachable: check HCCL_IF_IP / HCCL_SOCKET_IFNAME, firewalls, and that the root "
+    "port (HCCL_IF_BASE_PORT, default 60000) is not used by another process"
+)
+_HINT_REMOTE = "a peer failed or exited: read the other ranks' errors first, this rank only saw the consequence"
+_HINT_RUNTIME = (
+    "an ACL runtime call failed: call aclrtSetDevice with a valid device id on this thread before "
+    "creating communicators or streams"
+)
+_HINT_AGAIN = "the communicator is busy (e.g. destroyed from another thread); retry after outstanding work completes"
+_HINT_NOT_FOUND = (
+    "resource not found: expected on the first HcclEngineCtxGet for a tag; otherwise check that "
+    "the ranks are linked by the requested protocol"
+)
+_HINT_SUSPENDING = "the communicator is suspended (HcclCommSuspend / fault recovery); resume it before issuing work"
+_HINT_NETWORK = "a socket or verbs call failed: check for port conflicts (HCCL_HOST_SOCKET_PORT_RANGE) and NIC state"
+_HINT_COMPAT_STUB = (
+    "-1 is what the libhccl_compat.so fallback stubs return: the installed libhcomm.so probably "
+    "does not implement this function (CANN too old)"
+)
+
+# code -> (C name, class name, hint)
+_HCCL_CODES: Dict[int, Tuple[str, str, Optional[str]]] = {
+    1: ("HCCL_E_PARA", "HcclParaError", _HINT_PARA),
+    2: ("HCCL_E_PTR", "HcclPtrError", _HINT_PTR),
+    3: ("HCCL_E_MEMORY", "HcclMemoryError", _HINT_MEMORY),
+    4: ("HCCL_E_INTERNAL", "HcclInternalError",
+        "internal or state error; on A2/A3 also a channel notify index out of range"),
+    5: ("HCCL_E_NOT_SUPPORT", "HcclNotSupportError", _HINT_NOT_SUPPORT),
+    6: ("HCCL_E_NOT_FOUND", "HcclNotFoundError", _HINT_NOT_FOUND),
+    7: ("HCCL_E_UNAVAIL", "HcclUnavailError", _HINT_UNAVAIL),
+    8: ("HCCL_E_SYSCALL", "HcclSyscallError", "a system call failed: check ulimits, file descriptors and /dev/shm space"),
+    9: ("HCCL_E_TIMEOUT", "HcclTimeoutError", _HINT_TIMEOUT),
+    10: ("HCCL_E_OPEN_FILE_FAILURE", "HcclOpenFileError", _HINT_OPEN_FILE),
+    11: ("HCCL_E_TCP_CONNECT", "HcclTcpConnectError", _HINT_TCP_CONNECT),
+    12: ("HCCL_E_ROCE_CONNECT", "HcclRoceConnectError",
+         "RoCE link setup failed: check NIC link state and IPs (hccn_tool -link -g / -ip -g)"),
+    13: ("HCCL_E_TCP_TRANSFER", "HcclTcpTransferError", _HINT_REMOTE),
+    14: ("HCCL_E_ROCE_TRANSFER", "HcclRoceTransferError", _HINT_REMOTE),
+    15: ("HCCL_E_RUNTIME", "HcclRuntimeError", _HINT_RUNTIME),
+    16: ("HCCL_E_DRV", "HcclDrvError", "a driver call failed: check driver/firmware versions and device health (npu-smi info)"),
+    17: ("HCCL_E_PROFILING", "HcclProfilingError", "a profiling call failed: check the profiling configuration"),
+    18: ("HCCL_E_CCE", "HcclCceError", None),
+    19: ("HCCL_E_NETWORK", "HcclNetworkError", _HINT_NETWORK),
+    20: ("HCCL_E_AGAIN", "HcclAgainError", _HINT_AGAIN),
+    21: ("HCCL_E_REMOTE", "HcclRemoteError", _HINT_REMOTE),
+    22: ("HCCL_E_SUSPENDING", "HcclSuspendingError", _HINT_SUSPENDING),
+    23: ("HCCL_E_OPRETRY_FAIL", "HcclOpRetryFailError",
+         "operator retry (HCCL_OP_RETRY_ENABLE) could not recover from a link fault"),
+    24: ("HCCL_E_OOM", "HcclOomError", _HINT_MEMORY),
+    1041: ("HCCL_E_IN_STATUS", "HcclInStatusError", "the detailed status is in the function's status output"),
+    1042: ("HCCL_E_RESERVED", "HcclReservedError", None),
+}
+
+# aclError codes (acl_base.h / acl_base_rt.h and rt_error_codes.h)
+_ACL_CODES: Dict[int, Tuple[str, str, Optional[str]]] = {
+    100000: ("ACL_ERROR_INVALID_PARAM", "AclInvalidParamError", _HINT_PARA),
+    100001: ("ACL_ERROR_UNINITIALIZE", "AclUninitializedError", "call aclInit (Binding.acl_init) before any other ACL call"),
+    100002: ("ACL_ERROR_REPEAT_INITIALIZE", "AclRepeatInitializeError",
+             "aclInit was already called in this process (e.g. by torch_npu); it is safe to continue"),
+    200000: ("ACL_ERROR_BAD_ALLOC", "AclBadAllocError", _HINT_MEMORY),
+    500000: ("ACL_ERROR_INTERNAL_ERROR", "AclInternalFailureError", None),
+    107000: ("ACL_ERROR_RT_PARAM_INVALID", "AclRtParamInvalidError", _HINT_PARA),
+    107001: ("ACL_ERROR_RT_INVALID_DEVICEID", "AclRtInvalidDeviceError",
+             "the device id does not exist: check ASCEND_RT_VISIBLE_DEVICES and the number of visible devices"),
+    107002: ("ACL_ERROR_RT_CONTEXT_NULL", "AclRtContextNullError", _HINT_RUNTIME),
+    107019: ("ACL_ERROR_RT_WAIT_TIMEOUT", "AclRtWaitTimeoutError", _HINT_TIMEOUT),
+    107020: ("ACL_ERROR_RT_TASK_TIMEOUT", "AclRtTaskTimeoutError", _HINT_TIMEOUT),
+    207000: ("ACL_ERROR_RT_FEATURE_NOT_SUPPORT", "AclRtFeatureNotSupportError", _HINT_NOT_SUPPORT),
+    207001: ("ACL_ERROR_RT_MEMORY_ALLOCATION", "AclRtMemoryAllocationError", _HINT_MEMORY),
+    207004: ("ACL_ERROR_RT_NO_DEVICE", "AclRtNoDeviceError",
+             "no NPU is visible to this process: check the driver and ASCEND_RT_VISIBLE_DEVICES, or use HCOMM_BACKEND=sim"),
+    207018: ("ACL_ERROR_RT_DEVICE_OOM", "AclRtDeviceOomError", _HINT_MEMORY),
+    507000: ("ACL_ERROR_RT_INTERNAL_ERROR", "AclRtInternalError", None),
+    507046: ("ACL_ERROR_RT_STREAM_SYNC_TIMEOUT", "AclRtStreamSyncTimeoutError", _HINT_TIMEOUT),
+    507047: ("ACL_ERROR_RT_EVENT_SYNC_TIMEOUT", "AclRtEventSyncTimeoutError", _HINT_TIMEOUT),
+    507048: ("ACL_ERROR_RT_FFTS_PLUS_TIMEOUT", "AclRtFftsPlusTimeoutError",
+             "a notify wait on the stream timed out: " + _HINT_TIMEOUT),
+    507056: ("ACL_ERROR_RT_LINK_ERROR", "AclRtLinkError", _HINT_REMOTE),
+    507057: ("ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", "AclRtSuspectRemoteError", _HINT_REMOTE),
+    507904: ("ACL_ERROR_RT_COMM_OP_RETRY_FAIL", "AclRtCommOpRetryFailError",
+             "operator retry (HCCL_OP_RETRY_ENABLE) could not recover from a link fault"),
+}
+
+ACL_ERROR_NAMES: Dict[int, str] = {code: entry[0] for code, entry in _ACL_CODES.items()}
+
+_TIMEOUT_CODES = frozenset({9, 107019, 107020, 507046, 507047, 507048})
+
+
+# ---------------------------------------------------------------------------------------------
+# exception classes
+
+class HcclError(Exception):
+    """A C call returned a nonzero HcclResult/aclError: names the function, the code and its name, the library's message and a hint."""
+
+    default_code: Optional[int] = None
+
+    def __init__(
+        self,
+        code: int,
+        function: str,
+        library_message: Optional[str] = None,
+        hint: Optional[str] = None,
+        code_name: Optional[str] = None,
+        detail: Optional[str] = None,
+    ) -> None:
+        self.code = int(code)
+        self.function = function
+        self.library_message = _one_line(library_message)
+        self.hint = hint
+        self.code_name = code_name if code_name is not None else _code_name(self.code, function)
+        self.detail = _one_line(detail)
+        super().__init__(self.code, function, self.library_message, hint, self.code_name, self.detail)
+
+    def __str__(self) -> str:
+        text = f"{self.function} failed: {self.code_name} ({self.code})"
+        if self.library_message:
+            text += f": {self.library_message.rstrip('. ')}"
+        if self.detail:
+            text += f" [{self.detail.rstrip('. ')}]"
+        if self.hint:
+            text += f". Hint: {self.hint}"
+        return text
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (
+            _rebuild,
+            (type(self), self.code, self.function, self.library_message, self.hint,
+             self.code_name, self.detail),
+        )
+
+
+class AclError(HcclError):
+    """An ACL runtime call (aclInit, aclrt*) returned a nonzero aclError."""
+
+
+class HcclCompatStubError(HcclError):
+    """A call returned -1, the value of libhccl_compat.so's fallback stubs (function missing from libhcomm.so)."""
+
+
+def _rebuild(cls: Type[HcclError], code: int, function: str, message: Optional[str],
+             hint: Optional[str], code_name: str, detail: Optional[str]) -> HcclError:
+    return cls(code, function, message, hint, code_name, detail)
+
+
+def _one_line(text: Optional[str]) -> Optional[str]:
+    if text is None:
+        return None
+    text = " ".join(str(text).split())
+    return text or None
+
+
+def _code_name(code: int, function: str) -> str:
+    entry = _HCCL_CODES.get(code) or _ACL_CODES.get(code)
+    if entry is not None:
+        return entry[0]
+    if code == 0:
+        return "HCCL_SUCCESS"
+    if _is_acl(code, function):
+        return "unknown aclError"
+    return "unknown HcclResult"
+
+
+def _is_acl(code: int, function: str) -> bool:
+    return code in _ACL_CODES or code >= 100000 or function.startswith("acl")
+
+
+def _make_class(name: str, code: int, base: Type[HcclError]) -> Type[HcclError]:
+    bases: Tuple[type, ...] = (base, TimeoutError) if code in _TIMEOUT_CODES else (base,)
+    doc_name = (_HCCL_CODES.get(code) or _ACL_CODES[code])[0]
+    return type(name, bases, {"__doc__": f"{doc_name} ({code}).", "default_code": code,
+                              "__module__": __name__})
+
+
+HCCL_ERROR_CLASSES: Dict[int, Type[HcclError]] = {
+    code: _make_class(cls_name, code, HcclError) for code, (_, cls_name, _) in _HCCL_CODES.items()
+}
+ACL_ERROR_CLASSES: Dict[int, Type[HcclError]] = {
+    code: _make_class(cls_name, code, AclError) for code, (_, cls_name, _) in _ACL_CODES.items()
+}
+
+for _cls in list(HCCL_ERROR_CLASSES.values()) + list(ACL_ERROR_CLASSES.values()):
+    globals()[_cls.__name__] = _cls
+del _cls
+
+# Explicit names for type checkers and readers (the classes themselves are built above).
+HcclParaError: Type[HcclError] = HCCL_ERROR_CLASSES[1]
+HcclPtrError: Type[HcclError] = HCCL_ERROR_CLASSES[2]
+HcclMemoryError: Type[HcclError] = HCCL_ERROR_CLASSES[3]
+HcclInternalError: Type[HcclError] = HCCL_ERROR_CLASSES[4]
+HcclNotSupportError: Type[HcclError] = HCCL_ERROR_CLASSES[5]
+HcclNotFoundError: Type[HcclError] = HCCL_ERROR_CLASSES[6]
+HcclUnavailError: Type[HcclError] = HCCL_ERROR_CLASSES[7]
+HcclSyscallError: Type[HcclError] = HCCL_ERROR_CLASSES[8]
+HcclTimeoutError: Type[HcclError] = HCCL_ERROR_CLASSES[9]
+HcclOpenFileError: Type[HcclError] = HCCL_ERROR_CLASSES[10]
+HcclTcpConnectError: Type[HcclError] = HCCL_ERROR_CLASSES[11]
+HcclRoceConnectError: Type[HcclError] = HCCL_ERROR_CLASSES[12]
+HcclTcpTransferError: Type[HcclError] = HCCL_ERROR_CLASSES[13]
+HcclRoceTransferError: Type[HcclError] = HCCL_ERROR_CLASSES[14]
+HcclRuntimeError: Type[HcclError] = HCCL_ERROR_CLASSES[15]
+HcclDrvError: Type[HcclError] = HCCL_ERROR_CLASSES[16]
+HcclProfilingError: Type[HcclError] = HCCL_ERROR_CLASSES[17]
+HcclCceError: Type[HcclError] = HCCL_ERROR_CLASSES[18]
+HcclNetworkError: Type[HcclError] = HCCL_ERROR_CLASSES[19]
+HcclAgainError: Type[HcclError] = HCCL_ERROR_CLASSES[20]
+HcclRemoteError: Type[HcclError] = HCCL_ERROR_CLASSES[21]
+HcclSuspendingError: Type[HcclError] = HCCL_ERROR_CLASSES[22]
+HcclOpRetryFailError: Type[HcclError] = HCCL_ERROR_CLASSES[23]
+HcclOomError: Type[HcclError] = HCCL_ERROR_CLASSES[24]
+HcclInStatusError: Type[HcclError] = HCCL_ERROR_CLASSES[1041]
+HcclReservedError: Type[HcclError] = HCCL_ERROR_CLASSES[1042]
+
+AclInvalidParamError: Type[HcclError] = ACL_ERROR_CLASSES[100000]
+AclUninitializedError: Type[HcclError] = ACL_ERROR_CLASSES[100001]
+AclRepeatInitializeError: Type[HcclError] = ACL_ERROR_CLASSES[100002]
+AclBadAllocError: Type[HcclError] = ACL_ERROR_CLASSES[200000]
+AclInternalFailureError: Type[HcclError] = ACL_ERROR_CLASSES[500000]
+AclRtParamInvalidError: Type[HcclError] = ACL_ERROR_CLASSES[107000]
+AclRtInvalidDeviceError: Type[HcclError] = ACL_ERROR_CLASSES[107001]
+AclRtContextNullError: Type[HcclError] = ACL_ERROR_CLASSES[107002]
+AclRtWaitTimeoutError: Type[HcclError] = ACL_ERROR_CLASSES[107019]
+AclRtTaskTimeoutError: Type[HcclError] = ACL_ERROR_CLASSES[107020]
+AclRtFeatureNotSupportError: Type[HcclError] = ACL_ERROR_CLASSES[207000]
+AclRtMemoryAllocationError: Type[HcclError] = ACL_ERROR_CLASSES[207001]
+AclRtNoDeviceError: Type[HcclError] = ACL_ERROR_CLASSES[207004]
+AclRtDeviceOomError: Type[HcclError] = ACL_ERROR_CLASSES[207018]
+AclRtInternalError: Type[HcclError] = ACL_ERROR_CLASSES[507000]
+AclRtStreamSyncTimeoutError: Type[HcclError] = ACL_ERROR_CLASSES[507046]
+AclRtEventSyncTimeoutError: Type[HcclError] = ACL_ERROR_CLASSES[507047]
+AclRtFftsPlusTimeoutError: Type[HcclError] = ACL_ERROR_CLASSES[507048]
+AclRtLinkError: Type[HcclError] = ACL_ERROR_CLASSES[507056]
+AclRtSuspectRemoteError: Type[HcclError] = ACL_ERROR_CLASSES[507057]
+AclRtCommOpRetryFailError: Type[HcclError] = ACL_ERROR_CLASSES[507904]
+
+
+def hint_for(code: int, function: str = "") -> Optional[str]:
+    """The advice attached to ``code`` (None when there is nothing useful to say)."""
+    entry = _HCCL_CODES.get(code) or _ACL_CODES.get(code)
+    if entry is not None:
+        return entry[2]
+    if code == -1:
+        return _HINT_COMPAT_STUB
+    return None
+
+
+def error_for(
+    code: int,
+    function: str,
+    library_message: Optional[str] = None,
+    detail: Optional[str] = None,
+) -> HcclError:
+    """The exception for a nonzero ``code`` returned by C function ``function`` (not raised, returned).
+
+    HcclResult codes give an ``Hccl*Error``, aclError codes (>= 100000, or any code from an
+    ``acl*`` function) an ``AclError`` subclass; unknown codes still give an HcclError/AclError
+    whose message contains the number.
+    """
+    code = int(code)
+    cls = HCCL_ERROR_CLASSES.get(code) or ACL_ERROR_CLASSES.get(code)
+    if cls is None:
+        if code == -1:
+            cls = HcclCompatStubError
+        elif _is_acl(code, function):
+            cls = AclError
+        else:
+            cls = HcclError
+    return cls(code, function, library_message, hint_for(code, function), None, detail)
+
+
+class LibraryNotFoundError(ImportError):
+    """The CANN shared libraries (libhcomm.so, libhccl.so, libacl_rt.so) were not found; the message lists every place searched."""
+
+
+class MissingSymbolError(AttributeError):
+    """A C function is not exported by the shared library it should come from (e.g. an older CANN)."""
+
+    def __init__(self, symbol: str, library: str, reason: str = "") -> None:
+        self.symbol = symbol
+        self.library = library
+        text = f"C function {symbol} is not available in {library}"
+        if reason:
+            text += f" ({_one_line(reason)})"
+        text += "; this CANN version may be too old for it"
+        super().__init__(text)
