@@ -1,0 +1,80 @@
+"""``CannLibrary``: the real CANN C functions, resolved by name from libhcomm.so, libhccl.so and libacl_rt.so.
+
+Implements the lib contract of docs/ARCHITECTURE.md: one attribute per C function, called with cffi
+arguments, returning the C return value.  Symbols are resolved on first access (a missing one
+raises :class:`~hcomm_cffi.errors.MissingSymbolError`, an ``AttributeError``) and then cached on
+the instance, so later calls cost one attribute lookup.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, Mapping, Optional
+
+from .._ffi import ffi
+from ..errors import MissingSymbolError
+from .loader import require_libraries
+
+__all__ = ["CannLibrary", "library_for", "HCCL_LIBRARY_FUNCTIONS"]
+
+# Functions exported by libhccl.so (hccl.h collectives, hccl_mc2.h, and the HcclBarrier dispatcher).
+HCCL_LIBRARY_FUNCTIONS = frozenset({
+    "HcclAllReduce", "HcclBroadcast", "HcclReduceScatter", "HcclReduceScatterV", "HcclScatter",
+    "HcclAllGather", "HcclAllGatherV", "HcclSend", "HcclRecv", "HcclAlltoAllVC", "HcclAlltoAllV",
+    "HcclAlltoAll", "HcclReduce", "HcclBatchSendRecv", "HcclBarrier",
+    "HcclKfcAllocOpArgs", "HcclKfcFreeOpArgs", "HcclKfcOpArgsSetSrcDataType",
+    "HcclKfcOpArgsSetDstDataType", "HcclKfcOpArgsSetReduceType", "HcclKfcOpArgsSetCount",
+    "HcclKfcOpArgsSetAlgConfig", "HcclKfcOpArgsSetCommEngine", "HcclCreateOpResCtx",
+})
+
+_NEVER_OPEN = "libhccl_compat.so"
+
+
+def library_for(name: str) -> str:
+    """Which library exports C function ``name``: 'hccl' (collectives, HcclBarrier), 'acl' (acl*) or 'hcomm' (the rest)."""
+    if name in HCCL_LIBRARY_FUNCTIONS:
+        return "hccl"
+    if name.startswith("acl"):
+        return "acl"
+    return "hcomm"
+
+
+class CannLibrary:
+    """The C functions of an installed CANN, dlopen'ed with RTLD_NOW | RTLD_GLOBAL (libhcomm first)."""
+
+    def __init__(
+        self,
+        paths: Optional[Mapping[str, str]] = None,
+        dlopen: Optional[Callable[[str], Any]] = None,
+    ) -> None:
+        resolved = dict(paths) if paths is not None else require_libraries()
+        for key in ("hcomm", "hccl", "acl"):
+            if key not in resolved:
+                raise ValueError(f"paths={paths!r} lacks the {key!r} library; expected keys hcomm, hccl, acl")
+            if os.path.basename(resolved[key]) == _NEVER_OPEN:
+                raise ValueError(f"paths[{key!r}]={resolved[key]!r}: {_NEVER_OPEN} only holds stubs and is never opened")
+        opener = dlopen or (lambda path: ffi.dlopen(path, ffi.RTLD_NOW | ffi.RTLD_GLOBAL))
+        self._paths: Dict[str, str] = resolved
+        self._handles: Dict[str, Any] = {}
+        for key in ("hcomm", "hccl", "acl"):       # libhcomm first: libhccl.so depends on it
+            self._handles[key] = opener(resolved[key])
+
+    @property
+    def paths(self) -> Dict[str, str]:
+        """The library files in use, by key ('hcomm', 'hccl', 'acl')."""
+        return dict(self._paths)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        key = library_for(name)
+        try:
+            function = getattr(self._handles[key], name)
+        except (AttributeError, ffi.error, NotImplementedError) as exc:
+            # ffi.error: not exported; AttributeError: not in the cdef; NotImplementedError: a
+            # signature cffi cannot call in ABI mode
+            raise MissingSymbolError(name, self._paths[key], str(exc)) from None
+        setattr(self, name, function)         # cache: next lookups skip __getattr__
+        return function
+
+    def __repr__(self) -> str:
+        return f"CannLibrary({self._paths!r})"
