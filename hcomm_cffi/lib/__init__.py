@@ -42,10 +42,10 @@ def backend_name(backend: Optional[str] = None, environ: Optional[Mapping[str, s
     found = find_libraries(env)
     missing = [s.sonames[0] for s in found.values() if not s.found]
     if not missing:
-        return BackendChoice("cann", f"{ENV_BACKEND} unset and the CANN libraries were found "
-                                     f"({found['hcomm'].path})")
-    return BackendChoice("sim", f"{ENV_BACKEND} unset and no CANN installation was found "
-                                f"(missing {', '.join(missing)})")
+        return BackendChoice("cann", f"{ENV_BACKEND} unset and the CANN libraries were found: "
+                                     f"{found['hcomm'].path}")
+    return BackendChoice("sim", f"{ENV_BACKEND} unset and no CANN installation was found: "
+                                f"missing {', '.join(missing)}")
 
 
 def load(backend: Optional[str] = None) -> Any:
