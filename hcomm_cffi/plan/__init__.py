@@ -1,0 +1,22 @@
+"""Resource planner (pure arithmetic): topology, ranktables, cost model, per-algorithm formulas.
+
+Imports only :mod:`hcomm_cffi.enums` and the standard library (docs/ARCHITECTURE.md).
+Entry points: :func:`make_plan`, :func:`compare_algorithms`, :class:`Topology`, :func:`load_ranktable`.
+"""
+from __future__ import annotations
+
+from .algos import ALGORITHMS, INTER_ALGORITHMS, Collective, InvalidAlgorithm, parse_collective
+from .cost import DEFAULT_COST_MODEL, CostModel, LinkCost, Phase
+from .planner import (MIB, Candidate, ChannelSpec, Plan, RankResources, RoleSummary,
+                      compare_algorithms, make_plan, parse_engine, parse_size)
+from .ranktable import RanktableError, load_ranktable, parse_ranktable
+from .topology import LINK_CLASSES, Topology, parse_link_class
+
+__all__ = [
+    "ALGORITHMS", "INTER_ALGORITHMS", "Collective", "InvalidAlgorithm", "parse_collective",
+    "DEFAULT_COST_MODEL", "CostModel", "LinkCost", "Phase",
+    "MIB", "Candidate", "ChannelSpec", "Plan", "RankResources", "RoleSummary",
+    "compare_algorithms", "make_plan", "parse_engine", "parse_size",
+    "RanktableError", "load_ranktable", "parse_ranktable",
+    "LINK_CLASSES", "Topology", "parse_link_class",
+]
