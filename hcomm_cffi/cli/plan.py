@@ -1,0 +1,201 @@
+"""``hcomm plan``: resources, steps, traffic and modelled time of one collective (or all algorithms)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..enums import Protocol
+from ..plan import (ALGORITHMS, INTER_ALGORITHMS, Collective, CostModel, InvalidAlgorithm, Plan,
+                    RanktableError, Topology, compare_algorithms, load_ranktable, make_plan, parse_size)
+from . import CliError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``plan`` subcommand."""
+    p = subparsers.add_parser("plan", help="plan threads/notifies/channels and model the time of a collective",
+                              description=__doc__)
+    p.add_argument("--algo", default="auto", help=f"auto or one of {', '.join(ALGORITHMS)} (default auto)")
+    p.add_argument("--inter", default="nhr", help=f"inter-server algorithm of hierarchical: "
+                                                  f"{', '.join(INTER_ALGORITHMS)} (default nhr)")
+    p.add_argument("--ranks", help="ranks in one server")
+    p.add_argument("--servers", help="servers (with --devices)")
+    p.add_argument("--devices", help="devices per server (with --servers)")
+    p.add_argument("--ranktable", help="ranktable JSON file (version 1.0, 1.2 or 2.0)")
+    p.add_argument("--intra-link", default="hccs", choices=("hccs", "pcie"), help="link inside a server")
+    p.add_argument("--op", default="allreduce", help=f"one of {', '.join(c.value for c in Collective)}")
+    p.add_argument("--size", default="64M", help="message bytes, K/M/G suffix = 2^10/2^20/2^30 (default 64M)")
+    p.add_argument("--engine", default="aicpu", help="cpu, cpu_ts, aicpu, aicpu_ts, aiv, ccu (default aicpu)")
+    p.add_argument("--dtype", default="fp32", help="data type (default fp32)")
+    p.add_argument("--root", default="0", help="root of broadcast/reduce, sender of sendrecv")
+    p.add_argument("--peer", help="receiver of sendrecv (default root+1)")
+    p.add_argument("--notifies-per-channel", default="2", help="notifies per channel (2 = ACK+DATA; HCCL uses 3)")
+    p.add_argument("--buffsize-mb", default="200", help="HCCL_BUFFSIZE, MiB per half (default 200)")
+    p.add_argument("--alpha-us", action="append", default=[], metavar="CLASS=US",
+                   help="per-step latency of a link class, e.g. hccs=15 (repeatable)")
+    p.add_argument("--bw-gbps", action="append", default=[], metavar="CLASS=GBPS",
+                   help="bandwidth of one link of a class, e.g. roce=12.5 (repeatable)")
+    p.add_argument("--cost-model", help="JSON file of cost parameters")
+    p.add_argument("--compare", action="store_true", help="all algorithms side by side")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def _int(name: str, text: Optional[str], minimum: int = 0) -> Optional[int]:
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise CliError(f"--{name} {text!r}: expected an integer") from None
+    if value < minimum:
+        raise CliError(f"--{name} {value}: expected an integer >= {minimum}")
+    return value
+
+
+def _topology(args: argparse.Namespace) -> Topology:
+    given = [n for n, v in (("--ranks", args.ranks), ("--servers", args.servers),
+                            ("--ranktable", args.ranktable)) if v is not None]
+    if len(given) > 1:
+        raise CliError(f"give only one of --ranks, --servers/--devices, --ranktable (got {', '.join(given)})")
+    intra = Protocol[args.intra_link.upper()]
+    if args.ranktable is not None:
+        try:
+            topo = load_ranktable(args.ranktable)
+        except RanktableError as exc:
+            raise CliError(str(exc)) from None
+        return Topology(topo.n_ranks, topo.servers, intra, topo.inter_link, topo.source,
+                        topo.server_ids, topo.super_pods)
+    if args.servers is not None or args.devices is not None:
+        if args.servers is None or args.devices is None:
+            raise CliError("--servers and --devices go together")
+        servers, devices = _int("servers", args.servers, 1), _int("devices", args.devices, 1)
+        assert servers is not None and devices is not None
+        return Topology.from_shape(servers, devices, intra_link=intra)
+    ranks = _int("ranks", args.ranks if args.ranks is not None else "8", 1)
+    assert ranks is not None
+    return Topology.single_server(ranks, intra)
+
+
+def _pairs(flag: str, items: Sequence[str]) -> Dict[Protocol, float]:
+    out: Dict[Protocol, float] = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        try:
+            proto = Protocol[key.strip().upper()]
+            if not sep or proto not in (Protocol.HCCS, Protocol.ROCE, Protocol.PCIE):
+                raise KeyError(key)
+            out[proto] = float(val)
+        except (KeyError, ValueError):
+            raise CliError(f"{flag} {item!r}: expected CLASS=NUMBER with CLASS hccs, roce or pcie") from None
+        if out[proto] < 0 or (flag == "--bw-gbps" and out[proto] == 0):
+            raise CliError(f"{flag} {item!r}: expected a positive number")
+    return out
+
+
+def _cost(args: argparse.Namespace) -> CostModel:
+    try:
+        model = CostModel.from_json_file(args.cost_model) if args.cost_model else CostModel()
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--cost-model {args.cost_model!r}: {exc}") from None
+    return model.with_overrides(alpha_us=_pairs("--alpha-us", args.alpha_us),
+                                bw_gbps=_pairs("--bw-gbps", args.bw_gbps))
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{int(n)} B"
+
+
+def _render(plan: Plan) -> str:
+    topo = plan.topology.summary()
+    algo = plan.algorithm + (f" (inter {plan.inter_algorithm})" if plan.inter_algorithm else "")
+    lines = [
+        f"{plan.collective.value} of {_fmt_bytes(plan.size_bytes)} {plan.dtype.name} on {topo['n_ranks']} ranks "
+        f"({topo['n_servers']} server(s), {topo['source']}), engine {plan.engine.name}, algorithm {algo}",
+        "",
+        f"{'role':<24} {'ranks':>7} {'threads':>7} {'ntf/thr':>7} {'thr ntf':>7} {'host':>4} "
+        f"{'chans':>6} {'ch ntf':>7} {'total':>7}  channels by link",
+    ]
+    for r in plan.roles:
+        by = ", ".join(f"{k} {v}" for k, v in r.channels_by_protocol) or "-"
+        lines.append(f"{r.name:<24} {r.n_ranks:>7} {r.threads:>7} {r.notifies_per_thread:>7} "
+                     f"{r.thread_notifies:>7} {r.host_sync_notifies:>4} {r.n_channels:>6} "
+                     f"{r.channel_notifies:>7} {r.total_notifies:>7}  {by}")
+    lines += ["", f"steps {plan.steps} per piece x {plan.pieces} piece(s) = {plan.total_steps}"]
+    for name, steps, t in plan.phases:
+        lines.append(f"  {name:<36} {steps:>6} steps {t:>12.1f} us")
+    traffic = ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in plan.bytes_per_link_class) or "none"
+    lines += [f"bytes sent by the busiest rank per link class: {traffic}",
+              f"HCCL buffer: needs {_fmt_bytes(plan.buffer_bytes_needed)} per half, configured "
+              f"{_fmt_bytes(plan.buffer_half_bytes)} -> {'fits' if plan.buffer_fits else 'does not fit'}; "
+              f"suggested hcclBufferSize {plan.comm_config_buffer_mb()} MiB",
+              f"modelled time: {plan.modelled_time_us:.1f} us"]
+    if plan.explanation:
+        lines.append(plan.explanation)
+    lines += [f"warning: {w}" for w in plan.warnings]
+    return "\n".join(lines)
+
+
+def _render_compare(cands: Sequence[Any]) -> str:
+    head = (f"{'algorithm':<13} {'threads':>7} {'chans':>6} {'ch ntf':>7} {'thr ntf':>7} {'steps':>6} "
+            f"{'pieces':>6} {'time (us)':>12}  note")
+    lines = [head]
+    valid = [c for c in cands if c.plan is not None]
+    best = min(valid, key=lambda c: c.plan.modelled_time_us) if valid else None
+    for c in cands:
+        if c.plan is None:
+            lines.append(f"{c.algorithm:<13} {'-':>7} {'-':>6} {'-':>7} {'-':>7} {'-':>6} {'-':>6} {'-':>12}  "
+                         f"invalid: {c.reason}")
+            continue
+        p = c.plan
+        note = "fastest" if c is best else ""
+        if p.warnings:
+            note = (note + "; " if note else "") + f"{len(p.warnings)} warning(s)"
+        lines.append(f"{c.algorithm:<13} {p.threads:>7} {p.n_channels:>6} {p.channel_notifies:>7} "
+                     f"{p.thread_notifies:>7} {p.steps:>6} {p.pieces:>6} {p.modelled_time_us:>12.1f}  {note}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the topology, plan (or compare), print a table or JSON."""
+    algo = args.algo.strip().lower()
+    if algo != "auto" and algo not in ALGORITHMS:
+        raise CliError(f"--algo {args.algo!r}: expected auto or one of {', '.join(ALGORITHMS)}")
+    topo = _topology(args)
+    try:
+        size = parse_size(args.size)
+    except ValueError:
+        raise CliError(f"--size {args.size!r}: expected bytes or a number with K, M or G (e.g. 64M)") from None
+    kwargs = dict(engine=args.engine, dtype=args.dtype, root=_int("root", args.root),
+                  peer=_int("peer", args.peer), cost=_cost(args),
+                  notifies_per_channel=_int("notifies-per-channel", args.notifies_per_channel, 1),
+                  buffer_mb=_int("buffsize-mb", args.buffsize_mb, 1), inter_algorithm=args.inter)
+    try:
+        if args.compare:
+            cands = compare_algorithms(args.op, topo, size, **kwargs)  # type: ignore[arg-type]
+            if args.json:
+                out: List[Dict[str, Any]] = [{"algorithm": c.algorithm, "valid": c.plan is not None,
+                                              "reason": c.reason,
+                                              "plan": c.plan.to_dict() if c.plan else None} for c in cands]
+                json.dump(out, sys.stdout, indent=2)
+                print()
+            else:
+                print(_render_compare(cands))
+            return 0
+        plan = make_plan(args.op, topo, size, algo, **kwargs)  # type: ignore[arg-type]
+    except InvalidAlgorithm as exc:
+        raise CliError(f"--algo {algo}: {exc}") from None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        json.dump(plan.to_dict(), sys.stdout, indent=2)
+        print()
+    else:
+        print(_render(plan))
+    return 0
