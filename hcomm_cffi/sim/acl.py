@@ -1,0 +1,278 @@
+"""The ACL runtime subset of the emulator: devices, streams, events, memory, copies.
+
+"Device memory" is host memory of the rank's process (anonymous mappings, page-aligned, lazily
+committed); streams are task queues driven by the same executor as HCOMM threads, so a stream
+wrapped by HcclThreadAcquireWithStream and the thread share one FIFO.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+import time
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from .._ffi import ffi
+from .errors import (
+    ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_CONTEXT_NULL,
+    ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, ACL_ERROR_RT_INVALID_DEVICEID, ACL_ERROR_RT_INVALID_HANDLE,
+    ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
+    SimError, entry, last_error, set_last_error,
+)
+from .runtime import CALL, EVENT_RECORD, EVENT_WAIT, EXECUTOR, Queue, SimEvent
+from .state import SimState, key_of
+
+SOC_NAME = b"Ascend910B (hcomm_cffi emulator)"
+
+__all__ = ["AclRuntime"]
+
+
+class _Device(threading.local):
+    current = -1
+
+
+class AclRuntime:
+    """aclInit/aclrt* calls (mixed into SimLibrary)."""
+
+    state: SimState
+
+    def __init__(self) -> None:
+        self._acl_initialised = False
+        self._device = _Device()
+        self._device_count = int(os.environ.get("HCOMM_SIM_DEVICE_COUNT", "16"))
+        self._strings: Dict[str, Any] = {}
+
+    def _string(self, text: str) -> Any:
+        """A ``const char *`` the caller may keep (strings are interned per text)."""
+        s = self._strings.get(text)
+        if s is None:
+            s = self._strings[text] = ffi.new("char[]", text.encode("utf-8", "replace"))
+        return s
+
+    # ------------------------------------------------------------------ init and devices
+    @entry
+    def aclInit(self, configPath: Any) -> int:
+        if self._acl_initialised:
+            raise SimError(ACL_ERROR_REPEAT_INITIALIZE, "aclInit was already called in this process")
+        self._acl_initialised = True
+        return 0
+
+    @entry
+    def aclFinalize(self) -> int:
+        if not self._acl_initialised:
+            raise SimError(ACL_ERROR_UNINITIALIZE, "aclFinalize without aclInit")
+        self._acl_initialised = False
+        return 0
+
+    def aclGetRecentErrMsg(self) -> Any:
+        text = last_error()
+        return ffi.NULL if text is None else self._string(text)
+
+    def aclrtGetSocName(self) -> Any:
+        return self._string(SOC_NAME.decode())
+
+    @entry
+    def aclrtSetDevice(self, deviceId: int) -> int:
+        if not 0 <= deviceId < self._device_count:
+            raise SimError(ACL_ERROR_RT_INVALID_DEVICEID, f"deviceId={deviceId}; the emulator has devices "
+                                                          f"0..{self._device_count - 1} (HCOMM_SIM_DEVICE_COUNT)")
+        self._device.current = deviceId
+        return 0
+
+    @entry
+    def aclrtResetDevice(self, deviceId: int) -> int:
+        if not 0 <= deviceId < self._device_count:
+            raise SimError(ACL_ERROR_RT_INVALID_DEVICEID, f"deviceId={deviceId} is not a device")
+        if self._device.current == deviceId:
+            self._device.current = -1
+        return 0
+
+    @entry
+    def aclrtGetDevice(self, deviceId: Any) -> int:
+        if self._device.current < 0:
+            raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
+        deviceId[0] = self._device.current
+        return 0
+
+    @entry
+    def aclrtGetDeviceCount(self, count: Any) -> int:
+        count[0] = self._device_count
+        return 0
+
+    @entry
+    def aclrtSynchronizeDevice(self) -> int:
+        EXECUTOR.run_until(lambda: not EXECUTOR.active)
+        return 0
+
+    # ------------------------------------------------------------------ memory
+    def _alloc(self, out: Any, size: int) -> int:
+        if out == ffi.NULL:
+            raise SimError(ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
+        if size <= 0:
+            raise SimError(ACL_ERROR_INVALID_PARAM, f"size={size}; expected > 0")
+        try:
+            mm = mmap.mmap(-1, size)
+        except (OSError, ValueError) as exc:
+            raise SimError(ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot allocate {size} bytes: {exc}") from None
+        ptr = ffi.cast("char *", ffi.from_buffer(mm))
+        self.state.memory[int(ffi.cast("uintptr_t", ptr))] = (mm, ptr)
+        out[0] = ptr
+        return 0
+
+    def _release(self, ptr: Any) -> int:
+        block: Tuple[Any, Any] = self.state.memory.pop(key_of(ptr), None)
+        if block is None:
+            raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"0x{key_of(ptr):x} was not allocated by aclrtMalloc")
+        mm, cptr = block
+        try:
+            mm.close()
+        except BufferError:
+            pass  # still referenced by a live view; freed with the process
+        return 0
+
+    @entry
+    def aclrtMalloc(self, devPtr: Any, size: int, policy: int) -> int:
+        return self._alloc(devPtr, size)
+
+    @entry
+    def aclrtFree(self, devPtr: Any) -> int:
+        return self._release(devPtr)
+
+    @entry
+    def aclrtMallocHost(self, hostPtr: Any, size: int) -> int:
+        return self._alloc(hostPtr, size)
+
+    @entry
+    def aclrtFreeHost(self, hostPtr: Any) -> int:
+        return self._release(hostPtr)
+
+    @entry
+    def aclrtMemcpy(self, dst: Any, destMax: int, src: Any, count: int, kind: int) -> int:
+        self._check_copy(dst, destMax, src, count, kind)
+        if count:
+            ffi.memmove(dst, src, count)
+        return 0
+
+    @entry
+    def aclrtMemcpyAsync(self, dst: Any, destMax: int, src: Any, count: int, kind: int, stream: Any) -> int:
+        self._check_copy(dst, destMax, src, count, kind)
+        q = self.state.stream(stream) if key_of(stream) else self.state.default_stream
+        if count:
+            EXECUTOR.submit(q, [(CALL, None, lambda: ffi.memmove(dst, src, count))])
+            EXECUTOR.settle()
+        return 0
+
+    @staticmethod
+    def _check_copy(dst: Any, destMax: int, src: Any, count: int, kind: int) -> None:
+        if dst == ffi.NULL or src == ffi.NULL:
+            raise SimError(ACL_ERROR_INVALID_PARAM, "dst or src is NULL")
+        if count > destMax:
+            raise SimError(ACL_ERROR_INVALID_PARAM, f"count={count} exceeds destMax={destMax}")
+        if not 0 <= kind <= 7:
+            raise SimError(ACL_ERROR_INVALID_PARAM, f"kind={kind} is not an aclrtMemcpyKind")
+
+    @entry
+    def aclrtMemset(self, devPtr: Any, maxCount: int, value: int, count: int) -> int:
+        if devPtr == ffi.NULL:
+            raise SimError(ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
+        if count > maxCount:
+            raise SimError(ACL_ERROR_INVALID_PARAM, f"count={count} exceeds maxCount={maxCount}")
+        if count:
+            np.frombuffer(ffi.buffer(ffi.cast("char *", devPtr), count), np.uint8)[:] = value & 0xFF
+        return 0
+
+    # ------------------------------------------------------------------ streams
+    @entry
+    def aclrtCreateStream(self, stream: Any) -> int:
+        if stream == ffi.NULL:
+            raise SimError(ACL_ERROR_INVALID_PARAM, "stream is NULL")
+        key = self.state.new_ptr_key()
+        self.state.streams[key] = Queue(f"stream 0x{key:x}")
+        stream[0] = ffi.cast("aclrtStream", key)
+        return 0
+
+    @entry
+    def aclrtDestroyStream(self, stream: Any) -> int:
+        key = key_of(stream)
+        q = self.state.streams.get(key)
+        if q is None or key == 0:
+            raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"stream 0x{key:x} is not a stream of this process")
+        if q.tasks:
+            EXECUTOR.settle()
+        del self.state.streams[key]
+        return 0
+
+    def _sync(self, q: Queue, deadline: "float | None", timeout_code: int) -> int:
+        finished = EXECUTOR.run_until(lambda: not q.tasks or q.error is not None, deadline)
+        if q.error is not None:
+            code, acl_code, message = q.error
+            q.error = None
+            set_last_error(message)
+            return acl_code
+        if not finished:
+            set_last_error(f"{q.name}: not finished before the synchronisation timeout")
+            return timeout_code
+        return 0
+
+    @entry
+    def aclrtSynchronizeStream(self, stream: Any) -> int:
+        q = self.state.stream(stream) if key_of(stream) else self.state.default_stream
+        return self._sync(q, None, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
+
+    @entry
+    def aclrtSynchronizeStreamWithTimeout(self, stream: Any, timeout: int) -> int:
+        q = self.state.stream(stream) if key_of(stream) else self.state.default_stream
+        deadline = None if timeout < 0 else time.monotonic() + timeout / 1000.0
+        return self._sync(q, deadline, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
+
+    # ------------------------------------------------------------------ events
+    @entry
+    def aclrtCreateEvent(self, event: Any) -> int:
+        if event == ffi.NULL:
+            raise SimError(ACL_ERROR_INVALID_PARAM, "event is NULL")
+        key = self.state.new_ptr_key()
+        self.state.events[key] = SimEvent(key)
+        event[0] = ffi.cast("aclrtEvent", key)
+        return 0
+
+    @entry
+    def aclrtCreateEventWithFlag(self, event: Any, flag: int) -> int:
+        return self.aclrtCreateEvent(event)
+
+    def _event(self, event: Any) -> SimEvent:
+        ev = self.state.event(event)
+        if ev is None:
+            raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"event 0x{key_of(event):x} is not an event of this process")
+        return ev
+
+    @entry
+    def aclrtDestroyEvent(self, event: Any) -> int:
+        ev = self._event(event)
+        del self.state.events[ev.handle]
+        return 0
+
+    @entry
+    def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
+        ev = self._event(event)
+        q = self.state.stream(stream) if key_of(stream) else self.state.default_stream
+        ev.recorded += 1
+        EXECUTOR.submit(q, [(EVENT_RECORD, None, ev)])
+        EXECUTOR.settle()
+        return 0
+
+    @entry
+    def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
+        ev = self._event(event)
+        q = self.state.stream(stream) if key_of(stream) else self.state.default_stream
+        EXECUTOR.submit(q, [(EVENT_WAIT, None, ev, ev.recorded)])
+        EXECUTOR.settle()
+        return 0
+
+    @entry
+    def aclrtSynchronizeEvent(self, event: Any) -> int:
+        ev = self._event(event)
+        target = ev.recorded
+        EXECUTOR.run_until(lambda: ev.completed >= target)
+        return 0

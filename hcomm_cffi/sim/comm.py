@@ -1,0 +1,370 @@
+"""A communicator of the emulator: this rank's shared segments, its peers, its channels.
+
+Each rank of a communicator owns two /dev/shm segments:
+
+* ``ctl``: a header (state, rank, pid, the futex doorbell) and a table of channel slots, each
+  with 64 notify words.  A peer records into a slot of this segment and rings the doorbell.
+* ``buf``: the HCCL buffer, 2 x HCCL_BUFFSIZE MiB, sparse, so untouched pages cost nothing.
+
+Rendezvous is by name: every rank creates its own segments and waits (up to
+HCCL_CONNECT_TIMEOUT) for its peers' to appear.  A channel is a pair of slots, one in each rank's
+``ctl``, matched by (peer, engine, protocol); its HCCL-buffer address is the peer's ``buf``
+mapped into this process, so a Write is a real memmove into the peer's memory.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from .._ffi import ffi
+from .config import SimConfig
+from .errors import HcclResult, SimError
+from .futex import futex_wait, futex_wake
+from .runtime import Queue, SimThread
+from .shm import PREFIX, SHM_DIR, Segment, owner_alive, sweep_stale
+
+MAGIC = 0x4D534348          # "HCSM"
+LAYOUT_VERSION = 1
+HEADER_WORDS = 16
+SLOT_WORDS = 16 + 64        # slot header + 64 notify words
+MAX_NOTIFIES_PER_CHANNEL = 64
+
+# header word indices
+H_MAGIC, H_VERSION, H_STATE, H_NRANKS, H_RANK, H_PID, H_BELL, H_SLEEPING, H_SLOTS = range(9)
+H_BUF_LO, H_BUF_HI = 9, 10
+STATE_READY, STATE_DESTROYED = 1, 2
+# slot word indices
+S_STATE, S_PEER, S_ENGINE, S_PROTOCOL, S_NOTIFY_NUM = range(5)
+SLOT_PUBLISHED = 1
+
+__all__ = ["SimComm", "SimChannel", "segment_names"]
+
+
+def segment_names(comm_id: str, rank: int) -> Tuple[str, str]:
+    """(ctl, buf) /dev/shm names of one rank of a communicator."""
+    base = f"{PREFIX}{comm_id}_r{rank}"
+    return base + "_ctl", base + "_buf"
+
+
+class SimChannel:
+    """One end of a channel: my notify slot, the peer's slot, the peer's HCCL buffer."""
+
+    __slots__ = ("handle", "comm", "peer", "engine", "protocol", "notify_num", "local_words", "local_base",
+                 "remote_words", "remote_base", "peer_ctl", "peer_ctl_path", "peer_bell_addr", "peer_sleep_index",
+                 "peer_buf", "buf_lo", "buf_hi", "pending", "signalled")
+
+    def __init__(self, handle: int, comm: "SimComm", peer: int, engine: int, protocol: int, notify_num: int,
+                 local_slot: int, remote_slot: int) -> None:
+        self.handle = handle
+        self.comm = comm
+        self.peer = peer
+        self.engine = engine
+        self.protocol = protocol
+        self.notify_num = notify_num
+        self.local_words = comm.words
+        self.local_base = HEADER_WORDS + local_slot * SLOT_WORDS + 16
+        peer_ctl = comm.peer_ctl[peer]
+        self.peer_ctl = peer_ctl
+        self.peer_ctl_path = peer_ctl.path
+        self.remote_words = ffi.cast("uint32_t *", peer_ctl.ptr)
+        self.remote_base = HEADER_WORDS + remote_slot * SLOT_WORDS + 16
+        self.peer_bell_addr = peer_ctl.addr + 4 * H_BELL
+        self.peer_buf = comm.peer_buffer(peer)
+        self.buf_lo = self.peer_buf.addr
+        self.buf_hi = self.peer_buf.addr + self.peer_buf.size
+        # checker state: peer-buffer ranges written since my last record / handed over since my last wait
+        self.pending: List[Tuple[int, int]] = []
+        self.signalled: List[Tuple[int, int]] = []
+
+    def ring_peer(self) -> None:
+        """Bump the peer's doorbell and wake it if it sleeps."""
+        words = self.remote_words
+        words[H_BELL] = (words[H_BELL] + 1) & 0xFFFFFFFF
+        if words[H_SLEEPING]:
+            futex_wake(self.peer_bell_addr)
+
+    def on_record(self) -> None:
+        """Data written before this record is now the peer's until it signals back."""
+        if self.pending:
+            self.signalled.extend(self.pending)
+            self.pending = []
+
+    def on_wait_done(self) -> None:
+        """The peer signalled us: everything handed over earlier is released."""
+        if self.signalled:
+            self.signalled = []
+
+    def check_write(self, executor: Any, q: Queue, task: tuple, dst: Any, nbytes: int) -> None:
+        """Checker: a write may not overwrite peer memory handed over and not yet released."""
+        if self.comm.config.check == "off" or nbytes <= 0:
+            return
+        lo = int(ffi.cast("uintptr_t", dst))
+        hi = lo + nbytes
+        for a, b in self.signalled:
+            if lo < b and a < hi:
+                executor.report(task[1], q, task,
+                                f"write of {nbytes} bytes at offset {lo - self.buf_lo} of rank {self.peer}'s "
+                                f"HCCL buffer overlaps data already handed to it (offset {a - self.buf_lo}, "
+                                f"{b - a} bytes) that rank {self.peer} has not released by a notify since")
+                break
+        self.pending.append((lo, hi))
+
+
+class SimComm:
+    """State of one communicator in this process (one rank of it)."""
+
+    def __init__(self, handle: int, comm_id: str, name: str, rank: int, nranks: int, config: SimConfig) -> None:
+        if not 0 <= rank < nranks:
+            raise SimError(HcclResult.E_PARA, f"rank={rank} is outside [0, {nranks})")
+        self.handle = handle
+        self.comm_id = comm_id
+        self.name = name
+        self.rank = rank
+        self.nranks = nranks
+        self.config = config
+        self.buffer_bytes = 2 * config.buffsize_mb * (1 << 20)
+        self.slots = max(64, 8 * nranks)
+        self.async_error = 0
+        self.failure: Optional[str] = None
+        self.reports: List[str] = []
+        self.destroyed = False
+        self.threads: List[SimThread] = []
+        self.thread_notifies = 0
+        self.stream_threads: Dict[int, SimThread] = {}
+        self.channels: Dict[Tuple[int, int, int], SimChannel] = {}
+        self.peer_ctl: Dict[int, Segment] = {}
+        self._peer_buf: Dict[int, Segment] = {}
+        self._used_slots = 0
+        self.native: Any = None  # state of the native collectives, created on first use
+        sweep_stale()
+        ctl_name, buf_name = segment_names(comm_id, rank)
+        try:
+            self.ctl = Segment(ctl_name, 4 * (HEADER_WORDS + self.slots * SLOT_WORDS), create=True)
+        except FileExistsError:
+            raise SimError(HcclResult.E_PARA, f"rank {rank} of communicator {name} is already initialised "
+                                              "(by this or another live process)") from None
+        try:
+            self.buf = Segment(buf_name, self.buffer_bytes, create=True)
+        except BaseException:
+            self.ctl.close()
+            self.ctl.unlink()
+            raise
+        self.words = ffi.cast("uint32_t *", self.ctl.ptr)
+        self.bell_addr = self.ctl.addr + 4 * H_BELL
+        w = self.words
+        w[H_MAGIC], w[H_VERSION], w[H_NRANKS], w[H_RANK] = MAGIC, LAYOUT_VERSION, nranks, rank
+        w[H_PID], w[H_SLOTS] = os.getpid(), self.slots
+        w[H_BUF_LO], w[H_BUF_HI] = self.buffer_bytes & 0xFFFFFFFF, self.buffer_bytes >> 32
+        w[H_STATE] = STATE_READY
+        self.peer_ctl[rank] = self.ctl
+        self._peer_buf[rank] = self.buf
+
+    # ------------------------------------------------------------------ rendezvous
+    def connect(self) -> None:
+        """Wait until every peer's segments exist and agree on the rank count."""
+        deadline = time.monotonic() + self.config.connect_timeout_s
+        missing = [r for r in range(self.nranks) if r != self.rank]
+        delay = 0.0005
+        while missing:
+            still = []
+            for r in missing:
+                seg = self._open_peer_ctl(r)
+                if seg is None:
+                    still.append(r)
+                    continue
+                pw = ffi.cast("uint32_t *", seg.ptr)
+                if pw[H_NRANKS] != self.nranks:
+                    seg.close()
+                    raise SimError(HcclResult.E_PARA, f"rank {r} of communicator {self.name} was created with "
+                                                      f"nRanks={pw[H_NRANKS]}, this rank with {self.nranks}")
+                self.peer_ctl[r] = seg
+            missing = still
+            if not missing:
+                break
+            if time.monotonic() >= deadline:
+                raise SimError(HcclResult.E_TIMEOUT,
+                               f"rank {self.rank} of communicator {self.name}: ranks {missing} of {self.nranks} "
+                               f"never arrived within {self.config.connect_timeout_s:g} s (HCCL_CONNECT_TIMEOUT)")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+
+    def _open_peer_ctl(self, rank: int) -> Optional[Segment]:
+        name = segment_names(self.comm_id, rank)[0]
+        try:
+            seg = Segment(name)
+        except (FileNotFoundError, ValueError):  # ValueError: created but not sized yet
+            return None
+        words = ffi.cast("uint32_t *", seg.ptr)
+        if seg.size < 4 * HEADER_WORDS or words[H_MAGIC] != MAGIC or words[H_STATE] != STATE_READY:
+            seg.close()
+            return None
+        return seg
+
+    def peer_buffer(self, rank: int) -> Segment:
+        """The HCCL buffer of ``rank`` mapped into this process (mapped on first use)."""
+        seg = self._peer_buf.get(rank)
+        if seg is None:
+            seg = Segment(segment_names(self.comm_id, rank)[1])
+            self._peer_buf[rank] = seg
+        return seg
+
+    # ------------------------------------------------------------------ channels
+    def connect_channels(self, requests: List[Tuple[int, int, int, int]], next_handle: Any) -> List[SimChannel]:
+        """Create or reuse channels for (peer, engine, protocol, notify_num) requests, all concurrently."""
+        result: List[Optional[SimChannel]] = [None] * len(requests)
+        todo: List[Tuple[int, int, int, int, int, int]] = []
+        for i, (peer, engine, protocol, notify_num) in enumerate(requests):
+            key = (peer, engine, protocol)
+            existing = self.channels.get(key)
+            if existing is not None:
+                result[i] = existing
+                continue
+            if any(t[1:4] == (peer, engine, protocol) for t in todo):
+                todo.append((i, peer, engine, protocol, notify_num, -1))  # same request twice in one call
+                continue
+            slot = self._publish_slot(peer, engine, protocol, notify_num)
+            todo.append((i, peer, engine, protocol, notify_num, slot))
+        deadline = time.monotonic() + self.config.connect_timeout_s
+        delay = 0.0002
+        pending = [t for t in todo if t[5] >= 0]
+        while pending:
+            still = []
+            for t in pending:
+                i, peer, engine, protocol, notify_num, slot = t
+                remote = self._find_remote_slot(peer, engine, protocol)
+                if remote is None:
+                    if not owner_alive(self.peer_ctl[peer].path):
+                        raise SimError(HcclResult.E_REMOTE, f"peer rank {peer} of communicator {self.name} is gone")
+                    still.append(t)
+                    continue
+                remote_slot, remote_notify = remote
+                if remote_notify != notify_num:
+                    raise SimError(HcclResult.E_PARA,
+                                   f"channel to rank {peer}: notifyNum differs between the ends (local "
+                                   f"{notify_num}, remote {remote_notify}); both ends must ask for the same")
+                ch = SimChannel(next_handle(), self, peer, engine, protocol, notify_num, slot, remote_slot)
+                self.channels[(peer, engine, protocol)] = ch
+                result[i] = ch
+            pending = still
+            if not pending:
+                break
+            if time.monotonic() >= deadline:
+                peers = sorted({t[1] for t in pending})
+                raise SimError(HcclResult.E_TIMEOUT,
+                               f"rank {self.rank} of communicator {self.name}: channel setup with ranks {peers} "
+                               f"did not complete within {self.config.connect_timeout_s:g} s "
+                               "(HCCL_CONNECT_TIMEOUT); both ends must call HcclChannelAcquire")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.01)
+        for t in todo:
+            if t[5] < 0:
+                result[t[0]] = self.channels[(t[1], t[2], t[3])]
+        return [c for c in result if c is not None]
+
+    def _publish_slot(self, peer: int, engine: int, protocol: int, notify_num: int) -> int:
+        if self._used_slots >= self.slots:
+            raise SimError(HcclResult.E_UNAVAIL, f"communicator {self.name}: all {self.slots} channel slots used")
+        slot = self._used_slots
+        self._used_slots += 1
+        base = HEADER_WORDS + slot * SLOT_WORDS
+        w = self.words
+        w[base + S_PEER] = peer
+        w[base + S_ENGINE] = engine & 0xFFFFFFFF
+        w[base + S_PROTOCOL] = protocol & 0xFFFFFFFF
+        w[base + S_NOTIFY_NUM] = notify_num
+        w[base + S_STATE] = SLOT_PUBLISHED
+        return slot
+
+    def _find_remote_slot(self, peer: int, engine: int, protocol: int) -> Optional[Tuple[int, int]]:
+        seg = self.peer_ctl[peer]
+        w = ffi.cast("uint32_t *", seg.ptr)
+        for slot in range(w[H_SLOTS]):
+            base = HEADER_WORDS + slot * SLOT_WORDS
+            if w[base + S_STATE] != SLOT_PUBLISHED:
+                break  # slots are published in order
+            if (w[base + S_PEER] == self.rank and w[base + S_ENGINE] == engine & 0xFFFFFFFF
+                    and w[base + S_PROTOCOL] == protocol & 0xFFFFFFFF):
+                return slot, w[base + S_NOTIFY_NUM]
+        return None
+
+    # ------------------------------------------------------------------ doorbell
+    def bell_value(self) -> int:
+        return self.words[H_BELL]
+
+    def ring_self(self) -> None:
+        """Local record: wake another OS thread of this process sleeping on this rank's doorbell."""
+        w = self.words
+        w[H_BELL] = (w[H_BELL] + 1) & 0xFFFFFFFF
+        if w[H_SLEEPING]:
+            futex_wake(self.bell_addr)
+
+    def sleep_on_bell(self, value: int, timeout: float) -> None:
+        w = self.words
+        w[H_SLEEPING] = 1
+        try:
+            futex_wait(self.bell_addr, value, timeout)
+        finally:
+            w[H_SLEEPING] = 0
+
+    # ------------------------------------------------------------------ bookkeeping
+    def record_failure(self, code: int, message: str) -> None:
+        if not self.async_error:
+            self.async_error = code
+            self.failure = message
+
+    def queue_drained(self) -> None:
+        """End-of-operation check: once all threads of this rank are idle, no notify may stay set."""
+        if self.config.check == "off":
+            return
+        for th in self.threads:
+            if th.queue.tasks:
+                return
+        for th in self.stream_threads.values():
+            if th.queue.tasks:
+                return
+        for th in list(self.threads) + list(self.stream_threads.values()):
+            for idx, value in enumerate(th.notifies):
+                if value:
+                    th.notifies[idx] = 0
+                    from .runtime import EXECUTOR  # local import: runtime is the lower module
+                    message_task = (0, th)
+                    try:
+                        EXECUTOR.report(th, th.queue, message_task,
+                                        f"thread notify {idx} of {th.label} was recorded but never waited on "
+                                        "by the end of the operation (it would desynchronise the next one)")
+                    except Exception as exc:  # strict mode: fail the comm
+                        self.record_failure(HcclResult.E_INTERNAL, str(exc))
+
+    def unconsumed_channel_records(self) -> List[str]:
+        """Channel notifies of this rank still set (recorded by a peer, never waited on)."""
+        found = []
+        for ch in self.channels.values():
+            for idx in range(ch.notify_num):
+                if ch.local_words[ch.local_base + idx]:
+                    found.append(f"channel notify {idx} from rank {ch.peer} (engine {ch.engine}, "
+                                 f"protocol {ch.protocol})")
+        return found
+
+    def destroy(self) -> None:
+        """Release every segment this rank created or mapped."""
+        if self.destroyed:
+            return
+        self.destroyed = True
+        self.words[H_STATE] = STATE_DESTROYED
+        self.words = ffi.cast("uint32_t *", ffi.new("uint32_t[]", HEADER_WORDS))  # no use after unmap
+        for seg in list(self.peer_ctl.values()) + list(self._peer_buf.values()):
+            if not seg.owner:
+                seg.close()
+        for seg in (self.ctl, self.buf):
+            seg.unlink()
+            seg.close()
+        # peers that died cannot unlink their own segments: do it for them
+        for r in range(self.nranks):
+            for name in segment_names(self.comm_id, r):
+                path = os.path.join(SHM_DIR, name)
+                if os.path.exists(path) and not owner_alive(path):
+                    try:
+                        os.unlink(path)
+                    except FileNotFoundError:
+                        pass

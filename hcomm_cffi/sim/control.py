@@ -1,0 +1,435 @@
+"""Control plane of the emulator: root info, communicator life cycle, buffers, threads, channels."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import struct
+import uuid
+import warnings
+from typing import Any, List, Optional
+
+import numpy as np
+
+from .._ffi import ffi
+from ..enums import (
+    HCCL_ROOT_INFO_BYTES, MAX_NOTIFIES_PER_COMM, MAX_THREAD_NOTIFIES, MAX_THREADS_PER_COMM, Engine, Protocol,
+)
+from .comm import MAX_NOTIFIES_PER_CHANNEL, SimComm
+from .config import SimConfig, read_config
+from .errors import HcclResult, SimError, entry
+from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
+from .state import SimState, key_of
+
+ROOT_MAGIC = b"HCOMMSIM"
+ROOT_VERSION = 1
+COMM_CONFIG_MAGIC = 0xF0F0F0F0
+CHANNEL_DESC_MAGIC = 0x0F0F0F0F
+NOT_SET_U32 = 0xFFFFFFFF
+
+THREAD_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.AICPU, Engine.AICPU_TS, Engine.AIV}
+STREAM_THREAD_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.CCU}
+CHANNEL_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.AICPU, Engine.AICPU_TS}
+CHANNEL_PROTOCOLS = {Protocol.HCCS, Protocol.ROCE, Protocol.HCCS_ONLY, Protocol.PCIE, Protocol.SIO}
+
+__all__ = ["ControlPlane"]
+
+
+def _check_out(ptr: Any, what: str) -> None:
+    if ptr is None or ptr == ffi.NULL:
+        raise SimError(HcclResult.E_PTR, f"{what} is NULL")
+
+
+class ControlPlane:
+    """HCCL/HCOMM communicator and resource calls (mixed into SimLibrary)."""
+
+    state: SimState
+    _string: Any  # interned C strings, provided by AclRuntime
+
+    # ------------------------------------------------------------------ root info and init
+    @entry
+    def HcclGetRootInfo(self, rootInfo: Any) -> int:
+        _check_out(rootInfo, "rootInfo")
+        comm_id = uuid.uuid4().hex[:20]
+        blob = ROOT_MAGIC + struct.pack("<II", ROOT_VERSION, os.getpid()) + comm_id.encode()
+        ffi.memmove(ffi.cast("char *", rootInfo), blob.ljust(HCCL_ROOT_INFO_BYTES, b"\0"), HCCL_ROOT_INFO_BYTES)
+        return 0
+
+    @entry
+    def HcclCommInitRootInfo(self, nRanks: int, rootInfo: Any, rank: int, comm: Any) -> int:
+        return self._init_root(nRanks, rootInfo, rank, None, comm)
+
+    @entry
+    def HcclCommInitRootInfoConfig(self, nRanks: int, rootInfo: Any, rank: int, config: Any, comm: Any) -> int:
+        _check_out(config, "config")
+        return self._init_root(nRanks, rootInfo, rank, config, comm)
+
+    def _init_root(self, n: int, root: Any, rank: int, config: Any, out: Any) -> int:
+        _check_out(root, "rootInfo")
+        _check_out(out, "comm")
+        blob = bytes(ffi.buffer(ffi.cast("char *", root), HCCL_ROOT_INFO_BYTES))
+        if not blob.startswith(ROOT_MAGIC):
+            raise SimError(HcclResult.E_PARA, "rootInfo was not produced by HcclGetRootInfo of the emulator "
+                                              "(bad magic); pass the 4108 bytes unchanged to every rank")
+        comm_id = blob[16:36].decode("ascii", "replace")
+        if n < 1:
+            raise SimError(HcclResult.E_PARA, f"nRanks={n}; expected at least 1")
+        cfg, name = self._config(config, comm_id)
+        comm = self._new_comm(comm_id, name, rank, n, cfg)
+        out[0] = ffi.cast("HcclComm", comm.handle)
+        return 0
+
+    def _config(self, config: Any, default_name: str) -> "tuple[SimConfig, str]":
+        cfg = read_config()
+        name = default_name
+        if config is None or config == ffi.NULL:
+            return cfg, name
+        head = bytes(ffi.buffer(ffi.cast("char *", config), 24))
+        size, magic, version = struct.unpack_from("<QII", head)
+        if magic != COMM_CONFIG_MAGIC:
+            raise SimError(HcclResult.E_PARA, f"config magic word is 0x{magic:08x}, expected 0x{COMM_CONFIG_MAGIC:08X}; "
+                                              "initialise it with HcclCommConfigInit")
+        c = ffi.cast("HcclCommConfig *", config)
+        if c.hcclBufferSize != NOT_SET_U32:
+            if c.hcclBufferSize < 1:
+                raise SimError(HcclResult.E_PARA, "config.hcclBufferSize=0; expected at least 1 (MiB)")
+            cfg = dataclasses.replace(cfg, buffsize_mb=int(c.hcclBufferSize))
+        if c.hcclExecTimeOut >= 0:
+            cfg = dataclasses.replace(cfg, exec_timeout_s=float(c.hcclExecTimeOut) or 86400.0)
+        if c.hcclCommName[0] != b"\0":
+            name = ffi.string(c.hcclCommName, 128).decode("utf-8", "replace")
+        return cfg, name
+
+    def _new_comm(self, comm_id: str, name: str, rank: int, n: int, cfg: SimConfig) -> SimComm:
+        with self.state.lock:
+            handle = self.state.new_ptr_key()
+            comm = SimComm(handle, comm_id, name, rank, n, cfg)
+            self.state.comms[handle] = comm
+        try:
+            comm.connect()
+        except BaseException:
+            with self.state.lock:
+                del self.state.comms[handle]
+            comm.destroy()
+            raise
+        return comm
+
+    @entry
+    def HcclCommInitClusterInfo(self, clusterInfo: Any, rank: int, comm: Any) -> int:
+        return self._init_cluster(clusterInfo, rank, None, comm)
+
+    @entry
+    def HcclCommInitClusterInfoConfig(self, clusterInfo: Any, rank: int, config: Any, comm: Any) -> int:
+        return self._init_cluster(clusterInfo, rank, config, comm)
+
+    def _init_cluster(self, path_c: Any, rank: int, config: Any, out: Any) -> int:
+        _check_out(path_c, "clusterInfo")
+        _check_out(out, "comm")
+        path = ffi.string(ffi.cast("char *", path_c)).decode()
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except OSError as exc:
+            raise SimError(HcclResult.E_OPEN_FILE_FAILURE, f"cannot open ranktable {path!r}: {exc.strerror}") from None
+        try:
+            table = json.loads(raw)
+        except ValueError as exc:
+            raise SimError(HcclResult.E_PARA, f"ranktable {path!r} is not valid JSON: {exc}") from None
+        ranks = _ranktable_rank_ids(table, path)
+        if rank not in ranks:
+            raise SimError(HcclResult.E_PARA, f"rank={rank} is not a rank_id of ranktable {path!r} "
+                                              f"(it lists {sorted(ranks)[:8]}{'...' if len(ranks) > 8 else ''})")
+        digest = hashlib.sha1(os.path.realpath(path).encode() + raw
+                              + os.environ.get("HCOMM_JOB_ID", "").encode()).hexdigest()[:20]
+        cfg, name = self._config(config, digest)
+        comm = self._new_comm(digest, name, rank, len(ranks), cfg)
+        out[0] = ffi.cast("HcclComm", comm.handle)
+        return 0
+
+    @entry
+    def HcclCreateSubCommConfig(self, comm: Any, rankNum: int, rankIds: Any, subCommId: int, subCommRankId: int,
+                                config: Any, subComm: Any) -> int:
+        _check_out(comm, "comm")
+        _check_out(subComm, "subComm")
+        _check_out(rankIds, "rankIds")
+        parent = self.state.comm(comm[0])
+        if rankNum < 1 or rankNum > parent.nranks:
+            raise SimError(HcclResult.E_PARA, f"rankNum={rankNum}; expected 1..{parent.nranks}")
+        ids = [int(rankIds[i]) for i in range(rankNum)]
+        if len(set(ids)) != len(ids) or any(not 0 <= r < parent.nranks for r in ids):
+            raise SimError(HcclResult.E_PARA, f"rankIds={ids} must be distinct ranks of the parent (0..{parent.nranks - 1})")
+        if not 0 <= subCommRankId < rankNum or ids[subCommRankId] != parent.rank:
+            raise SimError(HcclResult.E_PARA, f"subCommRankId={subCommRankId} does not point at this rank "
+                                              f"({parent.rank}) in rankIds={ids}")
+        digest = hashlib.sha1(f"{parent.comm_id}/{subCommId}/{ids}".encode()).hexdigest()[:20]
+        cfg, name = self._config(config, digest)
+        if config is None or config == ffi.NULL:
+            cfg = parent.config
+        sub = self._new_comm(digest, name, subCommRankId, rankNum, cfg)
+        subComm[0] = ffi.cast("HcclComm", sub.handle)
+        return 0
+
+    @entry
+    def HcclCommInitAll(self, ndev: int, devices: Any, comms: Any) -> int:
+        _check_out(devices, "devices")
+        _check_out(comms, "comms")
+        devs = [int(devices[i]) for i in range(ndev)]
+        if ndev < 1 or len(set(devs)) != ndev:
+            raise SimError(HcclResult.E_PARA, f"devices={devs}: expected ndev >= 1 distinct device ids")
+        comm_id = uuid.uuid4().hex[:20]
+        cfg = read_config()
+        made: List[SimComm] = []
+        try:
+            with self.state.lock:
+                for r in range(ndev):
+                    handle = self.state.new_ptr_key()
+                    c = SimComm(handle, comm_id, comm_id, r, ndev, cfg)
+                    self.state.comms[handle] = c
+                    made.append(c)
+            for c in made:
+                c.connect()
+        except BaseException:
+            for c in made:
+                self.state.comms.pop(c.handle, None)
+                c.destroy()
+            raise
+        for r, c in enumerate(made):
+            comms[r] = ffi.cast("HcclComm", c.handle)
+        return 0
+
+    @entry
+    def HcclCommDestroy(self, comm: Any) -> int:
+        c = self.state.comm(comm)
+        EXECUTOR.settle()
+        with EXECUTOR.lock:
+            for th in list(c.threads) + list(c.stream_threads.values()):
+                q = th.queue
+                if q.tasks:
+                    EXECUTOR.fail_queue(q, HcclResult.E_INTERNAL, 507000,
+                                        f"{q.name}: communicator {c.name} destroyed with tasks pending")
+        leftovers = c.unconsumed_channel_records() if c.config.check != "off" else []
+        for text in leftovers:
+            message = f"checker: rank {c.rank}, communicator {c.name}: {text} was recorded but never waited on"
+            c.reports.append(message)
+            warnings.warn(message, CheckerWarning, stacklevel=3)
+        with self.state.lock:
+            for th in c.threads:
+                self.state.threads.pop(th.handle, None)
+            for th in c.stream_threads.values():
+                self.state.threads.pop(th.handle, None)
+            for ch in c.channels.values():
+                self.state.channels.pop(ch.handle, None)
+            self.state.comms.pop(c.handle, None)
+        c.destroy()
+        return 0
+
+    # ------------------------------------------------------------------ queries
+    @entry
+    def HcclGetRankId(self, comm: Any, rank: Any) -> int:
+        _check_out(rank, "rank")
+        rank[0] = self.state.comm(comm).rank
+        return 0
+
+    @entry
+    def HcclGetRankSize(self, comm: Any, rankSize: Any) -> int:
+        _check_out(rankSize, "rankSize")
+        rankSize[0] = self.state.comm(comm).nranks
+        return 0
+
+    @entry
+    def HcclGetCommName(self, comm: Any, commName: Any) -> int:
+        _check_out(commName, "commName")
+        name = self.state.comm(comm).name.encode()[:127] + b"\0"
+        ffi.memmove(ffi.cast("char *", commName), name, len(name))
+        return 0
+
+    @entry
+    def HcclGetCommAsyncError(self, comm: Any, asyncError: Any) -> int:
+        _check_out(asyncError, "asyncError")
+        asyncError[0] = self.state.comm(comm).async_error
+        return 0
+
+    def HcclGetErrorString(self, code: int) -> Any:
+        return self._string(_ERROR_STRINGS.get(int(code), f"unknown HcclResult {int(code)}"))
+
+    def HcclGetCommConfigCapability(self) -> int:
+        return 12  # every HcclCommConfigCapability item up to HCCL_COMM_CONFIG_BUFFER_NAME
+
+    # ------------------------------------------------------------------ buffers
+    @entry
+    def HcclGetHcclBuffer(self, comm: Any, buffer: Any, size: Any) -> int:
+        _check_out(buffer, "buffer")
+        _check_out(size, "size")
+        c = self.state.comm(comm)
+        buffer[0] = c.buf.ptr
+        size[0] = c.buffer_bytes
+        return 0
+
+    @entry
+    def HcclGetHcclBufferCleared(self, comm: Any, buffer: Any, size: Any) -> int:
+        _check_out(buffer, "buffer")
+        _check_out(size, "size")
+        c = self.state.comm(comm)
+        EXECUTOR.settle()
+        np.frombuffer(ffi.buffer(c.buf.ptr, c.buffer_bytes), np.uint8)[:] = 0
+        buffer[0] = c.buf.ptr
+        size[0] = c.buffer_bytes
+        return 0
+
+    @entry
+    def HcclChannelGetHcclBuffer(self, comm: Any, channel: int, buffer: Any, size: Any) -> int:
+        _check_out(buffer, "buffer")
+        _check_out(size, "size")
+        c = self.state.comm(comm)
+        ch = self.state.channel(channel)
+        if ch.comm is not c:
+            raise SimError(HcclResult.E_PARA, f"channel 0x{channel:x} belongs to another communicator")
+        buffer[0] = ch.peer_buf.ptr
+        size[0] = ch.peer_buf.size
+        return 0
+
+    # ------------------------------------------------------------------ threads
+    @entry
+    def HcclThreadAcquire(self, comm: Any, engine: int, threadNum: int, notifyNumPerThread: int, threads: Any) -> int:
+        _check_out(threads, "threads")
+        c = self.state.comm(comm)
+        if engine not in THREAD_ENGINES:
+            raise SimError(HcclResult.E_NOT_SUPPORT if engine == Engine.CCU else HcclResult.E_PARA,
+                           f"engine={engine} cannot own threads; use COMM_ENGINE_CPU_TS or COMM_ENGINE_AICPU_TS")
+        if threadNum < 1:
+            raise SimError(HcclResult.E_PARA, f"threadNum={threadNum}; expected at least 1")
+        if notifyNumPerThread > MAX_THREAD_NOTIFIES:
+            raise SimError(HcclResult.E_PARA, f"notifyNumPerThread={notifyNumPerThread}; expected at most "
+                                              f"{MAX_THREAD_NOTIFIES}")
+        with self.state.lock:
+            if len(c.threads) + threadNum > MAX_THREADS_PER_COMM:
+                raise SimError(HcclResult.E_UNAVAIL,
+                               f"thread quota: communicator {c.name} has {len(c.threads)} threads, {threadNum} more "
+                               f"would exceed {MAX_THREADS_PER_COMM} (HcclThreadAcquire creates new threads on every "
+                               "call on A2/A3: acquire once and cache the handles)")
+            if c.thread_notifies + threadNum * notifyNumPerThread > MAX_NOTIFIES_PER_COMM:
+                raise SimError(HcclResult.E_UNAVAIL,
+                               f"notify quota: {c.thread_notifies} thread notifies in use, "
+                               f"{threadNum * notifyNumPerThread} more would exceed {MAX_NOTIFIES_PER_COMM}")
+            for i in range(threadNum):
+                handle = self.state.new_thread_handle()
+                q = Queue(f"rank {c.rank} thread 0x{handle:x}")
+                q.comm = c
+                th = SimThread(handle, c, int(engine), notifyNumPerThread, q, main=False)
+                c.threads.append(th)
+                self.state.threads[handle] = th
+                threads[i] = handle
+            c.thread_notifies += threadNum * notifyNumPerThread
+        return 0
+
+    @entry
+    def HcclThreadAcquireWithStream(self, comm: Any, engine: int, stream: Any, notifyNum: int, thread: Any) -> int:
+        _check_out(thread, "thread")
+        c = self.state.comm(comm)
+        if engine not in STREAM_THREAD_ENGINES:
+            raise SimError(HcclResult.E_NOT_SUPPORT, f"engine={engine}: a stream can only be wrapped for "
+                                                     "COMM_ENGINE_CPU, COMM_ENGINE_CPU_TS or COMM_ENGINE_CCU")
+        if notifyNum > MAX_THREAD_NOTIFIES:
+            raise SimError(HcclResult.E_PARA, f"notifyNum={notifyNum}; expected at most {MAX_THREAD_NOTIFIES}")
+        q = self.state.stream(stream)
+        key = key_of(stream)
+        with self.state.lock:
+            th = c.stream_threads.get(key)
+            if th is None:
+                handle = self.state.new_thread_handle()
+                th = SimThread(handle, c, int(engine), notifyNum, q, main=True)
+                c.stream_threads[key] = th
+                self.state.threads[handle] = th
+            elif notifyNum > len(th.notifies):
+                th.notifies.extend([0] * (notifyNum - len(th.notifies)))
+            if q.comm is None:
+                q.comm = c
+        thread[0] = th.handle
+        return 0
+
+    @entry
+    def HcclThreadResGetInfo(self, comm: Any, thread: int, resType: int, infoLen: int, info: Any) -> int:
+        _check_out(info, "info")
+        c = self.state.comm(comm)
+        th = self.state.thread(thread)
+        if th.comm is not c or resType != 0 or infoLen != ffi.sizeof("aclrtStream"):
+            raise SimError(HcclResult.E_PARA, "expected THREAD_RES_TYPE_STREAM with infoLen == sizeof(aclrtStream)")
+        for key, q in self.state.streams.items():
+            if q is th.queue:
+                ffi.cast("aclrtStream *", info)[0] = ffi.cast("aclrtStream", key)
+                return 0
+        key = self.state.new_ptr_key()
+        self.state.streams[key] = th.queue
+        ffi.cast("aclrtStream *", info)[0] = ffi.cast("aclrtStream", key)
+        return 0
+
+    # ------------------------------------------------------------------ channels
+    @entry
+    def HcclChannelAcquire(self, comm: Any, engine: int, channelDescs: Any, channelNum: int, channels: Any) -> int:
+        _check_out(channelDescs, "channelDescs")
+        _check_out(channels, "channels")
+        c = self.state.comm(comm)
+        if not 0 < channelNum <= 1048576:
+            raise SimError(HcclResult.E_PARA, f"channelNum={channelNum}; expected 1..1048576")
+        if engine not in CHANNEL_ENGINES:
+            raise SimError(HcclResult.E_NOT_SUPPORT, f"engine={engine}: channels of this engine are not available "
+                                                     "on the emulated A2 product (use COMM_ENGINE_CPU_TS or AICPU_TS)")
+        descs = ffi.cast("HcclChannelDesc *", channelDescs)
+        requests = []
+        for i in range(channelNum):
+            d = descs[i]
+            if d.header.magicWord != CHANNEL_DESC_MAGIC:
+                raise SimError(HcclResult.E_PARA, f"channelDescs[{i}] magic word is 0x{d.header.magicWord:08x}; "
+                                                  "initialise descriptors with HcclChannelDescInit")
+            peer = int(d.remoteRank)
+            if peer == c.rank or peer >= c.nranks:
+                raise SimError(HcclResult.E_PARA, f"channelDescs[{i}].remoteRank={peer}; expected another rank "
+                                                  f"in [0, {c.nranks}) (this is rank {c.rank})")
+            proto = int(d.channelProtocol)
+            if proto not in CHANNEL_PROTOCOLS:
+                raise SimError(HcclResult.E_NOT_SUPPORT, f"channelDescs[{i}].channelProtocol={proto} is not "
+                                                         "available on the emulated A2 product")
+            if d.notifyNum > MAX_NOTIFIES_PER_CHANNEL:
+                raise SimError(HcclResult.E_PARA, f"channelDescs[{i}].notifyNum={d.notifyNum}; expected at most "
+                                                  f"{MAX_NOTIFIES_PER_CHANNEL}")
+            requests.append((peer, int(engine), proto, int(d.notifyNum)))
+        made = c.connect_channels(requests, self.state.new_channel_handle)
+        with self.state.lock:
+            for i, ch in enumerate(made):
+                self.state.channels[ch.handle] = ch
+                channels[i] = ch.handle
+        return 0
+
+    @entry
+    def HcclChannelDestroy(self, comm: Any, channels: Any, channelNum: int) -> int:
+        self.state.comm(comm)
+        raise SimError(HcclResult.E_NOT_SUPPORT, "HcclChannelDestroy only releases CCU channels (Ascend 950); "
+                                                 "A2/A3 channels live until HcclCommDestroy")
+
+
+def _ranktable_rank_ids(table: Any, path: str) -> List[int]:
+    """Rank ids listed in a ranktable (1.0/1.2 server_list, or 2.0 rank_list)."""
+    ids: List[int] = []
+    try:
+        if "rank_list" in table:
+            ids = [int(r["rank_id"]) for r in table["rank_list"]]
+        else:
+            for server in table["server_list"]:
+                ids.extend(int(d["rank_id"]) for d in server["device"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SimError(HcclResult.E_PARA, f"ranktable {path!r}: cannot read rank ids ({exc!r})") from None
+    if sorted(ids) != list(range(len(ids))):
+        raise SimError(HcclResult.E_PARA, f"ranktable {path!r}: rank ids {sorted(ids)} are not 0..{len(ids) - 1}")
+    return ids
+
+
+_ERROR_STRINGS = {
+    0: "no error", 1: "parameter error", 2: "empty pointer", 3: "memory error", 4: "internal error",
+    5: "not support feature", 6: "not found specific resource", 7: "resource unavailable",
+    8: "call system interface error", 9: "timeout", 10: "open file fail", 11: "tcp connect fail",
+    12: "roce connect fail", 13: "tcp transfer fail", 14: "roce transfer fail", 15: "call runtime api fail",
+    16: "call driver api fail", 17: "call profiling api fail", 18: "call cce api fail",
+    19: "call network api fail", 20: "try again", 21: "error cqe", 22: "communicator suspended",
+    23: "operator retry failed", 24: "out of memory", 1041: "see status output",
+}

@@ -1,0 +1,323 @@
+"""Data plane of the emulator: the Hcomm* primitives and batch mode.
+
+Each call validates its arguments the way the A2 host build does (codes per the vendor source:
+NULL pointers -> HCCL_E_PTR, thread-notify index out of range -> HCCL_E_PTR, channel-notify index
+out of range -> HCCL_E_INTERNAL, unsupported reduce type/op -> HCCL_E_PARA, features of other
+products -> HCCL_E_NOT_SUPPORT), then records one task.  Inside HcommBatchModeStart/End tasks are
+collected and launched at End.  Outside batch mode the vendor's A2 host build accepts the call and
+submits it at once (it returns 0; the documentation says batch mode is required): the emulator does
+the same and its checker reports it (HCOMM_SIM_CHECK=strict rejects it with HCCL_E_NOT_SUPPORT).
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any, Dict, List, Optional
+
+from .._ffi import ffi
+from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Protocol, ReduceOp
+from .errors import HcclResult, SimError, entry
+from .runtime import (
+    C_RECORD, C_WAIT, COPY, EXECUTOR, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE,
+    CheckerWarning, SimThread,
+)
+from .state import SimState
+
+_NULL = ffi.NULL
+_cast = ffi.cast
+DEFAULT_NOTIFY_WAIT_S = 1836 + 27   # host default of the *WithDefaultTimeout waits
+
+__all__ = ["DataPlane"]
+
+
+class _Batch(threading.local):
+    tasks: Optional[Dict[SimThread, List[tuple]]] = None
+    tag: bytes = b""
+
+
+def _addr(p: Any) -> int:
+    return int(_cast("uintptr_t", p))
+
+
+def _reduce_args(count: int, dtype: int, op: int) -> "tuple[DataType, ReduceOp]":
+    try:
+        dt = DataType(dtype)
+        rop = ReduceOp(op)
+    except ValueError:
+        raise SimError(HcclResult.E_PARA, f"dataType={dtype}, reduceOp={op}: not valid enum values") from None
+    if dt not in HOST_REDUCE_DTYPES or rop not in HOST_REDUCE_OPS:
+        raise SimError(HcclResult.E_PARA,
+                       f"reduce of {dt.name} with {rop.name} is not supported by the A2/A3 data plane "
+                       "(types int8/int16/int32/fp16/fp32/bf16, ops sum/max/min)")
+    return dt, rop
+
+
+class DataPlane:
+    """Hcomm* data-plane calls (mixed into SimLibrary)."""
+
+    state: SimState
+
+    def __init__(self) -> None:
+        self._batch = _Batch()
+        self._default_wait_s = float(DEFAULT_NOTIFY_WAIT_S)
+
+    # ------------------------------------------------------------------ issuing
+    def _issue(self, th: SimThread, task: tuple) -> None:
+        tasks = self._batch.tasks
+        if tasks is not None:
+            lst = tasks.get(th)
+            if lst is None:
+                tasks[th] = lst = []
+            lst.append(task)
+            return
+        comm = th.comm
+        mode = comm.config.check
+        if mode != "off":
+            message = (f"checker: rank {comm.rank}, {th.label}: data-plane call outside "
+                       "HcommBatchModeStart/End; the A2/A3 documentation requires batch mode (the A2 host "
+                       "build submits it immediately, or silently defers it after an earlier batch)")
+            comm.reports.append(message)
+            if mode == "strict":
+                raise SimError(HcclResult.E_NOT_SUPPORT, message)
+            warnings.warn(message, CheckerWarning, stacklevel=3)
+        EXECUTOR.submit(th.queue, [task])
+        EXECUTOR.settle()
+
+    def _thread_channel(self, thread: int, channel: int) -> "tuple[SimThread, Any]":
+        th = self.state.thread(thread)
+        ch = self.state.channel(channel)
+        if ch.comm is not th.comm:
+            raise SimError(HcclResult.E_PARA, f"thread 0x{thread:x} and channel 0x{channel:x} belong to "
+                                              "different communicators")
+        return th, ch
+
+    @staticmethod
+    def _in_peer_buffer(ch: Any, ptr: Any, nbytes: int, what: str) -> None:
+        lo = _addr(ptr)
+        if lo < ch.buf_lo or lo + nbytes > ch.buf_hi:
+            raise SimError(HcclResult.E_PARA,
+                           f"{what} range [0x{lo:x}, +{nbytes}) is outside rank {ch.peer}'s HCCL buffer "
+                           f"(0x{ch.buf_lo:x}, {ch.buf_hi - ch.buf_lo} bytes) as seen through this channel")
+
+    # ------------------------------------------------------------------ local
+    @entry
+    def HcommLocalCopyOnThread(self, thread: int, dst: Any, src: Any, len: int) -> int:
+        th = self.state.thread(thread)
+        if dst == _NULL or src == _NULL:
+            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        if len:
+            self._issue(th, (COPY, th, dst, src, len))
+        return 0
+
+    @entry
+    def HcommLocalReduceOnThread(self, thread: int, dst: Any, src: Any, count: int, dataType: int,
+                                 reduceOp: int) -> int:
+        th = self.state.thread(thread)
+        if dst == _NULL or src == _NULL:
+            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        dt, op = _reduce_args(count, dataType, reduceOp)
+        if count:
+            self._issue(th, (REDUCE, th, dst, src, count, dt, op))
+        return 0
+
+    # ------------------------------------------------------------------ notifies
+    @entry
+    def HcommThreadNotifyRecordOnThread(self, thread: int, dstThread: int, dstNotifyIdx: int) -> int:
+        th = self.state.thread(thread)
+        dst = self.state.thread(dstThread)
+        if dst.comm is not th.comm:
+            raise SimError(HcclResult.E_PARA, "thread and dstThread belong to different communicators")
+        if dstNotifyIdx >= len(dst.notifies):
+            raise SimError(HcclResult.E_PTR, f"dstNotifyIdx={dstNotifyIdx} is out of range: {dst.label} has "
+                                             f"{len(dst.notifies)} notifies")
+        self._issue(th, (T_RECORD, th, dst, dstNotifyIdx))
+        return 0
+
+    @entry
+    def HcommThreadNotifyWaitOnThread(self, thread: int, notifyIdx: int, timeOut: int) -> int:
+        th = self.state.thread(thread)
+        if notifyIdx >= len(th.notifies):
+            raise SimError(HcclResult.E_PTR, f"notifyIdx={notifyIdx} is out of range: {th.label} has "
+                                             f"{len(th.notifies)} notifies")
+        self._issue(th, (T_WAIT, th, notifyIdx, float(timeOut)))
+        return 0
+
+    @entry
+    def HcommThreadNotifyWaitOnThreadWithDefaultTimeout(self, thread: int, notifyIdx: int) -> int:
+        th = self.state.thread(thread)
+        if notifyIdx >= len(th.notifies):
+            raise SimError(HcclResult.E_PTR, f"notifyIdx={notifyIdx} is out of range: {th.label} has "
+                                             f"{len(th.notifies)} notifies")
+        self._issue(th, (T_WAIT, th, notifyIdx, self._default_wait_s))
+        return 0
+
+    @entry
+    def HcommSetNotifyWaitTimeOut(self, timeOut: float) -> int:
+        if timeOut < 0 or timeOut != int(timeOut):
+            raise SimError(HcclResult.E_PARA, f"timeOut={timeOut}; expected whole seconds >= 0")
+        self._default_wait_s = float(timeOut) or 86400.0
+        return 0
+
+    @entry
+    def HcommChannelNotifyRecordOnThread(self, thread: int, channel: int, remoteNotifyIdx: int) -> int:
+        th, ch = self._thread_channel(thread, channel)
+        if remoteNotifyIdx >= ch.notify_num:
+            raise SimError(HcclResult.E_INTERNAL, f"remoteNotifyIdx={remoteNotifyIdx} is out of range: the channel "
+                                                  f"to rank {ch.peer} has {ch.notify_num} notifies")
+        self._issue(th, (C_RECORD, th, ch, remoteNotifyIdx))
+        return 0
+
+    @entry
+    def HcommChannelNotifyWaitOnThread(self, thread: int, channel: int, localNotifyIdx: int, timeOut: int) -> int:
+        th, ch = self._thread_channel(thread, channel)
+        if localNotifyIdx >= ch.notify_num:
+            raise SimError(HcclResult.E_INTERNAL, f"localNotifyIdx={localNotifyIdx} is out of range: the channel "
+                                                  f"to rank {ch.peer} has {ch.notify_num} notifies")
+        self._issue(th, (C_WAIT, th, ch, localNotifyIdx, float(timeOut)))
+        return 0
+
+    # ------------------------------------------------------------------ remote
+    @entry
+    def HcommWriteOnThread(self, thread: int, channel: int, dst: Any, src: Any, len: int) -> int:
+        th, ch = self._thread_channel(thread, channel)
+        if dst == _NULL or src == _NULL:
+            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        if len:
+            self._in_peer_buffer(ch, dst, len, "dst")
+            self._issue(th, (WRITE, th, ch, dst, src, len))
+        return 0
+
+    @entry
+    def HcommReadOnThread(self, thread: int, channel: int, dst: Any, src: Any, len: int) -> int:
+        th, ch = self._thread_channel(thread, channel)
+        if dst == _NULL or src == _NULL:
+            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        if len:
+            self._in_peer_buffer(ch, src, len, "src")
+            self._issue(th, (READ, th, ch, dst, src, len))
+        return 0
+
+    @entry
+    def HcommWriteReduceOnThread(self, thread: int, channel: int, dst: Any, src: Any, count: int, dataType: int,
+                                 reduceOp: int) -> int:
+        th, ch = self._thread_channel(thread, channel)
+        if dst == _NULL or src == _NULL:
+            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        dt, op = _reduce_args(count, dataType, reduceOp)
+        if count:
+            self._in_peer_buffer(ch, dst, count * dt.itemsize, "dst")
+            self._issue(th, (WRITE_REDUCE, th, ch, dst, src, count, dt, op))
+        return 0
+
+    @entry
+    def HcommReadReduceOnThread(self, thread: int, channel: int, dst: Any, src: Any, count: int, dataType: int,
+                                reduceOp: int) -> int:
+        th, ch = self._thread_channel(thread, channel)
+        if dst == _NULL or src == _NULL:
+            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        if ch.protocol == Protocol.ROCE:
+            raise SimError(HcclResult.E_NOT_SUPPORT, "ReadReduce is not supported over RoCE on A2/A3")
+        dt, op = _reduce_args(count, dataType, reduceOp)
+        if count:
+            self._in_peer_buffer(ch, src, count * dt.itemsize, "src")
+            self._issue(th, (READ_REDUCE, th, ch, dst, src, count, dt, op))
+        return 0
+
+    # ------------------------------------------------------------------ batch mode
+    @entry
+    def HcommBatchModeStart(self, batchTag: Any) -> int:
+        if self._batch.tasks is None:
+            self._batch.tasks = {}
+        self._batch.tag = b"" if batchTag == _NULL or batchTag is None else ffi.string(_cast("char *", batchTag))
+        return 0
+
+    @entry
+    def HcommBatchModeEnd(self, batchTag: Any) -> int:
+        tasks = self._batch.tasks
+        if tasks is None:
+            return 0  # the vendor's End without Start launches nothing and succeeds
+        self._batch.tasks = None
+        if not tasks:
+            return 0
+        self._check_fork_join(tasks)
+        for th, lst in tasks.items():
+            EXECUTOR.submit(th.queue, lst)
+        EXECUTOR.settle()
+        return 0
+
+    def _check_fork_join(self, tasks: Dict[SimThread, List[tuple]]) -> None:
+        """Checker: secondary threads start by waiting on the main thread and end by signalling it."""
+        threads = list(tasks)
+        comm = threads[0].comm
+        if comm.config.check == "off" or len(threads) < 2:
+            return
+        mains = [th for th in threads if th.main]
+        main = mains[0] if mains else threads[0]
+        problems = []
+        for th in threads:
+            if th is main:
+                continue
+            lst = tasks[th]
+            if lst[0][0] != T_WAIT:
+                problems.append(f"{th.label} does not begin by waiting on a thread notify from the main thread "
+                                f"({main.label}); its first task is {_kind(lst[0])}")
+            last = lst[-1]
+            if last[0] != T_RECORD or last[2] is not main:
+                problems.append(f"{th.label} does not end by recording a notify of the main thread ({main.label}); "
+                                f"its last task (step {len(lst) - 1}) is {_kind(last)}")
+        for text in problems:
+            message = f"checker: rank {comm.rank}, batch: {text}"
+            comm.reports.append(message)
+            if comm.config.check == "strict":
+                raise SimError(HcclResult.E_INTERNAL, message)
+            warnings.warn(message, CheckerWarning, stacklevel=3)
+
+    # ------------------------------------------------------------------ not on A2
+    def _not_on_a2(self, what: str) -> int:
+        raise SimError(HcclResult.E_NOT_SUPPORT, f"{what} is not supported on the emulated A2 product")
+
+    @entry
+    def HcommWriteWithNotifyOnThread(self, thread: int, channel: int, dst: Any, src: Any, len: int,
+                                     remoteNotifyIdx: int) -> int:
+        return self._not_on_a2("HcommWriteWithNotifyOnThread (Ascend 950 only)")
+
+    @entry
+    def HcommWriteReduceWithNotifyOnThread(self, *args: Any) -> int:
+        return self._not_on_a2("HcommWriteReduceWithNotifyOnThread (Ascend 950 only)")
+
+    @entry
+    def HcommFenceOnThread(self, thread: int) -> int:
+        return self._not_on_a2("HcommFenceOnThread (950 host CPU engine only)")
+
+    @entry
+    def HcommChannelFenceOnThread(self, thread: int, channel: int) -> int:
+        return self._not_on_a2("HcommChannelFenceOnThread (950 only)")
+
+    @entry
+    def HcommChannelFence(self, channel: int) -> int:
+        return self._not_on_a2("HcommChannelFence (950 host CPU engine only)")
+
+    @entry
+    def HcommChannelNotifyWaitOnThreadWithDefaultTimeout(self, thread: int, channel: int, localNotifyIdx: int) -> int:
+        return self._not_on_a2("HcommChannelNotifyWaitOnThreadWithDefaultTimeout on ordinary channels")
+
+    @entry
+    def HcommBatchTransferOnThread(self, thread: int, channel: int, transferDescs: Any, transferDescNum: int) -> int:
+        return self._not_on_a2("HcommBatchTransferOnThread (NIC-plugin RoCE channels only)")
+
+    @entry
+    def HcommChannelDrainOnThread(self, thread: int, channel: int) -> int:
+        return self._not_on_a2("HcommChannelDrainOnThread (AICPU RoCE only)")
+
+    @entry
+    def HcommAcquireComm(self, commId: Any) -> int:
+        return self._not_on_a2("HcommAcquireComm (inside an AICPU kernel only)")
+
+    @entry
+    def HcommReleaseComm(self, commId: Any) -> int:
+        return self._not_on_a2("HcommReleaseComm (inside an AICPU kernel only)")
+
+
+def _kind(task: tuple) -> str:
+    from .runtime import KIND_NAMES
+    return KIND_NAMES.get(task[0], str(task[0]))

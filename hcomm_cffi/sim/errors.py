@@ -1,0 +1,77 @@
+"""Return codes the emulator hands back, and the internal exception that carries them.
+
+Entry points catch ``SimError`` and return its code, keeping the message for
+``aclGetRecentErrMsg`` as the real runtime does for its last error.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable, Optional, TypeVar
+
+from ..enums import HcclResult
+
+# aclError values (runtime rt_error_codes.h / acl_base.h)
+ACL_SUCCESS = 0
+ACL_ERROR_INVALID_PARAM = 100000
+ACL_ERROR_UNINITIALIZE = 100001
+ACL_ERROR_REPEAT_INITIALIZE = 100002
+ACL_ERROR_RT_PARAM_INVALID = 107000
+ACL_ERROR_RT_INVALID_DEVICEID = 107001
+ACL_ERROR_RT_CONTEXT_NULL = 107002
+ACL_ERROR_RT_INVALID_HANDLE = 107017
+ACL_ERROR_RT_MEMORY_ALLOCATION = 207001
+ACL_ERROR_RT_INTERNAL_ERROR = 507000
+ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046
+ACL_ERROR_RT_EVENT_SYNC_TIMEOUT = 507047
+ACL_ERROR_RT_FFTS_PLUS_TIMEOUT = 507048       # a notify wait on the stream timed out
+ACL_ERROR_RT_SUSPECT_REMOTE_ERROR = 507057    # the peer process of a channel is gone
+
+__all__ = [
+    "SimError", "entry", "last_error", "set_last_error", "HcclResult",
+    "ACL_SUCCESS", "ACL_ERROR_INVALID_PARAM", "ACL_ERROR_UNINITIALIZE", "ACL_ERROR_REPEAT_INITIALIZE",
+    "ACL_ERROR_RT_PARAM_INVALID", "ACL_ERROR_RT_INVALID_DEVICEID", "ACL_ERROR_RT_CONTEXT_NULL",
+    "ACL_ERROR_RT_INVALID_HANDLE", "ACL_ERROR_RT_MEMORY_ALLOCATION", "ACL_ERROR_RT_INTERNAL_ERROR",
+    "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT", "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT",
+    "ACL_ERROR_RT_FFTS_PLUS_TIMEOUT", "ACL_ERROR_RT_SUSPECT_REMOTE_ERROR",
+]
+
+
+class SimError(Exception):
+    """An error the C function reports by return code; ``code`` is what it returns."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = int(code)
+        self.message = message
+
+
+_tls = threading.local()
+
+
+def set_last_error(message: str) -> None:
+    """Remember the detailed text of the calling OS thread's last failure."""
+    _tls.message = message
+
+
+def last_error() -> Optional[str]:
+    """The calling OS thread's last failure text, if any."""
+    return getattr(_tls, "message", None)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def entry(func: F) -> F:
+    """Wrap a C entry point: a SimError becomes its return code plus a remembered message."""
+    name = func.__name__
+
+    @functools.wraps(func)
+    def wrapper(*args: Any) -> Any:
+        try:
+            return func(*args)
+        except SimError as exc:
+            set_last_error(f"{name}: {exc.message}")
+            return exc.code
+
+    return wrapper  # type: ignore[return-value]

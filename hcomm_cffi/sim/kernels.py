@@ -1,0 +1,82 @@
+"""The byte-moving work of the emulator: copies and element-wise reductions between raw addresses.
+
+Copies go in pieces of ``COPY_PIECE`` bytes once a copy is large (glibc switches to non-temporal
+stores around 16 MiB and slows down); reductions run over cache-sized pieces so both operands
+stay in L2.  bf16 is reduced through float32 with round-to-nearest-even, as the hardware does.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+import numpy as np
+
+from .._ffi import ffi
+from ..enums import DataType, ReduceOp, numpy_dtype
+
+COPY_PIECE = 1 << 20          # bytes per memmove for large copies
+COPY_SPLIT_ABOVE = 4 << 20    # copies up to this size go in one memmove
+REDUCE_PIECE = 128 << 10      # bytes of one operand per reduction step
+
+_memmove = ffi.memmove
+_buffer = ffi.buffer
+_cast = ffi.cast
+
+_UFUNC: Dict[int, Any] = {ReduceOp.SUM: np.add, ReduceOp.MAX: np.maximum, ReduceOp.MIN: np.minimum,
+                          ReduceOp.PROD: np.multiply}
+
+__all__ = ["copy", "reduce", "view", "COPY_PIECE", "REDUCE_PIECE"]
+
+
+def copy(dst: Any, src: Any, nbytes: int) -> None:
+    """memmove ``nbytes`` from ``src`` to ``dst`` (cdata pointers), in pieces when large."""
+    if nbytes <= COPY_SPLIT_ABOVE:
+        _memmove(dst, src, nbytes)
+        return
+    d = _cast("char *", dst)
+    s = _cast("char *", src)
+    off = 0
+    while off < nbytes:
+        n = min(COPY_PIECE, nbytes - off)
+        _memmove(d + off, s + off, n)
+        off += n
+
+
+def view(ptr: Any, count: int, dtype: DataType) -> np.ndarray:
+    """A NumPy array over ``count`` elements at ``ptr`` (no copy)."""
+    np_dtype = numpy_dtype(dtype)
+    return np.frombuffer(_buffer(_cast("char *", ptr), count * np_dtype.itemsize), dtype=np_dtype)
+
+
+def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def _f32_to_bf16(values: np.ndarray, out: np.ndarray) -> None:
+    bits = values.view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(values)
+    if nan.any():
+        rounded[nan] = 0x7FC0
+    out[...] = rounded
+
+
+def reduce(dst: Any, src: Any, count: int, dtype: DataType, op: ReduceOp) -> None:
+    """``dst[i] = op(dst[i], src[i])`` for ``count`` elements of ``dtype`` (ints wrap around)."""
+    if count <= 0:
+        return
+    ufunc: Callable[..., Any] = _UFUNC[op]
+    d = view(dst, count, dtype)
+    s = view(src, count, dtype)
+    piece = max(1, REDUCE_PIECE // d.itemsize)
+    if dtype == DataType.BFP16:
+        for lo in range(0, count, piece):
+            hi = lo + piece
+            acc = ufunc(_bf16_to_f32(d[lo:hi]), _bf16_to_f32(s[lo:hi]))
+            _f32_to_bf16(acc, d[lo:hi])
+        return
+    if count <= piece:
+        ufunc(d, s, out=d)
+        return
+    for lo in range(0, count, piece):
+        hi = lo + piece
+        ufunc(d[lo:hi], s[lo:hi], out=d[lo:hi])

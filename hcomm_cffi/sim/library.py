@@ -1,0 +1,49 @@
+"""``SimLibrary``: the emulator seen as one C library, with every HCCL/HCOMM/ACL function name."""
+from __future__ import annotations
+
+from typing import Any, List
+
+from .acl import AclRuntime
+from .control import ControlPlane
+from .dataplane import DataPlane
+from .errors import HcclResult
+from .native import NativeCollectives
+from .state import SimState
+
+__all__ = ["SimLibrary", "shared_state"]
+
+_STATE = SimState()
+
+
+def shared_state() -> SimState:
+    """The process-wide emulator state (every SimLibrary instance of a process shares it)."""
+    return _STATE
+
+
+class SimLibrary(ControlPlane, DataPlane, AclRuntime, NativeCollectives):
+    """Drop-in for the dlopen'ed CANN libraries: same function names, cdata arguments, return codes.
+
+    All instances in a process share one state, as all handles into one real library would.
+    """
+
+    backend_name = "sim"
+
+    def __init__(self) -> None:
+        self.state = _STATE
+        DataPlane.__init__(self)
+        AclRuntime.__init__(self)
+
+    def checker_reports(self) -> List[str]:
+        """Every checker finding of this process so far, oldest first."""
+        out: List[str] = []
+        for comm in self.state.comms.values():
+            out.extend(comm.reports)
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith(("Hccl", "Hcomm", "acl")):
+            def not_implemented(*args: Any) -> int:
+                return int(HcclResult.E_NOT_SUPPORT)
+            not_implemented.__name__ = name
+            return not_implemented
+        raise AttributeError(name)

@@ -1,0 +1,339 @@
+"""The vendor collectives of libhccl.so (HcclAllReduce, HcclSend, ...) on the emulator.
+
+Each call is expanded, on the host, into ordinary tasks on the stream's queue: copies into this
+rank's HCCL buffer, channel notifies to the peers, and reads or reductions straight out of the
+peers' buffers (a one-shot mesh; deterministic: every rank reduces in rank order, so all ranks
+produce the same bytes).  Every step uses a two-phase handshake (notify 0: "my data is in my
+buffer", notify 1: "I am done reading yours") so binary notifies are never recorded twice before
+being waited on.  Collectives use the input half of the HCCL buffer; send/recv use the output
+half, one slice per peer, with notifies 2 and 3.  Large messages go in buffer-sized chunks.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Tuple
+
+from .._ffi import ffi
+from ..enums import DataType, ReduceOp
+from .comm import SimChannel, SimComm
+from .errors import HcclResult, SimError, entry
+from .runtime import C_RECORD, C_WAIT, COPY, EXECUTOR, REDUCE, SimThread
+from .state import SimState, key_of
+
+NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
+NATIVE_PROTOCOL = 0x4E41     # private protocol id: never matches a user channel
+NATIVE_NOTIFIES = 4          # 0 ready, 1 done (collectives); 2 data, 3 done (send/recv)
+READY, DONE, P2P_DATA, P2P_DONE = 0, 1, 2, 3
+
+_SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, DataType.FP32, DataType.INT64,
+              DataType.UINT64, DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.FP64, DataType.BFP16}
+
+__all__ = ["NativeCollectives"]
+
+
+def _dtype(value: int) -> DataType:
+    try:
+        dt = DataType(value)
+    except ValueError:
+        raise SimError(HcclResult.E_PARA, f"dataType={value} is not an HcclDataType") from None
+    if dt not in _SUPPORTED:
+        raise SimError(HcclResult.E_NOT_SUPPORT, f"dataType {dt.name} is not supported by the collectives")
+    return dt
+
+
+def _op(value: int) -> ReduceOp:
+    try:
+        op = ReduceOp(value)
+    except ValueError:
+        op = ReduceOp.RESERVED
+    if op == ReduceOp.RESERVED:
+        raise SimError(HcclResult.E_PARA, f"op={value} is not an HcclReduceOp (sum 0, prod 1, max 2, min 3)")
+    return op
+
+
+def _ptr(p: Any, name: str, needed: bool) -> Any:
+    if needed and (p is None or p == ffi.NULL):
+        raise SimError(HcclResult.E_PTR, f"{name} is NULL")
+    return ffi.cast("char *", p) if p is not None else ffi.NULL
+
+
+class _Plan:
+    """Task list under construction for one native call on one rank."""
+
+    def __init__(self, comm: SimComm, th: SimThread, channels: Dict[int, SimChannel]) -> None:
+        self.comm = comm
+        self.th = th
+        self.ch = channels
+        self.tasks: List[tuple] = []
+        self.half = comm.buffer_bytes // 2
+
+    def copy(self, dst: Any, src: Any, n: int) -> None:
+        if n:
+            self.tasks.append((COPY, self.th, dst, src, n))
+
+    def reduce(self, dst: Any, src: Any, count: int, dt: DataType, op: ReduceOp) -> None:
+        if count:
+            self.tasks.append((REDUCE, self.th, dst, src, count, dt, op))
+
+    def handshake(self, peers: Sequence[int], idx: int, record: bool = True, wait: bool = True) -> None:
+        if record:
+            for p in peers:
+                self.tasks.append((C_RECORD, self.th, self.ch[p], idx))
+        if wait:
+            for p in peers:
+                self.tasks.append((C_WAIT, self.th, self.ch[p], idx, 0.0))
+
+    def ccl(self, rank: int) -> Any:
+        """Start of ``rank``'s HCCL buffer as mapped here."""
+        if rank == self.comm.rank:
+            return self.comm.buf.ptr
+        return self.ch[rank].peer_buf.ptr
+
+
+class NativeCollectives:
+    """HcclAllReduce and friends (mixed into SimLibrary)."""
+
+    state: SimState
+
+    def _prepare(self, comm: Any, stream: Any, peers: Sequence[int]) -> _Plan:
+        c = self.state.comm(comm)
+        key = key_of(stream)
+        q = self.state.stream(stream) if key else self.state.default_stream
+        with self.state.lock:
+            th = c.stream_threads.get(key)
+            if th is None:
+                th = SimThread(self.state.new_thread_handle(), c, NATIVE_ENGINE, 0, q, main=True)
+                c.stream_threads[key] = th
+                self.state.threads[th.handle] = th
+            if q.comm is None:
+                q.comm = c
+            if c.native is None:
+                c.native = {}
+        missing = [p for p in peers if p not in c.native]
+        if missing:
+            made = c.connect_channels([(p, NATIVE_ENGINE, NATIVE_PROTOCOL, NATIVE_NOTIFIES) for p in missing],
+                                      self.state.new_channel_handle)
+            for p, ch in zip(missing, made):
+                c.native[p] = ch
+        return _Plan(c, th, c.native)
+
+    @staticmethod
+    def _launch(plan: _Plan) -> int:
+        EXECUTOR.submit(plan.th.queue, plan.tasks)
+        EXECUTOR.settle()
+        return 0
+
+    def _others(self, comm: Any) -> Tuple[SimComm, List[int]]:
+        c = self.state.comm(comm)
+        return c, [r for r in range(c.nranks) if r != c.rank]
+
+    # ------------------------------------------------------------------ collectives
+    @entry
+    def HcclAllReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
+                      stream: Any) -> int:
+        dt, rop = _dtype(dataType), _op(op)
+        send, recv = _ptr(sendBuf, "sendBuf", count > 0), _ptr(recvBuf, "recvBuf", count > 0)
+        c, peers = self._others(comm)
+        plan = self._prepare(comm, stream, peers)
+        esz = dt.itemsize
+        chunk = max(1, plan.half // esz)
+        for off in range(0, count, chunk):
+            n = min(chunk, count - off)
+            b = off * esz
+            plan.copy(plan.ccl(c.rank), send + b, n * esz)
+            plan.handshake(peers, READY)
+            plan.copy(recv + b, plan.ccl(0), n * esz)
+            for r in range(1, c.nranks):
+                plan.reduce(recv + b, plan.ccl(r), n, dt, rop)
+            plan.handshake(peers, DONE)
+        return self._launch(plan)
+
+    @entry
+    def HcclReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, root: int, comm: Any,
+                   stream: Any) -> int:
+        dt, rop = _dtype(dataType), _op(op)
+        c, peers = self._others(comm)
+        self._check_root(c, root)
+        send = _ptr(sendBuf, "sendBuf", count > 0)
+        recv = _ptr(recvBuf, "recvBuf", count > 0 and c.rank == root)
+        plan = self._prepare(comm, stream, peers if c.rank == root else [root])
+        esz = dt.itemsize
+        chunk = max(1, plan.half // esz)
+        for off in range(0, count, chunk):
+            n = min(chunk, count - off)
+            b = off * esz
+            plan.copy(plan.ccl(c.rank), send + b, n * esz)
+            if c.rank == root:
+                plan.handshake(peers, READY, record=False)
+                plan.copy(recv + b, plan.ccl(0), n * esz)
+                for r in range(1, c.nranks):
+                    plan.reduce(recv + b, plan.ccl(r), n, dt, rop)
+                plan.handshake(peers, DONE, wait=False)
+            else:
+                plan.handshake([root], READY, wait=False)
+                plan.handshake([root], DONE, record=False)
+        return self._launch(plan)
+
+    @entry
+    def HcclBroadcast(self, buf: Any, count: int, dataType: int, root: int, comm: Any, stream: Any) -> int:
+        dt = _dtype(dataType)
+        data = _ptr(buf, "buf", count > 0)
+        c, peers = self._others(comm)
+        self._check_root(c, root)
+        plan = self._prepare(comm, stream, peers if c.rank == root else [root])
+        esz = dt.itemsize
+        chunk = max(1, plan.half // esz)
+        for off in range(0, count, chunk):
+            n = min(chunk, count - off)
+            b = off * esz
+            if c.rank == root:
+                plan.copy(plan.ccl(root), data + b, n * esz)
+                plan.handshake(peers, READY, wait=False)
+                plan.handshake(peers, DONE, record=False)
+            else:
+                plan.handshake([root], READY, record=False)
+                plan.copy(data + b, plan.ccl(root), n * esz)
+                plan.handshake([root], DONE, wait=False)
+        return self._launch(plan)
+
+    @entry
+    def HcclAllGather(self, sendBuf: Any, recvBuf: Any, sendCount: int, dataType: int, comm: Any,
+                      stream: Any) -> int:
+        dt = _dtype(dataType)
+        send, recv = _ptr(sendBuf, "sendBuf", sendCount > 0), _ptr(recvBuf, "recvBuf", sendCount > 0)
+        c, peers = self._others(comm)
+        plan = self._prepare(comm, stream, peers)
+        esz = dt.itemsize
+        chunk = max(1, plan.half // esz)
+        for off in range(0, sendCount, chunk):
+            n = min(chunk, sendCount - off)
+            plan.copy(plan.ccl(c.rank), send + off * esz, n * esz)
+            plan.handshake(peers, READY)
+            for r in range(c.nranks):
+                plan.copy(recv + (r * sendCount + off) * esz, plan.ccl(r), n * esz)
+            plan.handshake(peers, DONE)
+        return self._launch(plan)
+
+    @entry
+    def HcclReduceScatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, op: int, comm: Any,
+                          stream: Any) -> int:
+        dt, rop = _dtype(dataType), _op(op)
+        send, recv = _ptr(sendBuf, "sendBuf", recvCount > 0), _ptr(recvBuf, "recvBuf", recvCount > 0)
+        c, peers = self._others(comm)
+        plan = self._prepare(comm, stream, peers)
+        esz = dt.itemsize
+        chunk = max(1, plan.half // (esz * c.nranks))
+        for off in range(0, recvCount, chunk):
+            n = min(chunk, recvCount - off)
+            for q in range(c.nranks):
+                plan.copy(plan.ccl(c.rank) + q * n * esz, send + (q * recvCount + off) * esz, n * esz)
+            plan.handshake(peers, READY)
+            mine = c.rank * n * esz
+            plan.copy(recv + off * esz, plan.ccl(0) + mine, n * esz)
+            for r in range(1, c.nranks):
+                plan.reduce(recv + off * esz, plan.ccl(r) + mine, n, dt, rop)
+            plan.handshake(peers, DONE)
+        return self._launch(plan)
+
+    @entry
+    def HcclAlltoAll(self, sendBuf: Any, sendCount: int, sendType: int, recvBuf: Any, recvCount: int,
+                     recvType: int, comm: Any, stream: Any) -> int:
+        dt = _dtype(sendType)
+        if recvType != sendType or recvCount != sendCount:
+            raise SimError(HcclResult.E_PARA, f"sendCount/sendType ({sendCount}, {sendType}) must equal "
+                                              f"recvCount/recvType ({recvCount}, {recvType})")
+        send, recv = _ptr(sendBuf, "sendBuf", sendCount > 0), _ptr(recvBuf, "recvBuf", sendCount > 0)
+        c, peers = self._others(comm)
+        plan = self._prepare(comm, stream, peers)
+        esz = dt.itemsize
+        chunk = max(1, plan.half // (esz * c.nranks))
+        for off in range(0, sendCount, chunk):
+            n = min(chunk, sendCount - off)
+            for q in range(c.nranks):
+                plan.copy(plan.ccl(c.rank) + q * n * esz, send + (q * sendCount + off) * esz, n * esz)
+            plan.handshake(peers, READY)
+            for r in range(c.nranks):
+                plan.copy(recv + (r * sendCount + off) * esz, plan.ccl(r) + c.rank * n * esz, n * esz)
+            plan.handshake(peers, DONE)
+        return self._launch(plan)
+
+    @entry
+    def HcclBarrier(self, comm: Any, stream: Any) -> int:
+        c, peers = self._others(comm)
+        plan = self._prepare(comm, stream, peers)
+        plan.handshake(peers, READY)
+        plan.handshake(peers, DONE)
+        return self._launch(plan)
+
+    # ------------------------------------------------------------------ point to point
+    @entry
+    def HcclSend(self, sendBuf: Any, count: int, dataType: int, destRank: int, comm: Any, stream: Any) -> int:
+        return self._p2p([(0, sendBuf, count, dataType, destRank)], comm, stream)
+
+    @entry
+    def HcclRecv(self, recvBuf: Any, count: int, dataType: int, srcRank: int, comm: Any, stream: Any) -> int:
+        return self._p2p([(1, recvBuf, count, dataType, srcRank)], comm, stream)
+
+    @entry
+    def HcclBatchSendRecv(self, sendRecvInfo: Any, itemNum: int, comm: Any, stream: Any) -> int:
+        items_c = ffi.cast("HcclSendRecvItem *", _ptr(sendRecvInfo, "sendRecvInfo", itemNum > 0))
+        items = []
+        for i in range(itemNum):
+            it = items_c[i]
+            if it.sendRecvType not in (0, 1):
+                raise SimError(HcclResult.E_PARA, f"sendRecvInfo[{i}].sendRecvType={it.sendRecvType}; "
+                                                  "expected HCCL_SEND or HCCL_RECV")
+            items.append((int(it.sendRecvType), it.buf, int(it.count), int(it.dataType), int(it.remoteRank)))
+        return self._p2p(items, comm, stream)
+
+    def _p2p(self, items: List[tuple], comm: Any, stream: Any) -> int:
+        c = self.state.comm(comm)
+        checked = []
+        for kind, buf, count, dtype, peer in items:
+            dt = _dtype(dtype)
+            if not 0 <= peer < c.nranks or peer == c.rank:
+                raise SimError(HcclResult.E_PARA, f"{'destRank' if kind == 0 else 'srcRank'}={peer}; expected "
+                               f"another rank in [0, {c.nranks}) (this is rank {c.rank})")
+            checked.append((kind, _ptr(buf, "buffer", count > 0), count, dt, peer))
+        plan = self._prepare(comm, stream, sorted({it[4] for it in checked}))
+        slice_bytes = plan.half // c.nranks
+        # rounds: at most one send and one recv per peer, so send slices are never shared
+        pending = list(checked)
+        while pending:
+            round_items, rest, seen = [], [], set()
+            for it in pending:
+                key = (it[0], it[4])
+                (rest if key in seen else round_items).append(it)
+                seen.add(key)
+            pending = rest
+            self._p2p_round(plan, round_items, slice_bytes)
+        return self._launch(plan)
+
+    @staticmethod
+    def _p2p_round(plan: _Plan, items: List[tuple], slice_bytes: int) -> None:
+        comm = plan.comm
+        chunks = []
+        for kind, buf, count, dt, peer in items:
+            step = max(1, slice_bytes // dt.itemsize)
+            chunks.append([(kind, buf, off, min(step, count - off), dt, peer) for off in range(0, count, step)])
+        depth = max((len(c) for c in chunks), default=0)
+        for i in range(depth):
+            layer = [c[i] for c in chunks if i < len(c)]
+            for kind, buf, off, n, dt, peer in layer:  # senders stage and signal
+                if kind == 0:
+                    region = comm.buf.ptr + plan.half + peer * slice_bytes
+                    plan.copy(region, buf + off * dt.itemsize, n * dt.itemsize)
+                    plan.tasks.append((C_RECORD, plan.th, plan.ch[peer], P2P_DATA))
+            for kind, buf, off, n, dt, peer in layer:  # receivers pull and release
+                if kind == 1:
+                    plan.tasks.append((C_WAIT, plan.th, plan.ch[peer], P2P_DATA, 0.0))
+                    region = plan.ccl(peer) + plan.half + comm.rank * slice_bytes
+                    plan.copy(buf + off * dt.itemsize, region, n * dt.itemsize)
+                    plan.tasks.append((C_RECORD, plan.th, plan.ch[peer], P2P_DONE))
+            for kind, buf, off, n, dt, peer in layer:  # senders wait for the release
+                if kind == 0:
+                    plan.tasks.append((C_WAIT, plan.th, plan.ch[peer], P2P_DONE, 0.0))
+
+    @staticmethod
+    def _check_root(c: SimComm, root: int) -> None:
+        if not 0 <= root < c.nranks:
+            raise SimError(HcclResult.E_PARA, f"root={root}; expected a rank in [0, {c.nranks})")

@@ -1,0 +1,353 @@
+"""Execution model of the emulator: ordered task queues, binary notifies, and the executor.
+
+Every Thread (and every stream) is a FIFO of tasks.  The executor runs all queues of the
+process cooperatively: a queue advances until its head task is a wait whose notify is not set,
+then the next queue gets its turn, so threads of one rank make progress concurrently and never
+in program order.  With nothing runnable, the executor polls briefly with ``sched_yield`` and
+then sleeps on the communicator's futex doorbell, which every record into this rank rings.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Set, Tuple
+
+from . import kernels
+from .errors import (
+    ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
+    HcclResult,
+)
+from .futex import futex_wait, futex_wake, sched_yield
+from .shm import owner_alive
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .comm import SimChannel, SimComm
+
+# task kinds (first element of a task tuple)
+COPY, REDUCE, WRITE, WRITE_REDUCE, READ, READ_REDUCE = range(6)
+T_RECORD, T_WAIT, C_RECORD, C_WAIT, EVENT_RECORD, EVENT_WAIT, CALL = range(6, 13)
+
+KIND_NAMES = {
+    COPY: "LocalCopy", REDUCE: "LocalReduce", WRITE: "Write", WRITE_REDUCE: "WriteReduce",
+    READ: "Read", READ_REDUCE: "ReadReduce", T_RECORD: "ThreadNotifyRecord",
+    T_WAIT: "ThreadNotifyWait", C_RECORD: "ChannelNotifyRecord", C_WAIT: "ChannelNotifyWait",
+    EVENT_RECORD: "EventRecord", EVENT_WAIT: "StreamWaitEvent", CALL: "HostTask",
+}
+
+SPIN_ROUNDS = 64            # sched_yield polls before sleeping on the doorbell
+MAX_SLEEP_S = 0.02          # bound on one futex sleep (guards against a lost wake-up)
+LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers still exist
+
+__all__ = ["Queue", "SimThread", "SimEvent", "Executor", "CheckerWarning", "EXECUTOR", "KIND_NAMES",
+           "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
+           "C_RECORD", "C_WAIT", "EVENT_RECORD", "EVENT_WAIT", "CALL"]
+
+
+class CheckerWarning(UserWarning):
+    """A schedule problem found by the emulator's checker (HCOMM_SIM_CHECK=warn)."""
+
+
+class Queue:
+    """An ordered task queue: the execution context of a Thread or a stream."""
+
+    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.tasks: Deque[tuple] = deque()
+        self.error: Optional[Tuple[int, int, str]] = None  # (HcclResult, aclError, message)
+        self.blocked_since = 0.0
+        self.executed = 0
+        self.comm: Optional["SimComm"] = None
+
+
+class SimThread:
+    """A Thread handle's state: its queue and its binary thread notifies."""
+
+    __slots__ = ("handle", "comm", "engine", "notifies", "queue", "main", "label")
+
+    def __init__(self, handle: int, comm: "SimComm", engine: int, notify_num: int, queue: Queue,
+                 main: bool) -> None:
+        self.handle = handle
+        self.comm = comm
+        self.engine = engine
+        self.notifies: List[int] = [0] * notify_num
+        self.queue = queue
+        self.main = main
+        self.label = f"thread 0x{handle:x}{' (stream)' if main else ''}"
+
+
+class SimEvent:
+    """An ACL event: counts how many of its records have executed."""
+
+    __slots__ = ("handle", "recorded", "completed")
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+        self.recorded = 0
+        self.completed = 0
+
+
+class Executor:
+    """Runs every queue of this process cooperatively; one per process."""
+
+    def __init__(self) -> None:
+        self.active: Set[Queue] = set()
+        self.lock = threading.RLock()  # held while stepping, never while sleeping
+
+    # ------------------------------------------------------------------ submission
+    def submit(self, queue: Queue, tasks: List[tuple]) -> None:
+        """Append tasks to a queue and make it runnable (a failed queue drops them)."""
+        with self.lock:
+            if queue.error is not None:
+                return
+            queue.tasks.extend(tasks)
+            self.active.add(queue)
+
+    # ------------------------------------------------------------------ driving
+    def step_all(self) -> bool:
+        """Advance every runnable queue as far as it goes; True if any task ran."""
+        progressed = False
+        with self.lock:
+            for q in list(self.active):
+                if self._run_queue(q):
+                    progressed = True
+        return progressed
+
+    def settle(self) -> None:
+        """Run until every queue is empty or blocked (what BatchModeEnd does before returning)."""
+        while self.step_all():
+            pass
+
+    def run_until(self, done: Callable[[], bool], deadline: Optional[float] = None) -> bool:
+        """Drive queues until ``done()``; sleeps when blocked.  False if ``deadline`` passed first."""
+        spins = 0
+        last_liveness = time.monotonic()
+        while True:
+            bells = self._doorbells()
+            if self.step_all():
+                spins = 0
+                if done():
+                    return True
+                continue
+            if done():
+                return True
+            now = time.monotonic()
+            with self.lock:
+                self._expire(now)
+                if now - last_liveness >= LIVENESS_EVERY_S:
+                    last_liveness = now
+                    self._check_peers()
+            if done():
+                return True
+            if deadline is not None and now >= deadline:
+                return False
+            if spins < SPIN_ROUNDS:
+                spins += 1
+                sched_yield()
+                continue
+            self._sleep(bells, now, deadline)
+
+    # ------------------------------------------------------------------ one queue
+    def _run_queue(self, q: Queue) -> bool:
+        tasks = q.tasks
+        ran = False
+        while tasks:
+            task = tasks[0]
+            try:
+                done = self._execute(q, task)
+            except _TaskFailure as exc:
+                self.fail_queue(q, exc.code, exc.acl_code, exc.message)
+                return True
+            except Exception as exc:  # a bug or a bad address caught by Python
+                self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
+                                f"{q.name}: task {q.executed} ({KIND_NAMES.get(task[0])}) raised {exc!r}")
+                return True
+            if not done:
+                if not q.blocked_since:
+                    q.blocked_since = time.monotonic()
+                return ran
+            q.blocked_since = 0.0
+            tasks.popleft()
+            q.executed += 1
+            ran = True
+        self.active.discard(q)
+        comm = q.comm
+        if comm is not None and ran:
+            comm.queue_drained()
+        return ran
+
+    def _execute(self, q: Queue, t: tuple) -> bool:
+        kind = t[0]
+        if kind == T_WAIT:
+            th = t[1]
+            idx = t[2]
+            if th.notifies[idx]:
+                th.notifies[idx] = 0
+                return True
+            return False
+        if kind == C_WAIT:
+            ch = t[2]
+            words = ch.local_words
+            i = ch.local_base + t[3]
+            if words[i]:
+                words[i] = 0
+                ch.on_wait_done()
+                return True
+            return False
+        if kind == C_RECORD:
+            ch = t[2]
+            words = ch.remote_words
+            i = ch.remote_base + t[3]
+            if words[i]:
+                self.report(t[1], q, t, f"record of channel notify {t[3]} to rank {ch.peer} was absorbed: "
+                                        "the notify was still set (the peer has not waited on it yet)")
+            words[i] = 1
+            ch.on_record()
+            ch.ring_peer()
+            return True
+        if kind == T_RECORD:
+            dst = t[2]
+            idx = t[3]
+            if dst.notifies[idx]:
+                self.report(t[1], q, t, f"record of thread notify {idx} of {dst.label} was absorbed: "
+                                        "the notify was still set")
+            dst.notifies[idx] = 1
+            dst.comm.ring_self()
+            return True
+        if kind == COPY:
+            kernels.copy(t[2], t[3], t[4])
+            return True
+        if kind == WRITE:
+            t[2].check_write(self, q, t, t[3], t[5])
+            kernels.copy(t[3], t[4], t[5])
+            return True
+        if kind == REDUCE:
+            kernels.reduce(t[2], t[3], t[4], t[5], t[6])
+            return True
+        if kind == WRITE_REDUCE:
+            t[2].check_write(self, q, t, t[3], t[5] * t[6].itemsize)
+            kernels.reduce(t[3], t[4], t[5], t[6], t[7])
+            return True
+        if kind == READ:
+            kernels.copy(t[3], t[4], t[5])
+            return True
+        if kind == READ_REDUCE:
+            kernels.reduce(t[3], t[4], t[5], t[6], t[7])
+            return True
+        if kind == EVENT_RECORD:
+            t[2].completed += 1
+            return True
+        if kind == EVENT_WAIT:
+            return t[2].completed >= t[3]
+        if kind == CALL:
+            t[2]()
+            return True
+        raise _TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, f"unknown task kind {kind}")
+
+    # ------------------------------------------------------------------ failures and checks
+    def fail_queue(self, q: Queue, code: int, acl_code: int, message: str) -> None:
+        """Stop a queue with an error; the comm and its other blocked queues fail too."""
+        if q.error is not None:
+            return
+        q.error = (int(code), int(acl_code), message)
+        q.tasks.clear()
+        q.blocked_since = 0.0
+        self.active.discard(q)
+        comm = q.comm
+        if comm is not None:
+            comm.record_failure(int(code), message)
+            for other in list(self.active):
+                if other.comm is comm and other.blocked_since:
+                    self.fail_queue(other, code, acl_code, f"{other.name} aborted: {message}")
+
+    def report(self, thread: Any, q: Queue, task: tuple, text: str) -> None:
+        """A checker finding about ``task`` on ``q``; warns or fails the queue per HCOMM_SIM_CHECK."""
+        comm = q.comm
+        mode = comm.config.check if comm is not None else "warn"
+        if mode == "off":
+            return
+        rank = comm.rank if comm is not None else -1
+        label = thread.label if thread is not None else q.name
+        message = f"checker: rank {rank}, {label}, step {q.executed}, task {KIND_NAMES.get(task[0])}: {text}"
+        if comm is not None:
+            comm.reports.append(message)
+        if mode == "strict":
+            raise _TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, message)
+        warnings.warn(message, CheckerWarning, stacklevel=2)
+
+    def _expire(self, now: float) -> None:
+        for q in list(self.active):
+            if not q.blocked_since or not q.tasks:
+                continue
+            t = q.tasks[0]
+            kind = t[0]
+            if kind == T_WAIT:
+                timeout = t[3] or q.comm.config.exec_timeout_s
+                if now - q.blocked_since >= timeout:
+                    th = t[1]
+                    self.fail_queue(q, HcclResult.E_TIMEOUT, ACL_ERROR_RT_FFTS_PLUS_TIMEOUT,
+                                    f"notify wait timed out after {timeout:g} s: rank {th.comm.rank}, "
+                                    f"{th.label}, thread notify {t[2]}, step {q.executed} (no local thread "
+                                    "recorded it; raise HCCL_EXEC_TIMEOUT if a peer is legitimately slow)")
+            elif kind == C_WAIT:
+                timeout = t[4] or q.comm.config.exec_timeout_s
+                if now - q.blocked_since >= timeout:
+                    ch = t[2]
+                    self.fail_queue(q, HcclResult.E_TIMEOUT, ACL_ERROR_RT_FFTS_PLUS_TIMEOUT,
+                                    f"notify wait timed out after {timeout:g} s: rank {ch.comm.rank}, "
+                                    f"{t[1].label}, channel notify {t[3]} from peer rank {ch.peer}, "
+                                    f"step {q.executed} (the peer never recorded it; check that every rank "
+                                    "issues the same operations, or raise HCCL_EXEC_TIMEOUT)")
+
+    def _check_peers(self) -> None:
+        for q in list(self.active):
+            if not q.blocked_since or not q.tasks:
+                continue
+            t = q.tasks[0]
+            if t[0] == C_WAIT:
+                ch = t[2]
+                if not owner_alive(ch.peer_ctl_path):
+                    self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
+                                    f"peer rank {ch.peer} of communicator {ch.comm.name} is gone (its process "
+                                    f"exited or was killed) while rank {ch.comm.rank} {t[1].label} waited on "
+                                    f"channel notify {t[3]}")
+
+    # ------------------------------------------------------------------ sleeping
+    def _doorbells(self) -> List[Tuple[Any, int]]:
+        comms = {q.comm for q in list(self.active) if q.comm is not None}
+        return [(c, c.bell_value()) for c in comms]
+
+    def _sleep(self, bells: List[Tuple[Any, int]], now: float, deadline: Optional[float]) -> None:
+        wake = now + MAX_SLEEP_S
+        for q in list(self.active):
+            if q.blocked_since and q.tasks:
+                t = q.tasks[0]
+                if t[0] == T_WAIT:
+                    limit = t[3] or q.comm.config.exec_timeout_s
+                elif t[0] == C_WAIT:
+                    limit = t[4] or q.comm.config.exec_timeout_s
+                else:
+                    continue
+                wake = min(wake, q.blocked_since + limit)
+        if deadline is not None:
+            wake = min(wake, deadline)
+        timeout = max(wake - now, 0.0)
+        if len(bells) == 1:
+            comm, value = bells[0]
+            comm.sleep_on_bell(value, timeout)
+        else:
+            time.sleep(min(timeout, 0.001))
+
+
+class _TaskFailure(Exception):
+    def __init__(self, code: int, acl_code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.acl_code = acl_code
+        self.message = message
+
+
+EXECUTOR = Executor()

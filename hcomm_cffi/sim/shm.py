@@ -1,0 +1,119 @@
+"""Named shared-memory segments in /dev/shm, owned by one process and mapped by its peers.
+
+The owner holds an exclusive ``flock`` on its segment for as long as it lives; the kernel drops
+the lock when the process dies (even by SIGKILL), so any process can tell a live owner from a
+dead one without trusting pids, and stale segments of dead jobs can be swept away.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import mmap
+import os
+from typing import List, Optional
+
+from .._ffi import ffi
+
+SHM_DIR = os.environ.get("HCOMM_SIM_SHM_DIR", "/dev/shm")
+PREFIX = "hcomm_"
+
+__all__ = ["Segment", "owner_alive", "sweep_stale", "list_segments", "SHM_DIR", "PREFIX"]
+
+
+class Segment:
+    """One mapped /dev/shm file; ``ptr`` is a ``char *`` to its first byte in this process."""
+
+    __slots__ = ("name", "path", "size", "owner", "_fd", "_mm", "ptr", "addr")
+
+    def __init__(self, name: str, size: int = 0, create: bool = False) -> None:
+        self.name = name
+        self.path = os.path.join(SHM_DIR, name)
+        self.owner = create
+        flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+        if create:
+            fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.ftruncate(fd, size)  # sparse: pages cost nothing until touched
+            except BaseException:
+                os.close(fd)
+                os.unlink(self.path)
+                raise
+        else:
+            fd = os.open(self.path, flags)
+            size = os.fstat(fd).st_size
+        self.size = size
+        try:
+            self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            if create:
+                os.unlink(self.path)
+            raise
+        if create:
+            self._fd: Optional[int] = fd  # keeps the liveness lock
+        else:
+            os.close(fd)
+            self._fd = None
+        self.ptr = ffi.cast("char *", ffi.from_buffer(self._mm))
+        self.addr = int(ffi.cast("uintptr_t", self.ptr))
+
+    def close(self) -> None:
+        """Unmap (and, for the owner, drop the lock).  Safe to call twice."""
+        if self._mm is None:
+            return
+        self.ptr = ffi.NULL
+        try:
+            self._mm.close()
+        except BufferError:
+            pass  # a view is still alive somewhere; the mapping goes with the process
+        self._mm = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def unlink(self) -> None:
+        """Remove the name from /dev/shm (mappings stay valid until closed)."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def owner_alive(path: str) -> bool:
+    """True while the process that created ``path`` still holds its lock (i.e. is alive)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return True
+        raise
+    finally:
+        os.close(fd)  # closing releases a lock we may have taken
+    return False
+
+
+def list_segments(prefix: str = PREFIX) -> List[str]:
+    """Names of this package's segments currently in /dev/shm."""
+    try:
+        return sorted(n for n in os.listdir(SHM_DIR) if n.startswith(prefix))
+    except FileNotFoundError:
+        return []
+
+
+def sweep_stale(prefix: str = PREFIX) -> List[str]:
+    """Unlink segments whose owner process is gone; returns the names removed."""
+    removed = []
+    for name in list_segments(prefix):
+        path = os.path.join(SHM_DIR, name)
+        if not owner_alive(path):
+            try:
+                os.unlink(path)
+                removed.append(name)
+            except FileNotFoundError:
+                pass
+    return removed

@@ -1,0 +1,97 @@
+"""Process-wide registries of the emulator: handles of comms, threads, channels, streams, events.
+
+Handles are what the C API hands out: ``HcclComm``/``aclrtStream``/``aclrtEvent`` are fake
+pointers (registry keys cast to ``void *``), ``ThreadHandle``/``ChannelHandle`` are integers.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Dict, Optional
+
+from .._ffi import ffi
+from .comm import SimChannel, SimComm
+from .errors import HcclResult, SimError
+from .runtime import Queue, SimEvent, SimThread
+
+_NULL = ffi.NULL
+
+__all__ = ["SimState", "key_of"]
+
+
+def key_of(obj: Any) -> int:
+    """The integer behind a handle argument: a cdata pointer, an int, or NULL (0)."""
+    if isinstance(obj, int):
+        return obj
+    if obj is None:
+        return 0
+    return int(ffi.cast("uintptr_t", obj))
+
+
+class SimState:
+    """All emulator objects of this process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.comms: Dict[int, SimComm] = {}
+        self.threads: Dict[int, SimThread] = {}
+        self.channels: Dict[int, SimChannel] = {}
+        self.streams: Dict[int, Queue] = {}
+        self.events: Dict[int, SimEvent] = {}
+        self.memory: Dict[int, Any] = {}            # aclrtMalloc'ed blocks by address
+        self._ptr_keys = itertools.count(0x10000, 0x100)
+        self._thread_ids = itertools.count(1)
+        self._channel_ids = itertools.count(1)
+        self.default_stream = Queue("default stream")
+        self.streams[0] = self.default_stream
+
+    def new_ptr_key(self) -> int:
+        return next(self._ptr_keys)
+
+    def new_thread_handle(self) -> int:
+        return 0x7E5D_0000_0000 + next(self._thread_ids)
+
+    def new_channel_handle(self) -> int:
+        return 0x7C4A_0000_0000 + next(self._channel_ids)
+
+    # ------------------------------------------------------------------ lookups
+    def comm(self, handle: Any) -> SimComm:
+        key = key_of(handle)
+        if key == 0:
+            raise SimError(HcclResult.E_PTR, "comm is NULL")
+        comm = self.comms.get(key)
+        if comm is None:
+            raise SimError(HcclResult.E_PARA, f"comm 0x{key:x} is not a communicator of this process")
+        if comm.destroyed:
+            raise SimError(HcclResult.E_PARA, f"communicator {comm.name} was destroyed")
+        return comm
+
+    def thread(self, handle: int) -> SimThread:
+        th = self.threads.get(handle)
+        if th is None:
+            if not handle:
+                raise SimError(HcclResult.E_PTR, "thread handle is 0")
+            raise SimError(HcclResult.E_PTR, f"thread 0x{handle:x} is not a thread of this process")
+        if th.comm.destroyed:
+            raise SimError(HcclResult.E_PARA, f"thread 0x{handle:x} belongs to a destroyed communicator")
+        return th
+
+    def channel(self, handle: int) -> SimChannel:
+        ch = self.channels.get(handle)
+        if ch is None:
+            if not handle:
+                raise SimError(HcclResult.E_PTR, "channel handle is 0")
+            raise SimError(HcclResult.E_PARA, f"channel 0x{handle:x} is not a channel of this process")
+        if ch.comm.destroyed:
+            raise SimError(HcclResult.E_PARA, f"channel 0x{handle:x} belongs to a destroyed communicator")
+        return ch
+
+    def stream(self, handle: Any) -> Queue:
+        key = key_of(handle)
+        q = self.streams.get(key)
+        if q is None:
+            raise SimError(HcclResult.E_PARA, f"stream 0x{key:x} is not a stream of this process")
+        return q
+
+    def event(self, handle: Any) -> Optional[SimEvent]:
+        return self.events.get(key_of(handle))
