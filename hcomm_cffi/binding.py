@@ -25,6 +25,7 @@ _U32_MAX = 0xFFFFFFFF
 _ACL_REPEAT_INITIALIZE = 100002
 _COMM_NAME_BYTES = 256            # HcclGetCommName writes up to 128 chars; leave headroom
 _CLUSTER_INFO_MAX = 4095          # ranktable path limit (4096 bytes with the NUL)
+_CONFIG_PTR = ffi.typeof("HcclCommConfig *")
 
 
 def _c_string(value: Any) -> Optional[str]:
@@ -79,11 +80,13 @@ def _config_ptr(config: Optional[CData]) -> CData:
             f"config={config!r} is not a cdata HcclCommConfig pointer; build one with "
             "hcomm_cffi.initializers.make_comm_config()"
         ) from None
-    if ctype.kind != "pointer" or ctype.item.cname not in ("HcclCommConfig", "HcclCommConfigV10"):
-        raise ValueError(
-            f"config has C type {ctype.cname!r}; expected 'HcclCommConfig *' (from make_comm_config/comm_config_init)"
-        )
-    return config if ctype.item.cname == "HcclCommConfig" else ffi.cast("HcclCommConfig *", config)
+    if ctype is _CONFIG_PTR:
+        return config
+    if ctype is ffi.typeof("HcclCommConfigV10 *"):
+        return ffi.cast(_CONFIG_PTR, config)
+    raise ValueError(
+        f"config has C type {ctype.cname!r}; expected 'HcclCommConfig *' (from make_comm_config/comm_config_init)"
+    )
 
 
 class Binding:
