@@ -1,0 +1,64 @@
+"""Build the wheel in a fresh venv, check it is pure Python with the generated cffi module, install and import it."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = ("pyproject.toml", "setup.py", "build_ffi.py", "README.md", "LICENSE", "MANIFEST.in")
+
+
+def run(cmd: list, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def test_wheel_builds_installs_and_imports(tmp_path: Path) -> None:
+    # Build from a copy so the build never writes into the checkout (build/, egg-info, generated module).
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SOURCES:
+        if (REPO / name).exists():
+            shutil.copy2(REPO / name, src / name)
+    if not (src / "README.md").exists():       # pyproject names it; the real one may not be written yet
+        (src / "README.md").write_text("hcomm_cffi\n")
+    shutil.copytree(REPO / "hcomm_cffi", src / "hcomm_cffi",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_hcomm_ffi.py"))
+
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], tmp_path)
+    py = venv / "bin" / "python"
+    dist = tmp_path / "dist"
+    run([str(py), "-m", "pip", "wheel", "--no-deps", "-w", str(dist), str(src)], tmp_path)
+
+    wheels = list(dist.glob("*.whl"))
+    assert len(wheels) == 1, wheels
+    wheel = wheels[0]
+    assert wheel.name.startswith("hcomm_cffi-0.1.0-") and wheel.name.endswith("py3-none-any.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for required in ("hcomm_cffi/_hcomm_ffi.py", "hcomm_cffi/py.typed", "hcomm_cffi/binding.py",
+                     "hcomm_cffi/lib/loader.py", "hcomm_cffi/cli/info.py"):
+        assert required in names, required
+    assert not any(n.endswith(".so") for n in names)
+
+    run([str(py), "-m", "pip", "install", "--no-deps", str(wheel)], tmp_path)
+    run([str(py), "-m", "pip", "install", "cffi", "numpy"], tmp_path)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    code = (
+        "import hcomm_cffi, hcomm_cffi._hcomm_ffi as m, hcomm_cffi.binding, hcomm_cffi.initializers as i;"
+        "from hcomm_cffi._ffi import ffi;"
+        "assert ffi is m.ffi and ffi.sizeof('HcclCommConfig') == 2248;"
+        "assert 'site-packages' in hcomm_cffi.__file__, hcomm_cffi.__file__;"
+        "print(len(bytes(ffi.buffer(i.comm_config_init()))))"
+    )
+    proc = run([str(py), "-c", code], outside)
+    assert proc.stdout.strip() == "2248"
+    proc = run([str(py), "-m", "hcomm_cffi", "info", "--json"], outside)
+    assert '"hcomm_cffi": "0.1.0"' in proc.stdout
