@@ -12,7 +12,7 @@ from hcomm_cffi import errors
 from hcomm_cffi._ffi import ffi
 from hcomm_cffi.binding import Binding, get_binding, reset_binding
 from hcomm_cffi.enums import DataType, Engine, MemcpyKind, MemMallocPolicy, Protocol, ReduceOp
-from hcomm_cffi.initializers import comm_config_init, make_channel_descs, make_comm_config
+from hcomm_cffi.initializers import make_channel_descs, make_comm_config
 
 
 class FakeLib:

@@ -7,7 +7,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "setup.py", "build_ffi.py", "README.md", "LICENSE", "MANIFEST.in")
