@@ -20,7 +20,7 @@ from .comm import MAX_NOTIFIES_PER_CHANNEL, SimComm
 from .config import SimConfig, read_config
 from .errors import HcclResult, SimError, entry
 from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
-from .state import SimState, key_of
+from .state import SimState, c_string, key_of
 
 ROOT_MAGIC = b"HCOMMSIM"
 ROOT_VERSION = 1
@@ -126,7 +126,7 @@ class ControlPlane:
     def _init_cluster(self, path_c: Any, rank: int, config: Any, out: Any) -> int:
         _check_out(path_c, "clusterInfo")
         _check_out(out, "comm")
-        path = ffi.string(ffi.cast("char *", path_c)).decode()
+        path = c_string(path_c).decode()
         try:
             with open(path, "rb") as fh:
                 raw = fh.read()

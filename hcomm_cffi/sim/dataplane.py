@@ -21,7 +21,7 @@ from .runtime import (
     C_RECORD, C_WAIT, COPY, EXECUTOR, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE,
     CheckerWarning, SimThread,
 )
-from .state import SimState
+from .state import SimState, c_string
 
 _NULL = ffi.NULL
 _cast = ffi.cast
@@ -228,7 +228,7 @@ class DataPlane:
     def HcommBatchModeStart(self, batchTag: Any) -> int:
         if self._batch.tasks is None:
             self._batch.tasks = {}
-        self._batch.tag = b"" if batchTag == _NULL or batchTag is None else ffi.string(_cast("char *", batchTag))
+        self._batch.tag = c_string(batchTag)
         return 0
 
     @entry

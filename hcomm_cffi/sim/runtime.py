@@ -259,8 +259,9 @@ class Executor:
         comm = q.comm
         if comm is not None:
             comm.record_failure(int(code), message)
+            # the operation is lost: every other queue of this rank with work fails with the root cause
             for other in list(self.active):
-                if other.comm is comm and other.blocked_since:
+                if other.comm is comm and other.tasks:
                     self.fail_queue(other, code, acl_code, f"{other.name} aborted: {message}")
 
     def report(self, thread: Any, q: Queue, task: tuple, text: str) -> None:

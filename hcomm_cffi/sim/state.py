@@ -16,7 +16,20 @@ from .runtime import Queue, SimEvent, SimThread
 
 _NULL = ffi.NULL
 
-__all__ = ["SimState", "key_of"]
+__all__ = ["SimState", "key_of", "c_string"]
+
+
+def c_string(obj: Any) -> bytes:
+    """The bytes of a ``const char *`` argument: Python bytes/str (as cffi accepts) or a char* cdata."""
+    if obj is None:
+        return b""
+    if isinstance(obj, bytes):
+        return obj.split(b"\0", 1)[0]
+    if isinstance(obj, str):
+        return obj.encode()
+    if obj == _NULL:
+        return b""
+    return ffi.string(ffi.cast("char *", obj))
 
 
 def key_of(obj: Any) -> int:

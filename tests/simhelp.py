@@ -1,0 +1,55 @@
+"""Helpers for emulator tests: build a communicator and resources with the raw binding calls."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List
+
+import numpy as np
+
+from hcomm_cffi._ffi import ffi
+from hcomm_cffi.binding import Binding
+from hcomm_cffi.enums import Engine, Protocol
+from hcomm_cffi.initializers import make_channel_descs
+from hcomm_cffi.sim import SimLibrary
+
+
+@dataclass
+class RankEnv:
+    """One rank's communicator, stream and the binding used to reach the emulator."""
+
+    b: Binding
+    lib: Any
+    comm: Any
+    rank: int
+    n: int
+    stream: Any
+    buf: Any = None
+    buf_size: int = 0
+    keep: List[Any] = field(default_factory=list)
+
+    def ptr(self, array: np.ndarray) -> Any:
+        """A ``char *`` to a NumPy array's data (kept alive by the array)."""
+        p = ffi.cast("char *", ffi.from_buffer(array))
+        self.keep.append(array)
+        return p
+
+    def channels(self, peers: List[int], notify_num: int = 2,
+                 protocol: int = Protocol.HCCS) -> Dict[int, int]:
+        descs = make_channel_descs(peers, protocol, notify_num)
+        handles = self.b.channel_acquire(self.comm, Engine.CPU_TS, descs, len(peers))
+        return dict(zip(peers, handles))
+
+    def close(self) -> None:
+        self.b.comm_destroy(self.comm)
+
+
+def open_rank(rank: int, n: int, root: bytes) -> RankEnv:
+    """Create the world communicator of this rank on the emulator."""
+    lib = SimLibrary()
+    b = Binding(lib)
+    b.set_device(rank % 16)
+    comm = b.comm_init_root_info(n, root, rank)
+    stream = b.create_stream()
+    env = RankEnv(b, lib, comm, rank, n, stream)
+    env.buf, env.buf_size = b.get_hccl_buffer(comm)
+    return env
