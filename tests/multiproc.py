@@ -43,6 +43,9 @@ def _child(fn: Callable[..., Any], rank: int, n: int, root: bytes, args: tuple, 
     except BaseException:  # report everything, including SystemExit from a test helper
         out.put((rank, False, traceback.format_exc()))
     finally:
+        from hcomm_cffi.sim import shutdown
+
+        shutdown()  # what a normal interpreter exit does (forked children skip atexit)
         out.close()
         out.join_thread()
 

@@ -179,6 +179,11 @@ class SimComm:
                     raise SimError(HcclResult.E_PARA, f"rank {r} of communicator {self.name} was created with "
                                                       f"nRanks={pw[H_NRANKS]}, this rank with {self.nranks}")
                 self.peer_ctl[r] = seg
+                try:
+                    self.peer_buffer(r)  # map now, while every rank is known to be alive
+                except FileNotFoundError:
+                    raise SimError(HcclResult.E_REMOTE, f"rank {r} of communicator {self.name} disappeared "
+                                                        "during initialisation") from None
             missing = still
             if not missing:
                 break

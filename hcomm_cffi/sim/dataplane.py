@@ -265,11 +265,11 @@ class DataPlane:
             if last[0] != T_RECORD or last[2] is not main:
                 problems.append(f"{th.label} does not end by recording a notify of the main thread ({main.label}); "
                                 f"its last task (step {len(lst) - 1}) is {_kind(last)}")
-        for text in problems:
-            message = f"checker: rank {comm.rank}, batch: {text}"
-            comm.reports.append(message)
-            if comm.config.check == "strict":
-                raise SimError(HcclResult.E_INTERNAL, message)
+        messages = [f"checker: rank {comm.rank}, batch: {text}" for text in problems]
+        comm.reports.extend(messages)
+        if messages and comm.config.check == "strict":
+            raise SimError(HcclResult.E_INTERNAL, "; ".join(messages))
+        for message in messages:
             warnings.warn(message, CheckerWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ not on A2

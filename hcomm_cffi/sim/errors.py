@@ -73,5 +73,8 @@ def entry(func: F) -> F:
         except SimError as exc:
             set_last_error(f"{name}: {exc.message}")
             return exc.code
+        except Exception as exc:  # a C function never raises: an emulator bug becomes E_INTERNAL
+            set_last_error(f"{name}: internal error in the emulator: {exc!r}")
+            return int(HcclResult.E_INTERNAL)
 
     return wrapper  # type: ignore[return-value]

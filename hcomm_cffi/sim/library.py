@@ -1,6 +1,7 @@
 """``SimLibrary``: the emulator seen as one C library, with every HCCL/HCOMM/ACL function name."""
 from __future__ import annotations
 
+import atexit
 from typing import Any, List
 
 from .acl import AclRuntime
@@ -10,9 +11,22 @@ from .errors import HcclResult
 from .native import NativeCollectives
 from .state import SimState
 
-__all__ = ["SimLibrary", "shared_state"]
+__all__ = ["SimLibrary", "shared_state", "shutdown"]
 
 _STATE = SimState()
+
+
+def shutdown() -> None:
+    """Release every communicator of this process (its segments leave /dev/shm); runs at exit."""
+    for comm in list(_STATE.comms.values()):
+        try:
+            comm.destroy()
+        except Exception:
+            pass
+    _STATE.comms.clear()
+
+
+atexit.register(shutdown)
 
 
 def shared_state() -> SimState:

@@ -1,0 +1,114 @@
+"""The vendor collectives (HcclAllReduce, HcclSend, ...) on the emulator match NumPy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hcomm_cffi._ffi import ffi
+from hcomm_cffi.enums import DataType, ReduceOp, SendRecvType
+from multiproc import run_ranks
+from simhelp import open_rank
+
+NP = {DataType.INT8: np.int8, DataType.INT32: np.int32, DataType.INT64: np.int64, DataType.FP16: np.float16,
+      DataType.FP32: np.float32, DataType.FP64: np.float64, DataType.UINT8: np.uint8}
+REF = {ReduceOp.SUM: np.add, ReduceOp.PROD: np.multiply, ReduceOp.MAX: np.maximum, ReduceOp.MIN: np.minimum}
+
+
+def _data(rank: int, count: int, np_t: type, salt: int = 0) -> np.ndarray:
+    return ((np.arange(count) * (rank + 3) + salt) % 7 + 1).astype(np_t)
+
+
+def _collectives(rank: int, n: int, root_info: bytes, count: int) -> dict:
+    env = open_rank(rank, n, root_info)
+    b, c, s = env.b, env.comm, env.stream
+    out = {}
+    for dt, np_t in NP.items():
+        for op in ReduceOp:
+            if op == ReduceOp.RESERVED or (op == ReduceOp.PROD and dt in (DataType.INT8, DataType.FP16)):
+                continue
+            x = _data(rank, count, np_t)
+            y = np.zeros_like(x)
+            b.all_reduce(env.ptr(x), env.ptr(y), count, dt, op, c, s)
+            b.synchronize_stream(s)
+            out[("allreduce", dt.name, op.name)] = y
+    x = _data(rank, count, np.float32, salt=5)
+    y = np.zeros(count * n, np.float32)
+    b.all_gather(env.ptr(x), env.ptr(y), count, DataType.FP32, c, s)
+    big = _data(rank, count * n, np.int32, salt=1)
+    rs = np.zeros(count, np.int32)
+    b.reduce_scatter(env.ptr(big), env.ptr(rs), count, DataType.INT32, ReduceOp.SUM, c, s)
+    a2a = np.zeros(count * n, np.int32)
+    b.all_to_all(env.ptr(big), count, DataType.INT32, env.ptr(a2a), count, DataType.INT32, c, s)
+    root = n - 1
+    bc = _data(rank, count, np.float64, salt=9) if rank == root else np.zeros(count, np.float64)
+    b.broadcast(env.ptr(bc), count, DataType.FP64, root, c, s)
+    red = np.zeros(count, np.int64)
+    b.reduce(env.ptr(_data(rank, count, np.int64)), env.ptr(red), count, DataType.INT64, ReduceOp.MAX, root, c, s)
+    b.barrier(c, s)
+    b.synchronize_stream(s)
+    out.update(allgather=y, reduce_scatter=rs, alltoall=a2a, broadcast=bc, reduce=red)
+    # point to point: a ring of sends and receives in one batch call, then a plain send/recv pair
+    right, left = (rank + 1) % n, (rank - 1) % n
+    send = _data(rank, count, np.int32, salt=2)
+    recv = np.zeros(count, np.int32)
+    items = ffi.new("HcclSendRecvItem[2]")
+    items[0].sendRecvType, items[0].buf, items[0].count = SendRecvType.SEND, env.ptr(send), count
+    items[0].dataType, items[0].remoteRank = DataType.INT32, right
+    items[1].sendRecvType, items[1].buf, items[1].count = SendRecvType.RECV, env.ptr(recv), count
+    items[1].dataType, items[1].remoteRank = DataType.INT32, left
+    b.batch_send_recv(items, 2, c, s)
+    b.synchronize_stream(s)
+    out["batch_send_recv"] = recv
+    if rank == 0:
+        b.send(env.ptr(send), count, DataType.INT32, n - 1, c, s)
+    elif rank == n - 1:
+        got = np.zeros(count, np.int32)
+        b.recv(env.ptr(got), count, DataType.INT32, 0, c, s)
+        out["recv"] = got
+    b.synchronize_stream(s)
+    env.close()
+    return out
+
+
+@pytest.mark.parametrize("n,count", [(2, 1000), (3, 333), (4, 1)])
+def test_native_collectives_match_numpy(n: int, count: int) -> None:
+    results = run_ranks(n, _collectives, count, timeout=120)
+    for dt, np_t in NP.items():
+        for op in ReduceOp:
+            key = ("allreduce", dt.name, op.name)
+            if key not in results[0]:
+                continue
+            expected = _data(0, count, np_t)
+            for r in range(1, n):
+                expected = REF[op](expected, _data(r, count, np_t)).astype(np_t)
+            for rank in range(n):
+                np.testing.assert_array_equal(results[rank][key], expected, err_msg=f"{key} rank {rank}")
+    gathered = np.concatenate([_data(r, count, np.float32, salt=5) for r in range(n)])
+    bigs = [_data(r, count * n, np.int32, salt=1) for r in range(n)]
+    for rank, res in enumerate(results):
+        np.testing.assert_array_equal(res["allgather"], gathered)
+        np.testing.assert_array_equal(res["reduce_scatter"], sum(bg[rank * count:(rank + 1) * count] for bg in bigs))
+        np.testing.assert_array_equal(res["alltoall"], np.concatenate([bg[rank * count:(rank + 1) * count] for bg in bigs]))
+        np.testing.assert_array_equal(res["broadcast"], _data(n - 1, count, np.float64, salt=9))
+        np.testing.assert_array_equal(res["batch_send_recv"], _data((rank - 1) % n, count, np.int32, salt=2))
+    expected_max = np.max([_data(r, count, np.int64) for r in range(n)], axis=0)
+    np.testing.assert_array_equal(results[n - 1]["reduce"], expected_max)
+    np.testing.assert_array_equal(results[n - 1]["recv"], _data(0, count, np.int32, salt=2))
+
+
+def _chunked(rank: int, n: int, root_info: bytes) -> tuple:
+    env = open_rank(rank, n, root_info)
+    count = 3 * (1 << 20) // 4 + 7          # 3 MiB of fp32: more than the 1 MiB input half
+    x = np.full(count, rank + 1, np.float32)
+    y = np.zeros_like(x)
+    env.b.all_reduce(env.ptr(x), env.ptr(y), count, DataType.FP32, ReduceOp.SUM, env.comm, env.stream)
+    z = np.zeros(count, np.float32) if rank else np.arange(count, dtype=np.float32)
+    env.b.broadcast(env.ptr(z), count, DataType.FP32, 0, env.comm, env.stream)
+    env.b.synchronize_stream(env.stream)
+    env.close()
+    return bool((y == sum(range(1, n + 1))).all()), bool(np.array_equal(z, np.arange(count, dtype=np.float32)))
+
+
+def test_messages_larger_than_the_hccl_buffer_are_chunked() -> None:
+    results = run_ranks(3, _chunked, timeout=120, env={"HCCL_BUFFSIZE": "1"})
+    assert results == [(True, True)] * 3
