@@ -9,6 +9,7 @@ import pytest
 
 os.environ.setdefault("HCOMM_BACKEND", "sim")
 os.environ.setdefault("HCOMM_SIM_CHECK", "strict")
+os.environ.setdefault("HCOMM_SIM_ABI_CHECK", "1")  # calls go through C pointers of the declared types
 os.environ.setdefault("HCCL_CONNECT_TIMEOUT", "30")
 os.environ.setdefault("HCCL_EXEC_TIMEOUT", "60")
 os.environ.setdefault("HCCL_BUFFSIZE", "8")  # 2 x 8 MiB per rank keeps tests light

@@ -10,7 +10,7 @@ from hcomm_cffi._ffi import ffi
 from hcomm_cffi.binding import Binding
 from hcomm_cffi.enums import Engine, Protocol
 from hcomm_cffi.initializers import make_channel_descs
-from hcomm_cffi.sim import SimLibrary
+from hcomm_cffi.lib import load
 
 
 @dataclass
@@ -45,7 +45,7 @@ class RankEnv:
 
 def open_rank(rank: int, n: int, root: bytes) -> RankEnv:
     """Create the world communicator of this rank on the emulator."""
-    lib = SimLibrary()
+    lib = load("sim")   # ABI-checked when HCOMM_SIM_ABI_CHECK=1 (the test default)
     b = Binding(lib)
     b.set_device(rank % 16)
     comm = b.comm_init_root_info(n, root, rank)

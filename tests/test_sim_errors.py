@@ -258,3 +258,18 @@ def test_rendezvous_timeout_names_the_missing_ranks() -> None:
     for rank in (0, 1):
         assert "HCCL_E_TIMEOUT" in results[rank]
         assert "ranks [2] of 3 never arrived within 1 s (HCCL_CONNECT_TIMEOUT)" in results[rank]
+
+
+def test_abi_checked_emulator_rejects_what_the_real_library_would() -> None:
+    from hcomm_cffi.lib import load
+    from hcomm_cffi.sim.abi_check import AbiCheckedLibrary
+
+    lib = load("sim")
+    assert isinstance(lib, AbiCheckedLibrary)
+    with pytest.raises(TypeError):
+        lib.HcclGetRankSize(12345, ffi.new("uint32_t *"))      # an int where HcclComm (void *) is declared
+    with pytest.raises(TypeError):
+        lib.HcommBatchModeStart("tag")                        # str where const char * wants bytes
+    with pytest.raises(TypeError):
+        lib.HcclGetHcclBuffer(ffi.NULL, ffi.new("uint32_t *"), ffi.new("uint64_t *"))  # wrong pointer type
+    assert lib.HcclGetRankSize(ffi.NULL, ffi.new("uint32_t *")) == HcclResult.E_PTR

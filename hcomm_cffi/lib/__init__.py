@@ -54,6 +54,10 @@ def load(backend: Optional[str] = None) -> Any:
     if choice.name == "sim":
         from ..sim import SimLibrary  # lazy: the emulator is only imported when used
 
+        if os.environ.get("HCOMM_SIM_ABI_CHECK", "").strip().lower() in ("1", "true", "yes", "on"):
+            from ..sim.abi_check import AbiCheckedLibrary
+
+            return AbiCheckedLibrary(SimLibrary())  # every call through a C pointer of the declared type
         return SimLibrary()
     from .cann import CannLibrary
 

@@ -1,0 +1,74 @@
+"""ABI-checked emulator: every call goes through a real C function pointer of the declared type.
+
+Each emulator function is wrapped in an ``ffi.callback`` built from its declaration in
+``build_ffi.py``, so the caller's arguments are converted (and type-checked) by cffi exactly as
+for the real ``libhcomm.so``: an int passed where a pointer is declared, a str for a ``char *``,
+a wrong struct pointer, all fail here as they would on an Ascend server.  It costs a C round trip
+per call, so it is for tests (``HCOMM_SIM_ABI_CHECK=1``), not benchmarks.  Needs the source
+checkout (build_ffi.py holds the declarations).
+"""
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from .._ffi import ffi
+from ..enums import HcclResult
+
+_DECL = re.compile(r"^\s*([A-Za-z_][\w \*]*?[\s\*])([A-Za-z_]\w*)\s*\(([^;]*)\)\s*;\s*$", re.M)
+
+__all__ = ["AbiCheckedLibrary", "function_types"]
+
+_types: Optional[Dict[str, str]] = None
+_lock = threading.Lock()
+
+
+def function_types(cdef: Optional[str] = None) -> Dict[str, str]:
+    """``{function name: "ret(*)(params)"}`` for every function declared in build_ffi.CDEF."""
+    global _types
+    if cdef is None and _types is not None:
+        return _types
+    if cdef is None:
+        script = Path(__file__).resolve().parents[2] / "build_ffi.py"
+        if not script.is_file():
+            raise RuntimeError("HCOMM_SIM_ABI_CHECK needs the source checkout: build_ffi.py not found at "
+                               f"{script}")
+        text = script.read_text()
+        cdef = text[text.index('CDEF = r"""'):]
+    start = cdef.find("/* ---- functions")
+    found = {}
+    for ret, name, params in _DECL.findall(cdef[start:]):
+        found[name] = f"{ret.strip()}(*)({params.strip() or 'void'})"
+    with _lock:
+        _types = found
+    return found
+
+
+class AbiCheckedLibrary:
+    """Wraps a SimLibrary: attribute ``F`` is a C function pointer of F's declared type."""
+
+    backend_name = "sim"
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+        self._types = function_types()
+        self._callbacks: Dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        ctype = self._types.get(name)
+        if ctype is None:
+            return getattr(self._lib, name)
+        impl = getattr(self._lib, name)
+        returns_pointer = ctype.split("(*)")[0].strip().endswith("*")
+        error = None if returns_pointer else int(HcclResult.E_INTERNAL)
+        cb = ffi.callback(ctype, impl, error=error) if error is not None else ffi.callback(ctype, impl)
+        self._callbacks[name] = cb
+        setattr(self, name, cb)
+        return cb
+
+    @property
+    def raw(self) -> Any:
+        """The wrapped SimLibrary (for emulator-specific helpers such as checker_reports)."""
+        return self._lib
