@@ -1,0 +1,260 @@
+"""Bootstrap: where this process sits in the job, and the root info every rank needs.
+
+``discover(binding)`` returns a :class:`WorldSpec`.  The caller then builds the world communicator:
+``binding.comm_init_cluster_info(spec.ranktable, spec.rank)`` when ``spec.ranktable`` is set, else
+``binding.comm_init_root_info(spec.size, spec.root_info, spec.rank)``.
+
+Where the numbers come from (first match wins):
+
+1. explicit arguments (``rank``, ``world_size``, ``root_info``); missing ones are taken from the
+   environment;
+2. ``hcomm run`` (``HCOMM_RUN_ID``, ``HCOMM_RUN_JOB_DIR``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+   ``LOCAL_WORLD_SIZE``);
+3. torchrun (``TORCHELASTIC_RUN_ID`` or ``RANK``+``WORLD_SIZE``+``MASTER_ADDR``+``MASTER_PORT``);
+4. mpirun (Open MPI ``OMPI_COMM_WORLD_*``, MPICH/Hydra ``PMI_RANK``/``PMI_SIZE``/``MPI_LOCALRANKID``);
+5. ``RANK_TABLE_FILE`` with ``RANK_ID`` (or ``RANK``); the size comes from the ranktable;
+6. nothing: a one-rank world (``source="explicit"``, as if ``discover(binding, 0, 1)`` was called).
+
+How the root info travels (rank 0 calls ``binding.get_root_info()``; see ``store.py``):
+
+=============== ==================================================================================
+source          channel
+=============== ==================================================================================
+hcomm-run       files in ``$HCOMM_RUN_JOB_DIR`` (the launcher's private directory)
+torchrun        ``torch.distributed``'s default store if ``torch.distributed`` is initialised in
+                this process; otherwise this package's TCP store, served by rank 0 on
+                ``MASTER_ADDR:MASTER_PORT+1`` (``HCOMM_MASTER_ADDR``/``HCOMM_MASTER_PORT`` override).
+                torch is never imported for this.  All ranks must be in the same state (all
+                before or all after ``init_process_group``).
+mpirun          ``mpi4py`` on ``COMM_WORLD`` if importable; otherwise files keyed by the job id
+                (``HCOMM_JOB_ID``, else the MPI job id) under ``$HCOMM_RENDEZVOUS_DIR`` or the temp dir
+explicit        ``HCOMM_MASTER_ADDR`` set: the TCP store; else files in ``HCOMM_RUN_JOB_DIR`` or keyed
+                by ``HCOMM_JOB_ID``; else an error asking for one of them
+=============== ==================================================================================
+
+``HCOMM_RENDEZVOUS=file|tcp|torch|mpi`` forces a channel.  Every rank also registers its arrival,
+and every rank waits until all have arrived, so a rank that never calls ``discover`` is named in the
+:class:`RendezvousTimeout` raised on every other rank after ``timeout`` seconds (default
+``HCCL_CONNECT_TIMEOUT``, 120 s).  A ranktable needs no exchange (``root_info`` is then None).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Optional, Tuple
+
+from ..enums import HCCL_ROOT_INFO_BYTES
+from .env import (
+    ENV_JOB_ID, ENV_MASTER_ADDR, ENV_MASTER_PORT, ENV_RENDEZVOUS, ENV_RENDEZVOUS_DIR, ENV_RUN_JOB_DIR, SOURCES,
+    EnvError, LaunchEnv, connect_timeout, detect, int_var, safe_job_id,
+)
+from .store import (
+    BootstrapError, FileStore, KeyValueStore, RendezvousTimeout, TcpStore, TorchStore, exchange_root_info,
+    mpi_exchange, next_generation, serve_tcp_store,
+)
+
+__all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "RendezvousTimeout", "EnvError", "CHANNELS"]
+
+CHANNELS = ("file", "tcp", "torch", "mpi")
+
+
+@dataclass(frozen=True)
+class WorldSpec:
+    """This process's place in the job and what it needs to create the world communicator.
+
+    ``rank`` in ``[0, size)``; ``local_rank`` in ``[0, local_size)`` (its index among the ranks of its
+    host); exactly one of ``root_info`` (4108 bytes, identical on every rank) and ``ranktable`` (a path
+    for HcclCommInitClusterInfo) is set; ``source`` is one of ``SOURCES``; ``job_id`` names the job
+    (``[A-Za-z0-9_.-]``), identical on every rank.
+    """
+
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    root_info: Optional[bytes] = field(repr=False)
+    ranktable: Optional[str]
+    source: str
+    job_id: str
+
+    def __post_init__(self) -> None:
+        if self.size < 1 or not 0 <= self.rank < self.size:
+            raise ValueError(f"WorldSpec rank={self.rank} size={self.size}; expected size >= 1 and 0 <= rank < size")
+        if self.local_size < 1 or not 0 <= self.local_rank < self.local_size:
+            raise ValueError(f"WorldSpec local_rank={self.local_rank} local_size={self.local_size}; "
+                             "expected local_size >= 1 and 0 <= local_rank < local_size")
+        if (self.root_info is None) == (self.ranktable is None):
+            raise ValueError("WorldSpec needs exactly one of root_info and ranktable")
+        if self.root_info is not None and len(self.root_info) != HCCL_ROOT_INFO_BYTES:
+            raise ValueError(f"WorldSpec root_info is {len(self.root_info)} bytes; expected {HCCL_ROOT_INFO_BYTES}")
+        if self.source not in SOURCES:
+            raise ValueError(f"WorldSpec source={self.source!r}; expected one of {SOURCES}")
+
+
+def _check_int(name: str, value: Any, low: int) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name}={value!r}; expected an int >= {low}")
+    return value
+
+
+def _timeout(timeout: Optional[float]) -> Tuple[float, str]:
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"timeout={timeout!r}; expected a number of seconds > 0")
+        return float(timeout), "the timeout argument"
+    value = connect_timeout()
+    raw = os.environ.get("HCCL_CONNECT_TIMEOUT", "").strip()
+    return value, (f"HCCL_CONNECT_TIMEOUT={raw}" if raw else "HCCL_CONNECT_TIMEOUT default")
+
+
+def _torch_initialised() -> bool:
+    dist = sys.modules.get("torch.distributed")  # never import torch just to find out
+    try:
+        return bool(dist is not None and dist.is_available() and dist.is_initialized())
+    except Exception:
+        return False
+
+
+def _choose_channel(source: str) -> str:
+    forced = os.environ.get(ENV_RENDEZVOUS, "").strip().lower()
+    if forced:
+        if forced not in CHANNELS:
+            raise EnvError(f"environment variable {ENV_RENDEZVOUS}={forced!r}; expected one of {', '.join(CHANNELS)}")
+        return forced
+    if source == "hcomm-run":
+        return "file"
+    if source == "torchrun":
+        return "torch" if _torch_initialised() else "tcp"
+    if source == "mpirun":
+        return "mpi" if importlib.util.find_spec("mpi4py") is not None else "file"
+    if os.environ.get(ENV_MASTER_ADDR, "").strip():
+        return "tcp"
+    return "file"
+
+
+def _file_store(job_id: str, size: int, local_size: int) -> FileStore:
+    job_dir = os.environ.get(ENV_RUN_JOB_DIR, "").strip()
+    if job_dir:
+        return FileStore(job_dir)
+    if not job_id:
+        raise BootstrapError(
+            "no rendezvous for the root info: no job id for a file rendezvous; install mpi4py (under mpirun), "
+            f"or export the same unique {ENV_JOB_ID} to every rank, or set {ENV_MASTER_ADDR}/{ENV_MASTER_PORT} "
+            "for a TCP store, or pass root_info=")
+    parent = os.environ.get(ENV_RENDEZVOUS_DIR, "").strip()
+    if not parent and local_size < size:
+        raise BootstrapError(
+            f"the ranks span several hosts (local size {local_size} < world size {size}), so a file rendezvous in "
+            f"the local temp dir cannot work; set {ENV_RENDEZVOUS_DIR} to a shared directory, install mpi4py, or "
+            f"set {ENV_MASTER_ADDR}/{ENV_MASTER_PORT}")
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return FileStore(os.path.join(parent or tempfile.gettempdir(), f"hcomm-rdzv-{uid}-{job_id}"))
+
+
+def _tcp_store(rank: int, launch: Optional[LaunchEnv]) -> KeyValueStore:
+    addr = (os.environ.get(ENV_MASTER_ADDR, "").strip() or (launch.master_addr if launch else None)
+            or os.environ.get("MASTER_ADDR", "").strip())
+    port = int_var(os.environ, ENV_MASTER_PORT, 1)
+    if port is None:
+        base = launch.master_port if launch and launch.master_port else int_var(os.environ, "MASTER_PORT", 1)
+        port = base + 1 if base else None
+    if not addr or port is None:
+        raise BootstrapError(f"the TCP store needs an address: set {ENV_MASTER_ADDR} and {ENV_MASTER_PORT} "
+                             "(or MASTER_ADDR and MASTER_PORT; the store then uses MASTER_PORT+1)")
+    if port > 65535:
+        raise EnvError(f"TCP store port {port} (from {ENV_MASTER_PORT} or MASTER_PORT+1); expected 1..65535")
+    if rank == 0:
+        serve_tcp_store(addr, port)
+    return TcpStore(addr, port)
+
+
+def _exchange(binding: Any, rank: int, size: int, local_size: int, source: str, job_id: str,
+              launch: Optional[LaunchEnv], timeout: float, timeout_src: str) -> bytes:
+    """Rank 0 makes the root info, the channel of ``source`` carries it to everyone."""
+    channel = _choose_channel(source)
+    generation = next_generation(f"{channel}:{job_id}")
+    if channel == "mpi":
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+        if comm.Get_size() != size or comm.Get_rank() != rank:
+            raise BootstrapError(f"MPI.COMM_WORLD has rank {comm.Get_rank()} of {comm.Get_size()}, the job rank "
+                                 f"{rank} of {size}; the MPI channel needs them equal (set {ENV_RENDEZVOUS}=file)")
+        return mpi_exchange(comm, binding.get_root_info, timeout, generation, timeout_src)
+    store: KeyValueStore
+    if channel == "torch":
+        if not _torch_initialised():
+            raise BootstrapError(f"{ENV_RENDEZVOUS}=torch but torch.distributed is not initialised in this process; "
+                                 "call torch.distributed.init_process_group() first")
+        from torch.distributed import distributed_c10d
+
+        store = TorchStore(distributed_c10d._get_default_store(), "torch.distributed default store")
+    elif channel == "tcp":
+        store = _tcp_store(rank, launch)
+    else:
+        store = _file_store(job_id, size, local_size)
+    namespace = f"{generation}" if isinstance(store, FileStore) else f"hcomm/{job_id or 'job'}/{generation}"
+    try:
+        return exchange_root_info(store, rank, size, binding.get_root_info, timeout, namespace, timeout_src)
+    finally:
+        store.close()
+
+
+def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int] = None,
+             root_info: Optional[bytes] = None, timeout: Optional[float] = None) -> WorldSpec:
+    """This process's :class:`WorldSpec`, with the root info exchanged among all ranks (see module doc).
+
+    ``binding`` needs ``get_root_info()`` (called on rank 0 only, and only when an exchange is needed).
+    Collective: every rank of the job calls it, the same number of times.  Raises ValueError/EnvError for
+    unusable arguments or variables, RendezvousTimeout naming the ranks that never arrived, BootstrapError
+    for other rendezvous failures.
+    """
+    rank = _check_int("rank", rank, 0)
+    world_size = _check_int("world_size", world_size, 1)
+    if root_info is not None:
+        root_info = bytes(root_info)
+        if len(root_info) != HCCL_ROOT_INFO_BYTES:
+            raise ValueError(f"root_info is {len(root_info)} bytes; expected {HCCL_ROOT_INFO_BYTES} "
+                             "(from binding.get_root_info() on rank 0)")
+    wait, timeout_src = _timeout(timeout)
+    launch = detect()
+    explicit = rank is not None or world_size is not None or root_info is not None
+    if explicit:
+        size = world_size if world_size is not None else (launch.size if launch else None)
+        me = rank if rank is not None else (launch.rank if launch else None)
+        if size is None or me is None:
+            raise ValueError(f"rank={rank!r} world_size={world_size!r}: no launcher in the environment supplies the "
+                             "missing one; pass both rank and world_size")
+        if me >= size:
+            raise ValueError(f"rank={me} is not below world_size={size}; expected 0 <= rank < world_size")
+        source = "explicit"
+        same_world = launch is not None and launch.size == size and launch.rank == me
+        local_rank, local_size = (launch.local_rank, launch.local_size) if same_world and launch else (me, size)
+        env_job = os.environ.get(ENV_JOB_ID, "").strip()
+        job_id = launch.job_id if launch else (safe_job_id(env_job) if env_job else "")
+        ranktable = None
+    elif launch is not None:
+        me, size, source = launch.rank, launch.size, launch.source
+        local_rank, local_size, job_id, ranktable = launch.local_rank, launch.local_size, launch.job_id, launch.ranktable
+    else:
+        me, size, local_rank, local_size, source, ranktable = 0, 1, 0, 1, "explicit", None
+        job_id = safe_job_id(os.environ.get(ENV_JOB_ID, "").strip() or f"single-{os.getpid()}")
+    if ranktable is not None:
+        if not job_id:
+            job_id = safe_job_id(f"ranktable-{os.path.basename(ranktable)}")
+        os.environ.setdefault(ENV_JOB_ID, job_id)  # the emulator mixes it into ranktable comm ids
+        return WorldSpec(me, size, local_rank, local_size, None, ranktable, source, job_id)
+    if root_info is None:
+        if size == 1:
+            root_info = binding.get_root_info()
+        else:
+            root_info = _exchange(binding, me, size, local_size, source, job_id, launch, wait, timeout_src)
+    if not job_id:
+        job_id = "rootinfo-" + hashlib.sha1(root_info).hexdigest()[:16]
+    return WorldSpec(me, size, local_rank, local_size, root_info, None, source, job_id)

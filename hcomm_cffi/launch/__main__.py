@@ -1,0 +1,9 @@
+"""``python -m hcomm_cffi.launch -n 4 -- python script.py``: same as ``hcomm run``."""
+from __future__ import annotations
+
+import sys
+
+from .runner import main
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m hcomm_cffi.launch"))

@@ -1,0 +1,455 @@
+"""``hcomm run``: start N local ranks, prefix their output, stop them all on the first failure.
+
+Behaviour:
+
+* Each rank is a child process in its own session (``setsid``: its own process group, no controlling
+  terminal), so the launcher alone decides how ranks are stopped: it signals every rank's process
+  group (the rank and anything it started).  Children also get ``PR_SET_PDEATHSIG=SIGKILL``, so a
+  launcher that is itself killed with SIGKILL takes its ranks along.
+* Environment of rank r: ``RANK=r``, ``WORLD_SIZE=N``, ``LOCAL_RANK=r``, ``LOCAL_WORLD_SIZE=N``,
+  ``HCOMM_RUN_ID`` and ``HCOMM_JOB_ID`` (the job id), ``HCOMM_RUN_JOB_DIR`` (a private temp directory
+  for the root-info rendezvous, removed at the end), ``HCOMM_RUN_NPROCS=N``, ``HCOMM_BACKEND`` (inherited,
+  else the backend this machine selects: ``sim`` without CANN), ``MASTER_ADDR=127.0.0.1`` and a free
+  ``MASTER_PORT`` (for scripts that also use torch.distributed), ``PYTHONUNBUFFERED=1`` unless set.
+  ``TORCHELASTIC_*`` variables of an enclosing torchrun job are removed.
+* Output: every line of a rank's stdout/stderr goes to the launcher's stdout/stderr as ``[r] line``
+  (``--no-prefix``: unchanged), written whole, never interleaved inside a line.
+* Stopping: when a rank exits non-zero or is killed, on SIGINT/SIGTERM/SIGHUP to the launcher, or after
+  ``--timeout``, every remaining rank group gets SIGTERM and, after ``--grace`` seconds, SIGKILL (a
+  second Ctrl-C skips the grace period).  After the last rank is gone the launcher kills what is left in
+  the ranks' process groups, sweeps emulator segments whose owner died (``sim.shm.sweep_stale``) and
+  removes the rendezvous directory.
+* Exit status: 0 if every rank exited 0; else the first failure's code (a rank killed by signal S ->
+  128+S); 124 after ``--timeout``; 128+S when the launcher was stopped by signal S; 127/126 when the
+  command cannot be started.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import re
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import IO, Any, Dict, List, Mapping, Optional, Sequence
+
+from ..bootstrap.env import ENV_JOB_ID, ENV_RUN_ID, ENV_RUN_JOB_DIR
+from ..bootstrap.store import format_ranks
+
+__all__ = ["LaunchConfig", "launch", "add_arguments", "config_from_args", "main", "ENV_RUN_NPROCS",
+           "EXIT_TIMEOUT", "LaunchError"]
+
+ENV_RUN_NPROCS = "HCOMM_RUN_NPROCS"
+EXIT_TIMEOUT = 124
+_JOB_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_PR_SET_PDEATHSIG = 1
+_CHUNK = 65536
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class LaunchError(ValueError):
+    """A bad launcher argument; the message names it, its value and what is expected."""
+
+
+@dataclass
+class LaunchConfig:
+    """What to launch: ``nprocs`` copies of ``command``; see the module doc for the other fields."""
+
+    nprocs: int
+    command: List[str]
+    timeout: Optional[float] = None
+    prefix: bool = True
+    job_id: Optional[str] = None
+    grace: float = 5.0
+    env: Dict[str, str] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Raise LaunchError for an unusable field."""
+        if isinstance(self.nprocs, bool) or not isinstance(self.nprocs, int) or self.nprocs < 1:
+            raise LaunchError(f"-n/--nprocs={self.nprocs!r}; expected a number of ranks >= 1")
+        if not self.command:
+            raise LaunchError("no command given; expected e.g. `hcomm run -n 4 -- python script.py`")
+        if self.timeout is not None and not self.timeout > 0:
+            raise LaunchError(f"--timeout={self.timeout!r}; expected a number of seconds > 0")
+        if not self.grace >= 0:
+            raise LaunchError(f"--grace={self.grace!r}; expected a number of seconds >= 0")
+        if self.job_id is not None and not _JOB_ID_RE.match(self.job_id):
+            raise LaunchError(f"--job-id={self.job_id!r}; expected 1-64 characters from [A-Za-z0-9_.-]")
+
+
+# ---------------------------------------------------------------------------------------------- output
+class _Sink:
+    """A destination stream taking whole byte lines (binary buffer if the stream has one)."""
+
+    def __init__(self, stream: IO[Any], lock: threading.Lock) -> None:
+        self.stream = stream
+        self.lock = lock
+        self.broken = False
+
+    def write(self, data: bytes) -> None:
+        if self.broken:
+            return
+        with self.lock:
+            try:
+                buf = getattr(self.stream, "buffer", None)
+                if buf is not None:
+                    buf.write(data)
+                    buf.flush()
+                else:
+                    self.stream.write(data.decode("utf-8", "replace"))
+                    self.stream.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                self.broken = True  # e.g. `hcomm run ... | head`: keep running, drop output
+
+
+class _Pump(threading.Thread):
+    """One thread moving every rank's pipes to the sinks, line by line, with the rank prefix."""
+
+    def __init__(self, prefix: bool) -> None:
+        super().__init__(name="hcomm-run-output", daemon=True)
+        self.prefix = prefix
+        self.selector = selectors.DefaultSelector()
+        self.partial: Dict[int, bytes] = {}
+        self.count = 0
+
+    def add(self, pipe: IO[bytes], rank: int, sink: _Sink) -> None:
+        self.selector.register(pipe, selectors.EVENT_READ, (rank, sink))
+        self.partial[pipe.fileno()] = b""
+        self.count += 1
+
+    def _emit(self, rank: int, sink: _Sink, lines: bytes) -> None:
+        if self.prefix:
+            tag = f"[{rank}] ".encode()
+            lines = b"".join(tag + line for line in lines.splitlines(keepends=True))
+        sink.write(lines)
+
+    def run(self) -> None:
+        while self.count:
+            for key, _ in self.selector.select(timeout=0.5):
+                rank, sink = key.data
+                fd = key.fd
+                try:
+                    data = os.read(fd, _CHUNK)
+                except OSError:
+                    data = b""
+                if not data:  # EOF: flush a last line without newline, with one added
+                    rest = self.partial.pop(fd, b"")
+                    if rest:
+                        self._emit(rank, sink, rest + b"\n")
+                    self.selector.unregister(key.fileobj)
+                    self.count -= 1
+                    continue
+                buf = self.partial[fd] + data
+                cut = buf.rfind(b"\n") + 1
+                if cut == 0 and len(buf) >= _CHUNK:  # an endless line: pass it on in pieces
+                    cut = len(buf)
+                    buf += b"\n"
+                    self.partial[fd] = b""
+                    self._emit(rank, sink, buf)
+                    continue
+                if cut:
+                    self._emit(rank, sink, buf[:cut])
+                self.partial[fd] = buf[cut:]
+
+
+# ---------------------------------------------------------------------------------------------- children
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _backend(env: Mapping[str, str]) -> str:
+    from ..lib import backend_name  # looks for files only; never loads CANN
+
+    return backend_name(environ=env).name
+
+
+def _rank_env(base: Mapping[str, str], rank: int, n: int, job_id: str, job_dir: str, master_port: int
+              ) -> Dict[str, str]:
+    env = {k: v for k, v in base.items() if not k.startswith("TORCHELASTIC_")}
+    env.update({
+        "RANK": str(rank), "WORLD_SIZE": str(n), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(n),
+        ENV_RUN_ID: job_id, ENV_JOB_ID: job_id, ENV_RUN_JOB_DIR: job_dir, ENV_RUN_NPROCS: str(n),
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
+    })
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def _child_setup_factory() -> Any:
+    """preexec_fn for ranks: die with the launcher.  ctypes is resolved here, before fork."""
+    parent = os.getpid()
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        prctl = None
+
+    def setup() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the launcher died before prctl took effect
+            os._exit(1)
+
+    return setup
+
+
+def _exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"was killed by {name} (exit code {128 - returncode})"
+    return f"exited with code {returncode}"
+
+
+class _Job:
+    """The running ranks of one launch, and how to stop them."""
+
+    def __init__(self, config: LaunchConfig, job_id: str, job_dir: str, out: _Sink, err: _Sink) -> None:
+        self.config = config
+        self.job_id = job_id
+        self.job_dir = job_dir
+        self.out = out
+        self.err = err
+        self.procs: List[subprocess.Popen] = []
+        self.exited: Dict[int, int] = {}
+        self.pump = _Pump(config.prefix)
+        self.kill_at: Optional[float] = None
+        self.killed = False
+        self.backend = ""
+
+    def say(self, text: str) -> None:
+        self.err.write(f"hcomm run: {text}\n".encode())
+
+    def start(self) -> None:
+        base = dict(os.environ)
+        base.update(self.config.env)
+        base["HCOMM_BACKEND"] = self.backend
+        port = _free_port()
+        setup = _child_setup_factory()
+        command = list(self.config.command)
+        if command[0].endswith(".py"):  # `hcomm run -n 2 script.py` runs it with this interpreter
+            command.insert(0, sys.executable)
+        n = self.config.nprocs
+        for rank in range(n):
+            proc = subprocess.Popen(  # raises OSError when the command cannot be started
+                command, env=_rank_env(base, rank, n, self.job_id, self.job_dir, port),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True, preexec_fn=setup, close_fds=True)
+            self.procs.append(proc)
+        for rank, proc in enumerate(self.procs):
+            assert proc.stdout is not None and proc.stderr is not None
+            self.pump.add(proc.stdout, rank, self.out)
+            self.pump.add(proc.stderr, rank, self.err)
+        self.pump.start()
+
+    def running(self) -> List[int]:
+        return [r for r in range(len(self.procs)) if r not in self.exited]
+
+    def poll(self) -> List[int]:
+        """Ranks that exited since the last poll, in rank order."""
+        new = []
+        for rank in self.running():
+            rc = self.procs[rank].poll()
+            if rc is not None:
+                self.exited[rank] = rc
+                new.append(rank)
+        return new
+
+    def signal_groups(self, sig: int, ranks: Sequence[int]) -> None:
+        for rank in ranks:
+            try:
+                os.killpg(self.procs[rank].pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def begin_stop(self) -> None:
+        if self.kill_at is not None:
+            return
+        self.signal_groups(signal.SIGTERM, self.running())
+        self.kill_at = time.monotonic() + self.config.grace
+
+    def kill_now(self) -> None:
+        self.signal_groups(signal.SIGKILL, self.running())
+        self.killed = True
+
+    def finish(self) -> None:
+        """Reap everything, kill leftovers in the ranks' groups, drain output, sweep, remove the job dir."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+        # grandchildren that outlived their rank (same process group) must not outlive the job
+        self.signal_groups(signal.SIGKILL, range(len(self.procs)))
+        if self.pump.is_alive():
+            self.pump.join(timeout=3.0)
+        for proc in self.procs:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+        try:
+            from ..sim.shm import sweep_stale
+
+            sweep_stale()
+        except Exception as exc:  # never let cleanup hide the job's own result
+            self.say(f"warning: could not sweep shared-memory segments: {exc}")
+        shutil.rmtree(self.job_dir, ignore_errors=True)
+
+
+def launch(config: LaunchConfig, stdout: Optional[IO[Any]] = None, stderr: Optional[IO[Any]] = None) -> int:
+    """Run the job to completion and return the launcher's exit status (see module doc)."""
+    config.validate()
+    try:
+        backend = _backend({**os.environ, **config.env})
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
+    job_id = config.job_id or uuid.uuid4().hex[:12]
+    lock = threading.Lock()
+    out = _Sink(stdout if stdout is not None else sys.stdout, lock)
+    err = _Sink(stderr if stderr is not None else sys.stderr, lock)
+    job_dir = tempfile.mkdtemp(prefix=f"hcomm-run-{job_id}-")
+    job = _Job(config, job_id, job_dir, out, err)
+    job.backend = backend
+    received: List[int] = []
+    previous: Dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in _STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, lambda signum, frame: received.append(signum))
+    try:
+        return _supervise(job, received)
+    finally:
+        job.finish()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _supervise(job: _Job, received: List[int]) -> int:
+    config = job.config
+    try:
+        job.start()
+    except OSError as exc:
+        job.begin_stop()
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        job.say(f"cannot start rank {len(job.procs)}: {config.command[0]!r}: {exc.strerror or exc}")
+        _wait_stopped(job, received)
+        return code
+    started = time.monotonic()
+    result: Optional[int] = None
+    handled_signals = 0
+    while True:
+        for rank in job.poll():
+            rc = job.exited[rank]
+            if rc != 0 and result is None:
+                result = _exit_code(rc)
+                others = job.running()
+                job.say(f"rank {rank} {_describe_exit(rc)}"
+                        + (f"; stopping rank(s) {format_ranks(others)}" if others else ""))
+                job.begin_stop()
+        if not job.running():
+            break
+        if len(received) > handled_signals:
+            sig = received[handled_signals]
+            handled_signals = len(received)
+            if job.kill_at is None:
+                job.say(f"received {signal.Signals(sig).name}; stopping rank(s) {format_ranks(job.running())}")
+                if result is None:
+                    result = 128 + sig
+                job.begin_stop()
+            elif not job.killed:
+                job.say(f"received {signal.Signals(sig).name} again; killing rank(s) {format_ranks(job.running())}")
+                job.kill_now()
+        if config.timeout is not None and job.kill_at is None and time.monotonic() - started > config.timeout:
+            job.say(f"timeout: the job ran longer than --timeout {config.timeout:g} s; "
+                    f"stopping rank(s) {format_ranks(job.running())}")
+            result = EXIT_TIMEOUT
+            job.begin_stop()
+        if job.kill_at is not None and not job.killed and time.monotonic() >= job.kill_at:
+            job.say(f"rank(s) {format_ranks(job.running())} still running {config.grace:g} s after SIGTERM; "
+                    "sending SIGKILL")
+            job.kill_now()
+        time.sleep(0.02)
+    return 0 if result is None else result
+
+
+def _wait_stopped(job: _Job, received: List[int]) -> None:
+    while job.running():
+        job.poll()
+        if job.kill_at is not None and not job.killed and (time.monotonic() >= job.kill_at or received):
+            job.kill_now()
+        time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------------------------- command line
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; expected a number of ranks >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} ranks; expected a number of ranks >= 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}; expected a number of seconds > 0")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The launcher's options, shared by ``hcomm run`` and ``python -m hcomm_cffi.run``."""
+    parser.add_argument("-n", "--nprocs", type=_positive_int, required=True, metavar="N",
+                        help="number of ranks to start on this machine")
+    parser.add_argument("--timeout", type=_seconds, metavar="S",
+                        help="stop the whole job after S seconds (exit status 124)")
+    parser.add_argument("--grace", type=float, default=5.0, metavar="S",
+                        help="seconds between SIGTERM and SIGKILL when stopping ranks (default 5)")
+    parser.add_argument("--no-prefix", dest="prefix", action="store_false",
+                        help="do not prefix output lines with [rank]")
+    parser.add_argument("--job-id", metavar="ID",
+                        help="job id ([A-Za-z0-9_.-], default random); exported as HCOMM_RUN_ID and HCOMM_JOB_ID")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                        help="the program every rank runs, e.g. `-- python script.py args`")
+
+
+def config_from_args(args: argparse.Namespace) -> LaunchConfig:
+    """A LaunchConfig from parsed ``add_arguments`` options (a leading ``--`` is dropped)."""
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    return LaunchConfig(nprocs=args.nprocs, command=command, timeout=args.timeout, prefix=args.prefix,
+                        job_id=args.job_id, grace=args.grace)
+
+
+def main(argv: Optional[List[str]] = None, prog: str = "python -m hcomm_cffi.run") -> int:
+    """Stand-alone entry point (``python -m hcomm_cffi.run`` / ``python -m hcomm_cffi.launch``)."""
+    parser = argparse.ArgumentParser(prog=prog, description="Start N local ranks of a command (see `hcomm run`).")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return launch(config_from_args(args))
+    except LaunchError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
