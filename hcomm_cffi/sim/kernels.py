@@ -41,10 +41,26 @@ def copy(dst: Any, src: Any, nbytes: int) -> None:
         off += n
 
 
+_VIEWS: Dict[tuple, np.ndarray] = {}
+_VIEW_CACHE_MAX = 1024
+
+
 def view(ptr: Any, count: int, dtype: DataType) -> np.ndarray:
-    """A NumPy array over ``count`` elements at ``ptr`` (no copy)."""
-    np_dtype = numpy_dtype(dtype)
-    return np.frombuffer(_buffer(_cast("char *", ptr), count * np_dtype.itemsize), dtype=np_dtype)
+    """A NumPy array over ``count`` elements at ``ptr`` (no copy).
+
+    Views are cached by (address, count, dtype): collectives reuse the same buffers, and building a
+    view costs about a microsecond.  A view owns nothing, so a cached one is exactly as valid as the
+    raw pointer the caller passes again.
+    """
+    key = (int(_cast("uintptr_t", ptr)), count, dtype)
+    arr = _VIEWS.get(key)
+    if arr is None:
+        if len(_VIEWS) >= _VIEW_CACHE_MAX:
+            _VIEWS.clear()
+        np_dtype = numpy_dtype(dtype)
+        arr = np.frombuffer(_buffer(_cast("char *", ptr), count * np_dtype.itemsize), dtype=np_dtype)
+        _VIEWS[key] = arr
+    return arr
 
 
 def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:

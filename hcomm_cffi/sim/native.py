@@ -3,10 +3,19 @@
 Each call is expanded, on the host, into ordinary tasks on the stream's queue: copies into this
 rank's HCCL buffer, channel notifies to the peers, and reads or reductions straight out of the
 peers' buffers (a one-shot mesh; deterministic: every rank reduces in rank order, so all ranks
-produce the same bytes).  Every step uses a two-phase handshake (notify 0: "my data is in my
-buffer", notify 1: "I am done reading yours") so binary notifies are never recorded twice before
-being waited on.  Collectives use the input half of the HCCL buffer; send/recv use the output
-half, one slice per peer, with notifies 2 and 3.  Large messages go in buffer-sized chunks.
+produce the same bytes).  Large messages go in buffer-sized chunks.
+
+Two protocols keep binary notifies and buffer reuse safe:
+
+* symmetric ops (allreduce, allgather, barrier) exchange one "ready" notify per chunk and
+  alternate between two notify indices and two buffer regions by chunk parity: a rank can only
+  reach chunk k+2 (same parity) after every peer signalled chunk k+1, which each peer does after it
+  finished chunk k, so the region and the notify of chunk k are free again: one round trip per chunk;
+* the others use a two-phase handshake per chunk (notify 0 "my data is in my buffer", notify 1
+  "I am done reading yours").
+
+Buffer layout (H = half the HCCL buffer): [0, H) two-phase ops; [H, 1.5H) send/recv, one slice per
+peer (notifies 2 and 3); [1.5H, 2H) the two parity regions (notifies 4 and 5).
 """
 from __future__ import annotations
 
@@ -21,8 +30,8 @@ from .state import SimState, key_of
 
 NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
 NATIVE_PROTOCOL = 0x4E41     # private protocol id: never matches a user channel
-NATIVE_NOTIFIES = 4          # 0 ready, 1 done (collectives); 2 data, 3 done (send/recv)
-READY, DONE, P2P_DATA, P2P_DONE = 0, 1, 2, 3
+NATIVE_NOTIFIES = 6          # 0 ready, 1 done (two-phase); 2 data, 3 done (send/recv); 4, 5 parity
+READY, DONE, P2P_DATA, P2P_DONE, PARITY = 0, 1, 2, 3, 4
 
 _SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, DataType.FP32, DataType.INT64,
               DataType.UINT64, DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.FP64, DataType.BFP16}
@@ -82,6 +91,14 @@ class _Plan:
             for p in peers:
                 self.tasks.append((C_WAIT, self.th, self.ch[p], idx, 0.0))
 
+    def parity_region(self) -> Tuple[int, int, int]:
+        """(notify index, region offset, region bytes) of the next symmetric chunk; advances parity."""
+        state = self.comm.native
+        seq = state.get("seq", 0)
+        state["seq"] = seq + 1
+        size = self.half // 4
+        return PARITY + (seq & 1), self.half + self.half // 2 + (seq & 1) * size, size
+
     def ccl(self, rank: int) -> Any:
         """Start of ``rank``'s HCCL buffer as mapped here."""
         if rank == self.comm.rank:
@@ -135,16 +152,16 @@ class NativeCollectives:
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
         esz = dt.itemsize
-        chunk = max(1, plan.half // esz)
+        chunk = max(1, (plan.half // 4) // esz)
         for off in range(0, count, chunk):
             n = min(chunk, count - off)
             b = off * esz
-            plan.copy(plan.ccl(c.rank), send + b, n * esz)
-            plan.handshake(peers, READY)
-            plan.copy(recv + b, plan.ccl(0), n * esz)
+            idx, region, _ = plan.parity_region()
+            plan.copy(plan.ccl(c.rank) + region, send + b, n * esz)
+            plan.handshake(peers, idx)
+            plan.copy(recv + b, plan.ccl(0) + region, n * esz)
             for r in range(1, c.nranks):
-                plan.reduce(recv + b, plan.ccl(r), n, dt, rop)
-            plan.handshake(peers, DONE)
+                plan.reduce(recv + b, plan.ccl(r) + region, n, dt, rop)
         return self._launch(plan)
 
     @entry
@@ -203,14 +220,14 @@ class NativeCollectives:
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
         esz = dt.itemsize
-        chunk = max(1, plan.half // esz)
+        chunk = max(1, (plan.half // 4) // esz)
         for off in range(0, sendCount, chunk):
             n = min(chunk, sendCount - off)
-            plan.copy(plan.ccl(c.rank), send + off * esz, n * esz)
-            plan.handshake(peers, READY)
+            idx, region, _ = plan.parity_region()
+            plan.copy(plan.ccl(c.rank) + region, send + off * esz, n * esz)
+            plan.handshake(peers, idx)
             for r in range(c.nranks):
-                plan.copy(recv + (r * sendCount + off) * esz, plan.ccl(r), n * esz)
-            plan.handshake(peers, DONE)
+                plan.copy(recv + (r * sendCount + off) * esz, plan.ccl(r) + region, n * esz)
         return self._launch(plan)
 
     @entry
@@ -260,8 +277,8 @@ class NativeCollectives:
     def HcclBarrier(self, comm: Any, stream: Any) -> int:
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
-        plan.handshake(peers, READY)
-        plan.handshake(peers, DONE)
+        idx, _, _ = plan.parity_region()
+        plan.handshake(peers, idx)
         return self._launch(plan)
 
     # ------------------------------------------------------------------ point to point
@@ -295,7 +312,7 @@ class NativeCollectives:
                                f"another rank in [0, {c.nranks}) (this is rank {c.rank})")
             checked.append((kind, _ptr(buf, "buffer", count > 0), count, dt, peer))
         plan = self._prepare(comm, stream, sorted({it[4] for it in checked}))
-        slice_bytes = plan.half // c.nranks
+        slice_bytes = (plan.half // 2) // c.nranks
         # rounds: at most one send and one recv per peer, so send slices are never shared
         pending = list(checked)
         while pending:
