@@ -211,12 +211,15 @@ def test_backend_auto(tmp_path: Path, home: Path) -> None:
     assert choice.name == "cann" and str(tmp_path / "p" / "lib64" / "libhcomm.so") in choice.reason
 
 
-def test_load_sim() -> None:
-    try:
-        from hcomm_cffi.sim import SimLibrary
-    except ImportError as exc:
-        pytest.skip(f"the emulator is not available yet: {exc}")
+def test_load_sim(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hcomm_cffi.sim import SimLibrary
+    from hcomm_cffi.sim.abi_check import AbiCheckedLibrary
+
+    monkeypatch.delenv("HCOMM_SIM_ABI_CHECK", raising=False)
     assert isinstance(load("sim"), SimLibrary)
+    monkeypatch.setenv("HCOMM_SIM_ABI_CHECK", "1")
+    checked = load("sim")
+    assert isinstance(checked, AbiCheckedLibrary) and isinstance(checked.raw, SimLibrary)
 
 
 @needs_no_system_cann
