@@ -154,7 +154,7 @@ def _file_store(job_id: str, size: int, local_size: int) -> FileStore:
             f"the local temp dir cannot work; set {ENV_RENDEZVOUS_DIR} to a shared directory, install mpi4py, or "
             f"set {ENV_MASTER_ADDR}/{ENV_MASTER_PORT}")
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return FileStore(os.path.join(parent or tempfile.gettempdir(), f"hcomm-rdzv-{uid}-{job_id}"))
+    return FileStore(os.path.join(parent or tempfile.gettempdir(), f"hcomm-rdzv-{uid}-{job_id}"), remove_root=True)
 
 
 def _tcp_store(rank: int, launch: Optional[LaunchEnv]) -> KeyValueStore:

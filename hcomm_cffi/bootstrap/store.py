@@ -105,8 +105,9 @@ class KeyValueStore:
 class FileStore(KeyValueStore):
     """Keys are files under ``root``; a value is published by an atomic rename."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, remove_root: bool = False) -> None:
         self.root = os.path.abspath(root)
+        self.remove_root = remove_root  # delete_prefix also removes ``root`` once it is empty
         self.description = f"file rendezvous in {self.root}"
 
     def _path(self, key: str) -> str:
@@ -142,6 +143,11 @@ class FileStore(KeyValueStore):
 
     def delete_prefix(self, prefix: str) -> None:
         shutil.rmtree(self._path(prefix), ignore_errors=True)
+        if self.remove_root:
+            try:
+                os.rmdir(self.root)
+            except OSError:
+                pass  # not empty: another generation is in use
 
 
 def _send_msg(sock: socket.socket, obj: Dict[str, Any]) -> None:
@@ -369,12 +375,12 @@ def exchange_root_info(store: KeyValueStore, rank: int, size: int, make_root_inf
     blob: Optional[bytes] = None
     if rank == 0:
         try:
-            blob = make_root_info()
+            blob = bytes(make_root_info())
+            if len(blob) != HCCL_ROOT_INFO_BYTES:
+                raise BootstrapError(f"the root info is {len(blob)} bytes; expected {HCCL_ROOT_INFO_BYTES}")
         except Exception as exc:
-            store.set(f"{ns}/error", f"{type(exc).__name__}: {exc}".encode())
+            store.set(f"{ns}/error", f"{type(exc).__name__}: {exc}".encode())  # the others fail fast
             raise
-        if len(blob) != HCCL_ROOT_INFO_BYTES:
-            raise BootstrapError(f"make_root_info returned {len(blob)} bytes; expected {HCCL_ROOT_INFO_BYTES}")
         store.set(f"{ns}/root_info", blob)
     waiting = [arrived_key(r) for r in range(size)]
     delay = 0.002
