@@ -430,13 +430,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not prefix output lines with [rank]")
     parser.add_argument("--job-id", metavar="ID",
                         help="job id ([A-Za-z0-9_.-], default random); exported as HCOMM_RUN_ID and HCOMM_JOB_ID")
-    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+    # dest "program", not "command": the `hcomm` parser keeps the subcommand name in args.command
+    parser.add_argument("program", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
                         help="the program every rank runs, e.g. `-- python script.py args`")
 
 
 def config_from_args(args: argparse.Namespace) -> LaunchConfig:
     """A LaunchConfig from parsed ``add_arguments`` options (a leading ``--`` is dropped)."""
-    command = list(args.command)
+    command = list(args.program)
     if command and command[0] == "--":
         command = command[1:]
     return LaunchConfig(nprocs=args.nprocs, command=command, timeout=args.timeout, prefix=args.prefix,
