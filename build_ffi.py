@@ -15,6 +15,28 @@ import cffi
 
 MODULE_NAME = "hcomm_cffi._hcomm_ffi"
 
+# Fields shared by both generations of HcclCommConfig (2026-08 appends hcclChannelSqDepth).
+_COMM_CONFIG_FIELDS = """\
+    char reserved[24];
+    uint32_t hcclBufferSize;
+    uint32_t hcclDeterministic;
+    char hcclCommName[128];
+    char hcclUdi[128];
+    uint32_t hcclOpExpansionMode;
+    uint32_t hcclRdmaTrafficClass;
+    uint32_t hcclRdmaServiceLevel;
+    uint32_t hcclWorldRankID;
+    uint64_t hcclJobID;
+    uint8_t aclGraphZeroCopyEnable;
+    int32_t hcclExecTimeOut;
+    char hcclAlgo[1600];
+    char hcclRetryEnable[50];
+    char hcclRetryParams[128];
+    char hcclBufferName[128];
+    uint32_t hcclQos;
+    uint64_t hcclSymWinMaxMemSizePerRank;
+"""
+
 CDEF = r"""
 /* ---- scalar and handle typedefs (hccl_types.h, hcomm_res_defs.h, acl_base_rt.h) ---- */
 typedef void *HcclComm;
@@ -207,48 +229,12 @@ typedef union HcclConfigValue { int32_t value; } HcclConfigValue;
 
 /* 2026-08 headers (version 11, 2248 bytes). */
 typedef struct HcclCommConfigDef {
-    char reserved[24];
-    uint32_t hcclBufferSize;
-    uint32_t hcclDeterministic;
-    char hcclCommName[128];
-    char hcclUdi[128];
-    uint32_t hcclOpExpansionMode;
-    uint32_t hcclRdmaTrafficClass;
-    uint32_t hcclRdmaServiceLevel;
-    uint32_t hcclWorldRankID;
-    uint64_t hcclJobID;
-    uint8_t aclGraphZeroCopyEnable;
-    int32_t hcclExecTimeOut;
-    char hcclAlgo[1600];
-    char hcclRetryEnable[50];
-    char hcclRetryParams[128];
-    char hcclBufferName[128];
-    uint32_t hcclQos;
-    uint64_t hcclSymWinMaxMemSizePerRank;
-    uint32_t hcclChannelSqDepth;
+""" + _COMM_CONFIG_FIELDS + r"""    uint32_t hcclChannelSqDepth;
 } HcclCommConfig;
 
 /* 2026-04 headers (version 10, 2240 bytes): the same fields without hcclChannelSqDepth. */
 typedef struct HcclCommConfigV10Def {
-    char reserved[24];
-    uint32_t hcclBufferSize;
-    uint32_t hcclDeterministic;
-    char hcclCommName[128];
-    char hcclUdi[128];
-    uint32_t hcclOpExpansionMode;
-    uint32_t hcclRdmaTrafficClass;
-    uint32_t hcclRdmaServiceLevel;
-    uint32_t hcclWorldRankID;
-    uint64_t hcclJobID;
-    uint8_t aclGraphZeroCopyEnable;
-    int32_t hcclExecTimeOut;
-    char hcclAlgo[1600];
-    char hcclRetryEnable[50];
-    char hcclRetryParams[128];
-    char hcclBufferName[128];
-    uint32_t hcclQos;
-    uint64_t hcclSymWinMaxMemSizePerRank;
-} HcclCommConfigV10;
+""" + _COMM_CONFIG_FIELDS + r"""} HcclCommConfigV10;
 
 typedef struct HcclSendRecvItemDef {
     HcclSendRecvType sendRecvType;

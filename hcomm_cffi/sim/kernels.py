@@ -15,7 +15,7 @@ from ..enums import DataType, ReduceOp, numpy_dtype
 
 COPY_PIECE = 1 << 20          # bytes per memmove for large copies
 COPY_SPLIT_ABOVE = 4 << 20    # copies up to this size go in one memmove
-REDUCE_PIECE = 128 << 10      # bytes of one operand per reduction step
+REDUCE_PIECE = 1 << 20        # bytes of one operand per reduction step
 
 _memmove = ffi.memmove
 _buffer = ffi.buffer

@@ -91,6 +91,12 @@ class _Plan:
             for p in peers:
                 self.tasks.append((C_WAIT, self.th, self.ch[p], idx, 0.0))
 
+    def stage_blocks(self, send: Any, block_count: int, off: int, n: int, esz: int) -> None:
+        """Copy elements [off, off+n) of each of the nranks blocks of ``send`` into my buffer, packed."""
+        base = self.ccl(self.comm.rank)
+        for q in range(self.comm.nranks):
+            self.copy(base + q * n * esz, send + (q * block_count + off) * esz, n * esz)
+
     def parity_region(self) -> Tuple[int, int, int]:
         """(notify index, region offset, region bytes) of the next symmetric chunk; advances parity."""
         state = self.comm.native
@@ -241,8 +247,7 @@ class NativeCollectives:
         chunk = max(1, plan.half // (esz * c.nranks))
         for off in range(0, recvCount, chunk):
             n = min(chunk, recvCount - off)
-            for q in range(c.nranks):
-                plan.copy(plan.ccl(c.rank) + q * n * esz, send + (q * recvCount + off) * esz, n * esz)
+            plan.stage_blocks(send, recvCount, off, n, esz)
             plan.handshake(peers, READY)
             mine = c.rank * n * esz
             plan.copy(recv + off * esz, plan.ccl(0) + mine, n * esz)
@@ -265,8 +270,7 @@ class NativeCollectives:
         chunk = max(1, plan.half // (esz * c.nranks))
         for off in range(0, sendCount, chunk):
             n = min(chunk, sendCount - off)
-            for q in range(c.nranks):
-                plan.copy(plan.ccl(c.rank) + q * n * esz, send + (q * sendCount + off) * esz, n * esz)
+            plan.stage_blocks(send, sendCount, off, n, esz)
             plan.handshake(peers, READY)
             for r in range(c.nranks):
                 plan.copy(recv + (r * sendCount + off) * esz, plan.ccl(r) + c.rank * n * esz, n * esz)

@@ -302,24 +302,20 @@ class Executor:
             if not q.blocked_since or not q.tasks:
                 continue
             t = q.tasks[0]
-            kind = t[0]
-            if kind == T_WAIT:
-                timeout = t[3] or q.comm.config.exec_timeout_s
-                if now - q.blocked_since >= timeout:
-                    th = t[1]
-                    self.fail_queue(q, HcclResult.E_TIMEOUT, ACL_ERROR_RT_FFTS_PLUS_TIMEOUT,
-                                    f"notify wait timed out after {timeout:g} s: rank {th.comm.rank}, "
-                                    f"{th.label}, thread notify {t[2]}, step {q.executed} (no local thread "
-                                    "recorded it; raise HCCL_EXEC_TIMEOUT if a peer is legitimately slow)")
-            elif kind == C_WAIT:
-                timeout = t[4] or q.comm.config.exec_timeout_s
-                if now - q.blocked_since >= timeout:
-                    ch = t[2]
-                    self.fail_queue(q, HcclResult.E_TIMEOUT, ACL_ERROR_RT_FFTS_PLUS_TIMEOUT,
-                                    f"notify wait timed out after {timeout:g} s: rank {ch.comm.rank}, "
-                                    f"{t[1].label}, channel notify {t[3]} from peer rank {ch.peer}, "
-                                    f"step {q.executed} (the peer never recorded it; check that every rank "
-                                    "issues the same operations, or raise HCCL_EXEC_TIMEOUT)")
+            limit = _wait_limit(q, t)
+            if limit is None or now - q.blocked_since < limit:
+                continue
+            if t[0] == T_WAIT:
+                th = t[1]
+                what = (f"rank {th.comm.rank}, {th.label}, thread notify {t[2]}, step {q.executed} (no local thread "
+                        "recorded it; raise HCCL_EXEC_TIMEOUT if a peer is legitimately slow)")
+            else:
+                ch = t[2]
+                what = (f"rank {ch.comm.rank}, {t[1].label}, channel notify {t[3]} from peer rank {ch.peer}, "
+                        f"step {q.executed} (the peer never recorded it; check that every rank issues the same "
+                        "operations, or raise HCCL_EXEC_TIMEOUT)")
+            self.fail_queue(q, HcclResult.E_TIMEOUT, ACL_ERROR_RT_FFTS_PLUS_TIMEOUT,
+                            f"notify wait timed out after {limit:g} s: {what}")
 
     def _check_peers(self) -> None:
         for q in list(self.active):
@@ -343,14 +339,9 @@ class Executor:
         wake = now + MAX_SLEEP_S
         for q in list(self.active):
             if q.blocked_since and q.tasks:
-                t = q.tasks[0]
-                if t[0] == T_WAIT:
-                    limit = t[3] or q.comm.config.exec_timeout_s
-                elif t[0] == C_WAIT:
-                    limit = t[4] or q.comm.config.exec_timeout_s
-                else:
-                    continue
-                wake = min(wake, q.blocked_since + limit)
+                limit = _wait_limit(q, q.tasks[0])
+                if limit is not None:
+                    wake = min(wake, q.blocked_since + limit)
         if deadline is not None:
             wake = min(wake, deadline)
         timeout = max(wake - now, 0.0)
@@ -359,6 +350,15 @@ class Executor:
             comm.sleep_on_bell(value, timeout)
         else:
             time.sleep(min(timeout, 0.001))
+
+
+def _wait_limit(q: Queue, t: tuple) -> Optional[float]:
+    """Timeout in seconds of a notify-wait task (0 means the communicator's HCCL_EXEC_TIMEOUT)."""
+    if t[0] == T_WAIT:
+        return t[3] or q.comm.config.exec_timeout_s
+    if t[0] == C_WAIT:
+        return t[4] or q.comm.config.exec_timeout_s
+    return None
 
 
 class _TaskFailure(Exception):
