@@ -3,9 +3,11 @@
 Rank 0 writes a message into rank 1's HCCL buffer and records DATA; rank 1 waits, records ACK;
 rank 0 waits for the ACK before the next message (so each iteration is one complete, checked
 transfer).  The reference is memcpy (ffi.memmove) of the same size in the same run, reported as
-a ratio.  Notify latency is a zero-byte ping-pong (record -> wait -> record -> wait).
+a ratio.  Notify latency is a zero-byte ping-pong (record -> wait -> record -> wait).  With
+``--ring 4,8`` it also passes a token around a ring of 4 and 8 ranks (more ranks than the 2 cores
+here): the time per hop shows whether blocked waits leave the cores to the ranks that can run.
 
-    python benchmarks/bench_sim.py [--sizes 8,64K,1M,4M,16M,64M] [--check off|warn|strict]
+    python benchmarks/bench_sim.py [--sizes 8,64K,1M,4M,16M,64M] [--ring 4,8] [--check off|warn|strict]
 """
 from __future__ import annotations
 
@@ -80,6 +82,51 @@ def _rank(rank: int, root: bytes, sizes: List[int], out: "mp.Queue") -> None:
     out.put((rank, results))
 
 
+def _token_rank(rank: int, n: int, root: bytes, laps: int, out: "mp.Queue") -> None:
+    b = Binding(SimLibrary())
+    comm = b.comm_init_root_info(n, root, rank)
+    stream = b.create_stream()
+    right, left = (rank + 1) % n, (rank - 1) % n
+    chans = dict(zip([left, right], b.channel_acquire(
+        comm, Engine.CPU_TS, make_channel_descs([left, right], Protocol.HCCS, 1), 2)))
+    th = b.thread_acquire_with_stream(comm, Engine.CPU_TS, stream, 0)
+
+    def lap() -> None:
+        b.batch_mode_start(b"")
+        if rank == 0:
+            b.channel_notify_record(th, chans[right], 0)
+            b.channel_notify_wait(th, chans[left], 0, 60)
+        else:
+            b.channel_notify_wait(th, chans[left], 0, 60)
+            b.channel_notify_record(th, chans[right], 0)
+        b.batch_mode_end(b"")
+        b.synchronize_stream(stream)
+
+    for _ in range(20):
+        lap()
+    t = time.perf_counter()
+    for _ in range(laps):
+        lap()
+    elapsed = time.perf_counter() - t
+    b.comm_destroy(comm)
+    out.put((rank, elapsed / (laps * n)))
+
+
+def token_ring_hop_seconds(n: int, laps: int = 500) -> float:
+    """Seconds per hop of a token passed around ``n`` ranks (each hop: one record, one wait)."""
+    root = ffi.new("HcclRootInfo *")
+    assert SimLibrary().HcclGetRootInfo(root) == 0
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_token_rank, args=(r, n, bytes(ffi.buffer(root)), laps, out)) for r in range(n)]
+    for p in procs:
+        p.start()
+    hops = dict(out.get(timeout=600) for _ in procs)
+    for p in procs:
+        p.join()
+    return hops[0]
+
+
 def memcpy_seconds(nbytes: int) -> float:
     """Seconds for one memmove of ``nbytes`` between two warm buffers in this process."""
     a = np.ones(nbytes, np.uint8)
@@ -97,6 +144,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="8,64K,1M,4M,16M,64M")
     parser.add_argument("--check", default="off", choices=["off", "warn", "strict"])
+    parser.add_argument("--ring", default="2,4,8", help="rank counts for the token-ring hop latency")
     args = parser.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     os.environ["HCOMM_SIM_CHECK"] = args.check
@@ -120,6 +168,8 @@ def main() -> int:
         bw, ref_bw = nbytes / sec / 1e9, nbytes / ref / 1e9
         print(f"{nbytes:>10} {sec * 1e6:>10.2f} {bw:>11.3f} {ref_bw:>12.3f} {bw / ref_bw:>7.3f}")
     print(f"notify round trip (record->wait->record->wait): {r0['notify round trip'] * 1e6:.2f} us")
+    for n in [int(x) for x in args.ring.split(",") if x]:
+        print(f"token ring, {n} ranks on {os.cpu_count()} cores: {token_ring_hop_seconds(n) * 1e6:.2f} us per hop")
     return 0
 
 
