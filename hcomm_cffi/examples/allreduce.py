@@ -30,6 +30,12 @@ from ..enums import DataType, MemcpyKind, ReduceOp
 __all__ = ["main", "allreduce_sum"]
 
 
+def _say(line: str) -> None:
+    """One write per line, flushed: launchers that forward output (mpirun) then never split it."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def _device_for(spec: WorldSpec, binding: Binding) -> int:
     return spec.local_rank % max(1, binding.get_device_count())
 
@@ -78,15 +84,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         expected = size * (size + 1) / 2
         ok = bool(np.all(y == expected))
         shown = f"{y[0]:.1f} on every element" if np.all(y == y[0]) else f"{y.tolist()}"
-        print(f"rank {rank}/{size}: allreduce(sum of rank+1) = {shown} (expected {expected:.1f}) "
-              f"{'OK' if ok else 'WRONG'}", flush=True)
+        _say(f"rank {rank}/{size}: allreduce(sum of rank+1) = {shown} (expected {expected:.1f}) "
+             f"{'OK' if ok else 'WRONG'}")
         # one more allreduce counts the ranks that got it right, so rank 0 can vouch for everyone
         agree = allreduce_sum(binding, comm, stream, np.array([1.0 if ok else 0.0], dtype=np.float32))
         if rank == 0:
             backend = os.environ.get("HCOMM_BACKEND") or type(binding.lib).__name__
             good = int(agree[0])
-            print(f"allreduce: {good}/{size} ranks OK ({'PASS' if good == size else 'FAIL'}); backend {backend}, "
-                  f"launcher {spec.source}, job {spec.job_id}, {args.count} x float32", flush=True)
+            _say(f"allreduce: {good}/{size} ranks OK ({'PASS' if good == size else 'FAIL'}); backend {backend}, "
+                 f"launcher {spec.source}, job {spec.job_id}, {args.count} x float32")
     finally:
         binding.destroy_stream(stream)
         binding.comm_destroy(comm)
