@@ -33,7 +33,8 @@ class FakeBinding:
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
     for name in LAUNCHER_VARS:
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # records the original, so variables discover() sets are undone too
+        monkeypatch.delenv(name)
 
 
 def _free_port() -> int:

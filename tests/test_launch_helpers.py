@@ -98,9 +98,18 @@ def launcher(n: int, *command: str, options: List[str] = (), module: str = "hcom
     return [sys.executable, "-m", module, "-n", str(n), *options, "--", *command]
 
 
+# launcher variables of the environment pytest itself runs in must not leak into the jobs under test
+_INHERITED_LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                          "HCOMM_JOB_ID", "HCOMM_RENDEZVOUS", "HCOMM_RENDEZVOUS_DIR", "HCOMM_MASTER_ADDR",
+                          "HCOMM_MASTER_PORT", "RANK_TABLE_FILE", "RANK_ID")
+
+
 def start(cmd: List[str], env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
+    """Start ``cmd`` in its own session with this environment (minus launcher variables) plus ``env``."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in _INHERITED_LAUNCH_VARS and not k.startswith(("HCOMM_RUN_", "TORCHELASTIC_", "OMPI_", "PMI"))}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})}, start_new_session=True)
+                            env={**base, **(env or {})}, start_new_session=True)
 
 
 def alive(pid: int) -> bool:

@@ -58,6 +58,13 @@ def test_allreduce_example(job, n, module):
     _check_allreduce(out, n)
 
 
+def test_tcp_store_under_hcomm_run(job):
+    env = {**job.env, "HCOMM_RENDEZVOUS": "tcp"}  # rank 0 serves it on MASTER_ADDR:MASTER_PORT+1 set by the launcher
+    rc, out, err = _finish(start(launcher(3, *EXAMPLE), env), 60)
+    assert rc == 0, err
+    _check_allreduce(out, 3)
+
+
 def test_two_jobs_in_parallel(job):
     procs = [start(launcher(3, *EXAMPLE), job.env) for _ in range(2)]
     results = [_finish(p, 60) for p in procs]

@@ -12,8 +12,8 @@ Channels (chosen by ``discover()``, see ``hcomm_cffi/bootstrap/__init__.py``):
 
 Protocol over a key-value store (:func:`exchange_root_info`), under ``<job id>/<generation>/``:
 ``arrived/<rank>`` from every rank, ``root_info`` (or ``error``) from rank 0, then every rank waits until
-all ranks arrived and the root info is there, and writes ``left/<rank>``; the last one to leave deletes
-the generation's keys.  A rank that times out names the ranks that never arrived.
+all ranks arrived and the root info is there; ranks > 0 then write ``left/<rank>``, and rank 0 (which
+may host the store) returns once all have left, deleting the generation's keys.  A rank that times out names the ranks that never arrived.
 """
 from __future__ import annotations
 
@@ -409,15 +409,28 @@ def exchange_root_info(store: KeyValueStore, rank: int, size: int, make_root_inf
     if len(blob) != HCCL_ROOT_INFO_BYTES:
         raise BootstrapError(f"the root info in the {store.description} is {len(blob)} bytes; "
                              f"expected {HCCL_ROOT_INFO_BYTES}")
-    _leave(store, ns, rank, size)
+    _leave(store, ns, rank, size, deadline)
     return blob
 
 
-def _leave(store: KeyValueStore, ns: str, rank: int, size: int) -> None:
-    """Mark this rank done; the last rank to leave deletes the generation's keys (best effort)."""
+def _leave(store: KeyValueStore, ns: str, rank: int, size: int, deadline: float) -> None:
+    """Ranks > 0 mark themselves done; rank 0 waits for them, then deletes the generation's keys.
+
+    Rank 0 may host the store (TCP server, torch's store), so it must not go away before every rank
+    has read the root info.  A rank that never leaves only costs rank 0 the rest of the deadline.
+    """
     try:
-        store.set(f"{ns}/left/{rank}", b"")
-        if not store.missing([f"{ns}/left/{r}" for r in range(size)]):
+        if rank:
+            store.set(f"{ns}/left/{rank}", b"")
+            return
+        waiting = [f"{ns}/left/{r}" for r in range(1, size)]
+        delay = 0.002
+        while waiting and time.monotonic() < deadline:
+            waiting = store.missing(waiting)
+            if waiting:
+                time.sleep(delay)
+                delay = min(delay * 1.5, 0.05)
+        if not waiting:
             store.delete_prefix(ns)
     except BootstrapError:
         pass

@@ -301,10 +301,11 @@ class _Job:
         self.signal_groups(signal.SIGKILL, range(len(self.procs)))
         if self.pump.is_alive():
             self.pump.join(timeout=3.0)
-        for proc in self.procs:
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
+        if not self.pump.is_alive():  # else something outside the groups holds a pipe: leave it to exit
+            for proc in self.procs:
+                for pipe in (proc.stdout, proc.stderr):
+                    if pipe is not None:
+                        pipe.close()
         try:
             from ..sim.shm import sweep_stale
 
