@@ -31,14 +31,7 @@ class Segment:
         self.owner = create
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
         if create:
-            fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                os.ftruncate(fd, size)  # sparse: pages cost nothing until touched
-            except BaseException:
-                os.close(fd)
-                os.unlink(self.path)
-                raise
+            fd = _create_locked(self.path, size)
         else:
             fd = os.open(self.path, flags)
             size = os.fstat(fd).st_size
@@ -78,6 +71,28 @@ class Segment:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+
+
+def _create_locked(path: str, size: int) -> int:
+    """Create ``path`` already locked and sized: it appears under its name only when complete.
+
+    The file is made under a hidden temporary name, locked, sized, then hard-linked to its final
+    name (which fails if the name exists, like O_EXCL).  A sweeper can therefore never see the
+    segment of a live process without its lock.
+    """
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.ftruncate(fd, size)  # sparse: pages cost nothing until touched
+        os.link(tmp, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    finally:
+        os.unlink(tmp)
+    return fd
 
 
 def owner_alive(path: str) -> bool:
