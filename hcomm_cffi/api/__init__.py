@@ -1,0 +1,10 @@
+"""The user-facing Comm API: init/finalize/set_device, Comm, Request, wait_all (see world.py, comm.py)."""
+from __future__ import annotations
+
+from .comm import Comm
+from .errors import CommError, CommTimeoutError, MessageMismatchError, NotInitializedError, NotMemberError
+from .request import Request, wait_all
+from .world import finalize, get_world, init, is_initialized, set_device
+
+__all__ = ["init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
+           "CommError", "CommTimeoutError", "MessageMismatchError", "NotInitializedError", "NotMemberError"]

@@ -1,0 +1,410 @@
+"""Comm: a communicator with collectives (in place or ``out=``), point-to-point and sub-communicators.
+
+``Comm(name, ranks=[...])`` is a sub-communicator of the world (HcclCreateSubCommConfig): every
+listed rank must call it, in the same order as its other sub-communicator creations.  A rank that
+is not listed gets a *null communicator*: ``bool(comm)`` is False, ``get_rank()`` is -1, and every
+operation raises :class:`NotMemberError` — so ``comm = Comm("pp", ranks=[0, 1])`` can run on all
+ranks unchanged.  Arguments are validated before any library call.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..algorithms import native as native_algo
+from ..algorithms import registry
+from ..algorithms.base import Ctx, OpArgs
+from ..binding import Binding
+from ..enums import DEFAULT_EXEC_TIMEOUT_S, DataType, ReduceOp, parse_reduce_op
+from ..errors import HcclError
+from ..algorithms.base import NOTIFIES_PER_CHANNEL
+from ..initializers import make_channel_descs, make_comm_config
+from ..plan import Topology
+from ..resources import ENGINE, ResourceCache
+from .buffers import Buffer, Staging, as_buffer, new_like, overlaps
+from .engine import Recorder, launch, sync_stream, wrap_failure
+from .errors import CommError, NotMemberError
+from .lanes import LanesMixin
+
+__all__ = ["Comm", "DEFAULT_EAGER_LIMIT"]
+
+DEFAULT_EAGER_LIMIT = 64 << 10
+#: Communicators up to this size connect every peer at creation so point-to-point never waits on setup.
+P2P_PRECONNECT_MAX = 256
+TopologyArg = Union[None, Topology, Tuple[int, int]]
+
+
+def _exec_timeout(value: Optional[float]) -> int:
+    if value is None:
+        raw = os.environ.get("HCCL_EXEC_TIMEOUT", "").strip()
+        value = float(raw) if raw else float(DEFAULT_EXEC_TIMEOUT_S)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"timeout={value!r}; expected a positive number of seconds")
+    return max(1, int(round(value)))
+
+
+def _eager(value: Optional[int]) -> int:
+    if value is None:
+        raw = os.environ.get("HCOMM_EAGER_LIMIT", "").strip()
+        value = int(raw) if raw else DEFAULT_EAGER_LIMIT
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"eager_limit={value!r}; expected bytes >= 0")
+    return value
+
+
+def _topology(value: TopologyArg, size: int) -> Topology:
+    if value is None:
+        raw = os.environ.get("HCOMM_TOPOLOGY", "").strip().lower()
+        if raw:
+            try:
+                s, p = (int(v) for v in raw.split("x"))
+            except ValueError:
+                raise ValueError(f"HCOMM_TOPOLOGY={raw!r}; expected SERVERSxDEVICES, e.g. 2x4") from None
+            value = (s, p)
+    if value is None:
+        return Topology.single_server(size)
+    if isinstance(value, Topology):
+        topo = value
+    elif isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) and v > 0 for v in value):
+        topo = Topology.from_shape(*value)
+    else:
+        raise ValueError(f"topology={value!r}; expected (servers, devices_per_server) or a plan.Topology")
+    if topo.n_ranks != size:
+        raise ValueError(f"topology has {topo.n_ranks} ranks but the communicator has {size}; "
+                         "servers x devices_per_server must equal the communicator size")
+    return topo
+
+
+def _op(op: Any) -> ReduceOp:
+    try:
+        return parse_reduce_op(op)
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+
+
+class Comm(LanesMixin):
+    """A communicator (see the module docstring for membership rules)."""
+
+    def __init__(self, name: str, ranks: Optional[Sequence[int]] = None, *, parent: Optional["Comm"] = None,
+                 topology: TopologyArg = None, eager_limit: Optional[int] = None,
+                 timeout: Optional[float] = None) -> None:
+        from . import world
+        parent = parent if parent is not None else world.get_world()
+        parent._check_usable("Comm()")
+        if not isinstance(name, str) or not name or len(name.encode()) > 127 or not name.isascii():
+            raise ValueError(f"name={name!r}; expected a non-empty ASCII string of at most 127 bytes")
+        ids = list(range(parent.size)) if ranks is None else self._check_ranks(ranks, parent)
+        self._blank(parent.binding, name)
+        self.parent_ranks = ids
+        if parent.rank not in ids:
+            self.size = len(ids)
+            self._member = False
+            return
+        key = (name, tuple(ids))
+        nth = parent._children.get(key, 0)
+        parent._children[key] = nth + 1
+        sub_id = zlib.crc32(f"{parent.name}/{name}/{ids}/{nth}".encode())
+        cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}")
+        handle = self.binding.create_sub_comm(parent._handle, ids, sub_id, ids.index(parent.rank), cfg)
+        self._setup(handle, topology, eager_limit, timeout if timeout is not None else parent.timeout)
+        world.register(self)
+
+    # ------------------------------------------------------------------ construction
+    @staticmethod
+    def _check_ranks(ranks: Sequence[int], parent: "Comm") -> List[int]:
+        if isinstance(ranks, (str, bytes)) or not hasattr(ranks, "__iter__"):
+            raise TypeError(f"ranks={ranks!r}; expected a list of parent ranks")
+        ids = list(ranks)
+        if not ids:
+            raise ValueError("ranks=[] is empty; expected at least one parent rank")
+        for i, r in enumerate(ids):
+            if isinstance(r, bool) or not isinstance(r, (int, np.integer)):
+                raise TypeError(f"ranks[{i}]={r!r} is not an int rank")
+            if not 0 <= r < parent.size:
+                raise ValueError(f"ranks[{i}]={r} is out of range; the parent communicator {parent.name!r} has ranks "
+                                 f"0..{parent.size - 1}")
+        if len(set(ids)) != len(ids):
+            dup = sorted({r for r in ids if ids.count(r) > 1})
+            raise ValueError(f"ranks={ids} lists rank(s) {dup} more than once; expected distinct ranks")
+        return [int(r) for r in ids]
+
+    def _blank(self, binding: Binding, name: str) -> None:
+        self.binding = binding
+        self.name = name
+        self.rank = -1
+        self.size = 0
+        self._handle: Any = None
+        self._destroyed = False
+        self._member = True
+        self._broken: Optional[str] = None
+        self._children: Dict[Tuple[str, tuple], int] = {}
+        self.parent_ranks: List[int] = []
+        self._lanes: Dict[Tuple[int, str], Any] = {}
+        self._scratch_ptr: Any = None
+        self._scratch_size = 0
+
+    @classmethod
+    def _from_handle(cls, binding: Binding, handle: Any, name: str, topology: TopologyArg = None,
+                     eager_limit: Optional[int] = None, timeout: Optional[float] = None) -> "Comm":
+        self = cls.__new__(cls)
+        self._blank(binding, name)
+        self._setup(handle, topology, eager_limit, timeout)
+        self.parent_ranks = list(range(self.size))
+        return self
+
+    def _setup(self, handle: Any, topology: TopologyArg, eager_limit: Optional[int], timeout: Optional[float]) -> None:
+        b = self.binding
+        self._handle = handle
+        self.rank = b.get_rank_id(handle)
+        self.size = b.get_rank_size(handle)
+        self.timeout = _exec_timeout(timeout)
+        self._eager_limit = _eager(eager_limit)
+        self.topology = _topology(topology, self.size)
+        self._stream = b.create_stream()
+        self._cache = ResourceCache(b, handle, self._stream)
+        self._staging = getattr(b.lib, "backend_name", "cann") != "sim"
+        if self.size <= P2P_PRECONNECT_MAX:
+            self._connect_peers()
+
+    def _connect_peers(self) -> None:
+        """Open the channel to every peer now (communicator creation is collective, p2p is not).
+
+        Channel setup needs both ends; doing it lazily at the first send would deadlock patterns
+        such as "everyone sends right first".  Lanes later ask for their channel again (per their
+        plan) and get this one back (channels are reused per peer/engine/protocol).
+        """
+        by_proto: Dict[int, List[int]] = {}
+        for p in range(self.size):
+            if p != self.rank:
+                by_proto.setdefault(int(self.topology.link(self.rank, p)), []).append(p)
+        for proto, peers in sorted(by_proto.items()):
+            descs = make_channel_descs(peers, proto, NOTIFIES_PER_CHANNEL)
+            self.binding.channel_acquire(self._handle, ENGINE, descs, len(peers))
+
+    # ------------------------------------------------------------------ basics
+    def get_rank(self) -> int:
+        """This process's rank in the communicator (-1 on a null communicator)."""
+        return self.rank
+
+    def get_size(self) -> int:
+        """Number of ranks."""
+        return self.size
+
+    @property
+    def is_member(self) -> bool:
+        """False for the null communicator handed to ranks outside ``ranks``."""
+        return self._member
+
+    @property
+    def eager_limit(self) -> int:
+        """Messages up to this many bytes are sent eagerly (the send returns before the matching recv)."""
+        return self._eager_limit
+
+    @eager_limit.setter
+    def eager_limit(self, value: int) -> None:
+        self._eager_limit = _eager(value)
+
+    def __bool__(self) -> bool:
+        return self._member
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self._destroyed else ("broken" if self._broken else "live")
+        return f"<Comm {self.name!r} rank {self.rank}/{self.size} {state}>"
+
+    def __enter__(self) -> "Comm":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.destroy()
+
+    def _check_usable(self, what: str) -> None:
+        if not self._member:
+            raise NotMemberError(f"{what}: this rank is not a member of communicator {self.name!r} (ranks "
+                                 f"{self.parent_ranks}); it holds a null communicator")
+        if self._destroyed:
+            raise CommError(f"{what}: communicator {self.name!r} was destroyed; create a new one")
+        if self._broken:
+            raise CommError(f"{what}: communicator {self.name!r} is unusable after an earlier failure "
+                            f"({self._broken}); destroy it and create a new one")
+
+    def destroy(self) -> None:
+        """Release the communicator (idempotent; also on context-manager exit and at hcomm.finalize())."""
+        if self._destroyed or self._handle is None:
+            self._destroyed = True
+            return
+        self._destroyed = True
+        b = self.binding
+        try:
+            if not self._broken:
+                self._drain_lanes()
+        finally:
+            from . import world
+            world.unregister(self)
+            handle, self._handle = self._handle, None
+            if self._scratch_ptr is not None:
+                b.free(self._scratch_ptr)
+                self._scratch_ptr = None
+            b.comm_destroy(handle)
+            for lane in self._lanes.values():
+                b.destroy_stream(lane.stream)
+            self._lanes.clear()
+            b.destroy_stream(self._stream)
+            self._cache.clear()
+
+    # ------------------------------------------------------------------ machinery
+    def _scratch(self, nbytes: int) -> Any:
+        if nbytes > self._scratch_size:
+            if self._scratch_ptr is not None:
+                self.binding.free(self._scratch_ptr)
+                self._scratch_ptr = None
+            self._scratch_ptr = self.binding.malloc(max(nbytes, 4096))
+            self._scratch_size = max(nbytes, 4096)
+        return self._scratch_ptr
+
+    def _fail(self, exc: HcclError, where: str) -> CommError:
+        err = wrap_failure(exc, f"rank {self.rank} of communicator {self.name!r}: {where}")
+        self._broken = str(err)
+        return err
+
+    def _rank_arg(self, name: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name}={value!r} is not an int rank; expected 0..{self.size - 1}")
+        if not 0 <= value < self.size:
+            raise ValueError(f"{name}={value} is out of range for communicator {self.name!r} of {self.size} ranks; "
+                             f"expected 0..{self.size - 1}")
+        return int(value)
+
+    def _run(self, coll: str, algorithm: str, send: Optional[Buffer], recv: Optional[Buffer], count: int,
+             dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0) -> str:
+        """Validate, issue ``coll`` with the chosen algorithm in one batch, and wait for it."""
+        self._check_usable(coll)
+        name = registry.choose(algorithm, coll, self.topology, nbytes, dtype, op, root)
+        staging = Staging(self.binding, self._staging)
+        sp = staging.device_ptr(send) if send is not None else None
+        if recv is None:
+            rp = None
+        elif send is not None and recv.ptr == send.ptr:
+            rp = sp
+            staging._back.append((recv.ptr, sp, recv.nbytes)) if staging.needed and recv.device != "npu" else None
+        else:
+            rp = staging.device_ptr(recv, copy_in=coll == "broadcast", copy_out=True)
+        args = OpArgs(coll, sp, rp, count, dtype, op if op is not None else ReduceOp.SUM, root)
+        where = f"{coll} (algorithm={name}, {nbytes} bytes, {self.size} ranks)"
+        try:
+            if name == "native":
+                native_algo.run(self.binding, self._handle, self._stream, args)
+            else:
+                plan = registry.plan_for(name, coll, self.topology, root if coll in ("broadcast", "reduce") else 0)
+                res = self._cache.get(name, plan.resources_for(self.rank))
+                rec = Recorder(self.binding)
+                ctx = Ctx(rec, res, self.rank, self.timeout, dtype, args.op, scratch=self._scratch)  # type: ignore[arg-type]
+                module = registry.MODULES[name]
+                module.run(ctx, self.topology if name == "hierarchical" else list(range(self.size)), args)
+                launch(self.binding, rec)
+            sync_stream(self.binding, self._stream, None)
+        except HcclError as exc:
+            raise self._fail(exc, where) from exc
+        staging.finish()
+        return name
+
+    # ------------------------------------------------------------------ collectives
+    def allreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto") -> Any:
+        """Reduce ``x`` over all ranks; the result replaces ``x`` (or goes to ``out``), which is returned."""
+        self._check_usable("allreduce")
+        rop = _op(op)
+        registry.check_algorithm(algorithm)
+        xb = as_buffer(x, "x", writable=out is None)
+        ob = xb if out is None else self._out(out, xb.count, xb, "allreduce")
+        self._run("allreduce", algorithm, xb, ob, xb.count, xb.dtype, rop, 0, xb.nbytes)
+        return x if out is None else out
+
+    def broadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
+        """Copy ``x`` of rank ``root`` into ``x`` on every rank (in place); returns ``x``."""
+        self._check_usable("broadcast")
+        root = self._rank_arg("root", root)
+        registry.check_algorithm(algorithm)
+        xb = as_buffer(x, "x", writable=self.rank != root)
+        self._run("broadcast", algorithm, xb, xb, xb.count, xb.dtype, None, root, xb.nbytes)
+        return x
+
+    def allgather(self, x: Any, *, out: Any = None, algorithm: str = "auto") -> Any:
+        """Every rank's ``x`` stacked in rank order: ``out`` has shape (size, *x.shape)."""
+        self._check_usable("allgather")
+        registry.check_algorithm(algorithm)
+        xb = as_buffer(x, "x")
+        if out is None:
+            out = new_like(x, (self.size,) + xb.shape, xb.dtype)
+        ob = self._out(out, self.size * xb.count, xb, "allgather", exclusive=True)
+        self._run("allgather", algorithm, xb, ob, xb.count, xb.dtype, None, 0, ob.nbytes)
+        return out
+
+    def reduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto") -> Any:
+        """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
+        self._check_usable("reduce_scatter")
+        rop = _op(op)
+        registry.check_algorithm(algorithm)
+        xb = as_buffer(x, "x")
+        block = self._blocks(xb, "reduce_scatter")
+        if out is None:
+            shape = ((xb.shape[0] // self.size,) + xb.shape[1:]) if xb.shape and xb.shape[0] % self.size == 0 \
+                else (block,)
+            out = new_like(x, shape, xb.dtype)
+        ob = self._out(out, block, xb, "reduce_scatter", exclusive=True)
+        self._run("reduce_scatter", algorithm, xb, ob, block, xb.dtype, rop, 0, xb.nbytes)
+        return out
+
+    def reduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto") -> Any:
+        """Reduce ``x`` onto ``root`` (into ``out``, or ``x`` in place there); returns the result on root, else None."""
+        self._check_usable("reduce")
+        root = self._rank_arg("root", root)
+        rop = _op(op)
+        registry.check_algorithm(algorithm)
+        is_root = self.rank == root
+        xb = as_buffer(x, "x", writable=is_root and out is None)
+        ob: Optional[Buffer] = None
+        if is_root:
+            ob = xb if out is None else self._out(out, xb.count, xb, "reduce")
+        self._run("reduce", algorithm, xb, ob, xb.count, xb.dtype, rop, root, xb.nbytes)
+        if not is_root:
+            return None
+        return x if out is None else out
+
+    def alltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto") -> Any:
+        """Block j of ``x`` goes to rank j; block i of ``out`` comes from rank i."""
+        self._check_usable("alltoall")
+        registry.check_algorithm(algorithm)
+        xb = as_buffer(x, "x")
+        block = self._blocks(xb, "alltoall")
+        if out is None:
+            out = new_like(x, xb.shape, xb.dtype)
+        ob = self._out(out, xb.count, xb, "alltoall", exclusive=True)
+        self._run("alltoall", algorithm, xb, ob, block, xb.dtype, None, 0, xb.nbytes)
+        return out
+
+    def barrier(self, *, algorithm: str = "auto") -> None:
+        """Return once every rank has entered the barrier."""
+        self._check_usable("barrier")
+        registry.check_algorithm(algorithm)
+        self._run("barrier", algorithm, None, None, 0, DataType.INT8, None, 0, 0)
+
+    # ------------------------------------------------------------------ validation helpers
+    def _blocks(self, xb: Buffer, what: str) -> int:
+        if xb.count % self.size:
+            raise ValueError(f"{what}: x has {xb.count} elements, not divisible by the communicator size "
+                             f"{self.size}; expected size equal blocks")
+        return xb.count // self.size
+
+    def _out(self, out: Any, count: int, xb: Buffer, what: str, exclusive: bool = False) -> Buffer:
+        ob = as_buffer(out, "out", writable=True)
+        if ob.dtype != xb.dtype:
+            raise ValueError(f"{what}: out has dtype {ob.dtype.name.lower()} but x has {xb.dtype.name.lower()}; "
+                             "expected the same dtype")
+        if ob.count != count:
+            raise ValueError(f"{what}: out has {ob.count} elements (shape {ob.shape}); expected {count}")
+        if overlaps(ob, xb) and (exclusive or ob.ptr != xb.ptr):
+            raise ValueError(f"{what}: out overlaps x; expected separate buffers"
+                             + ("" if exclusive else " (or out=None for in place)"))
+        return ob

@@ -1,0 +1,213 @@
+"""Point-to-point methods of Comm: one lane (own stream + stream thread) per (peer, direction).
+
+Lanes let sends to one peer proceed while a receive from another is pending, so the classic
+"everyone sends right, then receives left" pattern cannot block behind another operation.  The
+protocol (eager up to ``eager_limit`` bytes, rendezvous above; headers checked on receipt) is in
+:mod:`hcomm_cffi.algorithms.p2p`.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..algorithms import p2p, registry
+from ..algorithms.base import Ctx
+from ..enums import DataType
+from ..errors import HcclError
+from ..resources import ResourceCache, Resources
+from .buffers import Buffer, Staging, as_buffer
+from .engine import Recorder, launch, sync_stream
+from .errors import MessageMismatchError
+from .request import Request
+
+__all__ = ["LanesMixin", "Lane"]
+
+DRAIN_TIMEOUT_S = 10.0
+
+
+@dataclass
+class Lane:
+    """One direction to one peer: its stream, its resources and the protocol state."""
+
+    peer: int
+    direction: str
+    stream: Any
+    cache: ResourceCache
+    res: Resources
+    state: p2p.LaneState
+
+
+class LanesMixin:
+    """send/recv/isend/irecv/send_multi/recv_multi (mixed into Comm)."""
+
+    binding: Any
+    rank: int
+    size: int
+    name: str
+    timeout: int
+    topology: Any
+    _handle: Any
+    _lanes: Dict[Tuple[int, str], Lane]
+    _staging: bool
+    _eager_limit: int
+
+    def _check_usable(self, what: str) -> None: ...  # provided by Comm
+    def _rank_arg(self, name: str, value: Any) -> int: ...  # provided by Comm
+    def _fail(self, exc: HcclError, where: str) -> Exception: ...  # provided by Comm
+
+    # ------------------------------------------------------------------ public API
+    def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
+        """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous)."""
+        self.isend(x, dst).wait(timeout)
+
+    def recv(self, buf: Any, src: int, *, timeout: Optional[float] = None) -> Any:
+        """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``."""
+        return self.irecv(buf, src).wait(timeout)
+
+    def isend(self, x: Any, dst: int) -> Request:
+        """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
+        return self._post_send([x], dst, "isend", single=True)
+
+    def irecv(self, buf: Any, src: int) -> Request:
+        """Start receiving into ``buf`` from ``src``; wait() returns ``buf``."""
+        return self._post_recv([buf], src, "irecv", single=True)
+
+    def send_multi(self, items: Sequence[Any], dst: int, *, timeout: Optional[float] = None) -> None:
+        """Send several buffers to ``dst`` as consecutive messages in one launch."""
+        self._post_send(self._items(items, "send_multi"), dst, "send_multi", single=False).wait(timeout)
+
+    def recv_multi(self, items: Sequence[Any], src: int, *, timeout: Optional[float] = None) -> List[Any]:
+        """Receive consecutive messages from ``src`` into the given buffers; returns them."""
+        return self._post_recv(self._items(items, "recv_multi"), src, "recv_multi", single=False).wait(timeout)
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _items(items: Any, what: str) -> List[Any]:
+        if not isinstance(items, (list, tuple)):
+            raise TypeError(f"{what}: items is a {type(items).__name__}; expected a list or tuple of buffers")
+        if not items:
+            raise ValueError(f"{what}: items is empty; expected at least one buffer")
+        return list(items)
+
+    def _peer_arg(self, name: str, value: Any, what: str) -> int:
+        peer = self._rank_arg(name, value)
+        if peer == self.rank:
+            raise ValueError(f"{what}: {name}={peer} is this rank; sending to oneself is not supported "
+                             "(copy locally instead)")
+        return peer
+
+    def _lane(self, peer: int, direction: str) -> Lane:
+        key = (peer, direction)
+        lane = self._lanes.get(key)
+        if lane is None:
+            b = self.binding
+            stream = b.create_stream()
+            src, dst = (self.rank, peer) if direction == "send" else (peer, self.rank)
+            spec = registry.p2p_plan(self.topology, src, dst).resources_for(self.rank)
+            cache = ResourceCache(b, self._handle, stream)
+            try:
+                res = cache.get("p2p", spec)
+            except BaseException:
+                b.destroy_stream(stream)
+                raise
+            lane = self._lanes[key] = Lane(peer, direction, stream, cache, res, p2p.LaneState())
+        return lane
+
+    def _ctx(self, lane: Lane) -> Ctx:
+        return Ctx(Recorder(self.binding), lane.res, self.rank, self.timeout, DataType.INT8)  # type: ignore[arg-type]
+
+    def _request(self, lane: Lane, what: str, finish: Any) -> Request:
+        def sync(timeout: Optional[float]) -> bool:
+            try:
+                return sync_stream(self.binding, lane.stream, timeout)
+            except HcclError as exc:
+                raise self._fail(exc, what) from exc
+        return Request(what, sync, finish)
+
+    def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request:
+        self._check_usable(what)
+        dst = self._peer_arg("dst", dst, what)
+        bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
+        lane = self._lane(dst, "send")
+        ctx = self._ctx(lane)
+        staging = Staging(self.binding, self._staging)
+        keep: List[Any] = []
+        for buf in bufs:
+            header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.rank)
+            keep.append(header)
+            hb = as_buffer(header.view(np.uint8), "header")
+            p2p.issue_send(ctx, lane.res.main, dst, self.size, lane.state, staging.device_ptr(hb),
+                           staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self._eager_limit)
+        desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
+        self._launch(ctx, desc)
+
+        def finish() -> None:
+            keep.clear()
+            staging.finish()
+        return self._request(lane, desc, finish)
+
+    def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request:
+        self._check_usable(what)
+        src = self._peer_arg("src", src, what)
+        bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
+        lane = self._lane(src, "recv")
+        ctx = self._ctx(lane)
+        staging = Staging(self.binding, self._staging)
+        headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
+        first_seq = lane.state.seq
+        for k, buf in enumerate(bufs):
+            hb = as_buffer(headers[k], "header", writable=True)
+            p2p.issue_recv(ctx, lane.res.main, src, self.size, lane.state, staging.device_ptr(hb, False, True),
+                           staging.device_ptr(buf, False, True), buf.nbytes)
+        desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
+        self._launch(ctx, desc)
+
+        def finish() -> Any:
+            staging.finish()
+            for k, buf in enumerate(bufs):
+                self._check_header(headers[k], buf, src, first_seq + k, what)
+            return items[0] if single else items
+        return self._request(lane, desc, finish)
+
+    def _launch(self, ctx: Ctx, desc: str) -> None:
+        try:
+            launch(self.binding, ctx.b)  # type: ignore[arg-type]
+        except HcclError as exc:
+            raise self._fail(exc, desc) from exc
+
+    def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
+        h = p2p.parse_header(raw)
+        where = f"rank {self.rank} of communicator {self.name!r}: {what} from rank {src}"
+        if h["magic"] != p2p.MAGIC:
+            self._broken = f"{where}: corrupt message header"
+            raise MessageMismatchError(f"{where}: no valid message header arrived (magic 0x{h['magic']:08x}); "
+                                       "the sender did not send a message of this kind")
+        if h["nbytes"] != buf.nbytes or h["dtype"] != int(buf.dtype) or h["seq"] != (seq & 0xFFFFFFFF):
+            self._broken = f"{where}: message/buffer mismatch"
+            try:
+                sent = DataType(h["dtype"]).name.lower()
+            except ValueError:
+                sent = f"dtype {h['dtype']}"
+            raise MessageMismatchError(
+                f"{where}: message #{h['seq']} is {h['nbytes']} bytes of {sent} but the receive buffer is "
+                f"{buf.nbytes} bytes of {buf.dtype.name.lower()} (message #{seq} expected); sends and "
+                "receives must match in order, size and dtype")
+
+    def _drain_lanes(self) -> None:
+        """Consume credits still owed to eager senders so no notify outlives the communicator."""
+        for lane in list(self._lanes.values()):
+            if lane.direction != "send" or lane.state.credit:
+                continue
+            ctx = self._ctx(lane)
+            p2p.drain(ctx, lane.res.main, lane.peer, lane.state)
+            try:
+                launch(self.binding, ctx.b)  # type: ignore[arg-type]
+                if not sync_stream(self.binding, lane.stream, min(DRAIN_TIMEOUT_S, self.timeout)):
+                    warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: rank {lane.peer} never received "
+                                  "an eager message sent to it", RuntimeWarning, stacklevel=3)
+            except HcclError as exc:
+                warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: draining the lane to rank {lane.peer} "
+                              f"failed: {exc}", RuntimeWarning, stacklevel=3)

@@ -1,0 +1,71 @@
+"""Request: a handle to a non-blocking operation (isend/irecv), with wait/test and wait_all."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable, List, Optional
+
+__all__ = ["Request", "wait_all"]
+
+
+class Request:
+    """Completes when the streams it was issued on have drained; ``wait`` then runs its checks.
+
+    Waiting on a request also waits for operations issued earlier on the same lane (per-peer FIFO
+    order, as MPI's non-overtaking rule requires anyway).
+    """
+
+    def __init__(self, what: str, sync: Callable[[Optional[float]], bool],
+                 finish: Optional[Callable[[], Any]] = None) -> None:
+        self.what = what
+        self._sync = sync
+        self._finish = finish
+        self._done = False
+        self._result: Any = None
+
+    @property
+    def done(self) -> bool:
+        """True once wait() or test() has seen the operation complete."""
+        return self._done
+
+    def wait(self, timeout: Optional[float] = None) -> Any:
+        """Block until complete (raises CommTimeoutError after ``timeout`` s; the request stays pending)."""
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
+            raise ValueError(f"timeout={timeout!r}; expected None or a number of seconds >= 0")
+        if self._done:
+            return self._result
+        if not self._sync(timeout):
+            from .errors import CommTimeoutError
+            raise CommTimeoutError(f"{self.what} did not complete within {timeout:g} s (the request is still "
+                                   "pending; wait again or check that the peer posts the matching call)")
+        self._done = True
+        if self._finish is not None:
+            self._result = self._finish()
+        return self._result
+
+    def test(self) -> bool:
+        """Non-blocking: True (and finished) if the operation has completed."""
+        if self._done:
+            return True
+        if self._sync(0.0):
+            self._done = True
+            if self._finish is not None:
+                self._result = self._finish()
+            return True
+        return False
+
+    def __repr__(self) -> str:
+        return f"<Request {self.what} {'done' if self._done else 'pending'}>"
+
+
+def wait_all(requests: Iterable[Request], timeout: Optional[float] = None) -> List[Any]:
+    """Wait for every request (one overall ``timeout``); returns their results in order."""
+    reqs = list(requests)
+    for i, r in enumerate(reqs):
+        if not isinstance(r, Request):
+            raise TypeError(f"requests[{i}] is a {type(r).__name__}; expected a Request from isend/irecv")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    out = []
+    for r in reqs:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        out.append(r.wait(left))
+    return out

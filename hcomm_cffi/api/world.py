@@ -1,0 +1,115 @@
+"""The process-wide world communicator: init(), finalize(), set_device(), get_world().
+
+``init(rank=, world_size=, root_info=)`` uses explicit arguments when all three are given;
+otherwise it asks :func:`hcomm_cffi.bootstrap.discover` (imported lazily) for the launcher's
+rank, size and root info (or ranktable).  ``finalize()`` destroys every communicator still alive,
+newest first, then the world.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from ..binding import Binding, get_binding
+from .comm import Comm, TopologyArg
+from .errors import CommError, NotInitializedError
+
+__all__ = ["init", "finalize", "set_device", "get_world", "is_initialized", "register", "unregister"]
+
+_world: Optional[Comm] = None
+_comms: List[Comm] = []
+_device: Optional[int] = None
+
+
+def _binding() -> Binding:
+    return get_binding()
+
+
+def set_device(device: int) -> None:
+    """Bind this process (its current OS thread) to NPU ``device``; call before init() to choose it."""
+    global _device
+    if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+        raise ValueError(f"device={device!r}; expected a device index >= 0")
+    _binding().set_device(device)
+    _device = device
+
+
+def is_initialized() -> bool:
+    """True between init() and finalize()."""
+    return _world is not None
+
+
+def get_world() -> Comm:
+    """The world communicator made by init()."""
+    if _world is None:
+        raise NotInitializedError("hcomm is not initialised: call hcomm.init() first")
+    return _world
+
+
+def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info: Optional[bytes] = None,
+         timeout: Optional[float] = None, *, topology: TopologyArg = None, eager_limit: Optional[int] = None,
+         exec_timeout: Optional[float] = None) -> Comm:
+    """Create the world communicator and return it (see the module docstring)."""
+    global _world
+    if _world is not None:
+        raise CommError(f"hcomm is already initialised (world of {_world.size} ranks); call hcomm.finalize() first")
+    b = _binding()
+    b.acl_init()
+    local_rank: Optional[int] = None
+    ranktable: Optional[str] = None
+    if rank is not None and world_size is not None and root_info is not None:
+        if isinstance(rank, bool) or not isinstance(rank, int) or isinstance(world_size, bool) \
+                or not isinstance(world_size, int) or world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank!r}, world_size={world_size!r}; expected ints with 0 <= rank < world_size")
+        size = world_size
+    else:
+        from ..bootstrap import discover  # lazy: the launcher layer is optional for explicit init
+        spec: Any = discover(b, rank, world_size, root_info, timeout)
+        rank, size, root_info = spec.rank, spec.size, spec.root_info
+        local_rank, ranktable = spec.local_rank, spec.ranktable
+    if _device is None:
+        count = b.get_device_count()
+        b.set_device((local_rank if local_rank is not None else rank) % max(1, count))
+    if ranktable:
+        handle = b.comm_init_cluster_info(ranktable, rank)
+    else:
+        if root_info is None:
+            raise CommError("bootstrap returned neither a root info nor a ranktable")
+        handle = b.comm_init_root_info(size, root_info, rank)
+    try:
+        _world = Comm._from_handle(b, handle, "world", topology, eager_limit, exec_timeout)
+    except BaseException:
+        b.comm_destroy(handle)
+        raise
+    return _world
+
+
+def register(comm: Comm) -> None:
+    """Track a sub-communicator so finalize() can destroy it."""
+    _comms.append(comm)
+
+
+def unregister(comm: Comm) -> None:
+    """Forget a destroyed communicator."""
+    if comm in _comms:
+        _comms.remove(comm)
+
+
+def finalize() -> None:
+    """Destroy every live communicator (newest first) and the world; init() may be called again."""
+    global _world, _device
+    errors: List[BaseException] = []
+    for comm in reversed(list(_comms)):
+        try:
+            comm.destroy()
+        except BaseException as exc:  # keep tearing down the rest
+            errors.append(exc)
+    _comms.clear()
+    world, _world = _world, None
+    if world is not None:
+        try:
+            world.destroy()
+        except BaseException as exc:
+            errors.append(exc)
+    _device = None
+    if errors:
+        raise errors[0]
