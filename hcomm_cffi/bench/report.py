@@ -1,0 +1,188 @@
+"""Results as people and programs read them: the nccl-tests-like table, JSON and CSV files.
+
+Table columns: size (B), count (elements), type, redop, root, time (µs, the slowest rank), algbw and
+busbw (GB/s, GB = 10^9), #wrong (the worst rank's count; ``N/A`` when not checked).
+
+JSON (``--json FILE``)::
+
+    {"format": "hcomm-bench/1", "config": {...}, "environment": {...}, "results": [{...}, ...]}
+
+CSV (``--csv FILE``): one row per size; every row repeats the configuration and the main environment
+facts (so the file is one flat table), then the per-size numbers.  :func:`read_json` and
+:func:`read_csv` load both back (``read_csv`` returns typed values).
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import os
+import platform
+import socket
+from typing import IO, Any, Dict, List, Optional, Sequence
+
+from .runner import BenchConfig, SizeResult
+
+__all__ = ["JSON_FORMAT", "CSV_COLUMNS", "header_lines", "format_row", "footer_lines", "environment",
+           "write_json", "read_json", "write_csv", "read_csv", "document", "print_table"]
+
+JSON_FORMAT = "hcomm-bench/1"
+_CONFIG_COLUMNS = ("op", "nranks", "dtype", "redop", "root", "algorithm", "iters", "warmup", "check", "backend",
+                   "engine", "hcomm_cffi", "sim_check")
+_RESULT_COLUMNS = ("size", "count", "time_us", "algbw", "busbw", "wrong", "check_status", "check_reason",
+                   "model_us", "model_algorithm", "time_us_ranks", "wrong_ranks")
+CSV_COLUMNS = _CONFIG_COLUMNS + _RESULT_COLUMNS
+_INT_COLUMNS = {"nranks", "root", "iters", "warmup", "size", "count", "wrong"}
+_FLOAT_COLUMNS = {"time_us", "algbw", "busbw", "model_us"}
+
+_ROW = "{:>12}  {:>12}  {:>8}  {:>6}  {:>5}  {:>10}  {:>8}  {:>8}  {:>7}"
+_TYPE_NAMES = {"fp32": "float", "fp16": "half", "bfp16": "bfloat16", "fp64": "double"}
+
+
+def environment(ops_info: Dict[str, Any], nranks: int, versions: Dict[str, Any],
+                hccl_env: Dict[str, str], backend: str) -> Dict[str, Any]:
+    """The environment section: backend, engine, versions, HCCL_*/HCOMM_* variables, host."""
+    return {
+        "backend": backend, **ops_info, "nranks": nranks, "versions": versions, "variables": hccl_env,
+        "host": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def header_lines(cfg: BenchConfig, nranks: int, env: Dict[str, Any], notes: Sequence[str] = ()) -> List[str]:
+    """The comment block and column titles printed before the first row."""
+    lines = [
+        f"# hcomm bench: {cfg.op} on {nranks} rank(s), algorithm {cfg.algorithm}, backend {env.get('backend')} "
+        f"({env.get('engine')})",
+        f"#   dtype {cfg.dtype.name.lower()}  redop {cfg.redop_name}  root {cfg.root_shown}  iters {cfg.iters}  "
+        f"warmup {cfg.warmup}  check {int(cfg.check)}",
+    ]
+    lines += [f"# {note}" for note in notes]
+    lines += ["#", "#" + _ROW.format("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong")[1:],
+              "#" + _ROW.format("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "")[1:]]
+    return lines
+
+
+def format_row(cfg: BenchConfig, res: SizeResult) -> str:
+    """One table row."""
+    dtype = cfg.dtype.name.lower()
+    bus = "N/A" if res.busbw is None else f"{res.busbw:.3f}"
+    alg = "N/A" if cfg.op == "barrier" else f"{res.algbw:.3f}"
+    wrong = "N/A" if res.wrong is None else str(res.wrong)
+    return _ROW.format(res.size, res.count, _TYPE_NAMES.get(dtype, dtype), cfg.redop_name, cfg.root_shown,
+                       f"{res.time_us:.2f}", alg, bus, wrong)
+
+
+def footer_lines(results: Sequence[SizeResult]) -> List[str]:
+    """Average busbw and the wrong-element verdict."""
+    bus = [r.busbw for r in results if r.busbw is not None]
+    bad = [r for r in results if r.wrong]
+    lines = []
+    if bus:
+        lines.append(f"# Avg bus bandwidth    : {sum(bus) / len(bus):.3f} GB/s")
+    checked = [r for r in results if r.wrong is not None]
+    if not checked:
+        lines.append("# Wrong elements       : not checked")
+    else:
+        total = sum(r.wrong or 0 for r in checked)
+        verdict = "OK" if not bad else f"FAILED in {len(bad)} of {len(checked)} checked size(s)"
+        lines.append(f"# Wrong elements       : {total} ({verdict})")
+    return lines
+
+
+def print_table(cfg: BenchConfig, results: Sequence[SizeResult], nranks: int, env: Dict[str, Any],
+                out: IO[str]) -> None:
+    """Header, rows and footer in one go (for results read back from a file)."""
+    for line in header_lines(cfg, nranks, env):
+        print(line, file=out)
+    for res in results:
+        print(format_row(cfg, res), file=out)
+    for line in footer_lines(results):
+        print(line, file=out)
+
+
+def document(cfg: BenchConfig, nranks: int, env: Dict[str, Any], results: Sequence[SizeResult]) -> Dict[str, Any]:
+    """The JSON document."""
+    return {"format": JSON_FORMAT, "config": {**cfg.to_dict(), "nranks": nranks}, "environment": env,
+            "results": [r.to_dict() for r in results]}
+
+
+def _write_atomically(path: str, text: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_json(path: str, cfg: BenchConfig, nranks: int, env: Dict[str, Any], results: Sequence[SizeResult]) -> None:
+    """Write the JSON document to ``path``."""
+    _write_atomically(path, json.dumps(document(cfg, nranks, env, results), indent=2) + "\n")
+
+
+def read_json(path: str) -> Dict[str, Any]:
+    """Load a document written by :func:`write_json` (ValueError if it is not one)."""
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT:
+        raise ValueError(f"{path}: not an hcomm bench JSON file (expected format {JSON_FORMAT!r})")
+    return doc
+
+
+def _csv_rows(cfg: BenchConfig, nranks: int, env: Dict[str, Any], results: Sequence[SizeResult]) -> List[Dict[str, Any]]:
+    c = cfg.to_dict()
+    base = {"op": c["op"], "nranks": nranks, "dtype": c["dtype"], "redop": c["redop"], "root": c["root"],
+            "algorithm": c["algorithm"], "iters": c["iters"], "warmup": c["warmup"], "check": int(cfg.check),
+            "backend": env.get("backend"), "engine": env.get("engine"),
+            "hcomm_cffi": (env.get("versions") or {}).get("hcomm_cffi"),
+            "sim_check": (env.get("variables") or {}).get("HCOMM_SIM_CHECK", "")}
+    rows = []
+    for r in results:
+        rows.append({**base, "size": r.size, "count": r.count, "time_us": repr(r.time_us), "algbw": repr(r.algbw),
+                     "busbw": "" if r.busbw is None else repr(r.busbw), "wrong": "" if r.wrong is None else r.wrong,
+                     "check_status": r.check, "check_reason": r.check_reason or "",
+                     "model_us": "" if r.model_us is None else repr(r.model_us),
+                     "model_algorithm": r.model_algorithm or "",
+                     "time_us_ranks": " ".join(repr(t) for t in r.time_us_ranks),
+                     "wrong_ranks": " ".join(str(w) for w in r.wrong_ranks)})
+    return rows
+
+
+def write_csv(path: str, cfg: BenchConfig, nranks: int, env: Dict[str, Any], results: Sequence[SizeResult]) -> None:
+    """Write one CSV row per size (columns :data:`CSV_COLUMNS`)."""
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(_csv_rows(cfg, nranks, env, results))
+    _write_atomically(path, buf.getvalue())
+
+
+def _typed(column: str, value: str) -> Any:
+    if value == "":
+        return None
+    if column in _INT_COLUMNS:
+        return int(value)
+    if column in _FLOAT_COLUMNS:
+        return float(value)
+    if column == "time_us_ranks":
+        return [float(v) for v in value.split()]
+    if column == "wrong_ranks":
+        return [int(v) for v in value.split()]
+    if column == "check":
+        return bool(int(value))
+    return value
+
+
+def read_csv(path: str) -> List[Dict[str, Any]]:
+    """Rows of a file written by :func:`write_csv`, with numbers as int/float and lists as lists."""
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        if tuple(reader.fieldnames or ()) != CSV_COLUMNS:
+            raise ValueError(f"{path}: not an hcomm bench CSV file (unexpected columns {reader.fieldnames})")
+        return [{k: _typed(k, v) for k, v in row.items()} for row in reader]
+
+
+def optional_float(value: Optional[float]) -> str:
+    """``1.5 -> '1.500'``, None -> ``'-'`` (for tables)."""
+    return "-" if value is None else f"{value:.3f}"

@@ -1,0 +1,131 @@
+"""Message sizes: ``-b/-e/-f/-i`` as hccl_test parses them, and the buffers each operation needs.
+
+* ``parse_size("64K") == 65536``: a non-negative integer with an optional K, M or G suffix
+  (2^10, 2^20, 2^30; case-insensitive; a trailing ``B``/``iB`` is accepted: ``4MiB``).
+* ``size_sweep(minbytes, maxbytes, stepfactor, stepbytes)``: ``-f`` (multiplicative, must be > 1,
+  wins over ``-i``) or ``-i`` (additive; default ``(max - min) / 10``, 1 when ``max == min``).
+  hccl_test's ``-i 0`` ("repeat -b forever") is refused: a benchmark that never ends is not useful.
+* :func:`layout`: element counts of the send and receive buffers of one operation, with S (the
+  algbw numerator, HCOMM_SEMANTICS.md §7.4) in bytes.  For allgather, reduce_scatter and alltoall
+  the size is the whole (gathered / to-be-scattered / all-to-all) buffer and each rank's block holds
+  ``ceil(count / n)`` elements, after rounding the size up to a multiple of ``n x 512`` bytes above
+  1 MiB, as hccl_test does; the reported size is the one actually moved (``block x n x element``).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import List, Optional, Union
+
+__all__ = ["SizeError", "parse_size", "format_size", "size_sweep", "Layout", "layout", "MAX_SIZES",
+           "GATHER_TYPE_OPS"]
+
+MAX_SIZES = 10_000
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)(?:[iI]?[bB])?\s*$")
+_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30}
+#: Operations whose size is a total over n per-rank blocks.
+GATHER_TYPE_OPS = frozenset({"allgather", "reduce_scatter", "alltoall"})
+_ROUND_ABOVE = 1 << 20
+_ROUND_UNIT = 512
+
+
+class SizeError(ValueError):
+    """A size or step that cannot be used; the message names the flag, the value and what is expected."""
+
+
+def parse_size(text: Union[str, int], flag: str = "size") -> int:
+    """Bytes from ``'8'``, ``'64K'``, ``'4M'``, ``'1G'`` (K/M/G = 2^10/2^20/2^30) or an int."""
+    if isinstance(text, bool):
+        raise SizeError(f"{flag}={text!r} is not a size")
+    if isinstance(text, int):
+        if text < 0:
+            raise SizeError(f"{flag}={text} is negative; expected bytes >= 0")
+        return text
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise SizeError(f"{flag}={text!r} is not a size; expected bytes, optionally with K, M or G (e.g. 8, 64K, 256M)")
+    return int(m.group(1)) << _SHIFT[m.group(2).lower()]
+
+
+def format_size(nbytes: int) -> str:
+    """``65536 -> '64K'``, ``12 -> '12'``: the shortest exact K/M/G spelling (for labels)."""
+    for suffix, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if nbytes and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift}{suffix}"
+    return str(nbytes)
+
+
+def size_sweep(minbytes: int, maxbytes: int, stepfactor: Optional[float] = None,
+               stepbytes: Optional[int] = None) -> List[int]:
+    """The sizes of one sweep, from ``minbytes`` up to at most ``maxbytes`` (both >= 1)."""
+    if minbytes < 1:
+        raise SizeError(f"-b/--minbytes={minbytes}; expected at least 1 byte")
+    if maxbytes < minbytes:
+        raise SizeError(f"-e/--maxbytes={maxbytes} is below -b/--minbytes={minbytes}")
+    sizes: List[int] = []
+    if stepfactor is not None:
+        if not stepfactor > 1.0:
+            raise SizeError(f"-f/--stepfactor={stepfactor:g}; expected a factor > 1.0")
+        size = minbytes
+        while size <= maxbytes:
+            sizes.append(size)
+            if len(sizes) > MAX_SIZES:
+                break
+            size = max(size + 1, int(size * stepfactor))
+    else:
+        if stepbytes is None:
+            stepbytes = (maxbytes - minbytes) // 10 or 1
+        if stepbytes < 1:
+            raise SizeError(f"-i/--stepbytes={stepbytes}; expected a step >= 1 byte "
+                            "(hccl_test's 0, 'repeat -b forever', is not supported)")
+        count = (maxbytes - minbytes) // stepbytes + 1
+        if count <= MAX_SIZES:
+            sizes = list(range(minbytes, maxbytes + 1, stepbytes))
+        else:
+            sizes = [0] * (MAX_SIZES + 1)
+    if len(sizes) > MAX_SIZES:
+        raise SizeError(f"-b {minbytes} -e {maxbytes} with this step gives more than {MAX_SIZES} sizes; "
+                        "use a larger -i or -f")
+    return sizes
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Buffers of one operation on one rank.
+
+    ``count`` is S in elements (S = ``nbytes``, the algbw numerator); ``send_count`` and
+    ``recv_count`` are the element counts of the send and receive buffers (0: no such buffer);
+    ``block`` is the per-rank block of gather-type operations (else ``count``).
+    """
+
+    op: str
+    nbytes: int
+    count: int
+    send_count: int
+    recv_count: int
+    block: int
+    itemsize: int
+
+
+def layout(op: str, nbytes: int, itemsize: int, nranks: int) -> Layout:
+    """Buffers for ``op`` (a name from :data:`hcomm_cffi.bench.factors.OPS`) at ``nbytes`` on ``nranks`` ranks."""
+    if itemsize < 1 or nranks < 1:
+        raise ValueError(f"itemsize={itemsize} nranks={nranks}; expected both >= 1")
+    if op == "barrier":
+        return Layout(op, 0, 0, 0, 0, 0, itemsize)
+    count = max(1, -(-nbytes // itemsize))
+    if op in GATHER_TYPE_OPS:
+        padded = nbytes
+        if nbytes > _ROUND_ABOVE:
+            unit = nranks * _ROUND_UNIT
+            padded = -(-nbytes // unit) * unit
+        block = max(1, -(-(-(-padded // itemsize)) // nranks))
+        total = block * nranks
+        if op == "allgather":
+            return Layout(op, total * itemsize, total, block, total, block, itemsize)
+        if op == "reduce_scatter":
+            return Layout(op, total * itemsize, total, total, block, block, itemsize)
+        return Layout(op, total * itemsize, total, total, total, block, itemsize)  # alltoall
+    if op == "broadcast":
+        return Layout(op, count * itemsize, count, count, 0, count, itemsize)  # in place: one buffer
+    return Layout(op, count * itemsize, count, count, count, count, itemsize)
