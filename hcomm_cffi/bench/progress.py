@@ -14,13 +14,22 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import IO, Optional
+from typing import IO, List, Optional
 
 __all__ = ["Bar", "Relay", "marker_line", "ENV_PROGRESS", "MARKER"]
 
 ENV_PROGRESS = "HCOMM_BENCH_PROGRESS"    # "relay": rank 0 writes marker lines to stderr
-MARKER = "\x1ehcomm-bench-progress "
+MARKER = "@@hcomm-bench-progress@@ "
 _WIDTH = 30
+
+
+def _lines(text: str) -> List[str]:
+    """``text`` cut after each newline only (str.splitlines would also cut at \\r, \\x1e, ...)."""
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
 
 
 def marker_line(index: int, total: int, done: int, iters: int) -> str:
@@ -80,7 +89,7 @@ class Relay:
 
     def write(self, text: str) -> int:
         with self.lock:
-            for line in text.splitlines(keepends=True):
+            for line in _lines(text):
                 if line.startswith(MARKER):
                     try:
                         index, total, done, iters = (int(v) for v in line[len(MARKER):].split())
