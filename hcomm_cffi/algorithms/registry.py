@@ -71,7 +71,8 @@ def validate(algorithm: str, coll: str, dtype: DataType, op: Optional[ReduceOp])
 
 @lru_cache(maxsize=1024)
 def _auto(coll: str, topo: Topology, nbytes: int, root: int) -> str:
-    cands = compare_algorithms(coll, topo, nbytes, engine=Engine.CPU_TS, root=root, inter_algorithm="ring")
+    cands = compare_algorithms(coll, topo, nbytes, engine=Engine.CPU_TS, dtype=DataType.INT8, root=root,
+                               inter_algorithm="ring")
     ok = [c for c in cands if c.plan is not None and c.algorithm in MODULES
           and (c.algorithm, coll) not in _UNSUPPORTED]
     if not ok:

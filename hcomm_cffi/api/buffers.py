@@ -49,9 +49,9 @@ def is_torch(x: Any) -> bool:
 
 
 def _np_dtype(arr: np.ndarray, name: str) -> DataType:
-    if arr.dtype.name == "bfloat16":  # ml_dtypes / jax style bf16
-        return DataType.BFP16
     dt = dtype_from_numpy(arr.dtype)
+    if dt is None and arr.dtype.name == "bfloat16":  # ml_dtypes / jax style bf16
+        return DataType.BFP16
     if dt is None:
         raise TypeError(f"{name} has dtype {arr.dtype}, which HCCL cannot carry; expected one of int8, int16, "
                         "int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64 or bfloat16")

@@ -143,6 +143,7 @@ class Comm(LanesMixin):
         self._children: Dict[Tuple[str, tuple], int] = {}
         self.parent_ranks: List[int] = []
         self._lanes: Dict[Tuple[int, str], Any] = {}
+        self._res: Dict[Tuple[str, str, int], Any] = {}
         self._scratch_ptr: Any = None
         self._scratch_size = 0
 
@@ -253,6 +254,7 @@ class Comm(LanesMixin):
             self._lanes.clear()
             b.destroy_stream(self._stream)
             self._cache.clear()
+            self._res.clear()
 
     # ------------------------------------------------------------------ machinery
     def _scratch(self, nbytes: int) -> Any:
@@ -263,6 +265,14 @@ class Comm(LanesMixin):
             self._scratch_ptr = self.binding.malloc(max(nbytes, 4096))
             self._scratch_size = max(nbytes, 4096)
         return self._scratch_ptr
+
+    def _resources(self, name: str, coll: str, root: int) -> Any:
+        key = (name, coll, root)
+        res = self._res.get(key)
+        if res is None:
+            plan = registry.plan_for(name, coll, self.topology, root)
+            res = self._res[key] = self._cache.get(name, plan.resources_for(self.rank))
+        return res
 
     def _fail(self, exc: HcclError, where: str) -> CommError:
         err = wrap_failure(exc, f"rank {self.rank} of communicator {self.name!r}: {where}")
@@ -297,8 +307,7 @@ class Comm(LanesMixin):
             if name == "native":
                 native_algo.run(self.binding, self._handle, self._stream, args)
             else:
-                plan = registry.plan_for(name, coll, self.topology, root if coll in ("broadcast", "reduce") else 0)
-                res = self._cache.get(name, plan.resources_for(self.rank))
+                res = self._resources(name, coll, root if coll in ("broadcast", "reduce") else 0)
                 rec = Recorder(self.binding)
                 ctx = Ctx(rec, res, self.rank, self.timeout, dtype, args.op, scratch=self._scratch)  # type: ignore[arg-type]
                 module = registry.MODULES[name]
