@@ -8,7 +8,7 @@ protocol (eager up to ``eager_limit`` bytes, rendezvous above; headers checked o
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -38,6 +38,7 @@ class Lane:
     cache: ResourceCache
     res: Resources
     state: p2p.LaneState
+    inflight: List[Any] = field(default_factory=list)  # buffers of issued, unsynchronised messages
 
 
 class LanesMixin:
@@ -122,7 +123,10 @@ class LanesMixin:
     def _request(self, lane: Lane, what: str, finish: Any) -> Request:
         def sync(timeout: Optional[float]) -> bool:
             try:
-                return sync_stream(self.binding, lane.stream, timeout)
+                done = sync_stream(self.binding, lane.stream, timeout)
+                if done:
+                    lane.inflight.clear()  # everything issued on the lane so far has completed
+                return done
             except HcclError as exc:
                 raise self._fail(exc, what) from exc
         return Request(what, sync, finish)
@@ -134,7 +138,7 @@ class LanesMixin:
         lane = self._lane(dst, "send")
         ctx = self._ctx(lane)
         staging = Staging(self.binding, self._staging)
-        keep: List[Any] = []
+        keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
         for buf in bufs:
             header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.rank)
             keep.append(header)
@@ -143,6 +147,7 @@ class LanesMixin:
                            staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self._eager_limit)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
         self._launch(ctx, desc)
+        lane.inflight.append(keep)
 
         def finish() -> None:
             keep.clear()
@@ -164,6 +169,7 @@ class LanesMixin:
                            staging.device_ptr(buf, False, True), buf.nbytes)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
         self._launch(ctx, desc)
+        lane.inflight.append((bufs, headers))
 
         def finish() -> Any:
             staging.finish()
