@@ -1,0 +1,120 @@
+"""Rank-side halves of ``compare_allreduce.py``: the same allreduce timing loop over three libraries.
+
+    python benchmarks/_compare_workers.py hcomm --sizes 8,65536 --iters 2000,2000 [--algo native]  # under hcomm run
+    python benchmarks/_compare_workers.py gloo  --sizes ...                                          # under hcomm run
+    mpirun --mca btl self,vader -n 2 python benchmarks/_compare_workers.py mpi --sizes ...
+
+Per size, on every rank: ``warmup`` untimed allreduces, a barrier, ``iters`` timed allreduces (sum of
+float32, ``size`` bytes per rank), then the rank's time per iteration; the reported time is the max over
+ranks (the slowest).  Rank 0 prints one line ``RESULT {json}`` with ``[{"size", "iters", "time_us",
+"wrong"}]`` for the driver.  The hcomm worker reuses ``hcomm bench``'s own runner (value-pattern check
+included); gloo and MPI reduce zeros (so repeated in-place sums stay finite).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+RESULT = "RESULT "
+
+
+def _loop(step: Callable[[], None], barrier: Callable[[], None], warmup: int, iters: int) -> float:
+    """Seconds per iteration of ``step`` on this rank (after warm-up and a barrier)."""
+    for _ in range(warmup):
+        step()
+    barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        step()
+    return (time.perf_counter() - start) / iters
+
+
+def run_hcomm(sizes: List[int], iters: List[int], warmups: List[int], algo: str) -> List[Dict[str, Any]]:
+    """The emulator (or CANN) through hcomm bench's runner: native collectives or the Comm API."""
+    from hcomm_cffi.bench.ops import open_ops
+    from hcomm_cffi.bench.runner import BenchConfig, run_size
+
+    ops = open_ops(algo)
+    out = []
+    try:
+        for size, k, w in zip(sizes, iters, warmups):
+            cfg = BenchConfig(op="allreduce", sizes=(size,), iters=k, warmup=w, algorithm=algo)
+            res = run_size(ops, cfg, size)
+            out.append({"size": res.size, "iters": k, "time_us": res.time_us, "wrong": res.wrong, "rank": ops.rank})
+    finally:
+        ops.close()
+    return out
+
+
+def run_gloo(sizes: List[int], iters: List[int], warmups: List[int]) -> List[Dict[str, Any]]:
+    """torch.distributed with the gloo backend (TCP), ranks from hcomm run's RANK/WORLD_SIZE/MASTER_*."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    out = []
+    try:
+        for size, k, w in zip(sizes, iters, warmups):
+            t = torch.zeros(max(1, size // 4), dtype=torch.float32)
+            sec = _loop(lambda: dist.all_reduce(t), dist.barrier, w, k)
+            worst = torch.tensor([sec], dtype=torch.float64)
+            dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+            out.append({"size": t.numel() * 4, "iters": k, "time_us": float(worst[0]) * 1e6, "wrong": None,
+                        "rank": rank})
+    finally:
+        dist.destroy_process_group()
+    return out
+
+
+def run_mpi(sizes: List[int], iters: List[int], warmups: List[int]) -> List[Dict[str, Any]]:
+    """mpi4py over Open MPI (the caller picks the transport, e.g. ``--mca btl self,vader``)."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    out = []
+    for size, k, w in zip(sizes, iters, warmups):
+        send = np.zeros(max(1, size // 4), np.float32)
+        recv = np.empty_like(send)
+        sec = _loop(lambda: comm.Allreduce(send, recv, op=MPI.SUM), comm.Barrier, w, k)
+        worst = comm.allreduce(sec, op=MPI.MAX)
+        out.append({"size": send.nbytes, "iters": k, "time_us": worst * 1e6, "wrong": None, "rank": comm.Get_rank()})
+    return out
+
+
+def _ints(text: str) -> List[int]:
+    return [int(v) for v in text.split(",") if v]
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("library", choices=("hcomm", "gloo", "mpi"))
+    parser.add_argument("--sizes", type=_ints, required=True)
+    parser.add_argument("--iters", type=_ints, required=True)
+    parser.add_argument("--warmup", type=_ints, required=True)
+    parser.add_argument("--algo", default="native", help="hcomm only: native, or a Comm API algorithm")
+    args = parser.parse_args(argv)
+    if not len(args.sizes) == len(args.iters) == len(args.warmup):
+        parser.error("--sizes, --iters and --warmup need the same number of entries")
+    if args.library == "hcomm":
+        rows = run_hcomm(args.sizes, args.iters, args.warmup, args.algo)
+    elif args.library == "gloo":
+        rows = run_gloo(args.sizes, args.iters, args.warmup)
+    else:
+        rows = run_mpi(args.sizes, args.iters, args.warmup)
+    if rows and rows[0]["rank"] == 0:
+        print(RESULT + json.dumps([{k: v for k, v in r.items() if k != "rank"} for r in rows]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

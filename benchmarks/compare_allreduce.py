@@ -1,0 +1,303 @@
+"""Allreduce side by side: this package on the emulator, torch.distributed gloo, Open MPI, memcpy, np.add.
+
+    python benchmarks/compare_allreduce.py                       # 2 and 4 ranks; 8 B, 64 KiB, 4 MiB, 64 MiB
+    python benchmarks/compare_allreduce.py --ranks 2 --sizes 8,64K,1M --algos native,ring --json out.json
+
+For each rank count the same float32 sum-allreduce sweep runs (each library in its own job):
+
+* ``hcomm-sim/<algo>``: ``hcomm run -n N`` of ``_compare_workers.py hcomm`` (hcomm bench's runner;
+  ``native`` = HcclAllReduce on the emulator, other names go through the Comm API), with
+  ``HCOMM_SIM_CHECK=off`` (the emulator's schedule checker costs time);
+* ``gloo``: ``hcomm run -n N`` of ``_compare_workers.py gloo`` (torch.distributed, TCP on loopback);
+* ``openmpi``: ``mpirun --mca btl self,vader -n N`` of ``_compare_workers.py mpi`` (mpi4py, shared memory);
+* ``memcpy`` / ``np.add``: this process, one core, for the same sizes (GB/s of the bytes copied / of one
+  operand): the ceilings a shared-memory allreduce works against.
+
+Every library uses the same loop (warm-up, barrier, timed iterations, max over ranks), busbw =
+size / time x 2(n-1)/n (nccl-tests).  The table shows busbw per library, the ratios emulator/Open MPI and
+emulator/gloo, the emulator's time and the planner's modelled time (Ascend HCCS cost model, ``auto``).
+A library that cannot run here is skipped with the reason.  Then the project's targets are checked.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from hcomm_cffi.bench.factors import busbw_factor  # noqa: E402
+from hcomm_cffi.bench.model import modelled_time_us  # noqa: E402
+from hcomm_cffi.bench.sizes import format_size, parse_size  # noqa: E402
+
+WORKER = str(Path(__file__).resolve().parent / "_compare_workers.py")
+RESULT = "RESULT "
+Row = Dict[str, Any]
+
+
+def iteration_plan(size: int, budget_bytes: float, fixed: Optional[int]) -> Tuple[int, int]:
+    """(timed iterations, warm-up) for one size: about ``budget_bytes`` per rank, 5..2000 iterations."""
+    iters = fixed if fixed else max(5, min(2000, int(budget_bytes // max(size, 1))))
+    return iters, max(2, iters // 10)
+
+
+def _job(cmd: List[str], env: Dict[str, str], timeout: float) -> Tuple[Optional[List[Row]], str]:
+    """Run a worker job; (rows, "") or (None, why it failed)."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=str(ROOT))
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout:g} s"
+    except OSError as exc:
+        return None, f"cannot start {cmd[0]}: {exc.strerror or exc}"
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT):
+            return json.loads(line[len(RESULT):]), ""
+    tail = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()]
+    return None, f"exit status {proc.returncode}: {tail[-1] if tail else 'no output'}"
+
+
+def _worker_args(sizes: Sequence[int], plan: Sequence[Tuple[int, int]]) -> List[str]:
+    return ["--sizes", ",".join(map(str, sizes)), "--iters", ",".join(str(i) for i, _ in plan),
+            "--warmup", ",".join(str(w) for _, w in plan)]
+
+
+def _base_env() -> Dict[str, str]:
+    launcher = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    env = {k: v for k, v in os.environ.items()
+           if k not in launcher and not k.startswith(("OMPI_", "PMI_", "PMIX_", "TORCHELASTIC_", "HCOMM_RUN_"))}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def run_hcomm(n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, int]], algo: str,
+              timeout: float) -> Tuple[Optional[List[Row]], str]:
+    env = _base_env()
+    env.setdefault("HCOMM_BACKEND", "sim")
+    env["HCOMM_SIM_CHECK"] = "off"
+    cmd = [sys.executable, "-m", "hcomm_cffi.run", "-n", str(n), "--no-prefix", "--",
+           sys.executable, WORKER, "hcomm", "--algo", algo, *_worker_args(sizes, plan)]
+    return _job(cmd, env, timeout)
+
+
+def run_gloo(n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, int]],
+             timeout: float) -> Tuple[Optional[List[Row]], str]:
+    try:
+        import torch  # noqa: F401
+        import torch.distributed as dist
+    except ImportError:
+        return None, "torch is not installed (pip install torch==2.13.0)"
+    if not dist.is_available() or not dist.is_gloo_available():
+        return None, "this torch build has no gloo backend"
+    cmd = [sys.executable, "-m", "hcomm_cffi.run", "-n", str(n), "--no-prefix", "--",
+           sys.executable, WORKER, "gloo", *_worker_args(sizes, plan)]
+    return _job(cmd, _base_env(), timeout)
+
+
+def run_mpi(n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, int]],
+            timeout: float) -> Tuple[Optional[List[Row]], str]:
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        return None, "mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)"
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return None, "mpi4py is not installed (pip install mpi4py)"
+    version = subprocess.run([mpirun, "--version"], capture_output=True, text=True).stdout
+    if "Open MPI" not in version and "OpenRTE" not in version:
+        return None, f"mpirun is not Open MPI ({version.strip().splitlines()[0] if version.strip() else '?'})"
+    cmd = [mpirun, "--mca", "btl", "self,vader", "-n", str(n), "--oversubscribe"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += [sys.executable, WORKER, "mpi", *_worker_args(sizes, plan)]
+    return _job(cmd, _base_env(), timeout)
+
+
+def local_bandwidth(sizes: Sequence[int], plan: Sequence[Tuple[int, int]]) -> Dict[str, List[float]]:
+    """memcpy (np.copyto) and np.add GB/s in this process for each size."""
+    out: Dict[str, List[float]] = {"memcpy": [], "np.add": []}
+    for size, (iters, warm) in zip(sizes, plan):
+        count = max(1, size // 4)
+        a = np.ones(count, np.float32)
+        b = np.ones(count, np.float32)
+        c = np.empty(count, np.float32)
+        for name, fn in (("memcpy", lambda: np.copyto(c, a)), ("np.add", lambda: np.add(a, b, out=c))):
+            for _ in range(warm):
+                fn()
+            start = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            sec = (time.perf_counter() - start) / iters
+            out[name].append(count * 4 / sec / 1e9)
+    return out
+
+
+def _fmt(value: Optional[float], width: int = 9, digits: int = 3) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a is not None and b else None
+
+
+def compare(n: int, sizes: Sequence[int], algos: Sequence[str], libraries: Sequence[str], budget: float,
+            fixed_iters: Optional[int], timeout: float) -> Dict[str, Any]:
+    """Run every library for ``n`` ranks; the per-size busbw table as a dict."""
+    plan = [iteration_plan(s, budget, fixed_iters) for s in sizes]
+    factor = busbw_factor("allreduce", n) or 0.0
+    series: Dict[str, List[Optional[Row]]] = {}
+    skipped: Dict[str, str] = {}
+    runs: List[Tuple[str, Any]] = [(f"hcomm-sim/{a}", lambda a=a: run_hcomm(n, sizes, plan, a, timeout))
+                                   for a in algos]
+    if "gloo" in libraries:
+        runs.append(("gloo", lambda: run_gloo(n, sizes, plan, timeout)))
+    if "openmpi" in libraries:
+        runs.append(("openmpi", lambda: run_mpi(n, sizes, plan, timeout)))
+    for name, fn in runs:
+        print(f"# {n} ranks: running {name} ...", file=sys.stderr, flush=True)
+        rows, why = fn()
+        if rows is None:
+            skipped[name] = why
+            print(f"# {n} ranks: {name} skipped: {why}", flush=True)
+            continue
+        for r in rows:
+            r["busbw"] = r["size"] / r["time_us"] / 1e3 * factor if r["time_us"] > 0 else None
+        series[name] = rows  # type: ignore[assignment]
+    local = local_bandwidth(sizes, plan) if "local" in libraries else {}
+    models = [modelled_time_us("allreduce", n, s) for s in sizes]
+    return {"nranks": n, "sizes": list(sizes), "plan": plan, "series": series, "skipped": skipped, "local": local,
+            "model": [{"time_us": m, "algorithm": a} for m, a in models]}
+
+
+def _busbw(table: Dict[str, Any], name: str, i: int) -> Optional[float]:
+    rows = table["series"].get(name)
+    return None if rows is None else rows[i].get("busbw")
+
+
+def print_table(table: Dict[str, Any], algos: Sequence[str]) -> None:
+    n = table["nranks"]
+    sim = f"hcomm-sim/{algos[0]}"
+    names = [f"hcomm-sim/{a}" for a in algos] + ["gloo", "openmpi"]
+    print(f"\n# allreduce busbw (GB/s), {n} ranks, float32 sum, busbw = size/time x {busbw_factor('allreduce', n):g}; "
+          "emulator with HCOMM_SIM_CHECK=off")
+    head = f"{'size':>6} {'iters':>5} " + " ".join(f"{nm:>16}" for nm in names) + \
+        f" {'memcpy':>8} {'np.add':>8} {'sim/mpi':>8} {'sim/gloo':>8} {'sim us':>10} {'model us':>9} {'(algo)':<7}"
+    print(head)
+    for i, size in enumerate(table["sizes"]):
+        iters = table["plan"][i][0]
+        cells = " ".join(_fmt(_busbw(table, nm, i), 16) for nm in names)
+        mem = table["local"].get("memcpy", [None] * len(table["sizes"]))[i]
+        add = table["local"].get("np.add", [None] * len(table["sizes"]))[i]
+        s = _busbw(table, sim, i)
+        sim_rows = table["series"].get(sim)
+        sim_us = sim_rows[i]["time_us"] if sim_rows else None
+        model = table["model"][i]
+        print(f"{format_size(size):>6} {iters:>5} {cells} {_fmt(mem, 8, 2)} {_fmt(add, 8, 2)} "
+              f"{_fmt(_ratio(s, _busbw(table, 'openmpi', i)), 8, 2)} {_fmt(_ratio(s, _busbw(table, 'gloo', i)), 8, 1)} "
+              f"{_fmt(sim_us, 10, 1)} {_fmt(model['time_us'], 9, 1)} {model['algorithm'] or '-':<7}")
+    print(f"# time per allreduce (us, slowest rank), {n} ranks")
+    print(f"{'size':>6} " + " ".join(f"{nm:>16}" for nm in names))
+    for i, size in enumerate(table["sizes"]):
+        times = [table["series"][nm][i]["time_us"] if nm in table["series"] else None for nm in names]
+        print(f"{format_size(size):>6} " + " ".join(_fmt(t, 16, 1) for t in times))
+    for name, why in table["skipped"].items():
+        print(f"# skipped {name}: {why}")
+    wrong = [r.get("wrong") for r in table["series"].get(sim, []) if r.get("wrong")]
+    if wrong:
+        print(f"# WARNING: the emulator produced wrong elements: {wrong}")
+
+
+def targets(tables: Sequence[Dict[str, Any]], algo: str) -> List[str]:
+    """The project's goals, each as 'ok' or 'SHORT' with the numbers."""
+    sim = f"hcomm-sim/{algo}"
+    lines = []
+    for t in tables:
+        n = t["nranks"]
+        for i, size in enumerate(t["sizes"]):
+            s = _busbw(t, sim, i)
+            if size < 64 << 10 or s is None:
+                continue
+            mpi, gloo = _busbw(t, "openmpi", i), _busbw(t, "gloo", i)
+            if mpi is not None:
+                lines.append(f"n={n} {format_size(size):>4}: busbw >= Open MPI: {'ok' if s >= mpi else 'SHORT'} "
+                             f"({s:.3f} vs {mpi:.3f} GB/s, {s / mpi:.2f}x)")
+            if gloo is not None:
+                lines.append(f"n={n} {format_size(size):>4}: busbw >= 10x gloo: {'ok' if s >= 10 * gloo else 'SHORT'} "
+                             f"({s:.3f} vs {gloo:.3f} GB/s, {s / gloo:.1f}x)")
+        if n == 2:
+            for i, size in enumerate(t["sizes"]):
+                rows = t["series"].get(sim)
+                if rows is None:
+                    continue
+                if size == 64 << 20:
+                    s = rows[i]["busbw"]
+                    lines.append(f"n=2  64M: busbw >= 5 GB/s: {'ok' if s >= 5 else 'SHORT'} ({s:.3f} GB/s)")
+                if size == 8:
+                    us = rows[i]["time_us"]
+                    lines.append(f"n=2    8: time <= 10 us: {'ok' if us <= 10 else 'SHORT'} ({us:.2f} us)")
+    return lines
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ranks", default="2,4", help="rank counts, comma-separated (default 2,4)")
+    parser.add_argument("--sizes", default="8,64K,4M,64M", help="message sizes per rank (default 8,64K,4M,64M)")
+    parser.add_argument("--algos", default="native",
+                        help="emulator algorithms, comma-separated: native (HcclAllReduce) and/or Comm API "
+                             "algorithms ring, mesh, tree, auto (default native)")
+    parser.add_argument("--libraries", default="gloo,openmpi,local",
+                        help="others to run: gloo, openmpi, local (memcpy/np.add) (default all)")
+    parser.add_argument("--budget", default="200M", help="bytes per rank per size that set the iterations "
+                                                         "(5..2000; default 200M)")
+    parser.add_argument("--iters", type=int, help="fixed timed iterations for every size")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per library job (default 600)")
+    parser.add_argument("--json", help="write every number to this file")
+    parser.add_argument("--plot", help="busbw and latency per library against size (PNG, needs matplotlib)")
+    args = parser.parse_args(argv)
+    try:
+        ranks = [int(v) for v in args.ranks.split(",") if v]
+        sizes = [parse_size(v, "--sizes") for v in args.sizes.split(",") if v]
+        budget = float(parse_size(args.budget, "--budget"))
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not ranks or min(ranks) < 2:
+        parser.error(f"--ranks {args.ranks!r}: expected rank counts >= 2")
+    algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    libraries = [v.strip() for v in args.libraries.split(",") if v.strip()]
+    print(f"# compare_allreduce: ranks {ranks}, sizes {[format_size(s) for s in sizes]}, emulator algorithms {algos}, "
+          f"{os.cpu_count()} CPUs; HCOMM_SIM_CHECK=off for the emulator jobs", flush=True)
+    tables = [compare(n, sizes, algos, libraries, budget, args.iters, args.timeout) for n in ranks]
+    for t in tables:
+        print_table(t, algos)
+    print("\n# targets (emulator " + algos[0] + ")")
+    for line in targets(tables, algos[0]):
+        print("  " + line)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"ranks": ranks, "sizes": sizes, "tables": tables}, f, indent=2)
+        print(f"# wrote {args.json}")
+    if args.plot:
+        from hcomm_cffi.bench.plot import PlotUnavailable, plot_series
+
+        series = {}
+        for t in tables:
+            for name, rows in t["series"].items():
+                series[f"{name} n={t['nranks']}"] = [(r["size"], r["time_us"], r["busbw"]) for r in rows]
+        try:
+            plot_series(args.plot, series, "allreduce busbw and latency")
+            print(f"# wrote {args.plot}")
+        except PlotUnavailable as exc:
+            print(f"# no plot: {exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
