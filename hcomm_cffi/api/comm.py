@@ -103,13 +103,20 @@ class Comm(LanesMixin):
             self.size = len(ids)
             self._member = False
             return
+        topo = _topology(topology, len(ids))  # validate everything before the collective library call
+        eager, tmo = _eager(eager_limit), _exec_timeout(timeout if timeout is not None else parent.timeout)
         key = (name, tuple(ids))
         nth = parent._children.get(key, 0)
         parent._children[key] = nth + 1
         sub_id = zlib.crc32(f"{parent.name}/{name}/{ids}/{nth}".encode())
         cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}")
         handle = self.binding.create_sub_comm(parent._handle, ids, sub_id, ids.index(parent.rank), cfg)
-        self._setup(handle, topology, eager_limit, timeout if timeout is not None else parent.timeout)
+        try:
+            self._setup(handle, topo, eager, tmo)
+        except BaseException:
+            self.binding.comm_destroy(handle)
+            self._handle = None
+            raise
         world.register(self)
 
     # ------------------------------------------------------------------ construction
