@@ -45,8 +45,8 @@ Row = Dict[str, Any]
 
 
 def iteration_plan(size: int, budget_bytes: float, fixed: Optional[int]) -> Tuple[int, int]:
-    """(timed iterations, warm-up) for one size: about ``budget_bytes`` per rank, 5..2000 iterations."""
-    iters = fixed if fixed else max(5, min(2000, int(budget_bytes // max(size, 1))))
+    """(timed iterations, warm-up) for one size: about ``budget_bytes`` per rank, 10..2000 iterations."""
+    iters = fixed if fixed else max(10, min(2000, int(budget_bytes // max(size, 1))))
     return iters, max(2, iters // 10)
 
 
@@ -256,7 +256,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--libraries", default="gloo,openmpi,local",
                         help="others to run: gloo, openmpi, local (memcpy/np.add) (default all)")
     parser.add_argument("--budget", default="200M", help="bytes per rank per size that set the iterations "
-                                                         "(5..2000; default 200M)")
+                                                         "(10..2000; default 200M)")
     parser.add_argument("--iters", type=int, help="fixed timed iterations for every size")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per library job (default 600)")
     parser.add_argument("--json", help="write every number to this file")
