@@ -148,3 +148,45 @@ def bucket_shapes_body(rank: int, n: int, root_info: bytes) -> int:
 
 def test_p2p_and_collectives_interleave() -> None:
     assert run_ranks(3, bucket_shapes_body, timeout=60) == [15, 15, 15]
+
+
+def missing_peer_body(rank: int, n: int, root_info: bytes) -> str:
+    """Rank 1 never joins the allreduce: rank 0 gets a timeout naming itself, the peer and the operation."""
+    import time
+
+    import hcomm_cffi as hcomm
+    w = hcomm.init(rank=rank, world_size=n, root_info=root_info)
+    try:
+        if rank == 1:
+            time.sleep(3.5)
+            return ""
+        with pytest.raises(hcomm.CommTimeoutError) as info:
+            w.allreduce(np.ones(8, np.float32), algorithm="ring")
+        return str(info.value)
+    finally:
+        hcomm.finalize()
+
+
+def test_collective_with_missing_peer_times_out() -> None:
+    msg = run_ranks(2, missing_peer_body, env={"HCCL_EXEC_TIMEOUT": "2"}, timeout=60)[0]
+    assert "rank 0 of communicator 'world': allreduce (algorithm=ring, 32 bytes, 2 ranks) failed" in msg
+    assert "from peer rank 1" in msg and "timed out after 2 s" in msg
+
+
+def discover_body(rank: int, n: int, root_info: bytes, job: str, folder: str) -> int:
+    """init(rank, world_size) without a root info exchanges it through hcomm_cffi.bootstrap (files)."""
+    import os
+
+    import hcomm_cffi as hcomm
+    os.environ["HCOMM_JOB_ID"] = job
+    os.environ["HCOMM_RENDEZVOUS_DIR"] = folder
+    w = hcomm.init(rank=rank, world_size=n, timeout=30)
+    try:
+        return int(w.allreduce(np.array([rank + 1], np.int32))[0])
+    finally:
+        hcomm.finalize()
+
+
+def test_init_through_bootstrap(tmp_path: Any) -> None:
+    import uuid
+    assert run_ranks(3, discover_body, uuid.uuid4().hex[:8], str(tmp_path), timeout=60) == [6, 6, 6]
