@@ -88,7 +88,8 @@ class ResourceCache:
         return res
 
     def _acquire(self, spec: RankResources) -> Resources:
-        b, calls = self.binding, []
+        b = self.binding
+        calls: List[Tuple[str, tuple]] = []
         counts = spec.thread_notify_counts
         main = 0
         slaves: List[int] = []

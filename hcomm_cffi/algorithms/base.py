@@ -92,8 +92,11 @@ class Ctx:
         self.op = op
         self.esz = dtype.itemsize
         self.base = res.local_buffer
-        sizes = [res.local_size] + [s for _, s in res.peer_buffers.values()]
-        self.half = (min(sizes) // 2) // ALIGN * ALIGN   # collectives live in [0, half)
+        half = res.__dict__.get("_half")
+        if half is None:
+            sizes = [res.local_size] + [s for _, s in res.peer_buffers.values()]
+            half = res.__dict__["_half"] = (min(sizes) // 2) // ALIGN * ALIGN
+        self.half = half   # collectives live in [0, half)
         self._scratch = scratch
         self.threads = res.threads
 

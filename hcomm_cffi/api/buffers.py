@@ -8,7 +8,7 @@ buffers are staged through device memory (aclrtMalloc + aclrtMemcpy) by :class:`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Sequence, Tuple
 
 import numpy as np
 
@@ -81,10 +81,9 @@ def _from_torch(t: Any, name: str, writable: bool) -> Buffer:
     if kind not in ("cpu", "npu"):
         raise ValueError(f"{name} lives on device {t.device}; expected a CPU tensor (emulator) or an NPU tensor")
     if kind == "npu":  # pragma: no cover - needs Ascend hardware
-        import torch_npu  # noqa: F401  (registers the npu device)
-        t.device  # keep attribute access symmetrical with cpu
         import torch
-        torch.npu.current_stream().synchronize()  # order the user's queued kernels before ours
+        import torch_npu  # noqa: F401  (registers torch.npu)
+        torch.npu.current_stream().synchronize()  # the user's queued kernels finish before our stream reads
     ptr = ffi.cast("char *", t.data_ptr()) if t.numel() else ffi.NULL
     return Buffer(t, ptr, int(t.numel()), dt, tuple(t.shape), "npu" if kind == "npu" else "host", [t])
 

@@ -151,6 +151,7 @@ class Comm(LanesMixin):
         self.parent_ranks: List[int] = []
         self._lanes: Dict[Tuple[int, str], Any] = {}
         self._res: Dict[Tuple[str, str, int], Any] = {}
+        self._choices: Dict[tuple, str] = {}
         self._scratch_ptr: Any = None
         self._scratch_size = 0
 
@@ -298,7 +299,12 @@ class Comm(LanesMixin):
              dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0) -> str:
         """Validate, issue ``coll`` with the chosen algorithm in one batch, and wait for it."""
         self._check_usable(coll)
-        name = registry.choose(algorithm, coll, self.topology, nbytes, dtype, op, root)
+        key = (algorithm, coll, nbytes, dtype, op, root)
+        name = self._choices.get(key)
+        if name is None:
+            if len(self._choices) > 4096:
+                self._choices.clear()
+            name = self._choices[key] = registry.choose(algorithm, coll, self.topology, nbytes, dtype, op, root)
         staging = Staging(self.binding, self._staging)
         sp = staging.device_ptr(send) if send is not None else None
         if recv is None:

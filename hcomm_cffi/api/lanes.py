@@ -55,9 +55,14 @@ class LanesMixin:
     _staging: bool
     _eager_limit: int
 
-    def _check_usable(self, what: str) -> None: ...  # provided by Comm
-    def _rank_arg(self, name: str, value: Any) -> int: ...  # provided by Comm
-    def _fail(self, exc: HcclError, where: str) -> Exception: ...  # provided by Comm
+    def _check_usable(self, what: str) -> None:
+        raise NotImplementedError  # provided by Comm
+
+    def _rank_arg(self, name: str, value: Any) -> int:
+        raise NotImplementedError  # provided by Comm
+
+    def _fail(self, exc: HcclError, where: str) -> Exception:
+        raise NotImplementedError  # provided by Comm
 
     # ------------------------------------------------------------------ public API
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
