@@ -149,8 +149,9 @@ def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
 
 
 def compare(n: int, sizes: Sequence[int], algos: Sequence[str], libraries: Sequence[str], budget: float,
-            fixed_iters: Optional[int], timeout: float) -> Dict[str, Any]:
-    """Run every library for ``n`` ranks; the per-size busbw table as a dict."""
+            fixed_iters: Optional[int], timeout: float, repeat: int = 1) -> Dict[str, Any]:
+    """Run every library for ``n`` ranks (each job ``repeat`` times, keeping the fastest time per size);
+    the per-size busbw table as a dict."""
     plan = [iteration_plan(s, budget, fixed_iters) for s in sizes]
     factor = busbw_factor("allreduce", n) or 0.0
     series: Dict[str, List[Optional[Row]]] = {}
@@ -162,8 +163,13 @@ def compare(n: int, sizes: Sequence[int], algos: Sequence[str], libraries: Seque
     if "openmpi" in libraries:
         runs.append(("openmpi", lambda: run_mpi(n, sizes, plan, timeout)))
     for name, fn in runs:
-        print(f"# {n} ranks: running {name} ...", file=sys.stderr, flush=True)
-        rows, why = fn()
+        rows = None
+        for attempt in range(repeat):
+            print(f"# {n} ranks: running {name} ({attempt + 1}/{repeat}) ...", file=sys.stderr, flush=True)
+            got, why = fn()
+            if got is None:
+                break
+            rows = got if rows is None else [min(a, b, key=lambda r: r["time_us"]) for a, b in zip(rows, got)]
         if rows is None:
             skipped[name] = why
             print(f"# {n} ranks: {name} skipped: {why}", flush=True)
@@ -173,7 +179,8 @@ def compare(n: int, sizes: Sequence[int], algos: Sequence[str], libraries: Seque
         series[name] = rows  # type: ignore[assignment]
     local = local_bandwidth(sizes, plan) if "local" in libraries else {}
     models = [modelled_time_us("allreduce", n, s) for s in sizes]
-    return {"nranks": n, "sizes": list(sizes), "plan": plan, "series": series, "skipped": skipped, "local": local,
+    return {"nranks": n, "sizes": list(sizes), "plan": plan, "repeat": repeat, "series": series, "skipped": skipped,
+            "local": local,
             "model": [{"time_us": m, "algorithm": a} for m, a in models]}
 
 
@@ -186,8 +193,9 @@ def print_table(table: Dict[str, Any], algos: Sequence[str]) -> None:
     n = table["nranks"]
     sim = f"hcomm-sim/{algos[0]}"
     names = [f"hcomm-sim/{a}" for a in algos] + ["gloo", "openmpi"]
+    best = f"; best of {table['repeat']} runs" if table.get("repeat", 1) > 1 else ""
     print(f"\n# allreduce busbw (GB/s), {n} ranks, float32 sum, busbw = size/time x {busbw_factor('allreduce', n):g}; "
-          "emulator with HCOMM_SIM_CHECK=off")
+          f"emulator with HCOMM_SIM_CHECK=off{best}")
     head = f"{'size':>6} {'iters':>5} " + " ".join(f"{nm:>16}" for nm in names) + \
         f" {'memcpy':>8} {'np.add':>8} {'sim/mpi':>8} {'sim/gloo':>8} {'sim us':>10} {'model us':>9} {'(algo)':<7}"
     print(head)
@@ -258,6 +266,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--budget", default="200M", help="bytes per rank per size that set the iterations "
                                                          "(10..2000; default 200M)")
     parser.add_argument("--iters", type=int, help="fixed timed iterations for every size")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run each library job this many times and keep the fastest time per size (default 1; "
+                             "on a small shared machine single runs vary by tens of percent)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per library job (default 600)")
     parser.add_argument("--json", help="write every number to this file")
     parser.add_argument("--plot", help="busbw and latency per library against size (PNG, needs matplotlib)")
@@ -268,18 +279,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         budget = float(parse_size(args.budget, "--budget"))
     except ValueError as exc:
         parser.error(str(exc))
+    if args.repeat < 1:
+        parser.error(f"--repeat {args.repeat}: expected at least 1")
     if not ranks or min(ranks) < 2:
         parser.error(f"--ranks {args.ranks!r}: expected rank counts >= 2")
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     libraries = [v.strip() for v in args.libraries.split(",") if v.strip()]
     print(f"# compare_allreduce: ranks {ranks}, sizes {[format_size(s) for s in sizes]}, emulator algorithms {algos}, "
           f"{os.cpu_count()} CPUs; HCOMM_SIM_CHECK=off for the emulator jobs", flush=True)
-    tables = [compare(n, sizes, algos, libraries, budget, args.iters, args.timeout) for n in ranks]
+    tables = [compare(n, sizes, algos, libraries, budget, args.iters, args.timeout, args.repeat) for n in ranks]
     for t in tables:
         print_table(t, algos)
-    print("\n# targets (emulator " + algos[0] + ")")
-    for line in targets(tables, algos[0]):
-        print("  " + line)
+    for algo in algos:
+        print(f"\n# targets (emulator {algo}" + (f", best of {args.repeat} runs" if args.repeat > 1 else "") + ")")
+        for line in targets(tables, algo):
+            print("  " + line)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"ranks": ranks, "sizes": sizes, "tables": tables}, f, indent=2)
