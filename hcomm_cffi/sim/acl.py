@@ -275,4 +275,9 @@ class AclRuntime:
         ev = self._event(event)
         target = ev.recorded
         EXECUTOR.run_until(lambda: ev.completed >= target)
+        if ev.error is not None:
+            _, acl_code, message = ev.error
+            ev.error = None
+            set_last_error(f"the stream of this event failed: {message}")
+            return acl_code
         return 0

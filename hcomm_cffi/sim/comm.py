@@ -5,6 +5,8 @@ Each rank of a communicator owns two /dev/shm segments:
 * ``ctl``: a header (state, rank, pid, the futex doorbell) and a table of channel slots, each
   with 64 notify words.  A peer records into a slot of this segment and rings the doorbell.
 * ``buf``: the HCCL buffer, 2 x HCCL_BUFFSIZE MiB, sparse, so untouched pages cost nothing.
+* ``nat``: scratch memory of the same size for the emulator's own native collectives
+  (HcclAllReduce, ...), so they never share memory with algorithms that use the HCCL buffer.
 
 Rendezvous is by name: every rank creates its own segments and waits (up to
 HCCL_CONNECT_TIMEOUT) for its peers' to appear.  A channel is a pair of slots, one in each rank's
@@ -41,10 +43,10 @@ SLOT_PUBLISHED = 1
 __all__ = ["SimComm", "SimChannel", "segment_names"]
 
 
-def segment_names(comm_id: str, rank: int) -> Tuple[str, str]:
-    """(ctl, buf) /dev/shm names of one rank of a communicator."""
+def segment_names(comm_id: str, rank: int) -> Tuple[str, str, str]:
+    """(ctl, buf, nat) /dev/shm names of one rank of a communicator."""
     base = f"{PREFIX}{comm_id}_r{rank}"
-    return base + "_ctl", base + "_buf"
+    return base + "_ctl", base + "_buf", base + "_nat"
 
 
 class SimChannel:
@@ -135,20 +137,25 @@ class SimComm:
         self.channels: Dict[Tuple[int, int, int], SimChannel] = {}
         self.peer_ctl: Dict[int, Segment] = {}
         self._peer_buf: Dict[int, Segment] = {}
+        self.peer_scratch: Dict[int, Segment] = {}
         self._used_slots = 0
         self.native: Any = None  # state of the native collectives, created on first use
         sweep_stale()
-        ctl_name, buf_name = segment_names(comm_id, rank)
+        ctl_name, buf_name, nat_name = segment_names(comm_id, rank)
         try:
             self.ctl = Segment(ctl_name, 4 * (HEADER_WORDS + self.slots * SLOT_WORDS), create=True)
         except FileExistsError:
             raise SimError(HcclResult.E_PARA, f"rank {rank} of communicator {name} is already initialised "
                                               "(by this or another live process)") from None
+        made = [self.ctl]
         try:
             self.buf = Segment(buf_name, self.buffer_bytes, create=True)
+            made.append(self.buf)
+            self.scratch = Segment(nat_name, self.buffer_bytes, create=True)
         except BaseException:
-            self.ctl.close()
-            self.ctl.unlink()
+            for seg in made:
+                seg.close()
+                seg.unlink()
             raise
         self.words = ffi.cast("uint32_t *", self.ctl.ptr)
         self.bell_addr = self.ctl.addr + 4 * H_BELL
@@ -159,6 +166,7 @@ class SimComm:
         w[H_STATE] = STATE_READY
         self.peer_ctl[rank] = self.ctl
         self._peer_buf[rank] = self.buf
+        self.peer_scratch[rank] = self.scratch
 
     # ------------------------------------------------------------------ rendezvous
     def connect(self) -> None:
@@ -181,6 +189,7 @@ class SimComm:
                 self.peer_ctl[r] = seg
                 try:
                     self.peer_buffer(r)  # map now, while every rank is known to be alive
+                    self.peer_scratch[r] = Segment(segment_names(self.comm_id, r)[2])
                 except FileNotFoundError:
                     raise SimError(HcclResult.E_REMOTE, f"rank {r} of communicator {self.name} disappeared "
                                                         "during initialisation") from None
@@ -223,6 +232,10 @@ class SimComm:
             key = (peer, engine, protocol)
             existing = self.channels.get(key)
             if existing is not None:
+                if existing.notify_num != notify_num and self.config.check != "off":
+                    self._note(f"channel to rank {peer} (engine {engine}, protocol {protocol}) is reused with its "
+                               f"{existing.notify_num} notifies although {notify_num} were requested: channels are "
+                               "reused by (engine, remoteRank, protocol), as on the hardware")
                 result[i] = existing
                 continue
             if any(t[1:4] == (peer, engine, protocol) for t in todo):
@@ -293,6 +306,18 @@ class SimComm:
                 return slot, w[base + S_NOTIFY_NUM]
         return None
 
+    def _note(self, text: str) -> None:
+        """A checker finding at the host call (not a task): warn, or fail the call when strict."""
+        import warnings
+
+        from .runtime import CheckerWarning
+
+        message = f"checker: rank {self.rank}, communicator {self.name}: {text}"
+        self.reports.append(message)
+        if self.config.check == "strict":
+            raise SimError(HcclResult.E_PARA, message)
+        warnings.warn(message, CheckerWarning, stacklevel=4)
+
     # ------------------------------------------------------------------ doorbell
     def bell_value(self) -> int:
         return self.words[H_BELL]
@@ -358,10 +383,10 @@ class SimComm:
         self.destroyed = True
         self.words[H_STATE] = STATE_DESTROYED
         self.words = ffi.cast("uint32_t *", ffi.new("uint32_t[]", HEADER_WORDS))  # no use after unmap
-        for seg in list(self.peer_ctl.values()) + list(self._peer_buf.values()):
+        for seg in list(self.peer_ctl.values()) + list(self._peer_buf.values()) + list(self.peer_scratch.values()):
             if not seg.owner:
                 seg.close()
-        for seg in (self.ctl, self.buf):
+        for seg in (self.ctl, self.buf, self.scratch):
             seg.unlink()
             seg.close()
         # peers that died cannot unlink their own segments: do it for them

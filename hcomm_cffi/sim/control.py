@@ -208,11 +208,14 @@ class ControlPlane:
                 if q.tasks:
                     EXECUTOR.fail_queue(q, HcclResult.E_INTERNAL, 507000,
                                         f"{q.name}: communicator {c.name} destroyed with tasks pending")
-        leftovers = c.unconsumed_channel_records() if c.config.check != "off" else []
-        for text in leftovers:
-            message = f"checker: rank {c.rank}, communicator {c.name}: {text} was recorded but never waited on"
-            c.reports.append(message)
-            warnings.warn(message, CheckerWarning, stacklevel=3)
+        # after a failed operation leftovers are a consequence, not a schedule bug: report only clean runs
+        leftovers = c.unconsumed_channel_records() if c.config.check != "off" and not c.async_error else []
+        messages = [f"checker: rank {c.rank}, communicator {c.name}: {text} was recorded but never waited on"
+                    for text in leftovers]
+        c.reports.extend(messages)
+        if c.config.check == "warn":
+            for message in messages:
+                warnings.warn(message, CheckerWarning, stacklevel=3)
         with self.state.lock:
             for th in c.threads:
                 self.state.threads.pop(th.handle, None)
@@ -222,6 +225,8 @@ class ControlPlane:
                 self.state.channels.pop(ch.handle, None)
             self.state.comms.pop(c.handle, None)
         c.destroy()
+        if messages and c.config.check == "strict":  # everything is released; the schedule was still wrong
+            raise SimError(HcclResult.E_INTERNAL, "; ".join(messages))
         return 0
 
     # ------------------------------------------------------------------ queries

@@ -14,8 +14,10 @@ Two protocols keep binary notifies and buffer reuse safe:
 * the others use a two-phase handshake per chunk (notify 0 "my data is in my buffer", notify 1
   "I am done reading yours").
 
-Buffer layout (H = half the HCCL buffer): [0, H) two-phase ops; [H, 1.5H) send/recv, one slice per
-peer (notifies 2 and 3); [1.5H, 2H) the two parity regions (notifies 4 and 5).
+They work in each rank's native scratch segment (the size of the HCCL buffer, never the HCCL
+buffer itself, so algorithms over the HCCL buffer and these collectives cannot overwrite each
+other).  Layout (H = half of it): [0, H) two-phase ops; [H, 1.5H) send/recv, one slice per peer
+(notifies 2 and 3); [1.5H, 2H) the two parity regions (notifies 4 and 5).
 """
 from __future__ import annotations
 
@@ -106,10 +108,8 @@ class _Plan:
         return PARITY + (seq & 1), self.half + self.half // 2 + (seq & 1) * size, size
 
     def ccl(self, rank: int) -> Any:
-        """Start of ``rank``'s HCCL buffer as mapped here."""
-        if rank == self.comm.rank:
-            return self.comm.buf.ptr
-        return self.ch[rank].peer_buf.ptr
+        """Start of ``rank``'s native scratch memory as mapped here."""
+        return self.comm.peer_scratch[rank].ptr
 
 
 class NativeCollectives:
@@ -341,7 +341,7 @@ class NativeCollectives:
             layer = [c[i] for c in chunks if i < len(c)]
             for kind, buf, off, n, dt, peer in layer:  # senders stage and signal
                 if kind == 0:
-                    region = comm.buf.ptr + plan.half + peer * slice_bytes
+                    region = plan.ccl(comm.rank) + plan.half + peer * slice_bytes
                     plan.copy(region, buf + off * dt.itemsize, n * dt.itemsize)
                     plan.tasks.append((C_RECORD, plan.th, plan.ch[peer], P2P_DATA))
             for kind, buf, off, n, dt, peer in layer:  # receivers pull and release

@@ -82,12 +82,13 @@ class SimThread:
 class SimEvent:
     """An ACL event: counts how many of its records have executed."""
 
-    __slots__ = ("handle", "recorded", "completed")
+    __slots__ = ("handle", "recorded", "completed", "error")
 
     def __init__(self, handle: int) -> None:
         self.handle = handle
         self.recorded = 0
         self.completed = 0
+        self.error: Optional[Tuple[int, int, str]] = None  # set when its stream failed first
 
 
 class Executor:
@@ -271,6 +272,10 @@ class Executor:
         if q.error is not None:
             return
         q.error = (int(code), int(acl_code), message)
+        for t in q.tasks:
+            if t[0] == EVENT_RECORD:  # the record will never run: its waiters must not hang
+                t[2].completed += 1
+                t[2].error = q.error
         q.tasks.clear()
         q.blocked_since = 0.0
         self.active.discard(q)
