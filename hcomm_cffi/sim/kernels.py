@@ -6,6 +6,7 @@ stay in L2.  bf16 is reduced through float32 with round-to-nearest-even, as the 
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Dict
 
 import numpy as np
@@ -25,6 +26,9 @@ _UFUNC: Dict[int, Any] = {ReduceOp.SUM: np.add, ReduceOp.MAX: np.maximum, Reduce
                           ReduceOp.PROD: np.multiply}
 
 __all__ = ["copy", "reduce", "view", "COPY_PIECE", "REDUCE_PIECE"]
+
+# Float overflow to inf (and inf - inf = nan) is what the hardware produces too: no warning for it.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
 
 
 def copy(dst: Any, src: Any, nbytes: int) -> None:
