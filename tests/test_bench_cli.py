@@ -73,6 +73,25 @@ def test_two_ranks_json_csv_round_trip(tmp_path) -> None:
     assert [c["time_us"] for c in csv_rows] == [r["time_us"] for r in res]
 
 
+def test_several_algorithms_one_plot_line_each(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    from hcomm_cffi.bench.ops import comm_api_available
+
+    if not comm_api_available():
+        pytest.skip("the Comm API (hcomm_cffi.api) is not in this build")
+    js, png = tmp_path / "m.json", tmp_path / "m.png"
+    out = _bench("-b", "1K", "-e", "64K", "-f", "64", "-n", "2", "-w", "1", "-N", "2", "--algo", "native,mesh",
+                 "--json", str(js), "--plot", str(png))
+    assert out.returncode == 0, out.stderr
+    assert "algorithm native" in out.stdout and "algorithm mesh" in out.stdout
+    doc = report.read_json(str(js))
+    assert doc["config"]["algorithms"] == ["native", "mesh"]
+    assert [(r["algorithm"], r["size"], r["wrong"]) for r in doc["results"]] == \
+        [("native", 1024, 0), ("native", 65536, 0), ("mesh", 1024, 0), ("mesh", 65536, 0)]
+    assert doc["environment"]["engines"] == {"native": "binding/native", "mesh": "comm-api"}
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
 def test_corruption_hook_is_counted_and_fails_the_run() -> None:
     out = _bench("--op", "allreduce", "-b", "1K", "-e", "4K", "-f", "4", "-n", "2", "-w", "1", "-N", "2",
                  HCOMM_BENCH_CORRUPT="1:5")
@@ -107,6 +126,8 @@ def test_sendrecv_and_check_off_three_ranks() -> None:
     (["-N", "0"], "-N/--ranks 0"),
     (["--timeout", "0"], "--timeout '0'"),
     (["--algo", "bogus"], "--algo 'bogus'"),
+    (["--algo", "native,bogus"], "--algo 'native,bogus'"),
+    (["--algo", ","], "--algo ','"),
     (["--algo", "tree", "--op", "alltoall"], "--algo tree --op alltoall on 2 local ranks"),
     (["--json", "/nonexistent-dir/x.json"], "does not exist"),
     (["--csv", "/"], "is a directory"),

@@ -7,8 +7,8 @@ JSON (``--json FILE``)::
 
     {"format": "hcomm-bench/1", "config": {...}, "environment": {...}, "results": [{...}, ...]}
 
-CSV (``--csv FILE``): one row per size; every row repeats the configuration and the main environment
-facts (so the file is one flat table), then the per-size numbers.  :func:`read_json` and
+CSV (``--csv FILE``): one row per size (and algorithm); every row repeats the configuration and the main
+environment facts (so the file is one flat table), then the per-size numbers.  :func:`read_json` and
 :func:`read_csv` load both back (``read_csv`` returns typed values).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import IO, Any, Dict, List, Optional, Sequence
 from .runner import BenchConfig, SizeResult
 
 __all__ = ["JSON_FORMAT", "CSV_COLUMNS", "header_lines", "format_row", "footer_lines", "environment",
-           "write_json", "read_json", "write_csv", "read_csv", "document", "print_table"]
+           "write_json", "read_json", "write_csv", "read_csv", "document", "print_table", "algorithms_of"]
 
 JSON_FORMAT = "hcomm-bench/1"
 _CONFIG_COLUMNS = ("op", "nranks", "dtype", "redop", "root", "algorithm", "iters", "warmup", "check", "backend",
@@ -101,10 +101,15 @@ def print_table(cfg: BenchConfig, results: Sequence[SizeResult], nranks: int, en
         print(line, file=out)
 
 
+def algorithms_of(cfg: BenchConfig, results: Sequence[SizeResult]) -> List[str]:
+    """The algorithms of ``results`` in order of appearance (``cfg.algorithm`` when none is recorded)."""
+    return list(dict.fromkeys(r.algorithm or cfg.algorithm for r in results)) or [cfg.algorithm]
+
+
 def document(cfg: BenchConfig, nranks: int, env: Dict[str, Any], results: Sequence[SizeResult]) -> Dict[str, Any]:
-    """The JSON document."""
-    return {"format": JSON_FORMAT, "config": {**cfg.to_dict(), "nranks": nranks}, "environment": env,
-            "results": [r.to_dict() for r in results]}
+    """The JSON document; ``config.algorithms`` lists every ``--algo`` run, each result row names its own."""
+    config = {**cfg.to_dict(), "nranks": nranks, "algorithms": algorithms_of(cfg, results)}
+    return {"format": JSON_FORMAT, "config": config, "environment": env, "results": [r.to_dict() for r in results]}
 
 
 def _write_atomically(path: str, text: str) -> None:
@@ -131,13 +136,14 @@ def read_json(path: str) -> Dict[str, Any]:
 def _csv_rows(cfg: BenchConfig, nranks: int, env: Dict[str, Any], results: Sequence[SizeResult]) -> List[Dict[str, Any]]:
     c = cfg.to_dict()
     base = {"op": c["op"], "nranks": nranks, "dtype": c["dtype"], "redop": c["redop"], "root": c["root"],
-            "algorithm": c["algorithm"], "iters": c["iters"], "warmup": c["warmup"], "check": int(cfg.check),
+            "iters": c["iters"], "warmup": c["warmup"], "check": int(cfg.check),
             "backend": env.get("backend"), "engine": env.get("engine"),
             "hcomm_cffi": (env.get("versions") or {}).get("hcomm_cffi"),
             "sim_check": (env.get("variables") or {}).get("HCOMM_SIM_CHECK", "")}
     rows = []
     for r in results:
-        rows.append({**base, "size": r.size, "count": r.count, "time_us": repr(r.time_us), "algbw": repr(r.algbw),
+        rows.append({**base, "algorithm": r.algorithm or c["algorithm"], "size": r.size, "count": r.count,
+                     "time_us": repr(r.time_us), "algbw": repr(r.algbw),
                      "busbw": "" if r.busbw is None else repr(r.busbw), "wrong": "" if r.wrong is None else r.wrong,
                      "check_status": r.check, "check_reason": r.check_reason or "",
                      "model_us": "" if r.model_us is None else repr(r.model_us),

@@ -100,6 +100,7 @@ class SizeResult:
     wrong_ranks: List[int] = field(default_factory=list)
     model_us: Optional[float] = None
     model_algorithm: Optional[str] = None
+    algorithm: str = ""
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON form."""
@@ -169,7 +170,7 @@ def run_size(ops: Ops, cfg: BenchConfig, nbytes: int, index: int = 0, total: int
         size=lay.nbytes, count=lay.count, time_us=time_us, algbw=algbw_gbps(lay.nbytes, time_us),
         busbw=busbw_gbps(cfg.op, n, lay.nbytes, time_us), wrong=max(checked) if reason is None and checked else None,
         check=status, check_reason=reason, time_us_ranks=times, wrong_ranks=wrongs,
-        model_us=model, model_algorithm=model_algo)
+        model_us=model, model_algorithm=model_algo, algorithm=cfg.algorithm)
 
 
 def run_sweep(ops: Ops, cfg: BenchConfig, progress: Optional[Progress] = None,

@@ -2,6 +2,7 @@
 
     hcomm bench --op allreduce -b 8 -e 256M -f 2 -n 20 -w 10 -c 1 -d fp32 -o sum -N 4
     hcomm bench --op broadcast -b 1M -e 64M -f 4 -r 1 --json out.json --csv out.csv --plot out.png
+    hcomm bench -b 8 -e 64M -f 4 --algo native,ring,auto --plot algos.png   # one table / plot line per algorithm
     hcomm run -n 4 -- hcomm bench --op alltoall -b 1K -e 1M -f 4      # inside any launched job
 
 Flags follow hccl_test where it has them (``-b -e -i -f -n -w -c -d -r``; sizes take K/M/G = 2^10/2^20/
@@ -53,7 +54,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("-r", "--root", default="0", help="root of broadcast/reduce (default 0)")
     p.add_argument("--algo", default="native",
                    help=f"{', '.join(ALGORITHMS)}: native = the vendor collectives (what hccl_test measures); "
-                        "the others run this package's algorithms through the Comm API (default native)")
+                        "the others run this package's algorithms through the Comm API; a comma-separated list "
+                        "runs each in turn (one table, one plot line each) (default native)")
     p.add_argument("-N", "--ranks", help="local ranks to start when not inside a launched job (default 2)")
     p.add_argument("--timeout", help="stop the launched job after this many seconds")
     p.add_argument("--json", metavar="FILE", help="write configuration, environment and results as JSON")
@@ -93,7 +95,8 @@ def _output_path(flag: str, path: Optional[str]) -> Optional[str]:
 def parse_config(args: argparse.Namespace, nranks: Optional[int] = None) -> Tuple[Any, Dict[str, Any]]:
     """(BenchConfig, extras) from the parsed flags; CliError naming the flag for any bad value.
 
-    ``extras``: ``ranks`` (-N or None), ``timeout``, ``json``/``csv``/``plot`` (absolute paths or None).
+    ``extras``: ``ranks`` (-N or None), ``timeout``, ``algorithms`` (every ``--algo``, in order; the config
+    holds the first), ``json``/``csv``/``plot`` (absolute paths or None).
     ``nranks`` (when known) checks the root and the sendrecv minimum.
     """
     from ..bench.runner import BenchConfig
@@ -133,12 +136,13 @@ def parse_config(args: argparse.Namespace, nranks: Optional[int] = None) -> Tupl
     except ValueError:
         raise CliError(f"-o/--redop {args.redop!r}: expected sum, prod, max or min") from None
     root = _int("-r/--root", args.root, 0)
-    algo = str(args.algo).strip().lower()
-    if algo not in ALGORITHMS:
-        raise CliError(f"--algo {args.algo!r}: expected one of {', '.join(ALGORITHMS)}")
-    if algo != "native" and not comm_api_available():
-        raise CliError(f"--algo {algo} runs this package's own algorithms through the Comm API (hcomm_cffi.api), "
-                       "which is not in this build yet; use --algo native")
+    algos = list(dict.fromkeys(a.strip().lower() for a in str(args.algo).split(",") if a.strip()))
+    for algo in algos or [""]:
+        if algo not in ALGORITHMS:
+            raise CliError(f"--algo {args.algo!r}: expected one of {', '.join(ALGORITHMS)} (or a comma-separated list)")
+        if algo != "native" and not comm_api_available():
+            raise CliError(f"--algo {algo} runs this package's own algorithms through the Comm API (hcomm_cffi.api), "
+                           "which is not in this build yet; use --algo native")
     ranks = _int("-N/--ranks", args.ranks, 1) if args.ranks is not None else None
     timeout: Optional[float] = None
     if args.timeout is not None:
@@ -149,13 +153,13 @@ def parse_config(args: argparse.Namespace, nranks: Optional[int] = None) -> Tupl
         if not timeout > 0:
             raise CliError(f"--timeout {args.timeout!r}: expected a number of seconds > 0")
     cfg = BenchConfig(op=op, sizes=tuple(sweep), iters=iters, warmup=warmup, check=bool(check), dtype=dtype,
-                      redop=redop, root=root, algorithm=algo)
+                      redop=redop, root=root, algorithm=algos[0])
     n = nranks if nranks is not None else (ranks if ranks is not None else 2)
     try:
         cfg.validate(n)
     except ValueError as exc:
         raise CliError(f"{exc} (with {n} ranks)") from None
-    extras = {"ranks": ranks, "timeout": timeout, "json": _output_path("--json", args.json),
+    extras = {"ranks": ranks, "timeout": timeout, "algorithms": algos, "json": _output_path("--json", args.json),
               "csv": _output_path("--csv", args.csv), "plot": _output_path("--plot", args.plot)}
     if extras["plot"] is not None:
         from ..bench.plot import PlotUnavailable, require_matplotlib
@@ -231,11 +235,66 @@ def _relay_progress(index: int, total: int, done: int, iters: int) -> None:
     sys.stderr.flush()
 
 
-def _run_rank(cfg: Any, extras: Dict[str, Any]) -> int:
+def _open(algorithm: str) -> Any:
+    from ..bench.ops import OpsUnavailable, open_ops
+
+    try:
+        return open_ops(algorithm)
+    except (OpsUnavailable, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    except Exception as exc:  # HcclError, BootstrapError, ...: one line naming the cause
+        raise CliError(f"cannot set up the communicator: {type(exc).__name__}: {exc}") from None
+
+
+def _sweep(ops: Any, cfg: Any, env: Dict[str, Any], notes: List[str]) -> List[Any]:
+    """Header, rows (as they come), footer on rank 0 for one algorithm; the results on every rank."""
     from ..bench import report
-    from ..bench.ops import OpsUnavailable, hccl_environment, open_ops, versions
     from ..bench.progress import ENV_PROGRESS, Bar
     from ..bench.runner import Progress, run_sweep
+
+    rank, n = ops.rank, ops.size
+    try:
+        cfg.validate(n)
+    except ValueError as exc:
+        raise CliError(f"{exc} (with {n} ranks)") from None
+    progress: Optional[Progress] = None
+    bar: Optional[Bar] = None
+    if rank == 0:
+        for line in report.header_lines(cfg, n, {**env, "engine": ops.engine}, notes):
+            print(line, flush=True)
+        if os.environ.get(ENV_PROGRESS) == "relay":
+            progress = _relay_progress
+        elif sys.stderr.isatty():
+            bar = Bar(sys.stderr)
+            progress = bar.update
+
+    def on_result(res: Any) -> None:
+        if rank == 0:
+            if bar is not None:
+                bar.clear()
+            print(report.format_row(cfg, res), flush=True)
+
+    try:
+        results = run_sweep(ops, cfg, progress, on_result)
+    except ValueError as exc:
+        raise CliError(f"rank {rank}: {exc}") from None
+    except Exception as exc:
+        raise CliError(f"rank {rank}: {cfg.op} (--algo {cfg.algorithm}) failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        if bar is not None:
+            bar.clear()
+    if rank == 0:
+        for line in report.footer_lines(results):
+            print(line, flush=True)
+    return results
+
+
+def _run_rank(cfg: Any, extras: Dict[str, Any]) -> int:
+    """This rank's part: every ``--algo`` in turn (one communicator each), then rank 0 writes the files."""
+    from dataclasses import replace
+
+    from ..bench import report
+    from ..bench.ops import hccl_environment, versions
     from ..lib import backend_name
 
     if not os.environ.get("HCOMM_SIM_CHECK", "").strip():
@@ -243,51 +302,29 @@ def _run_rank(cfg: Any, extras: Dict[str, Any]) -> int:
         os.environ[ENV_SIM_CHECK_DEFAULTED] = "1"
     try:
         backend = backend_name().name
-        ops = open_ops(cfg.algorithm)
-    except (OpsUnavailable, ValueError) as exc:
+    except ValueError as exc:
         raise CliError(str(exc)) from None
-    except Exception as exc:  # HcclError, BootstrapError, ...: one line naming the cause
-        raise CliError(f"cannot set up the communicator: {type(exc).__name__}: {exc}") from None
-    rank, n = ops.rank, ops.size
-    try:
+    results: List[Any] = []
+    env: Dict[str, Any] = {}
+    engines: Dict[str, str] = {}
+    n = rank = 0
+    for i, algo in enumerate(extras.get("algorithms") or [cfg.algorithm]):
+        ops = _open(algo)
         try:
-            cfg.validate(n)
-        except ValueError as exc:
-            raise CliError(f"{exc} (with {n} ranks)") from None
-        env = report.environment(ops.describe(), n, versions(), hccl_environment(), backend)
-        progress: Optional[Progress] = None
-        bar: Optional[Bar] = None
-        if rank == 0:
-            for line in report.header_lines(cfg, n, env, _notes(backend)):
-                print(line, flush=True)
-            if os.environ.get(ENV_PROGRESS) == "relay":
-                progress = _relay_progress
-            elif sys.stderr.isatty():
-                bar = Bar(sys.stderr)
-                progress = bar.update
-
-        def on_result(res: Any) -> None:
-            if rank == 0:
-                if bar is not None:
-                    bar.clear()
-                print(report.format_row(cfg, res), flush=True)
-
-        try:
-            results = run_sweep(ops, cfg, progress, on_result)
-        except ValueError as exc:
-            raise CliError(f"rank {rank}: {exc}") from None
-        except Exception as exc:
-            raise CliError(f"rank {rank}: {cfg.op} failed: {type(exc).__name__}: {exc}") from None
+            n = ops.size
+            if not env:
+                env = report.environment(ops.describe(), n, versions(), hccl_environment(), backend)
+            engines[algo] = ops.engine
+            if i and ops.rank == 0:
+                print("#", flush=True)
+            results += _sweep(ops, replace(cfg, algorithm=algo), env, _notes(backend) if i == 0 else [])
+            rank = ops.rank
         finally:
-            if bar is not None:
-                bar.clear()
-        if rank == 0:
-            for line in report.footer_lines(results):
-                print(line, flush=True)
-            _write_outputs(cfg, n, env, results, extras)
-        return 1 if any(r.wrong for r in results) else 0
-    finally:
-        ops.close()
+            ops.close()
+    env["engines"] = engines
+    if rank == 0:
+        _write_outputs(cfg, n, env, results, extras)
+    return 1 if any(r.wrong for r in results) else 0
 
 
 def _write_outputs(cfg: Any, n: int, env: Dict[str, Any], results: List[Any], extras: Dict[str, Any]) -> None:
@@ -302,9 +339,11 @@ def _write_outputs(cfg: Any, n: int, env: Dict[str, Any], results: List[Any], ex
             report.write_csv(extras["csv"], cfg, n, env, results)
             print(f"# wrote {extras['csv']}", flush=True)
         if extras["plot"]:
-            label = cfg.algorithm if cfg.algorithm != "native" else f"native ({env.get('backend')})"
-            plot_series(extras["plot"], {label: points_of(results)},
-                        f"hcomm bench {cfg.op}, {n} ranks, {cfg.dtype.name.lower()}")
+            series = {}
+            for algo in report.algorithms_of(cfg, results):
+                label = algo if algo != "native" else f"native ({env.get('backend')})"
+                series[label] = points_of([r for r in results if (r.algorithm or cfg.algorithm) == algo])
+            plot_series(extras["plot"], series, f"hcomm bench {cfg.op}, {n} ranks, {cfg.dtype.name.lower()}")
             print(f"# wrote {extras['plot']}", flush=True)
     except OSError as exc:
         raise CliError(f"cannot write {exc.filename or 'output'}: {exc.strerror or exc}") from None
@@ -312,19 +351,20 @@ def _write_outputs(cfg: Any, n: int, env: Dict[str, Any], results: List[Any], ex
         raise CliError(str(exc)) from None
 
 
-def _check_algorithm_locally(cfg: Any, nranks: int) -> None:
-    """CliError when the planner says ``--algo`` cannot run ``--op`` on ``nranks`` local ranks (one server)."""
-    if cfg.algorithm in ("native", "auto") or nranks < 2:
-        return
+def _check_algorithms_locally(cfg: Any, algorithms: List[str], nranks: int) -> None:
+    """CliError when the planner says an ``--algo`` cannot run ``--op`` on ``nranks`` local ranks (one server)."""
     from ..plan import InvalidAlgorithm, Topology, make_plan
 
-    try:
-        make_plan(cfg.op, Topology.single_server(nranks), cfg.sizes[0] if cfg.op != "barrier" else 0,
-                  cfg.algorithm, dtype=cfg.dtype)
-    except InvalidAlgorithm as exc:
-        raise CliError(f"--algo {cfg.algorithm} --op {cfg.op} on {nranks} local ranks: {exc}") from None
-    except ValueError:
-        pass  # not the algorithm's fault (e.g. a size the planner rejects); the run itself will tell
+    for algo in algorithms:
+        if algo in ("native", "auto") or nranks < 2:
+            continue
+        try:
+            make_plan(cfg.op, Topology.single_server(nranks), cfg.sizes[0] if cfg.op != "barrier" else 0,
+                      algo, dtype=cfg.dtype)
+        except InvalidAlgorithm as exc:
+            raise CliError(f"--algo {algo} --op {cfg.op} on {nranks} local ranks: {exc}") from None
+        except ValueError:
+            pass  # not the algorithm's fault (e.g. a size the planner rejects); the run itself will tell
 
 
 def _launch_env() -> Any:
@@ -345,7 +385,7 @@ def run(args: argparse.Namespace) -> int:
     job = _launch_env()
     if job is None:
         cfg, extras = parse_config(args)
-        _check_algorithm_locally(cfg, extras["ranks"] or 2)
+        _check_algorithms_locally(cfg, extras["algorithms"], extras["ranks"] or 2)
         return _launch(args, extras)
     try:
         cfg, extras = parse_config(args, job.size)
