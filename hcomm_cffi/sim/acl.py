@@ -158,7 +158,7 @@ class AclRuntime:
     @entry
     def aclrtMemcpyAsync(self, dst: Any, destMax: int, src: Any, count: int, kind: int, stream: Any) -> int:
         self._check_copy(dst, destMax, src, count, kind)
-        q = self.state.stream(stream) if key_of(stream) else self.state.default_stream
+        q = self.state.stream(stream)
         if count:
             EXECUTOR.submit(q, [(CALL, None, lambda: ffi.memmove(dst, src, count))])
             EXECUTOR.settle()
@@ -201,7 +201,7 @@ class AclRuntime:
             raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"stream 0x{key:x} is not a stream of this process")
         if q.tasks:
             EXECUTOR.settle()
-        del self.state.streams[key]
+        self.state.forget_stream(key)
         return 0
 
     def _sync(self, q: Queue, deadline: "float | None", timeout_code: int) -> int:
@@ -218,12 +218,12 @@ class AclRuntime:
 
     @entry
     def aclrtSynchronizeStream(self, stream: Any) -> int:
-        q = self.state.stream(stream) if key_of(stream) else self.state.default_stream
+        q = self.state.stream(stream)
         return self._sync(q, None, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
     @entry
     def aclrtSynchronizeStreamWithTimeout(self, stream: Any, timeout: int) -> int:
-        q = self.state.stream(stream) if key_of(stream) else self.state.default_stream
+        q = self.state.stream(stream)
         deadline = None if timeout < 0 else time.monotonic() + timeout / 1000.0
         return self._sync(q, deadline, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
@@ -256,7 +256,7 @@ class AclRuntime:
     @entry
     def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
         ev = self._event(event)
-        q = self.state.stream(stream) if key_of(stream) else self.state.default_stream
+        q = self.state.stream(stream)
         ev.recorded += 1
         EXECUTOR.submit(q, [(EVENT_RECORD, None, ev)])
         EXECUTOR.settle()
@@ -265,7 +265,7 @@ class AclRuntime:
     @entry
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
         ev = self._event(event)
-        q = self.state.stream(stream) if key_of(stream) else self.state.default_stream
+        q = self.state.stream(stream)
         EXECUTOR.submit(q, [(EVENT_WAIT, None, ev, ev.recorded)])
         EXECUTOR.settle()
         return 0

@@ -338,7 +338,7 @@ class ControlPlane:
         if notifyNum > MAX_THREAD_NOTIFIES:
             raise SimError(HcclResult.E_PARA, f"notifyNum={notifyNum}; expected at most {MAX_THREAD_NOTIFIES}")
         q = self.state.stream(stream)
-        key = key_of(stream)
+        key = id(q)   # one thread per (communicator, stream), whoever asks first
         with self.state.lock:
             th = c.stream_threads.get(key)
             if th is None:

@@ -25,7 +25,7 @@ _cast = ffi.cast
 _UFUNC: Dict[int, Any] = {ReduceOp.SUM: np.add, ReduceOp.MAX: np.maximum, ReduceOp.MIN: np.minimum,
                           ReduceOp.PROD: np.multiply}
 
-__all__ = ["copy", "reduce", "view", "COPY_PIECE", "REDUCE_PIECE"]
+__all__ = ["copy", "reduce", "reduce3", "view", "COPY_PIECE", "REDUCE_PIECE"]
 
 # Float overflow to inf (and inf - inf = nan) is what the hardware produces too: no warning for it.
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
@@ -100,3 +100,23 @@ def reduce(dst: Any, src: Any, count: int, dtype: DataType, op: ReduceOp) -> Non
     for lo in range(0, count, piece):
         hi = lo + piece
         ufunc(d[lo:hi], s[lo:hi], out=d[lo:hi])
+
+
+def reduce3(dst: Any, a: Any, b: Any, count: int, dtype: DataType, op: ReduceOp) -> None:
+    """``dst[i] = op(a[i], b[i])``: one pass instead of a copy then a reduce (emulator-internal)."""
+    if count <= 0:
+        return
+    ufunc: Callable[..., Any] = _UFUNC[op]
+    d, x, y = view(dst, count, dtype), view(a, count, dtype), view(b, count, dtype)
+    piece = max(1, REDUCE_PIECE // d.itemsize)
+    if dtype == DataType.BFP16:
+        for lo in range(0, count, piece):
+            hi = lo + piece
+            _f32_to_bf16(ufunc(_bf16_to_f32(x[lo:hi]), _bf16_to_f32(y[lo:hi])), d[lo:hi])
+        return
+    if count <= piece:
+        ufunc(x, y, out=d)
+        return
+    for lo in range(0, count, piece):
+        hi = lo + piece
+        ufunc(x[lo:hi], y[lo:hi], out=d[lo:hi])

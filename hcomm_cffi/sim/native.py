@@ -27,7 +27,7 @@ from .._ffi import ffi
 from ..enums import DataType, ReduceOp
 from .comm import SimChannel, SimComm
 from .errors import HcclResult, SimError, entry
-from .runtime import C_RECORD, C_WAIT, COPY, EXECUTOR, REDUCE, SimThread
+from .runtime import C_RECORD, C_WAIT, COPY, EXECUTOR, REDUCE, REDUCE3, SimThread
 from .state import SimState, key_of
 
 NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
@@ -41,22 +41,24 @@ _SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, Data
 __all__ = ["NativeCollectives"]
 
 
+_DTYPE_BY_VALUE = {int(d): d for d in _SUPPORTED}
+_OP_BY_VALUE = {int(o): o for o in ReduceOp if o != ReduceOp.RESERVED}
+
+
 def _dtype(value: int) -> DataType:
-    try:
-        dt = DataType(value)
-    except ValueError:
-        raise SimError(HcclResult.E_PARA, f"dataType={value} is not an HcclDataType") from None
-    if dt not in _SUPPORTED:
-        raise SimError(HcclResult.E_NOT_SUPPORT, f"dataType {dt.name} is not supported by the collectives")
+    dt = _DTYPE_BY_VALUE.get(value)
+    if dt is None:
+        try:
+            name = DataType(value).name
+        except ValueError:
+            raise SimError(HcclResult.E_PARA, f"dataType={value} is not an HcclDataType") from None
+        raise SimError(HcclResult.E_NOT_SUPPORT, f"dataType {name} is not supported by the collectives")
     return dt
 
 
 def _op(value: int) -> ReduceOp:
-    try:
-        op = ReduceOp(value)
-    except ValueError:
-        op = ReduceOp.RESERVED
-    if op == ReduceOp.RESERVED:
+    op = _OP_BY_VALUE.get(value)
+    if op is None:
         raise SimError(HcclResult.E_PARA, f"op={value} is not an HcclReduceOp (sum 0, prod 1, max 2, min 3)")
     return op
 
@@ -93,6 +95,17 @@ class _Plan:
             for p in peers:
                 self.tasks.append((C_WAIT, self.th, self.ch[p], idx, 0.0))
 
+    def reduce_all(self, dst: Any, offset: int, n: int, dt: DataType, op: ReduceOp) -> None:
+        """``dst`` = the ``op``-reduction, in rank order, of ``n`` elements at ``offset`` of every rank's scratch."""
+        nranks = self.comm.nranks
+        if nranks == 1:
+            self.copy(dst, self.ccl(0) + offset, n * dt.itemsize)
+            return
+        if n:
+            self.tasks.append((REDUCE3, self.th, dst, self.ccl(0) + offset, self.ccl(1) + offset, n, dt, op))
+        for r in range(2, nranks):
+            self.reduce(dst, self.ccl(r) + offset, n, dt, op)
+
     def stage_blocks(self, send: Any, block_count: int, off: int, n: int, esz: int) -> None:
         """Copy elements [off, off+n) of each of the nranks blocks of ``send`` into my buffer, packed."""
         base = self.ccl(self.comm.rank)
@@ -119,18 +132,10 @@ class NativeCollectives:
 
     def _prepare(self, comm: Any, stream: Any, peers: Sequence[int]) -> _Plan:
         c = self.state.comm(comm)
-        key = key_of(stream)
-        q = self.state.stream(stream) if key else self.state.default_stream
-        with self.state.lock:
-            th = c.stream_threads.get(key)
-            if th is None:
-                th = SimThread(self.state.new_thread_handle(), c, NATIVE_ENGINE, 0, q, main=True)
-                c.stream_threads[key] = th
-                self.state.threads[th.handle] = th
-            if q.comm is None:
-                q.comm = c
-            if c.native is None:
-                c.native = {}
+        q = self.state.stream(stream)
+        th = c.stream_threads.get(id(q))
+        if th is None or c.native is None:
+            th = self._stream_thread(c, q)
         missing = [p for p in peers if p not in c.native]
         if missing:
             made = c.connect_channels([(p, NATIVE_ENGINE, NATIVE_PROTOCOL, NATIVE_NOTIFIES) for p in missing],
@@ -138,6 +143,20 @@ class NativeCollectives:
             for p, ch in zip(missing, made):
                 c.native[p] = ch
         return _Plan(c, th, c.native)
+
+    def _stream_thread(self, c: SimComm, q: Any) -> SimThread:
+        """The communicator's thread on stream ``q`` (shared with HcclThreadAcquireWithStream)."""
+        with self.state.lock:
+            th = c.stream_threads.get(id(q))
+            if th is None:
+                th = SimThread(self.state.new_thread_handle(), c, NATIVE_ENGINE, 0, q, main=True)
+                c.stream_threads[id(q)] = th
+                self.state.threads[th.handle] = th
+            if q.comm is None:
+                q.comm = c
+            if c.native is None:
+                c.native = {}
+        return th
 
     @staticmethod
     def _launch(plan: _Plan) -> int:
@@ -165,9 +184,7 @@ class NativeCollectives:
             idx, region, _ = plan.parity_region()
             plan.copy(plan.ccl(c.rank) + region, send + b, n * esz)
             plan.handshake(peers, idx)
-            plan.copy(recv + b, plan.ccl(0) + region, n * esz)
-            for r in range(1, c.nranks):
-                plan.reduce(recv + b, plan.ccl(r) + region, n, dt, rop)
+            plan.reduce_all(recv + b, region, n, dt, rop)
         return self._launch(plan)
 
     @entry
@@ -187,9 +204,7 @@ class NativeCollectives:
             plan.copy(plan.ccl(c.rank), send + b, n * esz)
             if c.rank == root:
                 plan.handshake(peers, READY, record=False)
-                plan.copy(recv + b, plan.ccl(0), n * esz)
-                for r in range(1, c.nranks):
-                    plan.reduce(recv + b, plan.ccl(r), n, dt, rop)
+                plan.reduce_all(recv + b, 0, n, dt, rop)
                 plan.handshake(peers, DONE, wait=False)
             else:
                 plan.handshake([root], READY, wait=False)
@@ -249,10 +264,7 @@ class NativeCollectives:
             n = min(chunk, recvCount - off)
             plan.stage_blocks(send, recvCount, off, n, esz)
             plan.handshake(peers, READY)
-            mine = c.rank * n * esz
-            plan.copy(recv + off * esz, plan.ccl(0) + mine, n * esz)
-            for r in range(1, c.nranks):
-                plan.reduce(recv + off * esz, plan.ccl(r) + mine, n, dt, rop)
+            plan.reduce_all(recv + off * esz, c.rank * n * esz, n, dt, rop)
             plan.handshake(peers, DONE)
         return self._launch(plan)
 

@@ -28,12 +28,13 @@ if TYPE_CHECKING:  # pragma: no cover
 # task kinds (first element of a task tuple)
 COPY, REDUCE, WRITE, WRITE_REDUCE, READ, READ_REDUCE = range(6)
 T_RECORD, T_WAIT, C_RECORD, C_WAIT, EVENT_RECORD, EVENT_WAIT, CALL = range(6, 13)
+REDUCE3 = 13   # emulator-internal (native collectives): dst = op(a, b)
 
 KIND_NAMES = {
     COPY: "LocalCopy", REDUCE: "LocalReduce", WRITE: "Write", WRITE_REDUCE: "WriteReduce",
     READ: "Read", READ_REDUCE: "ReadReduce", T_RECORD: "ThreadNotifyRecord",
     T_WAIT: "ThreadNotifyWait", C_RECORD: "ChannelNotifyRecord", C_WAIT: "ChannelNotifyWait",
-    EVENT_RECORD: "EventRecord", EVENT_WAIT: "StreamWaitEvent", CALL: "HostTask",
+    EVENT_RECORD: "EventRecord", EVENT_WAIT: "StreamWaitEvent", CALL: "HostTask", REDUCE3: "Reduce3",
 }
 
 SPIN_ROUNDS = 200           # sched_yield polls of the awaited words before sleeping on the doorbell
@@ -42,7 +43,7 @@ LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers st
 
 __all__ = ["Queue", "SimThread", "SimEvent", "Executor", "CheckerWarning", "EXECUTOR", "KIND_NAMES",
            "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
-           "C_RECORD", "C_WAIT", "EVENT_RECORD", "EVENT_WAIT", "CALL"]
+           "C_RECORD", "C_WAIT", "EVENT_RECORD", "EVENT_WAIT", "CALL", "REDUCE3"]
 
 
 class CheckerWarning(UserWarning):
@@ -245,6 +246,9 @@ class Executor:
             return True
         if kind == REDUCE:
             kernels.reduce(t[2], t[3], t[4], t[5], t[6])
+            return True
+        if kind == REDUCE3:
+            kernels.reduce3(t[2], t[3], t[4], t[5], t[6], t[7])
             return True
         if kind == WRITE_REDUCE:
             t[2].check_write(self, q, t, t[3], t[5] * t[6].itemsize)

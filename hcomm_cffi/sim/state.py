@@ -57,6 +57,9 @@ class SimState:
         self._channel_ids = itertools.count(1)
         self.default_stream = Queue("default stream")
         self.streams[0] = self.default_stream
+        # callers pass the same handle objects again and again: remember the last lookups by identity
+        self._last_comm: tuple = (None, None)
+        self._last_stream: tuple = (None, None)
 
     def new_ptr_key(self) -> int:
         return next(self._ptr_keys)
@@ -69,6 +72,9 @@ class SimState:
 
     # ------------------------------------------------------------------ lookups
     def comm(self, handle: Any) -> SimComm:
+        obj, comm = self._last_comm
+        if obj is handle and not comm.destroyed:
+            return comm
         key = key_of(handle)
         if key == 0:
             raise SimError(HcclResult.E_PTR, "comm is NULL")
@@ -77,6 +83,8 @@ class SimState:
             raise SimError(HcclResult.E_PARA, f"comm 0x{key:x} is not a communicator of this process")
         if comm.destroyed:
             raise SimError(HcclResult.E_PARA, f"communicator {comm.name} was destroyed")
+        if not isinstance(handle, int):
+            self._last_comm = (handle, comm)
         return comm
 
     def thread(self, handle: int) -> SimThread:
@@ -100,11 +108,22 @@ class SimState:
         return ch
 
     def stream(self, handle: Any) -> Queue:
+        """The queue of a stream handle; NULL is the default stream."""
+        obj, q = self._last_stream
+        if obj is handle and q is not None:
+            return q
         key = key_of(handle)
         q = self.streams.get(key)
         if q is None:
             raise SimError(HcclResult.E_PARA, f"stream 0x{key:x} is not a stream of this process")
+        if not isinstance(handle, int) and handle is not None:
+            self._last_stream = (handle, q)
         return q
+
+    def forget_stream(self, key: int) -> None:
+        """Drop a destroyed stream (and the identity cache that may point at it)."""
+        self.streams.pop(key, None)
+        self._last_stream = (None, None)
 
     def event(self, handle: Any) -> Optional[SimEvent]:
         return self.events.get(key_of(handle))
