@@ -1,8 +1,10 @@
 """Algorithm names -> implementations, and ``auto``: the planner's choice among what can run.
 
-``auto`` sends reductions the data plane cannot do (prod; 64-bit, unsigned types) to ``native``;
-otherwise it asks the planner for the algorithm with the lowest modelled time among those
-implemented here for this collective and topology.  Plans are cached per communicator shape.
+``auto`` sends reductions the data plane cannot do (prod; 64-bit, unsigned types) to ``native``, and
+so it does with messages up to ``NATIVE_BELOW`` bytes (and barriers): there the cost is dominated by
+issuing tasks one by one from the host, which the library's own collective does not pay.  Above it,
+``auto`` asks the planner for the algorithm with the lowest modelled time among those implemented
+here for this collective and topology.  Plans are cached per communicator shape.
 """
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ _UNSUPPORTED: Dict[Tuple[str, str], str] = {
     ("tree", "alltoall"): "alltoall has no recursive-doubling schedule",
     ("hierarchical", "alltoall"): "hierarchical alltoall is not implemented",
 }
-#: Below this many bytes auto prefers the fewest-task path (tree) when the planner's pick is mesh/ring.
-SMALL_BYTES = 4096
+#: Up to this many bytes auto uses the library's own collective (measured on the emulator: it beats
+#: every host-driven schedule up to ~1 MiB on 2 and 4 ranks; benchmarks/compare_allreduce.py).
+NATIVE_BELOW = 1 << 20
 
 
 def check_algorithm(algorithm: object) -> str:
@@ -78,10 +81,7 @@ def _auto(coll: str, topo: Topology, nbytes: int, root: int) -> str:
     if not ok:
         return "native"
     best = min(ok, key=lambda c: (c.plan.modelled_time_us, c.plan.n_channels))  # type: ignore[union-attr]
-    name = best.algorithm
-    if nbytes <= SMALL_BYTES and coll in ("allreduce", "barrier") and any(c.algorithm == "tree" for c in ok):
-        name = "tree"
-    return name
+    return best.algorithm
 
 
 def choose(algorithm: str, coll: str, topo: Topology, nbytes: int, dtype: DataType,
@@ -93,6 +93,8 @@ def choose(algorithm: str, coll: str, topo: Topology, nbytes: int, dtype: DataTy
             return "native"
         if topo.n_ranks == 1:
             return "ring"
+        if nbytes <= NATIVE_BELOW or coll == "barrier":
+            return "native"
         return _auto(coll, topo, nbytes, root)
     validate(algorithm, coll, dtype, op)
     return algorithm

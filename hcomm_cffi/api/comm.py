@@ -24,7 +24,7 @@ from ..algorithms.base import NOTIFIES_PER_CHANNEL
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import Topology
 from ..resources import ENGINE, ResourceCache
-from .buffers import Buffer, Staging, as_buffer, new_like, overlaps
+from .buffers import NO_STAGING, Buffer, Staging, as_buffer, new_like, overlaps
 from .engine import Recorder, launch, sync_stream, wrap_failure
 from .errors import CommError, NotMemberError
 from .lanes import LanesMixin
@@ -78,7 +78,13 @@ def _topology(value: TopologyArg, size: int) -> Topology:
     return topo
 
 
+_OPS = {"sum": ReduceOp.SUM, "prod": ReduceOp.PROD, "max": ReduceOp.MAX, "min": ReduceOp.MIN}
+
+
 def _op(op: Any) -> ReduceOp:
+    fast = _OPS.get(op) if isinstance(op, str) else None  # the common spellings, without parsing
+    if fast is not None:
+        return fast
     try:
         return parse_reduce_op(op)
     except ValueError as exc:
@@ -305,7 +311,7 @@ class Comm(LanesMixin):
             if len(self._choices) > 4096:
                 self._choices.clear()
             name = self._choices[key] = registry.choose(algorithm, coll, self.topology, nbytes, dtype, op, root)
-        staging = Staging(self.binding, self._staging)
+        staging = Staging(self.binding, True) if self._staging else NO_STAGING
         sp = staging.device_ptr(send) if send is not None else None
         if recv is None:
             rp = None
@@ -315,7 +321,6 @@ class Comm(LanesMixin):
         else:
             rp = staging.device_ptr(recv, copy_in=coll == "broadcast", copy_out=True)
         args = OpArgs(coll, sp, rp, count, dtype, op if op is not None else ReduceOp.SUM, root)
-        where = f"{coll} (algorithm={name}, {nbytes} bytes, {self.size} ranks)"
         try:
             if name == "native":
                 native_algo.run(self.binding, self._handle, self._stream, args)
@@ -328,7 +333,7 @@ class Comm(LanesMixin):
                 launch(self.binding, rec)
             sync_stream(self.binding, self._stream, None)
         except HcclError as exc:
-            raise self._fail(exc, where) from exc
+            raise self._fail(exc, f"{coll} (algorithm={name}, {nbytes} bytes, {self.size} ranks)") from exc
         staging.finish()
         return name
 

@@ -34,6 +34,7 @@ NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
 NATIVE_PROTOCOL = 0x4E41     # private protocol id: never matches a user channel
 NATIVE_NOTIFIES = 6          # 0 ready, 1 done (two-phase); 2 data, 3 done (send/recv); 4, 5 parity
 READY, DONE, P2P_DATA, P2P_DONE, PARITY = 0, 1, 2, 3, 4
+SMALL_CACHED = 64 << 10      # allreduces up to this many bytes reuse their task list
 
 _SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, DataType.FP32, DataType.INT64,
               DataType.UINT64, DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.FP64, DataType.BFP16}
@@ -67,6 +68,15 @@ def _ptr(p: Any, name: str, needed: bool) -> Any:
     if needed and (p is None or p == ffi.NULL):
         raise SimError(HcclResult.E_PTR, f"{name} is NULL")
     return ffi.cast("char *", p) if p is not None else ffi.NULL
+
+
+class NativeState:
+    """Per-communicator state of the native collectives: their channels, chunk parity, task cache."""
+
+    def __init__(self) -> None:
+        self.channels: Dict[int, SimChannel] = {}
+        self.seq = 0                           # symmetric chunks issued so far (parity = seq & 1)
+        self.cache: Dict[tuple, tuple] = {}    # small allreduce task lists
 
 
 class _Plan:
@@ -115,8 +125,8 @@ class _Plan:
     def parity_region(self) -> Tuple[int, int, int]:
         """(notify index, region offset, region bytes) of the next symmetric chunk; advances parity."""
         state = self.comm.native
-        seq = state.get("seq", 0)
-        state["seq"] = seq + 1
+        seq = state.seq
+        state.seq = seq + 1
         size = self.half // 4
         return PARITY + (seq & 1), self.half + self.half // 2 + (seq & 1) * size, size
 
@@ -136,13 +146,14 @@ class NativeCollectives:
         th = c.stream_threads.get(id(q))
         if th is None or c.native is None:
             th = self._stream_thread(c, q)
-        missing = [p for p in peers if p not in c.native]
+        channels = c.native.channels
+        missing = [p for p in peers if p not in channels]
         if missing:
             made = c.connect_channels([(p, NATIVE_ENGINE, NATIVE_PROTOCOL, NATIVE_NOTIFIES) for p in missing],
                                       self.state.new_channel_handle)
             for p, ch in zip(missing, made):
-                c.native[p] = ch
-        return _Plan(c, th, c.native)
+                channels[p] = ch
+        return _Plan(c, th, channels)
 
     def _stream_thread(self, c: SimComm, q: Any) -> SimThread:
         """The communicator's thread on stream ``q`` (shared with HcclThreadAcquireWithStream)."""
@@ -155,13 +166,14 @@ class NativeCollectives:
             if q.comm is None:
                 q.comm = c
             if c.native is None:
-                c.native = {}
+                c.native = NativeState()
         return th
 
     @staticmethod
     def _launch(plan: _Plan) -> int:
-        EXECUTOR.submit(plan.th.queue, plan.tasks)
-        EXECUTOR.settle()
+        q = plan.th.queue
+        EXECUTOR.submit(q, plan.tasks)
+        EXECUTOR.settle(q)
         return 0
 
     def _others(self, comm: Any) -> Tuple[SimComm, List[int]]:
@@ -176,6 +188,8 @@ class NativeCollectives:
         send, recv = _ptr(sendBuf, "sendBuf", count > 0), _ptr(recvBuf, "recvBuf", count > 0)
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
+        if 0 < count * dt.itemsize <= SMALL_CACHED:
+            return self._small_allreduce(plan, peers, send, recv, count, dt, rop)
         esz = dt.itemsize
         chunk = max(1, (plan.half // 4) // esz)
         for off in range(0, count, chunk):
@@ -186,6 +200,34 @@ class NativeCollectives:
             plan.handshake(peers, idx)
             plan.reduce_all(recv + b, region, n, dt, rop)
         return self._launch(plan)
+
+    def _small_allreduce(self, plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
+                         rop: ReduceOp) -> int:
+        """One-chunk allreduce whose task list is reused while the buffers and parity repeat.
+
+        Repeated small collectives on the same buffers are the latency-bound case; building the
+        list costs more than running it, so it is cached (keyed by addresses, count, type, op, parity).
+        """
+        c = plan.comm
+        cache = c.native.cache
+        parity = c.native.seq & 1
+        key = (int(ffi.cast("uintptr_t", send)), int(ffi.cast("uintptr_t", recv)), count, dt, rop, parity,
+               id(plan.th))
+        tasks = cache.get(key)
+        if tasks is None:
+            idx, region, _ = plan.parity_region()
+            plan.copy(plan.ccl(c.rank) + region, send, count * dt.itemsize)
+            plan.handshake(peers, idx)
+            plan.reduce_all(recv, region, count, dt, rop)
+            if len(cache) >= 64:
+                cache.clear()
+            tasks = cache[key] = tuple(plan.tasks)
+        else:
+            c.native.seq += 1
+        q = plan.th.queue
+        EXECUTOR.submit(q, tasks)
+        EXECUTOR.settle(q)
+        return 0
 
     @entry
     def HcclReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, root: int, comm: Any,

@@ -118,8 +118,16 @@ class Executor:
                     progressed = True
         return progressed
 
-    def settle(self) -> None:
-        """Run until every queue is empty or blocked (what BatchModeEnd does before returning)."""
+    def settle(self, first: Optional[Queue] = None) -> None:
+        """Run until every queue is empty or blocked (what BatchModeEnd does before returning).
+
+        ``first``: the queue just submitted to, run before the others (the common, single-queue case).
+        """
+        if first is not None:
+            with self.lock:
+                progressed = self._run_queue(first)
+            if not progressed or not self.active:
+                return
         while self.step_all():
             pass
 
@@ -130,6 +138,8 @@ class Executor:
         hundred nanoseconds per look, with ``sched_yield`` between looks), then sleeps on the futex
         doorbell that every record into this rank rings.
         """
+        if done():
+            return True
         last_liveness = time.monotonic()
         while True:
             bells = self._doorbells()
