@@ -112,3 +112,22 @@ def _chunked(rank: int, n: int, root_info: bytes) -> tuple:
 def test_messages_larger_than_the_hccl_buffer_are_chunked() -> None:
     results = run_ranks(3, _chunked, timeout=120, env={"HCCL_BUFFSIZE": "1"})
     assert results == [(True, True)] * 3
+
+
+def _two_shot(rank: int, n: int, root_info: bytes) -> bool:
+    env = open_rank(rank, n, root_info)
+    ok = True
+    for count in (300_001, 65_537 * 3 + 2):              # above the two-shot threshold, odd block split
+        x = ((np.arange(count) + rank) % 11).astype(np.int32)
+        y = np.zeros_like(x)
+        env.b.all_reduce(env.ptr(x), env.ptr(y), count, DataType.INT32, ReduceOp.SUM, env.comm, env.stream)
+        env.b.synchronize_stream(env.stream)
+        expected = sum(((np.arange(count) + r) % 11).astype(np.int32) for r in range(n))
+        ok = ok and bool(np.array_equal(y, expected))
+    env.close()
+    return ok
+
+
+@pytest.mark.parametrize("n,buffsize", [(3, "8"), (4, "1")])
+def test_two_shot_allreduce_on_three_or_more_ranks(n: int, buffsize: str) -> None:
+    assert run_ranks(n, _two_shot, timeout=120, env={"HCCL_BUFFSIZE": buffsize}) == [True] * n

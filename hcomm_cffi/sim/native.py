@@ -17,7 +17,10 @@ Two protocols keep binary notifies and buffer reuse safe:
 They work in each rank's native scratch segment (the size of the HCCL buffer, never the HCCL
 buffer itself, so algorithms over the HCCL buffer and these collectives cannot overwrite each
 other).  Layout (H = half of it): [0, H) two-phase ops; [H, 1.5H) send/recv, one slice per peer
-(notifies 2 and 3); [1.5H, 2H) the two parity regions (notifies 4 and 5).
+(notifies 2 and 3); [1.5H, 2H) four parity regions: staging and result for each parity (notifies
+4/5: "staged", 6/7: "result ready", by parity).  Allreduce on 3 or more ranks above
+``TWO_SHOT_ABOVE`` bytes is two-shot: every rank reduces one block of the chunk into its result
+region, then everyone copies all blocks out (n times less reduction work per rank than one-shot).
 """
 from __future__ import annotations
 
@@ -32,8 +35,9 @@ from .state import SimState, key_of
 
 NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
 NATIVE_PROTOCOL = 0x4E41     # private protocol id: never matches a user channel
-NATIVE_NOTIFIES = 6          # 0 ready, 1 done (two-phase); 2 data, 3 done (send/recv); 4, 5 parity
-READY, DONE, P2P_DATA, P2P_DONE, PARITY = 0, 1, 2, 3, 4
+NATIVE_NOTIFIES = 8          # 0 ready, 1 done (two-phase); 2 data, 3 done (send/recv); 4-7 parity
+READY, DONE, P2P_DATA, P2P_DONE, PARITY, PARITY_RESULT = 0, 1, 2, 3, 4, 6
+TWO_SHOT_ABOVE = 256 << 10   # allreduce on 3+ ranks: two-shot above this many bytes
 SMALL_CACHED = 64 << 10      # allreduces up to this many bytes reuse their task list
 
 _SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, DataType.FP32, DataType.INT64,
@@ -123,12 +127,22 @@ class _Plan:
             self.copy(base + q * n * esz, send + (q * block_count + off) * esz, n * esz)
 
     def parity_region(self) -> Tuple[int, int, int]:
-        """(notify index, region offset, region bytes) of the next symmetric chunk; advances parity."""
+        """(notify index, staging offset, region bytes) of the next symmetric chunk; advances parity."""
+        p, staging, _, size = self.parity_regions()
+        return PARITY + p, staging, size
+
+    def parity_regions(self) -> Tuple[int, int, int, int]:
+        """(parity, staging offset, result offset, region bytes) of the next symmetric chunk."""
         state = self.comm.native
-        seq = state.seq
-        state.seq = seq + 1
-        size = self.half // 4
-        return PARITY + (seq & 1), self.half + self.half // 2 + (seq & 1) * size, size
+        p = state.seq & 1
+        state.seq += 1
+        size = self.region_bytes()
+        base = self.half + self.half // 2
+        return p, base + p * size, base + (2 + p) * size, size
+
+    def region_bytes(self) -> int:
+        """Size of each of the four parity regions (staging and result, for parities 0 and 1)."""
+        return (self.half // 8) // 64 * 64
 
     def ccl(self, rank: int) -> Any:
         """Start of ``rank``'s native scratch memory as mapped here."""
@@ -191,7 +205,9 @@ class NativeCollectives:
         if 0 < count * dt.itemsize <= SMALL_CACHED:
             return self._small_allreduce(plan, peers, send, recv, count, dt, rop)
         esz = dt.itemsize
-        chunk = max(1, (plan.half // 4) // esz)
+        if c.nranks >= 3 and count * esz > TWO_SHOT_ABOVE:
+            return self._two_shot_allreduce(plan, peers, send, recv, count, dt, rop)
+        chunk = max(1, plan.region_bytes() // esz)
         for off in range(0, count, chunk):
             n = min(chunk, count - off)
             b = off * esz
@@ -199,6 +215,27 @@ class NativeCollectives:
             plan.copy(plan.ccl(c.rank) + region, send + b, n * esz)
             plan.handshake(peers, idx)
             plan.reduce_all(recv + b, region, n, dt, rop)
+        return self._launch(plan)
+
+    def _two_shot_allreduce(self, plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
+                            rop: ReduceOp) -> int:
+        """Reduce-scatter then allgather through the parity regions (each rank reduces 1/n of a chunk)."""
+        c = plan.comm
+        nranks, esz = c.nranks, dt.itemsize
+        chunk = max(nranks, plan.region_bytes() // esz)
+        for off in range(0, count, chunk):
+            n = min(chunk, count - off)
+            blk = -(-n // nranks)                                # ceil: the last block may be short
+            p, staging, result, _ = plan.parity_regions()
+            plan.copy(plan.ccl(c.rank) + staging, send + off * esz, n * esz)
+            plan.handshake(peers, PARITY + p)                    # every rank's chunk is staged
+            lo = min(c.rank * blk, n)
+            mine = min(blk, n - lo)
+            plan.reduce_all(plan.ccl(c.rank) + result, staging + lo * esz, mine, dt, rop)
+            plan.handshake(peers, PARITY_RESULT + p)             # every block is reduced
+            for r in range(nranks):
+                r_lo = min(r * blk, n)
+                plan.copy(recv + (off + r_lo) * esz, plan.ccl(r) + result, min(blk, n - r_lo) * esz)
         return self._launch(plan)
 
     def _small_allreduce(self, plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
@@ -283,7 +320,7 @@ class NativeCollectives:
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
         esz = dt.itemsize
-        chunk = max(1, (plan.half // 4) // esz)
+        chunk = max(1, plan.region_bytes() // esz)
         for off in range(0, sendCount, chunk):
             n = min(chunk, sendCount - off)
             idx, region, _ = plan.parity_region()
