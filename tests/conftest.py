@@ -29,3 +29,17 @@ def no_leaked_segments():
     if leaked:
         sweep_stale()
         pytest.fail(f"shared-memory segments left in /dev/shm: {leaked}")
+
+
+@pytest.fixture
+def shm():
+    """A private HCOMM_SIM_SHM_DIR for a launched job; the job must leave it empty."""
+    import shutil
+
+    from test_launch_helpers import private_shm_dir
+
+    path = private_shm_dir()
+    yield path
+    left = os.listdir(path)
+    shutil.rmtree(path, ignore_errors=True)
+    assert left == [], f"segments left behind: {left}"

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from test_launch_helpers import private_shm_dir, start
+from test_launch_helpers import start
 
 MPIRUN = shutil.which("mpirun")
 pytestmark = [
@@ -40,15 +40,6 @@ def _mpirun(n: int):
     if "Open MPI" in version or "OpenRTE" in version:
         cmd += ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     return cmd
-
-
-@pytest.fixture
-def shm():
-    path = private_shm_dir()
-    yield path
-    left = os.listdir(path)
-    shutil.rmtree(path, ignore_errors=True)
-    assert left == [], f"segments left behind: {left}"
 
 
 def _run(cmd, env):

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
-import shutil
 import sys
 
 import pytest
-from test_launch_helpers import private_shm_dir, start
+from test_launch_helpers import start
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed (it comes with the test extras: pip install -e .[test])")
@@ -23,7 +21,6 @@ dist.init_process_group("gloo")
 from hcomm_cffi.examples.allreduce import main
 rc = main([])
 from torch.distributed import distributed_c10d
-import os
 store = distributed_c10d._get_default_store()
 job = os.environ["TORCHELASTIC_RUN_ID"]
 key = f"hcomm/torchrun-{job}/0/arrived/{dist.get_rank()}"
@@ -31,15 +28,6 @@ print(f"torch store holds {key}: {store.check([key])}", flush=True)
 dist.destroy_process_group()
 sys.exit(rc)
 '''
-
-
-@pytest.fixture
-def shm():
-    path = private_shm_dir()
-    yield path
-    left = os.listdir(path)
-    shutil.rmtree(path, ignore_errors=True)
-    assert left == [], f"segments left behind: {left}"
 
 
 def _run(cmd, shm):

@@ -10,7 +10,7 @@ import pytest
 from hcomm_cffi._ffi import ffi
 from hcomm_cffi.enums import DataType, Engine, HcclResult, Protocol, ReduceOp
 from hcomm_cffi.errors import HcclError
-from hcomm_cffi.initializers import channel_desc_init, make_channel_descs
+from hcomm_cffi.initializers import make_channel_descs
 from hcomm_cffi.sim import CheckerWarning
 from multiproc import run_ranks
 from simhelp import open_rank

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hcomm_cffi._ffi import ffi
 from hcomm_cffi.enums import DataType, Engine, ReduceOp
 from multiproc import run_ranks
 from simhelp import open_rank

@@ -13,39 +13,29 @@
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import List, Optional, Union
+
+from ..plan import parse_size as plan_parse_size
 
 __all__ = ["SizeError", "parse_size", "format_size", "size_sweep", "Layout", "layout", "MAX_SIZES",
            "GATHER_TYPE_OPS"]
 
 MAX_SIZES = 10_000
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)(?:[iI]?[bB])?\s*$")
-_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30}
 #: Operations whose size is a total over n per-rank blocks.
 GATHER_TYPE_OPS = frozenset({"allgather", "reduce_scatter", "alltoall"})
 _ROUND_ABOVE = 1 << 20
 _ROUND_UNIT = 512
 
-
 class SizeError(ValueError):
     """A size or step that cannot be used; the message names the flag, the value and what is expected."""
 
-
 def parse_size(text: Union[str, int], flag: str = "size") -> int:
-    """Bytes from ``'8'``, ``'64K'``, ``'4M'``, ``'1G'`` (K/M/G = 2^10/2^20/2^30) or an int."""
-    if isinstance(text, bool):
-        raise SizeError(f"{flag}={text!r} is not a size")
-    if isinstance(text, int):
-        if text < 0:
-            raise SizeError(f"{flag}={text} is negative; expected bytes >= 0")
-        return text
-    m = _SIZE_RE.match(str(text))
-    if not m:
-        raise SizeError(f"{flag}={text!r} is not a size; expected bytes, optionally with K, M or G (e.g. 8, 64K, 256M)")
-    return int(m.group(1)) << _SHIFT[m.group(2).lower()]
-
+    """Bytes from ``'8'``, ``'64K'``, ``'4M'``, ``'1G'`` (K/M/G = 2^10/2^20/2^30) or an int (the planner's parser)."""
+    try:
+        return plan_parse_size(text, flag)
+    except ValueError as exc:
+        raise SizeError(str(exc)) from None
 
 def format_size(nbytes: int) -> str:
     """``65536 -> '64K'``, ``12 -> '12'``: the shortest exact K/M/G spelling (for labels)."""
@@ -53,7 +43,6 @@ def format_size(nbytes: int) -> str:
         if nbytes and nbytes % (1 << shift) == 0:
             return f"{nbytes >> shift}{suffix}"
     return str(nbytes)
-
 
 def size_sweep(minbytes: int, maxbytes: int, stepfactor: Optional[float] = None,
                stepbytes: Optional[int] = None) -> List[int]:
@@ -88,7 +77,6 @@ def size_sweep(minbytes: int, maxbytes: int, stepfactor: Optional[float] = None,
                         "use a larger -i or -f")
     return sizes
 
-
 @dataclass(frozen=True)
 class Layout:
     """Buffers of one operation on one rank.
@@ -105,7 +93,6 @@ class Layout:
     recv_count: int
     block: int
     itemsize: int
-
 
 def layout(op: str, nbytes: int, itemsize: int, nranks: int) -> Layout:
     """Buffers for ``op`` (a name from :data:`hcomm_cffi.bench.factors.OPS`) at ``nbytes`` on ``nranks`` ranks."""

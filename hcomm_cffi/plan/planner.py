@@ -35,15 +35,18 @@ CCU_CHANNEL_NOTIFIES = 8
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)[iI]?[bB]?\s*$")
 
 
-def parse_size(text: Union[str, int]) -> int:
-    """'64M' -> 67108864; K/M/G are 2^10/2^20/2^30; plain digits are bytes."""
-    if isinstance(text, int) and not isinstance(text, bool):
+def parse_size(text: Union[str, int], name: str = "size") -> int:
+    """'64M' -> 67108864; K/M/G are 2^10/2^20/2^30; plain digits are bytes (``name`` is used in errors)."""
+    if isinstance(text, bool):
+        raise ValueError(f"{name}={text!r} is not a size")
+    if isinstance(text, int):
         if text < 0:
-            raise ValueError(f"size={text}: expected bytes >= 0")
+            raise ValueError(f"{name}={text} is negative; expected bytes >= 0")
         return text
     m = _SIZE_RE.match(str(text))
     if not m:
-        raise ValueError(f"size={text!r} is not a size; expected bytes or a number with K, M or G (e.g. 64M)")
+        raise ValueError(f"{name}={text!r} is not a size; expected bytes, optionally with K, M or G "
+                         "(e.g. 8, 64K, 256M)")
     return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
 
 

@@ -8,7 +8,7 @@ import os
 import struct
 import uuid
 import warnings
-from typing import Any, List, Optional
+from typing import Any, List
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from .comm import MAX_NOTIFIES_PER_CHANNEL, SimComm
 from .config import SimConfig, read_config
 from .errors import HcclResult, SimError, entry
 from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
-from .state import SimState, c_string, key_of
+from .state import SimState, c_string
 
 ROOT_MAGIC = b"HCOMMSIM"
 ROOT_VERSION = 1

@@ -31,7 +31,7 @@ from ..enums import DataType, ReduceOp
 from .comm import SimChannel, SimComm
 from .errors import HcclResult, SimError, entry
 from .runtime import C_RECORD, C_WAIT, COPY, EXECUTOR, REDUCE, REDUCE3, SimThread
-from .state import SimState, key_of
+from .state import SimState
 
 NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
 NATIVE_PROTOCOL = 0x4E41     # private protocol id: never matches a user channel

@@ -12,18 +12,18 @@ import threading
 import time
 import warnings
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Deque, List, Optional, Set, Tuple
 
 from . import kernels
 from .errors import (
     ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
     HcclResult,
 )
-from .futex import futex_wait, futex_wake, sched_yield
+from .futex import sched_yield
 from .shm import owner_alive
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .comm import SimChannel, SimComm
+    from .comm import SimComm
 
 # task kinds (first element of a task tuple)
 COPY, REDUCE, WRITE, WRITE_REDUCE, READ, READ_REDUCE = range(6)
