@@ -7,7 +7,7 @@ from typing import Any, List
 from .acl import AclRuntime
 from .control import ControlPlane
 from .dataplane import DataPlane
-from .errors import HcclResult
+from .errors import HcclResult, set_last_error
 from .native import NativeCollectives
 from .state import SimState
 
@@ -55,8 +55,10 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, NativeCollectives):
         return out
 
     def __getattr__(self, name: str) -> Any:
+        """Functions of the real libraries the emulator does not implement answer HCCL_E_NOT_SUPPORT."""
         if name.startswith(("Hccl", "Hcomm", "acl")):
             def not_implemented(*args: Any) -> int:
+                set_last_error(f"{name} is not implemented by the hcomm_cffi emulator (HCOMM_BACKEND=sim)")
                 return int(HcclResult.E_NOT_SUPPORT)
             not_implemented.__name__ = name
             return not_implemented
