@@ -15,6 +15,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 # init_process_group first: discover() must then use torch.distributed's default store
 WITH_TORCH_STORE = r'''
+import os
 import sys
 import torch.distributed as dist
 dist.init_process_group("gloo")

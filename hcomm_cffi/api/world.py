@@ -18,6 +18,7 @@ __all__ = ["init", "finalize", "set_device", "get_world", "is_initialized", "reg
 _world: Optional[Comm] = None
 _comms: List[Comm] = []
 _device: Optional[int] = None
+_spec: Any = None  # the bootstrap WorldSpec of the last init() (None for explicit arguments)
 
 
 def _binding() -> Binding:
@@ -38,6 +39,11 @@ def is_initialized() -> bool:
     return _world is not None
 
 
+def bootstrap_spec() -> Any:
+    """How init() found this rank (the launcher's WorldSpec: source, job_id, ...), None if explicit."""
+    return _spec
+
+
 def get_world() -> Comm:
     """The world communicator made by init()."""
     if _world is None:
@@ -49,7 +55,7 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
          timeout: Optional[float] = None, *, topology: TopologyArg = None, eager_limit: Optional[int] = None,
          exec_timeout: Optional[float] = None) -> Comm:
     """Create the world communicator and return it (see the module docstring)."""
-    global _world
+    global _world, _spec
     if _world is not None:
         raise CommError(f"hcomm is already initialised (world of {_world.size} ranks); call hcomm.finalize() first")
     b = _binding()
@@ -64,6 +70,7 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
     else:
         from ..bootstrap import discover  # lazy: the launcher layer is optional for explicit init
         spec: Any = discover(b, rank, world_size, root_info, timeout)
+        _spec = spec
         rank, size, root_info = spec.rank, spec.size, spec.root_info
         local_rank, ranktable = spec.local_rank, spec.ranktable
     if _device is None:
@@ -96,7 +103,8 @@ def unregister(comm: Comm) -> None:
 
 def finalize() -> None:
     """Destroy every live communicator (newest first) and the world; init() may be called again."""
-    global _world, _device
+    global _world, _device, _spec
+    _spec = None
     errors: List[BaseException] = []
     for comm in reversed(list(_comms)):
         try:
