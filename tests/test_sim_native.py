@@ -131,3 +131,56 @@ def _two_shot(rank: int, n: int, root_info: bytes) -> bool:
 @pytest.mark.parametrize("n,buffsize", [(3, "8"), (4, "1")])
 def test_two_shot_allreduce_on_three_or_more_ranks(n: int, buffsize: str) -> None:
     assert run_ranks(n, _two_shot, timeout=120, env={"HCCL_BUFFSIZE": buffsize}) == [True] * n
+
+
+def _v_variants(rank: int, n: int, root_info: bytes) -> dict:
+    env = open_rank(rank, n, root_info)
+    b, c, s = env.b, env.comm, env.stream
+    counts = [300_000 + 7 * r for r in range(n)]            # uneven, and more than one round at 1 MiB
+    displs = [sum(counts[:r]) + 5 * r for r in range(n)]     # with gaps between blocks
+    u64 = lambda values: np.array(values, np.uint64)          # noqa: E731
+    out = {}
+    # scatter from the last rank
+    root = n - 1
+    blocks = np.arange(n * 1000, dtype=np.int32) if rank == root else np.zeros(0, np.int32)
+    got = np.zeros(1000, np.int32)
+    b.scatter(env.ptr(blocks) if rank == root else ffi.NULL, env.ptr(got), 1000, DataType.INT32, root, c, s)
+    # allgatherv
+    mine = np.full(counts[rank], rank + 1, np.float32)
+    gathered = np.full(displs[-1] + counts[-1], -1, np.float32)
+    cnt, dsp = u64(counts), u64(displs)
+    b.all_gather_v(env.ptr(mine), counts[rank], env.ptr(gathered), env.ptr(cnt), env.ptr(dsp), DataType.FP32, c, s)
+    # reduce_scatter_v (same counts/displs on every rank)
+    src = np.zeros(displs[-1] + counts[-1], np.int32)
+    for q in range(n):
+        src[displs[q]:displs[q] + counts[q]] = (q + 1) * (rank + 1)
+    rs = np.zeros(counts[rank], np.int32)
+    b.reduce_scatter_v(env.ptr(src), env.ptr(cnt), env.ptr(dsp), env.ptr(rs), counts[rank], DataType.INT32,
+                       ReduceOp.SUM, c, s)
+    # alltoallvc: rank i sends (i + j + 1) * 1000 elements to rank j, valued 100 * i + j
+    matrix = u64([(i + j + 1) * 1000 for i in range(n) for j in range(n)])
+    send = np.concatenate([np.full((rank + j + 1) * 1000, 100 * rank + j, np.int32) for j in range(n)])
+    recv = np.zeros(sum((i + rank + 1) * 1000 for i in range(n)), np.int32)
+    b.all_to_all_vc(env.ptr(send), env.ptr(matrix), DataType.INT32, env.ptr(recv), DataType.INT32, c, s)
+    b.synchronize_stream(s)
+    out.update(scatter=got, allgatherv=gathered, reduce_scatter_v=rs, alltoallvc=recv, counts=counts, displs=displs)
+    env.close()
+    return out
+
+
+def test_scatter_and_v_variants() -> None:
+    n = 3
+    results = run_ranks(n, _v_variants, timeout=120, env={"HCCL_BUFFSIZE": "1"})
+    counts, displs = results[0]["counts"], results[0]["displs"]
+    for rank, res in enumerate(results):
+        np.testing.assert_array_equal(res["scatter"], np.arange(rank * 1000, (rank + 1) * 1000, dtype=np.int32))
+        g = res["allgatherv"]
+        for r in range(n):
+            assert (g[displs[r]:displs[r] + counts[r]] == r + 1).all()
+        gaps = np.ones(g.size, bool)
+        for r in range(n):
+            gaps[displs[r]:displs[r] + counts[r]] = False
+        assert (g[gaps] == -1).all()                          # nothing written outside the blocks
+        assert (res["reduce_scatter_v"] == (rank + 1) * sum(r + 1 for r in range(n))).all()
+        expected = np.concatenate([np.full((i + rank + 1) * 1000, 100 * i + rank, np.int32) for i in range(n)])
+        np.testing.assert_array_equal(res["alltoallvc"], expected)

@@ -74,6 +74,19 @@ def _ptr(p: Any, name: str, needed: bool) -> Any:
     return ffi.cast("char *", p) if p is not None else ffi.NULL
 
 
+def _u64s(ptr: Any, n: int, name: str) -> List[int]:
+    """``n`` uint64 values of a host array argument (counts, displacements, count matrices)."""
+    if ptr is None or ptr == ffi.NULL:
+        raise SimError(HcclResult.E_PTR, f"{name} is NULL")
+    arr = ffi.cast("uint64_t *", ptr)
+    return [int(arr[i]) for i in range(n)]
+
+
+def _part(count: int, lo: int, cap: int) -> int:
+    """Elements of a block of ``count`` that fall in the round starting at ``lo`` (rounds of ``cap``)."""
+    return max(0, min(cap, count - lo))
+
+
 class NativeState:
     """Per-communicator state of the native collectives: their channels, chunk parity, task cache."""
 
@@ -365,6 +378,105 @@ class NativeCollectives:
             plan.handshake(peers, READY)
             for r in range(c.nranks):
                 plan.copy(recv + (r * sendCount + off) * esz, plan.ccl(r) + c.rank * n * esz, n * esz)
+            plan.handshake(peers, DONE)
+        return self._launch(plan)
+
+    # ------------------------------------------------------------------ scatter and the V variants
+    @entry
+    def HcclScatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, root: int, comm: Any,
+                    stream: Any) -> int:
+        dt = _dtype(dataType)
+        c, peers = self._others(comm)
+        self._check_root(c, root)
+        send = _ptr(sendBuf, "sendBuf", recvCount > 0 and c.rank == root)
+        recv = _ptr(recvBuf, "recvBuf", recvCount > 0)
+        plan = self._prepare(comm, stream, peers if c.rank == root else [root])
+        esz = dt.itemsize
+        chunk = max(1, plan.half // (esz * c.nranks))
+        for off in range(0, recvCount, chunk):
+            n = min(chunk, recvCount - off)
+            if c.rank == root:
+                plan.stage_blocks(send, recvCount, off, n, esz)
+                plan.handshake(peers, READY, wait=False)
+                plan.copy(recv + off * esz, plan.ccl(root) + root * n * esz, n * esz)
+                plan.handshake(peers, DONE, record=False)
+            else:
+                plan.handshake([root], READY, record=False)
+                plan.copy(recv + off * esz, plan.ccl(root) + c.rank * n * esz, n * esz)
+                plan.handshake([root], DONE, wait=False)
+        return self._launch(plan)
+
+    @entry
+    def HcclAllGatherV(self, sendBuf: Any, sendCount: int, recvBuf: Any, recvCounts: Any, recvDispls: Any,
+                       dataType: int, comm: Any, stream: Any) -> int:
+        dt = _dtype(dataType)
+        c, peers = self._others(comm)
+        counts = _u64s(recvCounts, c.nranks, "recvCounts")
+        displs = _u64s(recvDispls, c.nranks, "recvDispls")
+        if counts[c.rank] != sendCount:
+            raise SimError(HcclResult.E_PARA, f"sendCount={sendCount} but recvCounts[{c.rank}]={counts[c.rank]}")
+        send = _ptr(sendBuf, "sendBuf", sendCount > 0)
+        recv = _ptr(recvBuf, "recvBuf", sum(counts) > 0)
+        plan = self._prepare(comm, stream, peers)
+        esz = dt.itemsize
+        cap = max(1, plan.half // esz)
+        for lo in range(0, max(counts), cap):
+            plan.copy(plan.ccl(c.rank), send + lo * esz, _part(sendCount, lo, cap) * esz)
+            plan.handshake(peers, READY)
+            for r in range(c.nranks):
+                plan.copy(recv + (displs[r] + lo) * esz, plan.ccl(r), _part(counts[r], lo, cap) * esz)
+            plan.handshake(peers, DONE)
+        return self._launch(plan)
+
+    @entry
+    def HcclReduceScatterV(self, sendBuf: Any, sendCounts: Any, sendDispls: Any, recvBuf: Any, recvCount: int,
+                           dataType: int, op: int, comm: Any, stream: Any) -> int:
+        dt, rop = _dtype(dataType), _op(op)
+        c, peers = self._others(comm)
+        counts = _u64s(sendCounts, c.nranks, "sendCounts")
+        displs = _u64s(sendDispls, c.nranks, "sendDispls")
+        if counts[c.rank] != recvCount:
+            raise SimError(HcclResult.E_PARA, f"recvCount={recvCount} but sendCounts[{c.rank}]={counts[c.rank]}")
+        send = _ptr(sendBuf, "sendBuf", sum(counts) > 0)
+        recv = _ptr(recvBuf, "recvBuf", recvCount > 0)
+        plan = self._prepare(comm, stream, peers)
+        esz = dt.itemsize
+        cap = max(1, plan.half // (esz * c.nranks))
+        for lo in range(0, max(counts), cap):
+            for q in range(c.nranks):
+                plan.copy(plan.ccl(c.rank) + q * cap * esz, send + (displs[q] + lo) * esz,
+                          _part(counts[q], lo, cap) * esz)
+            plan.handshake(peers, READY)
+            plan.reduce_all(recv + lo * esz, c.rank * cap * esz, _part(recvCount, lo, cap), dt, rop)
+            plan.handshake(peers, DONE)
+        return self._launch(plan)
+
+    @entry
+    def HcclAlltoAllVC(self, sendBuf: Any, sendCountMatrix: Any, sendType: int, recvBuf: Any, recvType: int,
+                       comm: Any, stream: Any) -> int:
+        dt = _dtype(sendType)
+        if recvType != sendType:
+            raise SimError(HcclResult.E_PARA, f"sendType={sendType} and recvType={recvType} must be equal")
+        c, peers = self._others(comm)
+        n = c.nranks
+        flat = _u64s(sendCountMatrix, n * n, "sendCountMatrix")
+        matrix = [flat[i * n:(i + 1) * n] for i in range(n)]      # matrix[i][j]: elements rank i sends to j
+        mine = matrix[c.rank]
+        incoming = [matrix[i][c.rank] for i in range(n)]
+        sdispl = [sum(mine[:j]) for j in range(n)]
+        rdispl = [sum(incoming[:i]) for i in range(n)]
+        send = _ptr(sendBuf, "sendBuf", sum(mine) > 0)
+        recv = _ptr(recvBuf, "recvBuf", sum(incoming) > 0)
+        plan = self._prepare(comm, stream, peers)
+        esz = dt.itemsize
+        cap = max(1, plan.half // (esz * n))
+        for lo in range(0, max(flat) if flat else 0, cap):
+            for j in range(n):
+                plan.copy(plan.ccl(c.rank) + j * cap * esz, send + (sdispl[j] + lo) * esz, _part(mine[j], lo, cap) * esz)
+            plan.handshake(peers, READY)
+            for i in range(n):
+                plan.copy(recv + (rdispl[i] + lo) * esz, plan.ccl(i) + c.rank * cap * esz,
+                          _part(incoming[i], lo, cap) * esz)
             plan.handshake(peers, DONE)
         return self._launch(plan)
 
