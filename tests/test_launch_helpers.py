@@ -154,3 +154,20 @@ def private_shm_dir() -> str:
     """A private directory for the emulator's segments (HCOMM_SIM_SHM_DIR), so leak checks see only this job."""
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     return tempfile.mkdtemp(prefix="hcommtest-", dir=base)
+
+
+def run_job(cmd: List[str], env: Dict[str, str]) -> tuple:
+    """Run a launcher command on the emulator; (exit code, stdout, stderr)."""
+    proc = start(cmd, {"HCOMM_BACKEND": "sim", **env})
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+def check_example_output(out: str, n: int, launcher_name: str) -> None:
+    """The allreduce example printed the right sum on every rank and rank 0's PASS summary."""
+    import re
+
+    expected = n * (n + 1) / 2
+    for r in range(n):
+        assert re.search(rf"rank {r}/{n}: allreduce\(sum of rank\+1\) = {expected:.1f} on every element .* OK", out), out
+    assert f"allreduce: {n}/{n} ranks OK (PASS); backend sim, launcher {launcher_name}" in out

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from test_launch_helpers import start
+from test_launch_helpers import check_example_output, run_job
 
 MPIRUN = shutil.which("mpirun")
 pytestmark = [
@@ -43,16 +43,11 @@ def _mpirun(n: int):
 
 
 def _run(cmd, env):
-    proc = start(cmd, {"HCOMM_BACKEND": "sim", **env})
-    out, err = proc.communicate(timeout=120)
-    return proc.returncode, out, err
+    return run_job(cmd, env)
 
 
 def _check(out: str, n: int) -> None:
-    expected = n * (n + 1) / 2
-    for r in range(n):
-        assert re.search(rf"rank {r}/{n}: allreduce\(sum of rank\+1\) = {expected:.1f} on every element .* OK", out), out
-    assert f"allreduce: {n}/{n} ranks OK (PASS); backend sim, launcher mpirun" in out
+    check_example_output(out, n, "mpirun")
 
 
 @pytest.mark.parametrize("channel", ["mpi", "file"])

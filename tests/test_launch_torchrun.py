@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import importlib.util
-import re
 import sys
 
 import pytest
-from test_launch_helpers import start
+from test_launch_helpers import check_example_output, run_job
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed (it comes with the test extras: pip install -e .[test])")
@@ -32,16 +31,11 @@ sys.exit(rc)
 
 
 def _run(cmd, shm):
-    proc = start(cmd, {"HCOMM_SIM_SHM_DIR": shm, "HCOMM_BACKEND": "sim", "OMP_NUM_THREADS": "1"})
-    out, err = proc.communicate(timeout=120)
-    return proc.returncode, out, err
+    return run_job(cmd, {"HCOMM_SIM_SHM_DIR": shm, "OMP_NUM_THREADS": "1"})
 
 
 def _check(out: str, n: int) -> None:
-    expected = n * (n + 1) / 2
-    for r in range(n):
-        assert re.search(rf"rank {r}/{n}: allreduce\(sum of rank\+1\) = {expected:.1f} on every element .* OK", out), out
-    assert f"allreduce: {n}/{n} ranks OK (PASS); backend sim, launcher torchrun" in out
+    check_example_output(out, n, "torchrun")
 
 
 def test_torchrun_example_uses_the_tcp_store(shm):
