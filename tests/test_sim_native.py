@@ -162,8 +162,18 @@ def _v_variants(rank: int, n: int, root_info: bytes) -> dict:
     send = np.concatenate([np.full((rank + j + 1) * 1000, 100 * rank + j, np.int32) for j in range(n)])
     recv = np.zeros(sum((i + rank + 1) * 1000 for i in range(n)), np.int32)
     b.all_to_all_vc(env.ptr(send), env.ptr(matrix), DataType.INT32, env.ptr(recv), DataType.INT32, c, s)
+    # alltoallv: the same exchange, described by counts and displacements (with gaps) instead of a matrix
+    scounts = [(rank + j + 1) * 1000 for j in range(n)]
+    rcounts = [(i + rank + 1) * 1000 for i in range(n)]
+    sdispls = [sum(scounts[:j]) for j in range(n)]
+    rdispls = [sum(rcounts[:i]) + 3 * i for i in range(n)]
+    recv_v = np.full(rdispls[-1] + rcounts[-1], -1, np.int32)
+    sc, sd, rc, rd = u64(scounts), u64(sdispls), u64(rcounts), u64(rdispls)
+    b.all_to_all_v(env.ptr(send), env.ptr(sc), env.ptr(sd), DataType.INT32, env.ptr(recv_v), env.ptr(rc),
+                   env.ptr(rd), DataType.INT32, c, s)
     b.synchronize_stream(s)
-    out.update(scatter=got, allgatherv=gathered, reduce_scatter_v=rs, alltoallvc=recv, counts=counts, displs=displs)
+    out.update(scatter=got, allgatherv=gathered, reduce_scatter_v=rs, alltoallvc=recv, counts=counts, displs=displs,
+               alltoallv=[recv_v[rdispls[i]:rdispls[i] + rcounts[i]] for i in range(n)])
     env.close()
     return out
 
@@ -184,3 +194,5 @@ def test_scatter_and_v_variants() -> None:
         assert (res["reduce_scatter_v"] == (rank + 1) * sum(r + 1 for r in range(n))).all()
         expected = np.concatenate([np.full((i + rank + 1) * 1000, 100 * i + rank, np.int32) for i in range(n)])
         np.testing.assert_array_equal(res["alltoallvc"], expected)
+        for i, part in enumerate(res["alltoallv"]):
+            np.testing.assert_array_equal(part, np.full((i + rank + 1) * 1000, 100 * i + rank, np.int32))

@@ -481,6 +481,30 @@ class NativeCollectives:
         return self._launch(plan)
 
     @entry
+    def HcclAlltoAllV(self, sendBuf: Any, sendCounts: Any, sdispls: Any, sendType: int, recvBuf: Any,
+                      recvCounts: Any, rdispls: Any, recvType: int, comm: Any, stream: Any) -> int:
+        """Pairwise: each rank knows what it sends to and receives from every peer, so the pieces of
+        every pair are agreed without a global count exchange (send/recv machinery, one batch)."""
+        dt = _dtype(sendType)
+        if recvType != sendType:
+            raise SimError(HcclResult.E_PARA, f"sendType={sendType} and recvType={recvType} must be equal")
+        c = self.state.comm(comm)
+        n, me, esz = c.nranks, c.rank, dt.itemsize
+        sc, sd = _u64s(sendCounts, n, "sendCounts"), _u64s(sdispls, n, "sdispls")
+        rc, rd = _u64s(recvCounts, n, "recvCounts"), _u64s(rdispls, n, "rdispls")
+        if sc[me] != rc[me]:
+            raise SimError(HcclResult.E_PARA, f"sendCounts[{me}]={sc[me]} but recvCounts[{me}]={rc[me]} "
+                                              "(what this rank sends to itself)")
+        send = _ptr(sendBuf, "sendBuf", sum(sc) > 0)
+        recv = _ptr(recvBuf, "recvBuf", sum(rc) > 0)
+        items = [(0, send + sd[j] * esz, sc[j], int(dt), j) for j in range(n) if j != me]
+        items += [(1, recv + rd[i] * esz, rc[i], int(dt), i) for i in range(n) if i != me]
+        if sc[me]:
+            q = self.state.stream(stream)
+            EXECUTOR.submit(q, [(COPY, None, recv + rd[me] * esz, send + sd[me] * esz, sc[me] * esz)])
+        return self._p2p(items, comm, stream) if items else 0
+
+    @entry
     def HcclBarrier(self, comm: Any, stream: Any) -> int:
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
