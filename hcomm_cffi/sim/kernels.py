@@ -25,10 +25,15 @@ _cast = ffi.cast
 _UFUNC: Dict[int, Any] = {ReduceOp.SUM: np.add, ReduceOp.MAX: np.maximum, ReduceOp.MIN: np.minimum,
                           ReduceOp.PROD: np.multiply}
 
-__all__ = ["copy", "reduce", "reduce3", "view", "COPY_PIECE", "REDUCE_PIECE"]
+__all__ = ["copy", "reduce", "reduce3", "view", "ufunc_of", "COPY_PIECE", "REDUCE_PIECE"]
 
 # Float overflow to inf (and inf - inf = nan) is what the hardware produces too: no warning for it.
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
+
+
+def ufunc_of(op: ReduceOp) -> Any:
+    """The NumPy ufunc of a reduce op."""
+    return _UFUNC[op]
 
 
 def copy(dst: Any, src: Any, nbytes: int) -> None:

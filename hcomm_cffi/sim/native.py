@@ -30,7 +30,8 @@ from .._ffi import ffi
 from ..enums import DataType, ReduceOp
 from .comm import SimChannel, SimComm
 from .errors import HcclResult, SimError, entry
-from .runtime import C_RECORD, C_WAIT, COPY, EXECUTOR, REDUCE, REDUCE3, SimThread
+from . import kernels
+from .runtime import C_RECORD, C_WAIT, COPY, EXECUTOR, REDUCE, REDUCE3, UFUNC, SimThread
 from .state import SimState
 
 NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
@@ -128,10 +129,20 @@ class _Plan:
         if nranks == 1:
             self.copy(dst, self.ccl(0) + offset, n * dt.itemsize)
             return
-        if n:
+        if not n:
+            return
+        if dt == DataType.BFP16:  # reduced through float32 by the kernels
             self.tasks.append((REDUCE3, self.th, dst, self.ccl(0) + offset, self.ccl(1) + offset, n, dt, op))
+            for r in range(2, nranks):
+                self.reduce(dst, self.ccl(r) + offset, n, dt, op)
+            return
+        # views made now, once: executing the task is then a bare ufunc call
+        ufunc = kernels.ufunc_of(op)
+        out = kernels.view(dst, n, dt)
+        self.tasks.append((UFUNC, self.th, ufunc, out, kernels.view(self.ccl(0) + offset, n, dt),
+                           kernels.view(self.ccl(1) + offset, n, dt)))
         for r in range(2, nranks):
-            self.reduce(dst, self.ccl(r) + offset, n, dt, op)
+            self.tasks.append((UFUNC, self.th, ufunc, out, out, kernels.view(self.ccl(r) + offset, n, dt)))
 
     def stage_blocks(self, send: Any, block_count: int, off: int, n: int, esz: int) -> None:
         """Copy elements [off, off+n) of each of the nranks blocks of ``send`` into my buffer, packed."""

@@ -29,12 +29,14 @@ if TYPE_CHECKING:  # pragma: no cover
 COPY, REDUCE, WRITE, WRITE_REDUCE, READ, READ_REDUCE = range(6)
 T_RECORD, T_WAIT, C_RECORD, C_WAIT, EVENT_RECORD, EVENT_WAIT, CALL = range(6, 13)
 REDUCE3 = 13   # emulator-internal (native collectives): dst = op(a, b)
+UFUNC = 14     # emulator-internal: a NumPy ufunc over views made when the task was built
 
 KIND_NAMES = {
     COPY: "LocalCopy", REDUCE: "LocalReduce", WRITE: "Write", WRITE_REDUCE: "WriteReduce",
     READ: "Read", READ_REDUCE: "ReadReduce", T_RECORD: "ThreadNotifyRecord",
     T_WAIT: "ThreadNotifyWait", C_RECORD: "ChannelNotifyRecord", C_WAIT: "ChannelNotifyWait",
     EVENT_RECORD: "EventRecord", EVENT_WAIT: "StreamWaitEvent", CALL: "HostTask", REDUCE3: "Reduce3",
+    UFUNC: "Reduce",
 }
 
 SPIN_ROUNDS = 200           # sched_yield polls of the awaited words before sleeping on the doorbell
@@ -43,7 +45,11 @@ LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers st
 
 __all__ = ["Queue", "SimThread", "SimEvent", "Executor", "CheckerWarning", "EXECUTOR", "KIND_NAMES",
            "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
-           "C_RECORD", "C_WAIT", "EVENT_RECORD", "EVENT_WAIT", "CALL", "REDUCE3"]
+           "C_RECORD", "C_WAIT", "EVENT_RECORD", "EVENT_WAIT", "CALL", "REDUCE3", "UFUNC"]
+
+
+# UFUNC tasks: float overflow to inf is what the hardware produces too, silently
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
 
 
 class CheckerWarning(UserWarning):
@@ -256,6 +262,9 @@ class Executor:
             return True
         if kind == REDUCE:
             kernels.reduce(t[2], t[3], t[4], t[5], t[6])
+            return True
+        if kind == UFUNC:
+            t[2](t[4], t[5], out=t[3])
             return True
         if kind == REDUCE3:
             kernels.reduce3(t[2], t[3], t[4], t[5], t[6], t[7])
