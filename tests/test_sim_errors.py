@@ -321,3 +321,24 @@ def test_event_of_a_failed_stream_reports_instead_of_hanging() -> None:
         assert rc == 507048 and elapsed < 4
         assert "the stream of this event failed" in message and "timed out after 1 s" in message
         assert "is reused with its 2 notifies although 4 were requested" in reuse
+
+
+def _thread_notify_left_set(rank: int, n: int, root: bytes) -> str:
+    env = open_rank(rank, n, root)
+    b = env.b
+    main = b.thread_acquire_with_stream(env.comm, Engine.CPU_TS, env.stream, 2)
+    b.batch_mode_start(b"t")
+    b.thread_notify_record(main, main, 1)          # nobody waits on it
+    b.batch_mode_end(b"t")
+    try:
+        b.synchronize_stream(env.stream)
+        message = "no error"
+    except HcclError as exc:
+        message = str(exc)
+    env.close()
+    return message
+
+
+def test_thread_notify_left_set_at_the_end_of_an_operation() -> None:
+    (message,) = run_ranks(1, _thread_notify_left_set, timeout=60)
+    assert "thread notify 1 was recorded but never waited on by the end of the operation" in message

@@ -343,28 +343,9 @@ class SimComm:
             self.async_error = code
             self.failure = message
 
-    def queue_drained(self) -> None:
-        """End-of-operation check: once all threads of this rank are idle, no notify may stay set."""
-        if self.config.check == "off":
-            return
-        for th in self.threads:
-            if th.queue.tasks:
-                return
-        for th in self.stream_threads.values():
-            if th.queue.tasks:
-                return
-        for th in list(self.threads) + list(self.stream_threads.values()):
-            for idx, value in enumerate(th.notifies):
-                if value:
-                    th.notifies[idx] = 0
-                    from .runtime import EXECUTOR  # local import: runtime is the lower module
-                    message_task = (0, th)
-                    try:
-                        EXECUTOR.report(th, th.queue, message_task,
-                                        f"thread notify {idx} of {th.label} was recorded but never waited on "
-                                        "by the end of the operation (it would desynchronise the next one)")
-                    except Exception as exc:  # strict mode: fail the comm
-                        self.record_failure(HcclResult.E_INTERNAL, str(exc))
+    def all_threads(self) -> List[SimThread]:
+        """Every thread of this rank: acquired ones and the stream-bound ones."""
+        return list(self.threads) + list(self.stream_threads.values())
 
     def unconsumed_channel_records(self) -> List[str]:
         """Channel notifies of this rank still set (recorded by a peer, never waited on)."""

@@ -211,9 +211,33 @@ class Executor:
             ran = True
         self.active.discard(q)
         comm = q.comm
-        if comm is not None and ran:
-            comm.queue_drained()
+        if comm is not None and ran and comm.config.check != "off":
+            self._check_idle(comm)
         return ran
+
+    def _check_idle(self, comm: "SimComm") -> None:
+        """End-of-operation check: once every thread of the rank is idle, no thread notify may stay set.
+
+        Strict mode fails the rank's streams (their next synchronisation reports it); warn mode warns.
+        """
+        threads = comm.all_threads()
+        if any(th.queue.tasks for th in threads):
+            return
+        for th in threads:
+            for idx, value in enumerate(th.notifies):
+                if not value:
+                    continue
+                th.notifies[idx] = 0
+                message = (f"checker: rank {comm.rank}, {th.label}: thread notify {idx} was recorded but never "
+                           "waited on by the end of the operation (it would desynchronise the next one)")
+                comm.reports.append(message)
+                if comm.config.check == "strict":
+                    comm.record_failure(HcclResult.E_INTERNAL, message)
+                    for main in comm.stream_threads.values():
+                        if main.queue.error is None:
+                            main.queue.error = (int(HcclResult.E_INTERNAL), ACL_ERROR_RT_INTERNAL_ERROR, message)
+                else:
+                    warnings.warn(message, CheckerWarning, stacklevel=2)
 
     def _execute(self, q: Queue, t: tuple) -> bool:
         kind = t[0]
