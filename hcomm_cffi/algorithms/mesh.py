@@ -9,7 +9,7 @@ allgather) above.  Broadcast and Reduce are stars around the root.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Sequence
 
 from .base import ACK, ALIGN, DATA, Ctx, OpArgs, UnsupportedError, split_even
 
@@ -100,7 +100,7 @@ def mesh_broadcast(ctx: Ctx, group: Sequence[int], buf: CData, count: int, root:
             ctx.copy(main, ptr, ctx.mine(0), nb)
 
 
-def mesh_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: Optional[CData], count: int, root: int) -> None:
+def mesh_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, count: int, root: int) -> None:
     """Star: leaves write into the root's slot ``[their index]``; the root reduces in group order."""
     n, esz, main = len(group), ctx.esz, ctx.threads[0]
     if n == 1:

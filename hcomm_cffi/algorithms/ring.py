@@ -130,7 +130,7 @@ def ring_broadcast(ctx: Ctx, group: Sequence[int], buf: CData, count: int, root:
             ctx.send(th, nxt, [(0, ptr, nb)])
 
 
-def ring_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: Optional[CData], count: int, root: int,
+def ring_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, count: int, root: int,
                 th: Optional[int] = None) -> None:
     """Chain root+1 -> ... -> root, each rank adding its input to the partial sum in its HCCL buffer."""
     n = len(group)

@@ -160,7 +160,7 @@ def binomial_broadcast(ctx: Ctx, group: Sequence[int], buf: CData, count: int, r
             ctx.send(th, kid, [(0, ptr, nb)])
 
 
-def binomial_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: Optional[CData], count: int, root: int) -> None:
+def binomial_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, count: int, root: int) -> None:
     """Children write into slot 1+index of their parent; partial sums climb to the root."""
     n, th, esz = len(group), ctx.threads[0], ctx.esz
     if n == 1:

@@ -79,7 +79,7 @@ def allreduce_coalesced(comm: Any, tensors: Sequence[Any], op: Any = "sum",
         first = tensors[bk.indices[0]]
         if is_torch(first):
             import torch
-            fused = torch.empty(bk.count, dtype=first.dtype, device=first.device)
+            fused: Any = torch.empty(bk.count, dtype=first.dtype, device=first.device)
             for i, off in zip(bk.indices, bk.offsets):
                 fused[off:off + bufs[i].count].copy_(_flat(tensors[i]))
         else:

@@ -83,7 +83,8 @@ def _from_torch(t: Any, name: str, writable: bool) -> Buffer:
     if kind == "npu":  # pragma: no cover - needs Ascend hardware
         import torch
         import torch_npu  # noqa: F401  (registers torch.npu)
-        torch.npu.current_stream().synchronize()  # the user's queued kernels finish before our stream reads
+        # the user's queued kernels finish before our stream reads
+        torch.npu.current_stream().synchronize()  # type: ignore[attr-defined]
     ptr = ffi.cast("char *", t.data_ptr()) if t.numel() else ffi.NULL
     return Buffer(t, ptr, int(t.numel()), dt, tuple(t.shape), "npu" if kind == "npu" else "host", [t])
 

@@ -154,7 +154,7 @@ class Comm(LanesMixin):
         self._member = True
         self._broken: Optional[str] = None
         self._children: Dict[Tuple[str, tuple], int] = {}
-        self.parent_ranks: List[int] = []
+        self.parent_ranks = []
         self._lanes: Dict[Tuple[int, str], Any] = {}
         self._res: Dict[Tuple[str, str, int], Any] = {}
         self._choices: Dict[tuple, str] = {}

@@ -49,6 +49,7 @@ class LanesMixin:
     size: int
     name: str
     timeout: int
+    _broken: Optional[str]
     topology: Any
     _handle: Any
     _lanes: Dict[Tuple[int, str], Lane]

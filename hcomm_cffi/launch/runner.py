@@ -333,13 +333,13 @@ def launch(config: LaunchConfig, stdout: Optional[IO[Any]] = None, stderr: Optio
     previous: Dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in _STOP_SIGNALS:
-            previous[sig] = signal.signal(sig, lambda signum, frame: received.append(signum))
+            previous[sig] = signal.signal(sig, lambda signum, frame: received.append(int(signum)))
     try:
         return _supervise(job, received)
     finally:
         job.finish()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _supervise(job: _Job, received: List[int]) -> int:

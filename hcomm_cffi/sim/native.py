@@ -558,7 +558,9 @@ class NativeCollectives:
         # rounds: at most one send and one recv per peer, so send slices are never shared
         pending = list(checked)
         while pending:
-            round_items, rest, seen = [], [], set()
+            round_items: List[tuple] = []
+            rest: List[tuple] = []
+            seen: set = set()
             for it in pending:
                 key = (it[0], it[4])
                 (rest if key in seen else round_items).append(it)

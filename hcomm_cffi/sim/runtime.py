@@ -406,10 +406,11 @@ class Executor:
 
 def _wait_limit(q: Queue, t: tuple) -> Optional[float]:
     """Timeout in seconds of a notify-wait task (0 means the communicator's HCCL_EXEC_TIMEOUT)."""
+    default = q.comm.config.exec_timeout_s if q.comm is not None else 86400.0
     if t[0] == T_WAIT:
-        return t[3] or q.comm.config.exec_timeout_s
+        return t[3] or default
     if t[0] == C_WAIT:
-        return t[4] or q.comm.config.exec_timeout_s
+        return t[4] or default
     return None
 
 

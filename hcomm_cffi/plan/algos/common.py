@@ -104,5 +104,5 @@ class FlatAlgorithm(abc.ABC):
         """Fork/join thread notifies per thread (main first); its length is the thread count."""
 
     @abc.abstractmethod
-    def phases(self, n: int, coll: Collective, size: int) -> Tuple[Phase, ...]:
+    def phases(self, n: int, coll: Collective, size: float) -> Tuple[Phase, ...]:
         """Schedule of the busiest member; ``link`` left None (the planner binds link classes)."""

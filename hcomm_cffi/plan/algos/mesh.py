@@ -38,7 +38,7 @@ class Mesh(FlatAlgorithm):
     def thread_notifies(self, role: str, n: int, coll: Collective) -> Tuple[int, ...]:
         return fork_join_notifies(1 if role == "leaf" else n - 1)
 
-    def phases(self, n: int, coll: Collective, size: int) -> Tuple[Phase, ...]:
+    def phases(self, n: int, coll: Collective, size: float) -> Tuple[Phase, ...]:
         p = n
         share = (p - 1) * size / p
         if coll is Collective.ALLREDUCE:

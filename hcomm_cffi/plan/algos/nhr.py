@@ -48,7 +48,7 @@ class Nhr(FlatAlgorithm):
             return fork_join_notifies(2, per_slave=2)
         return fork_join_notifies(1)
 
-    def phases(self, n: int, coll: Collective, size: int) -> Tuple[Phase, ...]:
+    def phases(self, n: int, coll: Collective, size: float) -> Tuple[Phase, ...]:
         d = ceil_log2(n)
         share = (n - 1) * size / n
         rs = Phase("reduce-scatter", d, share, share, reduce_bytes=share)

@@ -112,7 +112,7 @@ class Tree(FlatAlgorithm):
     def thread_notifies(self, role: str, n: int, coll: Collective) -> Tuple[int, ...]:
         return fork_join_notifies(1)
 
-    def phases(self, n: int, coll: Collective, size: int) -> Tuple[Phase, ...]:
+    def phases(self, n: int, coll: Collective, size: float) -> Tuple[Phase, ...]:
         if coll in ROOTED:
             d = ceil_log2(n)
             red = d * size if coll is Collective.REDUCE else 0.0
