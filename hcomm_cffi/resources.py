@@ -13,15 +13,23 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .binding import Binding
 from .enums import Engine, Protocol
-from .initializers import make_channel_descs
-from .plan import RankResources
+from .initializers import make_channel_descs, make_comm_config
+from .plan import Plan, RankResources
 
-__all__ = ["Resources", "ResourceCache", "ENGINE", "shape_key"]
+__all__ = ["Resources", "ResourceCache", "ENGINE", "shape_key", "comm_config_for"]
 
 #: Engine of the host-driven data plane (the only one that can wrap a stream on A2/A3 hosts).
 ENGINE = Engine.CPU_TS
 
 CData = Any
+
+
+def comm_config_for(plan: Plan, max_mb: int = 200, **fields: Any) -> CData:
+    """An ``HcclCommConfig`` whose HCCL buffer fits one piece of ``plan`` (``hcclBufferSize``, MiB per half).
+
+    Extra keyword arguments go to :func:`make_comm_config` (comm_name, deterministic, ...).
+    """
+    return make_comm_config(buffer_size_mb=plan.comm_config_buffer_mb(max_mb), **fields)
 
 
 @dataclass

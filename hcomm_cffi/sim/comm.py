@@ -35,6 +35,7 @@ MAX_NOTIFIES_PER_CHANNEL = 64
 # header word indices
 H_MAGIC, H_VERSION, H_STATE, H_NRANKS, H_RANK, H_PID, H_BELL, H_SLEEPING, H_SLOTS = range(9)
 H_BUF_LO, H_BUF_HI = 9, 10
+H_CONNECTED = 11            # set once this rank has mapped every peer (second phase of the rendezvous)
 STATE_READY, STATE_DESTROYED = 1, 2
 # slot word indices
 S_STATE, S_PEER, S_ENGINE, S_PROTOCOL, S_NOTIFY_NUM = range(5)
@@ -170,8 +171,13 @@ class SimComm:
 
     # ------------------------------------------------------------------ rendezvous
     def connect(self) -> None:
-        """Wait until every peer's segments exist and agree on the rank count."""
+        """Rendezvous: map every peer, then wait until every peer has mapped everyone too."""
         deadline = time.monotonic() + self.config.connect_timeout_s
+        self.map_peers(deadline)
+        self.wait_connected(deadline)
+
+    def map_peers(self, deadline: float) -> None:
+        """Wait until every peer's segments exist and agree on the rank count, and map them."""
         missing = [r for r in range(self.nranks) if r != self.rank]
         delay = 0.0005
         while missing:
@@ -202,6 +208,24 @@ class SimComm:
                                f"never arrived within {self.config.connect_timeout_s:g} s (HCCL_CONNECT_TIMEOUT)")
             time.sleep(delay)
             delay = min(delay * 2, 0.02)
+        self.words[H_CONNECTED] = 1
+
+    def wait_connected(self, deadline: float) -> None:
+        """Second phase: nobody returns (and may destroy) before every rank has mapped everyone."""
+        waiting = [r for r in range(self.nranks) if r != self.rank]
+        delay = 0.0002
+        while waiting:
+            waiting = [r for r in waiting
+                       if not ffi.cast("uint32_t *", self.peer_ctl[r].ptr)[H_CONNECTED]]
+            if not waiting:
+                break
+            if time.monotonic() >= deadline:
+                raise SimError(HcclResult.E_TIMEOUT,
+                               f"rank {self.rank} of communicator {self.name}: ranks {waiting} of {self.nranks} "
+                               f"arrived but did not finish connecting within {self.config.connect_timeout_s:g} s "
+                               "(HCCL_CONNECT_TIMEOUT)")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.01)
 
     def _open_peer_ctl(self, rank: int) -> Optional[Segment]:
         name = segment_names(self.comm_id, rank)[0]

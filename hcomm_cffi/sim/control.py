@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import struct
+import time
 import uuid
 import warnings
 from typing import Any, List
@@ -187,8 +188,11 @@ class ControlPlane:
                     c = SimComm(handle, comm_id, comm_id, r, ndev, cfg)
                     self.state.comms[handle] = c
                     made.append(c)
+            deadline = time.monotonic() + cfg.connect_timeout_s
+            for c in made:        # all ranks live in this process: map everyone first, then confirm
+                c.map_peers(deadline)
             for c in made:
-                c.connect()
+                c.wait_connected(deadline)
         except BaseException:
             for c in made:
                 self.state.comms.pop(c.handle, None)
