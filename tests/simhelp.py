@@ -43,6 +43,17 @@ class RankEnv:
         self.b.comm_destroy(self.comm)
 
 
+def error_text(call: Any, *args: Any) -> str:
+    """Run a binding call; the HcclError text it raised, or "no error"."""
+    from hcomm_cffi.errors import HcclError
+
+    try:
+        call(*args)
+    except HcclError as exc:
+        return str(exc)
+    return "no error"
+
+
 def open_rank(rank: int, n: int, root: bytes) -> RankEnv:
     """Create the world communicator of this rank on the emulator."""
     lib = load("sim")   # ABI-checked when HCOMM_SIM_ABI_CHECK=1 (the test default)

@@ -13,7 +13,7 @@ from hcomm_cffi.errors import HcclError
 from hcomm_cffi.initializers import make_channel_descs
 from hcomm_cffi.sim import CheckerWarning
 from multiproc import run_ranks
-from simhelp import open_rank
+from simhelp import error_text, open_rank
 
 
 def _double_record(rank: int, n: int, root: bytes) -> str:
@@ -27,16 +27,9 @@ def _double_record(rank: int, n: int, root: bytes) -> str:
         b.channel_notify_record(th, ch, 1)
         b.channel_notify_record(th, ch, 1)       # missing wait in between
     b.batch_mode_end(b"t")
-    try:
-        b.synchronize_stream(env.stream)
-        message = "no error"
-    except HcclError as exc:
-        message = str(exc)
-    try:
-        env.close()       # rank 1 still holds the absorbed record: strict destroy reports it
-    except HcclError as exc:
-        message += " | " + str(exc)
-    return message
+    message = error_text(b.synchronize_stream, env.stream)
+    # rank 1 still holds the absorbed record: strict destroy reports it
+    return message + " | " + error_text(env.close)
 
 
 def test_missing_wait_is_reported_by_the_checker() -> None:
@@ -84,11 +77,7 @@ def _bad_fork_join(rank: int, n: int, root: bytes) -> str:
     b.batch_mode_start(b"t")
     b.local_copy(main, env.ptr(dst), env.ptr(src), 64)
     b.local_copy(worker, env.ptr(dst), env.ptr(src), 64)   # no fork wait, no join record
-    try:
-        b.batch_mode_end(b"t")
-        message = "no error"
-    except HcclError as exc:
-        message = str(exc)
+    message = error_text(b.batch_mode_end, b"t")
     env.close()
     return message
 
@@ -330,11 +319,7 @@ def _thread_notify_left_set(rank: int, n: int, root: bytes) -> str:
     b.batch_mode_start(b"t")
     b.thread_notify_record(main, main, 1)          # nobody waits on it
     b.batch_mode_end(b"t")
-    try:
-        b.synchronize_stream(env.stream)
-        message = "no error"
-    except HcclError as exc:
-        message = str(exc)
+    message = error_text(b.synchronize_stream, env.stream)
     env.close()
     return message
 
