@@ -87,24 +87,7 @@ def _f32_to_bf16(values: np.ndarray, out: np.ndarray) -> None:
 
 def reduce(dst: Any, src: Any, count: int, dtype: DataType, op: ReduceOp) -> None:
     """``dst[i] = op(dst[i], src[i])`` for ``count`` elements of ``dtype`` (ints wrap around)."""
-    if count <= 0:
-        return
-    ufunc: Callable[..., Any] = _UFUNC[op]
-    d = view(dst, count, dtype)
-    s = view(src, count, dtype)
-    piece = max(1, REDUCE_PIECE // d.itemsize)
-    if dtype == DataType.BFP16:
-        for lo in range(0, count, piece):
-            hi = lo + piece
-            acc = ufunc(_bf16_to_f32(d[lo:hi]), _bf16_to_f32(s[lo:hi]))
-            _f32_to_bf16(acc, d[lo:hi])
-        return
-    if count <= piece:
-        ufunc(d, s, out=d)
-        return
-    for lo in range(0, count, piece):
-        hi = lo + piece
-        ufunc(d[lo:hi], s[lo:hi], out=d[lo:hi])
+    reduce3(dst, dst, src, count, dtype, op)
 
 
 def reduce3(dst: Any, a: Any, b: Any, count: int, dtype: DataType, op: ReduceOp) -> None:
