@@ -44,6 +44,10 @@ class Resources:
     local_buffer: CData
     local_size: int
     acquired: List[Tuple[str, tuple]] = field(default_factory=list)  # the acquisition calls made
+    smallest_buffer: int = 0                    # bytes of the smallest HCCL buffer involved (set below)
+
+    def __post_init__(self) -> None:
+        self.smallest_buffer = min([self.local_size] + [s for _, s in self.peer_buffers.values()])
 
     @property
     def threads(self) -> List[int]:

@@ -38,7 +38,8 @@ def body(rank: int, n: int, root_info: bytes) -> Dict[str, Any]:
     import numpy as np
 
     import hcomm_cffi as hcomm
-    from hcomm_cffi.algorithms import registry
+    from hcomm_cffi.algorithms.context import NOTIFIES_PER_CHANNEL
+    from hcomm_cffi.algorithms.formulas import plan_for
     from hcomm_cffi.binding import get_binding, reset_binding
     from hcomm_cffi.resources import shape_key
 
@@ -55,7 +56,7 @@ def body(rank: int, n: int, root_info: bytes) -> Dict[str, Any]:
                 before = len(counting.calls)
                 _run(w, coll, x, root, algo)
                 made = counting.calls[before:]
-                spec = registry.plan_for(algo, coll, w.topology, root).resources_for(rank)
+                spec = plan_for(algo, coll, w.topology, root).resources_for(rank)
                 expect: List[Tuple[str, tuple]] = [("thread_acquire_with_stream", (1, spec.thread_notify_counts[0]))]
                 if spec.threads > 1:
                     expect.append(("thread_acquire", (1, spec.threads - 1, max(spec.thread_notify_counts[1:]))))
@@ -81,7 +82,7 @@ def body(rank: int, n: int, root_info: bytes) -> Dict[str, Any]:
                 w.recv(np.empty(4), peer)
             made = counting.calls[before:]
             assert [m[0] for m in made] == ["thread_acquire_with_stream", "channel_acquire"], made
-            assert made[1][1] == ((peer, 0, 4),), made
+            assert made[1][1] == ((peer, 0, NOTIFIES_PER_CHANNEL),), made
             return report
         finally:
             hcomm.finalize()
@@ -108,4 +109,5 @@ def test_acquired_equals_plan() -> None:
     assert r0["mesh/allreduce"] == (3, 3)      # seed figure: mesh = 3 threads, 3 channels
     assert r0["tree/allreduce"] == (1, 2)
     assert reports[2]["mesh/broadcast"] == (3, 3) and reports[1]["mesh/broadcast"] == (1, 1)
-    assert r0["hierarchical/allreduce"] == (2, 2)  # 1 intra (mesh) + 1 inter (ring over 2 servers)
+    # 1 intra peer (mesh over 2) + 1 inter peer (ring over 2 servers: one direction, one thread)
+    assert r0["hierarchical/allreduce"] == (1, 2)

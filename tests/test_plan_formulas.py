@@ -34,7 +34,8 @@ def test_seed_figures_mesh_4_ranks_aicpu() -> None:
 
 
 # (channels, threads, channel notifies, fork/join thread notifies) per N for allreduce
-RING = {2: (1, 2, 2, 2), 3: (2, 2, 4, 2), 4: (2, 2, 4, 2), 8: (2, 2, 4, 2), 16: (2, 2, 4, 2),
+# ring at N = 2: one neighbour, one direction -> 1 thread (what the ring schedule uses; a dry run derives it)
+RING = {2: (1, 1, 2, 0), 3: (2, 2, 4, 2), 4: (2, 2, 4, 2), 8: (2, 2, 4, 2), 16: (2, 2, 4, 2),
         1000: (2, 2, 4, 2)}
 MESH = {2: (1, 1, 2, 0), 3: (2, 2, 4, 2), 4: (3, 3, 6, 4), 8: (7, 7, 14, 12), 16: (15, 15, 30, 28),
         1000: (999, 999, 1998, 1996)}
@@ -112,11 +113,13 @@ def test_nhr_allgather_uses_two_threads() -> None:
     assert r.threads == 2 and r.thread_notify_counts == (1 + 1, 2) and r.thread_notifies == 3
 
 
-def test_single_rank_needs_nothing() -> None:
+def test_single_rank_needs_one_thread_for_its_copy() -> None:
+    """N = 1: no channels, no steps; the local copy of a collective that moves data needs one thread."""
     for algo in ("ring", "mesh", "tree", "nhr"):
         p = _plan(algo, 1)
-        assert (p.threads, p.n_channels, p.steps, p.modelled_time_us) == (0, 0, 0, 0.0)
-        assert p.resources_for(0).total_notifies == 0
+        assert (p.threads, p.n_channels, p.steps, p.modelled_time_us) == (1, 0, 0, 0.0)
+        assert _plan(algo, 1, op="broadcast").threads == 0
+        assert p.resources_for(0).total_notifies == 1   # the host-sync notify of the one thread
 
 
 @pytest.mark.parametrize("servers,devices,inter,channels", [

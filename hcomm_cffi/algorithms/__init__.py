@@ -1,6 +1,15 @@
-"""Collective algorithms over HCOMM channels: ring, mesh, tree, p2p, hierarchical, native (see base.py)."""
+"""Communication algorithms: one interface (``interface.py``) for the built-ins and a user's own.
+
+``ring``, ``mesh``, ``tree``, ``hierarchical`` and ``native`` are registered by name; a user's
+algorithm is registered with :func:`algorithm` or referenced as ``"package.module:attr"``.
+"""
 from __future__ import annotations
 
-from .base import ACK, DATA, NOTIFIES_PER_CHANNEL, P2P_CREDIT, P2P_DATA, Ctx, OpArgs, UnsupportedError
+from .context import ACK, DATA, NOTIFIES_PER_CHANNEL, P2P_CREDIT, P2P_DATA, IssueContext
+from .dryrun import DryRun, ScheduleError, dry_run
+from .interface import COLLECTIVES, Algorithm, CollectiveCall, UnsupportedError
+from .registry import algorithm, choose, names, register, resolve
 
-__all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "NOTIFIES_PER_CHANNEL", "Ctx", "OpArgs", "UnsupportedError"]
+__all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "NOTIFIES_PER_CHANNEL", "IssueContext", "CollectiveCall",
+           "Algorithm", "UnsupportedError", "ScheduleError", "DryRun", "dry_run", "algorithm", "register",
+           "resolve", "choose", "names", "COLLECTIVES"]

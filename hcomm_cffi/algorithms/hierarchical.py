@@ -10,13 +10,17 @@ AllReduce into scratch memory keeping one block.  AlltoAll is not offered.
 """
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from ..plan import Topology
 from . import mesh, ring
-from .base import Ctx, OpArgs, UnsupportedError, split_even
+from ..enums import DataType, ReduceOp
+from .context import IssueContext, split_even
+from .formulas import formula_resources
+from .interface import COLLECTIVES, CollectiveCall, UnsupportedError
+from .registry import algorithm
 
-__all__ = ["run", "groups"]
+__all__ = ["hierarchical", "run", "groups"]
 
 
 def groups(topo: Topology, rank: int) -> "tuple[List[int], List[int], int, int]":
@@ -30,18 +34,18 @@ def _contiguous(topo: Topology) -> bool:
         [srv[0] for srv in topo.servers] == sorted(srv[0] for srv in topo.servers)
 
 
-def _allreduce(ctx: Ctx, intra: Sequence[int], inter: Sequence[int], send, recv, count: int, l: int) -> None:
+def _allreduce(ctx: IssueContext, intra: Sequence[int], inter: Sequence[int], send, recv, count: int, l: int) -> None:
     esz = ctx.esz
     chunks = split_even(count, len(intra))
     lens = [n for _, n in chunks]
     mine = recv + chunks[l][0] * esz
     mesh.mesh_rs(ctx, intra, [send + o * esz for o, _ in chunks], lens, mine)
     if len(inter) > 1 and lens[l]:
-        ring.run(ctx, inter, OpArgs("allreduce", mine, mine, lens[l], ctx.dtype, ctx.op))
+        ring.run(ctx, inter, CollectiveCall("allreduce", mine, mine, lens[l], ctx.dtype, ctx.op))
     mesh.mesh_ag(ctx, intra, mine, lens, [recv + o * esz for o, _ in chunks])
 
 
-def run(ctx: Ctx, topo: Topology, a: OpArgs) -> None:
+def run(ctx: IssueContext, topo: Topology, a: CollectiveCall) -> None:
     """Issue ``a`` on this rank over the two levels of ``topo``."""
     intra, inter, s, l = groups(topo, ctx.rank)
     esz, c = ctx.esz, a.coll
@@ -62,7 +66,7 @@ def run(ctx: Ctx, topo: Topology, a: OpArgs) -> None:
             mesh.mesh_ag(ctx, intra, a.send, [a.count] * len(intra), [a.recv + g * a.count * esz for g in intra])
             if len(inter) > 1:
                 block = len(intra) * a.count
-                ring.run(ctx, inter, OpArgs("allgather", a.recv + intra[0] * a.count * esz, a.recv, block, ctx.dtype))
+                ring.run(ctx, inter, CollectiveCall("allgather", a.recv + intra[0] * a.count * esz, a.recv, block, ctx.dtype))
     elif c == "broadcast":
         lroot, sroot = topo.local_rank(a.root), topo.server_of(a.root)
         if l == lroot and len(inter) > 1:
@@ -86,3 +90,20 @@ def run(ctx: Ctx, topo: Topology, a: OpArgs) -> None:
         mesh.mesh_barrier(ctx, intra)
     else:
         raise UnsupportedError(f"algorithm='hierarchical' has no {c}; use algorithm='mesh', 'ring' or 'native'")
+
+
+def _unsupported(coll: str, dtype: DataType, op: Optional[ReduceOp], topology: Topology) -> Optional[str]:
+    if topology.n_servers < 2:
+        return (f"algorithm='hierarchical' needs at least two servers but the topology has {topology.n_servers} "
+                "(pass topology=(servers, devices_per_server) to hcomm.init() or Comm())")
+    if coll == "allgather" and not _contiguous(topology):
+        return ("hierarchical allgather needs the ranks of each server to be contiguous and servers in rank "
+                "order")
+    return None
+
+
+@algorithm("hierarchical", collectives=[c for c in COLLECTIVES if c != "alltoall"],
+           resources=formula_resources("hierarchical"), unsupported=_unsupported)
+def hierarchical(ctx: IssueContext, call: CollectiveCall) -> None:
+    """Intra-server mesh, inter-server ring, intra-server mesh over the communicator's topology."""
+    run(ctx, ctx.topology, call)

@@ -11,19 +11,22 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Sequence
 
-from .base import ACK, ALIGN, DATA, Ctx, OpArgs, UnsupportedError, split_even
+from .context import ACK, ALIGN, DATA, IssueContext, split_even
+from .formulas import formula_resources
+from .interface import CollectiveCall, UnsupportedError
+from .registry import algorithm
 
-__all__ = ["run", "mesh_rs", "mesh_ag", "mesh_broadcast", "mesh_reduce", "mesh_barrier", "ONE_SHOT_BYTES"]
+__all__ = ["mesh", "run", "mesh_rs", "mesh_ag", "mesh_broadcast", "mesh_reduce", "mesh_barrier", "ONE_SHOT_BYTES"]
 
 ONE_SHOT_BYTES = 64 << 10
 CData = Any
 
 
-def _sb(ctx: Ctx, slot: int) -> int:
+def _sb(ctx: IssueContext, slot: int) -> int:
     return -(-slot * ctx.esz // ALIGN) * ALIGN
 
 
-def _phase(ctx: Ctx, peers: Sequence[int], body: Callable[[int, int], None]) -> None:
+def _phase(ctx: IssueContext, peers: Sequence[int], body: Callable[[int, int], None]) -> None:
     """fork, ``body(thread, peer)`` for every peer on its own thread, join."""
     used = min(len(peers), len(ctx.threads))
     ctx.fork(used)
@@ -32,14 +35,14 @@ def _phase(ctx: Ctx, peers: Sequence[int], body: Callable[[int, int], None]) -> 
     ctx.join(used)
 
 
-def _sum_into(ctx: Ctx, th: int, out: CData, ptrs: Sequence[CData], count: int) -> None:
+def _sum_into(ctx: IssueContext, th: int, out: CData, ptrs: Sequence[CData], count: int) -> None:
     """out = ptrs[0] op ptrs[1] op ... in this order."""
     ctx.copy(th, out, ptrs[0], count * ctx.esz)
     for p in ptrs[1:]:
         ctx.reduce(th, out, p, count)
 
 
-def mesh_rs(ctx: Ctx, group: Sequence[int], srcs: List[CData], lens: List[int], out: CData) -> None:
+def mesh_rs(ctx: IssueContext, group: Sequence[int], srcs: List[CData], lens: List[int], out: CData) -> None:
     """Member j receives op over ranks of ``srcs[j]`` (my input for j, ``lens[j]`` elements) in ``out``."""
     n, esz, main = len(group), ctx.esz, ctx.threads[0]
     me = group.index(ctx.rank)
@@ -64,7 +67,7 @@ def mesh_rs(ctx: Ctx, group: Sequence[int], srcs: List[CData], lens: List[int], 
         _sum_into(ctx, main, dst, [own if j == me else ctx.mine(j * sb) for j in range(n)], ln[me])
 
 
-def mesh_ag(ctx: Ctx, group: Sequence[int], own: CData, lens: List[int], outs: List[CData]) -> None:
+def mesh_ag(ctx: IssueContext, group: Sequence[int], own: CData, lens: List[int], outs: List[CData]) -> None:
     """Every member's chunk (mine at ``own``) lands at ``outs[j]`` on every rank."""
     n, esz, main = len(group), ctx.esz, ctx.threads[0]
     me = group.index(ctx.rank)
@@ -83,7 +86,7 @@ def mesh_ag(ctx: Ctx, group: Sequence[int], own: CData, lens: List[int], outs: L
                 ctx.copy(main, outs[j] + po * esz, ctx.mine(j * sb), ln[j] * esz)
 
 
-def mesh_broadcast(ctx: Ctx, group: Sequence[int], buf: CData, count: int, root: int) -> None:
+def mesh_broadcast(ctx: IssueContext, group: Sequence[int], buf: CData, count: int, root: int) -> None:
     """Star: the root writes every piece into each leaf's buffer; leaves copy it out."""
     if len(group) == 1 or count == 0:
         return
@@ -100,7 +103,7 @@ def mesh_broadcast(ctx: Ctx, group: Sequence[int], buf: CData, count: int, root:
             ctx.copy(main, ptr, ctx.mine(0), nb)
 
 
-def mesh_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, count: int, root: int) -> None:
+def mesh_reduce(ctx: IssueContext, group: Sequence[int], send: CData, recv: CData, count: int, root: int) -> None:
     """Star: leaves write into the root's slot ``[their index]``; the root reduces in group order."""
     n, esz, main = len(group), ctx.esz, ctx.threads[0]
     if n == 1:
@@ -130,14 +133,14 @@ def mesh_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, count:
         _sum_into(ctx, main, dst, [own if j == me else ctx.mine(j * sb) for j in range(n)], cnt)
 
 
-def mesh_barrier(ctx: Ctx, group: Sequence[int]) -> None:
+def mesh_barrier(ctx: IssueContext, group: Sequence[int]) -> None:
     """Handshake with every peer at once."""
     peers = [p for p in group if p != ctx.rank]
     if peers:
         _phase(ctx, peers, lambda th, p: ctx.exchange(th, p, []))
 
 
-def _one_shot(ctx: Ctx, group: Sequence[int], a: OpArgs) -> None:
+def _one_shot(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> None:
     """Everyone sends everything to everyone and reduces locally: one phase."""
     n, esz, main = len(group), ctx.esz, ctx.threads[0]
     me = group.index(ctx.rank)
@@ -155,7 +158,7 @@ def _one_shot(ctx: Ctx, group: Sequence[int], a: OpArgs) -> None:
         _sum_into(ctx, main, dst, [own if j == me else ctx.mine(j * sb) for j in range(n)], cnt)
 
 
-def run(ctx: Ctx, group: Sequence[int], a: OpArgs) -> None:
+def run(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> None:
     """Issue ``a`` over ``group`` on this rank."""
     n, esz = len(group), ctx.esz
     me = group.index(ctx.rank) if ctx.rank in group else -1
@@ -189,7 +192,7 @@ def run(ctx: Ctx, group: Sequence[int], a: OpArgs) -> None:
         raise UnsupportedError(f"mesh has no {c}")
 
 
-def _alltoall(ctx: Ctx, group: Sequence[int], a: OpArgs) -> None:
+def _alltoall(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> None:
     n, esz, main = len(group), ctx.esz, ctx.threads[0]
     me = group.index(ctx.rank)
     slot = ctx.slot_elems(n)
@@ -209,3 +212,9 @@ def _alltoall(ctx: Ctx, group: Sequence[int], a: OpArgs) -> None:
         for j in range(n):
             if j != me:
                 ctx.copy(main, a.recv + (j * blk + po) * esz, ctx.mine(j * sb), nb)
+
+
+@algorithm("mesh", resources=formula_resources("mesh"))
+def mesh(ctx: IssueContext, call: CollectiveCall) -> None:
+    """Mesh over every rank of the communicator."""
+    run(ctx, ctx.group, call)

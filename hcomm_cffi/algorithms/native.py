@@ -1,35 +1,36 @@
-"""Native: the vendor collectives (HcclAllReduce, ...) enqueued on the communicator's stream.
+"""Native: the library's own collectives (HcclAllReduce, ...) enqueued on the communicator's stream.
 
 The path for what the data-plane reduce cannot do (prod, 64-bit and unsigned types) and a
-baseline to compare the channel algorithms against.
+baseline to compare the channel algorithms against.  It acquires no threads or channels.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Dict, Tuple
 
 from .._ffi import ffi
-from ..binding import Binding
-from .base import OpArgs, UnsupportedError
+from .context import IssueContext
+from .formulas import no_resources
+from .interface import COLLECTIVES, CollectiveCall
+from .registry import algorithm
 
-__all__ = ["run"]
+__all__ = ["native"]
+
+#: collective -> (Binding method, its arguments before (comm, stream))
+_LIBRARY: Dict[str, Callable[[CollectiveCall], Tuple[str, Tuple[Any, ...]]]] = {
+    "allreduce": lambda a: ("all_reduce", (a.send, a.recv, a.count, int(a.dtype), int(a.op))),
+    "broadcast": lambda a: ("broadcast", (a.recv, a.count, int(a.dtype), a.root)),
+    "allgather": lambda a: ("all_gather", (a.send, a.recv, a.count, int(a.dtype))),
+    "reduce_scatter": lambda a: ("reduce_scatter", (a.send, a.recv, a.count, int(a.dtype), int(a.op))),
+    "reduce": lambda a: ("reduce", (a.send, a.recv if a.recv is not None else ffi.NULL, a.count, int(a.dtype),
+                                    int(a.op), a.root)),
+    "alltoall": lambda a: ("all_to_all", (a.send, a.count, int(a.dtype), a.recv, a.count, int(a.dtype))),
+    "barrier": lambda a: ("barrier", ()),
+}
+assert set(_LIBRARY) == set(COLLECTIVES)
 
 
-def run(b: Binding, comm: Any, stream: Any, a: OpArgs) -> None:
-    """Enqueue ``a`` as one vendor collective on ``stream`` (synchronise the stream to finish it)."""
-    dt, c = int(a.dtype), a.coll
-    if c == "allreduce":
-        b.all_reduce(a.send, a.recv, a.count, dt, int(a.op), comm, stream)
-    elif c == "broadcast":
-        b.broadcast(a.recv, a.count, dt, a.root, comm, stream)
-    elif c == "allgather":
-        b.all_gather(a.send, a.recv, a.count, dt, comm, stream)
-    elif c == "reduce_scatter":
-        b.reduce_scatter(a.send, a.recv, a.count, dt, int(a.op), comm, stream)
-    elif c == "reduce":
-        b.reduce(a.send, a.recv if a.recv is not None else ffi.NULL, a.count, dt, int(a.op), a.root, comm, stream)
-    elif c == "alltoall":
-        b.all_to_all(a.send, a.count, dt, a.recv, a.count, dt, comm, stream)
-    elif c == "barrier":
-        b.barrier(comm, stream)
-    else:
-        raise UnsupportedError(f"algorithm='native' has no {c}")
+@algorithm("native", reduces_on_data_plane=False, resources=no_resources)
+def native(ctx: IssueContext, call: CollectiveCall) -> None:
+    """One library collective on the communicator's stream (synchronising the stream finishes it)."""
+    name, args = _LIBRARY[call.coll](call)
+    ctx.library_call(name, *args)

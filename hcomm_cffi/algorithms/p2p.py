@@ -21,7 +21,7 @@ from typing import Any, List, Tuple
 import numpy as np
 
 from ..enums import DataType
-from .base import ALIGN, P2P_CREDIT, P2P_DATA, Ctx
+from .context import ALIGN, P2P_CREDIT, P2P_DATA, IssueContext
 
 __all__ = ["HEADER_BYTES", "MAGIC", "LaneState", "inbox", "pieces", "make_header", "parse_header",
            "issue_send", "issue_recv", "drain"]
@@ -41,13 +41,13 @@ class LaneState:
     credit: bool = True   # sender side: may write the inbox without waiting
 
 
-def inbox(ctx: Ctx, sender: int, n_ranks: int) -> Tuple[int, int]:
+def inbox(ctx: IssueContext, sender: int, n_ranks: int) -> Tuple[int, int]:
     """(byte offset, size) of ``sender``'s inbox in a receiver's HCCL buffer."""
-    size = (ctx.half // n_ranks) // ALIGN * ALIGN
+    size = (ctx.region_bytes // n_ranks) // ALIGN * ALIGN
     if size <= HEADER_BYTES:
-        raise ValueError(f"HCCL buffer too small for point-to-point inboxes ({ctx.half} bytes per half, "
+        raise ValueError(f"HCCL buffer too small for point-to-point inboxes ({ctx.region_bytes} bytes per half, "
                          f"{n_ranks} ranks); raise HCCL_BUFFSIZE")
-    return ctx.half + sender * size, size
+    return ctx.region_bytes + sender * size, size
 
 
 def pieces(nbytes: int, cap: int) -> List[Tuple[int, int]]:
@@ -71,7 +71,7 @@ def parse_header(raw: np.ndarray) -> dict:
             "src": int(h["src"])}
 
 
-def issue_send(ctx: Ctx, th: int, dst: int, n_ranks: int, st: LaneState, header: CData, payload: CData,
+def issue_send(ctx: IssueContext, th: int, dst: int, n_ranks: int, st: LaneState, header: CData, payload: CData,
                nbytes: int, eager: bool) -> None:
     """Tasks of one message to ``dst`` on lane thread ``th``; updates ``st``."""
     off, size = inbox(ctx, ctx.rank, n_ranks)
@@ -90,7 +90,7 @@ def issue_send(ctx: Ctx, th: int, dst: int, n_ranks: int, st: LaneState, header:
     st.seq += 1
 
 
-def issue_recv(ctx: Ctx, th: int, src: int, n_ranks: int, st: LaneState, header_out: CData, buf: CData,
+def issue_recv(ctx: IssueContext, th: int, src: int, n_ranks: int, st: LaneState, header_out: CData, buf: CData,
                nbytes: int) -> None:
     """Tasks of one message from ``src`` on lane thread ``th`` (the header is copied to ``header_out``)."""
     off, size = inbox(ctx, src, n_ranks)
@@ -104,7 +104,7 @@ def issue_recv(ctx: Ctx, th: int, src: int, n_ranks: int, st: LaneState, header_
     st.seq += 1
 
 
-def drain(ctx: Ctx, th: int, dst: int, st: LaneState) -> bool:
+def drain(ctx: IssueContext, th: int, dst: int, st: LaneState) -> bool:
     """Consume the credit still owed by ``dst`` (True if a task was issued)."""
     if st.credit:
         return False

@@ -1,100 +1,219 @@
-"""Algorithm names -> implementations, and ``auto``: the planner's choice among what can run.
+"""Algorithm names -> :class:`Algorithm` objects: built-ins, registered user algorithms, ``"module:attr"``, and ``auto``.
 
-``auto`` sends reductions the data plane cannot do (prod; 64-bit, unsigned types) to ``native``, and
-so it does with messages up to ``NATIVE_BELOW`` bytes (and barriers): there the cost is dominated by
-issuing tasks one by one from the host, which the library's own collective does not pay.  Above it,
-``auto`` asks the planner for the algorithm with the lowest modelled time among those implemented
-here for this collective and topology.  Plans are cached per communicator shape.
+``algorithm=`` anywhere (Comm collectives, ``hcomm plan --algo``, ``hcomm bench --algo``) takes
+
+* a registered name: the built-ins ``ring``, ``mesh``, ``tree``, ``hierarchical``, ``native``, or a
+  name a user registered with :func:`algorithm` / :func:`register`;
+* ``"package.module:attr"`` (entry-point syntax) or ``"path/to/file.py:attr"``: imported on first use,
+  no registration code needed; ``attr`` is an :class:`Algorithm` (what ``@algorithm`` makes) or a
+  subclass of it;
+* an :class:`Algorithm` object;
+* ``"auto"``: the library's own collective for reductions the data plane cannot do (prod; 64-bit,
+  unsigned types), for messages up to ``NATIVE_BELOW`` bytes and barriers (there the cost is
+  issuing tasks one by one from the host, which the library's collective does not pay); above
+  it, the built-in with the lowest modelled time in the planner for this collective, topology
+  and the communicator's real HCCL buffer.  User algorithms are never picked by ``auto``.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import os
+import sys
 from functools import lru_cache
-from typing import Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
 
-from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, ReduceOp
-from ..plan import InvalidAlgorithm, Plan, Topology, compare_algorithms, make_plan
-from . import hierarchical, mesh, ring, tree
-from .base import NOTIFIES_PER_CHANNEL, UnsupportedError
+from ..enums import DataType, Engine, ReduceOp
+from ..plan import RankResources, Topology, compare_algorithms
+from .interface import COLLECTIVES, REDUCING, Algorithm, CollectiveCall, FunctionAlgorithm, UnsupportedError
 
-__all__ = ["NAMES", "COLLECTIVES", "REDUCING", "MODULES", "plan_for", "p2p_plan", "choose", "check_algorithm"]
+__all__ = ["algorithm", "register", "resolve", "check_algorithm", "choose", "names", "BUILTINS",
+           "NATIVE_BELOW", "AlgorithmSpec"]
 
-NAMES = ("auto", "ring", "mesh", "tree", "hierarchical", "native")
-COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce", "alltoall", "barrier")
-REDUCING = frozenset({"allreduce", "reduce_scatter", "reduce"})
-MODULES = {"ring": ring, "mesh": mesh, "tree": tree, "hierarchical": hierarchical}
-_UNSUPPORTED: Dict[Tuple[str, str], str] = {
-    ("tree", "alltoall"): "alltoall has no recursive-doubling schedule",
-    ("hierarchical", "alltoall"): "hierarchical alltoall is not implemented",
-}
+#: Built-in algorithms, in the order ties are broken.
+BUILTINS = ("ring", "mesh", "tree", "hierarchical", "native")
 #: Up to this many bytes auto uses the library's own collective (measured on the emulator: it beats
 #: every host-driven schedule up to ~1 MiB on 2 and 4 ranks; benchmarks/compare_allreduce.py).
 NATIVE_BELOW = 1 << 20
 
-
-def check_algorithm(algorithm: object) -> str:
-    """Validate an ``algorithm=`` argument."""
-    if not isinstance(algorithm, str) or algorithm not in NAMES:
-        raise ValueError(f"algorithm={algorithm!r} is not known; expected one of {', '.join(NAMES)}")
-    return algorithm
+AlgorithmSpec = Union[str, Algorithm]
+_registered: Dict[str, Algorithm] = {}
+_references: Dict[str, Algorithm] = {}
 
 
-@lru_cache(maxsize=512)
-def plan_for(algorithm: str, coll: str, topo: Topology, root: int = 0) -> Plan:
-    """The resource plan of ``algorithm`` (size-independent: resources do not depend on size)."""
+def _load_builtins() -> None:
+    if "native" not in _registered:
+        from . import hierarchical, mesh, native, ring, tree  # noqa: F401  (each registers itself)
+
+
+def register(alg: Algorithm, name: Optional[str] = None) -> Algorithm:
+    """Make ``alg`` available as ``algorithm=name`` (default ``alg.name``); returns it.
+
+    Registering the same function again (a re-imported module) replaces it; a different algorithm
+    under a taken name, or a built-in's name, is an error.
+    """
+    if not isinstance(alg, Algorithm):
+        raise TypeError(f"register({alg!r}): expected an Algorithm (made by @hcomm_cffi.algorithm or a subclass)")
+    key = name or alg.name
+    if not isinstance(key, str) or not key or ":" in key or key == "auto":
+        raise ValueError(f"algorithm name {key!r}: expected a non-empty name without ':' other than 'auto'")
+    old = _registered.get(key)
+    same_origin = getattr(old, "origin", None) is not None and getattr(old, "origin", None) == getattr(alg, "origin", None)
+    if old is not None and old is not alg and (key in BUILTINS or not same_origin):
+        raise ValueError(f"algorithm name {key!r} is already registered ({old!r}); choose another name")
+    alg.name = alg.name or key
+    _registered[key] = alg
+    return alg
+
+
+def algorithm(name: Optional[str] = None, *, collectives: Optional[Iterable[str]] = COLLECTIVES,
+              reduces_on_data_plane: bool = True,
+              resources: Optional[Callable[[Topology, CollectiveCall, int], Optional[RankResources]]] = None,
+              unsupported: Optional[Callable[[str, DataType, Optional[ReduceOp], Topology], Optional[str]]] = None,
+              ) -> Callable[[Callable[..., None]], Algorithm]:
+    """Decorator: ``issue(ctx, call)`` becomes a registered :class:`Algorithm` named ``name`` (default: its name).
+
+    ``collectives``: what it implements (None: any name, for ``Comm.run_algorithm``);
+    ``resources(topology, call, rank)``: declared resources (default: derived from a dry run);
+    ``unsupported(coll, dtype, op, topology)``: a reason it cannot run, or None.
+    """
+    def wrap(fn: Callable[..., None]) -> Algorithm:
+        alg = FunctionAlgorithm(fn, name or getattr(fn, "__name__", ""), collectives, reduces_on_data_plane,
+                                resources, unsupported)
+        return register(alg)
+    return wrap
+
+
+def names() -> Tuple[str, ...]:
+    """Every name ``algorithm=`` accepts besides references: auto, the built-ins, then registered ones."""
+    _load_builtins()
+    return ("auto",) + BUILTINS + tuple(sorted(k for k in _registered if k not in BUILTINS))
+
+
+def _known() -> str:
+    return (", ".join(names()) + ", or a reference 'package.module:attr' / 'path/file.py:attr' to an algorithm "
+            "defined with @hcomm_cffi.algorithm")
+
+
+def _import_module(ref: str, mod_name: str) -> Any:
+    if mod_name.endswith(".py") or os.sep in mod_name:
+        path = os.path.abspath(mod_name)
+        if not os.path.isfile(path):
+            raise ValueError(f"algorithm={ref!r}: file {path} does not exist")
+        mod_id = "hcomm_user_algorithm_" + str(abs(hash(path)))
+        if mod_id in sys.modules:
+            return sys.modules[mod_id]
+        spec = importlib.util.spec_from_file_location(mod_id, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_id] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[mod_id]
+            raise
+        return module
     try:
-        return make_plan(coll, topo, 0, algorithm, engine=Engine.CPU_TS, root=root,
-                         notifies_per_channel=NOTIFIES_PER_CHANNEL, inter_algorithm="ring")
-    except InvalidAlgorithm as exc:
-        hint = ""
-        if algorithm == "hierarchical" and topo.n_servers < 2:
-            hint = " (pass topology=(servers, devices_per_server) to hcomm.init() or Comm())"
-        raise UnsupportedError(f"algorithm={algorithm!r} cannot run {coll} on {topo.n_ranks} ranks: {exc}{hint}; "
-                               f"use one of ring, mesh, tree, native") from None
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not mod_name.startswith(exc.name) or os.getcwd() in sys.path:
+            raise ValueError(f"algorithm={ref!r}: importing {mod_name!r} failed: {exc}") from exc
+    sys.path.append(os.getcwd())   # like `python -m`, a module in the working directory is found
+    try:
+        return importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ValueError(f"algorithm={ref!r}: module {mod_name!r} does not import ({exc}); expected "
+                         "'package.module:attr' importable from sys.path or the working directory, or "
+                         "'path/to/file.py:attr'") from exc
 
 
-@lru_cache(maxsize=256)
-def p2p_plan(topo: Topology, src: int, dst: int) -> Plan:
-    """Plan of a point-to-point lane from ``src`` to ``dst`` (one thread, one channel each)."""
-    return make_plan("sendrecv", topo, 0, "ring", engine=Engine.CPU_TS, root=src, peer=dst,
-                     notifies_per_channel=NOTIFIES_PER_CHANNEL)
+def _load_reference(ref: str) -> Algorithm:
+    mod_name, _, attr = ref.rpartition(":")
+    if not mod_name or not attr:
+        raise ValueError(f"algorithm={ref!r}: expected 'package.module:attr' or 'path/to/file.py:attr'")
+    module = _import_module(ref, mod_name)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            found = sorted(k for k, v in vars(module).items() if isinstance(v, Algorithm)
+                           or isinstance(v, type) and issubclass(v, Algorithm) and v is not Algorithm
+                           and v is not FunctionAlgorithm)
+            raise ValueError(f"algorithm={ref!r}: {mod_name} has no attribute {attr!r}; algorithms it defines: "
+                             f"{', '.join(found) or 'none'}")
+        obj = getattr(obj, part)
+    if isinstance(obj, type) and issubclass(obj, Algorithm):
+        obj = obj()
+    if not isinstance(obj, Algorithm):
+        raise ValueError(f"algorithm={ref!r}: {attr} is a {type(obj).__name__}, not an algorithm; define it with "
+                         "@hcomm_cffi.algorithm(...) on a function issue(ctx, call), or subclass "
+                         "hcomm_cffi.Algorithm")
+    if not obj.name:
+        obj.name = ref
+    return obj
 
 
-def validate(algorithm: str, coll: str, dtype: DataType, op: Optional[ReduceOp]) -> None:
-    """Raise UnsupportedError for combinations that cannot run, naming the alternatives."""
-    reason = _UNSUPPORTED.get((algorithm, coll))
-    if reason:
-        others = [a for a in ("mesh", "ring", "native") if (a, coll) not in _UNSUPPORTED]
-        raise UnsupportedError(f"algorithm={algorithm!r} cannot run {coll}: {reason}; use algorithm="
-                               + " or ".join(repr(a) for a in others))
-    if algorithm != "native" and coll in REDUCING and op is not None:
-        if dtype not in HOST_REDUCE_DTYPES or op not in HOST_REDUCE_OPS:
-            from .base import check_reducible
-            check_reducible(algorithm, dtype, op)
+def resolve(spec: AlgorithmSpec) -> Algorithm:
+    """The :class:`Algorithm` named by ``spec`` (not ``auto``); ValueError names the alternatives."""
+    if isinstance(spec, Algorithm):
+        return spec
+    if not isinstance(spec, str):
+        raise ValueError(f"algorithm={spec!r} is not an algorithm; expected {_known()}")
+    alg = _registered.get(spec) or _references.get(spec)
+    if alg is not None:
+        return alg
+    if ":" in spec:
+        alg = _references[spec] = _load_reference(spec)
+        return alg
+    _load_builtins()
+    alg = _registered.get(spec)
+    if alg is None:
+        raise ValueError(f"algorithm={spec!r} is not known; expected {_known()}")
+    return alg
+
+
+def check_algorithm(spec: Any) -> AlgorithmSpec:
+    """Validate an ``algorithm=`` argument before any work (references are imported now)."""
+    if spec != "auto":
+        resolve(spec)
+    return spec
+
+
+def check_supported(alg: Algorithm, coll: str, topo: Topology, dtype: DataType, op: Optional[ReduceOp]) -> None:
+    """Raise UnsupportedError when ``alg`` cannot run this call, naming the algorithms that can."""
+    reason = alg.unsupported(coll, dtype, op, topo)
+    if reason is None:
+        return
+    _load_builtins()
+    others = [n for n in BUILTINS if _registered[n] is not alg and _registered[n].unsupported(coll, dtype, op, topo)
+              is None]
+    raise UnsupportedError(f"{reason}; algorithms that can: {', '.join(others) or 'none'} (or 'auto')")
 
 
 @lru_cache(maxsize=1024)
-def _auto(coll: str, topo: Topology, nbytes: int, root: int) -> str:
+def _fastest(coll: str, topo: Topology, nbytes: int, root: int, buffer_mb: int) -> str:
     cands = compare_algorithms(coll, topo, nbytes, engine=Engine.CPU_TS, dtype=DataType.INT8, root=root,
-                               inter_algorithm="ring")
-    ok = [c for c in cands if c.plan is not None and c.algorithm in MODULES
-          and (c.algorithm, coll) not in _UNSUPPORTED]
+                               inter_algorithm="ring", buffer_mb=buffer_mb)
+    ok = [c for c in cands if c.plan is not None and c.algorithm in _registered
+          and _registered[c.algorithm].unsupported(coll, DataType.INT8, None, topo) is None]
     if not ok:
         return "native"
     best = min(ok, key=lambda c: (c.plan.modelled_time_us, c.plan.n_channels))  # type: ignore[union-attr]
     return best.algorithm
 
 
-def choose(algorithm: str, coll: str, topo: Topology, nbytes: int, dtype: DataType,
-           op: Optional[ReduceOp], root: int = 0) -> str:
-    """Resolve ``algorithm`` (maybe "auto") to a runnable name, or raise UnsupportedError."""
-    check_algorithm(algorithm)
-    if algorithm == "auto":
-        if coll in REDUCING and op is not None and (dtype not in HOST_REDUCE_DTYPES or op not in HOST_REDUCE_OPS):
-            return "native"
-        if topo.n_ranks == 1:
-            return "ring"
-        if nbytes <= NATIVE_BELOW or coll == "barrier":
-            return "native"
-        return _auto(coll, topo, nbytes, root)
-    validate(algorithm, coll, dtype, op)
-    return algorithm
+def choose(spec: AlgorithmSpec, coll: str, topo: Topology, nbytes: int, dtype: DataType, op: Optional[ReduceOp],
+           root: int = 0, buffer_mb: int = 200) -> Algorithm:
+    """Resolve ``spec`` (maybe "auto") to an algorithm that supports this call, or raise UnsupportedError."""
+    if spec != "auto":
+        alg = resolve(spec)
+        check_supported(alg, coll, topo, dtype, op)
+        return alg
+    _load_builtins()
+    native = _registered["native"]
+    if coll in REDUCING and op is not None and _registered["ring"].unsupported(coll, dtype, op, topo) is not None:
+        return native
+    if topo.n_ranks == 1:
+        return _registered["ring"]
+    if nbytes <= NATIVE_BELOW or coll == "barrier" or coll not in COLLECTIVES:
+        return native
+    return _registered[_fastest(coll, topo, nbytes, root, buffer_mb)]

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from .base import ACK, ALIGN, DATA, Ctx, OpArgs, UnsupportedError, split_even
+from .context import ACK, ALIGN, DATA, IssueContext, split_even
+from .formulas import formula_resources
+from .interface import CollectiveCall, UnsupportedError
+from .registry import algorithm
 
-__all__ = ["run", "COLLECTIVES", "ring_pass", "ring_broadcast", "ring_reduce", "ring_barrier"]
+__all__ = ["ring", "run", "COLLECTIVES", "ring_pass", "ring_broadcast", "ring_reduce", "ring_barrier"]
 
 COLLECTIVES = ("allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "alltoall", "barrier")
 CData = Any
 
 
-def _slot_bytes(ctx: Ctx, elems: int) -> int:
+def _slot_bytes(ctx: IssueContext, elems: int) -> int:
     return -(-elems * ctx.esz // ALIGN) * ALIGN
 
 
-def ring_pass(ctx: Ctx, th: int, ring: Sequence[int], srcs: List[Optional[CData]], outs: List[Optional[CData]],
+def ring_pass(ctx: IssueContext, th: int, ring: Sequence[int], srcs: List[Optional[CData]], outs: List[Optional[CData]],
               lens: List[int], rs: bool, ag: bool, region: int, slot: int) -> None:
     """One direction: reduce-scatter (chunk i ends reduced at ring[i]) then/or allgather of chunks.
 
@@ -70,11 +73,11 @@ def ring_pass(ctx: Ctx, th: int, ring: Sequence[int], srcs: List[Optional[CData]
                 g += 1
 
 
-def _directions(ctx: Ctx, group: Sequence[int]) -> int:
+def _directions(ctx: IssueContext, group: Sequence[int]) -> int:
     return 2 if len(group) >= 3 and len(ctx.threads) >= 2 else 1
 
 
-def _chunked(ctx: Ctx, group: Sequence[int], a: OpArgs, rs: bool, ag: bool) -> None:
+def _chunked(ctx: IssueContext, group: Sequence[int], a: CollectiveCall, rs: bool, ag: bool) -> None:
     """allreduce / reduce_scatter / allgather over ``group`` with one or two directions."""
     n, esz = len(group), ctx.esz
     dirs = _directions(ctx, group)
@@ -109,7 +112,7 @@ def _chunked(ctx: Ctx, group: Sequence[int], a: OpArgs, rs: bool, ag: bool) -> N
         ctx.join(2)
 
 
-def ring_broadcast(ctx: Ctx, group: Sequence[int], buf: CData, count: int, root: int, th: Optional[int] = None) -> None:
+def ring_broadcast(ctx: IssueContext, group: Sequence[int], buf: CData, count: int, root: int, th: Optional[int] = None) -> None:
     """Pipelined chain root -> root+1 -> ... over ``group`` (one thread, pieces of one slot)."""
     n = len(group)
     if n == 1 or count == 0:
@@ -130,7 +133,7 @@ def ring_broadcast(ctx: Ctx, group: Sequence[int], buf: CData, count: int, root:
             ctx.send(th, nxt, [(0, ptr, nb)])
 
 
-def ring_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, count: int, root: int,
+def ring_reduce(ctx: IssueContext, group: Sequence[int], send: CData, recv: CData, count: int, root: int,
                 th: Optional[int] = None) -> None:
     """Chain root+1 -> ... -> root, each rank adding its input to the partial sum in its HCCL buffer."""
     n = len(group)
@@ -161,7 +164,7 @@ def ring_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, count:
             ctx.reduce(th, dst, ctx.mine(0), cnt)
 
 
-def ring_alltoall(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, block: int) -> None:
+def ring_alltoall(ctx: IssueContext, group: Sequence[int], send: CData, recv: CData, block: int) -> None:
     """Store-and-forward: block (src -> src+d) travels d hops right; step s moves N-s blocks per rank."""
     n, esz, th = len(group), ctx.esz, ctx.threads[0]
     i = group.index(ctx.rank)
@@ -190,7 +193,7 @@ def ring_alltoall(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, bloc
             ctx.copy(th, recv + (src_rank * block + po) * esz, ctx.mine(mine_land), nb)
 
 
-def ring_barrier(ctx: Ctx, group: Sequence[int], th: Optional[int] = None) -> None:
+def ring_barrier(ctx: IssueContext, group: Sequence[int], th: Optional[int] = None) -> None:
     """N-1 handshake steps around the ring: afterwards every rank knows every other one arrived."""
     n = len(group)
     th = ctx.threads[0] if th is None else th
@@ -202,7 +205,7 @@ def ring_barrier(ctx: Ctx, group: Sequence[int], th: Optional[int] = None) -> No
         ctx.wait(th, left, DATA)
 
 
-def run(ctx: Ctx, group: Sequence[int], a: OpArgs) -> None:
+def run(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> None:
     """Issue ``a`` over ``group`` (comm ranks in ring order) on this rank."""
     n = len(group)
     if a.coll in ("allreduce", "reduce_scatter", "allgather"):
@@ -221,3 +224,9 @@ def run(ctx: Ctx, group: Sequence[int], a: OpArgs) -> None:
             ring_barrier(ctx, group)
     else:
         raise UnsupportedError(f"ring has no {a.coll}")
+
+
+@algorithm("ring", resources=formula_resources("ring"))
+def ring(ctx: IssueContext, call: CollectiveCall) -> None:
+    """Ring over every rank of the communicator, in rank order."""
+    run(ctx, ctx.group, call)

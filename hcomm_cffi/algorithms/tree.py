@@ -14,14 +14,17 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from ..plan.algos.common import ceil_log2, floor_log2
 from ..plan.algos.tree import binomial_children
-from .base import ACK, ALIGN, DATA, Ctx, OpArgs, UnsupportedError
+from .context import ACK, ALIGN, DATA, IssueContext
+from .formulas import formula_resources
+from .interface import COLLECTIVES, CollectiveCall, UnsupportedError
+from .registry import algorithm
 
-__all__ = ["run", "rd_allreduce", "rd_barrier", "binomial_broadcast", "binomial_reduce"]
+__all__ = ["tree", "run", "rd_allreduce", "rd_barrier", "binomial_broadcast", "binomial_reduce"]
 
 CData = Any
 
 
-def _sb(ctx: Ctx, slot: int) -> int:
+def _sb(ctx: IssueContext, slot: int) -> int:
     return -(-slot * ctx.esz // ALIGN) * ALIGN
 
 
@@ -39,7 +42,7 @@ def _pos(c: int, e: int) -> int:
     return 2 * c if c < e else c + e
 
 
-def rd_allreduce(ctx: Ctx, group: Sequence[int], send: CData, acc: Optional[CData], count: int,
+def rd_allreduce(ctx: IssueContext, group: Sequence[int], send: CData, acc: Optional[CData], count: int,
                  keep: Optional[Tuple[CData, int, int]] = None) -> None:
     """Recursive doubling over the whole vector into ``acc`` (None: accumulate in the HCCL buffer).
 
@@ -80,7 +83,7 @@ def rd_allreduce(ctx: Ctx, group: Sequence[int], send: CData, acc: Optional[CDat
                 ctx.copy(th, out + (a - lo) * esz, dst + (a - po) * esz, (b - a) * esz)
 
 
-def rd_barrier(ctx: Ctx, group: Sequence[int]) -> None:
+def rd_barrier(ctx: IssueContext, group: Sequence[int]) -> None:
     """Fold, log2 B handshakes, unfold: no data."""
     n, th = len(group), ctx.threads[0]
     if n == 1:
@@ -101,7 +104,7 @@ def rd_barrier(ctx: Ctx, group: Sequence[int]) -> None:
         ctx.send(th, group[i + 1], [])
 
 
-def rd_allgather(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, block: int) -> None:
+def rd_allgather(ctx: IssueContext, group: Sequence[int], send: CData, recv: CData, block: int) -> None:
     """Blocks gathered in the HCCL buffer by recursive doubling, then copied to ``recv``."""
     n, esz, th = len(group), ctx.esz, ctx.threads[0]
     i = group.index(ctx.rank)
@@ -142,7 +145,7 @@ def _tree_links(group: Sequence[int], root: int, rank: int) -> Tuple[Optional[in
     return group[(pv + r) % n], kids, binomial_children(pv, n).index(v)
 
 
-def binomial_broadcast(ctx: Ctx, group: Sequence[int], buf: CData, count: int, root: int) -> None:
+def binomial_broadcast(ctx: IssueContext, group: Sequence[int], buf: CData, count: int, root: int) -> None:
     """Receive from the parent, forward to the children (largest subtree first)."""
     if len(group) == 1 or count == 0:
         return
@@ -160,7 +163,7 @@ def binomial_broadcast(ctx: Ctx, group: Sequence[int], buf: CData, count: int, r
             ctx.send(th, kid, [(0, ptr, nb)])
 
 
-def binomial_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, count: int, root: int) -> None:
+def binomial_reduce(ctx: IssueContext, group: Sequence[int], send: CData, recv: CData, count: int, root: int) -> None:
     """Children write into slot 1+index of their parent; partial sums climb to the root."""
     n, th, esz = len(group), ctx.threads[0], ctx.esz
     if n == 1:
@@ -182,7 +185,7 @@ def binomial_reduce(ctx: Ctx, group: Sequence[int], send: CData, recv: CData, co
             ctx.send(th, parent, [((1 + my_idx) * sb, acc, cnt * esz)])
 
 
-def run(ctx: Ctx, group: Sequence[int], a: OpArgs) -> None:
+def run(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> None:
     """Issue ``a`` over ``group`` on this rank."""
     n, esz = len(group), ctx.esz
     c = a.coll
@@ -210,3 +213,9 @@ def run(ctx: Ctx, group: Sequence[int], a: OpArgs) -> None:
     else:
         raise UnsupportedError(f"algorithm='tree' has no {c}: alltoall has no recursive-doubling schedule; "
                                "use algorithm='mesh', 'ring' or 'native'")
+
+
+@algorithm("tree", collectives=[c for c in COLLECTIVES if c != "alltoall"], resources=formula_resources("tree"))
+def tree(ctx: IssueContext, call: CollectiveCall) -> None:
+    """Recursive doubling / binomial trees over every rank (alltoall has no recursive-doubling schedule)."""
+    run(ctx, ctx.group, call)

@@ -14,20 +14,23 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..algorithms import native as native_algo
 from ..algorithms import registry
-from ..algorithms.base import Ctx, OpArgs
+from ..algorithms.context import NOTIFIES_PER_CHANNEL, IssueContext
+from ..algorithms.dryrun import dry_run
+from ..algorithms.interface import Algorithm, CollectiveCall
+from ..algorithms.tasks import TaskBatch
 from ..binding import Binding
 from ..enums import DEFAULT_EXEC_TIMEOUT_S, DataType, ReduceOp, parse_reduce_op
 from ..errors import HcclError
-from ..algorithms.base import NOTIFIES_PER_CHANNEL
 from ..initializers import make_channel_descs, make_comm_config
-from ..plan import Topology
-from ..resources import ENGINE, ResourceCache
+from ..plan import MIB, Topology
+from ..resources import ENGINE, ResourceCache, Resources
+from . import live
 from .buffers import NO_STAGING, Buffer, Staging, as_buffer, new_like, overlaps
-from .engine import Recorder, launch, sync_stream, wrap_failure
-from .errors import CommError, NotMemberError
-from .lanes import LanesMixin
+from .errors import CommError, NotMemberError, wrap_failure
+from .point_to_point import PointToPoint
+from .request import Request
+from .stream import sync_stream
 
 __all__ = ["Comm", "DEFAULT_EAGER_LIMIT"]
 
@@ -91,14 +94,13 @@ def _op(op: Any) -> ReduceOp:
         raise ValueError(str(exc)) from None
 
 
-class Comm(LanesMixin):
+class Comm:
     """A communicator (see the module docstring for membership rules)."""
 
     def __init__(self, name: str, ranks: Optional[Sequence[int]] = None, *, parent: Optional["Comm"] = None,
                  topology: TopologyArg = None, eager_limit: Optional[int] = None,
                  timeout: Optional[float] = None) -> None:
-        from . import world
-        parent = parent if parent is not None else world.get_world()
+        parent = parent if parent is not None else live.get_world()
         parent._check_usable("Comm()")
         if not isinstance(name, str) or not name or len(name.encode()) > 127 or not name.isascii():
             raise ValueError(f"name={name!r}; expected a non-empty ASCII string of at most 127 bytes")
@@ -123,7 +125,7 @@ class Comm(LanesMixin):
             self.binding.comm_destroy(handle)
             self._handle = None
             raise
-        world.register(self)
+        live.register(self)
 
     # ------------------------------------------------------------------ construction
     @staticmethod
@@ -155,9 +157,9 @@ class Comm(LanesMixin):
         self._broken: Optional[str] = None
         self._children: Dict[Tuple[str, tuple], int] = {}
         self.parent_ranks = []
-        self._lanes: Dict[Tuple[int, str], Any] = {}
-        self._res: Dict[Tuple[str, str, int], Any] = {}
-        self._choices: Dict[tuple, str] = {}
+        self._p2p = PointToPoint(self)
+        self._res: Dict[tuple, Resources] = {}
+        self._choices: Dict[tuple, Algorithm] = {}
         self._scratch_ptr: Any = None
         self._scratch_size = 0
 
@@ -180,6 +182,7 @@ class Comm(LanesMixin):
         self.topology = _topology(topology, self.size)
         self._stream = b.create_stream()
         self._cache = ResourceCache(b, handle, self._stream)
+        self._buffer_bytes = self._cache.local_buffer()[1]
         self._staging = getattr(b.lib, "backend_name", "cann") != "sim"
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
@@ -254,18 +257,17 @@ class Comm(LanesMixin):
         b = self.binding
         try:
             if not self._broken:
-                self._drain_lanes()
+                self._p2p.drain()
         finally:
-            from . import world
-            world.unregister(self)
+            live.unregister(self)
             handle, self._handle = self._handle, None
             if self._scratch_ptr is not None:
                 b.free(self._scratch_ptr)
                 self._scratch_ptr = None
             b.comm_destroy(handle)
-            for lane in self._lanes.values():
+            for lane in self._p2p.lanes.values():
                 b.destroy_stream(lane.stream)
-            self._lanes.clear()
+            self._p2p.lanes.clear()
             b.destroy_stream(self._stream)
             self._cache.clear()
             self._res.clear()
@@ -280,12 +282,17 @@ class Comm(LanesMixin):
             self._scratch_size = max(nbytes, 4096)
         return self._scratch_ptr
 
-    def _resources(self, name: str, coll: str, root: int) -> Any:
-        key = (name, coll, root)
+    def _resources(self, alg: Algorithm, call: CollectiveCall) -> Resources:
+        """What ``alg`` declares for this call, or what a dry run of its schedule derives (and checks)."""
+        key = (alg, call.signature)
         res = self._res.get(key)
         if res is None:
-            plan = registry.plan_for(name, coll, self.topology, root)
-            res = self._res[key] = self._cache.get(name, plan.resources_for(self.rank))
+            spec = alg.resources(self.topology, call, self.rank)
+            if spec is None:
+                spec = dry_run(alg, self.topology, call, self._buffer_bytes, declared=False).resources_for(self.rank)
+            if len(self._res) > 4096:
+                self._res.clear()
+            res = self._res[key] = self._cache.get(alg.name, spec)
         return res
 
     def _fail(self, exc: HcclError, where: str) -> CommError:
@@ -301,16 +308,18 @@ class Comm(LanesMixin):
                              f"expected 0..{self.size - 1}")
         return int(value)
 
-    def _run(self, coll: str, algorithm: str, send: Optional[Buffer], recv: Optional[Buffer], count: int,
-             dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0) -> str:
-        """Validate, issue ``coll`` with the chosen algorithm in one batch, and wait for it."""
+    def _run(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
+             dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0,
+             recv_count: Optional[int] = None) -> str:
+        """Choose the algorithm, let it issue ``coll`` into one batch, launch it and wait; returns its name."""
         self._check_usable(coll)
         key = (algorithm, coll, nbytes, dtype, op, root)
-        name = self._choices.get(key)
-        if name is None:
+        alg = self._choices.get(key)
+        if alg is None:
             if len(self._choices) > 4096:
                 self._choices.clear()
-            name = self._choices[key] = registry.choose(algorithm, coll, self.topology, nbytes, dtype, op, root)
+            alg = self._choices[key] = registry.choose(algorithm, coll, self.topology, nbytes, dtype, op, root,
+                                                       max(1, self._buffer_bytes // 2 // MIB))
         staging = Staging(self.binding, True) if self._staging else NO_STAGING
         sp = staging.device_ptr(send) if send is not None else None
         if recv is None:
@@ -320,22 +329,19 @@ class Comm(LanesMixin):
             staging._back.append((recv.ptr, sp, recv.nbytes)) if staging.needed and recv.device != "npu" else None
         else:
             rp = staging.device_ptr(recv, copy_in=coll == "broadcast", copy_out=True)
-        args = OpArgs(coll, sp, rp, count, dtype, op if op is not None else ReduceOp.SUM, root)
+        call = CollectiveCall(coll, sp, rp, count, dtype, op if op is not None else ReduceOp.SUM, root, recv_count)
+        batch = TaskBatch(self.binding)
         try:
-            if name == "native":
-                native_algo.run(self.binding, self._handle, self._stream, args)
-            else:
-                res = self._resources(name, coll, root if coll in ("broadcast", "reduce") else 0)
-                rec = Recorder(self.binding)
-                ctx = Ctx(rec, res, self.rank, self.timeout, dtype, args.op, scratch=self._scratch)  # type: ignore[arg-type]
-                module = registry.MODULES[name]
-                module.run(ctx, self.topology if name == "hierarchical" else list(range(self.size)), args)
-                launch(self.binding, rec)
+            ctx = IssueContext(batch, self._resources(alg, call), rank=self.rank, size=self.size,
+                               topology=self.topology, timeout_s=self.timeout, dtype=dtype, op=call.op,
+                               comm=self._handle, stream=self._stream, scratch=self._scratch)
+            alg.issue(ctx, call)
+            batch.launch()
             sync_stream(self.binding, self._stream, None)
         except HcclError as exc:
-            raise self._fail(exc, f"{coll} (algorithm={name}, {nbytes} bytes, {self.size} ranks)") from exc
+            raise self._fail(exc, f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)") from exc
         staging.finish()
-        return name
+        return alg.name
 
     # ------------------------------------------------------------------ collectives
     def allreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto") -> Any:
@@ -416,6 +422,59 @@ class Comm(LanesMixin):
         self._check_usable("barrier")
         registry.check_algorithm(algorithm)
         self._run("barrier", algorithm, None, None, 0, DataType.INT8, None, 0, 0)
+
+    def run_algorithm(self, algorithm: Any, x: Any, *, out: Any = None, op: Any = None, root: int = 0,
+                      collective: Optional[str] = None) -> Any:
+        """Run ``algorithm`` (a name, ``"module:attr"`` or an Algorithm) on ``x`` into ``out`` (None: in place).
+
+        For a user algorithm that implements a pattern the Comm API does not name (a neighbour
+        exchange, a pipeline hand-off...): ``collective`` defaults to the one it declares; ``out``
+        may differ from ``x`` in size; ``op`` and ``root`` are passed through.  Returns the output.
+        """
+        self._check_usable("run_algorithm")
+        alg = registry.resolve(algorithm)
+        if collective is None:
+            if alg.collectives is None or len(alg.collectives) != 1:
+                declared = "any collective" if alg.collectives is None else ", ".join(sorted(alg.collectives))
+                raise ValueError(f"run_algorithm: algorithm {alg.name!r} implements {declared}; pass collective= "
+                                 "to say which to run")
+            collective = next(iter(alg.collectives))
+        root = self._rank_arg("root", root)
+        rop = None if op is None else _op(op)
+        xb = as_buffer(x, "x", writable=out is None)
+        ob = xb if out is None else as_buffer(out, "out", writable=True)
+        if ob.dtype != xb.dtype:
+            raise ValueError(f"run_algorithm: out has dtype {ob.dtype.name.lower()} but x has "
+                             f"{xb.dtype.name.lower()}; expected the same dtype")
+        if ob is not xb and overlaps(ob, xb) and ob.ptr != xb.ptr:
+            raise ValueError("run_algorithm: out overlaps x; expected separate buffers (or out=None for in place)")
+        self._run(collective, alg, xb, ob, xb.count, xb.dtype, rop, root, xb.nbytes, ob.count)
+        return x if out is None else out
+
+    # ------------------------------------------------------------------ point-to-point (PointToPoint)
+    def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
+        """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous)."""
+        self._p2p.send(x, dst, timeout=timeout)
+
+    def recv(self, buf: Any, src: int, *, timeout: Optional[float] = None) -> Any:
+        """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``."""
+        return self._p2p.recv(buf, src, timeout=timeout)
+
+    def isend(self, x: Any, dst: int) -> Request:
+        """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
+        return self._p2p.isend(x, dst)
+
+    def irecv(self, buf: Any, src: int) -> Request:
+        """Start receiving into ``buf`` from ``src``; wait() returns ``buf``."""
+        return self._p2p.irecv(buf, src)
+
+    def send_multi(self, items: Sequence[Any], dst: int, *, timeout: Optional[float] = None) -> None:
+        """Send several buffers to ``dst`` as consecutive messages in one launch."""
+        self._p2p.send_multi(items, dst, timeout=timeout)
+
+    def recv_multi(self, items: Sequence[Any], src: int, *, timeout: Optional[float] = None) -> List[Any]:
+        """Receive consecutive messages from ``src`` into the given buffers; returns them."""
+        return self._p2p.recv_multi(items, src, timeout=timeout)
 
     # ------------------------------------------------------------------ validation helpers
     def _blocks(self, xb: Buffer, what: str) -> int:

@@ -1,7 +1,8 @@
 """Errors raised by the Comm API (library failures keep their typed HcclError as ``__cause__``)."""
 from __future__ import annotations
 
-__all__ = ["CommError", "CommTimeoutError", "MessageMismatchError", "NotMemberError", "NotInitializedError"]
+__all__ = ["CommError", "CommTimeoutError", "MessageMismatchError", "NotMemberError", "NotInitializedError",
+           "wrap_failure"]
 
 
 class CommError(RuntimeError):
@@ -22,3 +23,9 @@ class NotMemberError(CommError):
 
 class NotInitializedError(CommError):
     """hcomm.init() has not been called (or hcomm.finalize() already was)."""
+
+
+def wrap_failure(exc: BaseException, where: str) -> CommError:
+    """A CommError (CommTimeoutError for timeouts) saying where, keeping the library's text."""
+    cls = CommTimeoutError if isinstance(exc, TimeoutError) else CommError
+    return cls(f"{where} failed: {exc}")

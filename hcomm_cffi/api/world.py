@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any, List, Optional
 
 from ..binding import Binding, get_binding
+from . import live
 from .comm import Comm, TopologyArg
-from .errors import CommError, NotInitializedError
+from .errors import CommError
+from .live import get_world, register, unregister
 
 __all__ = ["init", "finalize", "set_device", "get_world", "is_initialized", "register", "unregister"]
 
-_world: Optional[Comm] = None
-_comms: List[Comm] = []
 _device: Optional[int] = None
 _spec: Any = None  # the bootstrap WorldSpec of the last init() (None for explicit arguments)
 
@@ -36,7 +36,7 @@ def set_device(device: int) -> None:
 
 def is_initialized() -> bool:
     """True between init() and finalize()."""
-    return _world is not None
+    return live.current_world() is not None
 
 
 def bootstrap_spec() -> Any:
@@ -44,20 +44,14 @@ def bootstrap_spec() -> Any:
     return _spec
 
 
-def get_world() -> Comm:
-    """The world communicator made by init()."""
-    if _world is None:
-        raise NotInitializedError("hcomm is not initialised: call hcomm.init() first")
-    return _world
-
-
 def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info: Optional[bytes] = None,
          timeout: Optional[float] = None, *, topology: TopologyArg = None, eager_limit: Optional[int] = None,
          exec_timeout: Optional[float] = None) -> Comm:
     """Create the world communicator and return it (see the module docstring)."""
-    global _world, _spec
-    if _world is not None:
-        raise CommError(f"hcomm is already initialised (world of {_world.size} ranks); call hcomm.finalize() first")
+    global _spec
+    if live.current_world() is not None:
+        raise CommError(f"hcomm is already initialised (world of {live.get_world().size} ranks); call hcomm.finalize() "
+                        "first")
     b = _binding()
     b.acl_init()
     local_rank: Optional[int] = None
@@ -83,36 +77,26 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
             raise CommError("bootstrap returned neither a root info nor a ranktable")
         handle = b.comm_init_root_info(size, root_info, rank)
     try:
-        _world = Comm._from_handle(b, handle, "world", topology, eager_limit, exec_timeout)
+        world = Comm._from_handle(b, handle, "world", topology, eager_limit, exec_timeout)
     except BaseException:
         b.comm_destroy(handle)
         raise
-    return _world
-
-
-def register(comm: Comm) -> None:
-    """Track a sub-communicator so finalize() can destroy it."""
-    _comms.append(comm)
-
-
-def unregister(comm: Comm) -> None:
-    """Forget a destroyed communicator."""
-    if comm in _comms:
-        _comms.remove(comm)
+    live.set_world(world)
+    return world
 
 
 def finalize() -> None:
     """Destroy every live communicator (newest first) and the world; init() may be called again."""
-    global _world, _device, _spec
+    global _device, _spec
     _spec = None
     errors: List[BaseException] = []
-    for comm in reversed(list(_comms)):
+    for comm in reversed(live.registered()):
         try:
             comm.destroy()
         except BaseException as exc:  # keep tearing down the rest
             errors.append(exc)
-    _comms.clear()
-    world, _world = _world, None
+        live.unregister(comm)
+    world = live.set_world(None)
     if world is not None:
         try:
             world.destroy()

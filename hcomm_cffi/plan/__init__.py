@@ -8,7 +8,7 @@ from __future__ import annotations
 from .algos import ALGORITHMS, INTER_ALGORITHMS, Collective, InvalidAlgorithm, parse_collective
 from .cost import DEFAULT_COST_MODEL, CostModel, LinkCost, Phase
 from .planner import (MIB, Candidate, ChannelSpec, Plan, RankResources, RoleSummary,
-                      compare_algorithms, make_plan, parse_engine, parse_size)
+                      compare_algorithms, make_plan, parse_engine, parse_size, rank_resources)
 from .ranktable import RanktableError, load_ranktable, parse_ranktable
 from .topology import LINK_CLASSES, Topology, parse_link_class
 
@@ -16,7 +16,7 @@ __all__ = [
     "ALGORITHMS", "INTER_ALGORITHMS", "Collective", "InvalidAlgorithm", "parse_collective",
     "DEFAULT_COST_MODEL", "CostModel", "LinkCost", "Phase",
     "MIB", "Candidate", "ChannelSpec", "Plan", "RankResources", "RoleSummary",
-    "compare_algorithms", "make_plan", "parse_engine", "parse_size",
+    "compare_algorithms", "make_plan", "parse_engine", "parse_size", "rank_resources",
     "RanktableError", "load_ranktable", "parse_ranktable",
     "LINK_CLASSES", "Topology", "parse_link_class",
 ]

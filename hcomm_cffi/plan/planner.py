@@ -25,7 +25,7 @@ from .cost import DEFAULT_COST_MODEL, CostModel
 from .topology import Topology
 
 __all__ = ["ChannelSpec", "RankResources", "RoleSummary", "Plan", "Candidate", "make_plan",
-           "compare_algorithms", "parse_size", "parse_engine", "MIB", "REDUCING"]
+           "compare_algorithms", "parse_size", "parse_engine", "MIB", "REDUCING", "rank_resources"]
 
 MIB = 1 << 20
 #: Collectives that reduce (gamma term, reduce dtype checks).
@@ -175,7 +175,7 @@ class Plan:
         role = self._schedule.role_of(rank)
         chans = tuple(ChannelSpec(p, proto, self.notifies_per_channel, level)
                       for p, proto, level in self._schedule.channels(rank))
-        return _resources(rank, role, self._schedule.thread_notifies(role), chans)
+        return rank_resources(rank, role, self._schedule.thread_notifies(role), chans)
 
     def role_of(self, rank: int) -> str:
         """Role name of ``rank``."""
@@ -239,8 +239,9 @@ class Plan:
         }
 
 
-def _resources(rank: int, role: str, fork_join: Tuple[int, ...],
-               chans: Tuple[ChannelSpec, ...]) -> RankResources:
+def rank_resources(rank: int, role: str, fork_join: Tuple[int, ...],
+                   chans: Tuple[ChannelSpec, ...]) -> RankResources:
+    """One rank's resources from its per-thread fork/join notifies (main first) and channels; adds host sync."""
     threads = len(fork_join)
     host = 1 if threads else 0
     counts = ((fork_join[0] + host,) + fork_join[1:]) if threads else ()
@@ -269,7 +270,7 @@ def _summarise(schedule: Schedule, npc: int) -> Tuple[RoleSummary, ...]:
     out = []
     for shape in schedule.roles():
         peers = schedule.channels(shape.example)
-        res = _resources(shape.example, shape.name, schedule.thread_notifies(shape.name), ())
+        res = rank_resources(shape.example, shape.name, schedule.thread_notifies(shape.name), ())
         by_proto: Dict[str, int] = {}
         for _, proto, _ in peers:
             by_proto[proto.name] = by_proto.get(proto.name, 0) + 1

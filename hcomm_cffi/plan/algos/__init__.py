@@ -40,7 +40,7 @@ def build_schedule(algorithm: str, topo: Topology, coll: Collective, root: int, 
         dst = (root + 1) % topo.n_ranks if peer is None else peer
         return P2PSchedule(topo, root, dst, size)
     if topo.n_ranks == 1:
-        return SingleRankSchedule()
+        return SingleRankSchedule(coll)
     if algorithm == "hierarchical":
         return HierarchicalSchedule(FLAT_ALGORITHMS[inter_algorithm], topo, coll, root, size)
     return FlatSchedule(FLAT_ALGORITHMS[algorithm], topo, coll, root, size)

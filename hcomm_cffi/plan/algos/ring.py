@@ -1,9 +1,11 @@
-"""Ring: each rank talks to its left and right neighbour; constant resources (HCOMM_SEMANTICS.md §3.4).
+"""Ring: each rank talks to its left and right neighbour (HCOMM_SEMANTICS.md §3.4).
 
-Resources: 2 channels (1 when N = 2, both neighbours are the same rank), T = 2 threads (the two
-streams of A3's op-base ring; the seed figure), so 2 fork/join thread notifies.  At N = 2 we keep
-T = 2 as the doc's table does, so ring resources never grow or shrink with N >= 2.  Rooted ops use
-the same ring (the unused tail -> root hop is still acquired: one resource set serves every op).
+Resources are what the ring schedule of ``algorithms/ring.py`` uses (a dry run of it derives the
+same figures; tests/test_algorithm_interface.py): AllReduce / ReduceScatter / AllGather on N >= 3
+run two directions on T = 2 threads over 2 channels (the seed figure 2/4/2 on four ranks); at N = 2
+both neighbours are the same rank, so 1 thread and 1 channel.  Broadcast and Reduce are a chain
+from/to the root on one thread: its head and tail have one channel, the middle two.  AlltoAll and
+Barrier go around the ring on one thread.
 Steps (§3.5): RS/AG p-1, AllReduce 2(p-1), Broadcast/Reduce p-1 steps of the full message.
 """
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Tuple
 
 from ..cost import Phase
-from .common import Collective, FlatAlgorithm, RoleShape, fork_join_notifies
+from .common import ROOTED, Collective, FlatAlgorithm, RoleShape, fork_join_notifies
 
 __all__ = ["Ring"]
 
@@ -21,19 +23,35 @@ class Ring(FlatAlgorithm):
 
     name = "ring"
 
+    @staticmethod
+    def _chain_pos(i: int, n: int, coll: Collective, root: int) -> int:
+        """Position in the chain of a rooted op: broadcast starts at the root, reduce ends there."""
+        return (i - root) % n if coll is Collective.BROADCAST else (i - root - 1) % n
+
     def roles(self, n: int, coll: Collective, root: int) -> Tuple[RoleShape, ...]:
-        return (RoleShape("ring", n, 0),)
+        if coll not in ROOTED or n == 2:
+            return (RoleShape("ring", n, 0),)
+        at = lambda pos: (pos + root) % n if coll is Collective.BROADCAST else (pos + root + 1) % n  # noqa: E731
+        return (RoleShape("chain-head", 1, at(0)), RoleShape("chain-middle", n - 2, at(1)),
+                RoleShape("chain-tail", 1, at(n - 1)))
 
     def role_of(self, i: int, n: int, coll: Collective, root: int) -> str:
-        return "ring"
+        if coll not in ROOTED or n == 2:
+            return "ring"
+        pos = self._chain_pos(i, n, coll, root)
+        return "chain-head" if pos == 0 else ("chain-tail" if pos == n - 1 else "chain-middle")
 
     def peers(self, i: int, n: int, coll: Collective, root: int) -> Tuple[int, ...]:
         if n == 2:
             return (1 - i,)
+        if coll in ROOTED:
+            pos = self._chain_pos(i, n, coll, root)
+            return tuple(p for p, keep in (((i - 1) % n, pos > 0), ((i + 1) % n, pos < n - 1)) if keep)
         return ((i - 1) % n, (i + 1) % n)
 
     def thread_notifies(self, role: str, n: int, coll: Collective) -> Tuple[int, ...]:
-        return fork_join_notifies(2)
+        two_way = n >= 3 and coll in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.ALLGATHER)
+        return fork_join_notifies(2 if two_way else 1)
 
     def phases(self, n: int, coll: Collective, size: float) -> Tuple[Phase, ...]:
         p = n

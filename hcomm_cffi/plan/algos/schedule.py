@@ -93,7 +93,10 @@ class FlatSchedule(Schedule):
 
 
 class SingleRankSchedule(Schedule):
-    """N = 1: nothing to acquire; the collective is a local copy on the caller's stream."""
+    """N = 1: no channels; a collective that moves data is a local copy on one thread (broadcast, barrier: nothing)."""
+
+    def __init__(self, coll: Collective) -> None:
+        self.coll = coll
 
     def roles(self) -> Tuple[RoleShape, ...]:
         return (RoleShape("single", 1, 0),)
@@ -105,7 +108,7 @@ class SingleRankSchedule(Schedule):
         return ()
 
     def thread_notifies(self, role: str) -> Tuple[int, ...]:
-        return ()
+        return () if self.coll in (Collective.BROADCAST, Collective.BARRIER) else (0,)
 
     def phases(self) -> Tuple[Phase, ...]:
         return ()

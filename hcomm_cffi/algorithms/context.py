@@ -1,56 +1,37 @@
-"""Shared vocabulary of the algorithms: the per-call context, notify indices, handshakes, fork/join.
+"""How an algorithm issues one rank's tasks: :class:`IssueContext` (peers, buffers, threads, handshakes).
 
-Conventions (every algorithm, every rank, every channel):
+Conventions (every built-in algorithm, every rank, every channel; a user's algorithm may choose others):
 
 * Channel notify indices: ``ACK = 0`` ("my landing zone for you is free"), ``DATA = 1`` ("what
-  I wrote to you is complete"), used by the collectives; ``P2P_DATA = 2`` and ``P2P_CREDIT = 3``
-  are reserved for point-to-point lanes so they can run concurrently with a collective on the
-  same channel.  Every channel is acquired with ``NOTIFIES_PER_CHANNEL = 4``.
+  I wrote to you is complete").  Indices below ``P2P_DATA`` are the algorithms'; ``P2P_DATA`` and
+  ``P2P_CREDIT`` (the last two) are reserved for point-to-point so it can run concurrently with a
+  collective on the same channel.  Every channel is acquired with ``NOTIFIES_PER_CHANNEL``.
 * A transfer to a peer is always ``wait(ACK) -> write -> record(DATA)`` and the matching receive
   ``record(ACK) -> wait(DATA)``; so each notify is recorded once and waited once per step and no
   write lands in memory the peer has not released (HCOMM_SEMANTICS.md §3.3).
-* HCCL buffer layout: collectives use the first half ``[0, H)``; P2P lanes the second half.
-* Thread notify indices: slave ``t`` (1-based) waits its notify 0 (fork) and records main's
-  notify ``t - 1`` (join); the main thread's last notify is the unused host-sync one.
+* HCCL buffer layout: collectives use the first half ``[0, region_bytes)``; point-to-point the second.
+* Thread notify indices: thread ``t`` (1-based) waits its notify 0 (fork) and records main's
+  notify ``t - 1`` (join).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from ..binding import Binding
-from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, ReduceOp
-from ..resources import Resources
+from ..enums import DataType, ReduceOp
+from ..plan import Topology
+from .interface import UnsupportedError
+from .tasks import TaskSink
 
-__all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "NOTIFIES_PER_CHANNEL", "ALIGN", "Ctx", "OpArgs",
-           "UnsupportedError", "split_even", "check_reducible"]
+__all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "NOTIFIES_PER_CHANNEL", "ALIGN", "IssueContext",
+           "split_even", "region_bytes"]
 
-ACK, DATA, P2P_DATA, P2P_CREDIT = 0, 1, 2, 3
-NOTIFIES_PER_CHANNEL = 4
+#: Notifies on every channel of a communicator (all users of a channel must agree on the count).
+NOTIFIES_PER_CHANNEL = 8
+ACK, DATA = 0, 1
+P2P_DATA, P2P_CREDIT = NOTIFIES_PER_CHANNEL - 2, NOTIFIES_PER_CHANNEL - 1
 ALIGN = 128            # byte alignment of slots inside the HCCL buffer
 
 CData = Any
-
-
-class UnsupportedError(ValueError):
-    """This collective/algorithm/dtype/op combination cannot run; the message names the alternatives."""
-
-
-@dataclass
-class OpArgs:
-    """One collective call: pointers (``char *``), element count, type, op, root (comm rank).
-
-    ``count`` is the vector length for allreduce/broadcast/reduce, the per-rank block for
-    allgather/reduce_scatter (output block) and the per-destination block for alltoall.
-    """
-
-    coll: str
-    send: CData
-    recv: CData
-    count: int
-    dtype: DataType
-    op: ReduceOp = ReduceOp.SUM
-    root: int = 0
 
 
 def split_even(total: int, parts: int) -> List[Tuple[int, int]]:
@@ -64,41 +45,38 @@ def split_even(total: int, parts: int) -> List[Tuple[int, int]]:
     return out
 
 
-def check_reducible(algorithm: str, dtype: DataType, op: ReduceOp) -> None:
-    """Raise UnsupportedError when the data-plane reduce cannot do ``op`` on ``dtype``."""
-    if dtype in HOST_REDUCE_DTYPES and op in HOST_REDUCE_OPS:
-        return
-    why = []
-    if op not in HOST_REDUCE_OPS:
-        why.append(f"op={op.name.lower()}")
-    if dtype not in HOST_REDUCE_DTYPES:
-        why.append(f"dtype={dtype.name.lower()}")
-    raise UnsupportedError(
-        f"algorithm={algorithm!r} cannot reduce with {' and '.join(why)}: the data-plane reduce supports "
-        "dtypes int8/int16/int32/fp16/fp32/bf16 with ops sum/max/min; use algorithm='native' "
-        "(or 'auto', which picks it) for prod and for int64/uint*/fp64")
+def region_bytes(smallest_buffer: int) -> int:
+    """Bytes of the collective region: half the smallest HCCL buffer of the ranks involved, aligned."""
+    return (smallest_buffer // 2) // ALIGN * ALIGN
 
 
-class Ctx:
-    """Issues one rank's tasks for one collective over acquired :class:`Resources`."""
+class IssueContext:
+    """One rank's view while issuing one call: its threads, its peers' buffers, and the handshakes.
 
-    def __init__(self, binding: Binding, res: Resources, rank: int, timeout_s: int, dtype: DataType,
-                 op: ReduceOp = ReduceOp.SUM, scratch: Optional[Callable[[int], CData]] = None) -> None:
-        self.b = binding
+    ``res`` holds the acquired (or, in a dry run, virtual) resources: ``threads`` (main first),
+    ``channels`` (peer -> handle), ``peer_buffers`` (peer -> (address, bytes)), ``local_buffer``,
+    ``local_size`` and ``smallest_buffer``.  ``comm`` and ``stream`` are for library collectives.
+    """
+
+    def __init__(self, sink: TaskSink, res: Any, *, rank: int, size: int, topology: Topology, timeout_s: int,
+                 dtype: DataType, op: ReduceOp = ReduceOp.SUM, comm: CData = None, stream: CData = None,
+                 scratch: Optional[Callable[[int], CData]] = None, group: Optional[Sequence[int]] = None) -> None:
+        self.sink = sink
         self.res = res
         self.rank = rank
+        self.size = size
+        self.topology = topology
+        self.group: Sequence[int] = group if group is not None else range(size)
         self.timeout = timeout_s
         self.dtype = dtype
         self.op = op
         self.esz = dtype.itemsize
         self.base = res.local_buffer
-        half = res.__dict__.get("_half")
-        if half is None:
-            sizes = [res.local_size] + [s for _, s in res.peer_buffers.values()]
-            half = res.__dict__["_half"] = (min(sizes) // 2) // ALIGN * ALIGN
-        self.half = half   # collectives live in [0, half)
+        self.region_bytes = region_bytes(res.smallest_buffer)   # collectives live in [0, region_bytes)
+        self.threads: Sequence[int] = res.threads
+        self.comm = comm
+        self.stream = stream
         self._scratch = scratch
-        self.threads = res.threads
 
     # ---------------------------------------------------------------- addresses
     def mine(self, off: int) -> CData:
@@ -111,10 +89,10 @@ class Ctx:
 
     def slot_elems(self, nslots: int) -> int:
         """Elements that fit in one of ``nslots`` equal aligned slots of the collective region."""
-        per = (self.half // max(1, nslots)) // ALIGN * ALIGN
+        per = (self.region_bytes // max(1, nslots)) // ALIGN * ALIGN
         n = per // self.esz
         if n < 1:
-            raise UnsupportedError(f"HCCL buffer half of {self.half} bytes cannot hold {nslots} slots of one "
+            raise UnsupportedError(f"HCCL buffer half of {self.region_bytes} bytes cannot hold {nslots} slots of one "
                                    f"{self.dtype.name} element; raise HCCL_BUFFSIZE")
         return n
 
@@ -128,25 +106,29 @@ class Ctx:
     def copy(self, th: int, dst: CData, src: CData, nbytes: int) -> None:
         """Local copy (skipped when empty or in place)."""
         if nbytes > 0 and dst != src:
-            self.b.local_copy(th, dst, src, nbytes)
+            self.sink.local_copy(th, dst, src, nbytes)
 
     def reduce(self, th: int, dst: CData, src: CData, count: int) -> None:
         """``dst = op(dst, src)`` over ``count`` elements."""
         if count > 0:
-            self.b.local_reduce(th, dst, src, count, int(self.dtype), int(self.op))
+            self.sink.local_reduce(th, dst, src, count, int(self.dtype), int(self.op))
 
     def put(self, th: int, peer: int, off: int, src: CData, nbytes: int) -> None:
         """Write ``nbytes`` from local ``src`` to byte ``off`` of ``peer``'s HCCL buffer."""
         if nbytes > 0:
-            self.b.write(th, self.res.channels[peer], self.res.peer_buffers[peer][0] + off, src, nbytes)
+            self.sink.write(th, self.res.channels[peer], self.res.peer_buffers[peer][0] + off, src, nbytes)
 
     def record(self, th: int, peer: int, idx: int) -> None:
         """Set notify ``idx`` at ``peer``'s end of our channel."""
-        self.b.channel_notify_record(th, self.res.channels[peer], idx)
+        self.sink.channel_notify_record(th, self.res.channels[peer], idx)
 
     def wait(self, th: int, peer: int, idx: int) -> None:
         """Wait for (and clear) notify ``idx`` at our end of the channel to ``peer``."""
-        self.b.channel_notify_wait(th, self.res.channels[peer], idx, self.timeout)
+        self.sink.channel_notify_wait(th, self.res.channels[peer], idx, self.timeout)
+
+    def library_call(self, name: str, *args: Any) -> None:
+        """Enqueue a library collective (``Binding.<name>``) on this communicator's stream."""
+        self.sink.library_call(name, *args, self.comm, self.stream)
 
     # ---------------------------------------------------------------- handshakes
     def send(self, th: int, peer: int, writes: Sequence[Tuple[int, CData, int]]) -> None:
@@ -166,13 +148,13 @@ class Ctx:
         """Main thread releases slaves 1..used-1 (each waits its notify 0)."""
         main = self.threads[0]
         for t in range(1, used):
-            self.b.thread_notify_record(main, self.threads[t], 0)
-            self.b.thread_notify_wait(self.threads[t], 0, self.timeout)
+            self.sink.thread_notify_record(main, self.threads[t], 0)
+            self.sink.thread_notify_wait(self.threads[t], 0, self.timeout)
 
     def join(self, used: int) -> None:
         """Slaves 1..used-1 signal main's notify t-1, and main waits for all of them."""
         main = self.threads[0]
         for t in range(1, used):
-            self.b.thread_notify_record(self.threads[t], main, t - 1)
+            self.sink.thread_notify_record(self.threads[t], main, t - 1)
         for t in range(1, used):
-            self.b.thread_notify_wait(main, t - 1, self.timeout)
+            self.sink.thread_notify_wait(main, t - 1, self.timeout)

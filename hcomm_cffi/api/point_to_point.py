@@ -1,4 +1,4 @@
-"""Point-to-point methods of Comm: one lane (own stream + stream thread) per (peer, direction).
+"""Point-to-point for a Comm (composition, not a mixin): one lane (own stream + thread) per (peer, direction).
 
 Lanes let sends to one peer proceed while a receive from another is pending, so the classic
 "everyone sends right, then receives left" pattern cannot block behind another operation.  The
@@ -13,17 +13,19 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..algorithms import p2p, registry
-from ..algorithms.base import Ctx
+from ..algorithms import p2p
+from ..algorithms.context import IssueContext
+from ..algorithms.formulas import p2p_plan
+from ..algorithms.tasks import TaskBatch
 from ..enums import DataType
 from ..errors import HcclError
 from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
-from .engine import Recorder, launch, sync_stream
 from .errors import MessageMismatchError
 from .request import Request
+from .stream import sync_stream
 
-__all__ = ["LanesMixin", "Lane"]
+__all__ = ["PointToPoint", "Lane"]
 
 DRAIN_TIMEOUT_S = 10.0
 
@@ -41,29 +43,12 @@ class Lane:
     inflight: List[Any] = field(default_factory=list)  # buffers of issued, unsynchronised messages
 
 
-class LanesMixin:
-    """send/recv/isend/irecv/send_multi/recv_multi (mixed into Comm)."""
+class PointToPoint:
+    """send/recv/isend/irecv/send_multi/recv_multi of one :class:`Comm` (which delegates to it)."""
 
-    binding: Any
-    rank: int
-    size: int
-    name: str
-    timeout: int
-    _broken: Optional[str]
-    topology: Any
-    _handle: Any
-    _lanes: Dict[Tuple[int, str], Lane]
-    _staging: bool
-    _eager_limit: int
-
-    def _check_usable(self, what: str) -> None:
-        raise NotImplementedError  # provided by Comm
-
-    def _rank_arg(self, name: str, value: Any) -> int:
-        raise NotImplementedError  # provided by Comm
-
-    def _fail(self, exc: HcclError, where: str) -> Exception:
-        raise NotImplementedError  # provided by Comm
+    def __init__(self, comm: Any) -> None:
+        self.comm = comm
+        self.lanes: Dict[Tuple[int, str], Lane] = {}
 
     # ------------------------------------------------------------------ public API
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
@@ -100,59 +85,62 @@ class LanesMixin:
         return list(items)
 
     def _peer_arg(self, name: str, value: Any, what: str) -> int:
-        peer = self._rank_arg(name, value)
-        if peer == self.rank:
+        peer = self.comm._rank_arg(name, value)
+        if peer == self.comm.rank:
             raise ValueError(f"{what}: {name}={peer} is this rank; sending to oneself is not supported "
                              "(copy locally instead)")
         return peer
 
     def _lane(self, peer: int, direction: str) -> Lane:
         key = (peer, direction)
-        lane = self._lanes.get(key)
+        lane = self.lanes.get(key)
         if lane is None:
-            b = self.binding
+            b = self.comm.binding
             stream = b.create_stream()
-            src, dst = (self.rank, peer) if direction == "send" else (peer, self.rank)
-            spec = registry.p2p_plan(self.topology, src, dst).resources_for(self.rank)
-            cache = ResourceCache(b, self._handle, stream)
+            src, dst = (self.comm.rank, peer) if direction == "send" else (peer, self.comm.rank)
+            spec = p2p_plan(self.comm.topology, src, dst).resources_for(self.comm.rank)
+            cache = ResourceCache(b, self.comm._handle, stream)
             try:
                 res = cache.get("p2p", spec)
             except BaseException:
                 b.destroy_stream(stream)
                 raise
-            lane = self._lanes[key] = Lane(peer, direction, stream, cache, res, p2p.LaneState())
+            lane = self.lanes[key] = Lane(peer, direction, stream, cache, res, p2p.LaneState())
         return lane
 
-    def _ctx(self, lane: Lane) -> Ctx:
-        return Ctx(Recorder(self.binding), lane.res, self.rank, self.timeout, DataType.INT8)  # type: ignore[arg-type]
+    def _ctx(self, lane: Lane) -> Tuple[IssueContext, TaskBatch]:
+        c = self.comm
+        batch = TaskBatch(c.binding)
+        return IssueContext(batch, lane.res, rank=c.rank, size=c.size, topology=c.topology, timeout_s=c.timeout,
+                            dtype=DataType.INT8), batch
 
     def _request(self, lane: Lane, what: str, finish: Any) -> Request:
         def sync(timeout: Optional[float]) -> bool:
             try:
-                done = sync_stream(self.binding, lane.stream, timeout)
+                done = sync_stream(self.comm.binding, lane.stream, timeout)
                 if done:
                     lane.inflight.clear()  # everything issued on the lane so far has completed
                 return done
             except HcclError as exc:
-                raise self._fail(exc, what) from exc
+                raise self.comm._fail(exc, what) from exc
         return Request(what, sync, finish)
 
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request:
-        self._check_usable(what)
+        self.comm._check_usable(what)
         dst = self._peer_arg("dst", dst, what)
         bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
         lane = self._lane(dst, "send")
-        ctx = self._ctx(lane)
-        staging = Staging(self.binding, self._staging)
+        ctx, batch = self._ctx(lane)
+        staging = Staging(self.comm.binding, self.comm._staging)
         keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
         for buf in bufs:
-            header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.rank)
+            header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.comm.rank)
             keep.append(header)
             hb = as_buffer(header.view(np.uint8), "header")
-            p2p.issue_send(ctx, lane.res.main, dst, self.size, lane.state, staging.device_ptr(hb),
-                           staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self._eager_limit)
+            p2p.issue_send(ctx, lane.res.main, dst, self.comm.size, lane.state, staging.device_ptr(hb),
+                           staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.comm._eager_limit)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
-        self._launch(ctx, desc)
+        self._launch(batch, desc)
         lane.inflight.append(keep)
 
         def finish() -> None:
@@ -161,20 +149,20 @@ class LanesMixin:
         return self._request(lane, desc, finish)
 
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request:
-        self._check_usable(what)
+        self.comm._check_usable(what)
         src = self._peer_arg("src", src, what)
         bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
         lane = self._lane(src, "recv")
-        ctx = self._ctx(lane)
-        staging = Staging(self.binding, self._staging)
+        ctx, batch = self._ctx(lane)
+        staging = Staging(self.comm.binding, self.comm._staging)
         headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
         first_seq = lane.state.seq
         for k, buf in enumerate(bufs):
             hb = as_buffer(headers[k], "header", writable=True)
-            p2p.issue_recv(ctx, lane.res.main, src, self.size, lane.state, staging.device_ptr(hb, False, True),
+            p2p.issue_recv(ctx, lane.res.main, src, self.comm.size, lane.state, staging.device_ptr(hb, False, True),
                            staging.device_ptr(buf, False, True), buf.nbytes)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
-        self._launch(ctx, desc)
+        self._launch(batch, desc)
         lane.inflight.append((bufs, headers))
 
         def finish() -> Any:
@@ -184,21 +172,21 @@ class LanesMixin:
             return items[0] if single else items
         return self._request(lane, desc, finish)
 
-    def _launch(self, ctx: Ctx, desc: str) -> None:
+    def _launch(self, batch: TaskBatch, desc: str) -> None:
         try:
-            launch(self.binding, ctx.b)  # type: ignore[arg-type]
+            batch.launch()
         except HcclError as exc:
-            raise self._fail(exc, desc) from exc
+            raise self.comm._fail(exc, desc) from exc
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)
-        where = f"rank {self.rank} of communicator {self.name!r}: {what} from rank {src}"
+        where = f"rank {self.comm.rank} of communicator {self.comm.name!r}: {what} from rank {src}"
         if h["magic"] != p2p.MAGIC:
-            self._broken = f"{where}: corrupt message header"
+            self.comm._broken = f"{where}: corrupt message header"
             raise MessageMismatchError(f"{where}: no valid message header arrived (magic 0x{h['magic']:08x}); "
                                        "the sender did not send a message of this kind")
         if h["nbytes"] != buf.nbytes or h["dtype"] != int(buf.dtype) or h["seq"] != (seq & 0xFFFFFFFF):
-            self._broken = f"{where}: message/buffer mismatch"
+            self.comm._broken = f"{where}: message/buffer mismatch"
             try:
                 sent = DataType(h["dtype"]).name.lower()
             except ValueError:
@@ -208,18 +196,18 @@ class LanesMixin:
                 f"{buf.nbytes} bytes of {buf.dtype.name.lower()} (message #{seq} expected); sends and "
                 "receives must match in order, size and dtype")
 
-    def _drain_lanes(self) -> None:
+    def drain(self) -> None:
         """Consume credits still owed to eager senders so no notify outlives the communicator."""
-        for lane in list(self._lanes.values()):
+        for lane in list(self.lanes.values()):
             if lane.direction != "send" or lane.state.credit:
                 continue
-            ctx = self._ctx(lane)
+            ctx, batch = self._ctx(lane)
             p2p.drain(ctx, lane.res.main, lane.peer, lane.state)
             try:
-                launch(self.binding, ctx.b)  # type: ignore[arg-type]
-                if not sync_stream(self.binding, lane.stream, min(DRAIN_TIMEOUT_S, self.timeout)):
-                    warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: rank {lane.peer} never received "
+                batch.launch()
+                if not sync_stream(self.comm.binding, lane.stream, min(DRAIN_TIMEOUT_S, self.comm.timeout)):
+                    warnings.warn(f"rank {self.comm.rank}: destroy of {self.comm.name!r}: rank {lane.peer} never received "
                                   "an eager message sent to it", RuntimeWarning, stacklevel=3)
             except HcclError as exc:
-                warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: draining the lane to rank {lane.peer} "
+                warnings.warn(f"rank {self.comm.rank}: destroy of {self.comm.name!r}: draining the lane to rank {lane.peer} "
                               f"failed: {exc}", RuntimeWarning, stacklevel=3)

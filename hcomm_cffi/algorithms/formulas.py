@@ -1,0 +1,50 @@
+"""The planner's closed-form resource plans, as the ``resources`` of the built-in algorithms.
+
+A built-in declares its resources with the planner's formula (cheap, size-independent, and what
+``hcomm plan`` documents); the tests prove each formula equals what a dry run of the algorithm's
+own schedule derives, so declaring it changes nothing but the cost of finding it.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable, Optional
+
+from ..enums import Engine
+from ..plan import InvalidAlgorithm, Plan, RankResources, Topology, make_plan, rank_resources
+from .context import NOTIFIES_PER_CHANNEL
+from .interface import ROOTED, CollectiveCall, UnsupportedError
+
+__all__ = ["plan_for", "p2p_plan", "formula_resources", "no_resources"]
+
+ResourcesFn = Callable[[Topology, CollectiveCall, int], Optional[RankResources]]
+
+
+@lru_cache(maxsize=512)
+def plan_for(algorithm: str, coll: str, topo: Topology, root: int = 0) -> Plan:
+    """The planner's plan of ``algorithm`` for ``coll`` (size-independent: resources do not depend on size)."""
+    try:
+        return make_plan(coll, topo, 0, algorithm, engine=Engine.CPU_TS, root=root,
+                         notifies_per_channel=NOTIFIES_PER_CHANNEL, inter_algorithm="ring")
+    except InvalidAlgorithm as exc:
+        raise UnsupportedError(f"algorithm={algorithm!r} cannot run {coll} on {topo.n_ranks} ranks: {exc}") from None
+
+
+@lru_cache(maxsize=256)
+def p2p_plan(topo: Topology, src: int, dst: int) -> Plan:
+    """Plan of a point-to-point lane from ``src`` to ``dst`` (one thread, one channel each)."""
+    return make_plan("sendrecv", topo, 0, "ring", engine=Engine.CPU_TS, root=src, peer=dst,
+                     notifies_per_channel=NOTIFIES_PER_CHANNEL)
+
+
+def formula_resources(planner_name: str) -> ResourcesFn:
+    """``resources`` of an algorithm whose plan is the planner's formula ``planner_name``."""
+    def resources(topology: Topology, call: CollectiveCall, rank: int) -> Optional[RankResources]:
+        root = call.root if call.coll in ROOTED else 0
+        return plan_for(planner_name, call.coll, topology, root).resources_for(rank)
+    resources.__doc__ = f"The planner's {planner_name} formula for this rank."
+    return resources
+
+
+def no_resources(topology: Topology, call: CollectiveCall, rank: int) -> Optional[RankResources]:
+    """Nothing to acquire (the library's own collectives)."""
+    return rank_resources(rank, "library", (), ())

@@ -1,0 +1,50 @@
+"""The live communicators of this process: the world made by init() and the sub-communicators finalize() destroys.
+
+Kept apart from ``world.py`` (which creates the world ``Comm``) so that ``comm.py`` can find its
+parent and register itself without importing ``world.py``: no import cycle.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from .errors import NotInitializedError
+
+__all__ = ["get_world", "current_world", "set_world", "register", "unregister", "registered"]
+
+_world: Optional[Any] = None
+_comms: List[Any] = []
+
+
+def get_world() -> Any:
+    """The world communicator made by init()."""
+    if _world is None:
+        raise NotInitializedError("hcomm is not initialised: call hcomm.init() first")
+    return _world
+
+
+def current_world() -> Optional[Any]:
+    """The world communicator, or None before init() / after finalize()."""
+    return _world
+
+
+def set_world(comm: Optional[Any]) -> Optional[Any]:
+    """Make ``comm`` the world (None: no world); returns the previous one."""
+    global _world
+    old, _world = _world, comm
+    return old
+
+
+def register(comm: Any) -> None:
+    """Track a sub-communicator so finalize() can destroy it."""
+    _comms.append(comm)
+
+
+def unregister(comm: Any) -> None:
+    """Forget a destroyed communicator."""
+    if comm in _comms:
+        _comms.remove(comm)
+
+
+def registered() -> List[Any]:
+    """The live sub-communicators, oldest first (a copy)."""
+    return list(_comms)
