@@ -94,7 +94,7 @@ def run(ctx: IssueContext, topo: Topology, a: CollectiveCall) -> None:
 
 def _unsupported(coll: str, dtype: DataType, op: Optional[ReduceOp], topology: Topology) -> Optional[str]:
     if topology.n_servers < 2:
-        return (f"algorithm='hierarchical' needs at least two servers but the topology has {topology.n_servers} "
+        return (f"algorithm='hierarchical' needs more than one server but the topology has {topology.n_servers} "
                 "(pass topology=(servers, devices_per_server) to hcomm.init() or Comm())")
     if coll == "allgather" and not _contiguous(topology):
         return ("hierarchical allgather needs the ranks of each server to be contiguous and servers in rank "

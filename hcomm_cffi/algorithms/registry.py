@@ -91,7 +91,7 @@ def names() -> Tuple[str, ...]:
 
 
 def _known() -> str:
-    return (", ".join(names()) + ", or a reference 'package.module:attr' / 'path/file.py:attr' to an algorithm "
+    return ("one of " + ", ".join(names()) + ", or a reference 'package.module:attr' / 'path/file.py:attr' to an algorithm "
             "defined with @hcomm_cffi.algorithm")
 
 

@@ -277,7 +277,7 @@ class _CommPrepared(Prepared):
 
 
 class CommOps(Ops):
-    """The package's algorithms through the Comm API (``--algo auto|ring|mesh|tree|hierarchical``)."""
+    """The package's algorithms through the Comm API (``--algo auto|ring|mesh|tree|hierarchical`` or a user's)."""
 
     engine = "comm-api"
 
@@ -314,7 +314,8 @@ class CommOps(Ops):
 def open_ops(algorithm: str) -> Ops:
     """The engine for ``--algo``: see the module doc.  Collective: every rank calls it."""
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"--algo={algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+        from ..algorithms import registry
+        registry.resolve(algorithm)   # a user algorithm: ValueError names the alternatives
     if algorithm == "native":
         return BindingOps()
     return CommOps(algorithm)

@@ -66,6 +66,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------------------------------------- validation
+def _algorithm_arg(algo: str, whole: str) -> str:
+    """One ``--algo`` item: a built-in name (any case), or a registered / ``module:attr`` user algorithm."""
+    if algo.lower() in ALGORITHMS:
+        return algo.lower()
+    if not algo:
+        raise CliError(f"--algo {whole!r}: expected one of {', '.join(ALGORITHMS)}, a user algorithm "
+                       "'package.module:attr', or a comma-separated list")
+    from ..algorithms import registry
+    try:
+        registry.resolve(algo)
+    except ValueError as exc:
+        raise CliError(f"--algo: {exc}") from None
+    return algo
+
+
 def _int(flag: str, text: str, minimum: int) -> int:
     try:
         value = int(str(text).strip())
@@ -136,10 +151,8 @@ def parse_config(args: argparse.Namespace, nranks: Optional[int] = None) -> Tupl
     except ValueError:
         raise CliError(f"-o/--redop {args.redop!r}: expected sum, prod, max or min") from None
     root = _int("-r/--root", args.root, 0)
-    algos = list(dict.fromkeys(a.strip().lower() for a in str(args.algo).split(",") if a.strip()))
-    for algo in algos or [""]:
-        if algo not in ALGORITHMS:
-            raise CliError(f"--algo {args.algo!r}: expected one of {', '.join(ALGORITHMS)} (or a comma-separated list)")
+    algos = list(dict.fromkeys(_algorithm_arg(a.strip(), args.algo) for a in str(args.algo).split(",") if a.strip()))
+    for algo in algos or [_algorithm_arg("", args.algo)]:
         if algo != "native" and not comm_api_available():
             raise CliError(f"--algo {algo} runs this package's own algorithms through the Comm API (hcomm_cffi.api), "
                            "which is not in this build yet; use --algo native")

@@ -1,12 +1,20 @@
-"""``hcomm plan``: resources, steps, traffic and modelled time of one collective (or all algorithms)."""
+"""``hcomm plan``: resources, steps, traffic and modelled time of one collective (or all algorithms).
+
+Built-in algorithms show the planner's formulas and, beside them, what a dry run of the
+algorithm's own schedule derives; a user's algorithm (a registered name or ``module:attr``) has
+no formula: its plan is the derived one, and a schedule error is reported before anything runs.
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..enums import Protocol
+from ..algorithms import registry
+from ..algorithms.dryrun import DryRun, dry_run
+from ..algorithms.interface import COLLECTIVES, Algorithm, CollectiveCall, UnsupportedError
+from ..enums import DataType, Protocol, parse_dtype
 from ..plan import (ALGORITHMS, INTER_ALGORITHMS, Collective, CostModel, InvalidAlgorithm, Plan,
                     RanktableError, Topology, compare_algorithms, load_ranktable, make_plan, parse_size)
 from . import CliError
@@ -18,7 +26,9 @@ def add_parser(subparsers: Any) -> None:
     """Register the ``plan`` subcommand."""
     p = subparsers.add_parser("plan", help="plan threads/notifies/channels and model the time of a collective",
                               description=__doc__)
-    p.add_argument("--algo", default="auto", help=f"auto or one of {', '.join(ALGORITHMS)} (default auto)")
+    p.add_argument("--algo", default="auto",
+                   help=f"auto, one of {', '.join(ALGORITHMS)}, a registered algorithm, or a user algorithm as "
+                        "'package.module:attr' / 'path/file.py:attr' (default auto)")
     p.add_argument("--inter", default="nhr", help=f"inter-server algorithm of hierarchical: "
                                                   f"{', '.join(INTER_ALGORITHMS)} (default nhr)")
     p.add_argument("--ranks", help="ranks in one server")
@@ -28,6 +38,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--intra-link", default="hccs", choices=("hccs", "pcie"), help="link inside a server")
     p.add_argument("--op", default="allreduce", help=f"one of {', '.join(c.value for c in Collective)}")
     p.add_argument("--size", default="64M", help="message bytes, K/M/G suffix = 2^10/2^20/2^30 (default 64M)")
+    p.add_argument("--out-size", help="output bytes of a user collective whose output differs from its input")
     p.add_argument("--engine", default="aicpu", help="cpu, cpu_ts, aicpu, aicpu_ts, aiv, ccu (default aicpu)")
     p.add_argument("--dtype", default="fp32", help="data type (default fp32)")
     p.add_argument("--root", default="0", help="root of broadcast/reduce, sender of sendrecv")
@@ -162,16 +173,93 @@ def _render_compare(cands: Sequence[Any]) -> str:
     return "\n".join(lines)
 
 
+#: Above this many ranks the dry run (O(ranks x tasks)) is skipped and only the formula is shown.
+DRY_RUN_MAX_RANKS = 64
+#: Collectives whose count is a per-rank block of the message.
+_BLOCKED = ("allgather", "reduce_scatter", "alltoall")
+
+
+def _dry_run(alg: Algorithm, coll: str, topo: Topology, size: int, args: argparse.Namespace) -> DryRun:
+    """The checked schedule of ``alg`` for this command line (CliError on a schedule or argument error)."""
+    dtype = parse_dtype(args.dtype)
+    count = size // dtype.itemsize
+    if coll in _BLOCKED:
+        count //= topo.n_ranks
+    out = None if args.out_size is None else parse_size(args.out_size, "--out-size") // dtype.itemsize
+    call = CollectiveCall(coll, 0, 0, max(1, count), dtype, root=_int("root", args.root) or 0, recv_count=out)
+    buffer_bytes = 2 * (_int("buffsize-mb", args.buffsize_mb, 1) or 1) * (1 << 20)
+    registry.check_supported(alg, coll, topo, dtype, None)
+    return dry_run(alg, topo, call, buffer_bytes, declared=False)
+
+
+def _derived_dict(d: DryRun) -> Dict[str, Any]:
+    summary = d.summary()
+    summary["per_rank"] = [{"rank": r.rank, "threads": r.threads, "thread_notifies": list(r.thread_notifies),
+                            "channels": [{"peer": p, "notifies": n} for p, n in r.channels],
+                            "buffer_bytes": r.buffer_bytes, "tasks": r.tasks} for r in d.ranks]
+    return summary
+
+
+def _render_derived(d: DryRun) -> str:
+    s = d.summary()
+    return (f"derived from a dry run of the {d.algorithm} schedule: {s['threads']} threads, {s['notifies']} channel "
+            f"notifies, {s['channels']} channels, {s['steps']} steps, {s['tasks']} tasks on all ranks, "
+            f"{_fmt_bytes(s['buffer_bytes'])} of HCCL buffer touched (the busiest rank)")
+
+
+def _user_algorithm(alg: Algorithm, topo: Topology, size: int, args: argparse.Namespace) -> int:
+    """``hcomm plan`` of a user algorithm: the derived plan (it has no formula)."""
+    coll = args.op.strip().lower()
+    if alg.collectives is not None and coll not in alg.collectives and len(alg.collectives) == 1 \
+            and args.op == "allreduce":
+        coll = next(iter(alg.collectives))    # --op left at its default: the algorithm's only collective
+    try:
+        d = _dry_run(alg, coll, topo, size, args)
+    except (UnsupportedError, ValueError) as exc:
+        raise CliError(f"--algo {args.algo}: {exc}") from None
+    if args.json:
+        json.dump({"algorithm": alg.name, "collective": coll, "size_bytes": size, "topology": topo.summary(),
+                   "formula": None, "derived": _derived_dict(d)}, sys.stdout, indent=2)
+        print()
+    else:
+        print(f"{coll} of {_fmt_bytes(size)} {parse_dtype(args.dtype).name} on {topo.n_ranks} ranks, user algorithm "
+              f"{alg.name} (no formula: the plan is what its schedule uses)")
+        print(_render_derived(d))
+        for r in d.ranks:
+            chans = ", ".join(f"{p}:{n}" for p, n in r.channels) or "-"
+            print(f"  rank {r.rank:>4}: {r.threads} threads, thread notifies {list(r.thread_notifies)}, "
+                  f"channels (peer:notifies) {chans}")
+    return 0
+
+
+def _builtin_dry_run(plan: Plan, topo: Topology, size: int, args: argparse.Namespace) -> Tuple[Optional[DryRun], str]:
+    """The dry run of the runnable built-in behind ``plan`` (None and why when there is none)."""
+    if plan.algorithm not in registry.BUILTINS:
+        return None, f"{plan.algorithm} is planned but not runnable here"
+    if plan.algorithm == "hierarchical" and plan.inter_algorithm != "ring":
+        return None, "the runnable hierarchical algorithm uses a ring between servers (--inter ring)"
+    if topo.n_ranks > DRY_RUN_MAX_RANKS:
+        return None, f"dry run skipped above {DRY_RUN_MAX_RANKS} ranks"
+    if plan.collective.value not in COLLECTIVES:
+        return None, f"{plan.collective.value} is not a collective of the algorithms"
+    return _dry_run(registry.resolve(plan.algorithm), plan.collective.value, topo, size, args), ""
+
+
 def run(args: argparse.Namespace) -> int:
     """Build the topology, plan (or compare), print a table or JSON."""
-    algo = args.algo.strip().lower()
-    if algo != "auto" and algo not in ALGORITHMS:
-        raise CliError(f"--algo {args.algo!r}: expected auto or one of {', '.join(ALGORITHMS)}")
+    raw = args.algo.strip()
+    algo = raw.lower()
     topo = _topology(args)
     try:
         size = parse_size(args.size)
     except ValueError:
         raise CliError(f"--size {args.size!r}: expected bytes or a number with K, M or G (e.g. 64M)") from None
+    if algo != "auto" and algo not in ALGORITHMS:
+        try:
+            alg = registry.resolve(raw)
+        except ValueError as exc:
+            raise CliError(f"--algo: {exc}") from None
+        return _user_algorithm(alg, topo, size, args)
     kwargs = dict(engine=args.engine, dtype=args.dtype, root=_int("root", args.root),
                   peer=_int("peer", args.peer), cost=_cost(args),
                   notifies_per_channel=_int("notifies-per-channel", args.notifies_per_channel, 1),
@@ -193,9 +281,19 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--algo {algo}: {exc}") from None
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    try:
+        derived, why = _builtin_dry_run(plan, topo, size, args)
+    except (UnsupportedError, ValueError) as exc:
+        derived, why = None, str(exc)
     if args.json:
-        json.dump(plan.to_dict(), sys.stdout, indent=2)
+        out = plan.to_dict()
+        out["formula"] = {"threads": plan.threads, "notifies": plan.channel_notifies, "channels": plan.n_channels}
+        out["derived"] = _derived_dict(derived) if derived is not None else None
+        if derived is None:
+            out["derived_skipped"] = why
+        json.dump(out, sys.stdout, indent=2)
         print()
     else:
         print(_render(plan))
+        print(_render_derived(derived) if derived is not None else f"derived: none ({why})")
     return 0
