@@ -77,7 +77,7 @@ def _algorithm_arg(algo: str, whole: str) -> str:
     try:
         registry.resolve(algo)
     except ValueError as exc:
-        raise CliError(f"--algo: {exc}") from None
+        raise CliError(f"--algo {whole!r}: {exc}") from None
     return algo
 
 

@@ -258,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             alg = registry.resolve(raw)
         except ValueError as exc:
-            raise CliError(f"--algo: {exc}") from None
+            raise CliError(f"--algo {raw!r}: {exc}") from None
         return _user_algorithm(alg, topo, size, args)
     kwargs = dict(engine=args.engine, dtype=args.dtype, root=_int("root", args.root),
                   peer=_int("peer", args.peer), cost=_cost(args),
