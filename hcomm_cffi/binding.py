@@ -76,7 +76,7 @@ def _tag(tag: Union[str, bytes]) -> bytes:
     return tag.encode("utf-8") if isinstance(tag, str) else tag
 
 
-def _count_of(name: str, array: CData, n: Optional[int], minimum: int = 0) -> int:
+def _count_of(name: str, array: CData, n: Optional[int], nonempty: bool = False) -> int:
     """Element count to pass with a cdata array: ``n`` if given (checked against the array), else its length."""
     try:
         length: Optional[int] = len(array)
@@ -90,8 +90,8 @@ def _count_of(name: str, array: CData, n: Optional[int], minimum: int = 0) -> in
         count = _uint("n", n)
         if length is not None and n > length:
             raise ValueError(f"n={n} exceeds the {length} elements of {name}")
-    if count < minimum:
-        raise ValueError(f"{name} is empty; expected at least {minimum} element(s)")
+    if nonempty and count == 0:
+        raise ValueError(f"{name} is empty; expected at least one element")
     return count
 
 
@@ -222,7 +222,7 @@ C_FUNCTIONS: Tuple[CFunction, ...] = (
               "comm: CData, engine: int, descs: CData, n: Optional[int] = None",
               "one channel handle per ``HcclChannelDesc`` (from initializers.make_channel_descs).", "List[int]",
               args=("comm", "engine", "descs", "count", OutArray("ChannelHandle", "count")),
-              checks=("count = _count_of('descs', descs, n, minimum=1)",), detail="engine={engine} channels={count}"),
+              checks=("count = _count_of('descs', descs, n, nonempty=True)",), detail="engine={engine} channels={count}"),
     CFunction("channel_get_hccl_buffer",
               "HcclResult HcclChannelGetHcclBuffer(HcclComm comm, ChannelHandle channel, void** buffer, uint64_t* size)",
               "comm: CData, channel: int", "(``char *`` to the peer's HCCL buffer as seen through ``channel``, its size).",

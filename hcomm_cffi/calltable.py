@@ -67,18 +67,23 @@ class CFunction:
     @property
     def c_name(self) -> str:
         """The C function's name, read from the prototype."""
-        return self.prototype.split("(", 1)[0].replace("*", " ").split()[-1]
+        return _split(self.prototype)[1]
+
+
+def _split(prototype: str) -> Tuple[str, str, str]:
+    """(return type, name, parameters) of a C declaration ``"ret name(params)"``."""
+    head, _, rest = prototype.partition("(")
+    params = rest.rstrip().rstrip(";").rstrip()
+    names = head.replace("*", " ").split()
+    if len(names) < 2 or not params.endswith(")"):
+        raise ValueError(f"prototype={prototype!r} is not a C declaration 'ret name(params)'")
+    return head[: head.rindex(names[-1])].strip(), names[-1], params[:-1].strip()
 
 
 def c_pointer_type(prototype: str) -> str:
     """``"ret(*)(params)"``: the C function-pointer type of a prototype, for ``ffi.typeof``."""
-    head, rest = prototype.split("(", 1)
-    name = head.replace("*", " ").split()[-1]
-    ret = head[: head.rindex(name)].strip()
-    params = rest.rstrip().rstrip(";").rstrip()
-    if not params.endswith(")"):
-        raise ValueError(f"prototype={prototype!r} is not a C declaration 'ret name(params)'")
-    return f"{ret}(*)({params[:-1].strip() or 'void'})"
+    ret, _name, params = _split(prototype)
+    return f"{ret}(*)({params or 'void'})"
 
 
 def _param_names(params: str) -> List[str]:
@@ -141,6 +146,9 @@ _SOURCES: Dict[Tuple[str, str], str] = {}
 
 def install(cls: type, table: Iterable[CFunction], namespace: Dict[str, Any]) -> None:
     """Compile every entry of ``table`` into a method of ``cls``; expressions resolve in ``namespace``.
+
+    ``namespace`` (the caller's ``globals()``) must provide ``ffi`` for the out-parameters and every
+    name the entries' expressions, checks and defaults use.
 
     Raises ValueError for an entry whose argument count differs from its prototype, a duplicated
     method name, or a name ``cls`` already defines by hand.
