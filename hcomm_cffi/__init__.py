@@ -1,34 +1,45 @@
 """hcomm_cffi: HCCL/HCOMM from Python, with a shared-memory emulator for machines without an NPU.
 
 ``import hcomm_cffi as hcomm`` is light and never needs CANN: the Comm API is loaded on first use
-of ``hcomm.init``, ``hcomm.Comm``, ... (PEP 562 module ``__getattr__``).
+of ``hcomm.init``, ``hcomm.Comm``, ... (PEP 562 module ``__getattr__``).  For a line-by-line port of
+a C program the headers' inline initializers (``hcomm.HcclChannelDescInit``, ...) and constants
+(``hcomm.HCCL_ROOT_INFO_BYTES``, the magic words, ...) are here under their C names too, loaded on
+first use from :mod:`hcomm_cffi.initializers` and :mod:`hcomm_cffi.constants`.
 """
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import Any, Dict
 
-from . import enums, errors
+from . import constants, enums, errors
 
 __version__ = "0.1.0"
 
 _API = ("init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
         "CommError", "CommTimeoutError", "MessageMismatchError", "NotInitializedError", "NotMemberError")
-
 #: Writing one's own algorithm (hcomm_cffi.algorithms; docs/ALGORITHMS.md).
 _ALGORITHMS = ("algorithm", "Algorithm", "IssueContext", "CollectiveCall", "register_algorithm")
+_C_INITIALIZERS = ("HcclCommConfigInit", "HcclChannelDescInit", "EndpointDescInit", "ThreadConfigInit",
+                   "HcommChannelDescInit", "CommLinkInit", "HcclOpDescInit", "HcclKernelLaunchCfgInit",
+                   "HcclTeamCreateDescInit", "HcclTeamCreateChannelsDescInit")
 
-__all__ = ["enums", "errors", "__version__", *_API, *_ALGORITHMS]
+# exported name -> the submodule that defines it (imported on first use)
+_LAZY: Dict[str, str] = {
+    **{name: "api" for name in _API},
+    **{name: "algorithms" for name in _ALGORITHMS},
+    **{name: "initializers" for name in _C_INITIALIZERS},
+    **{name: "constants" for name in constants.__all__},
+}
+
+__all__ = ["enums", "errors", "constants", "__version__", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _API:
-        from . import api
-        return getattr(api, name)
-    if name in _ALGORITHMS:
-        from . import algorithms
-        return getattr(algorithms, "register" if name == "register_algorithm" else name)
+    module = _LAZY.get(name)
+    if module is not None:
+        return getattr(importlib.import_module(f".{module}", __name__), name)
     raise AttributeError(f"module 'hcomm_cffi' has no attribute {name!r}")
 
 
 def __dir__() -> list:
-    return sorted(list(globals()) + list(_API) + list(_ALGORITHMS))
+    return sorted(list(globals()) + list(_LAZY))

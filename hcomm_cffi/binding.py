@@ -2,8 +2,15 @@
 
 ``Binding(lib)`` wraps any object honouring the lib contract (``CannLibrary``, the emulator's
 ``SimLibrary``, a test double).  Out-parameters become return values; pointers are passed through
-as cdata; counts, handles and enums are ints.  Data-plane methods are kept minimal because they
-sit on hot paths: one C call, one ``if rc``.
+as cdata; counts, handles and enums are ints.
+
+The methods are generated, once at import, from one declarative table (:data:`C_FUNCTIONS`, in
+the manner of vLLM's ``pynccl_wrapper``): each entry gives the method, the C prototype, the
+argument kinds and the declared out-parameters.  Every method runs the same template -- one C
+call, one ``if rc: raise self._error(...)`` -- written out per method (see
+``calltable.source_of(Binding, name)``) so the hot data-plane calls cost what a hand-written
+method costs.  The few methods that validate or reshape their arguments beyond a table entry
+are written by hand and call the table's private raw entries (``_HcclCommInitRootInfo``, ...).
 """
 from __future__ import annotations
 
@@ -12,21 +19,24 @@ import threading
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from ._ffi import ffi
+from .calltable import CFunction, Out, OutArray, install
 from .enums import HCCL_ROOT_INFO_BYTES, MemMallocPolicy
-from .errors import HcclError, error_for
+from .errors import ACL_ERROR_REPEAT_INITIALIZE, HcclError, error_for
 from .initializers import comm_config_init
 
-__all__ = ["Binding", "get_binding", "reset_binding"]
+__all__ = ["Binding", "get_binding", "reset_binding", "C_FUNCTIONS"]
 
 CData = Any          # a cffi cdata object (pointer / array / handle)
 PathLike = Union[str, bytes, "os.PathLike[str]"]
 
 _U32_MAX = 0xFFFFFFFF
-_ACL_REPEAT_INITIALIZE = 100002
 _COMM_NAME_BYTES = 256            # HcclGetCommName writes up to 128 chars; leave headroom
 _CLUSTER_INFO_MAX = 4095          # ranktable path limit (4096 bytes with the NUL)
 _CONFIG_PTR = ffi.typeof("HcclCommConfig *")
 
+
+# ---------------------------------------------------------------------------------------------
+# argument helpers (the table's expressions and checks call these)
 
 def _c_string(value: Any) -> Optional[str]:
     """Text from a ``char *`` cdata (or bytes/str from a Python lib); None for NULL/empty."""
@@ -42,6 +52,7 @@ def _c_string(value: Any) -> Optional[str]:
 
 
 def _uint(name: str, value: Any, low: int = 0, high: int = _U32_MAX) -> int:
+    """``value`` if it is an int in ``low..high``, else ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name}={value!r} is not an int; expected an int in {low}..{high}")
     if not low <= value <= high:
@@ -49,11 +60,23 @@ def _uint(name: str, value: Any, low: int = 0, high: int = _U32_MAX) -> int:
     return value
 
 
+def _size(value: Any) -> None:
+    """ValueError unless ``value`` is a positive int number of bytes."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"size={value!r} is not a positive int number of bytes")
+
+
+def _fits(count: int, capacity_name: str, capacity: int) -> None:
+    """ValueError if ``count`` bytes do not fit the ``capacity`` of the destination."""
+    if count > capacity:
+        raise ValueError(f"count={count} exceeds {capacity_name}={capacity}; the destination is too small")
+
+
 def _tag(tag: Union[str, bytes]) -> bytes:
     return tag.encode("utf-8") if isinstance(tag, str) else tag
 
 
-def _count_of(name: str, array: CData, n: Optional[int]) -> int:
+def _count_of(name: str, array: CData, n: Optional[int], nonempty: bool = False) -> int:
     """Element count to pass with a cdata array: ``n`` if given (checked against the array), else its length."""
     try:
         length: Optional[int] = len(array)
@@ -62,11 +85,14 @@ def _count_of(name: str, array: CData, n: Optional[int]) -> int:
     if n is None:
         if length is None:
             raise ValueError(f"{name} is a pointer ({ffi.typeof(array).cname}); pass its element count as n")
-        return length
-    _uint("n", n)
-    if length is not None and n > length:
-        raise ValueError(f"n={n} exceeds the {length} elements of {name}")
-    return n
+        count = length
+    else:
+        count = _uint("n", n)
+        if length is not None and n > length:
+            raise ValueError(f"n={n} exceeds the {length} elements of {name}")
+    if nonempty and count == 0:
+        raise ValueError(f"{name} is empty; expected at least one element")
+    return count
 
 
 def _config_ptr(config: Optional[CData]) -> CData:
@@ -89,8 +115,361 @@ def _config_ptr(config: Optional[CData]) -> CData:
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# the table: one entry per C function (prototypes as declared in build_ffi.py)
+
+_HANDLE = Out("HcclComm *", "{}[0]")                      # an out-parameter returning the handle itself
+_BUFFER = Out("void **", 'ffi.cast("char *", {}[0])')      # an out-pointer returned as ``char *``
+_SIZE = Out("uint64_t *")
+_STR = "Union[str, bytes]"
+_RX = "thread: int, channel: int, dst: CData, src: CData"  # the operands of a one-sided transfer
+_RED = "count: int, dtype: int, op: int"
+
+C_FUNCTIONS: Tuple[CFunction, ...] = (
+    # ---- communicators (libhcomm.so / libhccl.so)
+    CFunction("get_root_info", "HcclResult HcclGetRootInfo(HcclRootInfo* rootInfo)",
+              doc="on the root rank: the 4108 opaque bytes every rank passes to comm_init_root_info.",
+              returns="bytes", args=(Out("HcclRootInfo *", "bytes(ffi.buffer({}))"),)),
+    CFunction("_HcclCommInitRootInfo",
+              "HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo* rootInfo, uint32_t rank, HcclComm* comm)",
+              "n_ranks: int, info: CData, rank: int", returns="CData",
+              args=("n_ranks", "info", "rank", _HANDLE), detail="n_ranks={n_ranks} rank={rank}"),
+    CFunction("_HcclCommInitRootInfoConfig",
+              "HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo* rootInfo, uint32_t rank, "
+              "const HcclCommConfig* config, HcclComm* comm)",
+              "n_ranks: int, info: CData, rank: int, config: CData", returns="CData",
+              args=("n_ranks", "info", "rank", "config", _HANDLE), detail="n_ranks={n_ranks} rank={rank}"),
+    CFunction("_HcclCommInitClusterInfo",
+              "HcclResult HcclCommInitClusterInfo(const char* clusterInfo, uint32_t rank, HcclComm* comm)",
+              "path: bytes, rank: int", returns="CData", args=("path", "rank", _HANDLE),
+              detail="ranktable {path.decode(errors='replace')}, rank={rank}"),
+    CFunction("_HcclCommInitClusterInfoConfig",
+              "HcclResult HcclCommInitClusterInfoConfig(const char* clusterInfo, uint32_t rank, HcclCommConfig* config, "
+              "HcclComm* comm)",
+              "path: bytes, rank: int, config: CData", returns="CData", args=("path", "rank", "config", _HANDLE),
+              detail="ranktable {path.decode(errors='replace')}, rank={rank}"),
+    CFunction("_HcclCreateSubCommConfig",
+              "HcclResult HcclCreateSubCommConfig(HcclComm* comm, uint32_t rankNum, uint32_t* rankIds, uint64_t subCommId, "
+              "uint32_t subCommRankId, HcclCommConfig* config, HcclComm* subComm)",
+              "parent: CData, n: int, ids: CData, sub_comm_id: int, sub_comm_rank_id: int, config: CData",
+              returns="CData", args=("parent", "n", "ids", "sub_comm_id", "sub_comm_rank_id", "config", _HANDLE)),
+    CFunction("_HcclCommInitAll", "HcclResult HcclCommInitAll(uint32_t ndev, int32_t* devices, HcclComm* comms)",
+              "n: int, devices: CData", returns="List[CData]", args=("n", "devices", OutArray("HcclComm", "n"))),
+    CFunction("comm_destroy", "HcclResult HcclCommDestroy(HcclComm comm)", "comm: CData",
+              "release the communicator and everything acquired from it."),
+    CFunction("get_rank_id", "HcclResult HcclGetRankId(HcclComm comm, uint32_t* rank)", "comm: CData",
+              "this process's rank in ``comm``.", "int", args=("comm", Out("uint32_t *"))),
+    CFunction("get_rank_size", "HcclResult HcclGetRankSize(HcclComm comm, uint32_t* rankSize)", "comm: CData",
+              "number of ranks in ``comm``.", "int", args=("comm", Out("uint32_t *"))),
+    CFunction("get_comm_name", "HcclResult HcclGetCommName(HcclComm comm, char* commName)", "comm: CData",
+              "the communicator's name.", "str",
+              args=("comm", OutArray("char", "_COMM_NAME_BYTES", 'ffi.string({}).decode("utf-8", "replace")'))),
+    CFunction("comm_get_handle_with_name", "HcclResult HcclCommGetHandleWithName(const char* commName, HcclComm* comm)",
+              f"name: {_STR}", "the communicator called ``name``.", "CData", args=("_tag(name)", _HANDLE),
+              detail="name={name!r}"),
+    CFunction("get_comm_async_error", "HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult* asyncError)",
+              "comm: CData", "the asynchronous HcclResult recorded on ``comm`` (0 = none).", "int",
+              args=("comm", Out("HcclResult *"))),
+    CFunction("get_error_string", "const char* HcclGetErrorString(HcclResult code)", "code: int",
+              "the library's short text for an HcclResult code.", "str", checked=False, result="_c_string(rc) or ''"),
+    CFunction("get_comm_config_capability", "uint32_t HcclGetCommConfigCapability(void)",
+              doc="config items with an enum value below this number are supported.", returns="int",
+              checked=False, result="int(rc)"),
+    CFunction("set_config", "HcclResult HcclSetConfig(HcclConfig config, int32_t configValue)",
+              "config: int, value: int", "set a process-wide option (only HCCL_DETERMINISTIC = 0 exists)."),
+    CFunction("get_config", "HcclResult HcclGetConfig(HcclConfig config, HcclConfigValue* configValue)", "config: int",
+              "read a process-wide option.", "int", args=("config", Out("HcclConfigValue *", "int({}.value)"))),
+    CFunction("comm_suspend", "HcclResult HcclCommSuspend(HcclComm comm)", "comm: CData",
+              "suspend a communicator (fault handling)."),
+    CFunction("comm_resume", "HcclResult HcclCommResume(HcclComm comm)", "comm: CData",
+              "resume a suspended communicator."),
+    CFunction("group_start", "HcclResult HcclGroupStart(void)", doc="begin a group of operations."),
+    CFunction("group_end", "HcclResult HcclGroupEnd(void)", doc="end a group of operations."),
+    CFunction("barrier", "HcclResult HcclBarrier(HcclComm comm, aclrtStream stream)", "comm: CData, stream: CData",
+              "enqueue a barrier on ``stream``."),
+
+    # ---- resources
+    CFunction("get_hccl_buffer", "HcclResult HcclGetHcclBuffer(HcclComm comm, void** buffer, uint64_t* size)",
+              "comm: CData", "(``char *`` to this rank's communicator-owned buffer, its size in bytes).",
+              "Tuple[CData, int]", args=("comm", _BUFFER, _SIZE)),
+    CFunction("get_hccl_buffer_cleared",
+              "HcclResult HcclGetHcclBufferCleared(HcclComm comm, void** buffer, uint64_t* size)", "comm: CData",
+              "like get_hccl_buffer, with the buffer zeroed.", "Tuple[CData, int]", args=("comm", _BUFFER, _SIZE)),
+    CFunction("thread_acquire",
+              "HcclResult HcclThreadAcquire(HcclComm comm, CommEngine engine, uint32_t threadNum, "
+              "uint32_t notifyNumPerThread, ThreadHandle* threads)",
+              "comm: CData, engine: int, thread_num: int, notify_num_per_thread: int",
+              "``thread_num`` comm-owned thread handles, each with ``notify_num_per_thread`` notifies.", "List[int]",
+              args=("comm", "engine", "thread_num", "notify_num_per_thread", OutArray("ThreadHandle", "thread_num")),
+              checks=("_uint('thread_num', thread_num)", "_uint('notify_num_per_thread', notify_num_per_thread)"),
+              detail="engine={engine} thread_num={thread_num} notify_num_per_thread={notify_num_per_thread}"),
+    CFunction("thread_acquire_with_stream",
+              "HcclResult HcclThreadAcquireWithStream(HcclComm comm, CommEngine engine, aclrtStream stream, "
+              "uint32_t notifyNum, ThreadHandle* thread)",
+              "comm: CData, engine: int, stream: CData, notify_num: int", "a thread handle wrapping ``stream``.", "int",
+              args=("comm", "engine", "stream", "notify_num", Out("ThreadHandle *")),
+              checks=("_uint('notify_num', notify_num)",), detail="engine={engine} notify_num={notify_num}"),
+    CFunction("thread_acquire_with_config",
+              "HcclResult HcclThreadAcquireWithConfig(HcclComm comm, CommEngine engine, uint32_t threadNum, "
+              "ThreadType type, const ThreadConfig* config, ThreadHandle* threads)",
+              "comm: CData, engine: int, configs: CData, thread_num: Optional[int] = None, thread_type: int = 0",
+              "one thread per ``ThreadConfig`` (from initializers.thread_config_init).", "List[int]",
+              args=("comm", "engine", "n", "thread_type", "configs", OutArray("ThreadHandle", "n")),
+              checks=("n = _count_of('configs', configs, thread_num)",)),
+    CFunction("channel_acquire",
+              "HcclResult HcclChannelAcquire(HcclComm comm, CommEngine engine, const HcclChannelDesc* channelDescs, "
+              "uint32_t channelNum, ChannelHandle* channels)",
+              "comm: CData, engine: int, descs: CData, n: Optional[int] = None",
+              "one channel handle per ``HcclChannelDesc`` (from initializers.make_channel_descs).", "List[int]",
+              args=("comm", "engine", "descs", "count", OutArray("ChannelHandle", "count")),
+              checks=("count = _count_of('descs', descs, n, nonempty=True)",), detail="engine={engine} channels={count}"),
+    CFunction("channel_get_hccl_buffer",
+              "HcclResult HcclChannelGetHcclBuffer(HcclComm comm, ChannelHandle channel, void** buffer, uint64_t* size)",
+              "comm: CData, channel: int", "(``char *`` to the peer's HCCL buffer as seen through ``channel``, its size).",
+              "Tuple[CData, int]", args=("comm", "channel", _BUFFER, _SIZE), detail="channel={channel:#x}"),
+    CFunction("_HcclChannelDestroy",
+              "HcclResult HcclChannelDestroy(HcclComm comm, const ChannelHandle* channels, uint32_t channelNum)",
+              "comm: CData, handles: CData, n: int"),
+    CFunction("engine_ctx_create",
+              "HcclResult HcclEngineCtxCreate(HcclComm comm, const char* ctxTag, CommEngine engine, uint64_t size, void** ctx)",
+              f"comm: CData, tag: {_STR}, engine: int, size: int",
+              "a ``char *`` to a new engine context of ``size`` bytes named ``tag``.", "CData",
+              args=("comm", "_tag(tag)", "engine", "size", _BUFFER), detail="tag={tag!r}"),
+    CFunction("engine_ctx_get",
+              "HcclResult HcclEngineCtxGet(HcclComm comm, const char* ctxTag, CommEngine engine, void** ctx, uint64_t* size)",
+              f"comm: CData, tag: {_STR}, engine: int",
+              "(``char *``, size) of the context named ``tag``; HcclNotFoundError if none.", "Tuple[CData, int]",
+              args=("comm", "_tag(tag)", "engine", _BUFFER, _SIZE), detail="tag={tag!r}"),
+    CFunction("engine_ctx_destroy", "HcclResult HcclEngineCtxDestroy(HcclComm comm, const char* ctxTag, CommEngine engine)",
+              f"comm: CData, tag: {_STR}, engine: int", "free the context named ``tag``.",
+              args=("comm", "_tag(tag)", "engine"), detail="tag={tag!r}"),
+
+    # ---- data plane (hot paths: the generated body is one C call and one ``if rc``)
+    CFunction("local_copy", "int32_t HcommLocalCopyOnThread(ThreadHandle thread, void* dst, const void* src, uint64_t len)",
+              "thread: int, dst: CData, src: CData, nbytes: int", "enqueue a local copy of ``nbytes`` bytes."),
+    CFunction("local_reduce",
+              "int32_t HcommLocalReduceOnThread(ThreadHandle thread, void* dst, const void* src, uint64_t count, "
+              "HcommDataType dataType, HcommReduceOp reduceOp)",
+              f"thread: int, dst: CData, src: CData, {_RED}", "enqueue ``dst = op(dst, src)`` over ``count`` elements."),
+    CFunction("write",
+              "int32_t HcommWriteOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src, uint64_t len)",
+              f"{_RX}, nbytes: int", "enqueue a write of ``nbytes`` from local ``src`` to remote ``dst``."),
+    CFunction("read",
+              "int32_t HcommReadOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src, uint64_t len)",
+              f"{_RX}, nbytes: int", "enqueue a read of ``nbytes`` from remote ``src`` to local ``dst``."),
+    CFunction("write_reduce",
+              "int32_t HcommWriteReduceOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src, "
+              "uint64_t count, HcommDataType dataType, HcommReduceOp reduceOp)",
+              f"{_RX}, {_RED}", "enqueue remote ``dst = op(dst, src)`` over ``count`` elements."),
+    CFunction("read_reduce",
+              "int32_t HcommReadReduceOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src, "
+              "uint64_t count, HcommDataType dataType, HcommReduceOp reduceOp)",
+              f"{_RX}, {_RED}", "enqueue local ``dst = op(dst, remote src)`` over ``count`` elements."),
+    CFunction("write_with_notify",
+              "int32_t HcommWriteWithNotifyOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src, "
+              "uint64_t len, uint32_t remoteNotifyIdx)",
+              f"{_RX}, nbytes: int, remote_notify_idx: int",
+              "a write followed by a record of the peer's notify (not on A2/A3)."),
+    CFunction("write_reduce_with_notify",
+              "int32_t HcommWriteReduceWithNotifyOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, "
+              "const void* src, uint64_t count, HcommDataType dataType, HcommReduceOp reduceOp, uint32_t remoteNotifyIdx)",
+              f"{_RX}, {_RED}, remote_notify_idx: int", "a write-reduce followed by a record of the peer's notify."),
+    CFunction("write_nbi",
+              "int32_t HcommWriteNbiOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src, "
+              "uint64_t len)",
+              f"{_RX}, nbytes: int", "non-blocking write (order it with fence/channel_fence)."),
+    CFunction("read_nbi",
+              "int32_t HcommReadNbiOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src, "
+              "uint64_t len)",
+              f"{_RX}, nbytes: int", "non-blocking read (order it with fence/channel_fence)."),
+    CFunction("batch_transfer",
+              "int32_t HcommBatchTransferOnThread(ThreadHandle thread, ChannelHandle channel, "
+              "const HcommBatchTransferDesc* transferDescs, uint32_t transferDescNum)",
+              "thread: int, channel: int, descs: CData, n: Optional[int] = None",
+              "enqueue an array of ``HcommBatchTransferDesc``.",
+              args=("thread", "channel", "descs", "count"), checks=("count = _count_of('descs', descs, n)",)),
+    CFunction("thread_notify_record",
+              "int32_t HcommThreadNotifyRecordOnThread(ThreadHandle thread, ThreadHandle dstThread, uint32_t dstNotifyIdx)",
+              "thread: int, dst_thread: int, idx: int", "set notify ``idx`` of local thread ``dst_thread``."),
+    CFunction("thread_notify_wait",
+              "int32_t HcommThreadNotifyWaitOnThread(ThreadHandle thread, uint32_t notifyIdx, uint32_t timeOut)",
+              "thread: int, idx: int, timeout_s: int",
+              "wait for (and clear) this thread's notify ``idx``; ``timeout_s`` in seconds, 0 = forever."),
+    CFunction("channel_notify_record",
+              "int32_t HcommChannelNotifyRecordOnThread(ThreadHandle thread, ChannelHandle channel, uint32_t remoteNotifyIdx)",
+              "thread: int, channel: int, idx: int", "set the peer's notify ``idx`` of ``channel``."),
+    CFunction("channel_notify_wait",
+              "int32_t HcommChannelNotifyWaitOnThread(ThreadHandle thread, ChannelHandle channel, uint32_t localNotifyIdx, "
+              "uint32_t timeOut)",
+              "thread: int, channel: int, idx: int, timeout_s: int",
+              "wait for (and clear) local notify ``idx`` of ``channel``; seconds, 0 = forever."),
+    CFunction("batch_mode_start", "int32_t HcommBatchModeStart(const char* batchTag)", f"tag: {_STR} = b''",
+              "start recording data-plane calls (launched by batch_mode_end).", args=("_tag(tag)",)),
+    CFunction("batch_mode_end", "int32_t HcommBatchModeEnd(const char* batchTag)", f"tag: {_STR} = b''",
+              "launch the calls recorded since batch_mode_start.", args=("_tag(tag)",)),
+    CFunction("fence", "int32_t HcommFenceOnThread(ThreadHandle thread)", "thread: int",
+              "order all earlier non-blocking transfers of ``thread``."),
+    CFunction("channel_fence", "int32_t HcommChannelFenceOnThread(ThreadHandle thread, ChannelHandle channel)",
+              "thread: int, channel: int", "order earlier non-blocking transfers on ``channel``."),
+    CFunction("channel_drain", "int32_t HcommChannelDrainOnThread(ThreadHandle thread, ChannelHandle channel)",
+              "thread: int, channel: int", "wait until ``channel``'s outstanding transfers have completed."),
+    CFunction("set_notify_wait_timeout", "int32_t HcommSetNotifyWaitTimeOut(float timeOut)", "timeout_s: float",
+              "default timeout (seconds) of the *WithDefaultTimeout waits."),
+    CFunction("acquire_comm", "int32_t HcommAcquireComm(const char* commId)", f"comm_id: {_STR}",
+              "take the communicator named ``comm_id`` for exclusive data-plane use.", args=("_tag(comm_id)",),
+              detail="comm_id={comm_id!r}"),
+    CFunction("release_comm", "int32_t HcommReleaseComm(const char* commId)", f"comm_id: {_STR}",
+              "give back a communicator taken with acquire_comm.", args=("_tag(comm_id)",), detail="comm_id={comm_id!r}"),
+
+    # ---- ACL runtime (libacl_rt.so)
+    CFunction("acl_init", "aclError aclInit(const char* configPath)", "config_path: Optional[PathLike] = None",
+              "True if this call initialised ACL, False if it already was (ACL_ERROR_REPEAT_INITIALIZE).", "bool",
+              args=("os.fsencode(config_path) if config_path is not None else ffi.NULL",),
+              accept=("ACL_ERROR_REPEAT_INITIALIZE",), result="rc != ACL_ERROR_REPEAT_INITIALIZE"),
+    CFunction("acl_finalize", "aclError aclFinalize(void)",
+              doc="tear ACL down (once per process, after every device is reset)."),
+    CFunction("set_device", "aclError aclrtSetDevice(int32_t deviceId)", "device: int",
+              "bind this OS thread to ``device``.", detail="device={device}"),
+    CFunction("reset_device", "aclError aclrtResetDevice(int32_t deviceId)", "device: int",
+              "release ``device``'s resources held by this process.", detail="device={device}"),
+    CFunction("get_device", "aclError aclrtGetDevice(int32_t* deviceId)", doc="the device bound to this OS thread.",
+              returns="int", args=(Out("int32_t *"),)),
+    CFunction("get_device_count", "aclError aclrtGetDeviceCount(uint32_t* count)", doc="number of visible devices.",
+              returns="int", args=(Out("uint32_t *"),)),
+    CFunction("synchronize_device", "aclError aclrtSynchronizeDevice(void)",
+              doc="wait for all work on the current device."),
+    CFunction("create_stream", "aclError aclrtCreateStream(aclrtStream* stream)", doc="a new ``aclrtStream``.",
+              returns="CData", args=(Out("aclrtStream *", "{}[0]"),)),
+    CFunction("destroy_stream", "aclError aclrtDestroyStream(aclrtStream stream)", "stream: CData"),
+    CFunction("synchronize_stream", "aclError aclrtSynchronizeStream(aclrtStream stream)", "stream: CData",
+              "wait until everything enqueued on ``stream`` has run."),
+    CFunction("synchronize_stream_with_timeout",
+              "aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout)",
+              "stream: CData, timeout_ms: int",
+              "like synchronize_stream, giving up after ``timeout_ms`` (-1 = forever).", detail="timeout_ms={timeout_ms}"),
+    CFunction("malloc", "aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy)",
+              "size: int, policy: int = MemMallocPolicy.HUGE_FIRST",
+              "``size`` bytes of device memory as a ``char *`` cdata (free it with free()).", "CData",
+              args=(_BUFFER, "size", "policy"), checks=("_size(size)",), detail="size={size} policy={int(policy)}"),
+    CFunction("free", "aclError aclrtFree(void* devPtr)", "ptr: CData", "release memory from malloc()."),
+    CFunction("malloc_host", "aclError aclrtMallocHost(void** hostPtr, size_t size)", "size: int",
+              "``size`` bytes of page-locked host memory as a ``char *`` cdata.", "CData",
+              args=(_BUFFER, "size"), checks=("_size(size)",), detail="size={size}"),
+    CFunction("free_host", "aclError aclrtFreeHost(void* hostPtr)", "ptr: CData", "release memory from malloc_host()."),
+    CFunction("memcpy",
+              "aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind)",
+              "dst: CData, dst_max: int, src: CData, count: int, kind: int",
+              "synchronous copy of ``count`` bytes (``kind`` an aclrtMemcpyKind).",
+              checks=("_fits(count, 'dst_max', dst_max)",), detail="count={count} kind={int(kind)}"),
+    CFunction("memcpy_async",
+              "aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind, "
+              "aclrtStream stream)",
+              "dst: CData, dst_max: int, src: CData, count: int, kind: int, stream: CData",
+              "copy of ``count`` bytes enqueued on ``stream``.",
+              checks=("_fits(count, 'dst_max', dst_max)",), detail="count={count} kind={int(kind)}"),
+    CFunction("memset", "aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_t count)",
+              "ptr: CData, max_count: int, value: int, count: int", "set ``count`` bytes to ``value``.",
+              checks=("_fits(count, 'max_count', max_count)",)),
+    CFunction("create_event", "aclError aclrtCreateEvent(aclrtEvent* event)", doc="a new ``aclrtEvent``.",
+              returns="CData", args=(Out("aclrtEvent *", "{}[0]"),)),
+    CFunction("record_event", "aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)",
+              "event: CData, stream: CData", "record ``event`` at the current end of ``stream``."),
+    CFunction("stream_wait_event", "aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)",
+              "stream: CData, event: CData", "make ``stream`` wait for ``event``."),
+    CFunction("synchronize_event", "aclError aclrtSynchronizeEvent(aclrtEvent event)", "event: CData",
+              "block until ``event`` has completed."),
+    CFunction("destroy_event", "aclError aclrtDestroyEvent(aclrtEvent event)", "event: CData"),
+    CFunction("get_soc_name", "const char* aclrtGetSocName(void)",
+              doc="the SoC name (e.g. 'Ascend910B1'), or None if the runtime cannot tell.", returns="Optional[str]",
+              checked=False, result="_c_string(rc)"),
+
+    # ---- collectives (libhccl.so)
+    CFunction("all_reduce",
+              "HcclResult HcclAllReduce(void* sendBuf, void* recvBuf, uint64_t count, HcclDataType dataType, "
+              "HcclReduceOp op, HcclComm comm, aclrtStream stream)",
+              "send: CData, recv: CData, count: int, dtype: int, op: int, comm: CData, stream: CData",
+              "``count`` elements, enqueued on ``stream``."),
+    CFunction("broadcast",
+              "HcclResult HcclBroadcast(void* buf, uint64_t count, HcclDataType dataType, uint32_t root, HcclComm comm, "
+              "aclrtStream stream)",
+              "buf: CData, count: int, dtype: int, root: int, comm: CData, stream: CData",
+              "``count`` elements of ``buf`` from ``root``."),
+    CFunction("all_gather",
+              "HcclResult HcclAllGather(void* sendBuf, void* recvBuf, uint64_t sendCount, HcclDataType dataType, "
+              "HcclComm comm, aclrtStream stream)",
+              "send: CData, recv: CData, send_count: int, dtype: int, comm: CData, stream: CData",
+              "each rank contributes ``send_count`` elements."),
+    CFunction("all_gather_v",
+              "HcclResult HcclAllGatherV(void* sendBuf, uint64_t sendCount, void* recvBuf, const void* recvCounts, "
+              "const void* recvDispls, HcclDataType dataType, HcclComm comm, aclrtStream stream)",
+              "send: CData, send_count: int, recv: CData, recv_counts: CData, recv_displs: CData, dtype: int, "
+              "comm: CData, stream: CData",
+              "per-rank counts/displacements as uint64 arrays."),
+    CFunction("reduce_scatter",
+              "HcclResult HcclReduceScatter(void* sendBuf, void* recvBuf, uint64_t recvCount, HcclDataType dataType, "
+              "HcclReduceOp op, HcclComm comm, aclrtStream stream)",
+              "send: CData, recv: CData, recv_count: int, dtype: int, op: int, comm: CData, stream: CData",
+              "each rank receives ``recv_count`` reduced elements."),
+    CFunction("reduce_scatter_v",
+              "HcclResult HcclReduceScatterV(void* sendBuf, const void* sendCounts, const void* sendDispls, "
+              "void* recvBuf, uint64_t recvCount, HcclDataType dataType, HcclReduceOp op, HcclComm comm, "
+              "aclrtStream stream)",
+              "send: CData, send_counts: CData, send_displs: CData, recv: CData, recv_count: int, dtype: int, op: int, "
+              "comm: CData, stream: CData",
+              "per-rank counts/displacements as uint64 arrays."),
+    CFunction("reduce",
+              "HcclResult HcclReduce(void* sendBuf, void* recvBuf, uint64_t count, HcclDataType dataType, "
+              "HcclReduceOp op, uint32_t root, HcclComm comm, aclrtStream stream)",
+              "send: CData, recv: CData, count: int, dtype: int, op: int, root: int, comm: CData, stream: CData",
+              "``count`` elements reduced onto ``root``."),
+    CFunction("scatter",
+              "HcclResult HcclScatter(void* sendBuf, void* recvBuf, uint64_t recvCount, HcclDataType dataType, "
+              "uint32_t root, HcclComm comm, aclrtStream stream)",
+              "send: CData, recv: CData, recv_count: int, dtype: int, root: int, comm: CData, stream: CData",
+              "``recv_count`` elements to each rank from ``root``."),
+    CFunction("all_to_all",
+              "HcclResult HcclAlltoAll(const void* sendBuf, uint64_t sendCount, HcclDataType sendType, "
+              "const void* recvBuf, uint64_t recvCount, HcclDataType recvType, HcclComm comm, aclrtStream stream)",
+              "send: CData, send_count: int, send_type: int, recv: CData, recv_count: int, recv_type: int, "
+              "comm: CData, stream: CData",
+              "the same count to and from every rank."),
+    CFunction("all_to_all_v",
+              "HcclResult HcclAlltoAllV(const void* sendBuf, const void* sendCounts, const void* sdispls, "
+              "HcclDataType sendType, const void* recvBuf, const void* recvCounts, const void* rdispls, "
+              "HcclDataType recvType, HcclComm comm, aclrtStream stream)",
+              "send: CData, send_counts: CData, send_displs: CData, send_type: int, recv: CData, recv_counts: CData, "
+              "recv_displs: CData, recv_type: int, comm: CData, stream: CData",
+              "per-rank counts/displacements as uint64 arrays."),
+    CFunction("all_to_all_vc",
+              "HcclResult HcclAlltoAllVC(const void* sendBuf, const void* sendCountMatrix, HcclDataType sendType, "
+              "const void* recvBuf, HcclDataType recvType, HcclComm comm, aclrtStream stream)",
+              "send: CData, send_count_matrix: CData, send_type: int, recv: CData, recv_type: int, comm: CData, "
+              "stream: CData",
+              "driven by a rank_size x rank_size uint64 count matrix."),
+    CFunction("send",
+              "HcclResult HcclSend(void* sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank, "
+              "HcclComm comm, aclrtStream stream)",
+              "buf: CData, count: int, dtype: int, dst: int, comm: CData, stream: CData",
+              "``count`` elements to rank ``dst`` (pairs with recv on the peer)."),
+    CFunction("recv",
+              "HcclResult HcclRecv(void* recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank, "
+              "HcclComm comm, aclrtStream stream)",
+              "buf: CData, count: int, dtype: int, src: int, comm: CData, stream: CData",
+              "``count`` elements from rank ``src``."),
+    CFunction("batch_send_recv",
+              "HcclResult HcclBatchSendRecv(HcclSendRecvItem* sendRecvInfo, uint32_t itemNum, HcclComm comm, "
+              "aclrtStream stream)",
+              "items: CData, n: Optional[int], comm: CData, stream: CData",
+              "an ``HcclSendRecvItem[n]`` array of sends and receives in one call.",
+              args=("items", "count", "comm", "stream"), checks=("count = _count_of('items', items, n)",)),
+)
+
+
 class Binding:
-    """Checked calls over a lib object (see docs/ARCHITECTURE.md, 'The binding contract')."""
+    """Checked calls over a lib object (see docs/ARCHITECTURE.md, 'The binding contract').
+
+    Besides the methods written here, every entry of :data:`C_FUNCTIONS` is a method.
+    """
 
     def __init__(self, lib: Any) -> None:
         self._lib = lib
@@ -100,7 +479,7 @@ class Binding:
         """The wrapped lib object."""
         return self._lib
 
-    # ------------------------------------------------------------------ error path
+    # ------------------------------------------------------------------ the one check
     def _library_message(self, rc: int, function: str) -> Optional[str]:
         """The library's text for the failure: aclGetRecentErrMsg() first, else HcclGetErrorString(rc).
 
@@ -121,18 +500,10 @@ class Binding:
             return None
 
     def _error(self, rc: int, function: str, detail: Optional[str] = None) -> HcclError:
-        """The typed exception for return code ``rc`` of ``function`` (to be raised by the caller)."""
+        """The typed exception for return code ``rc`` of ``function`` (raised by every generated method)."""
         return error_for(rc, function, self._library_message(rc, function), detail)
 
-    # ------------------------------------------------------------------ communicators
-    def get_root_info(self) -> bytes:
-        """HcclGetRootInfo on the root rank: the 4108 opaque bytes every rank passes to comm_init_root_info."""
-        info = ffi.new("HcclRootInfo *")
-        rc = self._lib.HcclGetRootInfo(info)
-        if rc:
-            raise self._error(rc, "HcclGetRootInfo")
-        return bytes(ffi.buffer(info))
-
+    # ------------------------------------------------------------------ methods beyond one table entry
     def comm_init_root_info(
         self, n_ranks: int, root_info: Union[bytes, bytearray, memoryview], rank: int,
         config: Optional[CData] = None,
@@ -147,16 +518,9 @@ class Binding:
             )
         info = ffi.new("HcclRootInfo *")
         ffi.memmove(info, raw, HCCL_ROOT_INFO_BYTES)
-        comm = ffi.new("HcclComm *")
         if config is None:
-            rc = self._lib.HcclCommInitRootInfo(n_ranks, info, rank, comm)
-            if rc:
-                raise self._error(rc, "HcclCommInitRootInfo", f"n_ranks={n_ranks} rank={rank}")
-        else:
-            rc = self._lib.HcclCommInitRootInfoConfig(n_ranks, info, rank, _config_ptr(config), comm)
-            if rc:
-                raise self._error(rc, "HcclCommInitRootInfoConfig", f"n_ranks={n_ranks} rank={rank}")
-        return comm[0]
+            return self._HcclCommInitRootInfo(n_ranks, info, rank)
+        return self._HcclCommInitRootInfoConfig(n_ranks, info, rank, _config_ptr(config))
 
     def comm_init_cluster_info(self, path: PathLike, rank: int, config: Optional[CData] = None) -> CData:
         """HcclCommInitClusterInfo(Config): a communicator from a ranktable JSON file."""
@@ -164,16 +528,9 @@ class Binding:
         if not raw or len(raw) > _CLUSTER_INFO_MAX:
             raise ValueError(f"path={path!r} is {len(raw)} bytes; expected a ranktable path of 1..{_CLUSTER_INFO_MAX} bytes")
         _uint("rank", rank)
-        comm = ffi.new("HcclComm *")
         if config is None:
-            rc = self._lib.HcclCommInitClusterInfo(raw, rank, comm)
-            if rc:
-                raise self._error(rc, "HcclCommInitClusterInfo", f"ranktable {raw.decode(errors='replace')}, rank={rank}")
-        else:
-            rc = self._lib.HcclCommInitClusterInfoConfig(raw, rank, _config_ptr(config), comm)
-            if rc:
-                raise self._error(rc, "HcclCommInitClusterInfoConfig", f"ranktable {raw.decode(errors='replace')}, rank={rank}")
-        return comm[0]
+            return self._HcclCommInitClusterInfo(raw, rank)
+        return self._HcclCommInitClusterInfoConfig(raw, rank, _config_ptr(config))
 
     def create_sub_comm(
         self, comm: CData, rank_ids: Sequence[int], sub_comm_id: int, sub_comm_rank_id: int,
@@ -187,14 +544,9 @@ class Binding:
             _uint(f"rank_ids[{i}]", r)
         _uint("sub_comm_id", sub_comm_id, 0, 2**64 - 1)
         _uint("sub_comm_rank_id", sub_comm_rank_id, 0, len(ids) - 1)
-        parent = ffi.new("HcclComm *", comm)
-        ids_c = ffi.new("uint32_t[]", ids)
         cfg = _config_ptr(config) if config is not None else comm_config_init()
-        sub = ffi.new("HcclComm *")
-        rc = self._lib.HcclCreateSubCommConfig(parent, len(ids), ids_c, sub_comm_id, sub_comm_rank_id, cfg, sub)
-        if rc:
-            raise self._error(rc, "HcclCreateSubCommConfig")
-        return sub[0]
+        return self._HcclCreateSubCommConfig(ffi.new("HcclComm *", comm), len(ids), ffi.new("uint32_t[]", ids),
+                                             sub_comm_id, sub_comm_rank_id, cfg)
 
     def comm_init_all(self, devices: Sequence[int]) -> List[CData]:
         """HcclCommInitAll: one communicator per listed device id, in this single process."""
@@ -205,623 +557,16 @@ class Binding:
             raise ValueError(f"devices={devs!r} lists a device twice; expected distinct device ids")
         for i, d in enumerate(devs):
             _uint(f"devices[{i}]", d, 0, 0x7FFFFFFF)
-        comms = ffi.new("HcclComm[]", len(devs))
-        rc = self._lib.HcclCommInitAll(len(devs), ffi.new("int32_t[]", devs), comms)
-        if rc:
-            raise self._error(rc, "HcclCommInitAll")
-        return [comms[i] for i in range(len(devs))]
-
-    def comm_destroy(self, comm: CData) -> None:
-        """HcclCommDestroy: release the communicator and everything acquired from it."""
-        rc = self._lib.HcclCommDestroy(comm)
-        if rc:
-            raise self._error(rc, "HcclCommDestroy")
-
-    def get_rank_id(self, comm: CData) -> int:
-        """HcclGetRankId: this process's rank in ``comm``."""
-        out = ffi.new("uint32_t *")
-        rc = self._lib.HcclGetRankId(comm, out)
-        if rc:
-            raise self._error(rc, "HcclGetRankId")
-        return int(out[0])
-
-    def get_rank_size(self, comm: CData) -> int:
-        """HcclGetRankSize: number of ranks in ``comm``."""
-        out = ffi.new("uint32_t *")
-        rc = self._lib.HcclGetRankSize(comm, out)
-        if rc:
-            raise self._error(rc, "HcclGetRankSize")
-        return int(out[0])
-
-    def get_comm_name(self, comm: CData) -> str:
-        """HcclGetCommName: the communicator's name."""
-        buf = ffi.new("char[]", _COMM_NAME_BYTES)
-        rc = self._lib.HcclGetCommName(comm, buf)
-        if rc:
-            raise self._error(rc, "HcclGetCommName")
-        return ffi.string(buf).decode("utf-8", "replace")
-
-    def comm_get_handle_with_name(self, name: Union[str, bytes]) -> CData:
-        """HcclCommGetHandleWithName: the communicator called ``name``."""
-        comm = ffi.new("HcclComm *")
-        rc = self._lib.HcclCommGetHandleWithName(_tag(name), comm)
-        if rc:
-            raise self._error(rc, "HcclCommGetHandleWithName", f"name={name!r}")
-        return comm[0]
-
-    def get_comm_async_error(self, comm: CData) -> int:
-        """HcclGetCommAsyncError: the asynchronous HcclResult recorded on ``comm`` (0 = none)."""
-        out = ffi.new("HcclResult *")
-        rc = self._lib.HcclGetCommAsyncError(comm, out)
-        if rc:
-            raise self._error(rc, "HcclGetCommAsyncError")
-        return int(out[0])
-
-    def get_error_string(self, code: int) -> str:
-        """HcclGetErrorString: the library's short text for an HcclResult code."""
-        return _c_string(self._lib.HcclGetErrorString(code)) or ""
-
-    def get_comm_config_capability(self) -> int:
-        """HcclGetCommConfigCapability: config items with an enum value below this number are supported."""
-        return int(self._lib.HcclGetCommConfigCapability())
-
-    def set_config(self, config: int, value: int) -> None:
-        """HcclSetConfig: set a process-wide option (only HCCL_DETERMINISTIC = 0 exists)."""
-        rc = self._lib.HcclSetConfig(config, value)
-        if rc:
-            raise self._error(rc, "HcclSetConfig")
-
-    def get_config(self, config: int) -> int:
-        """HcclGetConfig: read a process-wide option."""
-        out = ffi.new("HcclConfigValue *")
-        rc = self._lib.HcclGetConfig(config, out)
-        if rc:
-            raise self._error(rc, "HcclGetConfig")
-        return int(out.value)
-
-    def comm_suspend(self, comm: CData) -> None:
-        """HcclCommSuspend: suspend a communicator (fault handling)."""
-        rc = self._lib.HcclCommSuspend(comm)
-        if rc:
-            raise self._error(rc, "HcclCommSuspend")
-
-    def comm_resume(self, comm: CData) -> None:
-        """HcclCommResume: resume a suspended communicator."""
-        rc = self._lib.HcclCommResume(comm)
-        if rc:
-            raise self._error(rc, "HcclCommResume")
-
-    def group_start(self) -> None:
-        """HcclGroupStart: begin a group of operations."""
-        rc = self._lib.HcclGroupStart()
-        if rc:
-            raise self._error(rc, "HcclGroupStart")
-
-    def group_end(self) -> None:
-        """HcclGroupEnd: end a group of operations."""
-        rc = self._lib.HcclGroupEnd()
-        if rc:
-            raise self._error(rc, "HcclGroupEnd")
-
-    def barrier(self, comm: CData, stream: CData) -> None:
-        """HcclBarrier: enqueue a barrier on ``stream``."""
-        rc = self._lib.HcclBarrier(comm, stream)
-        if rc:
-            raise self._error(rc, "HcclBarrier")
-
-    # ------------------------------------------------------------------ resources
-    def get_hccl_buffer(self, comm: CData) -> Tuple[CData, int]:
-        """HcclGetHcclBuffer: (``char *`` to this rank's communicator-owned buffer, its size in bytes)."""
-        ptr = ffi.new("void **")
-        size = ffi.new("uint64_t *")
-        rc = self._lib.HcclGetHcclBuffer(comm, ptr, size)
-        if rc:
-            raise self._error(rc, "HcclGetHcclBuffer")
-        return ffi.cast("char *", ptr[0]), int(size[0])
-
-    def get_hccl_buffer_cleared(self, comm: CData) -> Tuple[CData, int]:
-        """HcclGetHcclBufferCleared: like get_hccl_buffer, with the buffer zeroed."""
-        ptr = ffi.new("void **")
-        size = ffi.new("uint64_t *")
-        rc = self._lib.HcclGetHcclBufferCleared(comm, ptr, size)
-        if rc:
-            raise self._error(rc, "HcclGetHcclBufferCleared")
-        return ffi.cast("char *", ptr[0]), int(size[0])
-
-    def thread_acquire(self, comm: CData, engine: int, thread_num: int, notify_num_per_thread: int) -> List[int]:
-        """HcclThreadAcquire: ``thread_num`` comm-owned thread handles, each with ``notify_num_per_thread`` notifies."""
-        _uint("thread_num", thread_num)
-        _uint("notify_num_per_thread", notify_num_per_thread)
-        threads = ffi.new("ThreadHandle[]", thread_num)
-        rc = self._lib.HcclThreadAcquire(comm, engine, thread_num, notify_num_per_thread, threads)
-        if rc:
-            raise self._error(rc, "HcclThreadAcquire",
-                              f"engine={engine} thread_num={thread_num} notify_num_per_thread={notify_num_per_thread}")
-        return list(threads)
-
-    def thread_acquire_with_stream(self, comm: CData, engine: int, stream: CData, notify_num: int) -> int:
-        """HcclThreadAcquireWithStream: a thread handle wrapping ``stream``."""
-        _uint("notify_num", notify_num)
-        thread = ffi.new("ThreadHandle *")
-        rc = self._lib.HcclThreadAcquireWithStream(comm, engine, stream, notify_num, thread)
-        if rc:
-            raise self._error(rc, "HcclThreadAcquireWithStream", f"engine={engine} notify_num={notify_num}")
-        return int(thread[0])
-
-    def thread_acquire_with_config(
-        self, comm: CData, engine: int, configs: CData, thread_num: Optional[int] = None, thread_type: int = 0,
-    ) -> List[int]:
-        """HcclThreadAcquireWithConfig: one thread per ``ThreadConfig`` (from initializers.thread_config_init)."""
-        n = _count_of("configs", configs, thread_num)
-        threads = ffi.new("ThreadHandle[]", n)
-        rc = self._lib.HcclThreadAcquireWithConfig(comm, engine, n, thread_type, configs, threads)
-        if rc:
-            raise self._error(rc, "HcclThreadAcquireWithConfig")
-        return list(threads)
-
-    def channel_acquire(self, comm: CData, engine: int, descs: CData, n: Optional[int] = None) -> List[int]:
-        """HcclChannelAcquire: one channel handle per ``HcclChannelDesc`` (from initializers.make_channel_descs)."""
-        count = _count_of("descs", descs, n)
-        if count < 1:
-            raise ValueError("descs is empty; expected at least one HcclChannelDesc")
-        channels = ffi.new("ChannelHandle[]", count)
-        rc = self._lib.HcclChannelAcquire(comm, engine, descs, count, channels)
-        if rc:
-            raise self._error(rc, "HcclChannelAcquire", f"engine={engine} channels={count}")
-        return list(channels)
-
-    def channel_get_hccl_buffer(self, comm: CData, channel: int) -> Tuple[CData, int]:
-        """HcclChannelGetHcclBuffer: (``char *`` to the peer's HCCL buffer as seen through ``channel``, its size)."""
-        ptr = ffi.new("void **")
-        size = ffi.new("uint64_t *")
-        rc = self._lib.HcclChannelGetHcclBuffer(comm, channel, ptr, size)
-        if rc:
-            raise self._error(rc, "HcclChannelGetHcclBuffer", f"channel={channel:#x}")
-        return ffi.cast("char *", ptr[0]), int(size[0])
+        return self._HcclCommInitAll(len(devs), ffi.new("int32_t[]", devs))
 
     def channel_destroy(self, comm: CData, channels: Sequence[int]) -> None:
-        """HcclChannelDestroy (2026-08 headers): release channels."""
+        """HcclChannelDestroy (2026-08 headers): release channels (nothing to do for none)."""
         handles = list(channels)
-        if not handles:
-            return
-        rc = self._lib.HcclChannelDestroy(comm, ffi.new("ChannelHandle[]", handles), len(handles))
-        if rc:
-            raise self._error(rc, "HcclChannelDestroy")
+        if handles:
+            self._HcclChannelDestroy(comm, ffi.new("ChannelHandle[]", handles), len(handles))
 
-    def engine_ctx_create(self, comm: CData, tag: Union[str, bytes], engine: int, size: int) -> CData:
-        """HcclEngineCtxCreate: a ``char *`` to a new engine context of ``size`` bytes named ``tag``."""
-        ctx = ffi.new("void **")
-        rc = self._lib.HcclEngineCtxCreate(comm, _tag(tag), engine, size, ctx)
-        if rc:
-            raise self._error(rc, "HcclEngineCtxCreate", f"tag={tag!r}")
-        return ffi.cast("char *", ctx[0])
 
-    def engine_ctx_get(self, comm: CData, tag: Union[str, bytes], engine: int) -> Tuple[CData, int]:
-        """HcclEngineCtxGet: (``char *``, size) of the context named ``tag``; HcclNotFoundError if none."""
-        ctx = ffi.new("void **")
-        size = ffi.new("uint64_t *")
-        rc = self._lib.HcclEngineCtxGet(comm, _tag(tag), engine, ctx, size)
-        if rc:
-            raise self._error(rc, "HcclEngineCtxGet", f"tag={tag!r}")
-        return ffi.cast("char *", ctx[0]), int(size[0])
-
-    def engine_ctx_destroy(self, comm: CData, tag: Union[str, bytes], engine: int) -> None:
-        """HcclEngineCtxDestroy: free the context named ``tag``."""
-        rc = self._lib.HcclEngineCtxDestroy(comm, _tag(tag), engine)
-        if rc:
-            raise self._error(rc, "HcclEngineCtxDestroy", f"tag={tag!r}")
-
-    # ------------------------------------------------------------------ data plane (hot paths)
-    def local_copy(self, thread: int, dst: CData, src: CData, nbytes: int) -> None:
-        """HcommLocalCopyOnThread: enqueue a local copy of ``nbytes`` bytes."""
-        rc = self._lib.HcommLocalCopyOnThread(thread, dst, src, nbytes)
-        if rc:
-            raise self._error(rc, "HcommLocalCopyOnThread")
-
-    def local_reduce(self, thread: int, dst: CData, src: CData, count: int, dtype: int, op: int) -> None:
-        """HcommLocalReduceOnThread: enqueue ``dst = op(dst, src)`` over ``count`` elements."""
-        rc = self._lib.HcommLocalReduceOnThread(thread, dst, src, count, dtype, op)
-        if rc:
-            raise self._error(rc, "HcommLocalReduceOnThread")
-
-    def write(self, thread: int, channel: int, dst: CData, src: CData, nbytes: int) -> None:
-        """HcommWriteOnThread: enqueue a write of ``nbytes`` from local ``src`` to remote ``dst``."""
-        rc = self._lib.HcommWriteOnThread(thread, channel, dst, src, nbytes)
-        if rc:
-            raise self._error(rc, "HcommWriteOnThread")
-
-    def read(self, thread: int, channel: int, dst: CData, src: CData, nbytes: int) -> None:
-        """HcommReadOnThread: enqueue a read of ``nbytes`` from remote ``src`` to local ``dst``."""
-        rc = self._lib.HcommReadOnThread(thread, channel, dst, src, nbytes)
-        if rc:
-            raise self._error(rc, "HcommReadOnThread")
-
-    def write_reduce(self, thread: int, channel: int, dst: CData, src: CData, count: int, dtype: int, op: int) -> None:
-        """HcommWriteReduceOnThread: enqueue remote ``dst = op(dst, src)`` over ``count`` elements."""
-        rc = self._lib.HcommWriteReduceOnThread(thread, channel, dst, src, count, dtype, op)
-        if rc:
-            raise self._error(rc, "HcommWriteReduceOnThread")
-
-    def read_reduce(self, thread: int, channel: int, dst: CData, src: CData, count: int, dtype: int, op: int) -> None:
-        """HcommReadReduceOnThread: enqueue local ``dst = op(dst, remote src)`` over ``count`` elements."""
-        rc = self._lib.HcommReadReduceOnThread(thread, channel, dst, src, count, dtype, op)
-        if rc:
-            raise self._error(rc, "HcommReadReduceOnThread")
-
-    def write_with_notify(self, thread: int, channel: int, dst: CData, src: CData, nbytes: int, remote_notify_idx: int) -> None:
-        """HcommWriteWithNotifyOnThread: a write followed by a record of the peer's notify (not on A2/A3)."""
-        rc = self._lib.HcommWriteWithNotifyOnThread(thread, channel, dst, src, nbytes, remote_notify_idx)
-        if rc:
-            raise self._error(rc, "HcommWriteWithNotifyOnThread")
-
-    def write_reduce_with_notify(
-        self, thread: int, channel: int, dst: CData, src: CData, count: int, dtype: int, op: int, remote_notify_idx: int,
-    ) -> None:
-        """HcommWriteReduceWithNotifyOnThread: a write-reduce followed by a record of the peer's notify."""
-        rc = self._lib.HcommWriteReduceWithNotifyOnThread(thread, channel, dst, src, count, dtype, op, remote_notify_idx)
-        if rc:
-            raise self._error(rc, "HcommWriteReduceWithNotifyOnThread")
-
-    def write_nbi(self, thread: int, channel: int, dst: CData, src: CData, nbytes: int) -> None:
-        """HcommWriteNbiOnThread: non-blocking write (order it with fence/channel_fence)."""
-        rc = self._lib.HcommWriteNbiOnThread(thread, channel, dst, src, nbytes)
-        if rc:
-            raise self._error(rc, "HcommWriteNbiOnThread")
-
-    def read_nbi(self, thread: int, channel: int, dst: CData, src: CData, nbytes: int) -> None:
-        """HcommReadNbiOnThread: non-blocking read (order it with fence/channel_fence)."""
-        rc = self._lib.HcommReadNbiOnThread(thread, channel, dst, src, nbytes)
-        if rc:
-            raise self._error(rc, "HcommReadNbiOnThread")
-
-    def batch_transfer(self, thread: int, channel: int, descs: CData, n: Optional[int] = None) -> None:
-        """HcommBatchTransferOnThread: enqueue an array of ``HcommBatchTransferDesc``."""
-        count = _count_of("descs", descs, n)
-        rc = self._lib.HcommBatchTransferOnThread(thread, channel, descs, count)
-        if rc:
-            raise self._error(rc, "HcommBatchTransferOnThread")
-
-    def thread_notify_record(self, thread: int, dst_thread: int, idx: int) -> None:
-        """HcommThreadNotifyRecordOnThread: set notify ``idx`` of local thread ``dst_thread``."""
-        rc = self._lib.HcommThreadNotifyRecordOnThread(thread, dst_thread, idx)
-        if rc:
-            raise self._error(rc, "HcommThreadNotifyRecordOnThread")
-
-    def thread_notify_wait(self, thread: int, idx: int, timeout_s: int) -> None:
-        """HcommThreadNotifyWaitOnThread: wait for (and clear) this thread's notify ``idx``; ``timeout_s`` in seconds, 0 = forever."""
-        rc = self._lib.HcommThreadNotifyWaitOnThread(thread, idx, timeout_s)
-        if rc:
-            raise self._error(rc, "HcommThreadNotifyWaitOnThread")
-
-    def channel_notify_record(self, thread: int, channel: int, idx: int) -> None:
-        """HcommChannelNotifyRecordOnThread: set the peer's notify ``idx`` of ``channel``."""
-        rc = self._lib.HcommChannelNotifyRecordOnThread(thread, channel, idx)
-        if rc:
-            raise self._error(rc, "HcommChannelNotifyRecordOnThread")
-
-    def channel_notify_wait(self, thread: int, channel: int, idx: int, timeout_s: int) -> None:
-        """HcommChannelNotifyWaitOnThread: wait for (and clear) local notify ``idx`` of ``channel``; seconds, 0 = forever."""
-        rc = self._lib.HcommChannelNotifyWaitOnThread(thread, channel, idx, timeout_s)
-        if rc:
-            raise self._error(rc, "HcommChannelNotifyWaitOnThread")
-
-    def batch_mode_start(self, tag: Union[str, bytes] = b"") -> None:
-        """HcommBatchModeStart: start recording data-plane calls (launched by batch_mode_end)."""
-        rc = self._lib.HcommBatchModeStart(_tag(tag))
-        if rc:
-            raise self._error(rc, "HcommBatchModeStart")
-
-    def batch_mode_end(self, tag: Union[str, bytes] = b"") -> None:
-        """HcommBatchModeEnd: launch the calls recorded since batch_mode_start."""
-        rc = self._lib.HcommBatchModeEnd(_tag(tag))
-        if rc:
-            raise self._error(rc, "HcommBatchModeEnd")
-
-    def fence(self, thread: int) -> None:
-        """HcommFenceOnThread: order all earlier non-blocking transfers of ``thread``."""
-        rc = self._lib.HcommFenceOnThread(thread)
-        if rc:
-            raise self._error(rc, "HcommFenceOnThread")
-
-    def channel_fence(self, thread: int, channel: int) -> None:
-        """HcommChannelFenceOnThread: order earlier non-blocking transfers on ``channel``."""
-        rc = self._lib.HcommChannelFenceOnThread(thread, channel)
-        if rc:
-            raise self._error(rc, "HcommChannelFenceOnThread")
-
-    def channel_drain(self, thread: int, channel: int) -> None:
-        """HcommChannelDrainOnThread: wait until ``channel``'s outstanding transfers have completed."""
-        rc = self._lib.HcommChannelDrainOnThread(thread, channel)
-        if rc:
-            raise self._error(rc, "HcommChannelDrainOnThread")
-
-    def set_notify_wait_timeout(self, timeout_s: float) -> None:
-        """HcommSetNotifyWaitTimeOut: default timeout (seconds) of the *WithDefaultTimeout waits."""
-        rc = self._lib.HcommSetNotifyWaitTimeOut(timeout_s)
-        if rc:
-            raise self._error(rc, "HcommSetNotifyWaitTimeOut")
-
-    def acquire_comm(self, comm_id: Union[str, bytes]) -> None:
-        """HcommAcquireComm: take the communicator named ``comm_id`` for exclusive data-plane use."""
-        rc = self._lib.HcommAcquireComm(_tag(comm_id))
-        if rc:
-            raise self._error(rc, "HcommAcquireComm", f"comm_id={comm_id!r}")
-
-    def release_comm(self, comm_id: Union[str, bytes]) -> None:
-        """HcommReleaseComm: give back a communicator taken with acquire_comm."""
-        rc = self._lib.HcommReleaseComm(_tag(comm_id))
-        if rc:
-            raise self._error(rc, "HcommReleaseComm", f"comm_id={comm_id!r}")
-
-    # ------------------------------------------------------------------ ACL runtime
-    def acl_init(self, config_path: Optional[PathLike] = None) -> bool:
-        """aclInit: True if this call initialised ACL, False if it already was (ACL_ERROR_REPEAT_INITIALIZE)."""
-        rc = self._lib.aclInit(os.fsencode(config_path) if config_path is not None else ffi.NULL)
-        if rc == _ACL_REPEAT_INITIALIZE:
-            return False
-        if rc:
-            raise self._error(rc, "aclInit")
-        return True
-
-    def acl_finalize(self) -> None:
-        """aclFinalize: tear ACL down (once per process, after every device is reset)."""
-        rc = self._lib.aclFinalize()
-        if rc:
-            raise self._error(rc, "aclFinalize")
-
-    def set_device(self, device: int) -> None:
-        """aclrtSetDevice: bind this OS thread to ``device``."""
-        rc = self._lib.aclrtSetDevice(device)
-        if rc:
-            raise self._error(rc, "aclrtSetDevice", f"device={device}")
-
-    def reset_device(self, device: int) -> None:
-        """aclrtResetDevice: release ``device``'s resources held by this process."""
-        rc = self._lib.aclrtResetDevice(device)
-        if rc:
-            raise self._error(rc, "aclrtResetDevice", f"device={device}")
-
-    def get_device(self) -> int:
-        """aclrtGetDevice: the device bound to this OS thread."""
-        out = ffi.new("int32_t *")
-        rc = self._lib.aclrtGetDevice(out)
-        if rc:
-            raise self._error(rc, "aclrtGetDevice")
-        return int(out[0])
-
-    def get_device_count(self) -> int:
-        """aclrtGetDeviceCount: number of visible devices."""
-        out = ffi.new("uint32_t *")
-        rc = self._lib.aclrtGetDeviceCount(out)
-        if rc:
-            raise self._error(rc, "aclrtGetDeviceCount")
-        return int(out[0])
-
-    def synchronize_device(self) -> None:
-        """aclrtSynchronizeDevice: wait for all work on the current device."""
-        rc = self._lib.aclrtSynchronizeDevice()
-        if rc:
-            raise self._error(rc, "aclrtSynchronizeDevice")
-
-    def create_stream(self) -> CData:
-        """aclrtCreateStream: a new ``aclrtStream``."""
-        out = ffi.new("aclrtStream *")
-        rc = self._lib.aclrtCreateStream(out)
-        if rc:
-            raise self._error(rc, "aclrtCreateStream")
-        return out[0]
-
-    def destroy_stream(self, stream: CData) -> None:
-        """aclrtDestroyStream."""
-        rc = self._lib.aclrtDestroyStream(stream)
-        if rc:
-            raise self._error(rc, "aclrtDestroyStream")
-
-    def synchronize_stream(self, stream: CData) -> None:
-        """aclrtSynchronizeStream: wait until everything enqueued on ``stream`` has run."""
-        rc = self._lib.aclrtSynchronizeStream(stream)
-        if rc:
-            raise self._error(rc, "aclrtSynchronizeStream")
-
-    def synchronize_stream_with_timeout(self, stream: CData, timeout_ms: int) -> None:
-        """aclrtSynchronizeStreamWithTimeout: like synchronize_stream, giving up after ``timeout_ms`` (-1 = forever)."""
-        rc = self._lib.aclrtSynchronizeStreamWithTimeout(stream, timeout_ms)
-        if rc:
-            raise self._error(rc, "aclrtSynchronizeStreamWithTimeout", f"timeout_ms={timeout_ms}")
-
-    def malloc(self, size: int, policy: int = MemMallocPolicy.HUGE_FIRST) -> CData:
-        """aclrtMalloc: ``size`` bytes of device memory as a ``char *`` cdata (free it with free())."""
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise ValueError(f"size={size!r} is not a positive int number of bytes")
-        out = ffi.new("void **")
-        rc = self._lib.aclrtMalloc(out, size, policy)
-        if rc:
-            raise self._error(rc, "aclrtMalloc", f"size={size} policy={int(policy)}")
-        return ffi.cast("char *", out[0])
-
-    def free(self, ptr: CData) -> None:
-        """aclrtFree: release memory from malloc()."""
-        rc = self._lib.aclrtFree(ptr)
-        if rc:
-            raise self._error(rc, "aclrtFree")
-
-    def malloc_host(self, size: int) -> CData:
-        """aclrtMallocHost: ``size`` bytes of page-locked host memory as a ``char *`` cdata."""
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise ValueError(f"size={size!r} is not a positive int number of bytes")
-        out = ffi.new("void **")
-        rc = self._lib.aclrtMallocHost(out, size)
-        if rc:
-            raise self._error(rc, "aclrtMallocHost", f"size={size}")
-        return ffi.cast("char *", out[0])
-
-    def free_host(self, ptr: CData) -> None:
-        """aclrtFreeHost: release memory from malloc_host()."""
-        rc = self._lib.aclrtFreeHost(ptr)
-        if rc:
-            raise self._error(rc, "aclrtFreeHost")
-
-    def memcpy(self, dst: CData, dst_max: int, src: CData, count: int, kind: int) -> None:
-        """aclrtMemcpy: synchronous copy of ``count`` bytes (``kind`` an aclrtMemcpyKind)."""
-        if count > dst_max:
-            raise ValueError(f"count={count} exceeds dst_max={dst_max}; the destination is too small")
-        rc = self._lib.aclrtMemcpy(dst, dst_max, src, count, kind)
-        if rc:
-            raise self._error(rc, "aclrtMemcpy", f"count={count} kind={int(kind)}")
-
-    def memcpy_async(self, dst: CData, dst_max: int, src: CData, count: int, kind: int, stream: CData) -> None:
-        """aclrtMemcpyAsync: copy of ``count`` bytes enqueued on ``stream``."""
-        if count > dst_max:
-            raise ValueError(f"count={count} exceeds dst_max={dst_max}; the destination is too small")
-        rc = self._lib.aclrtMemcpyAsync(dst, dst_max, src, count, kind, stream)
-        if rc:
-            raise self._error(rc, "aclrtMemcpyAsync", f"count={count} kind={int(kind)}")
-
-    def memset(self, ptr: CData, max_count: int, value: int, count: int) -> None:
-        """aclrtMemset: set ``count`` bytes to ``value``."""
-        if count > max_count:
-            raise ValueError(f"count={count} exceeds max_count={max_count}")
-        rc = self._lib.aclrtMemset(ptr, max_count, value, count)
-        if rc:
-            raise self._error(rc, "aclrtMemset")
-
-    def create_event(self) -> CData:
-        """aclrtCreateEvent: a new ``aclrtEvent``."""
-        out = ffi.new("aclrtEvent *")
-        rc = self._lib.aclrtCreateEvent(out)
-        if rc:
-            raise self._error(rc, "aclrtCreateEvent")
-        return out[0]
-
-    def record_event(self, event: CData, stream: CData) -> None:
-        """aclrtRecordEvent: record ``event`` at the current end of ``stream``."""
-        rc = self._lib.aclrtRecordEvent(event, stream)
-        if rc:
-            raise self._error(rc, "aclrtRecordEvent")
-
-    def stream_wait_event(self, stream: CData, event: CData) -> None:
-        """aclrtStreamWaitEvent: make ``stream`` wait for ``event``."""
-        rc = self._lib.aclrtStreamWaitEvent(stream, event)
-        if rc:
-            raise self._error(rc, "aclrtStreamWaitEvent")
-
-    def synchronize_event(self, event: CData) -> None:
-        """aclrtSynchronizeEvent: block until ``event`` has completed."""
-        rc = self._lib.aclrtSynchronizeEvent(event)
-        if rc:
-            raise self._error(rc, "aclrtSynchronizeEvent")
-
-    def destroy_event(self, event: CData) -> None:
-        """aclrtDestroyEvent."""
-        rc = self._lib.aclrtDestroyEvent(event)
-        if rc:
-            raise self._error(rc, "aclrtDestroyEvent")
-
-    def get_soc_name(self) -> Optional[str]:
-        """aclrtGetSocName: the SoC name (e.g. 'Ascend910B1'), or None if the runtime cannot tell."""
-        return _c_string(self._lib.aclrtGetSocName())
-
-    # ------------------------------------------------------------------ collectives (libhccl.so)
-    def all_reduce(self, send: CData, recv: CData, count: int, dtype: int, op: int, comm: CData, stream: CData) -> None:
-        """HcclAllReduce: ``count`` elements, enqueued on ``stream``."""
-        rc = self._lib.HcclAllReduce(send, recv, count, dtype, op, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclAllReduce")
-
-    def broadcast(self, buf: CData, count: int, dtype: int, root: int, comm: CData, stream: CData) -> None:
-        """HcclBroadcast: ``count`` elements of ``buf`` from ``root``."""
-        rc = self._lib.HcclBroadcast(buf, count, dtype, root, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclBroadcast")
-
-    def all_gather(self, send: CData, recv: CData, send_count: int, dtype: int, comm: CData, stream: CData) -> None:
-        """HcclAllGather: each rank contributes ``send_count`` elements."""
-        rc = self._lib.HcclAllGather(send, recv, send_count, dtype, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclAllGather")
-
-    def all_gather_v(
-        self, send: CData, send_count: int, recv: CData, recv_counts: CData, recv_displs: CData,
-        dtype: int, comm: CData, stream: CData,
-    ) -> None:
-        """HcclAllGatherV: per-rank counts/displacements as uint64 arrays."""
-        rc = self._lib.HcclAllGatherV(send, send_count, recv, recv_counts, recv_displs, dtype, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclAllGatherV")
-
-    def reduce_scatter(self, send: CData, recv: CData, recv_count: int, dtype: int, op: int, comm: CData, stream: CData) -> None:
-        """HcclReduceScatter: each rank receives ``recv_count`` reduced elements."""
-        rc = self._lib.HcclReduceScatter(send, recv, recv_count, dtype, op, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclReduceScatter")
-
-    def reduce_scatter_v(
-        self, send: CData, send_counts: CData, send_displs: CData, recv: CData, recv_count: int,
-        dtype: int, op: int, comm: CData, stream: CData,
-    ) -> None:
-        """HcclReduceScatterV: per-rank counts/displacements as uint64 arrays."""
-        rc = self._lib.HcclReduceScatterV(send, send_counts, send_displs, recv, recv_count, dtype, op, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclReduceScatterV")
-
-    def reduce(self, send: CData, recv: CData, count: int, dtype: int, op: int, root: int, comm: CData, stream: CData) -> None:
-        """HcclReduce: ``count`` elements reduced onto ``root``."""
-        rc = self._lib.HcclReduce(send, recv, count, dtype, op, root, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclReduce")
-
-    def scatter(self, send: CData, recv: CData, recv_count: int, dtype: int, root: int, comm: CData, stream: CData) -> None:
-        """HcclScatter: ``recv_count`` elements to each rank from ``root``."""
-        rc = self._lib.HcclScatter(send, recv, recv_count, dtype, root, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclScatter")
-
-    def all_to_all(
-        self, send: CData, send_count: int, send_type: int, recv: CData, recv_count: int, recv_type: int,
-        comm: CData, stream: CData,
-    ) -> None:
-        """HcclAlltoAll: the same count to and from every rank."""
-        rc = self._lib.HcclAlltoAll(send, send_count, send_type, recv, recv_count, recv_type, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclAlltoAll")
-
-    def all_to_all_v(
-        self, send: CData, send_counts: CData, send_displs: CData, send_type: int, recv: CData,
-        recv_counts: CData, recv_displs: CData, recv_type: int, comm: CData, stream: CData,
-    ) -> None:
-        """HcclAlltoAllV: per-rank counts/displacements as uint64 arrays."""
-        rc = self._lib.HcclAlltoAllV(send, send_counts, send_displs, send_type, recv, recv_counts,
-                                     recv_displs, recv_type, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclAlltoAllV")
-
-    def all_to_all_vc(
-        self, send: CData, send_count_matrix: CData, send_type: int, recv: CData, recv_type: int,
-        comm: CData, stream: CData,
-    ) -> None:
-        """HcclAlltoAllVC: driven by a rank_size x rank_size uint64 count matrix."""
-        rc = self._lib.HcclAlltoAllVC(send, send_count_matrix, send_type, recv, recv_type, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclAlltoAllVC")
-
-    def send(self, buf: CData, count: int, dtype: int, dst: int, comm: CData, stream: CData) -> None:
-        """HcclSend: ``count`` elements to rank ``dst`` (pairs with recv on the peer)."""
-        rc = self._lib.HcclSend(buf, count, dtype, dst, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclSend")
-
-    def recv(self, buf: CData, count: int, dtype: int, src: int, comm: CData, stream: CData) -> None:
-        """HcclRecv: ``count`` elements from rank ``src``."""
-        rc = self._lib.HcclRecv(buf, count, dtype, src, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclRecv")
-
-    def batch_send_recv(self, items: CData, n: Optional[int], comm: CData, stream: CData) -> None:
-        """HcclBatchSendRecv: an ``HcclSendRecvItem[n]`` array of sends and receives in one call."""
-        count = _count_of("items", items, n)
-        rc = self._lib.HcclBatchSendRecv(items, count, comm, stream)
-        if rc:
-            raise self._error(rc, "HcclBatchSendRecv")
+install(Binding, C_FUNCTIONS, globals())
 
 
 _BINDING: Optional[Binding] = None

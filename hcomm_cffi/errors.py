@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Tuple, Type
 
 __all__ = [
     "HcclError", "AclError", "LibraryNotFoundError", "MissingSymbolError", "error_for",
-    "HCCL_ERROR_CLASSES", "ACL_ERROR_CLASSES", "ACL_ERROR_NAMES", "hint_for",
+    "HCCL_ERROR_CLASSES", "ACL_ERROR_CLASSES", "ACL_ERROR_NAMES", "ACL_CODES", "hint_for",
     "HcclParaError", "HcclPtrError", "HcclMemoryError", "HcclInternalError", "HcclNotSupportError",
     "HcclNotFoundError", "HcclUnavailError", "HcclSyscallError", "HcclTimeoutError",
     "HcclOpenFileError", "HcclTcpConnectError", "HcclRoceConnectError", "HcclTcpTransferError",
@@ -19,11 +19,12 @@ __all__ = [
     "HcclReservedError", "HcclCompatStubError",
     "AclInvalidParamError", "AclUninitializedError", "AclRepeatInitializeError",
     "AclBadAllocError", "AclInternalFailureError", "AclRtParamInvalidError",
-    "AclRtInvalidDeviceError", "AclRtContextNullError", "AclRtWaitTimeoutError",
+    "AclRtInvalidDeviceError", "AclRtContextNullError", "AclRtInvalidHandleError", "AclRtWaitTimeoutError",
     "AclRtTaskTimeoutError", "AclRtFeatureNotSupportError", "AclRtMemoryAllocationError",
     "AclRtNoDeviceError", "AclRtDeviceOomError", "AclRtInternalError",
     "AclRtStreamSyncTimeoutError", "AclRtEventSyncTimeoutError", "AclRtFftsPlusTimeoutError",
     "AclRtLinkError", "AclRtSuspectRemoteError", "AclRtCommOpRetryFailError",
+    # and every C name of the ACL table (ACL_SUCCESS, ACL_ERROR_INVALID_PARAM, ...), appended below
 ]
 
 
@@ -109,37 +110,52 @@ _HCCL_CODES: Dict[int, Tuple[str, str, Optional[str]]] = {
     1042: ("HCCL_E_RESERVED", "HcclReservedError", None),
 }
 
-# aclError codes (acl_base.h / acl_base_rt.h and rt_error_codes.h)
+# The one table of aclError codes: C name, value, exception class name (None: no class), hint.
+# Values from the runtime's include/external/acl/error_codes/rt_error_codes.h and acl_base.h
+# (runtime @ 681ef76); the emulator (sim/errors.py) and the binding take their constants from here.
+_ACL_TABLE: Tuple[Tuple[str, int, Optional[str], Optional[str]], ...] = (
+    ("ACL_SUCCESS", 0, None, None),
+    ("ACL_ERROR_INVALID_PARAM", 100000, "AclInvalidParamError", _HINT_PARA),
+    ("ACL_ERROR_UNINITIALIZE", 100001, "AclUninitializedError", "call aclInit (Binding.acl_init) before any other ACL call"),
+    ("ACL_ERROR_REPEAT_INITIALIZE", 100002, "AclRepeatInitializeError",
+     "aclInit was already called in this process (e.g. by torch_npu); it is safe to continue"),
+    ("ACL_ERROR_BAD_ALLOC", 200000, "AclBadAllocError", _HINT_MEMORY),
+    ("ACL_ERROR_INTERNAL_ERROR", 500000, "AclInternalFailureError", None),
+    ("ACL_ERROR_RT_PARAM_INVALID", 107000, "AclRtParamInvalidError", _HINT_PARA),
+    ("ACL_ERROR_RT_INVALID_DEVICEID", 107001, "AclRtInvalidDeviceError",
+     "the device id does not exist: check ASCEND_RT_VISIBLE_DEVICES and the number of visible devices"),
+    ("ACL_ERROR_RT_CONTEXT_NULL", 107002, "AclRtContextNullError", _HINT_RUNTIME),
+    ("ACL_ERROR_RT_INVALID_HANDLE", 107017, "AclRtInvalidHandleError",
+     "a stream/event handle that this process did not create, or one already destroyed, was passed"),
+    ("ACL_ERROR_RT_WAIT_TIMEOUT", 107019, "AclRtWaitTimeoutError", _HINT_TIMEOUT),
+    ("ACL_ERROR_RT_TASK_TIMEOUT", 107020, "AclRtTaskTimeoutError", _HINT_TIMEOUT),
+    ("ACL_ERROR_RT_FEATURE_NOT_SUPPORT", 207000, "AclRtFeatureNotSupportError", _HINT_NOT_SUPPORT),
+    ("ACL_ERROR_RT_MEMORY_ALLOCATION", 207001, "AclRtMemoryAllocationError", _HINT_MEMORY),
+    ("ACL_ERROR_RT_NO_DEVICE", 207004, "AclRtNoDeviceError",
+     "no NPU is visible to this process: check the driver and ASCEND_RT_VISIBLE_DEVICES, or use HCOMM_BACKEND=sim"),
+    ("ACL_ERROR_RT_DEVICE_OOM", 207018, "AclRtDeviceOomError", _HINT_MEMORY),
+    ("ACL_ERROR_RT_INTERNAL_ERROR", 507000, "AclRtInternalError", None),
+    ("ACL_ERROR_RT_STREAM_SYNC_TIMEOUT", 507046, "AclRtStreamSyncTimeoutError", _HINT_TIMEOUT),
+    ("ACL_ERROR_RT_EVENT_SYNC_TIMEOUT", 507047, "AclRtEventSyncTimeoutError", _HINT_TIMEOUT),
+    ("ACL_ERROR_RT_FFTS_PLUS_TIMEOUT", 507048, "AclRtFftsPlusTimeoutError",
+     "a notify wait on the stream timed out: " + _HINT_TIMEOUT),
+    ("ACL_ERROR_RT_LINK_ERROR", 507056, "AclRtLinkError", _HINT_REMOTE),
+    ("ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", 507057, "AclRtSuspectRemoteError", _HINT_REMOTE),
+    ("ACL_ERROR_RT_COMM_OP_RETRY_FAIL", 507904, "AclRtCommOpRetryFailError",
+     "operator retry (HCCL_OP_RETRY_ENABLE) could not recover from a link fault"),
+)
+
+# code -> (C name, class name, hint), like _HCCL_CODES
 _ACL_CODES: Dict[int, Tuple[str, str, Optional[str]]] = {
-    100000: ("ACL_ERROR_INVALID_PARAM", "AclInvalidParamError", _HINT_PARA),
-    100001: ("ACL_ERROR_UNINITIALIZE", "AclUninitializedError", "call aclInit (Binding.acl_init) before any other ACL call"),
-    100002: ("ACL_ERROR_REPEAT_INITIALIZE", "AclRepeatInitializeError",
-             "aclInit was already called in this process (e.g. by torch_npu); it is safe to continue"),
-    200000: ("ACL_ERROR_BAD_ALLOC", "AclBadAllocError", _HINT_MEMORY),
-    500000: ("ACL_ERROR_INTERNAL_ERROR", "AclInternalFailureError", None),
-    107000: ("ACL_ERROR_RT_PARAM_INVALID", "AclRtParamInvalidError", _HINT_PARA),
-    107001: ("ACL_ERROR_RT_INVALID_DEVICEID", "AclRtInvalidDeviceError",
-             "the device id does not exist: check ASCEND_RT_VISIBLE_DEVICES and the number of visible devices"),
-    107002: ("ACL_ERROR_RT_CONTEXT_NULL", "AclRtContextNullError", _HINT_RUNTIME),
-    107019: ("ACL_ERROR_RT_WAIT_TIMEOUT", "AclRtWaitTimeoutError", _HINT_TIMEOUT),
-    107020: ("ACL_ERROR_RT_TASK_TIMEOUT", "AclRtTaskTimeoutError", _HINT_TIMEOUT),
-    207000: ("ACL_ERROR_RT_FEATURE_NOT_SUPPORT", "AclRtFeatureNotSupportError", _HINT_NOT_SUPPORT),
-    207001: ("ACL_ERROR_RT_MEMORY_ALLOCATION", "AclRtMemoryAllocationError", _HINT_MEMORY),
-    207004: ("ACL_ERROR_RT_NO_DEVICE", "AclRtNoDeviceError",
-             "no NPU is visible to this process: check the driver and ASCEND_RT_VISIBLE_DEVICES, or use HCOMM_BACKEND=sim"),
-    207018: ("ACL_ERROR_RT_DEVICE_OOM", "AclRtDeviceOomError", _HINT_MEMORY),
-    507000: ("ACL_ERROR_RT_INTERNAL_ERROR", "AclRtInternalError", None),
-    507046: ("ACL_ERROR_RT_STREAM_SYNC_TIMEOUT", "AclRtStreamSyncTimeoutError", _HINT_TIMEOUT),
-    507047: ("ACL_ERROR_RT_EVENT_SYNC_TIMEOUT", "AclRtEventSyncTimeoutError", _HINT_TIMEOUT),
-    507048: ("ACL_ERROR_RT_FFTS_PLUS_TIMEOUT", "AclRtFftsPlusTimeoutError",
-             "a notify wait on the stream timed out: " + _HINT_TIMEOUT),
-    507056: ("ACL_ERROR_RT_LINK_ERROR", "AclRtLinkError", _HINT_REMOTE),
-    507057: ("ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", "AclRtSuspectRemoteError", _HINT_REMOTE),
-    507904: ("ACL_ERROR_RT_COMM_OP_RETRY_FAIL", "AclRtCommOpRetryFailError",
-             "operator retry (HCCL_OP_RETRY_ENABLE) could not recover from a link fault"),
+    code: (c_name, cls_name, hint) for c_name, code, cls_name, hint in _ACL_TABLE if cls_name is not None
 }
 
 ACL_ERROR_NAMES: Dict[int, str] = {code: entry[0] for code, entry in _ACL_CODES.items()}
+
+# ACL_SUCCESS, ACL_ERROR_INVALID_PARAM, ...: the C names as module constants (plain ints)
+ACL_CODES: Dict[str, int] = {c_name: code for c_name, code, _cls, _hint in _ACL_TABLE}
+globals().update(ACL_CODES)
+__all__ += list(ACL_CODES)
 
 _TIMEOUT_CODES = frozenset({9, 107019, 107020, 507046, 507047, 507048})
 
@@ -276,6 +292,7 @@ AclInternalFailureError: Type[HcclError] = ACL_ERROR_CLASSES[500000]
 AclRtParamInvalidError: Type[HcclError] = ACL_ERROR_CLASSES[107000]
 AclRtInvalidDeviceError: Type[HcclError] = ACL_ERROR_CLASSES[107001]
 AclRtContextNullError: Type[HcclError] = ACL_ERROR_CLASSES[107002]
+AclRtInvalidHandleError: Type[HcclError] = ACL_ERROR_CLASSES[107017]
 AclRtWaitTimeoutError: Type[HcclError] = ACL_ERROR_CLASSES[107019]
 AclRtTaskTimeoutError: Type[HcclError] = ACL_ERROR_CLASSES[107020]
 AclRtFeatureNotSupportError: Type[HcclError] = ACL_ERROR_CLASSES[207000]

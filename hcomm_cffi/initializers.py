@@ -8,9 +8,24 @@ applies exactly the writes of the C helper, so bytes the helper leaves alone kee
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, Iterable, Optional, Union
+from typing import Any, Dict, Iterable, Optional, Tuple, Union
 
 from ._ffi import ffi
+from .constants import (
+    BUFFER_NAME_MAX_LENGTH, COMM_LINK_MAGIC_WORD, COMM_LINK_VERSION, COMM_NAME_MAX_LENGTH,
+    HCCL_CHANNEL_MAGIC_WORD, HCCL_CHANNEL_VERSION, HCCL_COMM_ALGO_MAX_LENGTH,
+    HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET, HCCL_COMM_CONFIG_MAGIC_WORD, HCCL_COMM_CONFIG_VERSION,
+    HCCL_COMM_CONFIG_VERSION_2026_04, HCCL_COMM_DEFAULT_OP_EXPANSION_MODE,
+    HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET, HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET,
+    HCCL_COMM_QOS_CONFIG_NOT_SET, HCCL_COMM_RETRY_ENABLE_MAX_LENGTH, HCCL_COMM_RETRY_PARAMS_MAX_LENGTH,
+    HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET, HCCL_COMM_SQ_DEPTH_CONFIG_NOT_SET,
+    HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET, HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE,
+    HCCL_KERNEL_LAUNCH_CFG_MAGIC_WORD, HCCL_KERNEL_LAUNCH_CFG_VERSION, HCCL_OPDESC_MAGIC_WORD,
+    HCCL_OPDESC_VERSION, HCCL_TEAM_CREATE_CHANNELS_DESC_MAGIC_WORD, HCCL_TEAM_CREATE_CHANNELS_DESC_VERSION,
+    HCCL_TEAM_CREATE_DESC_MAGIC_WORD, HCCL_TEAM_CREATE_DESC_VERSION, HCOMM_CHANNEL_DESC_ABI_V1_SIZE,
+    HCOMM_CHANNEL_MAGIC_WORD, HCOMM_CHANNEL_VERSION, HCOMM_CHANNEL_VERSION_ONE,
+    HCOMM_THREAD_CONFIG_MAGIC_WORD, HCOMM_THREAD_CONFIG_VERSION, UDI_MAX_LENGTH,
+)
 from .enums import MAX_CHANNEL_NOTIFIES, Protocol
 
 __all__ = [
@@ -19,26 +34,19 @@ __all__ = [
     "kernel_launch_cfg_init", "team_create_desc_init", "team_create_channels_desc_init",
     "make_comm_config", "make_channel_descs",
     "COMM_CONFIG_MAGIC_WORD", "COMM_CONFIG_VERSION", "COMM_CONFIG_SIZES",
+    # the header initializers under their C names, with their C arguments and return codes
+    "HcclCommConfigInit", "HcclChannelDescInit", "EndpointDescInit", "ThreadConfigInit", "HcommChannelDescInit",
+    "CommLinkInit", "HcclOpDescInit", "HcclKernelLaunchCfgInit", "HcclTeamCreateDescInit",
+    "HcclTeamCreateChannelsDescInit",
 ]
 
 CData = Any  # a cffi cdata object
 
-COMM_CONFIG_MAGIC_WORD = 0xF0F0F0F0
-COMM_CONFIG_VERSION = 11                      # 2026-08 headers; 10 = 2026-04 headers
-COMM_CONFIG_SIZES = {11: 2248, 10: 2240}
-_COMM_CONFIG_TYPES = {11: "HcclCommConfig", 10: "HcclCommConfigV10"}
+COMM_CONFIG_MAGIC_WORD = HCCL_COMM_CONFIG_MAGIC_WORD
+COMM_CONFIG_VERSION = HCCL_COMM_CONFIG_VERSION          # 2026-08 headers; 10 = 2026-04 headers
+COMM_CONFIG_SIZES = {HCCL_COMM_CONFIG_VERSION: 2248, HCCL_COMM_CONFIG_VERSION_2026_04: 2240}
+_COMM_CONFIG_TYPES = {HCCL_COMM_CONFIG_VERSION: "HcclCommConfig", HCCL_COMM_CONFIG_VERSION_2026_04: "HcclCommConfigV10"}
 _U32_NOT_SET = 0xFFFFFFFF
-_DEFAULT_SYM_WIN_GB = 16
-
-HCCL_CHANNEL_MAGIC_WORD = 0x0F0F0F0F
-HCOMM_THREAD_CONFIG_MAGIC_WORD = 0x0F0F0F2F
-HCOMM_CHANNEL_MAGIC_WORD = 0x0FCF0F0F
-COMM_LINK_MAGIC_WORD = 0x0F0E0F0F
-HCCL_OPDESC_MAGIC_WORD = 0x0F0F0F0F
-HCCL_KERNEL_LAUNCH_CFG_MAGIC_WORD = 0x0F0F0F0F
-HCCL_TEAM_CREATE_DESC_MAGIC_WORD = 0x0FCF0F14
-HCCL_TEAM_CREATE_CHANNELS_DESC_MAGIC_WORD = 0x0FCF0F15
-HCOMM_CHANNEL_DESC_V1_SIZE = 344
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,19 +70,36 @@ def _endpoint_fields(ep: CData) -> None:
     ep.loc.locType = -1
 
 
-def _array(ctype: str, n: int, out: Optional[CData]) -> CData:
+def _capacity(out: CData) -> int:
+    """Bytes known to be writable at ``out``: an array's size, or the one element a ``T *`` points at."""
+    ctype = ffi.typeof(out)
+    if ctype.kind == "pointer":
+        try:
+            return ffi.sizeof(ctype.item)      # a C 'T *' promises one T (ffi.sizeof(out) is the pointer's 8)
+        except (ffi.error, TypeError):         # void * and function pointers: nothing known
+            return 0
+    return ffi.sizeof(out)
+
+
+def _view(ctype: str, out: CData) -> CData:
+    """``out`` itself if it is a ``ctype`` array or pointer, else a ``ctype *`` cast of it."""
+    out_type = ffi.typeof(out)
+    if out_type.kind in ("array", "pointer") and out_type.item is ffi.typeof(ctype):
+        return out
+    return ffi.cast(f"{ctype} *", out)
+
+
+def _array(ctype: str, n: int, out: Optional[CData], name: str = "out") -> CData:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n={n!r} is not a valid element count; expected an int >= 0")
     if out is None:
         return ffi.new(f"{ctype}[]", n)
-    if ffi.sizeof(out) < n * ffi.sizeof(ctype):
+    if _capacity(out) < n * ffi.sizeof(ctype):
         raise ValueError(
-            f"out holds {ffi.sizeof(out)} bytes but {n} x {ctype} need {n * ffi.sizeof(ctype)}"
+            f"{name} holds {_capacity(out)} bytes but {n} x {ctype} need {n * ffi.sizeof(ctype)}"
+            + (f" (pass a {ctype}[{n}] array, not a pointer)" if ffi.typeof(out).kind == "pointer" else "")
         )
-    out_type = ffi.typeof(out)
-    if out_type.kind == "array" and out_type.item is ffi.typeof(ctype):
-        return out
-    return ffi.cast(f"{ctype} *", out)
+    return _view(ctype, out)
 
 
 _IMAGES: Dict[str, bytes] = {}
@@ -90,8 +115,8 @@ def _image(ctype: str) -> bytes:
     return cached
 
 
-def _init_array(ctype: str, n: int, out: Optional[CData]) -> CData:
-    arr = _array(ctype, n, out)
+def _init_array(ctype: str, n: int, out: Optional[CData], name: str = "out") -> CData:
+    arr = _array(ctype, n, out, name)
     if n:
         image = _image(ctype)
         ffi.memmove(arr, image * n, len(image) * n)
@@ -108,7 +133,7 @@ def _write_endpoint_desc(ep: CData) -> None:
 
 def _write_channel_desc(d: CData) -> None:
     _fill(d, ffi.sizeof("HcclChannelDesc"), 0xFF)
-    _set_header(d.header, 1, HCCL_CHANNEL_MAGIC_WORD, ffi.sizeof("HcclChannelDesc"))
+    _set_header(d.header, HCCL_CHANNEL_VERSION, HCCL_CHANNEL_MAGIC_WORD, ffi.sizeof("HcclChannelDesc"))
     d.remoteRank = _U32_NOT_SET
     d.channelProtocol = -1
     d.notifyNum = 0
@@ -120,13 +145,13 @@ def _write_channel_desc(d: CData) -> None:
 
 def _write_thread_config(c: CData) -> None:
     _fill(c, ffi.sizeof("ThreadConfig"), 0)
-    _set_header(c.header, 1, HCOMM_THREAD_CONFIG_MAGIC_WORD, ffi.sizeof("ThreadConfig"))
+    _set_header(c.header, HCOMM_THREAD_CONFIG_VERSION, HCOMM_THREAD_CONFIG_MAGIC_WORD, ffi.sizeof("ThreadConfig"))
     c.notifyNumPerThread = 0
 
 
 def _write_hcomm_channel_desc(d: CData) -> None:
     _fill(d, ffi.sizeof("HcommChannelDesc"), 0xFF)
-    _set_header(d.header, 4, HCOMM_CHANNEL_MAGIC_WORD, ffi.sizeof("HcommChannelDesc"))
+    _set_header(d.header, HCOMM_CHANNEL_VERSION, HCOMM_CHANNEL_MAGIC_WORD, ffi.sizeof("HcommChannelDesc"))
     _endpoint_fields(d.remoteEndpoint)
     d.notifyNum = 0
     d.exchangeAllMems = False
@@ -141,7 +166,7 @@ def _write_hcomm_channel_desc(d: CData) -> None:
 
 def _write_comm_link(link: CData) -> None:
     _fill(link, ffi.sizeof("CommLink"), 0xFF)
-    _set_header(link.header, 1, COMM_LINK_MAGIC_WORD, ffi.sizeof("CommLink"))
+    _set_header(link.header, COMM_LINK_VERSION, COMM_LINK_MAGIC_WORD, ffi.sizeof("CommLink"))
     _endpoint_fields(link.srcEndpointDesc)
     _endpoint_fields(link.dstEndpointDesc)
     link.linkAttr.linkProtocol = -1
@@ -150,17 +175,17 @@ def _write_comm_link(link: CData) -> None:
 
 def _write_op_desc(d: CData) -> None:
     _fill(d, ffi.sizeof("HcclOpDesc"), 0xFF)
-    _set_header(d.header, 1, HCCL_OPDESC_MAGIC_WORD, ffi.sizeof("HcclOpDesc"))
+    _set_header(d.header, HCCL_OPDESC_VERSION, HCCL_OPDESC_MAGIC_WORD, ffi.sizeof("HcclOpDesc"))
 
 
 def _write_kernel_launch_cfg(c: CData) -> None:
     _fill(c, ffi.sizeof("HcclKernelLaunchCfg"), 0xFF)
-    _set_header(c.header, 1, HCCL_KERNEL_LAUNCH_CFG_MAGIC_WORD, ffi.sizeof("HcclKernelLaunchCfg"))
+    _set_header(c.header, HCCL_KERNEL_LAUNCH_CFG_VERSION, HCCL_KERNEL_LAUNCH_CFG_MAGIC_WORD, ffi.sizeof("HcclKernelLaunchCfg"))
 
 
 def _write_team_create_desc(d: CData) -> None:
     _fill(d, ffi.sizeof("HcclTeamCreateDesc"), 0xFF)
-    _set_header(d.header, 1, HCCL_TEAM_CREATE_DESC_MAGIC_WORD, ffi.sizeof("HcclTeamCreateDesc"))
+    _set_header(d.header, HCCL_TEAM_CREATE_DESC_VERSION, HCCL_TEAM_CREATE_DESC_MAGIC_WORD, ffi.sizeof("HcclTeamCreateDesc"))
     d.rankIds = ffi.NULL
     d.rankNum = 0
     d.selfRankId = 0
@@ -175,7 +200,7 @@ def _write_team_create_desc(d: CData) -> None:
 
 def _write_team_create_channels_desc(d: CData) -> None:
     _fill(d, ffi.sizeof("HcclTeamCreateChannelsDesc"), 0xFF)
-    _set_header(d.header, 1, HCCL_TEAM_CREATE_CHANNELS_DESC_MAGIC_WORD,
+    _set_header(d.header, HCCL_TEAM_CREATE_CHANNELS_DESC_VERSION, HCCL_TEAM_CREATE_CHANNELS_DESC_MAGIC_WORD,
                 ffi.sizeof("HcclTeamCreateChannelsDesc"))
     d.engine = -1
     d.notifyNum = 0
@@ -214,29 +239,29 @@ def comm_config_init(version: int = COMM_CONFIG_VERSION, out: Optional[CData] = 
     if out is None:
         cfg = ffi.new(f"{ctype} *")
     else:
-        if ffi.sizeof(out) < size:
-            raise ValueError(f"out holds {ffi.sizeof(out)} bytes; HcclCommConfig v{version} needs {size}")
-        cfg = ffi.cast(f"{ctype} *", out)
+        if _capacity(out) < size:
+            raise ValueError(f"out holds {_capacity(out)} bytes; HcclCommConfig v{version} needs {size}")
+        cfg = _view(ctype, out)
     ffi.memmove(cfg, struct.pack("<QIIQ", size, COMM_CONFIG_MAGIC_WORD, version, 0), 24)
-    cfg.hcclBufferSize = _U32_NOT_SET
-    cfg.hcclDeterministic = _U32_NOT_SET
+    cfg.hcclBufferSize = HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET
+    cfg.hcclDeterministic = HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET
     cfg.hcclCommName[0] = b"\0"
     cfg.hcclUdi[0] = b"\0"
-    cfg.hcclOpExpansionMode = 0
-    cfg.hcclRdmaTrafficClass = _U32_NOT_SET
-    cfg.hcclRdmaServiceLevel = _U32_NOT_SET
+    cfg.hcclOpExpansionMode = HCCL_COMM_DEFAULT_OP_EXPANSION_MODE
+    cfg.hcclRdmaTrafficClass = HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET
+    cfg.hcclRdmaServiceLevel = HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET
     cfg.hcclWorldRankID = 0
     cfg.hcclJobID = 0
     cfg.aclGraphZeroCopyEnable = 0
-    cfg.hcclExecTimeOut = -1
+    cfg.hcclExecTimeOut = HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET
     cfg.hcclAlgo[0] = b"\0"
     cfg.hcclRetryEnable[0] = b"\0"
     cfg.hcclRetryParams[0] = b"\0"
     cfg.hcclBufferName[0] = b"\0"
-    cfg.hcclQos = _U32_NOT_SET
-    cfg.hcclSymWinMaxMemSizePerRank = _DEFAULT_SYM_WIN_GB
-    if version >= 11:
-        cfg.hcclChannelSqDepth = _U32_NOT_SET
+    cfg.hcclQos = HCCL_COMM_QOS_CONFIG_NOT_SET
+    cfg.hcclSymWinMaxMemSizePerRank = HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE
+    if version >= HCCL_COMM_CONFIG_VERSION:
+        cfg.hcclChannelSqDepth = HCCL_COMM_SQ_DEPTH_CONFIG_NOT_SET
     return cfg
 
 
@@ -262,14 +287,14 @@ def hcomm_channel_desc_init(n: int = 1, out: Optional[CData] = None) -> CData:
 
 def hcomm_channel_desc_image(version: int = 4) -> bytes:
     """Bytes of one HcommChannelDesc after HcommChannelDescInit: v4 (360 bytes, 2026-08) or v1 (344 bytes, 2026-04)."""
-    if version == 4:
+    if version == HCOMM_CHANNEL_VERSION:
         return _image("HcommChannelDesc")
-    if version == 1:
+    if version == HCOMM_CHANNEL_VERSION_ONE:
         d = ffi.new("HcommChannelDesc *")
         _write_hcomm_channel_desc(d)
-        _set_header(d.header, 1, HCOMM_CHANNEL_MAGIC_WORD, HCOMM_CHANNEL_DESC_V1_SIZE)
+        _set_header(d.header, HCOMM_CHANNEL_VERSION_ONE, HCOMM_CHANNEL_MAGIC_WORD, HCOMM_CHANNEL_DESC_ABI_V1_SIZE)
         _fill(ffi.addressof(d, "raws"), 128, 0xFF)   # the v1 union has no srcPortList to clear
-        return bytes(ffi.buffer(d))[:HCOMM_CHANNEL_DESC_V1_SIZE]
+        return bytes(ffi.buffer(d))[:HCOMM_CHANNEL_DESC_ABI_V1_SIZE]
     raise ValueError(f"version={version!r} is not a known HcommChannelDesc ABI version; expected 1 or 4")
 
 
@@ -404,16 +429,16 @@ def make_comm_config(
     if sym_win_max_mem_gb is not None:
         cfg.hcclSymWinMaxMemSizePerRank = _check_int("sym_win_max_mem_gb", sym_win_max_mem_gb, 1, 2**64 - 1)
     if channel_sq_depth is not None:
-        if version < 11:
+        if version < HCCL_COMM_CONFIG_VERSION:
             raise ValueError(f"channel_sq_depth={channel_sq_depth!r} needs HcclCommConfig version 11, not {version}")
         cfg.hcclChannelSqDepth = _check_int("channel_sq_depth", channel_sq_depth, 1, _U32_MAX - 1)
     for name, value, field, capacity in (
-        ("comm_name", comm_name, "hcclCommName", 128),
-        ("udi", udi, "hcclUdi", 128),
-        ("algo", algo, "hcclAlgo", 1600),
-        ("retry_enable", retry_enable, "hcclRetryEnable", 50),
-        ("retry_params", retry_params, "hcclRetryParams", 128),
-        ("buffer_name", buffer_name, "hcclBufferName", 128),
+        ("comm_name", comm_name, "hcclCommName", COMM_NAME_MAX_LENGTH),
+        ("udi", udi, "hcclUdi", UDI_MAX_LENGTH),
+        ("algo", algo, "hcclAlgo", HCCL_COMM_ALGO_MAX_LENGTH),
+        ("retry_enable", retry_enable, "hcclRetryEnable", HCCL_COMM_RETRY_ENABLE_MAX_LENGTH),
+        ("retry_params", retry_params, "hcclRetryParams", HCCL_COMM_RETRY_PARAMS_MAX_LENGTH),
+        ("buffer_name", buffer_name, "hcclBufferName", BUFFER_NAME_MAX_LENGTH),
     ):
         if value is not None:
             _put_string(getattr(cfg, field), name, _ascii(name, value), capacity)
@@ -452,3 +477,107 @@ def make_channel_descs(
         descs[i].channelProtocol = int(proto)
         descs[i].notifyNum = notify_num
     return descs
+
+
+# ---------------------------------------------------------------------------------------------
+# the header initializers under their C names: C arguments (a pointer, or an array and a count),
+# C return codes (HCCL_E_PTR for NULL), the same bytes as the Python initializers above.
+# Vendor: hcomm @ 8958adb include/hccl/hccl_comm.h (HcclCommConfigInit), include/hccl/hccl_channel.h
+# (HcclChannelDescInit), include/hcomm_res_defs.h (EndpointDescInit, ThreadConfigInit),
+# include/hcomm_channel.h (HcommChannelDescInit), include/hccl/hccl_rank_graph.h (CommLinkInit),
+# include/hccl/hccl_launch.h (HcclOpDescInit, HcclKernelLaunchCfgInit), include/hccl/hccl_team.h
+# (HcclTeamCreate*DescInit); semantics in HCCL_ABI.md f.2: NULL gives HCCL_E_PTR (2), checked only
+# when the count is > 0, and HcclCommConfigInit returns nothing and ignores NULL.
+
+_HCCL_E_PTR = 2
+
+
+def _c_target(name: str, ptr: Any, ctypes: Tuple[str, ...]) -> Optional[CData]:
+    """``ptr`` if it is a pointer to / array of one of ``ctypes``; None for NULL; else ValueError naming ``name``."""
+    expected = " or ".join(f"'{c} *'" for c in ctypes)
+    if ptr is None:
+        return None
+    try:
+        ptr_type = ffi.typeof(ptr)
+    except TypeError:
+        raise ValueError(f"{name}={ptr!r} is not a cdata; expected {expected} "
+                         f"(e.g. ffi.new('{ctypes[0]}[1]'))") from None
+    if ptr_type.kind == "pointer" and ptr == ffi.NULL:
+        return None
+    if ptr_type.kind not in ("pointer", "array") or ptr_type.item not in [ffi.typeof(c) for c in ctypes]:
+        raise ValueError(f"{name} has C type '{ptr_type.cname}'; expected {expected} or an array of it")
+    return ptr
+
+
+def _c_array_init(ctype: str, name: str, ptr: Any, count_name: str, count: Any) -> int:
+    """The C array initializers: ``count`` elements at ``ptr``; 0, or HCCL_E_PTR for NULL with count > 0."""
+    target = _c_target(name, ptr, (ctype,))
+    _check_int(count_name, count, 0, _U32_MAX)
+    if count == 0:
+        return 0
+    if target is None:
+        return _HCCL_E_PTR
+    _init_array(ctype, count, target, name)
+    return 0
+
+
+def _c_single_init(ctype: str, name: str, ptr: Any) -> int:
+    """The C single-struct initializers: one element at ``ptr``; 0, or HCCL_E_PTR for NULL."""
+    target = _c_target(name, ptr, (ctype,))
+    if target is None:
+        return _HCCL_E_PTR
+    _init_array(ctype, 1, target, name)
+    return 0
+
+
+def HcclCommConfigInit(config: Any) -> None:  # noqa: N802 (the C name)
+    """``void HcclCommConfigInit(HcclCommConfig *config)``: comm_config_init in place (v10 for HcclCommConfigV10); NULL is ignored."""
+    target = _c_target("config", config, ("HcclCommConfig", "HcclCommConfigV10"))
+    if target is not None:
+        v10 = ffi.typeof(target).item is ffi.typeof("HcclCommConfigV10")
+        comm_config_init(HCCL_COMM_CONFIG_VERSION_2026_04 if v10 else HCCL_COMM_CONFIG_VERSION, out=target)
+
+
+def HcclChannelDescInit(channelDesc: Any, descNum: int) -> int:  # noqa: N802,N803
+    """``HcclResult HcclChannelDescInit(HcclChannelDesc *channelDesc, uint32_t descNum)``: channel_desc_init in place."""
+    return _c_array_init("HcclChannelDesc", "channelDesc", channelDesc, "descNum", descNum)
+
+
+def EndpointDescInit(endpoint: Any, num: int) -> int:  # noqa: N802
+    """``HcommResult EndpointDescInit(EndpointDesc *endpoint, uint32_t num)``: endpoint_desc_init in place."""
+    return _c_array_init("EndpointDesc", "endpoint", endpoint, "num", num)
+
+
+def ThreadConfigInit(config: Any, num: int) -> int:  # noqa: N802
+    """``HcommResult ThreadConfigInit(ThreadConfig *config, uint32_t num)``: thread_config_init in place."""
+    return _c_array_init("ThreadConfig", "config", config, "num", num)
+
+
+def HcommChannelDescInit(channelDesc: Any, descNum: int) -> int:  # noqa: N802,N803
+    """``HcommResult HcommChannelDescInit(HcommChannelDesc *channelDesc, uint32_t descNum)``: hcomm_channel_desc_init in place."""
+    return _c_array_init("HcommChannelDesc", "channelDesc", channelDesc, "descNum", descNum)
+
+
+def CommLinkInit(commLink: Any, linkNum: int) -> int:  # noqa: N802,N803
+    """``HcommResult CommLinkInit(CommLink *commLink, uint32_t linkNum)``: comm_link_init in place."""
+    return _c_array_init("CommLink", "commLink", commLink, "linkNum", linkNum)
+
+
+def HcclOpDescInit(opDesc: Any) -> int:  # noqa: N802,N803
+    """``HcclResult HcclOpDescInit(HcclOpDesc *opDesc)``: op_desc_init in place."""
+    return _c_single_init("HcclOpDesc", "opDesc", opDesc)
+
+
+def HcclKernelLaunchCfgInit(kernelLaunchCfg: Any) -> int:  # noqa: N802,N803
+    """``HcclResult HcclKernelLaunchCfgInit(HcclKernelLaunchCfg *kernelLaunchCfg)``: kernel_launch_cfg_init in place."""
+    return _c_single_init("HcclKernelLaunchCfg", "kernelLaunchCfg", kernelLaunchCfg)
+
+
+def HcclTeamCreateDescInit(desc: Any) -> int:  # noqa: N802
+    """``HcclResult HcclTeamCreateDescInit(HcclTeamCreateDesc *desc)``: team_create_desc_init in place."""
+    return _c_single_init("HcclTeamCreateDesc", "desc", desc)
+
+
+def HcclTeamCreateChannelsDescInit(desc: Any) -> int:  # noqa: N802
+    """``HcclResult HcclTeamCreateChannelsDescInit(HcclTeamCreateChannelsDesc *desc)``: team_create_channels_desc_init in place."""
+    return _c_single_init("HcclTeamCreateChannelsDesc", "desc", desc)

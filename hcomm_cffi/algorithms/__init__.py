@@ -10,6 +10,8 @@ from .dryrun import DryRun, ScheduleError, dry_run
 from .interface import COLLECTIVES, Algorithm, CollectiveCall, UnsupportedError
 from .registry import algorithm, choose, names, register, resolve
 
+register_algorithm = register   # the name hcomm_cffi exports it under
+
 __all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "NOTIFIES_PER_CHANNEL", "IssueContext", "CollectiveCall",
            "Algorithm", "UnsupportedError", "ScheduleError", "DryRun", "dry_run", "algorithm", "register",
-           "resolve", "choose", "names", "COLLECTIVES"]
+           "resolve", "choose", "names", "COLLECTIVES", "register_algorithm"]

@@ -19,7 +19,7 @@ from ..enums import (
 )
 from .comm import MAX_NOTIFIES_PER_CHANNEL, SimComm
 from .config import SimConfig, read_config
-from .errors import HcclResult, SimError, entry
+from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry
 from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
 from .state import SimState, c_string
 
@@ -210,7 +210,7 @@ class ControlPlane:
             for th in list(c.threads) + list(c.stream_threads.values()):
                 q = th.queue
                 if q.tasks:
-                    EXECUTOR.fail_queue(q, HcclResult.E_INTERNAL, 507000,
+                    EXECUTOR.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
                                         f"{q.name}: communicator {c.name} destroyed with tasks pending")
         # after a failed operation leftovers are a consequence, not a schedule bug: report only clean runs
         leftovers = c.unconsumed_channel_records() if c.config.check != "off" and not c.async_error else []
