@@ -225,9 +225,9 @@ def test_bad_arguments_get_the_vendor_codes() -> None:
     out = run_ranks(2, _argument_errors, timeout=60)[0]
     expected = {
         "threadNum 0": HcclResult.E_PARA, "notifyNumPerThread 65536": HcclResult.E_PARA,
-        "engine CCU": HcclResult.E_NOT_SUPPORT, "threads NULL": HcclResult.E_PTR,
+        "engine CCU": HcclResult.SUCCESS, "threads NULL": HcclResult.E_PTR,  # CCU threads: thread.cc:45
         "quota": HcclResult.E_UNAVAIL, "notifyNum 65": HcclResult.E_PARA, "remoteRank self": HcclResult.E_PARA,
-        "desc not initialised": HcclResult.E_PARA, "protocol UB_CTP": HcclResult.E_NOT_SUPPORT,
+        "desc not initialised": HcclResult.E_PARA, "protocol UB_CTP": HcclResult.E_PARA,
         "copy dst NULL": HcclResult.E_PTR, "thread notify idx 2": HcclResult.E_PTR,
         "channel notify idx 2": HcclResult.E_INTERNAL, "reduce int64": HcclResult.E_PARA,
         "reduce prod": HcclResult.E_PARA, "write past peer buffer": HcclResult.E_PARA,

@@ -19,7 +19,7 @@ from ..enums import HcclResult
 
 _DECL = re.compile(r"^\s*([A-Za-z_][\w \*]*?[\s\*])([A-Za-z_]\w*)\s*\(([^;]*)\)\s*;\s*$", re.M)
 
-__all__ = ["AbiCheckedLibrary", "function_types"]
+__all__ = ["AbiCheckedLibrary", "function_types", "declared_functions"]
 
 _types: Optional[Dict[str, str]] = None
 _lock = threading.Lock()
@@ -44,6 +44,11 @@ def function_types(cdef: Optional[str] = None) -> Dict[str, str]:
     with _lock:
         _types = found
     return found
+
+
+def declared_functions() -> "frozenset[str]":
+    """Names of every C function of the cdef (the CANN host API the bindings know)."""
+    return frozenset(function_types())
 
 
 class AbiCheckedLibrary:
