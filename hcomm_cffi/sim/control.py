@@ -8,7 +8,6 @@ import os
 import struct
 import time
 import uuid
-import warnings
 from typing import Any, List
 
 
@@ -18,7 +17,7 @@ from ..enums import (
 )
 from .comm import MAX_NOTIFIES_PER_CHANNEL, SimComm
 from .config import SimConfig, read_config
-from .errors import HcclResult, SimError, entry
+from .errors import HcclResult, SimError, entry, warn_caller
 from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
 from .state import SimState, c_string
 
@@ -262,9 +261,10 @@ class ControlPlane:
         messages = [f"checker: rank {c.rank}, communicator {c.name}: {text} was recorded but never waited on"
                     for text in leftovers]
         c.reports.extend(messages)
+        messages += c.strict_findings          # e.g. a thread notify left set at the end of a batch
         if c.config.check == "warn":
             for message in messages:
-                warnings.warn(message, CheckerWarning, stacklevel=3)
+                warn_caller(message, CheckerWarning)
         with self.state.lock:
             for th in c.threads:
                 self.state.threads.pop(th.handle, None)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import math
 import threading
-import warnings
 from typing import Any, Dict, List, Optional
 
 from .._ffi import ffi
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, Protocol, ReduceOp
-from .errors import HcclResult, SimError, entry
+from .errors import HcclResult, SimError, entry, warn_caller
 from .runtime import (
     C_RECORD, C_WAIT, COPY, EXECUTOR, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE,
     CheckerWarning, SimThread,
@@ -78,7 +77,7 @@ class DataPlane:
             comm.reports.append(message)
             if mode == "strict":
                 raise SimError(HcclResult.E_NOT_SUPPORT, message)
-            warnings.warn(message, CheckerWarning, stacklevel=3)
+            warn_caller(message, CheckerWarning)
         EXECUTOR.submit(th.queue, [task])
         EXECUTOR.settle()
 
@@ -257,8 +256,9 @@ class DataPlane:
         comm = threads[0].comm
         if comm.config.check == "off" or len(threads) < 2:
             return
-        mains = [th for th in threads if th.main]
-        main = mains[0] if mains else threads[0]
+        # the main thread is the stream-bound one, else the one acquired first (handles grow with every
+        # acquisition); the order in which threads got their tasks carries no meaning
+        main = min(threads, key=lambda th: (not th.main, th.handle))
         problems = []
         for th in threads:
             if th is main:
@@ -276,7 +276,7 @@ class DataPlane:
         if messages and comm.config.check == "strict":
             raise SimError(HcclResult.E_INTERNAL, "; ".join(messages))
         for message in messages:
-            warnings.warn(message, CheckerWarning, stacklevel=3)
+            warn_caller(message, CheckerWarning)
 
     # ------------------------------------------------------------------ not on A2
     def _not_on_a2(self, what: str) -> int:
