@@ -40,6 +40,7 @@ def parse_size(text: str) -> int:
 
 def _rank(rank: int, root: bytes, sizes: List[int], out: "mp.Queue") -> None:
     b = Binding(SimLibrary())
+    b.set_device(rank)
     comm = b.comm_init_root_info(2, root, rank)
     stream = b.create_stream()
     peer = 1 - rank
@@ -84,6 +85,7 @@ def _rank(rank: int, root: bytes, sizes: List[int], out: "mp.Queue") -> None:
 
 def _token_rank(rank: int, n: int, root: bytes, laps: int, out: "mp.Queue") -> None:
     b = Binding(SimLibrary())
+    b.set_device(rank)
     comm = b.comm_init_root_info(n, root, rank)
     stream = b.create_stream()
     right, left = (rank + 1) % n, (rank - 1) % n
@@ -112,13 +114,22 @@ def _token_rank(rank: int, n: int, root: bytes, laps: int, out: "mp.Queue") -> N
     out.put((rank, elapsed / (laps * n)))
 
 
+def _root_info() -> bytes:
+    """Root info made on device 0 (HcclGetRootInfo needs a device, as on CANN), then the device is reset."""
+    lib = SimLibrary()
+    root = ffi.new("HcclRootInfo *")
+    assert lib.aclrtSetDevice(0) == 0
+    assert lib.HcclGetRootInfo(root) == 0
+    assert lib.aclrtResetDevice(0) == 0
+    return bytes(ffi.buffer(root))
+
+
 def token_ring_hop_seconds(n: int, laps: int = 500) -> float:
     """Seconds per hop of a token passed around ``n`` ranks (each hop: one record, one wait)."""
-    root = ffi.new("HcclRootInfo *")
-    assert SimLibrary().HcclGetRootInfo(root) == 0
+    root = _root_info()
     ctx = mp.get_context("fork")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_token_rank, args=(r, n, bytes(ffi.buffer(root)), laps, out)) for r in range(n)]
+    procs = [ctx.Process(target=_token_rank, args=(r, n, root, laps, out)) for r in range(n)]
     for p in procs:
         p.start()
     hops = dict(out.get(timeout=600) for _ in procs)
@@ -149,11 +160,10 @@ def main() -> int:
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     os.environ["HCOMM_SIM_CHECK"] = args.check
     os.environ.setdefault("HCCL_BUFFSIZE", str(max(1, max(sizes) >> 20)))
-    root = ffi.new("HcclRootInfo *")
-    assert SimLibrary().HcclGetRootInfo(root) == 0
+    root = _root_info()
     ctx = mp.get_context("fork")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, bytes(ffi.buffer(root)), sizes, out)) for r in range(2)]
+    procs = [ctx.Process(target=_rank, args=(r, root, sizes, out)) for r in range(2)]
     for p in procs:
         p.start()
     results = dict(out.get(timeout=600) for _ in procs)

@@ -18,7 +18,8 @@ from .plan import Plan, RankResources
 
 __all__ = ["Resources", "ResourceCache", "ENGINE", "shape_key", "comm_config_for"]
 
-#: Engine of the host-driven data plane (the only one that can wrap a stream on A2/A3 hosts).
+#: Engine of the host-driven data plane.  HcclThreadAcquireWithStream accepts CPU, CPU_TS and CCU (CPU_TS
+#: becomes CPU; AICPU, AICPU_TS and AIV are rejected): hcomm @ 8958adb thread_c_adpt.cc:311, thread.cc:63.
 ENGINE = Engine.CPU_TS
 
 CData = Any

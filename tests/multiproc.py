@@ -25,11 +25,20 @@ class RankFailure(AssertionError):
 
 
 def make_root_info() -> bytes:
-    """A fresh root info blob from the emulator (HcclGetRootInfo keeps no state)."""
+    """A fresh root info blob from the emulator (HcclGetRootInfo keeps no state).
+
+    As on CANN, HcclGetRootInfo needs a device: set one, then reset it, so the forked ranks start
+    without a device, as fresh processes do.
+    """
     from hcomm_cffi.sim import SimLibrary
 
+    lib = SimLibrary()
     root = ffi.new("HcclRootInfo *")
-    rc = SimLibrary().HcclGetRootInfo(root)
+    assert lib.aclrtSetDevice(0) == 0
+    try:
+        rc = lib.HcclGetRootInfo(root)
+    finally:
+        lib.aclrtResetDevice(0)
     assert rc == 0, rc
     return bytes(ffi.buffer(root))
 

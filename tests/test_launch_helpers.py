@@ -19,9 +19,9 @@ def comm():
     from hcomm_cffi.binding import get_binding
     from hcomm_cffi.bootstrap import discover
     b = get_binding()
-    spec = discover(b)
     b.acl_init()
-    b.set_device(0)
+    b.set_device(0)                 # before the root info, as CANN requires
+    spec = discover(b)
     return b.comm_init_root_info(spec.size, spec.root_info, spec.rank)
 
 def ready():
@@ -51,6 +51,7 @@ elif mode == "missing":
     if rank == n - 1:
         time.sleep(60)      # never calls init; stopped by the launcher when the others fail
     try:
+        get_binding().set_device(0)     # before the root info, as CANN requires
         discover(get_binding())
         print("no error", flush=True)
     except RendezvousTimeout as exc:

@@ -26,6 +26,7 @@ if MPI.COMM_WORLD.Get_rank() == 3:
     time.sleep(4)          # never calls init
     sys.exit(0)
 try:
+    get_binding().set_device(0)         # before the root info, as CANN requires
     discover(get_binding())
     print("no error", flush=True)
 except RendezvousTimeout as exc:

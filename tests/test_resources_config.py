@@ -19,6 +19,7 @@ def test_config_from_plan_has_the_planned_buffer_size() -> None:
 def _buffer_size(rank: int, n: int, root: bytes) -> int:
     plan = make_plan("allreduce", Topology.single_server(n), 6 << 20, "ring")
     b = Binding(load("sim"))
+    b.set_device(rank)                   # CANN's HcclCommInitRootInfoConfig needs a device
     comm = b.comm_init_root_info(n, root, rank, comm_config_for(plan))
     _, size = b.get_hccl_buffer(comm)
     b.comm_destroy(comm)

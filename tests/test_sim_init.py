@@ -17,6 +17,7 @@ from multiproc import run_ranks
 def test_comm_init_all_one_process_one_thread_per_device() -> None:
     """HcclCommInitAll makes every rank in this process; each rank's ops run on its own OS thread."""
     b = Binding(load("sim"))
+    b.set_device(0)                      # CANN's HcclCommInitAll needs a device (op_base.cc HcclDeviceRefresh)
     comms = b.comm_init_all([0, 1, 2])
     results, errors = {}, []
 
@@ -44,10 +45,12 @@ def test_comm_init_all_one_process_one_thread_per_device() -> None:
     assert results == {r: (r, 3, 6.0) for r in range(3)}
     for c in comms:
         b.comm_destroy(c)
+    b.reset_device(0)
 
 
 def _cluster(rank: int, n: int, root: bytes, path: str) -> tuple:
     b = Binding(load("sim"))
+    b.set_device(rank)                   # CANN's HcclCommInitClusterInfo needs a device (op_base.cc:771)
     comm = b.comm_init_cluster_info(path, rank)
     stream = b.create_stream()
     x = np.arange(16, dtype=np.int32) * (rank + 1)
@@ -72,6 +75,8 @@ def test_comm_init_cluster_info_from_a_ranktable(tmp_path: Path) -> None:
 def test_comm_init_cluster_info_errors(tmp_path: Path) -> None:
     lib = load("sim")
     comm = ffi.new("HcclComm *")
+    assert lib.HcclCommInitClusterInfo(str(tmp_path / "missing.json").encode(), 0, comm) == 15  # no device: E_RUNTIME
+    assert lib.aclrtSetDevice(0) == 0
     assert lib.HcclCommInitClusterInfo(str(tmp_path / "missing.json").encode(), 0, comm) == 10  # OPEN_FILE_FAILURE
     bad = tmp_path / "bad.json"
     bad.write_text("{ not json")
@@ -82,3 +87,4 @@ def test_comm_init_cluster_info_errors(tmp_path: Path) -> None:
         {"server_id": "a", "device": [{"device_id": "0", "rank_id": "0"}]}]}))
     assert lib.HcclCommInitClusterInfo(str(table).encode(), 5, comm) == 1
     assert "rank=5 is not a rank_id" in ffi.string(lib.aclGetRecentErrMsg()).decode()
+    assert lib.aclrtResetDevice(0) == 0

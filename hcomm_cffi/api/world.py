@@ -54,22 +54,25 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
                         "first")
     b = _binding()
     b.acl_init()
-    local_rank: Optional[int] = None
     ranktable: Optional[str] = None
+
+    def select_device(local_rank: int) -> None:
+        """Bind the local rank's device (unless set_device() chose one) before any root info is asked for."""
+        if _device is None:
+            b.set_device(local_rank % max(1, b.get_device_count()))
+
     if rank is not None and world_size is not None and root_info is not None:
         if isinstance(rank, bool) or not isinstance(rank, int) or isinstance(world_size, bool) \
                 or not isinstance(world_size, int) or world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"rank={rank!r}, world_size={world_size!r}; expected ints with 0 <= rank < world_size")
         size = world_size
+        select_device(rank)
     else:
         from ..bootstrap import discover  # lazy: the launcher layer is optional for explicit init
-        spec: Any = discover(b, rank, world_size, root_info, timeout)
+        spec: Any = discover(b, rank, world_size, root_info, timeout, select_device=select_device)
         _spec = spec
         rank, size, root_info = spec.rank, spec.size, spec.root_info
-        local_rank, ranktable = spec.local_rank, spec.ranktable
-    if _device is None:
-        count = b.get_device_count()
-        b.set_device((local_rank if local_rank is not None else rank) % max(1, count))
+        ranktable = spec.ranktable
     if ranktable:
         handle = b.comm_init_cluster_info(ranktable, rank)
     else:

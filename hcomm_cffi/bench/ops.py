@@ -167,12 +167,15 @@ class BindingOps(Ops):
         from ..bootstrap import discover
 
         self.binding = b = get_binding()
-        spec = discover(b)
+        b.acl_init()
+
+        def select_device(local_rank: int) -> None:  # before the root info: CANN needs a device for it
+            self.device = local_rank % max(1, b.get_device_count())
+            b.set_device(self.device)
+
+        spec = discover(b, select_device=select_device)
         self.spec = spec
         self.rank, self.size = spec.rank, spec.size
-        b.acl_init()
-        self.device = spec.local_rank % max(1, b.get_device_count())
-        b.set_device(self.device)
         if spec.ranktable is not None:
             self.comm = b.comm_init_cluster_info(spec.ranktable, spec.rank)
         else:

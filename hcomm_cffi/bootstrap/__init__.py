@@ -45,7 +45,7 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from ..enums import HCCL_ROOT_INFO_BYTES
 from .env import (
@@ -207,10 +207,13 @@ def _exchange(binding: Any, rank: int, size: int, local_size: int, source: str, 
 
 
 def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int] = None,
-             root_info: Optional[bytes] = None, timeout: Optional[float] = None) -> WorldSpec:
+             root_info: Optional[bytes] = None, timeout: Optional[float] = None,
+             select_device: Optional[Callable[[int], None]] = None) -> WorldSpec:
     """This process's :class:`WorldSpec`, with the root info exchanged among all ranks (see module doc).
 
     ``binding`` needs ``get_root_info()`` (called on rank 0 only, and only when an exchange is needed).
+    ``select_device(local_rank)``, when given, is called once this rank's local rank is known and before
+    any root info is asked for: CANN's HcclGetRootInfo fails (HCCL_E_RUNTIME) without a device.
     Collective: every rank of the job calls it, the same number of times.  Raises ValueError/EnvError for
     unusable arguments or variables, RendezvousTimeout naming the ranks that never arrived, BootstrapError
     for other rendezvous failures.
@@ -245,6 +248,8 @@ def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int]
     else:
         me, size, local_rank, local_size, source, ranktable = 0, 1, 0, 1, "explicit", None
         job_id = safe_job_id(os.environ.get(ENV_JOB_ID, "").strip() or f"single-{os.getpid()}")
+    if select_device is not None:
+        select_device(local_rank)
     if ranktable is not None:
         if not job_id:
             job_id = safe_job_id(f"ranktable-{os.path.basename(ranktable)}")

@@ -9,6 +9,7 @@ checkout (build_ffi.py holds the declarations).
 """
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..enums import HcclResult
 
 _DECL = re.compile(r"^\s*([A-Za-z_][\w \*]*?[\s\*])([A-Za-z_]\w*)\s*\(([^;]*)\)\s*;\s*$", re.M)
 
-__all__ = ["AbiCheckedLibrary", "function_types"]
+__all__ = ["AbiCheckedLibrary", "function_types", "declared_functions"]
 
 _types: Optional[Dict[str, str]] = None
 _lock = threading.Lock()
@@ -44,6 +45,16 @@ def function_types(cdef: Optional[str] = None) -> Dict[str, str]:
     with _lock:
         _types = found
     return found
+
+
+@functools.lru_cache(maxsize=1)
+def declared_functions() -> "frozenset[str]":
+    """Names of every C function of the cdef (the CANN host API the bindings know).
+
+    Read from the compiled ffi itself (``dir()`` of a library handle lists the declarations without
+    resolving any symbol), so it works from an installed package without build_ffi.py.
+    """
+    return frozenset(name for name in dir(ffi.dlopen(None)) if name.startswith(("Hccl", "Hcomm", "acl")))
 
 
 class AbiCheckedLibrary:

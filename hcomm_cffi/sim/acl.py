@@ -33,6 +33,9 @@ class _Device(threading.local):
     current = -1
 
 
+_DEVICE = _Device()   # per OS thread and process-wide, as the runtime's current context is
+
+
 class AclRuntime:
     """aclInit/aclrt* calls (mixed into SimLibrary)."""
 
@@ -40,7 +43,7 @@ class AclRuntime:
 
     def __init__(self) -> None:
         self._acl_initialised = False
-        self._device = _Device()
+        self._device = _DEVICE
         self._device_count = int(os.environ.get("HCOMM_SIM_DEVICE_COUNT", "16"))
         self._strings: Dict[str, Any] = {}
 
@@ -103,7 +106,21 @@ class AclRuntime:
 
     @entry
     def aclrtSynchronizeDevice(self) -> int:
+        """Wait for every queue of the process; a task that failed on any of them fails the call.
+
+        runtime @ 681ef76: aclrtSynchronizeDeviceImpl (src/acl/aclrt_impl/device.cpp:159) returns the error of
+        rtDeviceSynchronize -> ApiImpl::DeviceSynchronize (src/runtime/api/impl/api_impl.cc:3975), which needs a
+        current context and returns Context::Synchronize's error (src/runtime/core/src/context/context.cc:1219).
+        """
+        if self._device.current < 0:
+            raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
         EXECUTOR.run_until(lambda: not EXECUTOR.active)
+        queues = list(self.state.streams.values()) + [th.queue for th in self.state.threads.values()]
+        for q in queues:
+            if q.error is not None:
+                code, acl_code, message = q.error
+                q.error = None
+                raise SimError(acl_code, f"a task failed on {q.name}: {message}")
         return 0
 
     # ------------------------------------------------------------------ memory
@@ -158,7 +175,7 @@ class AclRuntime:
     @entry
     def aclrtMemcpyAsync(self, dst: Any, destMax: int, src: Any, count: int, kind: int, stream: Any) -> int:
         self._check_copy(dst, destMax, src, count, kind)
-        q = self.state.stream(stream)
+        q = self._stream(stream)
         if count:
             EXECUTOR.submit(q, [(CALL, None, lambda: ffi.memmove(dst, src, count))])
             EXECUTOR.settle()
@@ -204,6 +221,13 @@ class AclRuntime:
         self.state.forget_stream(key)
         return 0
 
+    def _stream(self, stream: Any) -> Queue:
+        """The queue of an aclrt* call's stream argument; an unknown handle is ACL_ERROR_RT_INVALID_HANDLE."""
+        try:
+            return self.state.stream(stream)
+        except SimError as exc:
+            raise SimError(ACL_ERROR_RT_INVALID_HANDLE, exc.message) from None
+
     def _sync(self, q: Queue, deadline: "float | None", timeout_code: int) -> int:
         finished = EXECUTOR.run_until(lambda: not q.tasks or q.error is not None, deadline)
         if q.error is not None:
@@ -218,12 +242,12 @@ class AclRuntime:
 
     @entry
     def aclrtSynchronizeStream(self, stream: Any) -> int:
-        q = self.state.stream(stream)
+        q = self._stream(stream)
         return self._sync(q, None, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
     @entry
     def aclrtSynchronizeStreamWithTimeout(self, stream: Any, timeout: int) -> int:
-        q = self.state.stream(stream)
+        q = self._stream(stream)
         deadline = None if timeout < 0 else time.monotonic() + timeout / 1000.0
         return self._sync(q, deadline, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
@@ -256,7 +280,7 @@ class AclRuntime:
     @entry
     def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
         ev = self._event(event)
-        q = self.state.stream(stream)
+        q = self._stream(stream)
         ev.recorded += 1
         EXECUTOR.submit(q, [(EVENT_RECORD, None, ev)])
         EXECUTOR.settle()
@@ -265,7 +289,7 @@ class AclRuntime:
     @entry
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
         ev = self._event(event)
-        q = self.state.stream(stream)
+        q = self._stream(stream)
         EXECUTOR.submit(q, [(EVENT_WAIT, None, ev, ev.recorded)])
         EXECUTOR.settle()
         return 0

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .._ffi import ffi
 from .config import SimConfig
-from .errors import HcclResult, SimError
+from .errors import HcclResult, SimError, warn_caller
 from .futex import futex_wait, futex_wake
 from .runtime import Queue, SimThread
 from .shm import PREFIX, SHM_DIR, Segment, owner_alive, sweep_stale
@@ -131,6 +131,7 @@ class SimComm:
         self.async_error = 0
         self.failure: Optional[str] = None
         self.reports: List[str] = []
+        self.strict_findings: List[str] = []   # strict-mode checker findings HcclCommDestroy must still report
         self.destroyed = False
         self.threads: List[SimThread] = []
         self.thread_notifies = 0
@@ -332,15 +333,13 @@ class SimComm:
 
     def _note(self, text: str) -> None:
         """A checker finding at the host call (not a task): warn, or fail the call when strict."""
-        import warnings
-
         from .runtime import CheckerWarning
 
         message = f"checker: rank {self.rank}, communicator {self.name}: {text}"
         self.reports.append(message)
         if self.config.check == "strict":
             raise SimError(HcclResult.E_PARA, message)
-        warnings.warn(message, CheckerWarning, stacklevel=4)
+        warn_caller(message, CheckerWarning)
 
     # ------------------------------------------------------------------ doorbell
     def bell_value(self) -> int:

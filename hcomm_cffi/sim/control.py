@@ -8,10 +8,8 @@ import os
 import struct
 import time
 import uuid
-import warnings
 from typing import Any, List
 
-import numpy as np
 
 from .._ffi import ffi
 from ..enums import (
@@ -19,7 +17,7 @@ from ..enums import (
 )
 from .comm import MAX_NOTIFIES_PER_CHANNEL, SimComm
 from .config import SimConfig, read_config
-from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry
+from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
 from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
 from .state import SimState, c_string
 
@@ -29,10 +27,25 @@ COMM_CONFIG_MAGIC = 0xF0F0F0F0
 CHANNEL_DESC_MAGIC = 0x0F0F0F0F
 NOT_SET_U32 = 0xFFFFFFFF
 
-THREAD_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.AICPU, Engine.AICPU_TS, Engine.AIV}
-STREAM_THREAD_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.CCU}
-CHANNEL_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.AICPU, Engine.AICPU_TS}
-CHANNEL_PROTOCOLS = {Protocol.HCCS, Protocol.ROCE, Protocol.HCCS_ONLY, Protocol.PCIE, Protocol.SIO}
+# Engine and protocol acceptance, as the A2/A3 host build of libhcomm.so decides it (hcomm @ 8958adb):
+# - HcclThreadAcquire accepts every valid CommEngine (coll_communicator_mgr/common/hccl_independent_common.h:54
+#   IsValidCommEngine; threads of CPU/CPU_TS/CCU/AIV and AICPU/AICPU_TS are created in
+#   base_comm/resources/comm_engine_res/threads/thread.cc:45 CreateThread), after turning CPU_TS into CPU and
+#   AICPU_TS into AICPU (coll_communicator_mgr/api_c_adpt/resource/thread_c_adpt.cc:201 ConvertEngineToTsType);
+#   anything else is HCCL_E_PARA.
+# - HcclThreadAcquireWithStream converts the same way, then only CPU and CCU can wrap a stream
+#   (thread.cc:63 CommHostEngineToNotifyLoadType; AICPU and AIV -> HCCL_E_PARA), unless the stream already has
+#   its thread, which is returned whatever the engine (threads/thread_manager.cc:441).
+# - HcclChannelAcquire (coll_communicator_mgr/resource_mgr/remote/rank_pairs/channel_manager.cc:56
+#   CheckChannelParam): engines CPU, CPU_TS, AICPU, AICPU_TS and AIV; protocols HCCS, ROCE, HCCS_ONLY and SIO,
+#   AIV only HCCS, HCCS_ONLY and SIO; every rejection is HCCL_E_PARA.  (The documentation's per-product engine
+#   table, hcomm docs/zh/api_ref/.../HcclChannelAcquire.md, is narrower; the source decides here.)
+VALID_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.AICPU, Engine.AICPU_TS, Engine.AIV, Engine.CCU}
+TS_ENGINE_OF = {Engine.CPU_TS: Engine.CPU, Engine.AICPU_TS: Engine.AICPU}
+STREAM_THREAD_ENGINES = {Engine.CPU, Engine.CCU}
+CHANNEL_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.AICPU, Engine.AICPU_TS, Engine.AIV}
+CHANNEL_PROTOCOLS = {Protocol.HCCS, Protocol.ROCE, Protocol.HCCS_ONLY, Protocol.SIO}
+AIV_CHANNEL_PROTOCOLS = {Protocol.HCCS, Protocol.HCCS_ONLY, Protocol.SIO}
 
 __all__ = ["ControlPlane"]
 
@@ -42,15 +55,43 @@ def _check_out(ptr: Any, what: str) -> None:
         raise SimError(HcclResult.E_PTR, f"{what} is NULL")
 
 
+def _engine_value(engine: int, what: str) -> Engine:
+    """``engine`` as a CommEngine, or HCCL_E_PARA as IsValidCommEngine answers (hccl_independent_common.h:54)."""
+    try:
+        value = Engine(engine)
+    except ValueError:
+        value = None
+    if value not in VALID_ENGINES:
+        raise SimError(HcclResult.E_PARA, f"{what}: engine={engine} is not a valid CommEngine "
+                                          f"(expected one of {sorted(int(e) for e in VALID_ENGINES)})")
+    return value
+
+
 class ControlPlane:
     """HCCL/HCOMM communicator and resource calls (mixed into SimLibrary)."""
 
     state: SimState
     _string: Any  # interned C strings, provided by AclRuntime
+    _device: Any  # the calling OS thread's current device, provided by AclRuntime
+
+    def _require_device(self, function: str) -> int:
+        """The calling thread's device; CANN's init calls fail with HCCL_E_RUNTIME without one.
+
+        hcomm @ 8958adb: HcclGetRootInfo (legacy/ascend910/framework/op_base/src/op_base.cc:1383),
+        HcclCommInitRootInfoInner (:2010), HcclCommInitClusterInfo (:771) and HcclCommInitAll (:319) start with
+        HcclDeviceRefresh (:5305) -> hrtGetDeviceRefresh (legacy/ascend910/platform/common/adapter/
+        adapter_rts.cc:264), which returns HCCL_E_RUNTIME when aclrtGetDevice fails (no device set).
+        """
+        device = self._device.current
+        if device < 0:
+            raise SimError(HcclResult.E_RUNTIME, f"no device is set on this thread: call aclrtSetDevice before "
+                                                 f"{function} (CANN's aclrtGetDevice fails here)")
+        return device
 
     # ------------------------------------------------------------------ root info and init
     @entry
     def HcclGetRootInfo(self, rootInfo: Any) -> int:
+        self._require_device("HcclGetRootInfo")
         _check_out(rootInfo, "rootInfo")
         comm_id = uuid.uuid4().hex[:20]
         blob = ROOT_MAGIC + struct.pack("<II", ROOT_VERSION, os.getpid()) + comm_id.encode()
@@ -67,6 +108,7 @@ class ControlPlane:
         return self._init_root(nRanks, rootInfo, rank, config, comm)
 
     def _init_root(self, n: int, root: Any, rank: int, config: Any, out: Any) -> int:
+        self._require_device("HcclCommInitRootInfoConfig" if config is not None else "HcclCommInitRootInfo")
         _check_out(root, "rootInfo")
         _check_out(out, "comm")
         blob = bytes(ffi.buffer(ffi.cast("char *", root), HCCL_ROOT_INFO_BYTES))
@@ -125,6 +167,7 @@ class ControlPlane:
         return self._init_cluster(clusterInfo, rank, config, comm)
 
     def _init_cluster(self, path_c: Any, rank: int, config: Any, out: Any) -> int:
+        self._require_device("HcclCommInitClusterInfo")
         _check_out(path_c, "clusterInfo")
         _check_out(out, "comm")
         path = c_string(path_c).decode()
@@ -173,6 +216,7 @@ class ControlPlane:
 
     @entry
     def HcclCommInitAll(self, ndev: int, devices: Any, comms: Any) -> int:
+        self._require_device("HcclCommInitAll")
         _check_out(devices, "devices")
         _check_out(comms, "comms")
         devs = [int(devices[i]) for i in range(ndev)]
@@ -217,12 +261,18 @@ class ControlPlane:
         messages = [f"checker: rank {c.rank}, communicator {c.name}: {text} was recorded but never waited on"
                     for text in leftovers]
         c.reports.extend(messages)
+        messages += c.strict_findings          # e.g. a thread notify left set at the end of a batch
         if c.config.check == "warn":
             for message in messages:
-                warnings.warn(message, CheckerWarning, stacklevel=3)
+                warn_caller(message, CheckerWarning)
         with self.state.lock:
             for th in c.threads:
                 self.state.threads.pop(th.handle, None)
+                # the stream of an acquired thread dies with it (the vendor frees the Thread and its Stream):
+                # its aclrtStream handle from HcclThreadResGetInfo dangles from now on
+                for key in [k for k, q in self.state.streams.items() if q is th.queue]:
+                    self.state.release_stream(key, f"it was the stream of {th.label}, released by HcclCommDestroy "
+                                                   f"of communicator {c.name}")
             for th in c.stream_threads.values():
                 self.state.threads.pop(th.handle, None)
             for ch in c.channels.values():
@@ -279,12 +329,12 @@ class ControlPlane:
     def HcclGetHcclBufferCleared(self, comm: Any, buffer: Any, size: Any) -> int:
         _check_out(buffer, "buffer")
         _check_out(size, "size")
-        c = self.state.comm(comm)
-        EXECUTOR.settle()
-        np.frombuffer(ffi.buffer(c.buf.ptr, c.buffer_bytes), np.uint8)[:] = 0
-        buffer[0] = c.buf.ptr
-        size[0] = c.buffer_bytes
-        return 0
+        self.state.comm(comm)
+        # hcomm @ 8958adb coll_communicator_mgr/api_c_adpt/resource/comm_mem_c_adpt.cc:192: only the
+        # communicator-V2 path (Ascend 950) implements it; A2/A3 log "not supported" and return HCCL_E_NOT_SUPPORT
+        # (the documentation says it returns the buffer zeroed: the source decides here).
+        raise SimError(HcclResult.E_NOT_SUPPORT, "HcclGetHcclBufferCleared is not supported on A2/A3 "
+                                                 "(use HcclGetHcclBuffer and clear what you need)")
 
     @entry
     def HcclChannelGetHcclBuffer(self, comm: Any, channel: int, buffer: Any, size: Any) -> int:
@@ -301,11 +351,9 @@ class ControlPlane:
     # ------------------------------------------------------------------ threads
     @entry
     def HcclThreadAcquire(self, comm: Any, engine: int, threadNum: int, notifyNumPerThread: int, threads: Any) -> int:
-        _check_out(threads, "threads")
         c = self.state.comm(comm)
-        if engine not in THREAD_ENGINES:
-            raise SimError(HcclResult.E_NOT_SUPPORT if engine == Engine.CCU else HcclResult.E_PARA,
-                           f"engine={engine} cannot own threads; use COMM_ENGINE_CPU_TS or COMM_ENGINE_AICPU_TS")
+        _check_out(threads, "threads")
+        eng = TS_ENGINE_OF.get(_engine_value(engine, "HcclThreadAcquire"), Engine(engine))
         if threadNum < 1:
             raise SimError(HcclResult.E_PARA, f"threadNum={threadNum}; expected at least 1")
         if notifyNumPerThread > MAX_THREAD_NOTIFIES:
@@ -325,7 +373,7 @@ class ControlPlane:
                 handle = self.state.new_thread_handle()
                 q = Queue(f"rank {c.rank} thread 0x{handle:x}")
                 q.comm = c
-                th = SimThread(handle, c, int(engine), notifyNumPerThread, q, main=False)
+                th = SimThread(handle, c, int(eng), notifyNumPerThread, q, main=False)
                 c.threads.append(th)
                 self.state.threads[handle] = th
                 threads[i] = handle
@@ -334,11 +382,11 @@ class ControlPlane:
 
     @entry
     def HcclThreadAcquireWithStream(self, comm: Any, engine: int, stream: Any, notifyNum: int, thread: Any) -> int:
-        _check_out(thread, "thread")
         c = self.state.comm(comm)
-        if engine not in STREAM_THREAD_ENGINES:
-            raise SimError(HcclResult.E_NOT_SUPPORT, f"engine={engine}: a stream can only be wrapped for "
-                                                     "COMM_ENGINE_CPU, COMM_ENGINE_CPU_TS or COMM_ENGINE_CCU")
+        if stream is None or stream == ffi.NULL:   # CHK_PTR_NULL(stream): thread_c_adpt.cc:315
+            raise SimError(HcclResult.E_PTR, "stream is NULL; pass the aclrtStream the thread should wrap")
+        _check_out(thread, "thread")
+        eng = TS_ENGINE_OF.get(_engine_value(engine, "HcclThreadAcquireWithStream"), Engine(engine))
         if notifyNum > MAX_THREAD_NOTIFIES:
             raise SimError(HcclResult.E_PARA, f"notifyNum={notifyNum}; expected at most {MAX_THREAD_NOTIFIES}")
         q = self.state.stream(stream)
@@ -346,8 +394,11 @@ class ControlPlane:
         with self.state.lock:
             th = c.stream_threads.get(key)
             if th is None:
+                if eng not in STREAM_THREAD_ENGINES:
+                    raise SimError(HcclResult.E_PARA, f"engine={engine}: only COMM_ENGINE_CPU, COMM_ENGINE_CPU_TS "
+                                                      "and COMM_ENGINE_CCU threads can wrap a stream")
                 handle = self.state.new_thread_handle()
-                th = SimThread(handle, c, int(engine), notifyNum, q, main=True)
+                th = SimThread(handle, c, int(eng), notifyNum, q, main=True)
                 c.stream_threads[key] = th
                 self.state.threads[handle] = th
             elif notifyNum > len(th.notifies):
@@ -382,8 +433,9 @@ class ControlPlane:
         if not 0 < channelNum <= 1048576:
             raise SimError(HcclResult.E_PARA, f"channelNum={channelNum}; expected 1..1048576")
         if engine not in CHANNEL_ENGINES:
-            raise SimError(HcclResult.E_NOT_SUPPORT, f"engine={engine}: channels of this engine are not available "
-                                                     "on the emulated A2 product (use COMM_ENGINE_CPU_TS or AICPU_TS)")
+            raise SimError(HcclResult.E_PARA, f"engine={engine}: channels exist for COMM_ENGINE_CPU, CPU_TS, AICPU, "
+                                              "AICPU_TS and AIV only")
+        protocols = AIV_CHANNEL_PROTOCOLS if engine == Engine.AIV else CHANNEL_PROTOCOLS
         descs = ffi.cast("HcclChannelDesc *", channelDescs)
         requests = []
         for i in range(channelNum):
@@ -396,9 +448,9 @@ class ControlPlane:
                 raise SimError(HcclResult.E_PARA, f"channelDescs[{i}].remoteRank={peer}; expected another rank "
                                                   f"in [0, {c.nranks}) (this is rank {c.rank})")
             proto = int(d.channelProtocol)
-            if proto not in CHANNEL_PROTOCOLS:
-                raise SimError(HcclResult.E_NOT_SUPPORT, f"channelDescs[{i}].channelProtocol={proto} is not "
-                                                         "available on the emulated A2 product")
+            if proto not in protocols:
+                raise SimError(HcclResult.E_PARA, f"channelDescs[{i}].channelProtocol={proto} is not accepted for "
+                                                  f"engine {engine} (expected one of {sorted(int(p) for p in protocols)})")
             if d.notifyNum > MAX_NOTIFIES_PER_CHANNEL:
                 raise SimError(HcclResult.E_PARA, f"channelDescs[{i}].notifyNum={d.notifyNum}; expected at most "
                                                   f"{MAX_NOTIFIES_PER_CHANNEL}")

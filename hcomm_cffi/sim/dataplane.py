@@ -10,13 +10,13 @@ the same and its checker reports it (HCOMM_SIM_CHECK=strict rejects it with HCCL
 """
 from __future__ import annotations
 
+import math
 import threading
-import warnings
 from typing import Any, Dict, List, Optional
 
 from .._ffi import ffi
-from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Protocol, ReduceOp
-from .errors import HcclResult, SimError, entry
+from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, Protocol, ReduceOp
+from .errors import HcclResult, SimError, entry, warn_caller
 from .runtime import (
     C_RECORD, C_WAIT, COPY, EXECUTOR, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE,
     CheckerWarning, SimThread,
@@ -25,7 +25,6 @@ from .state import SimState, c_string
 
 _NULL = ffi.NULL
 _cast = ffi.cast
-DEFAULT_NOTIFY_WAIT_S = 1836 + 27   # host default of the *WithDefaultTimeout waits
 
 __all__ = ["DataPlane"]
 
@@ -59,7 +58,6 @@ class DataPlane:
 
     def __init__(self) -> None:
         self._batch = _Batch()
-        self._default_wait_s = float(DEFAULT_NOTIFY_WAIT_S)
 
     # ------------------------------------------------------------------ issuing
     def _issue(self, th: SimThread, task: tuple) -> None:
@@ -79,7 +77,7 @@ class DataPlane:
             comm.reports.append(message)
             if mode == "strict":
                 raise SimError(HcclResult.E_NOT_SUPPORT, message)
-            warnings.warn(message, CheckerWarning, stacklevel=3)
+            warn_caller(message, CheckerWarning)
         EXECUTOR.submit(th.queue, [task])
         EXECUTOR.settle()
 
@@ -89,6 +87,11 @@ class DataPlane:
         if ch.comm is not th.comm:
             raise SimError(HcclResult.E_PARA, f"thread 0x{thread:x} and channel 0x{channel:x} belong to "
                                               "different communicators")
+        if ch.engine == Engine.AIV:
+            # hcomm @ 8958adb coll_communicator_mgr/api_c_adpt/coll_comm_res_c_adpt.cc:748
+            # ConvertAivChannelHandlesToDevicePtrs: an AIV channel handle is a device address for AIV kernels
+            raise SimError(HcclResult.E_PARA, f"channel 0x{channel:x} is an AIV channel: its handle is for AIV "
+                                              "kernels on the device, not for the host data-plane calls")
         return th, ch
 
     @staticmethod
@@ -148,14 +151,16 @@ class DataPlane:
         if notifyIdx >= len(th.notifies):
             raise SimError(HcclResult.E_PTR, f"notifyIdx={notifyIdx} is out of range: {th.label} has "
                                              f"{len(th.notifies)} notifies")
-        self._issue(th, (T_WAIT, th, notifyIdx, self._default_wait_s))
+        self._issue(th, (T_WAIT, th, notifyIdx, self.state.default_wait_s))
         return 0
 
     @entry
     def HcommSetNotifyWaitTimeOut(self, timeOut: float) -> int:
-        if timeOut < 0 or timeOut != int(timeOut):
-            raise SimError(HcclResult.E_PARA, f"timeOut={timeOut}; expected whole seconds >= 0")
-        self._default_wait_s = float(timeOut) or 86400.0
+        # hcomm @ 8958adb base_comm/primitives/api_c_adpt/cpu_primitives_c_adpt.cc:41: NaN, negative or above
+        # UINT32_MAX is HCCL_E_PARA; anything else is truncated to whole seconds (1.5 -> 1) and accepted.
+        if math.isnan(timeOut) or timeOut < 0 or timeOut > 0xFFFFFFFF:
+            raise SimError(HcclResult.E_PARA, f"timeOut={timeOut}; expected seconds in [0, {0xFFFFFFFF}]")
+        self.state.default_wait_s = float(int(timeOut)) or 86400.0   # process-wide, like g_threadLaunchCtx
         return 0
 
     @entry
@@ -251,8 +256,9 @@ class DataPlane:
         comm = threads[0].comm
         if comm.config.check == "off" or len(threads) < 2:
             return
-        mains = [th for th in threads if th.main]
-        main = mains[0] if mains else threads[0]
+        # the main thread is the stream-bound one, else the one acquired first (handles grow with every
+        # acquisition); the order in which threads got their tasks carries no meaning
+        main = min(threads, key=lambda th: (not th.main, th.handle))
         problems = []
         for th in threads:
             if th is main:
@@ -270,7 +276,7 @@ class DataPlane:
         if messages and comm.config.check == "strict":
             raise SimError(HcclResult.E_INTERNAL, "; ".join(messages))
         for message in messages:
-            warnings.warn(message, CheckerWarning, stacklevel=3)
+            warn_caller(message, CheckerWarning)
 
     # ------------------------------------------------------------------ not on A2
     def _not_on_a2(self, what: str) -> int:
@@ -311,11 +317,23 @@ class DataPlane:
 
     @entry
     def HcommAcquireComm(self, commId: Any) -> int:
-        return self._not_on_a2("HcommAcquireComm (inside an AICPU kernel only)")
+        """Bind the named communicator's dispatcher; 0, or HCCL_E_PTR for a NULL or unknown name.
+
+        hcomm @ 8958adb base_comm/primitives/api_c_adpt/cpu_primitives_c_adpt.cc:763 (the host build).
+        """
+        if commId is None or commId == _NULL:
+            raise SimError(HcclResult.E_PTR, "commId is NULL")
+        name = c_string(commId).decode("utf-8", "replace")
+        if not any(c.name == name and not c.destroyed for c in self.state.comms.values()):
+            raise SimError(HcclResult.E_PTR, f"commId={name!r} names no communicator of this process")
+        return 0
 
     @entry
     def HcommReleaseComm(self, commId: Any) -> int:
-        return self._not_on_a2("HcommReleaseComm (inside an AICPU kernel only)")
+        """Nothing to release on the host: 0 (HCCL_E_PTR for NULL), cpu_primitives_c_adpt.cc:773."""
+        if commId is None or commId == _NULL:
+            raise SimError(HcclResult.E_PTR, "commId is NULL")
+        return 0
 
 
 def _kind(task: tuple) -> str:

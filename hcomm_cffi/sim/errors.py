@@ -6,7 +6,10 @@ Entry points catch ``SimError`` and return its code, keeping the message for
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
+import warnings
 from typing import Any, Callable, Optional, TypeVar
 
 from ..enums import HcclResult
@@ -21,7 +24,7 @@ from ..errors import (
 )
 
 __all__ = [
-    "SimError", "entry", "last_error", "set_last_error", "HcclResult",
+    "SimError", "entry", "last_error", "set_last_error", "warn_caller", "HcclResult",
     "ACL_SUCCESS", "ACL_ERROR_INVALID_PARAM", "ACL_ERROR_UNINITIALIZE", "ACL_ERROR_REPEAT_INITIALIZE",
     "ACL_ERROR_RT_PARAM_INVALID", "ACL_ERROR_RT_INVALID_DEVICEID", "ACL_ERROR_RT_CONTEXT_NULL",
     "ACL_ERROR_RT_INVALID_HANDLE", "ACL_ERROR_RT_MEMORY_ALLOCATION", "ACL_ERROR_RT_INTERNAL_ERROR",
@@ -71,3 +74,21 @@ def entry(func: F) -> F:
             return int(HcclResult.E_INTERNAL)
 
     return wrapper  # type: ignore[return-value]
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _caller_stacklevel() -> int:
+    """The stacklevel of the first frame outside hcomm_cffi, counted from warn_caller's caller."""
+    frame = sys._getframe(2)
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    return level if frame is not None else 2
+
+
+def warn_caller(message: str, category: type) -> None:
+    """Warn at the user's line: the first frame outside the hcomm_cffi package, not the emulator's own."""
+    warnings.warn(message, category, stacklevel=_caller_stacklevel())

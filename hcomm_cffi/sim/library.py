@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 from typing import Any, List
 
+from .abi_check import declared_functions
 from .acl import AclRuntime
 from .control import ControlPlane
 from .dataplane import DataPlane
@@ -14,6 +15,13 @@ from .state import SimState
 __all__ = ["SimLibrary", "shared_state", "shutdown"]
 
 _STATE = SimState()
+
+# Declared in the headers but compiled only into the device library (libccl_kernel.so), so host code
+# gets a missing symbol: hcomm @ 8958adb defines HcclSymWinGetPeerPointer only in
+# src/legacy/ascend910/framework/device/framework/aicpu_symmetric_memory.cc:34.
+DEVICE_ONLY_FUNCTIONS = {
+    "HcclSymWinGetPeerPointer": "defined only in the device library libccl_kernel.so (AICPU kernels)",
+}
 
 
 def shutdown() -> None:
@@ -55,11 +63,23 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, NativeCollectives):
         return out
 
     def __getattr__(self, name: str) -> Any:
-        """Functions of the real libraries the emulator does not implement answer HCCL_E_NOT_SUPPORT."""
-        if name.startswith(("Hccl", "Hcomm", "acl")):
-            def not_implemented(*args: Any) -> int:
-                set_last_error(f"{name} is not implemented by the hcomm_cffi emulator (HCOMM_BACKEND=sim)")
-                return int(HcclResult.E_NOT_SUPPORT)
-            not_implemented.__name__ = name
-            return not_implemented
-        raise AttributeError(name)
+        """A declared host function the emulator does not implement answers HCCL_E_NOT_SUPPORT.
+
+        Any other name is a missing symbol, exactly as on the cann backend (CannLibrary raises
+        MissingSymbolError): a typo such as ``HcclChanelAcquire``, or a function that only the device
+        library exports (DEVICE_ONLY_FUNCTIONS).
+        """
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in DEVICE_ONLY_FUNCTIONS or name not in declared_functions():
+            from ..errors import MissingSymbolError
+            from ..lib.cann import library_for
+
+            reason = DEVICE_ONLY_FUNCTIONS.get(name, "not a function of the CANN host libraries")
+            raise MissingSymbolError(name, f"lib{library_for(name)}.so (emulated, HCOMM_BACKEND=sim)", reason)
+
+        def not_implemented(*args: Any) -> int:
+            set_last_error(f"{name} is not implemented by the hcomm_cffi emulator (HCOMM_BACKEND=sim)")
+            return int(HcclResult.E_NOT_SUPPORT)
+        not_implemented.__name__ = name
+        return not_implemented

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, List, Optional, Set, Tup
 from . import kernels
 from .errors import (
     ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
-    HcclResult,
+    HcclResult, warn_caller,
 )
 from .futex import sched_yield
 from .shm import owner_alive
@@ -233,11 +233,13 @@ class Executor:
                 comm.reports.append(message)
                 if comm.config.check == "strict":
                     comm.record_failure(HcclResult.E_INTERNAL, message)
-                    for main in comm.stream_threads.values():
-                        if main.queue.error is None:
-                            main.queue.error = (int(HcclResult.E_INTERNAL), ACL_ERROR_RT_INTERNAL_ERROR, message)
+                    comm.strict_findings.append(message)      # HcclCommDestroy reports it too
+                    # the thread's own stream and the rank's stream-bound threads fail their next synchronisation
+                    for failed in [th] + list(comm.stream_threads.values()):
+                        if failed.queue.error is None:
+                            failed.queue.error = (int(HcclResult.E_INTERNAL), ACL_ERROR_RT_INTERNAL_ERROR, message)
                 else:
-                    warnings.warn(message, CheckerWarning, stacklevel=2)
+                    warn_caller(message, CheckerWarning)
 
     def _execute(self, q: Queue, t: tuple) -> bool:
         kind = t[0]
@@ -347,7 +349,7 @@ class Executor:
             comm.reports.append(message)
         if mode == "strict":
             raise _TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, message)
-        warnings.warn(message, CheckerWarning, stacklevel=2)
+        warn_caller(message, CheckerWarning)
 
     def _expire(self, now: float) -> None:
         for q in list(self.active):

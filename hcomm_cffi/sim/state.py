@@ -15,6 +15,7 @@ from .errors import HcclResult, SimError
 from .runtime import Queue, SimEvent, SimThread
 
 _NULL = ffi.NULL
+DEFAULT_NOTIFY_WAIT_S = 1836 + 27   # host default of the *WithDefaultTimeout waits
 
 __all__ = ["SimState", "key_of", "c_string"]
 
@@ -52,6 +53,8 @@ class SimState:
         self.streams: Dict[int, Queue] = {}
         self.events: Dict[int, SimEvent] = {}
         self.memory: Dict[int, Any] = {}            # aclrtMalloc'ed blocks by address
+        self.released_streams: Dict[int, str] = {}  # stream handles that died with their owner, and why
+        self.default_wait_s = float(DEFAULT_NOTIFY_WAIT_S)  # of the *WithDefaultTimeout waits (process-wide)
         self._ptr_keys = itertools.count(0x10000, 0x100)
         self._thread_ids = itertools.count(1)
         self._channel_ids = itertools.count(1)
@@ -115,7 +118,9 @@ class SimState:
         key = key_of(handle)
         q = self.streams.get(key)
         if q is None:
-            raise SimError(HcclResult.E_PARA, f"stream 0x{key:x} is not a stream of this process")
+            why = self.released_streams.get(key)
+            raise SimError(HcclResult.E_PARA, f"stream 0x{key:x} is not a stream of this process"
+                                              + (f": {why}" if why else ""))
         if not isinstance(handle, int) and handle is not None:
             self._last_stream = (handle, q)
         return q
@@ -124,6 +129,11 @@ class SimState:
         """Drop a destroyed stream (and the identity cache that may point at it)."""
         self.streams.pop(key, None)
         self._last_stream = (None, None)
+
+    def release_stream(self, key: int, why: str) -> None:
+        """Drop a stream that died with its owner; later uses of the handle are told ``why``."""
+        self.forget_stream(key)
+        self.released_streams[key] = why
 
     def event(self, handle: Any) -> Optional[SimEvent]:
         return self.events.get(key_of(handle))
