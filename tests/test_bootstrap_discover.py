@@ -86,7 +86,7 @@ def test_bad_connect_timeout_and_channel_variables(monkeypatch):
     monkeypatch.setenv("HCCL_CONNECT_TIMEOUT", "5")
     monkeypatch.setenv("HCOMM_RENDEZVOUS", "carrier-pigeon")
     monkeypatch.setenv("HCOMM_JOB_ID", "j")
-    with pytest.raises(EnvError, match="HCOMM_RENDEZVOUS='carrier-pigeon'; expected one of file, tcp, torch, mpi"):
+    with pytest.raises(EnvError, match="HCOMM_RENDEZVOUS='carrier-pigeon' is not a rendezvous channel; expected one of file, tcp, torch, mpi"):
         discover(FakeBinding(), rank=0, world_size=2)
 
 

@@ -47,10 +47,11 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
+from .. import settings
 from ..enums import HCCL_ROOT_INFO_BYTES
 from .env import (
     ENV_JOB_ID, ENV_MASTER_ADDR, ENV_MASTER_PORT, ENV_RENDEZVOUS, ENV_RENDEZVOUS_DIR, ENV_RUN_JOB_DIR, SOURCES,
-    EnvError, LaunchEnv, connect_timeout, detect, int_var, safe_job_id,
+    EnvError, LaunchEnv, detect, int_var, safe_job_id,
 )
 from .store import (
     BootstrapError, FileStore, KeyValueStore, RendezvousTimeout, TcpStore, TorchStore, exchange_root_info,
@@ -59,7 +60,7 @@ from .store import (
 
 __all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "RendezvousTimeout", "EnvError", "CHANNELS"]
 
-CHANNELS = ("file", "tcp", "torch", "mpi")
+CHANNELS = settings.RENDEZVOUS_CHANNELS
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,8 @@ def _timeout(timeout: Optional[float]) -> Tuple[float, str]:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"timeout={timeout!r}; expected a number of seconds > 0")
         return float(timeout), "the timeout argument"
-    value = connect_timeout()
-    raw = os.environ.get("HCCL_CONNECT_TIMEOUT", "").strip()
-    return value, (f"HCCL_CONNECT_TIMEOUT={raw}" if raw else "HCCL_CONNECT_TIMEOUT default")
+    current = settings.current()
+    return current.connect_timeout_s, current.source("HCCL_CONNECT_TIMEOUT")
 
 
 def _torch_initialised() -> bool:
@@ -122,24 +122,22 @@ def _torch_initialised() -> bool:
 
 
 def _choose_channel(source: str) -> str:
-    forced = os.environ.get(ENV_RENDEZVOUS, "").strip().lower()
+    forced = settings.value(ENV_RENDEZVOUS)
     if forced:
-        if forced not in CHANNELS:
-            raise EnvError(f"environment variable {ENV_RENDEZVOUS}={forced!r}; expected one of {', '.join(CHANNELS)}")
-        return forced
+        return str(forced)
     if source == "hcomm-run":
         return "file"
     if source == "torchrun":
         return "torch" if _torch_initialised() else "tcp"
     if source == "mpirun":
         return "mpi" if importlib.util.find_spec("mpi4py") is not None else "file"
-    if os.environ.get(ENV_MASTER_ADDR, "").strip():
+    if settings.value(ENV_MASTER_ADDR):
         return "tcp"
     return "file"
 
 
 def _file_store(job_id: str, size: int, local_size: int) -> FileStore:
-    job_dir = os.environ.get(ENV_RUN_JOB_DIR, "").strip()
+    job_dir = settings.value(ENV_RUN_JOB_DIR)
     if job_dir:
         return FileStore(job_dir)
     if not job_id:
@@ -147,7 +145,7 @@ def _file_store(job_id: str, size: int, local_size: int) -> FileStore:
             "no rendezvous for the root info: no job id for a file rendezvous; install mpi4py (under mpirun), "
             f"or export the same unique {ENV_JOB_ID} to every rank, or set {ENV_MASTER_ADDR}/{ENV_MASTER_PORT} "
             "for a TCP store, or pass root_info=")
-    parent = os.environ.get(ENV_RENDEZVOUS_DIR, "").strip()
+    parent = settings.value(ENV_RENDEZVOUS_DIR)
     if not parent and local_size < size:
         raise BootstrapError(
             f"the ranks span several hosts (local size {local_size} < world size {size}), so a file rendezvous in "
@@ -158,9 +156,9 @@ def _file_store(job_id: str, size: int, local_size: int) -> FileStore:
 
 
 def _tcp_store(rank: int, launch: Optional[LaunchEnv]) -> KeyValueStore:
-    addr = (os.environ.get(ENV_MASTER_ADDR, "").strip() or (launch.master_addr if launch else None)
+    addr = (settings.value(ENV_MASTER_ADDR) or (launch.master_addr if launch else None)
             or os.environ.get("MASTER_ADDR", "").strip())
-    port = int_var(os.environ, ENV_MASTER_PORT, 1)
+    port = settings.value(ENV_MASTER_PORT)
     if port is None:
         base = launch.master_port if launch and launch.master_port else int_var(os.environ, "MASTER_PORT", 1)
         port = base + 1 if base else None
@@ -236,7 +234,7 @@ def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int]
         source = "explicit"
         same_world = launch is not None and launch.size == size and launch.rank == me
         local_rank, local_size = (launch.local_rank, launch.local_size) if same_world and launch else (me, size)
-        env_job = os.environ.get(ENV_JOB_ID, "").strip()
+        env_job = settings.value(ENV_JOB_ID)
         job_id = launch.job_id if launch else (safe_job_id(env_job) if env_job else "")
         ranktable = None
     elif launch is not None:
@@ -244,7 +242,7 @@ def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int]
         local_rank, local_size, job_id, ranktable = launch.local_rank, launch.local_size, launch.job_id, launch.ranktable
     else:
         me, size, local_rank, local_size, source, ranktable = 0, 1, 0, 1, "explicit", None
-        job_id = safe_job_id(os.environ.get(ENV_JOB_ID, "").strip() or f"single-{os.getpid()}")
+        job_id = safe_job_id(settings.value(ENV_JOB_ID) or f"single-{os.getpid()}")
     if ranktable is not None:
         if not job_id:
             job_id = safe_job_id(f"ranktable-{os.path.basename(ranktable)}")

@@ -13,6 +13,7 @@ from typing import Any, List
 
 import numpy as np
 
+from .. import settings
 from .._ffi import ffi
 from ..enums import (
     HCCL_ROOT_INFO_BYTES, MAX_NOTIFIES_PER_COMM, MAX_THREAD_NOTIFIES, MAX_THREADS_PER_COMM, Engine, Protocol,
@@ -97,7 +98,7 @@ class ControlPlane:
                 raise SimError(HcclResult.E_PARA, "config.hcclBufferSize=0; expected at least 1 (MiB)")
             cfg = dataclasses.replace(cfg, buffsize_mb=int(c.hcclBufferSize))
         if c.hcclExecTimeOut >= 0:
-            cfg = dataclasses.replace(cfg, exec_timeout_s=float(c.hcclExecTimeOut) or 86400.0)
+            cfg = dataclasses.replace(cfg, exec_timeout_s=settings.exec_wait_s(float(c.hcclExecTimeOut)))
         if c.hcclCommName[0] != b"\0":
             name = ffi.string(c.hcclCommName, 128).decode("utf-8", "replace")
         return cfg, name
@@ -142,7 +143,7 @@ class ControlPlane:
             raise SimError(HcclResult.E_PARA, f"rank={rank} is not a rank_id of ranktable {path!r} "
                                               f"(it lists {sorted(ranks)[:8]}{'...' if len(ranks) > 8 else ''})")
         digest = hashlib.sha1(os.path.realpath(path).encode() + raw
-                              + os.environ.get("HCOMM_JOB_ID", "").encode()).hexdigest()[:20]
+                              + (settings.value("HCOMM_JOB_ID") or "").encode()).hexdigest()[:20]
         cfg, name = self._config(config, digest)
         comm = self._new_comm(digest, name, rank, len(ranks), cfg)
         out[0] = ffi.cast("HcclComm", comm.handle)

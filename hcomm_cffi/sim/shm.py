@@ -12,9 +12,11 @@ import mmap
 import os
 from typing import List, Optional
 
+from .. import settings
 from .._ffi import ffi
+from .errors import HcclResult, SimError
 
-SHM_DIR = os.environ.get("HCOMM_SIM_SHM_DIR", "/dev/shm")
+SHM_DIR = str(settings.value("HCOMM_SIM_SHM_DIR"))  # read once: segments of one process live in one directory
 PREFIX = "hcomm_"
 
 __all__ = ["Segment", "owner_alive", "sweep_stale", "list_segments", "SHM_DIR", "PREFIX"]
@@ -31,17 +33,22 @@ class Segment:
         self.owner = create
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
         if create:
-            fd = _create_locked(self.path, size)
+            try:
+                fd = _create_locked(self.path, size)
+            except OSError as exc:
+                raise _too_big(exc, name, size) or exc from None
         else:
             fd = os.open(self.path, flags)
             size = os.fstat(fd).st_size
         self.size = size
         try:
             self._mm: Optional[mmap.mmap] = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
+        except BaseException as exc:
             os.close(fd)
             if create:
                 os.unlink(self.path)
+            if isinstance(exc, OSError):
+                raise _too_big(exc, name, size) or exc from None
             raise
         if create:
             self._fd: Optional[int] = fd  # keeps the liveness lock
@@ -71,6 +78,16 @@ class Segment:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+
+
+def _too_big(exc: OSError, name: str, size: int) -> Optional[SimError]:
+    """The HCCL_E_MEMORY error for a segment the system cannot hold (ENOMEM, ENOSPC, EFBIG), else None."""
+    if exc.errno not in (errno.ENOMEM, errno.ENOSPC, errno.EFBIG):
+        return None
+    return SimError(HcclResult.E_MEMORY,
+                    f"cannot create the {size}-byte shared-memory segment {name} in {SHM_DIR}: {exc.strerror}; "
+                    "each rank maps its HCCL buffer (2 x HCCL_BUFFSIZE MiB, or config.hcclBufferSize) and a scratch "
+                    "area of the same size: lower HCCL_BUFFSIZE")
 
 
 def _create_locked(path: str, size: int) -> int:
