@@ -12,7 +12,6 @@ of its input after filling it, so that the check must find them.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple

@@ -15,7 +15,8 @@ Where the numbers come from (first match wins):
 5. ``RANK_TABLE_FILE`` with ``RANK_ID`` (or ``RANK``); the size comes from the ranktable;
 6. nothing: a one-rank world (``source="explicit"``, as if ``discover(binding, 0, 1)`` was called).
 
-How the root info travels (rank 0 calls ``binding.get_root_info()``; see ``store.py``):
+How the root info travels (rank 0 calls ``binding.get_root_info()``; the protocol is in ``rendezvous.py``,
+the stores in ``file_store.py``, ``tcp_store.py``, ``torch_store.py``, MPI in ``mpi.py``):
 
 =============== ==================================================================================
 source          channel
@@ -53,12 +54,17 @@ from .env import (
     ENV_JOB_ID, ENV_MASTER_ADDR, ENV_MASTER_PORT, ENV_RENDEZVOUS, ENV_RENDEZVOUS_DIR, ENV_RUN_JOB_DIR, SOURCES,
     EnvError, LaunchEnv, detect, int_var, safe_job_id,
 )
-from .store import (
-    BootstrapError, FileStore, KeyValueStore, RendezvousTimeout, TcpStore, TorchStore, exchange_root_info,
-    mpi_exchange, next_generation, serve_tcp_store,
-)
+from .errors import BootstrapError, RendezvousTimeout, StoreUnavailable, format_ranks
+from .file_store import FileStore
+from .kvstore import KeyValueStore
+from .mpi import mpi_exchange
+from .rendezvous import exchange_root_info, next_generation
+from .tcp_store import TcpStore, TcpStoreServer, serve_tcp_store
+from .torch_store import TorchStore
 
-__all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "RendezvousTimeout", "EnvError", "CHANNELS"]
+__all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "RendezvousTimeout", "EnvError", "CHANNELS",
+           "StoreUnavailable", "format_ranks", "KeyValueStore", "FileStore", "TcpStore", "TcpStoreServer",
+           "TorchStore", "serve_tcp_store", "exchange_root_info", "mpi_exchange", "next_generation"]
 
 CHANNELS = settings.RENDEZVOUS_CHANNELS
 

@@ -180,7 +180,7 @@ def _mpirun(env: Mapping[str, str]) -> Optional[LaunchEnv]:
     else:
         return None
     assert local_rank is not None and local_size is not None
-    # an empty job id means "unknown": the file rendezvous then needs HCOMM_JOB_ID (see store.py)
+    # an empty job id means "unknown": the file rendezvous then needs HCOMM_JOB_ID (see file_store.py)
     job = (settings.value(ENV_JOB_ID, env) or "") or _mpi_job_id(env)
     return LaunchEnv(src, rank, size, local_rank, local_size, safe_job_id(job) if job else "",
                      ranktable=_ranktable(env))

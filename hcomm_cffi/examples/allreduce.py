@@ -17,7 +17,6 @@ script runs on Ascend and on the emulator.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import List, Optional
 

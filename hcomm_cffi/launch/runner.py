@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Dict, List, Mapping, Optional, Sequence
 
 from ..bootstrap.env import ENV_JOB_ID, ENV_RUN_ID, ENV_RUN_JOB_DIR
-from ..bootstrap.store import format_ranks
+from ..bootstrap.errors import format_ranks
 
 __all__ = ["LaunchConfig", "launch", "add_arguments", "config_from_args", "main", "ENV_RUN_NPROCS",
            "EXIT_TIMEOUT", "LaunchError"]
@@ -445,13 +445,9 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
                         job_id=args.job_id, grace=args.grace)
 
 
-def main(argv: Optional[List[str]] = None, prog: str = "python -m hcomm_cffi.run") -> int:
-    """Stand-alone entry point (``python -m hcomm_cffi.run`` / ``python -m hcomm_cffi.launch``)."""
-    parser = argparse.ArgumentParser(prog=prog, description="Start N local ranks of a command (see `hcomm run`).")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return launch(config_from_args(args))
-    except LaunchError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
+def main(argv: Optional[List[str]] = None) -> int:
+    """``hcomm run ARGS`` (the one implementation is ``hcomm_cffi/cli/run.py``); ``python -m hcomm_cffi.run``
+    and ``python -m hcomm_cffi.launch`` are aliases of it."""
+    from ..cli import main as hcomm_main  # the CLI imports this module: resolve it at call time
+
+    return hcomm_main(["run", *(sys.argv[1:] if argv is None else argv)])

@@ -7,7 +7,6 @@ wrapped by HcclThreadAcquireWithStream and the thread share one FIFO.
 from __future__ import annotations
 
 import mmap
-import os
 import threading
 import time
 from typing import Any, Dict, Tuple
