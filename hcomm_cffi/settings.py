@@ -158,6 +158,8 @@ VARIABLES: Tuple[Variable, ...] = (
              lambda n, r: parse_int(n, r, 1, 1 << 16, " number of devices"), 16, "devices the emulator reports"),
     Variable("HCOMM_SIM_ABI_CHECK", "sim_abi_check", _flag, False, "call the emulator through C function pointers"),
     Variable("HCOMM_JOB_ID", "job_id", _text, None, "job id shared by every rank of a job"),
+    Variable("HCOMM_JOB_SECRET", "job_secret", _text, None,
+             "random secret of one launch (set by hcomm run); ranks prove membership of the job with it"),
     Variable("HCOMM_RENDEZVOUS", "rendezvous", lambda n, r: _choice(n, r, RENDEZVOUS_CHANNELS, "a rendezvous channel"), None,
              "force a root-info channel"),
     Variable("HCOMM_RENDEZVOUS_DIR", "rendezvous_dir", _path, None, "parent of file rendezvous directories"),
@@ -196,6 +198,7 @@ class Settings:
     sim_device_count: int
     sim_abi_check: bool
     job_id: Optional[str]
+    job_secret: Optional[str]
     rendezvous: Optional[str]
     rendezvous_dir: Optional[str]
     master_addr: Optional[str]

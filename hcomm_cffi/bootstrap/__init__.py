@@ -44,7 +44,6 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
@@ -55,7 +54,7 @@ from .env import (
     EnvError, LaunchEnv, detect, int_var, safe_job_id,
 )
 from .errors import BootstrapError, RendezvousTimeout, StoreUnavailable, format_ranks
-from .file_store import FileStore
+from .file_store import FileStore, private_dir, user_dir
 from .kvstore import KeyValueStore
 from .mpi import mpi_exchange
 from .rendezvous import exchange_root_info, next_generation
@@ -64,7 +63,8 @@ from .torch_store import TorchStore
 
 __all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "RendezvousTimeout", "EnvError", "CHANNELS",
            "StoreUnavailable", "format_ranks", "KeyValueStore", "FileStore", "TcpStore", "TcpStoreServer",
-           "TorchStore", "serve_tcp_store", "exchange_root_info", "mpi_exchange", "next_generation"]
+           "TorchStore", "serve_tcp_store", "exchange_root_info", "mpi_exchange", "next_generation", "private_dir",
+           "user_dir"]
 
 CHANNELS = settings.RENDEZVOUS_CHANNELS
 
@@ -157,8 +157,7 @@ def _file_store(job_id: str, size: int, local_size: int) -> FileStore:
             f"the ranks span several hosts (local size {local_size} < world size {size}), so a file rendezvous in "
             f"the local temp dir cannot work; set {ENV_RENDEZVOUS_DIR} to a shared directory, install mpi4py, or "
             f"set {ENV_MASTER_ADDR}/{ENV_MASTER_PORT}")
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return FileStore(os.path.join(parent or tempfile.gettempdir(), f"hcomm-rdzv-{uid}-{job_id}"), remove_root=True)
+    return FileStore(os.path.join(user_dir(parent), f"rdzv-{job_id}"), remove_root=True)
 
 
 def _tcp_store(rank: int, launch: Optional[LaunchEnv]) -> KeyValueStore:

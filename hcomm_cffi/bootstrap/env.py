@@ -127,8 +127,16 @@ def _hcomm_run(env: Mapping[str, str]) -> Optional[LaunchEnv]:
     local_size = int_var(env, "LOCAL_WORLD_SIZE", 1, size)
     local_rank = int_var(env, "LOCAL_RANK", 0, rank)
     assert local_rank is not None and local_size is not None
+    ranktable = _ranktable(env)
+    if ranktable is not None:  # validated as on the plain ranktable path, and it must match the launch
+        from ..plan.ranktable import load_ranktable
+
+        topo_size = load_ranktable(ranktable).n_ranks
+        if topo_size != size:
+            raise EnvError(f"{src}: RANK_TABLE_FILE={ranktable!r} lists {topo_size} ranks but WORLD_SIZE={size}; "
+                           "expected the same number")
     return LaunchEnv(src, rank, size, local_rank, local_size, _job_id(env, run_id),
-                     job_dir=job_dir, ranktable=_ranktable(env))
+                     job_dir=job_dir, ranktable=ranktable)
 
 
 def _torchrun(env: Mapping[str, str]) -> Optional[LaunchEnv]:
