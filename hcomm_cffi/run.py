@@ -1,4 +1,4 @@
-"""``python -m hcomm_cffi.run -n 4 -- python script.py``: start 4 local ranks (same as ``hcomm run``)."""
+"""``python -m hcomm_cffi.run -n 4 -- python script.py``: an alias of ``hcomm run``."""
 from __future__ import annotations
 
 import sys
@@ -8,4 +8,4 @@ from .launch.runner import main
 __all__ = ["main"]
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m hcomm_cffi.run"))
+    sys.exit(main())

@@ -86,7 +86,7 @@ def test_bad_connect_timeout_and_channel_variables(monkeypatch):
     monkeypatch.setenv("HCCL_CONNECT_TIMEOUT", "5")
     monkeypatch.setenv("HCOMM_RENDEZVOUS", "carrier-pigeon")
     monkeypatch.setenv("HCOMM_JOB_ID", "j")
-    with pytest.raises(EnvError, match="HCOMM_RENDEZVOUS='carrier-pigeon'; expected one of file, tcp, torch, mpi"):
+    with pytest.raises(EnvError, match="HCOMM_RENDEZVOUS='carrier-pigeon' is not a rendezvous channel; expected one of file, tcp, torch, mpi"):
         discover(FakeBinding(), rank=0, world_size=2)
 
 
@@ -181,7 +181,7 @@ def test_mpi_env_file_fallback_keyed_by_job_id(tmp_path):
            "OMPI_COMM_WORLD_LOCAL_SIZE": "4", "PMIX_NAMESPACE": f"ns{os.getpid()}", "HCOMM_RENDEZVOUS": "file",
            "HCOMM_RENDEZVOUS_DIR": str(tmp_path)}
     _check_world(run_ranks(4, _discover_as, env), 4, "mpirun")
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(tmp_path / f"hcomm-{os.getuid()}") == []
 
 
 def test_explicit_ranks_with_hcomm_master_addr():

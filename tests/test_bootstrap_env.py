@@ -73,7 +73,7 @@ def test_torchrun_wins_over_mpi():
 @pytest.mark.parametrize("env, names", [
     ({**TORCHRUN, "RANK": "x"}, ["RANK", "'x'", "integer"]),
     ({**TORCHRUN, "RANK": "8"}, ["RANK=8", "WORLD_SIZE=8"]),
-    ({**TORCHRUN, "WORLD_SIZE": "0"}, ["WORLD_SIZE", "below 1"]),
+    ({**TORCHRUN, "WORLD_SIZE": "0"}, ["WORLD_SIZE", "out of range", ">= 1"]),
     ({**TORCHRUN, "MASTER_PORT": "70000"}, ["MASTER_PORT", "65535"]),
     ({**OMPI, "OMPI_COMM_WORLD_SIZE": ""}, ["OMPI_COMM_WORLD_SIZE", "not set"]),
     ({**HCOMM_RUN, "LOCAL_RANK": "-1"}, ["LOCAL_RANK", "-1"]),

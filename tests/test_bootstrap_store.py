@@ -9,7 +9,7 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
-from hcomm_cffi.bootstrap.store import (
+from hcomm_cffi.bootstrap import (
     BootstrapError, FileStore, KeyValueStore, RendezvousTimeout, TcpStore, TcpStoreServer, exchange_root_info,
     format_ranks, next_generation,
 )

@@ -77,4 +77,4 @@ def test_info_with_forced_and_invalid_backend(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "backend: sim (HCOMM_BACKEND=sim)" in proc.stdout
     proc = run_info(tmp_path, [], {"HCOMM_BACKEND": "gpu"})
     assert proc.returncode == 0, proc.stderr
-    assert "backend: invalid (HCOMM_BACKEND='gpu' is not a backend; expected 'sim' or 'cann')" in proc.stdout
+    assert "backend: invalid (HCOMM_BACKEND='gpu' is not a backend; expected one of sim, cann)" in proc.stdout

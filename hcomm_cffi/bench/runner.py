@@ -12,13 +12,13 @@ of its input after filling it, so that the check must find them.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .. import settings
 from ..enums import DataType, ReduceOp
 from .check import count_wrong, disabled_reason, fill, pattern, perturb
 from .factors import OPS, REDUCING_OPS, ROOTED_OPS, algbw_gbps, busbw_gbps
@@ -109,7 +109,7 @@ class SizeResult:
 
 def corrupt_hook(rank: int, environ: Optional[Dict[str, str]] = None) -> int:
     """Elements this rank must perturb (``HCOMM_BENCH_CORRUPT=RANK[:COUNT]``); 0 when not this rank."""
-    raw = (os.environ if environ is None else environ).get(ENV_CORRUPT, "").strip()
+    raw = settings.value(ENV_CORRUPT, environ) or ""
     if not raw:
         return 0
     head, _, tail = raw.partition(":")

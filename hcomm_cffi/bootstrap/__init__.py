@@ -15,7 +15,8 @@ Where the numbers come from (first match wins):
 5. ``RANK_TABLE_FILE`` with ``RANK_ID`` (or ``RANK``); the size comes from the ranktable;
 6. nothing: a one-rank world (``source="explicit"``, as if ``discover(binding, 0, 1)`` was called).
 
-How the root info travels (rank 0 calls ``binding.get_root_info()``; see ``store.py``):
+How the root info travels (rank 0 calls ``binding.get_root_info()``; the protocol is in ``rendezvous.py``,
+the stores in ``file_store.py``, ``tcp_store.py``, ``torch_store.py``, MPI in ``mpi.py``):
 
 =============== ==================================================================================
 source          channel
@@ -43,23 +44,29 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Tuple
 
+from .. import settings
 from ..enums import HCCL_ROOT_INFO_BYTES
 from .env import (
     ENV_JOB_ID, ENV_MASTER_ADDR, ENV_MASTER_PORT, ENV_RENDEZVOUS, ENV_RENDEZVOUS_DIR, ENV_RUN_JOB_DIR, SOURCES,
-    EnvError, LaunchEnv, connect_timeout, detect, int_var, safe_job_id,
+    EnvError, LaunchEnv, detect, int_var, safe_job_id,
 )
-from .store import (
-    BootstrapError, FileStore, KeyValueStore, RendezvousTimeout, TcpStore, TorchStore, exchange_root_info,
-    mpi_exchange, next_generation, serve_tcp_store,
-)
+from .errors import BootstrapError, RendezvousTimeout, StoreUnavailable, format_ranks
+from .file_store import FileStore, private_dir, user_dir
+from .kvstore import KeyValueStore
+from .mpi import mpi_exchange
+from .rendezvous import exchange_root_info, next_generation
+from .tcp_store import TcpStore, TcpStoreServer, serve_tcp_store
+from .torch_store import TorchStore
 
-__all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "RendezvousTimeout", "EnvError", "CHANNELS"]
+__all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "RendezvousTimeout", "EnvError", "CHANNELS",
+           "StoreUnavailable", "format_ranks", "KeyValueStore", "FileStore", "TcpStore", "TcpStoreServer",
+           "TorchStore", "serve_tcp_store", "exchange_root_info", "mpi_exchange", "next_generation", "private_dir",
+           "user_dir"]
 
-CHANNELS = ("file", "tcp", "torch", "mpi")
+CHANNELS = settings.RENDEZVOUS_CHANNELS
 
 
 @dataclass(frozen=True)
@@ -108,9 +115,8 @@ def _timeout(timeout: Optional[float]) -> Tuple[float, str]:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"timeout={timeout!r}; expected a number of seconds > 0")
         return float(timeout), "the timeout argument"
-    value = connect_timeout()
-    raw = os.environ.get("HCCL_CONNECT_TIMEOUT", "").strip()
-    return value, (f"HCCL_CONNECT_TIMEOUT={raw}" if raw else "HCCL_CONNECT_TIMEOUT default")
+    current = settings.current()
+    return current.connect_timeout_s, current.source("HCCL_CONNECT_TIMEOUT")
 
 
 def _torch_initialised() -> bool:
@@ -122,24 +128,22 @@ def _torch_initialised() -> bool:
 
 
 def _choose_channel(source: str) -> str:
-    forced = os.environ.get(ENV_RENDEZVOUS, "").strip().lower()
+    forced = settings.value(ENV_RENDEZVOUS)
     if forced:
-        if forced not in CHANNELS:
-            raise EnvError(f"environment variable {ENV_RENDEZVOUS}={forced!r}; expected one of {', '.join(CHANNELS)}")
-        return forced
+        return str(forced)
     if source == "hcomm-run":
         return "file"
     if source == "torchrun":
         return "torch" if _torch_initialised() else "tcp"
     if source == "mpirun":
         return "mpi" if importlib.util.find_spec("mpi4py") is not None else "file"
-    if os.environ.get(ENV_MASTER_ADDR, "").strip():
+    if settings.value(ENV_MASTER_ADDR):
         return "tcp"
     return "file"
 
 
 def _file_store(job_id: str, size: int, local_size: int) -> FileStore:
-    job_dir = os.environ.get(ENV_RUN_JOB_DIR, "").strip()
+    job_dir = settings.value(ENV_RUN_JOB_DIR)
     if job_dir:
         return FileStore(job_dir)
     if not job_id:
@@ -147,20 +151,19 @@ def _file_store(job_id: str, size: int, local_size: int) -> FileStore:
             "no rendezvous for the root info: no job id for a file rendezvous; install mpi4py (under mpirun), "
             f"or export the same unique {ENV_JOB_ID} to every rank, or set {ENV_MASTER_ADDR}/{ENV_MASTER_PORT} "
             "for a TCP store, or pass root_info=")
-    parent = os.environ.get(ENV_RENDEZVOUS_DIR, "").strip()
+    parent = settings.value(ENV_RENDEZVOUS_DIR)
     if not parent and local_size < size:
         raise BootstrapError(
             f"the ranks span several hosts (local size {local_size} < world size {size}), so a file rendezvous in "
             f"the local temp dir cannot work; set {ENV_RENDEZVOUS_DIR} to a shared directory, install mpi4py, or "
             f"set {ENV_MASTER_ADDR}/{ENV_MASTER_PORT}")
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return FileStore(os.path.join(parent or tempfile.gettempdir(), f"hcomm-rdzv-{uid}-{job_id}"), remove_root=True)
+    return FileStore(os.path.join(user_dir(parent), f"rdzv-{job_id}"), remove_root=True)
 
 
 def _tcp_store(rank: int, launch: Optional[LaunchEnv]) -> KeyValueStore:
-    addr = (os.environ.get(ENV_MASTER_ADDR, "").strip() or (launch.master_addr if launch else None)
+    addr = (settings.value(ENV_MASTER_ADDR) or (launch.master_addr if launch else None)
             or os.environ.get("MASTER_ADDR", "").strip())
-    port = int_var(os.environ, ENV_MASTER_PORT, 1)
+    port = settings.value(ENV_MASTER_PORT)
     if port is None:
         base = launch.master_port if launch and launch.master_port else int_var(os.environ, "MASTER_PORT", 1)
         port = base + 1 if base else None
@@ -239,7 +242,7 @@ def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int]
         source = "explicit"
         same_world = launch is not None and launch.size == size and launch.rank == me
         local_rank, local_size = (launch.local_rank, launch.local_size) if same_world and launch else (me, size)
-        env_job = os.environ.get(ENV_JOB_ID, "").strip()
+        env_job = settings.value(ENV_JOB_ID)
         job_id = launch.job_id if launch else (safe_job_id(env_job) if env_job else "")
         ranktable = None
     elif launch is not None:
@@ -247,7 +250,7 @@ def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int]
         local_rank, local_size, job_id, ranktable = launch.local_rank, launch.local_size, launch.job_id, launch.ranktable
     else:
         me, size, local_rank, local_size, source, ranktable = 0, 1, 0, 1, "explicit", None
-        job_id = safe_job_id(os.environ.get(ENV_JOB_ID, "").strip() or f"single-{os.getpid()}")
+        job_id = safe_job_id(settings.value(ENV_JOB_ID) or f"single-{os.getpid()}")
     if select_device is not None:
         select_device(local_rank)
     if ranktable is not None:

@@ -25,6 +25,9 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from .. import enums, settings
+from ..settings import SettingsError
+
 __all__ = [
     "LaunchEnv", "EnvError", "detect", "int_var", "connect_timeout", "safe_job_id",
     "ENV_RUN_ID", "ENV_RUN_JOB_DIR", "ENV_JOB_ID", "ENV_RENDEZVOUS", "ENV_RENDEZVOUS_DIR",
@@ -39,14 +42,14 @@ ENV_RENDEZVOUS_DIR = "HCOMM_RENDEZVOUS_DIR"  # parent of file rendezvous directo
 ENV_MASTER_ADDR = "HCOMM_MASTER_ADDR"        # host of the TCP store (rank 0's host)
 ENV_MASTER_PORT = "HCOMM_MASTER_PORT"        # port of the TCP store
 
-DEFAULT_CONNECT_TIMEOUT_S = 120.0
+DEFAULT_CONNECT_TIMEOUT_S = float(enums.DEFAULT_CONNECT_TIMEOUT_S)
 SOURCES = ("explicit", "hcomm-run", "torchrun", "mpirun", "ranktable")
 
 _JOB_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-class EnvError(ValueError):
-    """An environment variable that is set but unusable; the message names it, its value and what was expected."""
+#: An environment variable that is set but unusable (the settings module's error: one text for every variable).
+EnvError = SettingsError
 
 
 @dataclass(frozen=True)
@@ -76,28 +79,12 @@ def int_var(env: Mapping[str, str], name: str, low: int = 0, default: Optional[i
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise EnvError(f"environment variable {name}={raw!r} is not an integer; expected an integer >= {low}") from None
-    if value < low:
-        raise EnvError(f"environment variable {name}={raw!r} is below {low}; expected an integer >= {low}")
-    return value
+    return settings.parse_int(name, raw.strip(), low)
 
 
 def connect_timeout(env: Optional[Mapping[str, str]] = None) -> float:
     """HCCL_CONNECT_TIMEOUT in seconds (default 120).  Values under 120 are accepted, as by the emulator."""
-    env = os.environ if env is None else env
-    raw = env.get("HCCL_CONNECT_TIMEOUT", "").strip()
-    if not raw:
-        return DEFAULT_CONNECT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise EnvError(f"environment variable HCCL_CONNECT_TIMEOUT={raw!r} is not a number of seconds") from None
-    if not value > 0:
-        raise EnvError(f"environment variable HCCL_CONNECT_TIMEOUT={raw!r}; expected a number of seconds > 0")
-    return value
+    return float(settings.value("HCCL_CONNECT_TIMEOUT", env))
 
 
 def safe_job_id(raw: str) -> str:
@@ -120,7 +107,7 @@ def _required(env: Mapping[str, str], name: str, source: str, low: int = 0) -> i
 
 
 def _job_id(env: Mapping[str, str], fallback: str) -> str:
-    return safe_job_id(env.get(ENV_JOB_ID, "").strip() or fallback)
+    return safe_job_id((settings.value(ENV_JOB_ID, env) or "") or fallback)
 
 
 def _ranktable(env: Mapping[str, str]) -> Optional[str]:
@@ -129,8 +116,8 @@ def _ranktable(env: Mapping[str, str]) -> Optional[str]:
 
 
 def _hcomm_run(env: Mapping[str, str]) -> Optional[LaunchEnv]:
-    run_id = env.get(ENV_RUN_ID, "").strip()
-    job_dir = env.get(ENV_RUN_JOB_DIR, "").strip()
+    run_id = settings.value(ENV_RUN_ID, env)
+    job_dir = settings.value(ENV_RUN_JOB_DIR, env)
     if not run_id or not job_dir:
         return None
     src = "hcomm-run"
@@ -140,8 +127,16 @@ def _hcomm_run(env: Mapping[str, str]) -> Optional[LaunchEnv]:
     local_size = int_var(env, "LOCAL_WORLD_SIZE", 1, size)
     local_rank = int_var(env, "LOCAL_RANK", 0, rank)
     assert local_rank is not None and local_size is not None
+    ranktable = _ranktable(env)
+    if ranktable is not None:  # validated as on the plain ranktable path, and it must match the launch
+        from ..plan.ranktable import load_ranktable
+
+        topo_size = load_ranktable(ranktable).n_ranks
+        if topo_size != size:
+            raise EnvError(f"{src}: RANK_TABLE_FILE={ranktable!r} lists {topo_size} ranks but WORLD_SIZE={size}; "
+                           "expected the same number")
     return LaunchEnv(src, rank, size, local_rank, local_size, _job_id(env, run_id),
-                     job_dir=job_dir, ranktable=_ranktable(env))
+                     job_dir=job_dir, ranktable=ranktable)
 
 
 def _torchrun(env: Mapping[str, str]) -> Optional[LaunchEnv]:
@@ -193,8 +188,8 @@ def _mpirun(env: Mapping[str, str]) -> Optional[LaunchEnv]:
     else:
         return None
     assert local_rank is not None and local_size is not None
-    # an empty job id means "unknown": the file rendezvous then needs HCOMM_JOB_ID (see store.py)
-    job = env.get(ENV_JOB_ID, "").strip() or _mpi_job_id(env)
+    # an empty job id means "unknown": the file rendezvous then needs HCOMM_JOB_ID (see file_store.py)
+    job = (settings.value(ENV_JOB_ID, env) or "") or _mpi_job_id(env)
     return LaunchEnv(src, rank, size, local_rank, local_size, safe_job_id(job) if job else "",
                      ranktable=_ranktable(env))
 

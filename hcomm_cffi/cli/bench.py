@@ -26,6 +26,7 @@ import sys
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
+from .. import settings
 from ..bench import factors, sizes
 from ..bench.ops import ALGORITHMS, comm_api_available
 from . import CliError
@@ -205,7 +206,7 @@ def _launch(args: argparse.Namespace, extras: Dict[str, Any]) -> int:
 
     nranks = extras["ranks"] or 2
     env: Dict[str, str] = {}
-    if not os.environ.get("HCOMM_SIM_CHECK", "").strip():
+    if "HCOMM_SIM_CHECK" not in dict(settings.current().raw):
         env["HCOMM_SIM_CHECK"] = "off"
         env[ENV_SIM_CHECK_DEFAULTED] = "1"
     stdout: Any = None
@@ -231,8 +232,9 @@ def _launch(args: argparse.Namespace, extras: Dict[str, Any]) -> int:
 def _notes(backend: str) -> List[str]:
     notes = []
     if backend == "sim":
-        check = os.environ.get("HCOMM_SIM_CHECK", "warn")
-        if os.environ.get(ENV_SIM_CHECK_DEFAULTED) == "1":
+        current = settings.current()
+        check = current.sim_check
+        if current.bench_sim_check_defaulted:
             notes.append(f"emulator schedule checker: HCOMM_SIM_CHECK={check} (set by hcomm bench because it costs "
                          "time; export HCOMM_SIM_CHECK=warn to keep it on)")
         else:
@@ -275,7 +277,7 @@ def _sweep(ops: Any, cfg: Any, env: Dict[str, Any], notes: List[str]) -> List[An
     if rank == 0:
         for line in report.header_lines(cfg, n, {**env, "engine": ops.engine}, notes):
             print(line, flush=True)
-        if os.environ.get(ENV_PROGRESS) == "relay":
+        if settings.value(ENV_PROGRESS) == "relay":
             progress = _relay_progress
         elif sys.stderr.isatty():
             bar = Bar(sys.stderr)
@@ -310,7 +312,7 @@ def _run_rank(cfg: Any, extras: Dict[str, Any]) -> int:
     from ..bench.ops import hccl_environment, versions
     from ..lib import backend_name
 
-    if not os.environ.get("HCOMM_SIM_CHECK", "").strip():
+    if "HCOMM_SIM_CHECK" not in dict(settings.current().raw):
         os.environ["HCOMM_SIM_CHECK"] = "off"
         os.environ[ENV_SIM_CHECK_DEFAULTED] = "1"
     try:

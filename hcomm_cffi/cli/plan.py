@@ -55,15 +55,20 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _int(name: str, text: Optional[str], minimum: int = 0) -> Optional[int]:
+#: Most ranks a plan may describe: the plan lists every rank, and no HCCL communicator is larger in practice.
+MAX_PLAN_RANKS = 65536
+
+
+def _int(name: str, text: Optional[str], minimum: int = 0, maximum: Optional[int] = None) -> Optional[int]:
     if text is None:
         return None
     try:
         value = int(text)
     except ValueError:
         raise CliError(f"--{name} {text!r}: expected an integer") from None
-    if value < minimum:
-        raise CliError(f"--{name} {value}: expected an integer >= {minimum}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f" and <= {maximum} (the plan lists every rank)" if maximum is not None else ""
+        raise CliError(f"--{name} {value}: expected an integer >= {minimum}{bound}")
     return value
 
 
@@ -83,10 +88,14 @@ def _topology(args: argparse.Namespace) -> Topology:
     if args.servers is not None or args.devices is not None:
         if args.servers is None or args.devices is None:
             raise CliError("--servers and --devices go together")
-        servers, devices = _int("servers", args.servers, 1), _int("devices", args.devices, 1)
+        servers = _int("servers", args.servers, 1, MAX_PLAN_RANKS)
+        devices = _int("devices", args.devices, 1, MAX_PLAN_RANKS)
         assert servers is not None and devices is not None
+        if servers * devices > MAX_PLAN_RANKS:
+            raise CliError(f"--servers {servers} x --devices {devices} = {servers * devices} ranks; expected at most "
+                           f"{MAX_PLAN_RANKS} (the plan lists every rank)")
         return Topology.from_shape(servers, devices, intra_link=intra)
-    ranks = _int("ranks", args.ranks if args.ranks is not None else "8", 1)
+    ranks = _int("ranks", args.ranks if args.ranks is not None else "8", 1, MAX_PLAN_RANKS)
     assert ranks is not None
     return Topology.single_server(ranks, intra)
 

@@ -17,13 +17,12 @@ script runs on Ascend and on the emulator.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import List, Optional
 
 import numpy as np
 
-from .. import api
+from .. import api, settings
 
 __all__ = ["main"]
 
@@ -59,7 +58,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         agree = world.allreduce(np.array([1 if ok else 0], dtype=np.int32))
         if rank == 0:
             spec = api.world.bootstrap_spec()
-            backend = os.environ.get("HCOMM_BACKEND") or type(world.binding.lib).__name__
+            backend = settings.value("HCOMM_BACKEND") or type(world.binding.lib).__name__
             good = int(agree[0])
             _say(f"allreduce: {good}/{size} ranks OK ({'PASS' if good == size else 'FAIL'}); backend {backend}, "
                  f"launcher {spec.source if spec else 'explicit'}, job {spec.job_id if spec else '-'}, "

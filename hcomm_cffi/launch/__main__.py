@@ -1,4 +1,4 @@
-"""``python -m hcomm_cffi.launch -n 4 -- python script.py``: same as ``hcomm run``."""
+"""``python -m hcomm_cffi.launch -n 4 -- python script.py``: an alias of ``hcomm run``."""
 from __future__ import annotations
 
 import sys
@@ -6,4 +6,4 @@ import sys
 from .runner import main
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m hcomm_cffi.launch"))
+    sys.exit(main())

@@ -4,11 +4,18 @@ Behaviour:
 
 * Each rank is a child process in its own session (``setsid``: its own process group, no controlling
   terminal), so the launcher alone decides how ranks are stopped: it signals every rank's process
-  group (the rank and anything it started).  Children also get ``PR_SET_PDEATHSIG=SIGKILL``, so a
-  launcher that is itself killed with SIGKILL takes its ranks along.
+  group (the rank and anything it started).  Children also get ``PR_SET_PDEATHSIG=SIGKILL``, and a
+  watchdog process (``watchdog.py``) kills every rank's process group, sweeps the job's segments and
+  removes its directory if the launcher itself is killed (even with SIGKILL).
+* At most ``max_ranks()`` ranks (4 per usable CPU core, at least 16; ``HCOMM_MAX_RANKS`` overrides):
+  emulated ranks are processes, and more of them than that only oversubscribe the cores.
+* A ``RANK_TABLE_FILE`` in the environment is validated before anything starts, and its rank count must
+  equal ``-n``.
+* At start the launcher removes this user's job directories and emulator segments left by dead jobs.
 * Environment of rank r: ``RANK=r``, ``WORLD_SIZE=N``, ``LOCAL_RANK=r``, ``LOCAL_WORLD_SIZE=N``,
-  ``HCOMM_RUN_ID`` and ``HCOMM_JOB_ID`` (the job id), ``HCOMM_RUN_JOB_DIR`` (a private temp directory
-  for the root-info rendezvous, removed at the end), ``HCOMM_RUN_NPROCS=N``, ``HCOMM_BACKEND`` (inherited,
+  ``HCOMM_RUN_ID`` and ``HCOMM_JOB_ID`` (the job id), ``HCOMM_RUN_JOB_DIR`` (a private directory
+  ``<temp dir>/hcomm-<uid>/run-<job id>-*`` for the root-info rendezvous, removed at the end),
+  ``HCOMM_JOB_SECRET`` (random per launch: ranks prove membership of this job with it), ``HCOMM_RUN_NPROCS=N``, ``HCOMM_BACKEND`` (inherited,
   else the backend this machine selects: ``sim`` without CANN), ``MASTER_ADDR=127.0.0.1`` and a free
   ``MASTER_PORT`` (for scripts that also use torch.distributed), ``PYTHONUNBUFFERED=1`` unless set.
   ``TORCHELASTIC_*`` variables of an enclosing torchrun job are removed.
@@ -29,27 +36,33 @@ import argparse
 import ctypes
 import os
 import re
+import secrets
 import selectors
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import IO, Any, Dict, List, Mapping, Optional, Sequence
+from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..bootstrap.env import ENV_JOB_ID, ENV_RUN_ID, ENV_RUN_JOB_DIR
-from ..bootstrap.store import format_ranks
+from .. import settings
+from ..bootstrap.errors import BootstrapError, format_ranks
+from .jobdir import create_job_dir, sweep_dead_job_dirs
+from .watchdog import DONE
 
 __all__ = ["LaunchConfig", "launch", "add_arguments", "config_from_args", "main", "ENV_RUN_NPROCS",
            "EXIT_TIMEOUT", "LaunchError"]
 
 ENV_RUN_NPROCS = "HCOMM_RUN_NPROCS"
+ENV_JOB_SECRET = "HCOMM_JOB_SECRET"
 EXIT_TIMEOUT = 124
+RANKS_PER_CORE = 4
+MIN_RANK_LIMIT = 16
 _JOB_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _PR_SET_PDEATHSIG = 1
 _CHUNK = 65536
@@ -84,6 +97,41 @@ class LaunchConfig:
             raise LaunchError(f"--grace={self.grace!r}; expected a number of seconds >= 0")
         if self.job_id is not None and not _JOB_ID_RE.match(self.job_id):
             raise LaunchError(f"--job-id={self.job_id!r}; expected 1-64 characters from [A-Za-z0-9_.-]")
+        limit, why = max_ranks({**os.environ, **self.env})
+        if self.nprocs > limit:
+            raise LaunchError(f"{self.nprocs} ranks exceed the limit of {limit} local ranks ({why}): every rank is "
+                              f"a process, more only oversubscribe the cores; set HCOMM_MAX_RANKS={self.nprocs} to "
+                              "start them anyway")
+        _check_ranktable({**os.environ, **self.env}, self.nprocs)
+
+
+def max_ranks(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, str]:
+    """The most local ranks a launch may start, and why: HCOMM_MAX_RANKS, else 4 per usable core (at least 16)."""
+    try:
+        chosen = settings.value("HCOMM_MAX_RANKS", environ)
+    except settings.SettingsError as exc:
+        raise LaunchError(str(exc)) from None
+    if chosen is not None:
+        return int(chosen), f"HCOMM_MAX_RANKS={chosen}"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = max(MIN_RANK_LIMIT, RANKS_PER_CORE * cores)
+    return limit, f"{RANKS_PER_CORE} per usable CPU core, {cores} here, at least {MIN_RANK_LIMIT}"
+
+
+def _check_ranktable(environ: Mapping[str, str], nprocs: int) -> None:
+    """A RANK_TABLE_FILE the ranks will use must be valid and list exactly ``nprocs`` ranks (checked at once)."""
+    path = environ.get("RANK_TABLE_FILE", "").strip()
+    if not path:
+        return
+    from ..plan.ranktable import load_ranktable
+
+    try:
+        topo = load_ranktable(path)
+    except ValueError as exc:
+        raise LaunchError(f"RANK_TABLE_FILE: {exc}") from None
+    if topo.n_ranks != nprocs:
+        raise LaunchError(f"RANK_TABLE_FILE={path!r} lists {topo.n_ranks} ranks but -n/--nprocs={nprocs}; "
+                          "expected the same number")
 
 
 # ---------------------------------------------------------------------------------------------- output
@@ -174,13 +222,13 @@ def _backend(env: Mapping[str, str]) -> str:
     return backend_name(environ=env).name
 
 
-def _rank_env(base: Mapping[str, str], rank: int, n: int, job_id: str, job_dir: str, master_port: int
-              ) -> Dict[str, str]:
+def _rank_env(base: Mapping[str, str], rank: int, n: int, job_id: str, job_dir: str, master_port: int,
+              secret: str) -> Dict[str, str]:
     env = {k: v for k, v in base.items() if not k.startswith("TORCHELASTIC_")}
     env.update({
         "RANK": str(rank), "WORLD_SIZE": str(n), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(n),
         ENV_RUN_ID: job_id, ENV_JOB_ID: job_id, ENV_RUN_JOB_DIR: job_dir, ENV_RUN_NPROCS: str(n),
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port), ENV_JOB_SECRET: secret,
     })
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
@@ -220,10 +268,13 @@ def _describe_exit(returncode: int) -> str:
 class _Job:
     """The running ranks of one launch, and how to stop them."""
 
-    def __init__(self, config: LaunchConfig, job_id: str, job_dir: str, out: _Sink, err: _Sink) -> None:
+    def __init__(self, config: LaunchConfig, job_id: str, job_dir: str, lock_fd: int, out: _Sink, err: _Sink) -> None:
         self.config = config
         self.job_id = job_id
         self.job_dir = job_dir
+        self.lock_fd = lock_fd
+        self.secret = secrets.token_hex(16)
+        self.watchdog: Optional[subprocess.Popen] = None
         self.out = out
         self.err = err
         self.procs: List[subprocess.Popen] = []
@@ -246,12 +297,17 @@ class _Job:
         if command[0].endswith(".py"):  # `hcomm run -n 2 script.py` runs it with this interpreter
             command.insert(0, sys.executable)
         n = self.config.nprocs
+        self.watchdog = subprocess.Popen(
+            [sys.executable, "-m", "hcomm_cffi.launch.watchdog", self.job_dir], env=base, stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+            pass_fds=(self.lock_fd,), text=True)
         for rank in range(n):
             proc = subprocess.Popen(  # raises OSError when the command cannot be started
-                command, env=_rank_env(base, rank, n, self.job_id, self.job_dir, port),
+                command, env=_rank_env(base, rank, n, self.job_id, self.job_dir, port, self.secret),
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 start_new_session=True, preexec_fn=setup, close_fds=True)
             self.procs.append(proc)
+            self._tell_watchdog(str(proc.pid))  # its session id = its process group id
         for rank, proc in enumerate(self.procs):
             assert proc.stdout is not None and proc.stderr is not None
             self.pump.add(proc.stdout, rank, self.out)
@@ -313,6 +369,24 @@ class _Job:
         except Exception as exc:  # never let cleanup hide the job's own result
             self.say(f"warning: could not sweep shared-memory segments: {exc}")
         shutil.rmtree(self.job_dir, ignore_errors=True)
+        self._tell_watchdog(DONE)
+        if self.watchdog is not None:
+            try:
+                self.watchdog.stdin.close()  # type: ignore[union-attr]
+                self.watchdog.wait(timeout=5.0)
+            except (OSError, subprocess.TimeoutExpired):
+                self.watchdog.kill()
+                self.watchdog.wait()
+        os.close(self.lock_fd)
+
+    def _tell_watchdog(self, line: str) -> None:
+        if self.watchdog is None or self.watchdog.stdin is None:
+            return
+        try:
+            self.watchdog.stdin.write(line + "\n")
+            self.watchdog.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # a dead watchdog must not stop the job; the launcher still cleans up itself
 
 
 def launch(config: LaunchConfig, stdout: Optional[IO[Any]] = None, stderr: Optional[IO[Any]] = None) -> int:
@@ -326,8 +400,12 @@ def launch(config: LaunchConfig, stdout: Optional[IO[Any]] = None, stderr: Optio
     lock = threading.Lock()
     out = _Sink(stdout if stdout is not None else sys.stdout, lock)
     err = _Sink(stderr if stderr is not None else sys.stderr, lock)
-    job_dir = tempfile.mkdtemp(prefix=f"hcomm-run-{job_id}-")
-    job = _Job(config, job_id, job_dir, out, err)
+    try:
+        _sweep_dead_jobs()
+        job_dir, lock_fd = create_job_dir(job_id)
+    except BootstrapError as exc:
+        raise LaunchError(str(exc)) from None
+    job = _Job(config, job_id, job_dir, lock_fd, out, err)
     job.backend = backend
     received: List[int] = []
     previous: Dict[int, Any] = {}
@@ -340,6 +418,14 @@ def launch(config: LaunchConfig, stdout: Optional[IO[Any]] = None, stderr: Optio
         job.finish()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _sweep_dead_jobs() -> None:
+    """What dead jobs of this user left: job directories whose launcher is gone, segments whose owner is gone."""
+    sweep_dead_job_dirs()
+    from ..sim.shm import sweep_stale
+
+    sweep_stale()
 
 
 def _supervise(job: _Job, received: List[int]) -> int:
@@ -445,13 +531,9 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
                         job_id=args.job_id, grace=args.grace)
 
 
-def main(argv: Optional[List[str]] = None, prog: str = "python -m hcomm_cffi.run") -> int:
-    """Stand-alone entry point (``python -m hcomm_cffi.run`` / ``python -m hcomm_cffi.launch``)."""
-    parser = argparse.ArgumentParser(prog=prog, description="Start N local ranks of a command (see `hcomm run`).")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return launch(config_from_args(args))
-    except LaunchError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
+def main(argv: Optional[List[str]] = None) -> int:
+    """``hcomm run ARGS`` (the one implementation is ``hcomm_cffi/cli/run.py``); ``python -m hcomm_cffi.run``
+    and ``python -m hcomm_cffi.launch`` are aliases of it."""
+    from ..cli import main as hcomm_main  # the CLI imports this module: resolve it at call time
+
+    return hcomm_main(["run", *(sys.argv[1:] if argv is None else argv)])

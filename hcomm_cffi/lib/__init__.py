@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, NamedTuple, Optional
 
+from .. import settings
 from .loader import find_libraries, require_libraries
 
 __all__ = ["load", "backend_name", "BackendChoice", "BACKENDS", "ENV_BACKEND"]
 
 ENV_BACKEND = "HCOMM_BACKEND"
-BACKENDS = ("sim", "cann")
+BACKENDS = settings.BACKENDS
 
 
 class BackendChoice(NamedTuple):
@@ -36,9 +37,9 @@ def backend_name(backend: Optional[str] = None, environ: Optional[Mapping[str, s
     env = os.environ if environ is None else environ
     if backend:
         return BackendChoice(_normalise(backend, "backend"), "requested by the caller")
-    requested = env.get(ENV_BACKEND, "").strip()
+    requested = settings.value(ENV_BACKEND, env)
     if requested:
-        return BackendChoice(_normalise(requested, ENV_BACKEND), f"{ENV_BACKEND}={requested}")
+        return BackendChoice(requested, f"{ENV_BACKEND}={requested}")
     found = find_libraries(env)
     missing = [s.sonames[0] for s in found.values() if not s.found]
     if not missing:
@@ -54,7 +55,7 @@ def load(backend: Optional[str] = None) -> Any:
     if choice.name == "sim":
         from ..sim import SimLibrary  # lazy: the emulator is only imported when used
 
-        if os.environ.get("HCOMM_SIM_ABI_CHECK", "").strip().lower() in ("1", "true", "yes", "on"):
+        if settings.value("HCOMM_SIM_ABI_CHECK"):
             from ..sim.abi_check import AbiCheckedLibrary
 
             return AbiCheckedLibrary(SimLibrary())  # every call through a C pointer of the declared type

@@ -7,13 +7,13 @@ wrapped by HcclThreadAcquireWithStream and the thread share one FIFO.
 from __future__ import annotations
 
 import mmap
-import os
 import threading
 import time
 from typing import Any, Dict, Tuple
 
 import numpy as np
 
+from .. import settings
 from .._ffi import ffi
 from .errors import (
     ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_CONTEXT_NULL,
@@ -44,7 +44,7 @@ class AclRuntime:
     def __init__(self) -> None:
         self._acl_initialised = False
         self._device = _DEVICE
-        self._device_count = int(os.environ.get("HCOMM_SIM_DEVICE_COUNT", "16"))
+        self._device_count = int(settings.value("HCOMM_SIM_DEVICE_COUNT"))
         self._strings: Dict[str, Any] = {}
 
     def _string(self, text: str) -> Any:

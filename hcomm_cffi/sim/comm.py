@@ -15,7 +15,9 @@ mapped into this process, so a Write is a real memmove into the peer's memory.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import struct
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -24,7 +26,7 @@ from .config import SimConfig
 from .errors import HcclResult, SimError, warn_caller
 from .futex import futex_wait, futex_wake
 from .runtime import Queue, SimThread
-from .shm import PREFIX, SHM_DIR, Segment, owner_alive, sweep_stale
+from .shm import SHM_DIR, Segment, owner_alive, sweep_stale, user_prefix
 
 MAGIC = 0x4D534348          # "HCSM"
 LAYOUT_VERSION = 1
@@ -36,17 +38,24 @@ MAX_NOTIFIES_PER_CHANNEL = 64
 H_MAGIC, H_VERSION, H_STATE, H_NRANKS, H_RANK, H_PID, H_BELL, H_SLEEPING, H_SLOTS = range(9)
 H_BUF_LO, H_BUF_HI = 9, 10
 H_CONNECTED = 11            # set once this rank has mapped every peer (second phase of the rendezvous)
+H_JOB_TAG = 12              # 4 words: proof of membership of the job (job_tag(secret, comm_id)), checked at attach
 STATE_READY, STATE_DESTROYED = 1, 2
 # slot word indices
 S_STATE, S_PEER, S_ENGINE, S_PROTOCOL, S_NOTIFY_NUM = range(5)
 SLOT_PUBLISHED = 1
 
-__all__ = ["SimComm", "SimChannel", "segment_names"]
+__all__ = ["SimComm", "SimChannel", "segment_names", "job_tag"]
+
+
+def job_tag(secret: bytes, comm_id: str) -> Tuple[int, int, int, int]:
+    """Four header words proving membership of a job: a hash of the job secret and the communicator id."""
+    digest = hashlib.sha256(secret + b"/" + comm_id.encode()).digest()
+    return struct.unpack("<4I", digest[:16])
 
 
 def segment_names(comm_id: str, rank: int) -> Tuple[str, str, str]:
     """(ctl, buf, nat) /dev/shm names of one rank of a communicator."""
-    base = f"{PREFIX}{comm_id}_r{rank}"
+    base = f"{user_prefix()}{comm_id}_r{rank}"
     return base + "_ctl", base + "_buf", base + "_nat"
 
 
@@ -117,11 +126,14 @@ class SimChannel:
 class SimComm:
     """State of one communicator in this process (one rank of it)."""
 
-    def __init__(self, handle: int, comm_id: str, name: str, rank: int, nranks: int, config: SimConfig) -> None:
+    def __init__(self, handle: int, comm_id: str, name: str, rank: int, nranks: int, config: SimConfig,
+                 secret: bytes = b"") -> None:
         if not 0 <= rank < nranks:
             raise SimError(HcclResult.E_PARA, f"rank={rank} is outside [0, {nranks})")
         self.handle = handle
         self.comm_id = comm_id
+        self.secret = secret
+        self.tag = job_tag(secret, comm_id)
         self.name = name
         self.rank = rank
         self.nranks = nranks
@@ -165,6 +177,8 @@ class SimComm:
         w[H_MAGIC], w[H_VERSION], w[H_NRANKS], w[H_RANK] = MAGIC, LAYOUT_VERSION, nranks, rank
         w[H_PID], w[H_SLOTS] = os.getpid(), self.slots
         w[H_BUF_LO], w[H_BUF_HI] = self.buffer_bytes & 0xFFFFFFFF, self.buffer_bytes >> 32
+        for i, word in enumerate(self.tag):
+            w[H_JOB_TAG + i] = word
         w[H_STATE] = STATE_READY
         self.peer_ctl[rank] = self.ctl
         self._peer_buf[rank] = self.buf
@@ -238,6 +252,12 @@ class SimComm:
         if seg.size < 4 * HEADER_WORDS or words[H_MAGIC] != MAGIC or words[H_STATE] != STATE_READY:
             seg.close()
             return None
+        if tuple(words[H_JOB_TAG + i] for i in range(4)) != self.tag:
+            seg.close()
+            raise SimError(HcclResult.E_PARA,
+                           f"rank {self.rank} of communicator {self.name}: the segment of rank {rank} belongs to "
+                           "another job (its job secret differs): two jobs use the same communicator id, e.g. the "
+                           "same ranktable and HCOMM_JOB_ID; give each job its own HCOMM_JOB_ID (hcomm run does)")
         return seg
 
     def peer_buffer(self, rank: int) -> Segment:

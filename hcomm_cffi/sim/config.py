@@ -1,13 +1,12 @@
 """Environment settings the emulator honours, read when a communicator is created (as HCCL does)."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from ..enums import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_EXEC_TIMEOUT_S, HCCL_COMM_DEFAULT_BUFFSIZE_MB
+from .. import settings
 from .errors import HcclResult, SimError
 
-CHECK_MODES = ("off", "warn", "strict")
+CHECK_MODES = settings.CHECK_MODES
 
 __all__ = ["SimConfig", "read_config", "CHECK_MODES"]
 
@@ -22,30 +21,16 @@ class SimConfig:
     check: str
 
 
-def _number(name: str, default: float, minimum: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SimError(HcclResult.E_PARA, f"environment variable {name}={raw!r} is not a number") from None
-    if value < minimum:
-        raise SimError(HcclResult.E_PARA, f"environment variable {name}={raw!r} is below its minimum {minimum:g}")
-    return value
-
-
 def read_config() -> SimConfig:
     """Current settings from HCCL_BUFFSIZE, HCCL_EXEC_TIMEOUT, HCCL_CONNECT_TIMEOUT, HCOMM_SIM_CHECK.
 
-    HCCL_EXEC_TIMEOUT=0 means "never" on the A2 host path; the emulator caps it at one day so that
-    no wait is unbounded.  HCCL_CONNECT_TIMEOUT below 120 s is accepted (the real range starts at
+    Parsed by ``hcomm_cffi.settings`` (one set of rules and error texts for the whole package); a bad
+    value is HCCL_E_PARA, as in HCCL's init.  HCCL_EXEC_TIMEOUT=0 means "never" (the vendor's meaning on
+    A2/A3, see settings.py).  HCCL_CONNECT_TIMEOUT below 120 s is accepted (the real range starts at
     120) so tests can exercise rendezvous failures quickly.
     """
-    buffsize = int(_number("HCCL_BUFFSIZE", HCCL_COMM_DEFAULT_BUFFSIZE_MB, 1))
-    exec_timeout = _number("HCCL_EXEC_TIMEOUT", DEFAULT_EXEC_TIMEOUT_S, 0) or 86400.0
-    connect = _number("HCCL_CONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT_S, 0.1)
-    check = os.environ.get("HCOMM_SIM_CHECK", "warn").strip().lower() or "warn"
-    if check not in CHECK_MODES:
-        raise SimError(HcclResult.E_PARA, f"HCOMM_SIM_CHECK={check!r}; expected one of {CHECK_MODES}")
-    return SimConfig(buffsize, exec_timeout, connect, check)
+    try:
+        current = settings.current()
+    except settings.SettingsError as exc:
+        raise SimError(HcclResult.E_PARA, str(exc)) from None
+    return SimConfig(current.buffsize_mb, current.exec_wait_s, current.connect_timeout_s, current.sim_check)

@@ -5,12 +5,14 @@ import dataclasses
 import hashlib
 import json
 import os
+import secrets
 import struct
 import time
 import uuid
 from typing import Any, List
 
 
+from .. import settings
 from .._ffi import ffi
 from ..enums import (
     HCCL_ROOT_INFO_BYTES, MAX_NOTIFIES_PER_COMM, MAX_THREAD_NOTIFIES, MAX_THREADS_PER_COMM, Engine, Protocol,
@@ -23,6 +25,7 @@ from .state import SimState, c_string
 
 ROOT_MAGIC = b"HCOMMSIM"
 ROOT_VERSION = 1
+ROOT_SECRET_BYTES = 16      # after magic (8), version and pid (8), comm id (20)
 COMM_CONFIG_MAGIC = 0xF0F0F0F0
 CHANNEL_DESC_MAGIC = 0x0F0F0F0F
 NOT_SET_U32 = 0xFFFFFFFF
@@ -94,7 +97,9 @@ class ControlPlane:
         self._require_device("HcclGetRootInfo")
         _check_out(rootInfo, "rootInfo")
         comm_id = uuid.uuid4().hex[:20]
-        blob = ROOT_MAGIC + struct.pack("<II", ROOT_VERSION, os.getpid()) + comm_id.encode()
+        # the job secret travels with the root info (through the job's rendezvous) and is checked at attach
+        blob = (ROOT_MAGIC + struct.pack("<II", ROOT_VERSION, os.getpid()) + comm_id.encode()
+                + secrets.token_bytes(ROOT_SECRET_BYTES))
         ffi.memmove(ffi.cast("char *", rootInfo), blob.ljust(HCCL_ROOT_INFO_BYTES, b"\0"), HCCL_ROOT_INFO_BYTES)
         return 0
 
@@ -116,10 +121,11 @@ class ControlPlane:
             raise SimError(HcclResult.E_PARA, "rootInfo was not produced by HcclGetRootInfo of the emulator "
                                               "(bad magic); pass the 4108 bytes unchanged to every rank")
         comm_id = blob[16:36].decode("ascii", "replace")
+        secret = blob[36:36 + ROOT_SECRET_BYTES]
         if n < 1:
             raise SimError(HcclResult.E_PARA, f"nRanks={n}; expected at least 1")
         cfg, name = self._config(config, comm_id)
-        comm = self._new_comm(comm_id, name, rank, n, cfg)
+        comm = self._new_comm(comm_id, name, rank, n, cfg, secret)
         out[0] = ffi.cast("HcclComm", comm.handle)
         return 0
 
@@ -139,15 +145,15 @@ class ControlPlane:
                 raise SimError(HcclResult.E_PARA, "config.hcclBufferSize=0; expected at least 1 (MiB)")
             cfg = dataclasses.replace(cfg, buffsize_mb=int(c.hcclBufferSize))
         if c.hcclExecTimeOut >= 0:
-            cfg = dataclasses.replace(cfg, exec_timeout_s=float(c.hcclExecTimeOut) or 86400.0)
+            cfg = dataclasses.replace(cfg, exec_timeout_s=settings.exec_wait_s(float(c.hcclExecTimeOut)))
         if c.hcclCommName[0] != b"\0":
             name = ffi.string(c.hcclCommName, 128).decode("utf-8", "replace")
         return cfg, name
 
-    def _new_comm(self, comm_id: str, name: str, rank: int, n: int, cfg: SimConfig) -> SimComm:
+    def _new_comm(self, comm_id: str, name: str, rank: int, n: int, cfg: SimConfig, secret: bytes) -> SimComm:
         with self.state.lock:
             handle = self.state.new_ptr_key()
-            comm = SimComm(handle, comm_id, name, rank, n, cfg)
+            comm = SimComm(handle, comm_id, name, rank, n, cfg, secret)
             self.state.comms[handle] = comm
         try:
             comm.connect()
@@ -184,10 +190,12 @@ class ControlPlane:
         if rank not in ranks:
             raise SimError(HcclResult.E_PARA, f"rank={rank} is not a rank_id of ranktable {path!r} "
                                               f"(it lists {sorted(ranks)[:8]}{'...' if len(ranks) > 8 else ''})")
+        # the job secret (hcomm run exports one per launch) keeps two jobs with the same ranktable and job id apart
+        secret = (settings.value("HCOMM_JOB_SECRET") or "").encode()
         digest = hashlib.sha1(os.path.realpath(path).encode() + raw
-                              + os.environ.get("HCOMM_JOB_ID", "").encode()).hexdigest()[:20]
+                              + (settings.value("HCOMM_JOB_ID") or "").encode() + secret).hexdigest()[:20]
         cfg, name = self._config(config, digest)
-        comm = self._new_comm(digest, name, rank, len(ranks), cfg)
+        comm = self._new_comm(digest, name, rank, len(ranks), cfg, secret)
         out[0] = ffi.cast("HcclComm", comm.handle)
         return 0
 
@@ -210,7 +218,7 @@ class ControlPlane:
         cfg, name = self._config(config, digest)
         if config is None or config == ffi.NULL:
             cfg = parent.config
-        sub = self._new_comm(digest, name, subCommRankId, rankNum, cfg)
+        sub = self._new_comm(digest, name, subCommRankId, rankNum, cfg, parent.secret)
         subComm[0] = ffi.cast("HcclComm", sub.handle)
         return 0
 
@@ -223,13 +231,14 @@ class ControlPlane:
         if ndev < 1 or len(set(devs)) != ndev:
             raise SimError(HcclResult.E_PARA, f"devices={devs}: expected ndev >= 1 distinct device ids")
         comm_id = uuid.uuid4().hex[:20]
+        secret = secrets.token_bytes(ROOT_SECRET_BYTES)
         cfg = read_config()
         made: List[SimComm] = []
         try:
             with self.state.lock:
                 for r in range(ndev):
                     handle = self.state.new_ptr_key()
-                    c = SimComm(handle, comm_id, comm_id, r, ndev, cfg)
+                    c = SimComm(handle, comm_id, comm_id, r, ndev, cfg, secret)
                     self.state.comms[handle] = c
                     made.append(c)
             deadline = time.monotonic() + cfg.connect_timeout_s

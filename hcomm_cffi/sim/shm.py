@@ -1,5 +1,9 @@
 """Named shared-memory segments in /dev/shm, owned by one process and mapped by its peers.
 
+Names start with :func:`user_prefix` (``hcomm_u<uid>_``): a user lists, sweeps and maps only its own
+segments, never another user's, and a peer's segment is mapped only if this user owns the file (a file
+planted under one of our names by someone else is refused).
+
 The owner holds an exclusive ``flock`` on its segment for as long as it lives; the kernel drops
 the lock when the process dies (even by SIGKILL), so any process can tell a live owner from a
 dead one without trusting pids, and stale segments of dead jobs can be swept away.
@@ -12,12 +16,19 @@ import mmap
 import os
 from typing import List, Optional
 
+from .. import settings
 from .._ffi import ffi
+from .errors import HcclResult, SimError
 
-SHM_DIR = os.environ.get("HCOMM_SIM_SHM_DIR", "/dev/shm")
+SHM_DIR = str(settings.value("HCOMM_SIM_SHM_DIR"))  # read once: segments of one process live in one directory
 PREFIX = "hcomm_"
 
-__all__ = ["Segment", "owner_alive", "sweep_stale", "list_segments", "SHM_DIR", "PREFIX"]
+__all__ = ["Segment", "owner_alive", "sweep_stale", "list_segments", "user_prefix", "SHM_DIR", "PREFIX"]
+
+
+def user_prefix() -> str:
+    """The name prefix of this user's segments: ``hcomm_u<uid>_`` (other users' segments never match it)."""
+    return f"{PREFIX}u{os.getuid()}_"
 
 
 class Segment:
@@ -31,17 +42,28 @@ class Segment:
         self.owner = create
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
         if create:
-            fd = _create_locked(self.path, size)
+            try:
+                fd = _create_locked(self.path, size)
+            except OSError as exc:
+                raise _too_big(exc, name, size) or exc from None
         else:
-            fd = os.open(self.path, flags)
-            size = os.fstat(fd).st_size
+            fd = os.open(self.path, flags | os.O_NOFOLLOW)
+            st = os.fstat(fd)
+            if st.st_uid != os.getuid():
+                os.close(fd)
+                raise SimError(HcclResult.E_PARA,
+                               f"segment {self.path} is owned by uid {st.st_uid}, not by this user (uid {os.getuid()}): "
+                               "refusing to map memory another user controls")
+            size = st.st_size
         self.size = size
         try:
             self._mm: Optional[mmap.mmap] = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
+        except BaseException as exc:
             os.close(fd)
             if create:
                 os.unlink(self.path)
+            if isinstance(exc, OSError):
+                raise _too_big(exc, name, size) or exc from None
             raise
         if create:
             self._fd: Optional[int] = fd  # keeps the liveness lock
@@ -73,6 +95,16 @@ class Segment:
             pass
 
 
+def _too_big(exc: OSError, name: str, size: int) -> Optional[SimError]:
+    """The HCCL_E_MEMORY error for a segment the system cannot hold (ENOMEM, ENOSPC, EFBIG), else None."""
+    if exc.errno not in (errno.ENOMEM, errno.ENOSPC, errno.EFBIG):
+        return None
+    return SimError(HcclResult.E_MEMORY,
+                    f"cannot create the {size}-byte shared-memory segment {name} in {SHM_DIR}: {exc.strerror}; "
+                    "each rank maps its HCCL buffer (2 x HCCL_BUFFSIZE MiB, or config.hcclBufferSize) and a scratch "
+                    "area of the same size: lower HCCL_BUFFSIZE")
+
+
 def _create_locked(path: str, size: int) -> int:
     """Create ``path`` already locked and sized: it appears under its name only when complete.
 
@@ -96,11 +128,16 @@ def _create_locked(path: str, size: int) -> int:
 
 
 def owner_alive(path: str) -> bool:
-    """True while the process that created ``path`` still holds its lock (i.e. is alive)."""
+    """True while the process that created ``path`` still holds its lock (i.e. is alive).
+
+    A file this user cannot open (another user's) counts as alive: it is never ours to remove.
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return False
+    except OSError:
+        return True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -112,23 +149,36 @@ def owner_alive(path: str) -> bool:
     return False
 
 
-def list_segments(prefix: str = PREFIX) -> List[str]:
-    """Names of this package's segments currently in /dev/shm."""
+def list_segments(prefix: Optional[str] = None) -> List[str]:
+    """Names of this user's segments (``prefix``, default :func:`user_prefix`) currently in the segment dir."""
+    start = user_prefix() if prefix is None else prefix
     try:
-        return sorted(n for n in os.listdir(SHM_DIR) if n.startswith(prefix))
-    except FileNotFoundError:
+        return sorted(n for n in os.listdir(SHM_DIR) if n.startswith(start))
+    except (FileNotFoundError, PermissionError):
         return []
 
 
-def sweep_stale(prefix: str = PREFIX) -> List[str]:
-    """Unlink segments whose owner process is gone; returns the names removed."""
+def _mine(path: str) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not os.path.islink(path)
+
+
+def sweep_stale(prefix: Optional[str] = None) -> List[str]:
+    """Unlink this user's segments whose owner process is gone; returns the names removed.
+
+    Only files named with this user's prefix, owned by this user and provably dead (no lock holder)
+    are removed; anything else (another user's entries, files we cannot open) is left alone.
+    """
     removed = []
     for name in list_segments(prefix):
         path = os.path.join(SHM_DIR, name)
-        if not owner_alive(path):
+        if _mine(path) and not owner_alive(path):
             try:
                 os.unlink(path)
                 removed.append(name)
-            except FileNotFoundError:
+            except OSError:
                 pass
     return removed

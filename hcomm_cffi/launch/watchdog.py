@@ -1,0 +1,76 @@
+"""The process that cleans up after an ``hcomm run`` launcher killed without warning (``kill -9``).
+
+The launcher starts it in its own session with a pipe on its stdin and writes the process-group id of
+every rank it starts, one per line.  When the launcher ends normally it writes ``done`` and the watchdog
+exits.  When the pipe closes without ``done`` (the launcher died), the watchdog kills every rank's
+process group (the rank and all it started: ``PR_SET_PDEATHSIG`` alone would leave the ranks' children
+behind), waits for them, sweeps this user's dead emulator segments and removes the job directory.
+
+Run as ``python -m hcomm_cffi.launch.watchdog JOB_DIR``; it inherits the fd holding the job directory's
+lock, so another ``hcomm run`` never sweeps the directory while the watchdog may still clean it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from typing import List, Optional
+
+__all__ = ["main", "kill_groups"]
+
+DONE = "done"
+
+
+def kill_groups(pgids: List[int], within: float = 3.0) -> List[int]:
+    """SIGKILL every process group; the groups still present after ``within`` seconds (ideally none)."""
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    end = time.monotonic() + within
+    left = list(pgids)
+    while left and time.monotonic() < end:
+        left = [g for g in left if _group_exists(g)]
+        if left:
+            time.sleep(0.02)
+    return left
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Wait for the launcher's pipe to close; clean up unless it said ``done`` first."""
+    args = sys.argv[1:] if argv is None else argv
+    job_dir = args[0]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the launcher's to handle
+    pgids: List[int] = []
+    for line in sys.stdin:
+        word = line.strip()
+        if word == DONE:
+            return 0
+        if word.isdigit():
+            pgids.append(int(word))
+    kill_groups(pgids)
+    try:
+        from ..sim.shm import sweep_stale
+
+        sweep_stale()
+    except Exception:
+        pass  # nothing to report to: the launcher is gone
+    shutil.rmtree(job_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
