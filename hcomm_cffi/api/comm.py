@@ -8,7 +8,6 @@ ranks unchanged.  Arguments are validated before any library call.
 """
 from __future__ import annotations
 
-import os
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -20,7 +19,8 @@ from ..algorithms.dryrun import dry_run
 from ..algorithms.interface import Algorithm, CollectiveCall
 from ..algorithms.tasks import TaskBatch
 from ..binding import Binding
-from ..enums import DEFAULT_EXEC_TIMEOUT_S, DataType, ReduceOp, parse_reduce_op
+from .. import settings
+from ..enums import DataType, ReduceOp, parse_reduce_op
 from ..errors import HcclError
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import MIB, Topology
@@ -41,32 +41,27 @@ TopologyArg = Union[None, Topology, Tuple[int, int]]
 
 
 def _exec_timeout(value: Optional[float]) -> int:
+    """Seconds each notify wait may take (HCCL_EXEC_TIMEOUT by default); 0 means never, as for the vendor."""
     if value is None:
-        raw = os.environ.get("HCCL_EXEC_TIMEOUT", "").strip()
-        value = float(raw) if raw else float(DEFAULT_EXEC_TIMEOUT_S)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"timeout={value!r}; expected a positive number of seconds")
-    return max(1, int(round(value)))
+        value = settings.value("HCCL_EXEC_TIMEOUT")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"timeout={value!r}; expected seconds >= 0 (0 = never, as HCCL_EXEC_TIMEOUT=0)")
+    return 0 if value == 0 else max(1, int(round(value)))
 
 
 def _eager(value: Optional[int]) -> int:
+    """Bytes up to which point-to-point sends are eager (HCOMM_EAGER_LIMIT by default)."""
     if value is None:
-        raw = os.environ.get("HCOMM_EAGER_LIMIT", "").strip()
-        value = int(raw) if raw else DEFAULT_EAGER_LIMIT
+        return int(settings.value("HCOMM_EAGER_LIMIT"))
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"eager_limit={value!r}; expected bytes >= 0")
     return value
 
 
 def _topology(value: TopologyArg, size: int) -> Topology:
+    """The communicator's topology: the argument, else HCOMM_TOPOLOGY, else one server of ``size`` ranks."""
     if value is None:
-        raw = os.environ.get("HCOMM_TOPOLOGY", "").strip().lower()
-        if raw:
-            try:
-                s, p = (int(v) for v in raw.split("x"))
-            except ValueError:
-                raise ValueError(f"HCOMM_TOPOLOGY={raw!r}; expected SERVERSxDEVICES, e.g. 2x4") from None
-            value = (s, p)
+        value = settings.value("HCOMM_TOPOLOGY")
     if value is None:
         return Topology.single_server(size)
     if isinstance(value, Topology):

@@ -21,7 +21,7 @@ from ..enums import DataType
 from ..errors import HcclError
 from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
-from .errors import MessageMismatchError
+from .errors import CommTimeoutError, MessageMismatchError
 from .request import Request
 from .stream import sync_stream
 
@@ -53,11 +53,11 @@ class PointToPoint:
     # ------------------------------------------------------------------ public API
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
         """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous)."""
-        self.isend(x, dst).wait(timeout)
+        self._blocking(self.isend(x, dst), timeout, dst, "recv")
 
     def recv(self, buf: Any, src: int, *, timeout: Optional[float] = None) -> Any:
         """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``."""
-        return self.irecv(buf, src).wait(timeout)
+        return self._blocking(self.irecv(buf, src), timeout, src, "send")
 
     def isend(self, x: Any, dst: int) -> Request:
         """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
@@ -69,13 +69,29 @@ class PointToPoint:
 
     def send_multi(self, items: Sequence[Any], dst: int, *, timeout: Optional[float] = None) -> None:
         """Send several buffers to ``dst`` as consecutive messages in one launch."""
-        self._post_send(self._items(items, "send_multi"), dst, "send_multi", single=False).wait(timeout)
+        self._blocking(self._post_send(self._items(items, "send_multi"), dst, "send_multi", single=False), timeout,
+                       dst, "recv_multi")
 
     def recv_multi(self, items: Sequence[Any], src: int, *, timeout: Optional[float] = None) -> List[Any]:
         """Receive consecutive messages from ``src`` into the given buffers; returns them."""
-        return self._post_recv(self._items(items, "recv_multi"), src, "recv_multi", single=False).wait(timeout)
+        return self._blocking(self._post_recv(self._items(items, "recv_multi"), src, "recv_multi", single=False),
+                              timeout, src, "send_multi")
 
     # ------------------------------------------------------------------ helpers
+    def _blocking(self, req: Request, timeout: Optional[float], peer: int, matching: str) -> Any:
+        """Wait for a blocking call's request; on timeout there is no request to wait on, so say what to check.
+
+        The transfer stays queued (it could still land in the buffer later), so the communicator is
+        marked unusable rather than left to corrupt a buffer the caller reuses.
+        """
+        try:
+            return req.wait(timeout)
+        except CommTimeoutError:
+            msg = (f"rank {self.comm.rank} of communicator {self.comm.name!r}: {req.what} did not complete within "
+                   f"{timeout:g} s; check that rank {peer} posts the matching {matching}")
+            self.comm._broken = msg
+            raise CommTimeoutError(msg) from None
+
     @staticmethod
     def _items(items: Any, what: str) -> List[Any]:
         if not isinstance(items, (list, tuple)):
@@ -205,7 +221,7 @@ class PointToPoint:
             p2p.drain(ctx, lane.res.main, lane.peer, lane.state)
             try:
                 batch.launch()
-                if not sync_stream(self.comm.binding, lane.stream, min(DRAIN_TIMEOUT_S, self.comm.timeout)):
+                if not sync_stream(self.comm.binding, lane.stream, min(DRAIN_TIMEOUT_S, self.comm.timeout or DRAIN_TIMEOUT_S)):
                     warnings.warn(f"rank {self.comm.rank}: destroy of {self.comm.name!r}: rank {lane.peer} never received "
                                   "an eager message sent to it", RuntimeWarning, stacklevel=3)
             except HcclError as exc:
