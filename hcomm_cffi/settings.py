@@ -147,8 +147,9 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("HCOMM_EAGER_LIMIT", "eager_limit", _size, DEFAULT_EAGER_LIMIT,
              "point-to-point messages up to this many bytes are sent eagerly"),
     Variable("HCOMM_TOPOLOGY", "topology", _shape, None, "SERVERSxDEVICES shape of the world communicator"),
-    Variable("HCOMM_CHECK_COLLECTIVES", "check_collectives", _flag, False,
-             "compare collective signatures across ranks on CANN"),
+    Variable("HCOMM_CHECK_COLLECTIVES", "check_collectives", _flag, None,
+             "compare every collective's signature across ranks before data moves (unset: on for the emulator, "
+             "off on CANN)"),
     Variable("HCOMM_BACKEND", "backend", lambda n, r: _choice(n, r, BACKENDS, "a backend"), None, "force sim or cann"),
     Variable("HCOMM_CANN_LIB_DIR", "cann_lib_dir", _path, None, "directory holding the CANN libraries"),
     Variable("HCOMM_SIM_CHECK", "sim_check", lambda n, r: _choice(n, r, CHECK_MODES, "a checker mode"), "warn",
@@ -190,7 +191,7 @@ class Settings:
     connect_timeout_s: float
     eager_limit: int
     topology: Optional[Tuple[int, int]]
-    check_collectives: bool
+    check_collectives: Optional[bool]
     backend: Optional[str]
     cann_lib_dir: Optional[str]
     sim_check: str

@@ -25,7 +25,7 @@ from ..errors import HcclError
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import MIB, Topology
 from ..resources import ENGINE, ResourceCache, Resources
-from . import live
+from . import consistency, live
 from .buffers import NO_STAGING, Buffer, Staging, as_buffer, new_like, overlaps
 from .errors import CommError, NotMemberError, wrap_failure
 from .point_to_point import PointToPoint
@@ -153,6 +153,8 @@ class Comm:
         self._children: Dict[Tuple[str, tuple], int] = {}
         self.parent_ranks = []
         self._p2p = PointToPoint(self)
+        self._seq = 0                      # collectives issued on this communicator (signature, flight recorder)
+        self._check_signatures = False
         self._res: Dict[tuple, Resources] = {}
         self._choices: Dict[tuple, Algorithm] = {}
         self._scratch_ptr: Any = None
@@ -179,6 +181,8 @@ class Comm:
         self._cache = ResourceCache(b, handle, self._stream)
         self._buffer_bytes = self._cache.local_buffer()[1]
         self._staging = getattr(b.lib, "backend_name", "cann") != "sim"
+        check = settings.value("HCOMM_CHECK_COLLECTIVES")
+        self._check_signatures = (not self._staging) if check is None else bool(check)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
 
@@ -325,6 +329,9 @@ class Comm:
         else:
             rp = staging.device_ptr(recv, copy_in=coll == "broadcast", copy_out=True)
         call = CollectiveCall(coll, sp, rp, count, dtype, op if op is not None else ReduceOp.SUM, root, recv_count)
+        self._seq += 1
+        if self._check_signatures:
+            self._compare_signatures(consistency.signature(self._seq, call, alg.name))
         batch = TaskBatch(self.binding)
         try:
             ctx = IssueContext(batch, self._resources(alg, call), rank=self.rank, size=self.size,
@@ -337,6 +344,22 @@ class Comm:
             raise self._fail(exc, f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)") from exc
         staging.finish()
         return alg.name
+
+    def _compare_signatures(self, sig: np.ndarray) -> None:
+        """Allgather every rank's signature of this call and raise on all ranks if any differs (nothing issued)."""
+        rows = np.empty((self.size, consistency.SIG_WORDS), np.int64)
+        staging = Staging(self.binding, self._staging)
+        try:
+            sp = staging.device_ptr(as_buffer(sig, "signature"))
+            rp = staging.device_ptr(as_buffer(rows, "signatures", writable=True), copy_in=False, copy_out=True)
+            self.binding.all_gather(sp, rp, consistency.SIG_WORDS, int(DataType.INT64), self._handle, self._stream)
+            sync_stream(self.binding, self._stream, None)
+            staging.finish()
+        except HcclError as exc:
+            raise self._fail(exc, f"signature check of collective #{self._seq}") from exc
+        msg = consistency.compare(rows, self.rank, self.name)
+        if msg is not None:
+            raise consistency.CollectiveMismatchError(msg)
 
     # ------------------------------------------------------------------ collectives
     def allreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto") -> Any:
