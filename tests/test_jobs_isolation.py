@@ -71,6 +71,7 @@ def test_other_users_segments_are_ignored_and_never_mapped():
         from hcomm_cffi.lib import load
 
         b = Binding(load("sim"))                               # init (which sweeps first) still works
+        b.set_device(0)                                        # CANN needs a device before any communicator
         comms = b.comm_init_all([0, 1])
         for c in comms:
             b.comm_destroy(c)
@@ -197,9 +198,9 @@ from hcomm_cffi.binding import get_binding
 from hcomm_cffi.bootstrap import discover
 state, rank = sys.argv[1], os.environ["RANK"]
 b = get_binding()
-spec = discover(b)
 b.acl_init()
-b.set_device(0)
+b.set_device(0)                                # CANN: a device before the root info
+spec = discover(b)
 comm = b.comm_init_root_info(spec.size, spec.root_info, spec.rank)
 child = subprocess.Popen(["sleep", "60"])      # a descendant in the rank's process group
 for name, value in (("pid", os.getpid()), ("child", child.pid), ("jobdir", os.environ["HCOMM_RUN_JOB_DIR"])):

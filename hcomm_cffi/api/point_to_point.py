@@ -87,6 +87,8 @@ class PointToPoint:
         try:
             return req.wait(timeout)
         except CommTimeoutError:
+            if timeout is None or self.comm._broken:   # the library's own timeout: already says everything
+                raise
             msg = (f"rank {self.comm.rank} of communicator {self.comm.name!r}: {req.what} did not complete within "
                    f"{timeout:g} s; check that rank {peer} posts the matching {matching}")
             self.comm._broken = msg
