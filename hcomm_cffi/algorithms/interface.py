@@ -85,12 +85,15 @@ class Algorithm:
 
     ``collectives`` lists what it implements (None: any collective name, for user patterns run with
     ``Comm.run_algorithm``); ``reduces_on_data_plane`` says its reductions use the data-plane reduce,
-    whose dtype/op limits then apply.
+    whose dtype/op limits then apply; ``replayable`` lets ``Comm`` replay its recorded schedule.
     """
 
     name: str = ""
     collectives: Optional[FrozenSet[str]] = frozenset(COLLECTIVES)
     reduces_on_data_plane: bool = True
+    #: the schedule depends only on the call's signature and whether it runs in place, so a recorded
+    #: task list can be replayed with new buffer addresses (``algorithms/replay.py``)
+    replayable: bool = True
 
     # -- what it supports ---------------------------------------------------------------
     def unsupported(self, coll: str, dtype: DataType, op: Optional[ReduceOp], topology: Topology) -> Optional[str]:

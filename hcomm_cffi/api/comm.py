@@ -17,6 +17,7 @@ from ..algorithms import registry
 from ..algorithms.context import NOTIFIES_PER_CHANNEL, IssueContext
 from ..algorithms.dryrun import dry_run
 from ..algorithms.interface import Algorithm, CollectiveCall
+from ..algorithms.replay import Schedule, capture
 from ..algorithms.tasks import TaskBatch
 from ..binding import Binding
 from .. import settings
@@ -156,6 +157,7 @@ class Comm:
         self._seq = 0                      # collectives issued on this communicator (signature, flight recorder)
         self._check_signatures = False
         self._res: Dict[tuple, Resources] = {}
+        self._schedules: Dict[tuple, Tuple[Resources, Schedule]] = {}
         self._choices: Dict[tuple, Algorithm] = {}
         self._scratch_ptr: Any = None
         self._scratch_size = 0
@@ -185,6 +187,11 @@ class Comm:
         self._check_signatures = (not self._staging) if check is None else bool(check)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
+        if self._check_signatures:
+            # the signature allgather is a library collective: set up its links now, while every rank is
+            # here, so a rank that later never calls a collective is a notify timeout naming it, not a hang
+            b.barrier(handle, self._stream)
+            sync_stream(b, self._stream, None)
 
     def _connect_peers(self) -> None:
         """Open the channel to every peer now (communicator creation is collective, p2p is not).
@@ -270,6 +277,7 @@ class Comm:
             b.destroy_stream(self._stream)
             self._cache.clear()
             self._res.clear()
+            self._schedules.clear()
 
     # ------------------------------------------------------------------ machinery
     def _scratch(self, nbytes: int) -> Any:
@@ -321,9 +329,10 @@ class Comm:
                                                        max(1, self._buffer_bytes // 2 // MIB))
         staging = Staging(self.binding, True) if self._staging else NO_STAGING
         sp = staging.device_ptr(send) if send is not None else None
+        in_place = send is not None and recv is not None and recv.ptr == send.ptr
         if recv is None:
             rp = None
-        elif send is not None and recv.ptr == send.ptr:
+        elif in_place:
             rp = sp
             staging._back.append((recv.ptr, sp, recv.nbytes)) if staging.needed and recv.device != "npu" else None
         else:
@@ -331,13 +340,10 @@ class Comm:
         call = CollectiveCall(coll, sp, rp, count, dtype, op if op is not None else ReduceOp.SUM, root, recv_count)
         self._seq += 1
         if self._check_signatures:
-            self._compare_signatures(consistency.signature(self._seq, call, alg.name))
-        batch = TaskBatch(self.binding)
+            self._compare_signatures(consistency.signature(self._seq, call, alg.name),
+                                     f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)")
         try:
-            ctx = IssueContext(batch, self._resources(alg, call), rank=self.rank, size=self.size,
-                               topology=self.topology, timeout_s=self.timeout, dtype=dtype, op=call.op,
-                               comm=self._handle, stream=self._stream, scratch=self._scratch)
-            alg.issue(ctx, call)
+            batch = self._issue(alg, call, in_place, send, recv)
             batch.launch()
             sync_stream(self.binding, self._stream, None)
         except HcclError as exc:
@@ -345,7 +351,29 @@ class Comm:
         staging.finish()
         return alg.name
 
-    def _compare_signatures(self, sig: np.ndarray) -> None:
+    def _issue(self, alg: Algorithm, call: CollectiveCall, in_place: bool, send: Optional[Buffer],
+               recv: Optional[Buffer]) -> TaskBatch:
+        """The batch of ``call``: the algorithm issues it the first time, later calls replay its schedule."""
+        res = self._resources(alg, call)
+        key = (alg, call.signature, in_place)
+        known = self._schedules.get(key)
+        bases = [(call.send, send.nbytes if send is not None else 0),
+                 (call.recv, recv.nbytes if recv is not None else 0), (self._scratch_ptr, self._scratch_size)]
+        if known is not None and known[0] is res:
+            return known[1].bind(self.binding, bases)
+        batch = TaskBatch(self.binding)
+        ctx = IssueContext(batch, res, rank=self.rank, size=self.size, topology=self.topology,
+                           timeout_s=self.timeout, dtype=call.dtype, op=call.op, comm=self._handle,
+                           stream=self._stream, scratch=self._scratch)
+        alg.issue(ctx, call)
+        if alg.replayable:
+            if len(self._schedules) > 4096:
+                self._schedules.clear()
+            bases[2] = (self._scratch_ptr, self._scratch_size)   # issue() may have allocated it
+            self._schedules[key] = (res, capture(batch, bases))
+        return batch
+
+    def _compare_signatures(self, sig: np.ndarray, what: str) -> None:
         """Allgather every rank's signature of this call and raise on all ranks if any differs (nothing issued)."""
         rows = np.empty((self.size, consistency.SIG_WORDS), np.int64)
         staging = Staging(self.binding, self._staging)
@@ -356,7 +384,7 @@ class Comm:
             sync_stream(self.binding, self._stream, None)
             staging.finish()
         except HcclError as exc:
-            raise self._fail(exc, f"signature check of collective #{self._seq}") from exc
+            raise self._fail(exc, f"{what}, comparing the signatures of collective #{self._seq}") from exc
         msg = consistency.compare(rows, self.rank, self.name)
         if msg is not None:
             raise consistency.CollectiveMismatchError(msg)
