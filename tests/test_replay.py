@@ -66,8 +66,7 @@ def body(rank: int, n: int, root_info: bytes, algo: str, coll: str) -> Dict[str,
         seen["other_signatures"] = issued[0]
         run(100, np.float32, 8, True)                    # the first signature: still replayed
         seen["back"] = issued[0]
-        w._cache.clear()                                 # resources re-acquired: the old schedules are stale
-        w._res.clear()
+        w._forget_resources()                            # resources re-acquired: the old schedules are stale
         run(100, np.float32, 9, True)
         seen["after_new_resources"] = issued[0]
         return seen

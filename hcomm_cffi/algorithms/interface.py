@@ -15,8 +15,7 @@ or subclass :class:`Algorithm` and override :meth:`~Algorithm.issue`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Iterable, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Iterable, NamedTuple, Optional, Tuple
 
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, ReduceOp
 from ..plan import RankResources, Topology
@@ -41,8 +40,7 @@ class UnsupportedError(ValueError):
     """This collective/algorithm/dtype/op combination cannot run; the message names the alternatives."""
 
 
-@dataclass(frozen=True)
-class CollectiveCall:
+class CollectiveCall(NamedTuple):
     """One call of a collective on one rank: pointers (``char *``), element count, type, op, root.
 
     ``count`` is the vector length for allreduce/broadcast/reduce, the per-rank block for

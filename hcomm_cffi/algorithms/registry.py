@@ -173,8 +173,9 @@ def resolve(spec: AlgorithmSpec) -> Algorithm:
 
 def check_algorithm(spec: Any) -> AlgorithmSpec:
     """Validate an ``algorithm=`` argument before any work (references are imported now)."""
-    if spec != "auto":
-        resolve(spec)
+    if spec.__class__ is str and (spec == "auto" or spec in _registered):   # the per-call fast path
+        return spec
+    resolve(spec)
     return spec
 
 

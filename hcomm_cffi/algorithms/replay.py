@@ -33,22 +33,31 @@ def address(ptr: Any) -> int:
 class Schedule:
     """A captured task list: the calls, which of their arguments are buffer addresses, and the buffers then."""
 
-    __slots__ = ("calls", "unbatched", "patches", "addrs", "tasks")
+    __slots__ = ("calls", "unbatched", "patches", "ptrs", "tasks")
 
     def __init__(self, calls: List[Tuple[Any, tuple]], unbatched: Sequence[int],
-                 patches: List[Tuple[int, Tuple[Tuple[int, int, int], ...]]], addrs: Tuple[int, ...]) -> None:
+                 patches: List[Tuple[int, Tuple[Tuple[int, int, int], ...]]], ptrs: Tuple[Any, ...]) -> None:
         self.calls = calls
         self.unbatched = frozenset(unbatched)
         self.patches = patches      # (call index, ((arg index, base index, offset), ...)), calls that need it
-        self.addrs = addrs          # the bases' addresses at capture
+        self.ptrs = ptrs            # the bases' pointers at capture (cdata compare by address)
         self.tasks = len(calls)
+
+    def _same_buffers(self, bases: Sequence[Base]) -> bool:
+        for (p, _), q in zip(bases, self.ptrs):
+            if p is None or q is None:
+                if p is not q:
+                    return False
+            elif p != q:
+                return False
+        return True
 
     def bind(self, binding: Any, bases: Sequence[Base]) -> TaskBatch:
         """A batch of the recorded calls for ``bases`` (the same buffers: the recorded calls themselves)."""
         batch = TaskBatch(binding)
-        batch._unbatched = set(self.unbatched)
-        addrs = tuple(address(p) for p, _ in bases)
-        if addrs == self.addrs:
+        if self.unbatched:
+            batch._unbatched = set(self.unbatched)
+        if not self.patches or self._same_buffers(bases):
             batch.calls = self.calls           # launch only reads it
             return batch
         calls = list(self.calls)
@@ -79,4 +88,4 @@ def capture(batch: TaskBatch, bases: Sequence[Base]) -> Schedule:
                     break
         if fixes:
             patches.append((i, tuple(fixes)))
-    return Schedule(list(batch.calls), sorted(batch._unbatched), patches, tuple(lo for lo, _ in ranges))
+    return Schedule(list(batch.calls), sorted(batch._unbatched), patches, tuple(p for p, _ in bases))

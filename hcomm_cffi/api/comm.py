@@ -157,7 +157,7 @@ class Comm:
         self._seq = 0                      # collectives issued on this communicator (signature, flight recorder)
         self._check_signatures = False
         self._res: Dict[tuple, Resources] = {}
-        self._schedules: Dict[tuple, Tuple[Resources, Schedule]] = {}
+        self._schedules: Dict[tuple, Schedule] = {}    # recorded on the resources in self._res
         self._choices: Dict[tuple, Algorithm] = {}
         self._scratch_ptr: Any = None
         self._scratch_size = 0
@@ -275,9 +275,7 @@ class Comm:
                 b.destroy_stream(lane.stream)
             self._p2p.lanes.clear()
             b.destroy_stream(self._stream)
-            self._cache.clear()
-            self._res.clear()
-            self._schedules.clear()
+            self._forget_resources()
 
     # ------------------------------------------------------------------ machinery
     def _scratch(self, nbytes: int) -> Any:
@@ -299,6 +297,7 @@ class Comm:
                 spec = dry_run(alg, self.topology, call, self._buffer_bytes, declared=False).resources_for(self.rank)
             if len(self._res) > 4096:
                 self._res.clear()
+                self._schedules.clear()
             res = self._res[key] = self._cache.get(alg.name, spec)
         return res
 
@@ -318,8 +317,12 @@ class Comm:
     def _run(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
              dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0,
              recv_count: Optional[int] = None) -> str:
-        """Choose the algorithm, let it issue ``coll`` into one batch, launch it and wait; returns its name."""
-        self._check_usable(coll)
+        """Choose the algorithm, issue (or replay) ``coll`` into one batch, launch it and wait; returns its name.
+
+        The caller checked that the communicator is usable.  Everything derived from the call's
+        signature (the algorithm, its resources, its recorded schedule) is cached, so a repeated
+        call costs a few dictionary lookups on top of the library calls.
+        """
         key = (algorithm, coll, nbytes, dtype, op, root)
         alg = self._choices.get(key)
         if alg is None:
@@ -327,51 +330,61 @@ class Comm:
                 self._choices.clear()
             alg = self._choices[key] = registry.choose(algorithm, coll, self.topology, nbytes, dtype, op, root,
                                                        max(1, self._buffer_bytes // 2 // MIB))
-        staging = Staging(self.binding, True) if self._staging else NO_STAGING
-        sp = staging.device_ptr(send) if send is not None else None
         in_place = send is not None and recv is not None and recv.ptr == send.ptr
-        if recv is None:
-            rp = None
-        elif in_place:
-            rp = sp
-            staging._back.append((recv.ptr, sp, recv.nbytes)) if staging.needed and recv.device != "npu" else None
+        staging = NO_STAGING
+        if self._staging:
+            staging = Staging(self.binding, True)
+            sp = staging.device_ptr(send) if send is not None else None
+            if in_place:
+                rp = sp
+                if recv.device != "npu":   # type: ignore[union-attr]
+                    staging._back.append((recv.ptr, sp, recv.nbytes))   # type: ignore[union-attr]
+            else:
+                rp = staging.device_ptr(recv, copy_in=coll == "broadcast", copy_out=True) if recv else None
         else:
-            rp = staging.device_ptr(recv, copy_in=coll == "broadcast", copy_out=True)
-        call = CollectiveCall(coll, sp, rp, count, dtype, op if op is not None else ReduceOp.SUM, root, recv_count)
+            sp = send.ptr if send is not None else None
+            rp = recv.ptr if recv is not None else None
+        call = CollectiveCall(coll, sp, rp, count, dtype, ReduceOp.SUM if op is None else op, root, recv_count)
         self._seq += 1
         if self._check_signatures:
             self._compare_signatures(consistency.signature(self._seq, call, alg.name),
                                      f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)")
         try:
-            batch = self._issue(alg, call, in_place, send, recv)
-            batch.launch()
-            sync_stream(self.binding, self._stream, None)
+            self._issue(alg, call, in_place, send, recv).launch()
+            self.binding.synchronize_stream(self._stream)
         except HcclError as exc:
             raise self._fail(exc, f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)") from exc
-        staging.finish()
+        if staging is not NO_STAGING:
+            staging.finish()
         return alg.name
 
     def _issue(self, alg: Algorithm, call: CollectiveCall, in_place: bool, send: Optional[Buffer],
                recv: Optional[Buffer]) -> TaskBatch:
         """The batch of ``call``: the algorithm issues it the first time, later calls replay its schedule."""
-        res = self._resources(alg, call)
-        key = (alg, call.signature, in_place)
+        key = (alg, call.coll, call.count, call.dtype, call.op, call.root, call.recv_count, in_place)
+        bases = ((call.send, 0 if send is None else send.count * send.dtype.itemsize),
+                 (call.recv, 0 if recv is None else recv.count * recv.dtype.itemsize),
+                 (self._scratch_ptr, self._scratch_size))
         known = self._schedules.get(key)
-        bases = [(call.send, send.nbytes if send is not None else 0),
-                 (call.recv, recv.nbytes if recv is not None else 0), (self._scratch_ptr, self._scratch_size)]
-        if known is not None and known[0] is res:
-            return known[1].bind(self.binding, bases)
+        if known is not None:
+            return known.bind(self.binding, bases)
         batch = TaskBatch(self.binding)
-        ctx = IssueContext(batch, res, rank=self.rank, size=self.size, topology=self.topology,
-                           timeout_s=self.timeout, dtype=call.dtype, op=call.op, comm=self._handle,
-                           stream=self._stream, scratch=self._scratch)
+        ctx = IssueContext(batch, self._resources(alg, call), rank=self.rank, size=self.size,
+                           topology=self.topology, timeout_s=self.timeout, dtype=call.dtype, op=call.op,
+                           comm=self._handle, stream=self._stream, scratch=self._scratch)
         alg.issue(ctx, call)
         if alg.replayable:
             if len(self._schedules) > 4096:
                 self._schedules.clear()
-            bases[2] = (self._scratch_ptr, self._scratch_size)   # issue() may have allocated it
-            self._schedules[key] = (res, capture(batch, bases))
+            # issue() may have allocated the scratch memory
+            self._schedules[key] = capture(batch, bases[:2] + ((self._scratch_ptr, self._scratch_size),))
         return batch
+
+    def _forget_resources(self) -> None:
+        """Drop every cached resource set and the schedules recorded on them (they name their handles)."""
+        self._cache.clear()
+        self._res.clear()
+        self._schedules.clear()
 
     def _compare_signatures(self, sig: np.ndarray, what: str) -> None:
         """Allgather every rank's signature of this call and raise on all ranks if any differs (nothing issued)."""
