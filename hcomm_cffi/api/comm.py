@@ -8,6 +8,7 @@ ranks unchanged.  Arguments are validated before any library call.
 """
 from __future__ import annotations
 
+import warnings
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -24,13 +25,14 @@ from ..enums import DataType, ReduceOp, parse_reduce_op
 from ..errors import HcclError
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import MIB, Topology
-from ..resources import ENGINE, ResourceCache, Resources
+from ..resources import ENGINE, Resources
 from . import live
 from .buffers import NO_STAGING, Buffer, Staging, as_buffer, new_like, overlaps
 from .errors import CommError, NotMemberError, wrap_failure
-from .point_to_point import PointToPoint
+from .nonblocking import Pending, request_for
+from .point_to_point import DRAIN_TIMEOUT_S, PointToPoint
 from .request import Request
-from .stream import sync_stream
+from .streams import StreamTargets, Target
 
 __all__ = ["Comm", "DEFAULT_EAGER_LIMIT"]
 
@@ -153,10 +155,11 @@ class Comm:
         self._children: Dict[Tuple[str, tuple], int] = {}
         self.parent_ranks = []
         self._p2p = PointToPoint(self)
-        self._res: Dict[tuple, Resources] = {}
         self._choices: Dict[tuple, Algorithm] = {}
         self._scratch_ptr: Any = None
         self._scratch_size = 0
+        self._retired: List[Any] = []          # scratch buffers a started collective may still use
+        self._inflight: "set[Pending]" = set()  # started collectives not yet seen complete
 
     @classmethod
     def _from_handle(cls, binding: Binding, handle: Any, name: str, topology: TopologyArg = None,
@@ -176,8 +179,8 @@ class Comm:
         self._eager_limit = _eager(eager_limit)
         self.topology = _topology(topology, self.size)
         self._stream = b.create_stream()
-        self._cache = ResourceCache(b, handle, self._stream)
-        self._buffer_bytes = self._cache.local_buffer()[1]
+        self._targets = StreamTargets(b, handle, self._stream, self.name)
+        self._buffer_bytes = self._targets.own.cache.local_buffer()[1]
         self._staging = getattr(b.lib, "backend_name", "cann") != "sim"
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
@@ -252,42 +255,62 @@ class Comm:
         b = self.binding
         try:
             if not self._broken:
+                self._drain_inflight()
                 self._p2p.drain()
         finally:
             live.unregister(self)
             handle, self._handle = self._handle, None
-            if self._scratch_ptr is not None:
-                b.free(self._scratch_ptr)
-                self._scratch_ptr = None
+            for ptr in self._retired + ([self._scratch_ptr] if self._scratch_ptr is not None else []):
+                b.free(ptr)
+            self._retired.clear()
+            self._scratch_ptr = None
             b.comm_destroy(handle)
             for lane in self._p2p.lanes.values():
                 b.destroy_stream(lane.stream)
             self._p2p.lanes.clear()
             b.destroy_stream(self._stream)
-            self._cache.clear()
-            self._res.clear()
+            self._targets.clear()
+
+    def _drain_inflight(self) -> None:
+        """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
+        for pending in list(self._inflight):
+            try:
+                if not pending.sync(min(DRAIN_TIMEOUT_S, self.timeout or DRAIN_TIMEOUT_S)):
+                    warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: {pending.what} never completed",
+                                  RuntimeWarning, stacklevel=3)
+            except CommError as exc:
+                warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: {exc}", RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ machinery
     def _scratch(self, nbytes: int) -> Any:
+        """Scratch memory of at least ``nbytes``; a smaller old one is retired (a started collective may use it)."""
         if nbytes > self._scratch_size:
             if self._scratch_ptr is not None:
-                self.binding.free(self._scratch_ptr)
+                self._retired.append(self._scratch_ptr)
                 self._scratch_ptr = None
-            self._scratch_ptr = self.binding.malloc(max(nbytes, 4096))
-            self._scratch_size = max(nbytes, 4096)
+            size = max(nbytes, 4096, 2 * self._scratch_size)  # doubling: retired buffers total < the live one
+            self._scratch_ptr = self.binding.malloc(size)
+            self._scratch_size = size
         return self._scratch_ptr
 
-    def _resources(self, alg: Algorithm, call: CollectiveCall) -> Resources:
-        """What ``alg`` declares for this call, or what a dry run of its schedule derives (and checks)."""
+    def _free_retired(self) -> None:
+        """Free retired scratch once no started collective can still use it."""
+        if self._retired and not self._inflight:
+            for ptr in self._retired:
+                self.binding.free(ptr)
+            self._retired.clear()
+
+    def _resources(self, alg: Algorithm, call: CollectiveCall, target: Target) -> Resources:
+        """What ``alg`` declares for this call on ``target``'s stream, or what a dry run of its schedule derives."""
         key = (alg, call.signature)
-        res = self._res.get(key)
+        res = target.res.get(key)
         if res is None:
             spec = alg.resources(self.topology, call, self.rank)
             if spec is None:
                 spec = dry_run(alg, self.topology, call, self._buffer_bytes, declared=False).resources_for(self.rank)
-            if len(self._res) > 4096:
-                self._res.clear()
-            res = self._res[key] = self._cache.get(alg.name, spec)
+            if len(target.res) > 4096:
+                target.res.clear()
+            res = target.res[key] = target.cache.get(alg.name, spec)
         return res
 
     def _fail(self, exc: HcclError, where: str) -> CommError:
@@ -306,7 +329,16 @@ class Comm:
     def _run(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
              dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0,
              recv_count: Optional[int] = None) -> str:
-        """Choose the algorithm, let it issue ``coll`` into one batch, launch it and wait; returns its name."""
+        """Start ``coll`` (see :meth:`_start`) and wait for it; returns the algorithm's name."""
+        pending = self._start(coll, algorithm, send, recv, count, dtype, op, root, nbytes, recv_count)
+        pending.sync(None)
+        self._free_retired()
+        return pending.algorithm
+
+    def _start(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
+               dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0,
+               recv_count: Optional[int] = None, stream: Any = None) -> Pending:
+        """Choose the algorithm, let it issue ``coll`` into one batch and launch it on the stream; do not wait."""
         self._check_usable(coll)
         key = (algorithm, coll, nbytes, dtype, op, root)
         alg = self._choices.get(key)
@@ -325,40 +357,61 @@ class Comm:
         else:
             rp = staging.device_ptr(recv, copy_in=coll == "broadcast", copy_out=True)
         call = CollectiveCall(coll, sp, rp, count, dtype, op if op is not None else ReduceOp.SUM, root, recv_count)
+        target = self._targets.get(stream)
         batch = TaskBatch(self.binding)
+        what = f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)"
         try:
-            ctx = IssueContext(batch, self._resources(alg, call), rank=self.rank, size=self.size,
+            ctx = IssueContext(batch, self._resources(alg, call, target), rank=self.rank, size=self.size,
                                topology=self.topology, timeout_s=self.timeout, dtype=dtype, op=call.op,
-                               comm=self._handle, stream=self._stream, scratch=self._scratch)
+                               comm=self._handle, stream=target.stream, scratch=self._scratch)
             alg.issue(ctx, call)
+            self._targets.order(target)
             batch.launch()
-            sync_stream(self.binding, self._stream, None)
         except HcclError as exc:
-            raise self._fail(exc, f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)") from exc
-        staging.finish()
-        return alg.name
+            raise self._fail(exc, what) from exc
+        pending = Pending(self, what, target.stream, staging, (send, recv), alg.name)
+        self._inflight.add(pending)
+        return pending
+
+    def _issue(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
+               dtype: DataType, op: Optional[ReduceOp], root: int, nbytes: int, result: Any, async_op: bool,
+               stream: Any) -> Any:
+        """Blocking: run and return ``result``; ``async_op`` or ``stream``: start and return a Request for it."""
+        if not async_op and stream is None:
+            self._run(coll, algorithm, send, recv, count, dtype, op, root, nbytes)
+            return result
+        return request_for(self._start(coll, algorithm, send, recv, count, dtype, op, root, nbytes, None, stream),
+                           result)
 
     # ------------------------------------------------------------------ collectives
-    def allreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto") -> Any:
-        """Reduce ``x`` over all ranks; the result replaces ``x`` (or goes to ``out``), which is returned."""
+    def allreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
+                  stream: Any = None) -> Any:
+        """Reduce ``x`` over all ranks; the result replaces ``x`` (or goes to ``out``), which is returned.
+
+        ``async_op=True`` returns a :class:`Request` at once (wait() returns the result); ``stream=`` (an
+        ACL stream) enqueues the collective after the work on that stream and returns a Request without
+        synchronising (see :mod:`hcomm_cffi.api.streams`).  The same two keywords exist on every collective.
+        """
         self._check_usable("allreduce")
         rop = _op(op)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x", writable=out is None)
         ob = xb if out is None else self._out(out, xb.count, xb, "allreduce")
-        self._run("allreduce", algorithm, xb, ob, xb.count, xb.dtype, rop, 0, xb.nbytes)
-        return x if out is None else out
+        return self._issue("allreduce", algorithm, xb, ob, xb.count, xb.dtype, rop, 0, xb.nbytes,
+                           x if out is None else out, async_op, stream)
 
-    def broadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
+    def broadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto", async_op: bool = False,
+                  stream: Any = None) -> Any:
         """Copy ``x`` of rank ``root`` into ``x`` on every rank (in place); returns ``x``."""
         self._check_usable("broadcast")
         root = self._rank_arg("root", root)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x", writable=self.rank != root)
-        self._run("broadcast", algorithm, xb, xb, xb.count, xb.dtype, None, root, xb.nbytes)
-        return x
+        return self._issue("broadcast", algorithm, xb, xb, xb.count, xb.dtype, None, root, xb.nbytes, x, async_op,
+                           stream)
 
-    def allgather(self, x: Any, *, out: Any = None, algorithm: str = "auto") -> Any:
+    def allgather(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
+                  stream: Any = None) -> Any:
         """Every rank's ``x`` stacked in rank order: ``out`` has shape (size, *x.shape)."""
         self._check_usable("allgather")
         registry.check_algorithm(algorithm)
@@ -366,10 +419,11 @@ class Comm:
         if out is None:
             out = new_like(x, (self.size,) + xb.shape, xb.dtype)
         ob = self._out(out, self.size * xb.count, xb, "allgather", exclusive=True)
-        self._run("allgather", algorithm, xb, ob, xb.count, xb.dtype, None, 0, ob.nbytes)
-        return out
+        return self._issue("allgather", algorithm, xb, ob, xb.count, xb.dtype, None, 0, ob.nbytes, out, async_op,
+                           stream)
 
-    def reduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto") -> Any:
+    def reduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
+                       async_op: bool = False, stream: Any = None) -> Any:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
         self._check_usable("reduce_scatter")
         rop = _op(op)
@@ -381,10 +435,11 @@ class Comm:
                 else (block,)
             out = new_like(x, shape, xb.dtype)
         ob = self._out(out, block, xb, "reduce_scatter", exclusive=True)
-        self._run("reduce_scatter", algorithm, xb, ob, block, xb.dtype, rop, 0, xb.nbytes)
-        return out
+        return self._issue("reduce_scatter", algorithm, xb, ob, block, xb.dtype, rop, 0, xb.nbytes, out, async_op,
+                           stream)
 
-    def reduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto") -> Any:
+    def reduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
+               async_op: bool = False, stream: Any = None) -> Any:
         """Reduce ``x`` onto ``root`` (into ``out``, or ``x`` in place there); returns the result on root, else None."""
         self._check_usable("reduce")
         root = self._rank_arg("root", root)
@@ -395,12 +450,12 @@ class Comm:
         ob: Optional[Buffer] = None
         if is_root:
             ob = xb if out is None else self._out(out, xb.count, xb, "reduce")
-        self._run("reduce", algorithm, xb, ob, xb.count, xb.dtype, rop, root, xb.nbytes)
-        if not is_root:
-            return None
-        return x if out is None else out
+        result = None if not is_root else (x if out is None else out)
+        return self._issue("reduce", algorithm, xb, ob, xb.count, xb.dtype, rop, root, xb.nbytes, result, async_op,
+                           stream)
 
-    def alltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto") -> Any:
+    def alltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
+                 stream: Any = None) -> Any:
         """Block j of ``x`` goes to rank j; block i of ``out`` comes from rank i."""
         self._check_usable("alltoall")
         registry.check_algorithm(algorithm)
@@ -409,14 +464,46 @@ class Comm:
         if out is None:
             out = new_like(x, xb.shape, xb.dtype)
         ob = self._out(out, xb.count, xb, "alltoall", exclusive=True)
-        self._run("alltoall", algorithm, xb, ob, block, xb.dtype, None, 0, xb.nbytes)
-        return out
+        return self._issue("alltoall", algorithm, xb, ob, block, xb.dtype, None, 0, xb.nbytes, out, async_op,
+                           stream)
 
-    def barrier(self, *, algorithm: str = "auto") -> None:
-        """Return once every rank has entered the barrier."""
+    def barrier(self, *, algorithm: str = "auto", async_op: bool = False, stream: Any = None) -> Any:
+        """Return once every rank has entered the barrier (None; a Request with ``async_op``/``stream``)."""
         self._check_usable("barrier")
         registry.check_algorithm(algorithm)
-        self._run("barrier", algorithm, None, None, 0, DataType.INT8, None, 0, 0)
+        return self._issue("barrier", algorithm, None, None, 0, DataType.INT8, None, 0, 0, None, async_op, stream)
+
+    # ------------------------------------------------------------------ nonblocking (MPI names)
+    def iallreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
+                   stream: Any = None) -> Request:
+        """Start an allreduce; wait() on the Request returns the result (``x`` or ``out``)."""
+        return self.allreduce(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream)
+
+    def ibroadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto", stream: Any = None) -> Request:
+        """Start a broadcast; wait() returns ``x``."""
+        return self.broadcast(x, root, algorithm=algorithm, async_op=True, stream=stream)
+
+    def iallgather(self, x: Any, *, out: Any = None, algorithm: str = "auto", stream: Any = None) -> Request:
+        """Start an allgather; wait() returns ``out``."""
+        return self.allgather(x, out=out, algorithm=algorithm, async_op=True, stream=stream)
+
+    def ireduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
+                        stream: Any = None) -> Request:
+        """Start a reduce_scatter; wait() returns ``out``."""
+        return self.reduce_scatter(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream)
+
+    def ireduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
+                stream: Any = None) -> Request:
+        """Start a reduce; wait() returns the result on root, None elsewhere."""
+        return self.reduce(x, root, op, out=out, algorithm=algorithm, async_op=True, stream=stream)
+
+    def ialltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto", stream: Any = None) -> Request:
+        """Start an alltoall; wait() returns ``out``."""
+        return self.alltoall(x, out=out, algorithm=algorithm, async_op=True, stream=stream)
+
+    def ibarrier(self, *, algorithm: str = "auto", stream: Any = None) -> Request:
+        """Start a barrier; wait() returns None once every rank has entered it."""
+        return self.barrier(algorithm=algorithm, async_op=True, stream=stream)
 
     def run_algorithm(self, algorithm: Any, x: Any, *, out: Any = None, op: Any = None, root: int = 0,
                       collective: Optional[str] = None) -> Any:
