@@ -96,12 +96,19 @@ class Comm:
 
     def __init__(self, name: str, ranks: Optional[Sequence[int]] = None, *, parent: Optional["Comm"] = None,
                  topology: TopologyArg = None, eager_limit: Optional[int] = None,
-                 timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, buffer_size_mb: Optional[int] = None) -> None:
+        """Create a sub-communicator of ``parent`` (default: the world) over ``ranks`` (default: all).
+
+        ``buffer_size_mb``: this communicator's HCCL buffer half size in MiB (the vendor's
+        ``hcclBufferSize``; default ``HCCL_BUFFSIZE``, which is process-wide).
+        """
         parent = parent if parent is not None else live.get_world()
         parent._check_usable("Comm()")
         if not isinstance(name, str) or not name or len(name.encode()) > 127 or not name.isascii():
             raise ValueError(f"name={name!r}; expected a non-empty ASCII string of at most 127 bytes")
         ids = list(range(parent.size)) if ranks is None else self._check_ranks(ranks, parent)
+        if buffer_size_mb is not None:
+            make_comm_config(buffer_size_mb=buffer_size_mb)  # validate on every rank, members or not
         self._blank(parent.binding, name)
         self.parent_ranks = ids
         if parent.rank not in ids:
@@ -114,7 +121,7 @@ class Comm:
         nth = parent._children.get(key, 0)
         parent._children[key] = nth + 1
         sub_id = zlib.crc32(f"{parent.name}/{name}/{ids}/{nth}".encode())
-        cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}")
+        cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}", buffer_size_mb=buffer_size_mb)
         handle = self.binding.create_sub_comm(parent._handle, ids, sub_id, ids.index(parent.rank), cfg)
         try:
             self._setup(handle, topo, eager, tmo)
@@ -160,6 +167,7 @@ class Comm:
         self._scratch_size = 0
         self._retired: List[Any] = []          # scratch buffers a started collective may still use
         self._inflight: "set[Pending]" = set()  # started collectives not yet seen complete
+        self._splits = 0                        # split() calls so far (collective: equal on every rank)
 
     @classmethod
     def _from_handle(cls, binding: Binding, handle: Any, name: str, topology: TopologyArg = None,
@@ -222,6 +230,22 @@ class Comm:
     @eager_limit.setter
     def eager_limit(self, value: int) -> None:
         self._eager_limit = _eager(value)
+
+    @property
+    def handle(self) -> Any:
+        """The ``HcclComm`` handle (for fused operators and direct library calls); None on a null communicator."""
+        return self._handle
+
+    @property
+    def comm_name(self) -> str:
+        """The library's name of this communicator (HcclGetCommName; as torch_npu's ``get_hccl_comm_name``)."""
+        self._check_usable("comm_name")
+        return self.binding.get_comm_name(self._handle)
+
+    @property
+    def buffer_bytes(self) -> int:
+        """Size of this rank's HCCL buffer in bytes (2 x the buffer size in MiB)."""
+        return self._buffer_bytes
 
     def __bool__(self) -> bool:
         return self._member
@@ -532,6 +556,40 @@ class Comm:
             raise ValueError("run_algorithm: out overlaps x; expected separate buffers (or out=None for in place)")
         self._run(collective, alg, xb, ob, xb.count, xb.dtype, rop, root, xb.nbytes, ob.count)
         return x if out is None else out
+
+    # ------------------------------------------------------------------ split (MPI_Comm_split)
+    def split(self, color: Optional[int], key: int = 0, *, name: Optional[str] = None,
+              buffer_size_mb: Optional[int] = None, topology: TopologyArg = None) -> "Comm":
+        """Collective over this communicator: ranks with the same ``color`` form a new communicator.
+
+        Ranks are ordered by ``key``, then by their rank here, as MPI_Comm_split.  ``color`` None or
+        negative (MPI_UNDEFINED) gives a null communicator.  Default name: ``split<n>.<color>``.
+        """
+        self._check_usable("split")
+        for arg, value in (("color", color), ("key", key)):
+            if value is None and arg == "color":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -2**62 < value < 2**62:
+                raise TypeError(f"split: {arg}={value!r}; expected an int" + (" (or None)" if arg == "color" else ""))
+        mine = -1 if color is None or color < 0 else int(color)
+        table = self.allgather(np.array([mine, int(key)], np.int64))
+        nth = self._splits
+        self._splits += 1
+        label = name if name is not None else f"split{nth}.{mine}"
+        if mine < 0:
+            return Comm._null(self, label, [])
+        members = [r for _, r in sorted((int(k), r) for r, (c, k) in enumerate(table.tolist()) if c == mine)]
+        return Comm(label, ranks=members, parent=self, topology=topology, buffer_size_mb=buffer_size_mb)
+
+    @classmethod
+    def _null(cls, parent: "Comm", name: str, ranks: List[int]) -> "Comm":
+        """The null communicator a rank outside ``ranks`` holds."""
+        self = cls.__new__(cls)
+        self._blank(parent.binding, name)
+        self.parent_ranks = ranks
+        self.size = len(ranks)
+        self._member = False
+        return self
 
     # ------------------------------------------------------------------ point-to-point (PointToPoint)
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
