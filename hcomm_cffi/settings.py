@@ -178,6 +178,8 @@ VARIABLES: Tuple[Variable, ...] = (
              "hcomm bench internal: HCOMM_SIM_CHECK was defaulted to off by hcomm bench"),
     Variable("HCOMM_MAX_RANKS", "max_ranks", lambda n, r: parse_int(n, r, 1, None, " number of ranks"), None,
              "most local ranks hcomm run / hcomm bench start (default: a multiple of the CPU count)"),
+    Variable("HCOMM_MAX_STREAMS", "max_streams", lambda n, r: parse_int(n, r, 1, 64, " number of streams"), 4,
+             "most user streams one communicator runs stream-ordered collectives on (each keeps its threads)"),
 )
 _BY_NAME: Dict[str, Variable] = {v.name: v for v in VARIABLES}
 
@@ -211,6 +213,7 @@ class Settings:
     bench_corrupt: Optional[str]
     bench_sim_check_defaulted: bool
     max_ranks: Optional[int]
+    max_streams: int
     raw: Tuple[Tuple[str, str], ...] = ()
 
     @property

@@ -8,6 +8,7 @@ ranks unchanged.  Arguments are validated before any library call.
 """
 from __future__ import annotations
 
+import warnings
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -25,13 +26,14 @@ from ..enums import DataType, ReduceOp, parse_reduce_op
 from ..errors import HcclError
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import MIB, Topology
-from ..resources import ENGINE, ResourceCache, Resources
+from ..resources import ENGINE, Resources
 from . import consistency, live
 from .buffers import NO_STAGING, Buffer, Staging, as_buffer, new_like, overlaps
 from .errors import CommError, NotMemberError, wrap_failure
-from .point_to_point import PointToPoint
+from .nonblocking import Pending, request_for
+from .point_to_point import DRAIN_TIMEOUT_S, PointToPoint
 from .request import Request
-from .stream import sync_stream
+from .streams import StreamTargets, Target, sync_stream
 
 __all__ = ["Comm", "DEFAULT_EAGER_LIMIT"]
 
@@ -95,12 +97,19 @@ class Comm:
 
     def __init__(self, name: str, ranks: Optional[Sequence[int]] = None, *, parent: Optional["Comm"] = None,
                  topology: TopologyArg = None, eager_limit: Optional[int] = None,
-                 timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, buffer_size_mb: Optional[int] = None) -> None:
+        """Create a sub-communicator of ``parent`` (default: the world) over ``ranks`` (default: all).
+
+        ``buffer_size_mb``: this communicator's HCCL buffer half size in MiB (the vendor's
+        ``hcclBufferSize``; default ``HCCL_BUFFSIZE``, which is process-wide).
+        """
         parent = parent if parent is not None else live.get_world()
         parent._check_usable("Comm()")
         if not isinstance(name, str) or not name or len(name.encode()) > 127 or not name.isascii():
             raise ValueError(f"name={name!r}; expected a non-empty ASCII string of at most 127 bytes")
         ids = list(range(parent.size)) if ranks is None else self._check_ranks(ranks, parent)
+        if buffer_size_mb is not None:
+            make_comm_config(buffer_size_mb=buffer_size_mb)  # validate on every rank, members or not
         self._blank(parent.binding, name)
         self.parent_ranks = ids
         if parent.rank not in ids:
@@ -113,7 +122,7 @@ class Comm:
         nth = parent._children.get(key, 0)
         parent._children[key] = nth + 1
         sub_id = zlib.crc32(f"{parent.name}/{name}/{ids}/{nth}".encode())
-        cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}")
+        cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}", buffer_size_mb=buffer_size_mb)
         handle = self.binding.create_sub_comm(parent._handle, ids, sub_id, ids.index(parent.rank), cfg)
         try:
             self._setup(handle, topo, eager, tmo)
@@ -156,11 +165,12 @@ class Comm:
         self._p2p = PointToPoint(self)
         self._seq = 0                      # collectives issued on this communicator (signature, flight recorder)
         self._check_signatures = False
-        self._res: Dict[tuple, Resources] = {}
-        self._schedules: Dict[tuple, Schedule] = {}    # recorded on the resources in self._res
         self._choices: Dict[tuple, Algorithm] = {}
         self._scratch_ptr: Any = None
         self._scratch_size = 0
+        self._retired: List[Any] = []          # scratch buffers a started collective may still use
+        self._inflight: "set[Pending]" = set()  # started collectives not yet seen complete
+        self._splits = 0                        # split() calls so far (collective: equal on every rank)
 
     @classmethod
     def _from_handle(cls, binding: Binding, handle: Any, name: str, topology: TopologyArg = None,
@@ -180,8 +190,8 @@ class Comm:
         self._eager_limit = _eager(eager_limit)
         self.topology = _topology(topology, self.size)
         self._stream = b.create_stream()
-        self._cache = ResourceCache(b, handle, self._stream)
-        self._buffer_bytes = self._cache.local_buffer()[1]
+        self._targets = StreamTargets(b, handle, self._stream, self.name)
+        self._buffer_bytes = self._targets.own.cache.local_buffer()[1]
         self._staging = getattr(b.lib, "backend_name", "cann") != "sim"
         check = settings.value("HCOMM_CHECK_COLLECTIVES")
         self._check_signatures = (not self._staging) if check is None else bool(check)
@@ -191,7 +201,7 @@ class Comm:
             # the signature allgather is a library collective: set up its links now, while every rank is
             # here, so a rank that later never calls a collective is a notify timeout naming it, not a hang
             b.barrier(handle, self._stream)
-            sync_stream(b, self._stream, None)
+            b.synchronize_stream(self._stream)
 
     def _connect_peers(self) -> None:
         """Open the channel to every peer now (communicator creation is collective, p2p is not).
@@ -231,6 +241,22 @@ class Comm:
     def eager_limit(self, value: int) -> None:
         self._eager_limit = _eager(value)
 
+    @property
+    def handle(self) -> Any:
+        """The ``HcclComm`` handle (for fused operators and direct library calls); None on a null communicator."""
+        return self._handle
+
+    @property
+    def comm_name(self) -> str:
+        """The library's name of this communicator (HcclGetCommName; as torch_npu's ``get_hccl_comm_name``)."""
+        self._check_usable("comm_name")
+        return self.binding.get_comm_name(self._handle)
+
+    @property
+    def buffer_bytes(self) -> int:
+        """Size of this rank's HCCL buffer in bytes (2 x the buffer size in MiB)."""
+        return self._buffer_bytes
+
     def __bool__(self) -> bool:
         return self._member
 
@@ -263,42 +289,62 @@ class Comm:
         b = self.binding
         try:
             if not self._broken:
+                self._drain_inflight()
                 self._p2p.drain()
         finally:
             live.unregister(self)
             handle, self._handle = self._handle, None
-            if self._scratch_ptr is not None:
-                b.free(self._scratch_ptr)
-                self._scratch_ptr = None
+            for ptr in self._retired + ([self._scratch_ptr] if self._scratch_ptr is not None else []):
+                b.free(ptr)
+            self._retired.clear()
+            self._scratch_ptr = None
             b.comm_destroy(handle)
             for lane in self._p2p.lanes.values():
                 b.destroy_stream(lane.stream)
             self._p2p.lanes.clear()
             b.destroy_stream(self._stream)
-            self._forget_resources()
+            self._targets.clear()
+
+    def _drain_inflight(self) -> None:
+        """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
+        for pending in list(self._inflight):
+            try:
+                if not pending.sync(min(DRAIN_TIMEOUT_S, self.timeout or DRAIN_TIMEOUT_S)):
+                    warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: {pending.what} never completed",
+                                  RuntimeWarning, stacklevel=3)
+            except CommError as exc:
+                warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: {exc}", RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ machinery
     def _scratch(self, nbytes: int) -> Any:
+        """Scratch memory of at least ``nbytes``; a smaller old one is retired (a started collective may use it)."""
         if nbytes > self._scratch_size:
             if self._scratch_ptr is not None:
-                self.binding.free(self._scratch_ptr)
+                self._retired.append(self._scratch_ptr)
                 self._scratch_ptr = None
-            self._scratch_ptr = self.binding.malloc(max(nbytes, 4096))
-            self._scratch_size = max(nbytes, 4096)
+            size = max(nbytes, 4096, 2 * self._scratch_size)  # doubling: retired buffers total < the live one
+            self._scratch_ptr = self.binding.malloc(size)
+            self._scratch_size = size
         return self._scratch_ptr
 
-    def _resources(self, alg: Algorithm, call: CollectiveCall) -> Resources:
-        """What ``alg`` declares for this call, or what a dry run of its schedule derives (and checks)."""
+    def _free_retired(self) -> None:
+        """Free retired scratch once no started collective can still use it."""
+        if self._retired and not self._inflight:
+            for ptr in self._retired:
+                self.binding.free(ptr)
+            self._retired.clear()
+
+    def _resources(self, alg: Algorithm, call: CollectiveCall, target: Target) -> Resources:
+        """What ``alg`` declares for this call on ``target``'s stream, or what a dry run of its schedule derives."""
         key = (alg, call.signature)
-        res = self._res.get(key)
+        res = target.res.get(key)
         if res is None:
             spec = alg.resources(self.topology, call, self.rank)
             if spec is None:
                 spec = dry_run(alg, self.topology, call, self._buffer_bytes, declared=False).resources_for(self.rank)
-            if len(self._res) > 4096:
-                self._res.clear()
-                self._schedules.clear()
-            res = self._res[key] = self._cache.get(alg.name, spec)
+            if len(target.res) > 4096:
+                target.forget_resources()
+            res = target.res[key] = target.cache.get(alg.name, spec)
         return res
 
     def _fail(self, exc: HcclError, where: str) -> CommError:
@@ -317,12 +363,55 @@ class Comm:
     def _run(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
              dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0,
              recv_count: Optional[int] = None) -> str:
-        """Choose the algorithm, issue (or replay) ``coll`` into one batch, launch it and wait; returns its name.
+        """Run ``coll`` and wait for it; returns the algorithm's name (the caller checked the communicator).
 
-        The caller checked that the communicator is usable.  Everything derived from the call's
-        signature (the algorithm, its resources, its recorded schedule) is cached, so a repeated
-        call costs a few dictionary lookups on top of the library calls.
+        The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
+        Everything derived from the call's signature (the algorithm, its resources, its recorded
+        schedule) is cached, so a repeated call costs a few dictionary lookups on top of the library.
         """
+        alg, call, in_place, staging, what = self._prepare(coll, algorithm, send, recv, count, dtype, op, root,
+                                                           nbytes, recv_count)
+        target = self._targets.own
+        if self._check_signatures:
+            self._compare_signatures(consistency.signature(self._seq, call, alg.name), what, target)
+        try:
+            batch = self._batch_for(alg, call, in_place, send, recv, target)
+            self._targets.order(target)
+            batch.launch()
+            self.binding.synchronize_stream(target.stream)
+        except HcclError as exc:
+            raise self._fail(exc, what) from exc
+        if staging is not NO_STAGING:
+            staging.finish()
+        if self._retired:
+            self._free_retired()
+        return alg.name
+
+    def _start(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
+               dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0,
+               recv_count: Optional[int] = None, stream: Any = None) -> Pending:
+        """Issue (or replay) ``coll`` into one batch and launch it on the stream; do not wait."""
+        self._check_usable(coll)
+        alg, call, in_place, staging, what = self._prepare(coll, algorithm, send, recv, count, dtype, op, root,
+                                                           nbytes, recv_count)
+        target = self._targets.get(stream)
+        signatures = None
+        try:
+            batch = self._batch_for(alg, call, in_place, send, recv, target)
+            self._targets.order(target)
+            if self._check_signatures:   # compared when the request completes: a started call must not block
+                signatures = self._gather_signatures(consistency.signature(self._seq, call, alg.name), target)
+            batch.launch()
+        except HcclError as exc:
+            raise self._fail(exc, what) from exc
+        pending = Pending(self, what, target.stream, staging, (send, recv), alg.name, signatures)
+        self._inflight.add(pending)
+        return pending
+
+    def _prepare(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
+                 dtype: DataType, op: Optional[ReduceOp], root: int, nbytes: int, recv_count: Optional[int]
+                 ) -> Tuple[Algorithm, CollectiveCall, bool, Staging, str]:
+        """The algorithm (cached per signature), the call with device pointers, and the signature check."""
         key = (algorithm, coll, nbytes, dtype, op, root)
         alg = self._choices.get(key)
         if alg is None:
@@ -346,83 +435,104 @@ class Comm:
             rp = recv.ptr if recv is not None else None
         call = CollectiveCall(coll, sp, rp, count, dtype, ReduceOp.SUM if op is None else op, root, recv_count)
         self._seq += 1
-        if self._check_signatures:
-            self._compare_signatures(consistency.signature(self._seq, call, alg.name),
-                                     f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)")
-        try:
-            self._issue(alg, call, in_place, send, recv).launch()
-            self.binding.synchronize_stream(self._stream)
-        except HcclError as exc:
-            raise self._fail(exc, f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)") from exc
-        if staging is not NO_STAGING:
-            staging.finish()
-        return alg.name
+        return alg, call, in_place, staging, f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)"
 
-    def _issue(self, alg: Algorithm, call: CollectiveCall, in_place: bool, send: Optional[Buffer],
-               recv: Optional[Buffer]) -> TaskBatch:
-        """The batch of ``call``: the algorithm issues it the first time, later calls replay its schedule."""
+    def _call(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
+              dtype: DataType, op: Optional[ReduceOp], root: int, nbytes: int, result: Any, async_op: bool,
+              stream: Any) -> Any:
+        """Blocking: run and return ``result``; ``async_op`` or ``stream``: start and return a Request for it."""
+        if not async_op and stream is None:
+            self._run(coll, algorithm, send, recv, count, dtype, op, root, nbytes)
+            return result
+        return request_for(self._start(coll, algorithm, send, recv, count, dtype, op, root, nbytes, None, stream),
+                           result)
+
+    def _batch_for(self, alg: Algorithm, call: CollectiveCall, in_place: bool, send: Optional[Buffer],
+                   recv: Optional[Buffer], target: Target) -> TaskBatch:
+        """The batch of ``call`` on ``target``: issued the first time, later calls replay its schedule."""
         key = (alg, call.coll, call.count, call.dtype, call.op, call.root, call.recv_count, in_place)
         bases = ((call.send, 0 if send is None else send.count * send.dtype.itemsize),
                  (call.recv, 0 if recv is None else recv.count * recv.dtype.itemsize),
                  (self._scratch_ptr, self._scratch_size))
-        known = self._schedules.get(key)
+        known = target.schedules.get(key)
         if known is not None:
             return known.bind(self.binding, bases)
         batch = TaskBatch(self.binding)
-        ctx = IssueContext(batch, self._resources(alg, call), rank=self.rank, size=self.size,
+        ctx = IssueContext(batch, self._resources(alg, call, target), rank=self.rank, size=self.size,
                            topology=self.topology, timeout_s=self.timeout, dtype=call.dtype, op=call.op,
-                           comm=self._handle, stream=self._stream, scratch=self._scratch)
+                           comm=self._handle, stream=target.stream, scratch=self._scratch)
         alg.issue(ctx, call)
         if alg.replayable:
-            if len(self._schedules) > 4096:
-                self._schedules.clear()
+            if len(target.schedules) > 4096:
+                target.schedules.clear()
             # issue() may have allocated the scratch memory
-            self._schedules[key] = capture(batch, bases[:2] + ((self._scratch_ptr, self._scratch_size),))
+            target.schedules[key] = capture(batch, bases[:2] + ((self._scratch_ptr, self._scratch_size),))
         return batch
 
     def _forget_resources(self) -> None:
         """Drop every cached resource set and the schedules recorded on them (they name their handles)."""
-        self._cache.clear()
-        self._res.clear()
-        self._schedules.clear()
+        self._targets.forget_resources()
 
-    def _compare_signatures(self, sig: np.ndarray, what: str) -> None:
-        """Allgather every rank's signature of this call and raise on all ranks if any differs (nothing issued)."""
-        rows = np.empty((self.size, consistency.SIG_WORDS), np.int64)
+    def _gather_signatures(self, sig: np.ndarray, target: Target) -> Tuple[np.ndarray, Staging]:
+        """Enqueue the allgather of every rank's signature of this call on ``target``'s stream."""
+        rows = np.full((self.size, consistency.SIG_WORDS), -1, np.int64)
         staging = Staging(self.binding, self._staging)
-        try:
-            sp = staging.device_ptr(as_buffer(sig, "signature"))
-            rp = staging.device_ptr(as_buffer(rows, "signatures", writable=True), copy_in=False, copy_out=True)
-            self.binding.all_gather(sp, rp, consistency.SIG_WORDS, int(DataType.INT64), self._handle, self._stream)
-            sync_stream(self.binding, self._stream, None)
-            staging.finish()
-        except HcclError as exc:
-            raise self._fail(exc, f"{what}, comparing the signatures of collective #{self._seq}") from exc
+        sp = staging.device_ptr(as_buffer(sig, "signature"))
+        rp = staging.device_ptr(as_buffer(rows, "signatures", writable=True), copy_in=False, copy_out=True)
+        self.binding.all_gather(sp, rp, consistency.SIG_WORDS, int(DataType.INT64), self._handle, target.stream)
+        return rows, staging
+
+    def _check_signatures_of(self, rows: np.ndarray, staging: Staging, started: bool) -> None:
+        """Raise CollectiveMismatchError when the gathered signatures differ (after the stream passed them).
+
+        ``started``: the collective was launched behind the signatures (a nonblocking call), so its data
+        may have moved: the communicator is then unusable, as after any failure.
+        """
+        staging.finish()
         msg = consistency.compare(rows, self.rank, self.name)
         if msg is not None:
+            if started:
+                self._broken = msg
             raise consistency.CollectiveMismatchError(msg)
 
+    def _compare_signatures(self, sig: np.ndarray, what: str, target: Target) -> None:
+        """Allgather every rank's signature and raise on all ranks if any differs, before anything is issued."""
+        try:
+            rows, staging = self._gather_signatures(sig, target)
+            self.binding.synchronize_stream(target.stream)
+        except HcclError as exc:
+            raise self._fail(exc, f"{what}, comparing the signatures of collective #{self._seq}") from exc
+        self._check_signatures_of(rows, staging, started=False)
+
     # ------------------------------------------------------------------ collectives
-    def allreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto") -> Any:
-        """Reduce ``x`` over all ranks; the result replaces ``x`` (or goes to ``out``), which is returned."""
+    def allreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
+                  stream: Any = None) -> Any:
+        """Reduce ``x`` over all ranks; the result replaces ``x`` (or goes to ``out``), which is returned.
+
+        ``async_op=True`` returns a :class:`Request` at once (wait() returns the result); ``stream=`` (an
+        ACL stream) enqueues the collective after the work on that stream and returns a Request without
+        synchronising (see :mod:`hcomm_cffi.api.streams`).  The same two keywords exist on every collective.
+        """
         self._check_usable("allreduce")
         rop = _op(op)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x", writable=out is None)
         ob = xb if out is None else self._out(out, xb.count, xb, "allreduce")
-        self._run("allreduce", algorithm, xb, ob, xb.count, xb.dtype, rop, 0, xb.nbytes)
-        return x if out is None else out
+        return self._call("allreduce", algorithm, xb, ob, xb.count, xb.dtype, rop, 0, xb.nbytes,
+                           x if out is None else out, async_op, stream)
 
-    def broadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto") -> Any:
+    def broadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto", async_op: bool = False,
+                  stream: Any = None) -> Any:
         """Copy ``x`` of rank ``root`` into ``x`` on every rank (in place); returns ``x``."""
         self._check_usable("broadcast")
         root = self._rank_arg("root", root)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x", writable=self.rank != root)
-        self._run("broadcast", algorithm, xb, xb, xb.count, xb.dtype, None, root, xb.nbytes)
-        return x
+        return self._call("broadcast", algorithm, xb, xb, xb.count, xb.dtype, None, root, xb.nbytes, x, async_op,
+                           stream)
 
-    def allgather(self, x: Any, *, out: Any = None, algorithm: str = "auto") -> Any:
+    def allgather(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
+                  stream: Any = None) -> Any:
         """Every rank's ``x`` stacked in rank order: ``out`` has shape (size, *x.shape)."""
         self._check_usable("allgather")
         registry.check_algorithm(algorithm)
@@ -430,10 +540,11 @@ class Comm:
         if out is None:
             out = new_like(x, (self.size,) + xb.shape, xb.dtype)
         ob = self._out(out, self.size * xb.count, xb, "allgather", exclusive=True)
-        self._run("allgather", algorithm, xb, ob, xb.count, xb.dtype, None, 0, ob.nbytes)
-        return out
+        return self._call("allgather", algorithm, xb, ob, xb.count, xb.dtype, None, 0, ob.nbytes, out, async_op,
+                           stream)
 
-    def reduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto") -> Any:
+    def reduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
+                       async_op: bool = False, stream: Any = None) -> Any:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
         self._check_usable("reduce_scatter")
         rop = _op(op)
@@ -445,10 +556,11 @@ class Comm:
                 else (block,)
             out = new_like(x, shape, xb.dtype)
         ob = self._out(out, block, xb, "reduce_scatter", exclusive=True)
-        self._run("reduce_scatter", algorithm, xb, ob, block, xb.dtype, rop, 0, xb.nbytes)
-        return out
+        return self._call("reduce_scatter", algorithm, xb, ob, block, xb.dtype, rop, 0, xb.nbytes, out, async_op,
+                           stream)
 
-    def reduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto") -> Any:
+    def reduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
+               async_op: bool = False, stream: Any = None) -> Any:
         """Reduce ``x`` onto ``root`` (into ``out``, or ``x`` in place there); returns the result on root, else None."""
         self._check_usable("reduce")
         root = self._rank_arg("root", root)
@@ -459,12 +571,12 @@ class Comm:
         ob: Optional[Buffer] = None
         if is_root:
             ob = xb if out is None else self._out(out, xb.count, xb, "reduce")
-        self._run("reduce", algorithm, xb, ob, xb.count, xb.dtype, rop, root, xb.nbytes)
-        if not is_root:
-            return None
-        return x if out is None else out
+        result = None if not is_root else (x if out is None else out)
+        return self._call("reduce", algorithm, xb, ob, xb.count, xb.dtype, rop, root, xb.nbytes, result, async_op,
+                           stream)
 
-    def alltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto") -> Any:
+    def alltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
+                 stream: Any = None) -> Any:
         """Block j of ``x`` goes to rank j; block i of ``out`` comes from rank i."""
         self._check_usable("alltoall")
         registry.check_algorithm(algorithm)
@@ -473,14 +585,46 @@ class Comm:
         if out is None:
             out = new_like(x, xb.shape, xb.dtype)
         ob = self._out(out, xb.count, xb, "alltoall", exclusive=True)
-        self._run("alltoall", algorithm, xb, ob, block, xb.dtype, None, 0, xb.nbytes)
-        return out
+        return self._call("alltoall", algorithm, xb, ob, block, xb.dtype, None, 0, xb.nbytes, out, async_op,
+                           stream)
 
-    def barrier(self, *, algorithm: str = "auto") -> None:
-        """Return once every rank has entered the barrier."""
+    def barrier(self, *, algorithm: str = "auto", async_op: bool = False, stream: Any = None) -> Any:
+        """Return once every rank has entered the barrier (None; a Request with ``async_op``/``stream``)."""
         self._check_usable("barrier")
         registry.check_algorithm(algorithm)
-        self._run("barrier", algorithm, None, None, 0, DataType.INT8, None, 0, 0)
+        return self._call("barrier", algorithm, None, None, 0, DataType.INT8, None, 0, 0, None, async_op, stream)
+
+    # ------------------------------------------------------------------ nonblocking (MPI names)
+    def iallreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
+                   stream: Any = None) -> Request:
+        """Start an allreduce; wait() on the Request returns the result (``x`` or ``out``)."""
+        return self.allreduce(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream)
+
+    def ibroadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto", stream: Any = None) -> Request:
+        """Start a broadcast; wait() returns ``x``."""
+        return self.broadcast(x, root, algorithm=algorithm, async_op=True, stream=stream)
+
+    def iallgather(self, x: Any, *, out: Any = None, algorithm: str = "auto", stream: Any = None) -> Request:
+        """Start an allgather; wait() returns ``out``."""
+        return self.allgather(x, out=out, algorithm=algorithm, async_op=True, stream=stream)
+
+    def ireduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
+                        stream: Any = None) -> Request:
+        """Start a reduce_scatter; wait() returns ``out``."""
+        return self.reduce_scatter(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream)
+
+    def ireduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
+                stream: Any = None) -> Request:
+        """Start a reduce; wait() returns the result on root, None elsewhere."""
+        return self.reduce(x, root, op, out=out, algorithm=algorithm, async_op=True, stream=stream)
+
+    def ialltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto", stream: Any = None) -> Request:
+        """Start an alltoall; wait() returns ``out``."""
+        return self.alltoall(x, out=out, algorithm=algorithm, async_op=True, stream=stream)
+
+    def ibarrier(self, *, algorithm: str = "auto", stream: Any = None) -> Request:
+        """Start a barrier; wait() returns None once every rank has entered it."""
+        return self.barrier(algorithm=algorithm, async_op=True, stream=stream)
 
     def run_algorithm(self, algorithm: Any, x: Any, *, out: Any = None, op: Any = None, root: int = 0,
                       collective: Optional[str] = None) -> Any:
@@ -509,6 +653,40 @@ class Comm:
             raise ValueError("run_algorithm: out overlaps x; expected separate buffers (or out=None for in place)")
         self._run(collective, alg, xb, ob, xb.count, xb.dtype, rop, root, xb.nbytes, ob.count)
         return x if out is None else out
+
+    # ------------------------------------------------------------------ split (MPI_Comm_split)
+    def split(self, color: Optional[int], key: int = 0, *, name: Optional[str] = None,
+              buffer_size_mb: Optional[int] = None, topology: TopologyArg = None) -> "Comm":
+        """Collective over this communicator: ranks with the same ``color`` form a new communicator.
+
+        Ranks are ordered by ``key``, then by their rank here, as MPI_Comm_split.  ``color`` None or
+        negative (MPI_UNDEFINED) gives a null communicator.  Default name: ``split<n>.<color>``.
+        """
+        self._check_usable("split")
+        for arg, value in (("color", color), ("key", key)):
+            if value is None and arg == "color":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -2**62 < value < 2**62:
+                raise TypeError(f"split: {arg}={value!r}; expected an int" + (" (or None)" if arg == "color" else ""))
+        mine = -1 if color is None or color < 0 else int(color)
+        table = self.allgather(np.array([mine, int(key)], np.int64))
+        nth = self._splits
+        self._splits += 1
+        label = name if name is not None else f"split{nth}.{mine}"
+        if mine < 0:
+            return Comm._null(self, label, [])
+        members = [r for _, r in sorted((int(k), r) for r, (c, k) in enumerate(table.tolist()) if c == mine)]
+        return Comm(label, ranks=members, parent=self, topology=topology, buffer_size_mb=buffer_size_mb)
+
+    @classmethod
+    def _null(cls, parent: "Comm", name: str, ranks: List[int]) -> "Comm":
+        """The null communicator a rank outside ``ranks`` holds."""
+        self = cls.__new__(cls)
+        self._blank(parent.binding, name)
+        self.parent_ranks = ranks
+        self.size = len(ranks)
+        self._member = False
+        return self
 
     # ------------------------------------------------------------------ point-to-point (PointToPoint)
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:

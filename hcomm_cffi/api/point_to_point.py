@@ -23,7 +23,7 @@ from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
 from .errors import CommTimeoutError, MessageMismatchError
 from .request import Request
-from .stream import sync_stream
+from .streams import sync_stream
 
 __all__ = ["PointToPoint", "Lane"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, List, Optional
 
 from ..binding import Binding, get_binding
+from ..initializers import make_comm_config
 from . import live
 from .comm import Comm, TopologyArg
 from .errors import CommError
@@ -46,12 +47,17 @@ def bootstrap_spec() -> Any:
 
 def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info: Optional[bytes] = None,
          timeout: Optional[float] = None, *, topology: TopologyArg = None, eager_limit: Optional[int] = None,
-         exec_timeout: Optional[float] = None) -> Comm:
-    """Create the world communicator and return it (see the module docstring)."""
+         exec_timeout: Optional[float] = None, buffer_size_mb: Optional[int] = None) -> Comm:
+    """Create the world communicator and return it (see the module docstring).
+
+    ``buffer_size_mb``: the world's HCCL buffer half size in MiB (HcclCommInitRootInfoConfig /
+    HcclCommInitClusterInfoConfig ``hcclBufferSize``; default ``HCCL_BUFFSIZE``).
+    """
     global _spec
     if live.current_world() is not None:
         raise CommError(f"hcomm is already initialised (world of {live.get_world().size} ranks); call hcomm.finalize() "
                         "first")
+    config = None if buffer_size_mb is None else make_comm_config(buffer_size_mb=buffer_size_mb)
     b = _binding()
     b.acl_init()
     ranktable: Optional[str] = None
@@ -74,11 +80,11 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
         rank, size, root_info = spec.rank, spec.size, spec.root_info
         ranktable = spec.ranktable
     if ranktable:
-        handle = b.comm_init_cluster_info(ranktable, rank)
+        handle = b.comm_init_cluster_info(ranktable, rank, config)
     else:
         if root_info is None:
             raise CommError("bootstrap returned neither a root info nor a ranktable")
-        handle = b.comm_init_root_info(size, root_info, rank)
+        handle = b.comm_init_root_info(size, root_info, rank, config)
     try:
         world = Comm._from_handle(b, handle, "world", topology, eager_limit, exec_timeout)
     except BaseException:

@@ -12,8 +12,9 @@ Where the numbers come from (first match wins):
    ``LOCAL_WORLD_SIZE``);
 3. torchrun (``TORCHELASTIC_RUN_ID`` or ``RANK``+``WORLD_SIZE``+``MASTER_ADDR``+``MASTER_PORT``);
 4. mpirun (Open MPI ``OMPI_COMM_WORLD_*``, MPICH/Hydra ``PMI_RANK``/``PMI_SIZE``/``MPI_LOCALRANKID``);
-5. ``RANK_TABLE_FILE`` with ``RANK_ID`` (or ``RANK``); the size comes from the ranktable;
-6. nothing: a one-rank world (``source="explicit"``, as if ``discover(binding, 0, 1)`` was called).
+5. Slurm's srun (``SLURM_PROCID``/``SLURM_NTASKS``/``SLURM_LOCALID``);
+6. ``RANK_TABLE_FILE`` with ``RANK_ID`` (or ``RANK``); the size comes from the ranktable;
+7. nothing: a one-rank world (``source="explicit"``, as if ``discover(binding, 0, 1)`` was called).
 
 How the root info travels (rank 0 calls ``binding.get_root_info()``; the protocol is in ``rendezvous.py``,
 the stores in ``file_store.py``, ``tcp_store.py``, ``torch_store.py``, MPI in ``mpi.py``):
@@ -29,6 +30,8 @@ torchrun        ``torch.distributed``'s default store if ``torch.distributed`` i
                 before or all after ``init_process_group``).
 mpirun          ``mpi4py`` on ``COMM_WORLD`` if importable; otherwise files keyed by the job id
                 (``HCOMM_JOB_ID``, else the MPI job id) under ``$HCOMM_RENDEZVOUS_DIR`` or the temp dir
+slurm           ``HCOMM_MASTER_ADDR`` set: the TCP store; else files keyed by ``SLURM_JOB_ID.SLURM_STEP_ID``
+                (``HCOMM_RENDEZVOUS_DIR`` must be shared when the job spans nodes)
 explicit        ``HCOMM_MASTER_ADDR`` set: the TCP store; else files in ``HCOMM_RUN_JOB_DIR`` or keyed
                 by ``HCOMM_JOB_ID``; else an error asking for one of them
 =============== ==================================================================================

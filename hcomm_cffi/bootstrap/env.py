@@ -11,6 +11,10 @@ Checked in this order; the first that matches wins:
 ``mpirun``
     Open MPI (``OMPI_COMM_WORLD_RANK``/``SIZE``/``LOCAL_RANK``/``LOCAL_SIZE``) or MPICH/Hydra and Intel MPI
     (``PMI_RANK``, ``PMI_SIZE``, ``MPI_LOCALRANKID``, ``MPI_LOCALNRANKS``).
+``slurm``
+    Slurm's ``srun`` (``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``; the local size is this node's
+    count in ``SLURM_TASKS_PER_NODE``, e.g. ``2(x3),1``, by ``SLURM_NODEID``; job id ``SLURM_JOB_ID`` and
+    ``SLURM_STEP_ID``).  Checked after mpirun: ``srun --mpi=pmi2`` also sets ``PMI_RANK``.
 ``ranktable``
     ``RANK_TABLE_FILE`` with the rank in ``RANK_ID`` (Ascend convention) or ``RANK``; the world size,
     local rank and local size come from the ranktable itself.
@@ -43,7 +47,7 @@ ENV_MASTER_ADDR = "HCOMM_MASTER_ADDR"        # host of the TCP store (rank 0's h
 ENV_MASTER_PORT = "HCOMM_MASTER_PORT"        # port of the TCP store
 
 DEFAULT_CONNECT_TIMEOUT_S = float(enums.DEFAULT_CONNECT_TIMEOUT_S)
-SOURCES = ("explicit", "hcomm-run", "torchrun", "mpirun", "ranktable")
+SOURCES = ("explicit", "hcomm-run", "torchrun", "mpirun", "slurm", "ranktable")
 
 _JOB_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -194,6 +198,44 @@ def _mpirun(env: Mapping[str, str]) -> Optional[LaunchEnv]:
                      ranktable=_ranktable(env))
 
 
+def _slurm_local_size(env: Mapping[str, str], size: int) -> int:
+    """Tasks on this node from SLURM_TASKS_PER_NODE (``2(x3),1``: 2 on nodes 0-2, 1 on node 3), else the size."""
+    spec = env.get("SLURM_TASKS_PER_NODE", "").strip()
+    node = int_var(env, "SLURM_NODEID", 0, 0)
+    assert node is not None
+    counts = []
+    for part in filter(None, spec.split(",")):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if m is None:
+            raise EnvError(f"environment variable SLURM_TASKS_PER_NODE={spec!r}; expected Slurm's form such as "
+                           "'2(x3),1'")
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
+    if not counts:
+        return size
+    if node >= len(counts):
+        raise EnvError(f"environment variable SLURM_NODEID={node} but SLURM_TASKS_PER_NODE={spec!r} lists "
+                       f"{len(counts)} nodes; expected a node index below {len(counts)}")
+    return counts[node]
+
+
+def _slurm(env: Mapping[str, str]) -> Optional[LaunchEnv]:
+    if not env.get("SLURM_PROCID", "").strip() or not env.get("SLURM_NTASKS", "").strip():
+        return None
+    src = "slurm"
+    rank = _required(env, "SLURM_PROCID", src)
+    size = _required(env, "SLURM_NTASKS", src, 1)
+    _check_rank(src, "SLURM_PROCID", rank, "SLURM_NTASKS", size)
+    local_rank = int_var(env, "SLURM_LOCALID", 0, rank)
+    assert local_rank is not None
+    local_size = _slurm_local_size(env, size)
+    step = env.get("SLURM_STEP_ID", "").strip()
+    job = env.get("SLURM_JOB_ID", "").strip()
+    fallback = f"slurm-{job}.{step}" if job else ""
+    found = settings.value(ENV_JOB_ID, env) or fallback
+    return LaunchEnv(src, rank, size, local_rank, local_size, safe_job_id(found) if found else "",
+                     ranktable=_ranktable(env))
+
+
 def _from_ranktable(env: Mapping[str, str]) -> Optional[LaunchEnv]:
     path = _ranktable(env)
     if path is None:
@@ -217,7 +259,7 @@ def _from_ranktable(env: Mapping[str, str]) -> Optional[LaunchEnv]:
 def detect(environ: Optional[Mapping[str, str]] = None) -> Optional[LaunchEnv]:
     """The launcher described by ``environ`` (default ``os.environ``), or None for a plain process."""
     env = os.environ if environ is None else environ
-    for probe in (_hcomm_run, _torchrun, _mpirun, _from_ranktable):
+    for probe in (_hcomm_run, _torchrun, _mpirun, _slurm, _from_ranktable):
         found = probe(env)
         if found is not None:
             return found

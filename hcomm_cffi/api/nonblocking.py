@@ -1,0 +1,75 @@
+"""Started collectives: what one needs until it completes (:class:`Pending`) and the Request handed back.
+
+A collective is *started* when its tasks are launched onto a stream (the communicator's own, or a
+user stream for stream-ordered calls); it *completes* when that stream has drained past it.  Until
+then the user's buffers (and, on CANN, the staging copies) are kept alive here.
+
+What progresses when (the emulator, as MPI): queued work advances inside library calls — any
+stream or event synchronisation, ``Request.wait``/``test``, and every later collective or
+point-to-point call of the process, whichever communicator it is on.  A rank that computes for a
+long time without calling the library delays its peers, it cannot deadlock them: every rank
+issues collectives of one communicator in the same order, each communicator keeps its
+collectives in one total order (one stream, or event-chained streams), and waiting on anything
+drives every queue of the process.  On Ascend the device runs the queued tasks by itself.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+from ..errors import HcclError
+from .buffers import Staging
+from .request import Request
+from .streams import sync_stream
+
+__all__ = ["Pending", "request_for"]
+
+
+class Pending:
+    """One started collective: its stream, its buffers and staging until :meth:`sync` sees it done."""
+
+    __slots__ = ("comm", "what", "stream", "staging", "keep", "algorithm", "done", "signatures")
+
+    def __init__(self, comm: Any, what: str, stream: Any, staging: Staging, keep: Tuple[Any, ...],
+                 algorithm: str, signatures: Optional[Tuple[Any, Staging]] = None) -> None:
+        self.comm = comm
+        self.what = what
+        self.stream = stream
+        self.staging = staging
+        self.keep = keep
+        self.algorithm = algorithm
+        self.done = False
+        self.signatures = signatures   # (rows, staging) of the signature allgather queued ahead of the call
+
+    def sync(self, timeout: Optional[float]) -> bool:
+        """Wait up to ``timeout`` s (None: the communicator's limits) for the stream; raises CommError on failure."""
+        if self.done:
+            return True
+        try:
+            finished = sync_stream(self.comm.binding, self.stream, timeout)
+        except HcclError as exc:
+            self._forget()
+            self._check_signatures()          # a mismatch explains the failure better than its symptom
+            raise self.comm._fail(exc, self.what) from exc
+        if finished:
+            self._forget()
+            self._check_signatures()
+            self.staging.finish()
+        return finished
+
+    def _check_signatures(self) -> None:
+        """Raise the mismatch of the signatures gathered ahead of this call, if they arrived and differ."""
+        sig, self.signatures = self.signatures, None
+        if sig is not None and (sig[0] >= 0).all():
+            self.comm._check_signatures_of(sig[0], sig[1], started=True)
+
+    def _forget(self) -> None:
+        self.done = True
+        self.keep = ()
+        self.comm._inflight.discard(self)
+
+
+def request_for(pending: Pending, result: Any) -> Request:
+    """A Request completing with ``pending``; wait() returns ``result`` (the output buffer)."""
+    comm = pending.comm
+    what = f"rank {comm.rank} of communicator {comm.name!r}: {pending.what}"
+    return Request(what, pending.sync, lambda: result)

@@ -1,0 +1,135 @@
+"""Streams: waiting for one (``sync_stream``), and where a communicator's collectives run: its own stream, or (stream-ordered) a caller's ACL stream.
+
+The algorithms' main thread wraps the stream it issues on (``HcclThreadAcquireWithStream``), so a
+collective on a user stream starts after the work already queued there, and the caller need not
+synchronise.  Each stream gets its own :class:`ResourceCache` (threads bound to that stream); as
+threads are never freed before the communicator is destroyed, a communicator accepts at most
+``HCOMM_MAX_STREAMS`` user streams and refuses more with an error saying so.
+
+All collectives of one communicator stay in one total order: when consecutive collectives go to
+different streams, the new stream waits for an event recorded on the previous one
+(``aclrtRecordEvent`` + ``aclrtStreamWaitEvent``), so two collectives never share channel notifies
+or the HCCL buffer at the same time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+from .._ffi import ffi
+from .. import settings
+from ..binding import Binding
+from ..errors import ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, HcclError
+from ..algorithms.replay import Schedule
+from ..resources import ResourceCache, Resources
+from .errors import CommError
+
+__all__ = ["Target", "StreamTargets", "stream_handle", "sync_stream", "STREAM_SYNC_TIMEOUT"]
+
+STREAM_SYNC_TIMEOUT = ACL_ERROR_RT_STREAM_SYNC_TIMEOUT   # our own wait expired, the stream is fine
+
+
+def sync_stream(binding: Binding, stream: Any, timeout: Optional[float]) -> bool:
+    """Wait for ``stream``: True when drained, False when ``timeout`` (s) expired first; raises HcclError."""
+    if timeout is None:
+        binding.synchronize_stream(stream)
+        return True
+    try:
+        binding.synchronize_stream_with_timeout(stream, max(1, int(timeout * 1000)))
+    except HcclError as exc:
+        if exc.code == STREAM_SYNC_TIMEOUT:
+            return False
+        raise
+    return True
+
+
+@dataclass(eq=False)
+class Target:
+    """One stream collectives are issued on, with the resources bound to it."""
+
+    stream: Any
+    cache: ResourceCache
+    own: bool
+    res: Dict[tuple, Resources] = field(default_factory=dict)  # (algorithm, call signature) -> resources
+    schedules: Dict[tuple, Schedule] = field(default_factory=dict)  # recorded on ``res`` (algorithms/replay.py)
+
+    def forget_resources(self) -> None:
+        """Drop the resource sets and the schedules recorded on them (the next call acquires and issues anew)."""
+        self.cache.clear()
+        self.res.clear()
+        self.schedules.clear()
+
+
+def stream_handle(stream: Any) -> Any:
+    """An ``aclrtStream`` from ``stream=``: a cdata handle, an int address, or a torch_npu Stream (``npu_stream``)."""
+    raw = getattr(stream, "npu_stream", stream)  # torch_npu.npu.Stream exposes the aclrtStream address
+    if isinstance(raw, ffi.CData):
+        if raw == ffi.NULL:
+            raise ValueError("stream is NULL; expected an aclrtStream handle")
+        return ffi.cast("aclrtStream", raw)
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
+        raise TypeError(f"stream={stream!r}; expected an aclrtStream handle (cdata or address) or a torch_npu "
+                        "Stream")
+    return ffi.cast("aclrtStream", raw)
+
+
+def _key(stream: Any) -> int:
+    return int(ffi.cast("uintptr_t", stream))
+
+
+class StreamTargets:
+    """The communicator's own stream plus the user streams it has issued on (at most HCOMM_MAX_STREAMS)."""
+
+    def __init__(self, binding: Binding, comm: Any, own_stream: Any, name: str) -> None:
+        self.binding = binding
+        self.comm = comm
+        self.name = name
+        self.own = Target(own_stream, ResourceCache(binding, comm, own_stream), True)
+        self._targets: Dict[int, Target] = {_key(own_stream): self.own}
+        self._last = self.own
+        self._event: Any = None
+        self.limit = int(settings.value("HCOMM_MAX_STREAMS"))
+
+    def get(self, stream: Optional[Any]) -> Target:
+        """The target for ``stream=`` (None: the communicator's own stream)."""
+        if stream is None:
+            return self.own
+        handle = stream_handle(stream)
+        target = self._targets.get(_key(handle))
+        if target is None:
+            users = len(self._targets) - 1
+            if users >= self.limit:
+                raise CommError(f"communicator {self.name!r} already ran collectives on {users} user streams "
+                                f"(HCOMM_MAX_STREAMS={self.limit}); each stream holds its own threads until the "
+                                "communicator is destroyed: reuse a stream, or raise HCOMM_MAX_STREAMS")
+            target = Target(handle, ResourceCache(self.binding, self.comm, handle), False)
+            self._targets[_key(handle)] = target
+        return target
+
+    def order(self, target: Target) -> None:
+        """Make ``target``'s stream wait for the previous collective's stream (same stream: nothing to do)."""
+        if target is self._last:
+            return
+        if self._event is None:
+            self._event = self.binding.create_event()
+        self.binding.record_event(self._event, self._last.stream)
+        self.binding.stream_wait_event(target.stream, self._event)
+        self._last = target
+
+    def forget_resources(self) -> None:
+        """Every target forgets its resources and schedules."""
+        for t in self._targets.values():
+            t.forget_resources()
+
+    def streams(self) -> list:
+        """Every stream a collective of this communicator may still be queued on."""
+        return [t.stream for t in self._targets.values()]
+
+    def clear(self) -> None:
+        """Forget every handle (the communicator is destroyed; user streams stay the user's)."""
+        if self._event is not None:
+            self.binding.destroy_event(self._event)
+            self._event = None
+        self.forget_resources()
+        self._targets = {_key(self.own.stream): self.own}
+        self._last = self.own

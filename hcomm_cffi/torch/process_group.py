@@ -1,0 +1,344 @@
+"""ProcessGroupHcomm: a pure-Python ``torch.distributed.ProcessGroup`` over a :class:`hcomm_cffi.Comm`.
+
+Every operation validates its tensors first (device cpu/npu, contiguous, sizes) and raises a
+ValueError naming the operation, the argument and what was expected; then it starts the
+collective nonblocking (so ``async_op=True`` overlaps) and returns an :class:`HcommWork`.
+Tags of send/recv travel in a header message and are checked at the receiver (messages between
+two ranks are matched in order, as in this package's point-to-point; a tag mismatch is an error,
+not a reordering).  ``gather`` is an allgather kept on the root; uneven ``all_to_all_single`` and
+``scatter`` use point-to-point.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ..api import live
+from ..api import world as world_api
+from ..api.comm import Comm
+from ..api.request import Request
+from .work import HcommWork
+
+__all__ = ["ProcessGroupHcomm", "DEVICES"]
+
+DEVICES = ("cpu", "npu")
+_OPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "sum"}
+
+
+def _op_name(op: Any) -> str:
+    """The RedOpType name of a ReduceOp (or RedOpType) value."""
+    kind = getattr(op, "op", op)
+    return str(getattr(kind, "name", kind)).split(".")[-1]
+
+
+class ProcessGroupHcomm(dist.ProcessGroup):
+    """The ``hcomm`` backend of one process group (world or new_group)."""
+
+    def __init__(self, store: Any, rank: int, size: int, comm: Comm) -> None:
+        super().__init__(rank, size)  # the 3-argument (store, ...) form is not subclassable in torch 2.13
+        self.comm = comm
+        self._store = store
+        self._barriers = 0
+        self._group_name = ""
+        self._group_desc = ""
+
+    # ------------------------------------------------------------------ identity
+    def getBackendName(self) -> str:
+        return "hcomm"
+
+    def setGroupName(self, name: str) -> None:
+        self._group_name = name
+
+    def getGroupName(self) -> str:
+        return self._group_name
+
+    def setGroupDesc(self, desc: str) -> None:
+        self._group_desc = desc
+
+    def getGroupDesc(self) -> str:
+        return self._group_desc
+
+    def __repr__(self) -> str:
+        return f"<ProcessGroupHcomm rank {self.comm.rank}/{self.comm.size} comm {self.comm.name!r}>"
+
+    # ------------------------------------------------------------------ validation
+    def _tensor(self, t: Any, what: str, arg: str) -> torch.Tensor:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"hcomm {what}: {arg} is a {type(t).__name__}; expected a torch.Tensor")
+        if t.device.type not in DEVICES:
+            raise ValueError(f"hcomm {what}: {arg} is on device {t.device}; expected a cpu (or npu) tensor")
+        if not t.is_contiguous():
+            raise ValueError(f"hcomm {what}: {arg} is not contiguous (stride {tuple(t.stride())}, shape "
+                             f"{tuple(t.shape)}); expected a contiguous tensor (call .contiguous())")
+        return t
+
+    def _one(self, tensors: Sequence[Any], what: str) -> torch.Tensor:
+        if len(tensors) != 1:
+            raise ValueError(f"hcomm {what}: got {len(tensors)} tensors; expected exactly one per rank")
+        return self._tensor(tensors[0], what, "tensor")
+
+    def _op(self, opts: Any, what: str, t: torch.Tensor) -> str:
+        name = _op_name(opts.reduceOp)
+        if name not in _OPS:
+            raise ValueError(f"hcomm {what}: ReduceOp.{name} is not supported; expected SUM, AVG, PRODUCT, MIN or MAX")
+        if name == "AVG" and not t.is_floating_point():
+            raise ValueError(f"hcomm {what}: ReduceOp.AVG needs a floating-point tensor, got {t.dtype}")
+        return _OPS[name]
+
+    def _avg(self, opts: Any, t: torch.Tensor) -> Optional[Callable[[], None]]:
+        if _op_name(opts.reduceOp) != "AVG":
+            return None
+        size = self.comm.size
+        return lambda: t.div_(size)
+
+    def _size_check(self, what: str, arg: str, got: int, want: int) -> None:
+        if got != want:
+            raise ValueError(f"hcomm {what}: {arg} has {got} elements; expected {want}")
+
+    def _work(self, what: str, reqs: List[Request], result: List[Any], then: Optional[Callable[[], None]] = None,
+              on_timeout: Optional[Callable[[float], str]] = None) -> HcommWork:
+        return HcommWork(f"rank {self.comm.rank} of process group {self._group_name or self.comm.name!r}: hcomm "
+                         f"{what}", reqs, result, then, on_timeout)
+
+    # ------------------------------------------------------------------ collectives
+    def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
+        opts = opts if opts is not None else dist.AllreduceOptions()
+        t = self._one(tensors, "allreduce")
+        op = self._op(opts, "allreduce", t)
+        return self._work("allreduce", [self.comm.iallreduce(t, op)], tensors, self._avg(opts, t))
+
+    def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
+        opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
+        ts = [self._tensor(t, "allreduce_coalesced", f"tensors[{i}]") for i, t in enumerate(tensors)]
+        if len({t.dtype for t in ts}) > 1:
+            raise ValueError("hcomm allreduce_coalesced: tensors have different dtypes; expected one dtype")
+        flat = torch.cat([t.reshape(-1) for t in ts])
+        op = self._op(opts, "allreduce_coalesced", flat)
+        avg = self._avg(opts, flat)
+
+        def unpack() -> None:
+            if avg is not None:
+                avg()
+            offset = 0
+            for t in ts:
+                t.copy_(flat[offset:offset + t.numel()].view_as(t))
+                offset += t.numel()
+        return self._work("allreduce_coalesced", [self.comm.iallreduce(flat, op)], tensors, unpack)
+
+    def broadcast(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
+        opts = opts if opts is not None else dist.BroadcastOptions()
+        t = self._one(tensors, "broadcast")
+        return self._work("broadcast", [self.comm.ibroadcast(t, opts.rootRank)], tensors)
+
+    def reduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
+        opts = opts if opts is not None else dist.ReduceOptions()
+        t = self._one(tensors, "reduce")
+        op = self._op(opts, "reduce", t)
+        avg = self._avg(opts, t) if self.comm.rank == opts.rootRank else None
+        return self._work("reduce", [self.comm.ireduce(t, opts.rootRank, op)], tensors, avg)
+
+    def allgather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],
+                  opts: Any = None) -> HcommWork:
+        t = self._one(input_list, "allgather")
+        outs = output_lists[0] if len(output_lists) == 1 else None
+        if outs is None or len(outs) != self.comm.size:
+            raise ValueError(f"hcomm allgather: expected one output list of {self.comm.size} tensors")
+        for i, o in enumerate(outs):
+            self._size_check("allgather", f"output_tensors[{i}]", o.numel(), t.numel())
+        stacked = torch.empty((self.comm.size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
+
+        def unpack() -> None:
+            for i, o in enumerate(outs):
+                o.copy_(stacked[i].view_as(o))
+        return self._work("allgather", [self.comm.iallgather(t, out=stacked)], output_lists, unpack)
+
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
+        what = "all_gather_into_tensor"
+        out, t = self._tensor(output, what, "output_tensor"), self._tensor(input, what, "input_tensor")
+        self._size_check(what, "output_tensor", out.numel(), self.comm.size * t.numel())
+        return self._work(what, [self.comm.iallgather(t, out=out)], [out])
+
+    _allgather_base = all_gather_single
+
+    def allgather_into_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
+                                        opts: Any = None) -> HcommWork:
+        works = [self.all_gather_single(o, i, opts) for o, i in zip(outputs, inputs)]
+        return self._work("all_gather_into_tensor_coalesced", [r for w in works for r in w._requests], outputs)
+
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+
+    def reduce_scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],
+                       opts: Any = None) -> HcommWork:
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        out = self._one(output_list, "reduce_scatter")
+        ins = input_lists[0] if len(input_lists) == 1 else None
+        if ins is None or len(ins) != self.comm.size:
+            raise ValueError(f"hcomm reduce_scatter: expected one input list of {self.comm.size} tensors")
+        for i, x in enumerate(ins):
+            self._tensor(x, "reduce_scatter", f"input_list[{i}]")
+            self._size_check("reduce_scatter", f"input_list[{i}]", x.numel(), out.numel())
+        flat = torch.cat([x.reshape(-1) for x in ins])
+        op = self._op(opts, "reduce_scatter", out)
+        return self._work("reduce_scatter", [self.comm.ireduce_scatter(flat, op, out=out.view(-1))], output_list,
+                          self._avg(opts, out))
+
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        what = "reduce_scatter_tensor"
+        out, t = self._tensor(output, what, "output"), self._tensor(input, what, "input")
+        self._size_check(what, "input", t.numel(), self.comm.size * out.numel())
+        op = self._op(opts, what, out)
+        return self._work(what, [self.comm.ireduce_scatter(t.view(-1), op, out=out.view(-1))], [out],
+                          self._avg(opts, out))
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
+                                        opts: Any = None) -> HcommWork:
+        works = [self.reduce_scatter_single(o, i, opts) for o, i in zip(outputs, inputs)]
+        then = [w._then for w in works if w._then is not None]
+        return self._work("reduce_scatter_tensor_coalesced", [r for w in works for r in w._requests], outputs,
+                          (lambda: [f() for f in then]) if then else None)
+
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
+    def alltoall(self, output_list: List[torch.Tensor], input_list: List[torch.Tensor],
+                 opts: Any = None) -> HcommWork:
+        n = self.comm.size
+        if len(output_list) != n or len(input_list) != n:
+            raise ValueError(f"hcomm alltoall: expected {n} input and {n} output tensors")
+        ins = [self._tensor(x, "alltoall", f"input_tensor_list[{i}]") for i, x in enumerate(input_list)]
+        outs = [self._tensor(x, "alltoall", f"output_tensor_list[{i}]") for i, x in enumerate(output_list)]
+        flat_in = torch.cat([x.reshape(-1) for x in ins])
+        flat_out = torch.empty(sum(o.numel() for o in outs), dtype=flat_in.dtype)
+        reqs = self._alltoallv(flat_in, flat_out, [x.numel() for x in ins], [o.numel() for o in outs], "alltoall")
+
+        def unpack() -> None:
+            offset = 0
+            for o in outs:
+                o.copy_(flat_out[offset:offset + o.numel()].view_as(o))
+                offset += o.numel()
+        return self._work("alltoall", reqs, output_list, unpack)
+
+    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: List[int],
+                          input_split_sizes: List[int], opts: Any = None) -> HcommWork:
+        what = "all_to_all_single"
+        out, t = self._tensor(output, what, "output"), self._tensor(input, what, "input")
+        n = self.comm.size
+        row_in = t[0].numel() if t.dim() and t.shape[0] else 1
+        row_out = out[0].numel() if out.dim() and out.shape[0] else 1
+        if not input_split_sizes and not output_split_sizes:
+            self._size_check(what, "output", out.numel(), t.numel())
+            if t.numel() % n:
+                raise ValueError(f"hcomm {what}: input has {t.numel()} elements, not divisible by {n} ranks")
+            return self._work(what, [self.comm.ialltoall(t.view(-1), out=out.view(-1))], [out])
+        sends = [s * row_in for s in input_split_sizes] if input_split_sizes else [t.numel() // n] * n
+        recvs = [s * row_out for s in output_split_sizes] if output_split_sizes else [out.numel() // n] * n
+        for arg, sizes, total in (("input_split_sizes", sends, t.numel()), ("output_split_sizes", recvs, out.numel())):
+            if len(sizes) != n or sum(sizes) != total:
+                raise ValueError(f"hcomm {what}: {arg} covers {sum(sizes)} of {total} elements in {len(sizes)} "
+                                 f"parts; expected {n} parts covering the tensor")
+        return self._work(what, self._alltoallv(t.view(-1), out.view(-1), sends, recvs, what), [out])
+
+    def _alltoallv(self, flat_in: torch.Tensor, flat_out: torch.Tensor, sends: List[int], recvs: List[int],
+                   what: str) -> List[Request]:
+        """Uneven alltoall by point-to-point (equal parts: the alltoall collective)."""
+        n, me = self.comm.size, self.comm.rank
+        if len(set(sends)) == 1 and sends == recvs:
+            return [self.comm.ialltoall(flat_in, out=flat_out)]
+        so = np.concatenate([[0], np.cumsum(sends)]).tolist()
+        ro = np.concatenate([[0], np.cumsum(recvs)]).tolist()
+        flat_out[ro[me]:ro[me + 1]].copy_(flat_in[so[me]:so[me + 1]])
+        reqs = []
+        for k in range(1, n):  # pairwise order: everyone sends right k while receiving from left k
+            dst, src = (me + k) % n, (me - k) % n
+            if recvs[src]:
+                reqs.append(self.comm.irecv(flat_out[ro[src]:ro[src + 1]], src))
+            if sends[dst]:
+                reqs.append(self.comm.isend(flat_in[so[dst]:so[dst + 1]], dst))
+        return reqs
+
+    def gather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],
+               opts: Any = None) -> HcommWork:
+        opts = opts if opts is not None else dist.GatherOptions()
+        t = self._one(input_list, "gather")
+        root = opts.rootRank
+        outs = output_lists[0] if self.comm.rank == root else []
+        if self.comm.rank == root and len(outs) != self.comm.size:
+            raise ValueError(f"hcomm gather: expected {self.comm.size} output tensors on the root")
+        stacked = torch.empty((self.comm.size,) + tuple(t.shape), dtype=t.dtype)
+
+        def unpack() -> None:
+            for i, o in enumerate(outs):
+                o.copy_(stacked[i].view_as(o))
+        return self._work("gather", [self.comm.iallgather(t, out=stacked)], output_lists, unpack)
+
+    def scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],
+                opts: Any = None) -> HcommWork:
+        opts = opts if opts is not None else dist.ScatterOptions()
+        out = self._one(output_list, "scatter")
+        root, me = opts.rootRank, self.comm.rank
+        if me != root:
+            return self._work("scatter", [self.comm.irecv(out, root)], output_list)
+        ins = input_lists[0]
+        if len(ins) != self.comm.size:
+            raise ValueError(f"hcomm scatter: expected {self.comm.size} input tensors on the root")
+        for i, x in enumerate(ins):
+            self._size_check("scatter", f"scatter_list[{i}]", self._tensor(x, "scatter", f"scatter_list[{i}]").numel(),
+                             out.numel())
+        out.copy_(ins[me].view_as(out))
+        return self._work("scatter", [self.comm.isend(x, r) for r, x in enumerate(ins) if r != me], output_list)
+
+    # ------------------------------------------------------------------ point-to-point
+    def send(self, tensors: List[torch.Tensor], dst: int, tag: int = 0) -> HcommWork:
+        t = self._one(tensors, "send")
+        header = torch.tensor([tag, t.numel()], dtype=torch.int64)
+        return self._work(f"send to rank {dst} (tag {tag})", [self.comm.isend(header, dst), self.comm.isend(t, dst)],
+                          tensors)
+
+    def recv(self, tensors: List[torch.Tensor], src: int, tag: int = 0) -> HcommWork:
+        t = self._one(tensors, "recv")
+        header = torch.empty(2, dtype=torch.int64)
+        what = f"recv from rank {src} (tag {tag})"
+        head = self.comm.irecv(header, src)
+
+        def check() -> None:
+            if int(header[0]) != tag:
+                raise ValueError(f"rank {self.comm.rank}: hcomm {what}: the next message from rank {src} was sent "
+                                 f"with tag {int(header[0])}; messages between two ranks are matched in order, "
+                                 "so tags must match in order too")
+        return self._work(what, [head, self.comm.irecv(t, src)], tensors, check)
+
+    def recv_anysource(self, tensors: List[torch.Tensor], tag: int = 0) -> HcommWork:
+        raise NotImplementedError("hcomm recv: receiving from any source is not supported; pass src=")
+
+    # ------------------------------------------------------------------ barrier
+    def barrier(self, opts: Any = None) -> HcommWork:
+        seq = self._barriers
+        self._barriers += 1
+        key = f"hcomm_barrier/{seq}/{{}}".format
+        self._store.set(key(self.comm.rank), b"1")
+        size = self.comm.size
+
+        def missing(_: float) -> str:
+            gone = [r for r in range(size) if not self._store.check([key(r)])]
+            return f"; ranks that never entered it: {gone}" if gone else ""
+        return self._work(f"barrier #{seq}", [self.comm.ibarrier()], [], None, missing)
+
+    def shutdown(self) -> None:
+        """Release the communicator (the world is finalized with the default group)."""
+        if self.comm is live.current_world():
+            world_api.finalize()
+        else:
+            self.comm.destroy()
+
+    def abort(self) -> None:
+        """As shutdown (nothing is in flight that could be cancelled more cleanly)."""
+        self.shutdown()
+
+    def monitored_barrier(self, timeout: Any = None, wait_all_ranks: bool = False) -> None:
+        """A barrier whose timeout names the ranks that never entered it."""
+        self.barrier().wait(timeout)
