@@ -78,6 +78,7 @@ class DataPlane:
             if mode == "strict":
                 raise SimError(HcclResult.E_NOT_SUPPORT, message)
             warn_caller(message, CheckerWarning)
+        _host_issues([th])
         EXECUTOR.submit(th.queue, [task])
         EXECUTOR.settle()
 
@@ -245,6 +246,7 @@ class DataPlane:
         if not tasks:
             return 0
         self._check_fork_join(tasks)
+        _host_issues(list(tasks))
         for th, lst in tasks.items():
             EXECUTOR.submit(th.queue, lst)
         EXECUTOR.settle()
@@ -334,6 +336,16 @@ class DataPlane:
         if commId is None or commId == _NULL:
             raise SimError(HcclResult.E_PTR, "commId is NULL")
         return 0
+
+
+def _host_issues(threads: List[SimThread]) -> None:
+    """Race checker: tasks issued now come after everything the host saw complete (its stream syncs)."""
+    if all(th.comm.race is None for th in threads):
+        return
+    with EXECUTOR.lock:
+        for th in threads:
+            if th.comm.race is not None:
+                th.comm.race.host_issues(th)
 
 
 def _kind(task: tuple) -> str:
