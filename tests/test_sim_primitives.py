@@ -56,6 +56,9 @@ def _ring_exchange(rank: int, n: int, root: bytes) -> dict:
     out_wr = np.zeros(64, np.float32)
     b.local_copy(th, env.ptr(out_wr), env.buf + 8192, acc.nbytes)
     rr = np.full(64, 100.0, np.float32)
+    # the left neighbour's accumulator is final only once ITS left neighbour's write-reduce landed: it says so
+    b.channel_notify_record(th, ch[right], READY2)
+    b.channel_notify_wait(th, ch[left], READY2, 10)
     b.read_reduce(th, ch[left], env.ptr(rr), peer_buf[left] + 8192, 64, DataType.FP32, ReduceOp.MAX)
     b.channel_notify_record(th, ch[left], ACK)
     b.channel_notify_wait(th, ch[right], ACK, 10)

@@ -115,6 +115,7 @@ class AclRuntime:
         if self._device.current < 0:
             raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
         EXECUTOR.run_until(lambda: not EXECUTOR.active)
+        self._host_saw(lambda q: True)
         queues = list(self.state.streams.values()) + [th.queue for th in self.state.threads.values()]
         for q in queues:
             if q.error is not None:
@@ -238,7 +239,15 @@ class AclRuntime:
         if not finished:
             set_last_error(f"{q.name}: not finished before the synchronisation timeout")
             return timeout_code
+        self._host_saw(lambda other: other is q)
         return 0
+
+    def _host_saw(self, synced: Any) -> None:
+        """Race checker: what the threads on the synchronised queues did is ordered before the host's next issues."""
+        for th in list(self.state.threads.values()):
+            race = th.comm.race
+            if race is not None and synced(th.queue):
+                race.host_saw(th)
 
     @entry
     def aclrtSynchronizeStream(self, stream: Any) -> int:

@@ -7,6 +7,8 @@ Each rank of a communicator owns two /dev/shm segments:
 * ``buf``: the HCCL buffer, 2 x HCCL_BUFFSIZE MiB, sparse, so untouched pages cost nothing.
 * ``nat``: scratch memory of the same size for the emulator's own native collectives
   (HcclAllReduce, ...), so they never share memory with algorithms that use the HCCL buffer.
+* ``chk`` (only when HCOMM_SIM_CHECK is not ``off``): the race checker's access log of this rank's
+  HCCL buffer and the clocks beside its channel notifies (:mod:`.races`).
 
 Rendezvous is by name: every rank creates its own segments and waits (up to
 HCCL_CONNECT_TIMEOUT) for its peers' to appear.  A channel is a pair of slots, one in each rank's
@@ -25,6 +27,7 @@ from .._ffi import ffi
 from .config import SimConfig
 from .errors import HcclResult, SimError, warn_caller
 from .futex import futex_wait, futex_wake
+from .races import RaceState, chk_bytes
 from .runtime import Queue, SimThread
 from .shm import SHM_DIR, Segment, owner_alive, sweep_stale, user_prefix
 
@@ -44,7 +47,7 @@ STATE_READY, STATE_DESTROYED = 1, 2
 S_STATE, S_PEER, S_ENGINE, S_PROTOCOL, S_NOTIFY_NUM = range(5)
 SLOT_PUBLISHED = 1
 
-__all__ = ["SimComm", "SimChannel", "segment_names", "job_tag"]
+__all__ = ["SimComm", "SimChannel", "segment_names", "chk_segment_name", "job_tag"]
 
 
 def job_tag(secret: bytes, comm_id: str) -> Tuple[int, int, int, int]:
@@ -59,12 +62,17 @@ def segment_names(comm_id: str, rank: int) -> Tuple[str, str, str]:
     return base + "_ctl", base + "_buf", base + "_nat"
 
 
+def chk_segment_name(comm_id: str, rank: int) -> str:
+    """The /dev/shm name of one rank's race-checker segment (exists only when its checker is on)."""
+    return f"{user_prefix()}{comm_id}_r{rank}_chk"
+
+
 class SimChannel:
     """One end of a channel: my notify slot, the peer's slot, the peer's HCCL buffer."""
 
     __slots__ = ("handle", "comm", "peer", "engine", "protocol", "notify_num", "local_words", "local_base",
                  "remote_words", "remote_base", "peer_ctl", "peer_ctl_path", "peer_bell_addr", "peer_sleep_index",
-                 "peer_buf", "buf_lo", "buf_hi", "pending", "signalled")
+                 "peer_buf", "buf_lo", "buf_hi", "pending", "signalled", "local_slot", "remote_slot")
 
     def __init__(self, handle: int, comm: "SimComm", peer: int, engine: int, protocol: int, notify_num: int,
                  local_slot: int, remote_slot: int) -> None:
@@ -75,6 +83,8 @@ class SimChannel:
         self.protocol = protocol
         self.notify_num = notify_num
         self.local_words = comm.words
+        self.local_slot = local_slot      # ctl slot indices (the race checker keeps a clock beside each notify)
+        self.remote_slot = remote_slot
         self.local_base = HEADER_WORDS + local_slot * SLOT_WORDS + 16
         peer_ctl = comm.peer_ctl[peer]
         self.peer_ctl = peer_ctl
@@ -154,6 +164,7 @@ class SimComm:
         self.peer_scratch: Dict[int, Segment] = {}
         self._used_slots = 0
         self.native: Any = None  # state of the native collectives, created on first use
+        self.race: Optional[RaceState] = None   # the read/write race checker (HCOMM_SIM_CHECK warn/strict)
         sweep_stale()
         ctl_name, buf_name, nat_name = segment_names(comm_id, rank)
         try:
@@ -166,6 +177,11 @@ class SimComm:
             self.buf = Segment(buf_name, self.buffer_bytes, create=True)
             made.append(self.buf)
             self.scratch = Segment(nat_name, self.buffer_bytes, create=True)
+            made.append(self.scratch)
+            if config.check != "off":   # before the ctl is READY: a peer that sees READY finds it
+                chk = Segment(chk_segment_name(comm_id, rank), chk_bytes(nranks, self.slots), create=True)
+                made.append(chk)
+                self.race = RaceState(rank, nranks, self.slots, chk)
         except BaseException:
             for seg in made:
                 seg.close()
@@ -211,6 +227,7 @@ class SimComm:
                 try:
                     self.peer_buffer(r)  # map now, while every rank is known to be alive
                     self.peer_scratch[r] = Segment(segment_names(self.comm_id, r)[2])
+                    self._map_peer_log(r)
                 except FileNotFoundError:
                     raise SimError(HcclResult.E_REMOTE, f"rank {r} of communicator {self.name} disappeared "
                                                         "during initialisation") from None
@@ -224,6 +241,15 @@ class SimComm:
             time.sleep(delay)
             delay = min(delay * 2, 0.02)
         self.words[H_CONNECTED] = 1
+
+    def _map_peer_log(self, rank: int) -> None:
+        """Map a peer's race-checker segment when both ends check (a peer with the checker off has none)."""
+        if self.race is None:
+            return
+        try:
+            self.race.add_peer(rank, Segment(chk_segment_name(self.comm_id, rank)))
+        except FileNotFoundError:
+            pass
 
     def wait_connected(self, deadline: float) -> None:
         """Second phase: nobody returns (and may destroy) before every rank has mapped everyone."""
@@ -407,15 +433,17 @@ class SimComm:
         self.destroyed = True
         self.words[H_STATE] = STATE_DESTROYED
         self.words = ffi.cast("uint32_t *", ffi.new("uint32_t[]", HEADER_WORDS))  # no use after unmap
-        for seg in list(self.peer_ctl.values()) + list(self._peer_buf.values()) + list(self.peer_scratch.values()):
+        logs = [log.seg for log in self.race.logs.values()] if self.race is not None else []
+        for seg in list(self.peer_ctl.values()) + list(self._peer_buf.values()) + list(self.peer_scratch.values()) + logs:
             if not seg.owner:
                 seg.close()
-        for seg in (self.ctl, self.buf, self.scratch):
+        for seg in [self.ctl, self.buf, self.scratch] + [s for s in logs if s.owner]:
             seg.unlink()
             seg.close()
+        self.race = None
         # peers that died cannot unlink their own segments: do it for them
         for r in range(self.nranks):
-            for name in segment_names(self.comm_id, r):
+            for name in segment_names(self.comm_id, r) + (chk_segment_name(self.comm_id, r),):
                 path = os.path.join(SHM_DIR, name)
                 if os.path.exists(path) and not owner_alive(path):
                     try:

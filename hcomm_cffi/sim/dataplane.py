@@ -78,6 +78,7 @@ class DataPlane:
             if mode == "strict":
                 raise SimError(HcclResult.E_NOT_SUPPORT, message)
             warn_caller(message, CheckerWarning)
+        _host_issues([th])
         EXECUTOR.submit(th.queue, [task])
         EXECUTOR.settle()
 
@@ -103,12 +104,45 @@ class DataPlane:
                            f"(0x{ch.buf_lo:x}, {ch.buf_hi - ch.buf_lo} bytes) as seen through this channel")
 
     # ------------------------------------------------------------------ local
+    def _local_operands(self, th: SimThread, dst: Any, src: Any, nbytes: int) -> None:
+        """Bounds and overlap of a local copy/reduce, checked at the call (HCCL_E_PARA).
+
+        The vendor's host path checks neither (hcomm @ 8958adb src/platform/comm_primitive/
+        hccl_primitive_local.cc:32 HcclLocalCopy hands the addresses to the dispatcher; the hardware then
+        faults the task or silently corrupts): rejecting them at the call is the emulator's choice, so a
+        copy past the HCCL buffer is an error naming it instead of a SIGSEGV.  Overlap: HCOMM_SEMANTICS 2.6.
+        Memory the emulator does not know (host memory) is not bounds-checked.
+        """
+        d, s = _addr(dst), _addr(src)
+        if d < s + nbytes and s < d + nbytes:
+            raise SimError(HcclResult.E_PARA, f"dst [0x{d:x}, +{nbytes}) and src [0x{s:x}, +{nbytes}) overlap; "
+                                              "a local copy/reduce needs disjoint operands")
+        for what, lo in (("dst", d), ("src", s)):
+            region = self._owner_region(th, lo)
+            if region is not None and lo + nbytes > region[1]:
+                name, start, end = region[2], region[0], region[1]
+                raise SimError(HcclResult.E_PARA,
+                               f"{what} [0x{lo:x}, +{nbytes}) runs {lo + nbytes - end} bytes past the end of {name} "
+                               f"(0x{start:x}, {end - start} bytes)")
+
+    def _owner_region(self, th: SimThread, addr: int) -> "Optional[tuple[int, int, str]]":
+        """(start, end, name) of the known memory holding ``addr``: the rank's HCCL buffer or an aclrtMalloc block."""
+        comm = th.comm
+        base = comm.buf.addr
+        if base <= addr < base + comm.buffer_bytes:
+            return base, base + comm.buffer_bytes, f"rank {comm.rank}'s HCCL buffer"
+        for start, (mm, _ptr) in self.state.memory.items():
+            if start <= addr < start + len(mm):
+                return start, start + len(mm), "its aclrtMalloc block"
+        return None
+
     @entry
     def HcommLocalCopyOnThread(self, thread: int, dst: Any, src: Any, len: int) -> int:
         th = self.state.thread(thread)
         if dst == _NULL or src == _NULL:
             raise SimError(HcclResult.E_PTR, "dst or src is NULL")
         if len:
+            self._local_operands(th, dst, src, len)
             self._issue(th, (COPY, th, dst, src, len))
         return 0
 
@@ -120,6 +154,7 @@ class DataPlane:
             raise SimError(HcclResult.E_PTR, "dst or src is NULL")
         dt, op = _reduce_args(count, dataType, reduceOp)
         if count:
+            self._local_operands(th, dst, src, count * dt.itemsize)
             self._issue(th, (REDUCE, th, dst, src, count, dt, op))
         return 0
 
@@ -245,6 +280,7 @@ class DataPlane:
         if not tasks:
             return 0
         self._check_fork_join(tasks)
+        _host_issues(list(tasks))
         for th, lst in tasks.items():
             EXECUTOR.submit(th.queue, lst)
         EXECUTOR.settle()
@@ -334,6 +370,16 @@ class DataPlane:
         if commId is None or commId == _NULL:
             raise SimError(HcclResult.E_PTR, "commId is NULL")
         return 0
+
+
+def _host_issues(threads: List[SimThread]) -> None:
+    """Race checker: tasks issued now come after everything the host saw complete (its stream syncs)."""
+    if all(th.comm.race is None for th in threads):
+        return
+    with EXECUTOR.lock:
+        for th in threads:
+            if th.comm.race is not None:
+                th.comm.race.host_issues(th)
 
 
 def _kind(task: tuple) -> str:

@@ -19,11 +19,14 @@ from .errors import (
     ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
     HcclResult, warn_caller,
 )
+from .._ffi import ffi
 from .futex import sched_yield
 from .shm import owner_alive
 
 if TYPE_CHECKING:  # pragma: no cover
     from .comm import SimComm
+
+_cast = ffi.cast
 
 # task kinds (first element of a task tuple)
 COPY, REDUCE, WRITE, WRITE_REDUCE, READ, READ_REDUCE = range(6)
@@ -59,10 +62,11 @@ class CheckerWarning(UserWarning):
 class Queue:
     """An ordered task queue: the execution context of a Thread or a stream."""
 
-    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm")
+    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked")
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.checked = False   # a thread of a communicator with the race checker runs here
         self.tasks: Deque[tuple] = deque()
         self.error: Optional[Tuple[int, int, str]] = None  # (HcclResult, aclError, message)
         self.blocked_since = 0.0
@@ -73,7 +77,7 @@ class Queue:
 class SimThread:
     """A Thread handle's state: its queue and its binary thread notifies."""
 
-    __slots__ = ("handle", "comm", "engine", "notifies", "queue", "main", "label")
+    __slots__ = ("handle", "comm", "engine", "notifies", "queue", "main", "label", "vc", "actor")
 
     def __init__(self, handle: int, comm: "SimComm", engine: int, notify_num: int, queue: Queue,
                  main: bool) -> None:
@@ -84,6 +88,10 @@ class SimThread:
         self.queue = queue
         self.main = main
         self.label = f"thread 0x{handle:x}{' (stream)' if main else ''}"
+        self.vc: Any = None    # vector clock of the race checker (sim.races), made on its first checked task
+        self.actor = 0
+        if comm.race is not None:
+            queue.checked = True
 
 
 class SimEvent:
@@ -190,10 +198,11 @@ class Executor:
     def _run_queue(self, q: Queue) -> bool:
         tasks = q.tasks
         ran = False
+        execute = self._execute_checked if q.checked else self._execute
         while tasks:
             task = tasks[0]
             try:
-                done = self._execute(q, task)
+                done = execute(q, task)
             except _TaskFailure as exc:
                 self.fail_queue(q, exc.code, exc.acl_code, exc.message)
                 return True
@@ -240,6 +249,36 @@ class Executor:
                             failed.queue.error = (int(HcclResult.E_INTERNAL), ACL_ERROR_RT_INTERNAL_ERROR, message)
                 else:
                     warn_caller(message, CheckerWarning)
+
+    def _execute_checked(self, q: Queue, t: tuple) -> bool:
+        """``_execute`` with the race checker: clocks move with notifies, HCCL-buffer accesses are logged."""
+        kind = t[0]
+        if kind > C_WAIT:
+            return self._execute(q, t)
+        th = t[1]
+        race = th.comm.race if th is not None else None   # native collectives' copies carry no thread
+        if race is None:
+            return self._execute(q, t)
+        if kind == T_WAIT or kind == C_WAIT:
+            if not self._execute(q, t):
+                return False
+            note = (race.thread_note(th, t[2]) if kind == T_WAIT
+                    else race.channel_note(th.comm.rank, t[2].local_slot, t[3]))
+            if note is not None:
+                race.acquire(th, note)
+            return True
+        if kind == T_RECORD:
+            race.release(th, race.thread_note(t[2], t[3]))
+        elif kind == C_RECORD:
+            ch = t[2]
+            note = race.channel_note(ch.peer, ch.remote_slot, t[3])
+            race.release(th, note if note is not None else race.scratch_note)
+        else:
+            for owner, lo, hi, write in _accesses(th.comm, t):
+                found = race.access(owner, th, lo, hi, write, q.executed, kind)
+                if found is not None:
+                    self.report(th, q, t, found)
+        return self._execute(q, t)
 
     def _execute(self, q: Queue, t: tuple) -> bool:
         kind = t[0]
@@ -404,6 +443,39 @@ class Executor:
             comm.sleep_on_bell(value, timeout)
         else:
             time.sleep(min(timeout, 0.001))
+
+
+def _own(comm: Any, ptr: Any, nbytes: int, write: bool) -> Optional[Tuple[int, int, int, bool]]:
+    """The part of [ptr, +nbytes) inside ``comm``'s own HCCL buffer as an access (rank, lo, hi, write), or None."""
+    base = comm.buf.addr
+    lo = int(_cast("uintptr_t", ptr)) - base
+    hi = lo + nbytes
+    size = comm.buffer_bytes
+    if hi <= 0 or lo >= size:
+        return None
+    return comm.rank, max(lo, 0), min(hi, size), write
+
+
+def _accesses(comm: Any, t: tuple) -> List[Tuple[int, int, int, bool]]:
+    """HCCL-buffer accesses of a data task: (owner rank, lo, hi, write) with offsets in the owner's buffer."""
+    kind = t[0]
+    out: List[Tuple[int, int, int, bool]] = []
+    if kind == COPY or kind == REDUCE:
+        nbytes = t[4] if kind == COPY else t[4] * t[5].itemsize
+        for access in (_own(comm, t[3], nbytes, False), _own(comm, t[2], nbytes, True)):
+            if access is not None:
+                out.append(access)
+        return out
+    ch = t[2]
+    nbytes = t[5] if kind == WRITE or kind == READ else t[5] * t[6].itemsize
+    remote, local = (t[3], t[4]) if kind == WRITE or kind == WRITE_REDUCE else (t[4], t[3])
+    lo = int(_cast("uintptr_t", remote)) - ch.buf_lo
+    remote_write = kind == WRITE or kind == WRITE_REDUCE
+    out.append((ch.peer, lo, lo + nbytes, remote_write))
+    mine = _own(comm, local, nbytes, not remote_write)
+    if mine is not None:
+        out.append(mine)
+    return out
 
 
 def _wait_limit(q: Queue, t: tuple) -> Optional[float]:
