@@ -98,8 +98,8 @@ def test_worldspec_validation():
         WorldSpec(0, 4, 2, 2, blob, None, "explicit", "j")
     with pytest.raises(ValueError, match="exactly one of root_info and ranktable"):
         WorldSpec(0, 4, 0, 1, blob, "/rt.json", "explicit", "j")
-    with pytest.raises(ValueError, match="source='slurm'"):
-        WorldSpec(0, 4, 0, 1, blob, None, "slurm", "j")
+    with pytest.raises(ValueError, match="source='pbs'"):      # slurm is a known source since Slurm support
+        WorldSpec(0, 4, 0, 1, blob, None, "pbs", "j")
 
 
 def test_channel_choice(monkeypatch):
