@@ -169,6 +169,7 @@ VARIABLES: Tuple[Variable, ...] = (
              "port of the TCP store"),
     Variable("HCOMM_RUN_ID", "run_id", _text, None, "job id of an hcomm run job (set by the launcher)"),
     Variable("HCOMM_RUN_JOB_DIR", "run_job_dir", _path, None, "private job directory (set by the launcher)"),
+    Variable("HCOMM_RUN_BIND", "run_bind", _text, None, "CPU binding hcomm run gave this rank (set by the launcher)"),
     Variable("HCOMM_RUN_NPROCS", "run_nprocs", lambda n, r: parse_int(n, r, 1, None, " number of ranks"), None,
              "rank count of an hcomm run job (set by the launcher)"),
     Variable("HCOMM_BENCH_PROGRESS", "bench_progress", lambda n, r: _choice(n, r, ("relay",), "a progress mode"), None,
@@ -209,6 +210,7 @@ class Settings:
     run_id: Optional[str]
     run_job_dir: Optional[str]
     run_nprocs: Optional[int]
+    run_bind: Optional[str]
     bench_progress: Optional[str]
     bench_corrupt: Optional[str]
     bench_sim_check_defaulted: bool

@@ -15,6 +15,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from .. import __version__
+from ..launch import affinity
 from ..lib import backend_name
 from ..lib.loader import find_libraries
 
@@ -79,6 +80,7 @@ def collect() -> Dict[str, Any]:
         "backend": backend,
         "libraries": libraries,
         "environment": {name: os.environ.get(name) for name in ENV_VARS},
+        "cpu_binding": affinity.current(),
         "python": {"version": platform.python_version(), "executable": sys.executable,
                    "platform": platform.platform()},
         "packages": {
@@ -103,6 +105,8 @@ def _format_text(info: Dict[str, Any]) -> str:
         else:
             lines.append(f"  {' / '.join(lib['sonames'])}: not found; searched:")
             lines.extend(f"    - {place}" for place in lib["searched"])
+    bind = info["cpu_binding"]
+    lines.append(f"cpu binding: {bind['launcher']} (cores this process may use: {bind['affinity']})")
     lines.append("environment:")
     for name, value in info["environment"].items():
         lines.append(f"  {name}={value if value is not None else '(unset)'}")

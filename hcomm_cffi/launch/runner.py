@@ -52,6 +52,7 @@ from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..bootstrap.env import ENV_JOB_ID, ENV_RUN_ID, ENV_RUN_JOB_DIR
 from .. import settings
 from ..bootstrap.errors import BootstrapError, format_ranks
+from . import affinity
 from .jobdir import create_job_dir, sweep_dead_job_dirs
 from .watchdog import DONE
 
@@ -84,6 +85,7 @@ class LaunchConfig:
     job_id: Optional[str] = None
     grace: float = 5.0
     env: Dict[str, str] = field(default_factory=dict)
+    bind_to: str = "auto"
 
     def validate(self) -> None:
         """Raise LaunchError for an unusable field."""
@@ -93,6 +95,8 @@ class LaunchConfig:
             raise LaunchError("no command given; expected e.g. `hcomm run -n 4 -- python script.py`")
         if self.timeout is not None and not self.timeout > 0:
             raise LaunchError(f"--timeout={self.timeout!r}; expected a number of seconds > 0")
+        if self.bind_to not in affinity.MODES:
+            raise LaunchError(f"--bind-to={self.bind_to!r}; expected one of {', '.join(affinity.MODES)}")
         if not self.grace >= 0:
             raise LaunchError(f"--grace={self.grace!r}; expected a number of seconds >= 0")
         if self.job_id is not None and not _JOB_ID_RE.match(self.job_id):
@@ -234,8 +238,8 @@ def _rank_env(base: Mapping[str, str], rank: int, n: int, job_id: str, job_dir: 
     return env
 
 
-def _child_setup_factory() -> Any:
-    """preexec_fn for ranks: die with the launcher.  ctypes is resolved here, before fork."""
+def _child_setup_factory(cores: Optional[Sequence[int]] = None) -> Any:
+    """preexec_fn for ranks: die with the launcher, run on ``cores``.  ctypes is resolved here, before fork."""
     parent = os.getpid()
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -247,6 +251,8 @@ def _child_setup_factory() -> Any:
             prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the launcher died before prctl took effect
             os._exit(1)
+        if cores:
+            os.sched_setaffinity(0, cores)
 
     return setup
 
@@ -292,7 +298,7 @@ class _Job:
         base.update(self.config.env)
         base["HCOMM_BACKEND"] = self.backend
         port = _free_port()
-        setup = _child_setup_factory()
+        binds = affinity.plan(self.config.bind_to, self.config.nprocs)
         command = list(self.config.command)
         if command[0].endswith(".py"):  # `hcomm run -n 2 script.py` runs it with this interpreter
             command.insert(0, sys.executable)
@@ -302,10 +308,11 @@ class _Job:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
             pass_fds=(self.lock_fd,), text=True)
         for rank in range(n):
+            env = _rank_env(base, rank, n, self.job_id, self.job_dir, port, self.secret)
+            env["HCOMM_RUN_BIND"] = affinity.describe(self.config.bind_to, binds[rank])
             proc = subprocess.Popen(  # raises OSError when the command cannot be started
-                command, env=_rank_env(base, rank, n, self.job_id, self.job_dir, port, self.secret),
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True, preexec_fn=setup, close_fds=True)
+                command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True, preexec_fn=_child_setup_factory(binds[rank]), close_fds=True)
             self.procs.append(proc)
             self._tell_watchdog(str(proc.pid))  # its session id = its process group id
         for rank, proc in enumerate(self.procs):
@@ -515,6 +522,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between SIGTERM and SIGKILL when stopping ranks (default 5)")
     parser.add_argument("--no-prefix", dest="prefix", action="store_false",
                         help="do not prefix output lines with [rank]")
+    parser.add_argument("--bind-to", default="auto", choices=affinity.MODES,
+                        help="CPU binding of each rank, as mpirun's: core (one core each), numa (the cores of one "
+                             "NUMA node, round-robin), none; auto (default) = core while ranks <= usable cores, "
+                             "else none")
     parser.add_argument("--job-id", metavar="ID",
                         help="job id ([A-Za-z0-9_.-], default random); exported as HCOMM_RUN_ID and HCOMM_JOB_ID")
     # dest "program", not "command": the `hcomm` parser keeps the subcommand name in args.command
@@ -528,7 +539,7 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
     if command and command[0] == "--":
         command = command[1:]
     return LaunchConfig(nprocs=args.nprocs, command=command, timeout=args.timeout, prefix=args.prefix,
-                        job_id=args.job_id, grace=args.grace)
+                        job_id=args.job_id, grace=args.grace, bind_to=args.bind_to)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
