@@ -1,22 +1,25 @@
-"""Allreduce side by side: this package on the emulator, torch.distributed gloo, Open MPI, memcpy, np.add.
+"""Collectives side by side: this package on the emulator, torch.distributed gloo, Open MPI, memcpy, np.add.
 
-    python benchmarks/compare_allreduce.py                       # 2 and 4 ranks; 8 B, 64 KiB, 4 MiB, 64 MiB
-    python benchmarks/compare_allreduce.py --ranks 2 --sizes 8,64K,1M --algos native,ring --json out.json
+    python benchmarks/compare_allreduce.py --repeat 3 --algos native,auto,ring,mesh   # the README's run
+    python benchmarks/compare_allreduce.py --ranks 2 --sizes 8,64K,1M --ops allreduce --algos native,ring
 
-For each rank count the same float32 sum-allreduce sweep runs (each library in its own job):
+For each collective (allreduce, broadcast, allgather, reduce_scatter; ``--ops``) and rank count the same
+float32 sweep runs (each library in its own job; sizes as nccl-tests counts them):
 
 * ``hcomm-sim/<algo>``: ``hcomm run -n N`` of ``_compare_workers.py hcomm`` (hcomm bench's runner;
-  ``native`` = HcclAllReduce on the emulator, other names go through the Comm API), with
-  ``HCOMM_SIM_CHECK=off`` (the emulator's schedule checker costs time);
+  ``native`` = the library's own collective on the emulator, other names go through the Comm API), with
+  ``HCOMM_SIM_CHECK=off`` and ``HCOMM_CHECK_COLLECTIVES=0``: the emulator's schedule checker and the
+  cross-rank signature check are debugging aids that cost time (benchmarks/soak.py measures the latter);
 * ``gloo``: ``hcomm run -n N`` of ``_compare_workers.py gloo`` (torch.distributed, TCP on loopback);
 * ``openmpi``: ``mpirun --mca btl self,vader -n N`` of ``_compare_workers.py mpi`` (mpi4py, shared memory);
 * ``memcpy`` / ``np.add``: this process, one core, for the same sizes (GB/s of the bytes copied / of one
   operand): the ceilings a shared-memory allreduce works against.
 
 Every library uses the same loop (warm-up, barrier, timed iterations, max over ranks), busbw =
-size / time x 2(n-1)/n (nccl-tests).  The table shows busbw per library, the ratios emulator/Open MPI and
-emulator/gloo, the emulator's time and the planner's modelled time (Ascend HCCS cost model, ``auto``).
-A library that cannot run here is skipped with the reason.  Then the project's targets are checked.
+size / time x the nccl-tests factor.  The table shows busbw per library, the ratios emulator/Open MPI
+and emulator/gloo, the emulator's time and the planner's modelled time (Ascend HCCS cost model,
+``auto``).  A library that cannot run here is skipped with the reason.  Then the project's targets
+(issue 16) are checked, each line ending in ``ok`` or ``MISS``.
 """
 from __future__ import annotations
 
@@ -78,17 +81,18 @@ def _base_env() -> Dict[str, str]:
     return env
 
 
-def run_hcomm(n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, int]], algo: str,
+def run_hcomm(op: str, n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, int]], algo: str,
               timeout: float) -> Tuple[Optional[List[Row]], str]:
     env = _base_env()
     env.setdefault("HCOMM_BACKEND", "sim")
     env["HCOMM_SIM_CHECK"] = "off"
+    env["HCOMM_CHECK_COLLECTIVES"] = "0"
     cmd = [sys.executable, "-m", "hcomm_cffi.run", "-n", str(n), "--no-prefix", "--",
-           sys.executable, WORKER, "hcomm", "--algo", algo, *_worker_args(sizes, plan)]
+           sys.executable, WORKER, "hcomm", "--op", op, "--algo", algo, *_worker_args(sizes, plan)]
     return _job(cmd, env, timeout)
 
 
-def run_gloo(n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, int]],
+def run_gloo(op: str, n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, int]],
              timeout: float) -> Tuple[Optional[List[Row]], str]:
     try:
         import torch  # noqa: F401
@@ -98,11 +102,11 @@ def run_gloo(n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, int]],
     if not dist.is_available() or not dist.is_gloo_available():
         return None, "this torch build has no gloo backend"
     cmd = [sys.executable, "-m", "hcomm_cffi.run", "-n", str(n), "--no-prefix", "--",
-           sys.executable, WORKER, "gloo", *_worker_args(sizes, plan)]
+           sys.executable, WORKER, "gloo", "--op", op, *_worker_args(sizes, plan)]
     return _job(cmd, _base_env(), timeout)
 
 
-def run_mpi(n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, int]],
+def run_mpi(op: str, n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, int]],
             timeout: float) -> Tuple[Optional[List[Row]], str]:
     mpirun = shutil.which("mpirun")
     if mpirun is None:
@@ -117,7 +121,7 @@ def run_mpi(n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, int]],
     cmd = [mpirun, "--mca", "btl", "self,vader", "-n", str(n), "--oversubscribe"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    cmd += [sys.executable, WORKER, "mpi", *_worker_args(sizes, plan)]
+    cmd += [sys.executable, WORKER, "mpi", "--op", op, *_worker_args(sizes, plan)]
     return _job(cmd, _base_env(), timeout)
 
 
@@ -148,24 +152,24 @@ def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a / b if a is not None and b else None
 
 
-def compare(n: int, sizes: Sequence[int], algos: Sequence[str], libraries: Sequence[str], budget: float,
+def compare(op: str, n: int, sizes: Sequence[int], algos: Sequence[str], libraries: Sequence[str], budget: float,
             fixed_iters: Optional[int], timeout: float, repeat: int = 1) -> Dict[str, Any]:
-    """Run every library for ``n`` ranks (each job ``repeat`` times, keeping the fastest time per size);
-    the per-size busbw table as a dict."""
+    """Run every library for ``op`` on ``n`` ranks (each job ``repeat`` times, keeping the fastest time per
+    size); the per-size busbw table as a dict."""
     plan = [iteration_plan(s, budget, fixed_iters) for s in sizes]
-    factor = busbw_factor("allreduce", n) or 0.0
+    factor = busbw_factor(op, n) or 0.0
     series: Dict[str, List[Optional[Row]]] = {}
     skipped: Dict[str, str] = {}
-    runs: List[Tuple[str, Any]] = [(f"hcomm-sim/{a}", lambda a=a: run_hcomm(n, sizes, plan, a, timeout))
+    runs: List[Tuple[str, Any]] = [(f"hcomm-sim/{a}", lambda a=a: run_hcomm(op, n, sizes, plan, a, timeout))
                                    for a in algos]
     if "gloo" in libraries:
-        runs.append(("gloo", lambda: run_gloo(n, sizes, plan, timeout)))
+        runs.append(("gloo", lambda: run_gloo(op, n, sizes, plan, timeout)))
     if "openmpi" in libraries:
-        runs.append(("openmpi", lambda: run_mpi(n, sizes, plan, timeout)))
+        runs.append(("openmpi", lambda: run_mpi(op, n, sizes, plan, timeout)))
     for name, fn in runs:
         rows = None
         for attempt in range(repeat):
-            print(f"# {n} ranks: running {name} ({attempt + 1}/{repeat}) ...", file=sys.stderr, flush=True)
+            print(f"# {op}, {n} ranks: running {name} ({attempt + 1}/{repeat}) ...", file=sys.stderr, flush=True)
             got, why = fn()
             if got is None:
                 break
@@ -178,8 +182,8 @@ def compare(n: int, sizes: Sequence[int], algos: Sequence[str], libraries: Seque
             r["busbw"] = r["size"] / r["time_us"] / 1e3 * factor if r["time_us"] > 0 else None
         series[name] = rows  # type: ignore[assignment]
     local = local_bandwidth(sizes, plan) if "local" in libraries else {}
-    models = [modelled_time_us("allreduce", n, s) for s in sizes]
-    return {"nranks": n, "sizes": list(sizes), "plan": plan, "repeat": repeat, "series": series, "skipped": skipped,
+    models = [modelled_time_us(op, n, s) for s in sizes]
+    return {"op": op, "nranks": n, "sizes": list(sizes), "plan": plan, "repeat": repeat, "series": series, "skipped": skipped,
             "local": local,
             "model": [{"time_us": m, "algorithm": a} for m, a in models]}
 
@@ -190,12 +194,12 @@ def _busbw(table: Dict[str, Any], name: str, i: int) -> Optional[float]:
 
 
 def print_table(table: Dict[str, Any], algos: Sequence[str]) -> None:
-    n = table["nranks"]
+    n, op = table["nranks"], table["op"]
     sim = f"hcomm-sim/{algos[0]}"
     names = [f"hcomm-sim/{a}" for a in algos] + ["gloo", "openmpi"]
     best = f"; best of {table['repeat']} runs" if table.get("repeat", 1) > 1 else ""
-    print(f"\n# allreduce busbw (GB/s), {n} ranks, float32 sum, busbw = size/time x {busbw_factor('allreduce', n):g}; "
-          f"emulator with HCOMM_SIM_CHECK=off{best}")
+    print(f"\n# {op} busbw (GB/s), {n} ranks, float32, busbw = size/time x {busbw_factor(op, n):g}; "
+          f"emulator with HCOMM_SIM_CHECK=off, HCOMM_CHECK_COLLECTIVES=0{best}")
     head = f"{'size':>6} {'iters':>5} " + " ".join(f"{nm:>16}" for nm in names) + \
         f" {'memcpy':>8} {'np.add':>8} {'sim/mpi':>8} {'sim/gloo':>8} {'sim us':>10} {'model us':>9} {'(algo)':<7}"
     print(head)
@@ -211,7 +215,7 @@ def print_table(table: Dict[str, Any], algos: Sequence[str]) -> None:
         print(f"{format_size(size):>6} {iters:>5} {cells} {_fmt(mem, 8, 2)} {_fmt(add, 8, 2)} "
               f"{_fmt(_ratio(s, _busbw(table, 'openmpi', i)), 8, 2)} {_fmt(_ratio(s, _busbw(table, 'gloo', i)), 8, 1)} "
               f"{_fmt(sim_us, 10, 1)} {_fmt(model['time_us'], 9, 1)} {model['algorithm'] or '-':<7}")
-    print(f"# time per allreduce (us, slowest rank), {n} ranks")
+    print(f"# time per {op} (us, slowest rank), {n} ranks")
     print(f"{'size':>6} " + " ".join(f"{nm:>16}" for nm in names))
     for i, size in enumerate(table["sizes"]):
         times = [table["series"][nm][i]["time_us"] if nm in table["series"] else None for nm in names]
@@ -223,40 +227,59 @@ def print_table(table: Dict[str, Any], algos: Sequence[str]) -> None:
         print(f"# WARNING: the emulator produced wrong elements: {wrong}")
 
 
-def targets(tables: Sequence[Dict[str, Any]], algo: str) -> List[str]:
-    """The project's goals, each as 'ok' or 'SHORT' with the numbers."""
-    sim = f"hcomm-sim/{algo}"
+def _time(t: Dict[str, Any], name: str, i: int) -> Optional[float]:
+    rows = t["series"].get(name)
+    return None if rows is None else rows[i]["time_us"]
+
+
+def _check(ok: bool, text: str) -> str:
+    return f"{text}: {'ok' if ok else 'MISS'}"
+
+
+def targets(tables: Sequence[Dict[str, Any]], algos: Sequence[str]) -> List[str]:
+    """Issue 16's targets, each line ending in 'ok' or 'MISS' with the numbers (ratios from the same run)."""
     lines = []
+    native = "hcomm-sim/native"
     for t in tables:
-        n = t["nranks"]
+        op, n = t["op"], t["nranks"]
         for i, size in enumerate(t["sizes"]):
-            s = _busbw(t, sim, i)
-            if size < 64 << 10 or s is None:
+            s, mpi = _busbw(t, native, i), _busbw(t, "openmpi", i)
+            tag = f"{op} n={n} {format_size(size):>4}"
+            if s is not None and mpi and size >= 64 << 10:
+                lines.append(_check(s >= mpi, f"{tag}: native busbw >= Open MPI ({s:.3f} vs {mpi:.3f} GB/s, "
+                                              f"{s / mpi:.2f}x)"))
+            if op != "allreduce":
                 continue
-            mpi, gloo = _busbw(t, "openmpi", i), _busbw(t, "gloo", i)
-            if mpi is not None:
-                lines.append(f"n={n} {format_size(size):>4}: busbw >= Open MPI: {'ok' if s >= mpi else 'SHORT'} "
-                             f"({s:.3f} vs {mpi:.3f} GB/s, {s / mpi:.2f}x)")
-            if gloo is not None:
-                lines.append(f"n={n} {format_size(size):>4}: busbw >= 10x gloo: {'ok' if s >= 10 * gloo else 'SHORT'} "
-                             f"({s:.3f} vs {gloo:.3f} GB/s, {s / gloo:.1f}x)")
-        if n == 2:
-            for i, size in enumerate(t["sizes"]):
-                rows = t["series"].get(sim)
-                if rows is None:
+            nt, mt = _time(t, native, i), _time(t, "openmpi", i)
+            if size == 8 and nt is not None and mt:
+                lines.append(_check(nt <= 3 * mt, f"{tag}: native time <= 3x Open MPI ({nt:.1f} vs {mt:.1f} us, "
+                                                  f"{nt / mt:.1f}x)"))
+            if n == 2 and size == 64 << 20 and s is not None:
+                lines.append(_check(s >= 3.5 and (mpi is None or s >= 2.5 * mpi),
+                                    f"{tag}: native busbw >= 3.5 GB/s and >= 2.5x Open MPI ({s:.2f} GB/s"
+                                    + (f", {s / mpi:.2f}x)" if mpi else ")")))
+            at = _time(t, "hcomm-sim/auto", i)
+            if size == 8 and at is not None and nt:
+                lines.append(_check(at <= 1.3 * nt, f"{tag}: the Comm API (auto) adds <= 30% to native "
+                                                    f"({at:.1f} vs {nt:.1f} us, +{(at / nt - 1) * 100:.0f}%)"))
+            for algo in ("ring", "mesh"):
+                ht = _time(t, f"hcomm-sim/{algo}", i)
+                if ht is None or not nt:
                     continue
-                if size == 64 << 20:
-                    s = rows[i]["busbw"]
-                    lines.append(f"n=2  64M: busbw >= 5 GB/s: {'ok' if s >= 5 else 'SHORT'} ({s:.3f} GB/s)")
-                if size == 8:
-                    us = rows[i]["time_us"]
-                    lines.append(f"n=2    8: time <= 10 us: {'ok' if us <= 10 else 'SHORT'} ({us:.2f} us)")
+                if size <= 64 << 10:
+                    lines.append(_check(ht <= 2 * nt, f"{tag}: {algo} time <= 2x native ({ht:.1f} vs {nt:.1f} us, "
+                                                      f"{ht / nt:.2f}x)"))
+                elif size >= 4 << 20:
+                    lines.append(_check(ht <= 1.1 * nt, f"{tag}: {algo} within 10% of native ({ht:.0f} vs "
+                                                        f"{nt:.0f} us, {ht / nt:.2f}x)"))
     return lines
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ranks", default="2,4", help="rank counts, comma-separated (default 2,4)")
+    parser.add_argument("--ops", default="allreduce,broadcast,allgather,reduce_scatter",
+                        help="collectives, comma-separated (default allreduce,broadcast,allgather,reduce_scatter)")
     parser.add_argument("--sizes", default="8,64K,4M,64M", help="message sizes per rank (default 8,64K,4M,64M)")
     parser.add_argument("--algos", default="native",
                         help="emulator algorithms, comma-separated: native (HcclAllReduce) and/or Comm API "
@@ -284,16 +307,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not ranks or min(ranks) < 2:
         parser.error(f"--ranks {args.ranks!r}: expected rank counts >= 2")
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    unknown = [o for o in ops if o not in ("allreduce", "broadcast", "allgather", "reduce_scatter")]
+    if unknown or not ops:
+        parser.error(f"--ops {args.ops!r}: expected allreduce, broadcast, allgather and/or reduce_scatter")
     libraries = [v.strip() for v in args.libraries.split(",") if v.strip()]
-    print(f"# compare_allreduce: ranks {ranks}, sizes {[format_size(s) for s in sizes]}, emulator algorithms {algos}, "
-          f"{os.cpu_count()} CPUs; HCOMM_SIM_CHECK=off for the emulator jobs", flush=True)
-    tables = [compare(n, sizes, algos, libraries, budget, args.iters, args.timeout, args.repeat) for n in ranks]
+    print(f"# compare_allreduce: ops {ops}, ranks {ranks}, sizes {[format_size(s) for s in sizes]}, emulator "
+          f"algorithms {algos}, {os.cpu_count()} CPUs; HCOMM_SIM_CHECK=off, HCOMM_CHECK_COLLECTIVES=0 for the "
+          "emulator jobs", flush=True)
+    tables = [compare(op, n, sizes, algos, libraries, budget, args.iters, args.timeout, args.repeat)
+              for op in ops for n in ranks]
     for t in tables:
         print_table(t, algos)
-    for algo in algos:
-        print(f"\n# targets (emulator {algo}" + (f", best of {args.repeat} runs" if args.repeat > 1 else "") + ")")
-        for line in targets(tables, algo):
-            print("  " + line)
+    print("\n# targets" + (f" (best of {args.repeat} runs)" if args.repeat > 1 else ""))
+    for line in targets(tables, algos):
+        print("  " + line)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"ranks": ranks, "sizes": sizes, "tables": tables}, f, indent=2)
@@ -304,9 +332,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         series = {}
         for t in tables:
             for name, rows in t["series"].items():
-                series[f"{name} n={t['nranks']}"] = [(r["size"], r["time_us"], r["busbw"]) for r in rows]
+                series[f"{t['op']} {name} n={t['nranks']}"] = [(r["size"], r["time_us"], r["busbw"]) for r in rows]
         try:
-            plot_series(args.plot, series, "allreduce busbw and latency")
+            plot_series(args.plot, series, "busbw and latency")
             print(f"# wrote {args.plot}")
         except PlotUnavailable as exc:
             print(f"# no plot: {exc}")
