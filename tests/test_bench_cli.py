@@ -88,7 +88,7 @@ def test_several_algorithms_one_plot_line_each(tmp_path) -> None:
     assert doc["config"]["algorithms"] == ["native", "mesh"]
     assert [(r["algorithm"], r["size"], r["wrong"]) for r in doc["results"]] == \
         [("native", 1024, 0), ("native", 65536, 0), ("mesh", 1024, 0), ("mesh", 65536, 0)]
-    assert doc["environment"]["engines"] == {"native": "binding/native", "mesh": "comm-api"}
+    assert doc["environment"]["paths"] == {"native": "binding/native", "mesh": "comm-api"}
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -39,7 +39,7 @@ class _Prep(Prepared):
 class FakeOps(Ops):
     """Rank 0 of 3: outputs the correct pattern (or a damaged one); the other ranks' numbers are injected."""
 
-    engine = "fake"
+    path = "fake"
     algorithm = "native"
 
     def __init__(self, others: List[List[int]], damage: int = 0) -> None:
@@ -62,7 +62,7 @@ class FakeOps(Ops):
         return np.array([list(values)] + self.others, np.int64)
 
     def describe(self):
-        return {"engine": self.engine}
+        return {"path": self.path}
 
     def close(self) -> None:
         pass
@@ -126,7 +126,7 @@ def _results() -> List[SizeResult]:
 def test_table() -> None:
     cfg, res = _cfg(sizes=SIZES), _results()
     out = io.StringIO()
-    report.print_table(cfg, res, 3, {"backend": "sim", "engine": "fake"}, out)
+    report.print_table(cfg, res, 3, {"backend": "sim", "path": "fake"}, out)
     lines = out.getvalue().splitlines()
     rows = [line.split() for line in lines if not line.startswith("#")]
     assert len(rows) == 3
@@ -140,7 +140,7 @@ def test_table() -> None:
 
 def test_json_round_trip(tmp_path) -> None:
     cfg, res = _cfg(sizes=SIZES), _results()
-    env = report.environment({"engine": "fake"}, 3, {"hcomm_cffi": "0"}, {"HCCL_BUFFSIZE": "8"}, "sim")
+    env = report.environment({"path": "fake"}, 3, {"hcomm_cffi": "0"}, {"HCCL_BUFFSIZE": "8"}, "sim")
     path = str(tmp_path / "r.json")
     report.write_json(path, cfg, 3, env, res)
     doc = report.read_json(path)
@@ -154,7 +154,7 @@ def test_json_round_trip(tmp_path) -> None:
 
 def test_csv_round_trip(tmp_path) -> None:
     cfg, res = _cfg(sizes=SIZES), _results()
-    env = {"backend": "sim", "engine": "fake", "versions": {"hcomm_cffi": "0.1.0"}, "variables": {"HCOMM_SIM_CHECK": "off"}}
+    env = {"backend": "sim", "path": "fake", "versions": {"hcomm_cffi": "0.1.0"}, "variables": {"HCOMM_SIM_CHECK": "off"}}
     path = str(tmp_path / "r.csv")
     report.write_csv(path, cfg, 3, env, res)
     rows = report.read_csv(path)

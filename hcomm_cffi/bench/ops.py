@@ -1,4 +1,4 @@
-"""The one place where ``hcomm bench`` executes operations: an adapter over an execution engine.
+"""The one place where ``hcomm bench`` executes operations: an adapter over an execution path.
 
 :func:`open_ops` returns an :class:`Ops` for the requested algorithm:
 
@@ -11,7 +11,7 @@
   build, :class:`OpsUnavailable` says so.
 
 The runner only sees :class:`Ops` (``prepare`` / ``barrier`` / ``allgather_int64``) and :class:`Prepared`
-(``launch`` / ``wait`` / ``output``), so switching engines touches nothing else.
+(``launch`` / ``wait`` / ``output``), so switching paths touches nothing else.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ ALGORITHMS = ("native", "auto", "ring", "mesh", "tree", "hierarchical")
 
 
 class OpsUnavailable(RuntimeError):
-    """The requested engine cannot run here (e.g. the Comm API is not installed)."""
+    """The requested path cannot run here (e.g. the Comm API is not installed)."""
 
 
 class Prepared(ABC):
@@ -58,12 +58,12 @@ class Prepared(ABC):
 
 
 class Ops(ABC):
-    """An execution engine bound to the world communicator of this job."""
+    """An execution path bound to the world communicator of this job."""
 
     rank: int
     size: int
     #: what executes the operations, e.g. ``binding/native``
-    engine: str
+    path: str
     algorithm: str
 
     @abstractmethod
@@ -136,7 +136,7 @@ class _BindingPrepared(Prepared):
         elif name == "barrier":
             b.barrier(comm, s)
         else:
-            raise ValueError(f"op={name!r} is not supported by the binding engine")
+            raise ValueError(f"op={name!r} is not supported by the binding path")
 
     def wait(self) -> None:
         self.ops.binding.synchronize_stream(self.ops.stream)
@@ -159,7 +159,7 @@ class _BindingPrepared(Prepared):
 class BindingOps(Ops):
     """The vendor collectives through the binding (``--algo native``)."""
 
-    engine = "binding/native"
+    path = "binding/native"
     algorithm = "native"
 
     def __init__(self) -> None:
@@ -208,7 +208,7 @@ class BindingOps(Ops):
 
     def describe(self) -> Dict[str, Any]:
         lib = type(self.binding.lib).__name__
-        return {"engine": self.engine, "library": lib, "launcher": self.spec.source, "job_id": self.spec.job_id,
+        return {"path": self.path, "library": lib, "launcher": self.spec.source, "job_id": self.spec.job_id,
                 "soc": self.binding.get_soc_name()}
 
     def close(self) -> None:
@@ -266,7 +266,7 @@ class _CommPrepared(Prepared):
         elif name == "barrier":
             c.barrier(algorithm=algo)
         else:
-            raise ValueError(f"op={name!r} is not supported by the Comm API engine")
+            raise ValueError(f"op={name!r} is not supported by the Comm API path")
 
     def wait(self) -> None:
         return None
@@ -282,7 +282,7 @@ class _CommPrepared(Prepared):
 class CommOps(Ops):
     """The package's algorithms through the Comm API (``--algo auto|ring|mesh|tree|hierarchical`` or a user's)."""
 
-    engine = "comm-api"
+    path = "comm-api"
 
     def __init__(self, algorithm: str) -> None:
         if not comm_api_available():
@@ -308,14 +308,14 @@ class CommOps(Ops):
     def describe(self) -> Dict[str, Any]:
         from ..binding import get_binding
 
-        return {"engine": self.engine, "library": type(get_binding().lib).__name__}
+        return {"path": self.path, "library": type(get_binding().lib).__name__}
 
     def close(self) -> None:
         self.api.finalize()
 
 
 def open_ops(algorithm: str) -> Ops:
-    """The engine for ``--algo``: see the module doc.  Collective: every rank calls it."""
+    """The path for ``--algo``: see the module doc.  Collective: every rank calls it."""
     if algorithm not in ALGORITHMS:
         from ..algorithms import registry
         registry.resolve(algorithm)   # a user algorithm: ValueError names the alternatives

@@ -28,7 +28,7 @@ __all__ = ["JSON_FORMAT", "CSV_COLUMNS", "header_lines", "format_row", "footer_l
 
 JSON_FORMAT = "hcomm-bench/1"
 _CONFIG_COLUMNS = ("op", "nranks", "dtype", "redop", "root", "algorithm", "iters", "warmup", "check", "backend",
-                   "engine", "hcomm_cffi", "sim_check")
+                   "path", "hcomm_cffi", "sim_check")
 _RESULT_COLUMNS = ("size", "count", "time_us", "algbw", "busbw", "wrong", "check_status", "check_reason",
                    "model_us", "model_algorithm", "time_us_ranks", "wrong_ranks")
 CSV_COLUMNS = _CONFIG_COLUMNS + _RESULT_COLUMNS
@@ -41,7 +41,7 @@ _TYPE_NAMES = {"fp32": "float", "fp16": "half", "bfp16": "bfloat16", "fp64": "do
 
 def environment(ops_info: Dict[str, Any], nranks: int, versions: Dict[str, Any],
                 hccl_env: Dict[str, str], backend: str) -> Dict[str, Any]:
-    """The environment section: backend, engine, versions, HCCL_*/HCOMM_* variables, host."""
+    """The environment section: backend, path, versions, HCCL_*/HCOMM_* variables, host."""
     return {
         "backend": backend, **ops_info, "nranks": nranks, "versions": versions, "variables": hccl_env,
         "host": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
@@ -53,7 +53,7 @@ def header_lines(cfg: BenchConfig, nranks: int, env: Dict[str, Any], notes: Sequ
     """The comment block and column titles printed before the first row."""
     lines = [
         f"# hcomm bench: {cfg.op} on {nranks} rank(s), algorithm {cfg.algorithm}, backend {env.get('backend')} "
-        f"({env.get('engine')})",
+        f"({env.get('path')})",
         f"#   dtype {cfg.dtype.name.lower()}  redop {cfg.redop_name}  root {cfg.root_shown}  iters {cfg.iters}  "
         f"warmup {cfg.warmup}  check {int(cfg.check)}",
     ]
@@ -137,7 +137,7 @@ def _csv_rows(cfg: BenchConfig, nranks: int, env: Dict[str, Any], results: Seque
     c = cfg.to_dict()
     base = {"op": c["op"], "nranks": nranks, "dtype": c["dtype"], "redop": c["redop"], "root": c["root"],
             "iters": c["iters"], "warmup": c["warmup"], "check": int(cfg.check),
-            "backend": env.get("backend"), "engine": env.get("engine"),
+            "backend": env.get("backend"), "path": env.get("path"),
             "hcomm_cffi": (env.get("versions") or {}).get("hcomm_cffi"),
             "sim_check": (env.get("variables") or {}).get("HCOMM_SIM_CHECK", "")}
     rows = []

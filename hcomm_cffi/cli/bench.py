@@ -275,7 +275,7 @@ def _sweep(ops: Any, cfg: Any, env: Dict[str, Any], notes: List[str]) -> List[An
     progress: Optional[Progress] = None
     bar: Optional[Bar] = None
     if rank == 0:
-        for line in report.header_lines(cfg, n, {**env, "engine": ops.engine}, notes):
+        for line in report.header_lines(cfg, n, {**env, "path": ops.path}, notes):
             print(line, flush=True)
         if settings.value(ENV_PROGRESS) == "relay":
             progress = _relay_progress
@@ -321,7 +321,7 @@ def _run_rank(cfg: Any, extras: Dict[str, Any]) -> int:
         raise CliError(str(exc)) from None
     results: List[Any] = []
     env: Dict[str, Any] = {}
-    engines: Dict[str, str] = {}
+    paths: Dict[str, str] = {}
     n = rank = 0
     for i, algo in enumerate(extras.get("algorithms") or [cfg.algorithm]):
         ops = _open(algo)
@@ -329,14 +329,14 @@ def _run_rank(cfg: Any, extras: Dict[str, Any]) -> int:
             n = ops.size
             if not env:
                 env = report.environment(ops.describe(), n, versions(), hccl_environment(), backend)
-            engines[algo] = ops.engine
+            paths[algo] = ops.path
             if i and ops.rank == 0:
                 print("#", flush=True)
             results += _sweep(ops, replace(cfg, algorithm=algo), env, _notes(backend) if i == 0 else [])
             rank = ops.rank
         finally:
             ops.close()
-    env["engines"] = engines
+    env["paths"] = paths
     if rank == 0:
         _write_outputs(cfg, n, env, results, extras)
     return 1 if any(r.wrong for r in results) else 0
