@@ -60,3 +60,37 @@ def test_hcomm_run_none_leaves_affinity_alone() -> None:
     assert out.returncode == 0, out.stderr
     mine = str(sorted(os.sched_getaffinity(0)))
     assert [line.split(" ", 2)[2] for line in out.stdout.splitlines() if "CPUS" in line] == [f"{mine} none"] * 2
+
+
+TOPO = """\tNPU0       NPU1       CPU Affinity
+NPU0       X          HCCS       {a}
+NPU1       HCCS       X          {b}
+"""
+
+
+def test_parse_npu_topo_and_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hcomm_cffi import cpus
+    text = TOPO.format(a="144-167", b="0")
+    assert cpus.parse_npu_topo(text) == {0: set(range(144, 168)), 1: {0}}
+    assert cpus.parse_npu_topo("no table here") == {}
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "1,0")        # logical 0 is physical NPU1
+    assert cpus.npu_cpu_affinity(0, TOPO.format(a="1", b="0")) == ([0] if 0 in os.sched_getaffinity(0) else None)
+
+
+PIN = ("import os, hcomm_cffi.api.world as w; got = w.pin_to_device(0); "
+       "print('PIN', got, sorted(os.sched_getaffinity(0)))")
+
+
+def test_cann_init_pins_the_issuing_thread_to_its_device(tmp_path: Path) -> None:
+    """A fake npu-smi on PATH says NPU0 is affine to one usable core: the thread is pinned there."""
+    core = sorted(os.sched_getaffinity(0))[-1]
+    tool = tmp_path / "npu-smi"
+    tool.write_text("#!/bin/sh\ncat <<'EOF'\n" + TOPO.format(a=str(core), b="0") + "EOF\n")
+    tool.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("HCOMM_RUN_BIND", None)
+    out = subprocess.run([sys.executable, "-c", PIN], capture_output=True, text=True, env=env, timeout=60)
+    assert f"PIN [{core}] [{core}]" in out.stdout, out.stdout + out.stderr
+    env["HCOMM_RUN_BIND"] = "core:0"                                 # the launcher bound it: left alone
+    out = subprocess.run([sys.executable, "-c", PIN], capture_output=True, text=True, env=env, timeout=60)
+    assert "PIN None" in out.stdout, out.stdout + out.stderr

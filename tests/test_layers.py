@@ -22,7 +22,7 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("plan", "resources", "bootstrap"),
     ("binding", "initializers", "calltable"),
     ("lib", "sim", "cannlib"),
-    ("_ffi", "_hcomm_ffi", "_cdef", "enums", "errors", "settings", "constants", "log", "flight", "trace"),
+    ("_ffi", "_hcomm_ffi", "_cdef", "enums", "errors", "settings", "constants", "cpus", "log", "flight", "trace"),
 )
 
 

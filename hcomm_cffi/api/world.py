@@ -7,9 +7,12 @@ newest first, then the world.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, List, Optional
 
+from .. import settings
 from ..binding import Binding, get_binding
+from ..cpus import npu_cpu_affinity
 from ..initializers import make_comm_config
 from . import live
 from .comm import Comm, TopologyArg
@@ -33,6 +36,21 @@ def set_device(device: int) -> None:
         raise ValueError(f"device={device!r}; expected a device index >= 0")
     _binding().set_device(device)
     _device = device
+
+
+def pin_to_device(device: int) -> Optional[List[int]]:
+    """Pin this thread (it issues the tasks) to the cores NPU ``device`` is affine to, when that is known.
+
+    Known = ``npu-smi info -t topo`` lists the device's CPU affinity; a binding the launcher made
+    (``hcomm run --bind-to core|numa``, reported in HCOMM_RUN_BIND) is left alone.  Returns the cores.
+    """
+    bound = settings.value("HCOMM_RUN_BIND")
+    if bound and bound != "none":
+        return None
+    cores = npu_cpu_affinity(device)
+    if cores:
+        os.sched_setaffinity(0, cores)
+    return cores
 
 
 def is_initialized() -> bool:
@@ -65,7 +83,10 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
     def select_device(local_rank: int) -> None:
         """Bind the local rank's device (unless set_device() chose one) before any root info is asked for."""
         if _device is None:
-            b.set_device(local_rank % max(1, b.get_device_count()))
+            device = local_rank % max(1, b.get_device_count())
+            b.set_device(device)
+            if getattr(b.lib, "backend_name", "cann") != "sim":
+                pin_to_device(device)
 
     if rank is not None and world_size is not None and root_info is not None:
         if isinstance(rank, bool) or not isinstance(rank, int) or isinstance(world_size, bool) \

@@ -11,52 +11,13 @@ command and is reported to it in ``HCOMM_RUN_BIND`` (``hcomm info`` shows it).
 """
 from __future__ import annotations
 
-import glob
-import os
-import re
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence
 
-__all__ = ["MODES", "usable_cpus", "numa_nodes", "plan", "describe", "parse_cpulist"]
+from ..cpus import format_cpus, numa_nodes, parse_cpulist, usable_cpus
+
+__all__ = ["MODES", "usable_cpus", "numa_nodes", "plan", "describe", "parse_cpulist", "current"]
 
 MODES = ("auto", "core", "numa", "none")
-
-
-def usable_cpus() -> List[int]:
-    """The cores this process may run on (its affinity), sorted."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):   # pragma: no cover - not Linux
-        return list(range(os.cpu_count() or 1))
-
-
-def parse_cpulist(text: str) -> Set[int]:
-    """'0-3,8,10-11' -> {0, 1, 2, 3, 8, 10, 11} (the kernel's cpulist format)."""
-    out: Set[int] = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part.strip())
-        if m is None:
-            raise ValueError(f"cpulist {text!r}: {part!r} is not N or N-M")
-        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
-        out.update(range(lo, hi + 1))
-    return out
-
-
-def numa_nodes(cpus: Sequence[int], root: str = "/sys/devices/system/node") -> List[List[int]]:
-    """The usable cores of each NUMA node that has some (one node of every core when sysfs says nothing)."""
-    allowed = set(cpus)
-    nodes = []
-    for path in sorted(glob.glob(os.path.join(root, "node[0-9]*", "cpulist")),
-                       key=lambda p: int(re.sub(r"\D", "", os.path.basename(os.path.dirname(p))) or 0)):
-        try:
-            with open(path) as fh:
-                members = sorted(parse_cpulist(fh.read()) & allowed)
-        except (OSError, ValueError):
-            continue
-        if members:
-            nodes.append(members)
-    return nodes or [sorted(allowed)]
 
 
 def plan(mode: str, nprocs: int, cpus: Optional[Sequence[int]] = None,
@@ -80,23 +41,11 @@ def describe(mode: str, cores: Optional[Sequence[int]]) -> str:
     if cores is None:
         return "none"
     kind = "core" if mode in ("core", "auto") and len(cores) == 1 else "numa"
-    return f"{kind}:{_ranges(cores)}"
-
-
-def _ranges(cores: Sequence[int]) -> str:
-    parts, run = [], [cores[0]]
-    for c in cores[1:]:
-        if c == run[-1] + 1:
-            run.append(c)
-        else:
-            parts.append(run)
-            run = [c]
-    parts.append(run)
-    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in parts)
+    return f"{kind}:{format_cpus(cores)}"
 
 
 def current() -> Dict[str, str]:
     """This process's binding for ``hcomm info``: what the launcher set, and the affinity in force."""
     from .. import settings
     return {"launcher": settings.value("HCOMM_RUN_BIND") or "not launched by hcomm run",
-            "affinity": _ranges(usable_cpus())}
+            "affinity": format_cpus(usable_cpus())}
