@@ -209,10 +209,15 @@ def _derived_dict(d: DryRun) -> Dict[str, Any]:
     return summary
 
 
+def _n(count: int, one: str, many: str = "") -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
 def _render_derived(d: DryRun) -> str:
     s = d.summary()
-    return (f"derived from a dry run of the {d.algorithm} schedule: {s['threads']} threads, {s['notifies']} channel "
-            f"notifies, {s['channels']} channels, {s['steps']} steps, {s['tasks']} tasks on all ranks, "
+    return (f"derived from a dry run of the {d.algorithm} schedule: {_n(s['threads'], 'thread')}, "
+            f"{_n(s['notifies'], 'channel notify', 'channel notifies')}, {_n(s['channels'], 'channel')}, "
+            f"{_n(s['steps'], 'step')}, {_n(s['tasks'], 'task')} on all ranks, "
             f"{_fmt_bytes(s['buffer_bytes'])} of HCCL buffer touched (the busiest rank)")
 
 
@@ -236,7 +241,7 @@ def _user_algorithm(alg: Algorithm, topo: Topology, size: int, args: argparse.Na
         print(_render_derived(d))
         for r in d.ranks:
             chans = ", ".join(f"{p}:{n}" for p, n in r.channels) or "-"
-            print(f"  rank {r.rank:>4}: {r.threads} threads, thread notifies {list(r.thread_notifies)}, "
+            print(f"  rank {r.rank:>4}: {_n(r.threads, 'thread')}, thread notifies {list(r.thread_notifies)}, "
                   f"channels (peer:notifies) {chans}")
     return 0
 
