@@ -4,6 +4,6 @@
 ``source DIR/set_env.sh`` (or ``HCOMM_CANN_LIB_DIR=DIR/lib64``) the ``cann`` backend and C programs
 run on the emulator through real ``dlopen``ed libraries.  See docs/C_DEVELOPERS.md.
 """
-from .marker import MARKER_FILE, emulated_install, read_marker
+from ..lib.emulated import MARKER_FILE, emulated_install, read_marker
 
 __all__ = ["MARKER_FILE", "emulated_install", "read_marker"]

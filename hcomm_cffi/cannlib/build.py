@@ -34,7 +34,7 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 from .. import __version__
 from .declarations import CORE_PREFIX, Prototype, cdef_digest, exported, types_cdef
 from .header import EMULATOR_FUNCTIONS, HEADER_NAME, VENDOR_SIGNATURES, write_headers
-from .marker import MARKER_FILE, read_marker, write_marker
+from ..lib.emulated import MARKER_FILE, read_marker, write_marker
 
 __all__ = ["BuildError", "BuildResult", "build_libs", "check_toolchain", "CORE_LIBRARY", "VENDOR_LIBRARIES",
            "library_functions"]
