@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any, Callable, Dict, Mapping, Optional
 
-__all__ = ["MARKER_FILE", "read_marker", "write_marker", "emulated_install", "start_embedded"]
+__all__ = ["MARKER_FILE", "read_marker", "write_marker", "emulated_install", "start_embedded", "load_failure_message"]
 
 MARKER_FILE = "hcomm_sim_version"
 
@@ -58,3 +58,15 @@ def start_embedded(first_call: Callable[[], Any]) -> None:
         modified.restype = None
         modified(ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "PyCapsule_Type")))
     first_call()
+
+
+def load_failure_message(path: str, exc: BaseException) -> str:
+    """The text for a library that exists but does not load (``exc``): the loader's reason and the fix."""
+    root = os.path.dirname(os.path.dirname(os.path.realpath(path)))
+    if read_marker(root) is not None:
+        fix = (f"{root} is an emulated CANN install (hcomm sim build-libs) with a file missing or damaged; "
+               f"rebuild it: hcomm sim build-libs --out {root} --force")
+    else:
+        fix = (f"a library that {os.path.basename(path)} needs is not on the loader's path: source the set_env.sh of "
+               f"this CANN install (it puts every lib64 directory on LD_LIBRARY_PATH), then check with: ldd {path}")
+    return f"cannot load {path}: {exc}\nTo fix: {fix}"
