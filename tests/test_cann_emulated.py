@@ -72,6 +72,35 @@ def test_layout_reuse_and_marker(install: Any) -> None:
     assert build_libs(install.root).built is False            # up to date: reused, not rebuilt
 
 
+def test_rebuilt_when_the_package_or_cdef_changes(install: Any, tmp_path: Path) -> None:
+    from hcomm_cffi.cannlib.build import build_libs
+    from hcomm_cffi.lib.emulated import MARKER_FILE, read_marker
+
+    copy = tmp_path / "cann"
+    shutil.copytree(install.root, copy)
+    marker = copy / MARKER_FILE
+    marker.write_text(marker.read_text().replace("cdef=", "cdef=stale"))
+    assert build_libs(str(copy)).built is True
+    assert read_marker(str(copy)) == read_marker(install.root)
+
+
+def test_missing_compiler_and_headers_are_named(monkeypatch: Any, tmp_path: Path) -> None:
+    import sysconfig
+
+    from hcomm_cffi.cannlib.build import BuildError, check_toolchain
+
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(BuildError, match=r"no C compiler: .*no-such-cc.* was not found .* set CC"):
+        check_toolchain()
+    monkeypatch.delenv("CC")
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler here to get past the compiler check")
+    paths = dict(sysconfig.get_paths(), include=str(tmp_path / "include"))
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: paths)
+    with pytest.raises(BuildError, match=r"no Python headers: .*include/Python.h does not exist; install .*-dev"):
+        check_toolchain()
+
+
 def test_each_library_exports_its_vendor_functions_only(install: Any) -> None:
     """libhccl.so has the collectives, libacl_rt.so the acl* functions, libhcomm.so the rest (as lib/cann.py expects)."""
     out = {}
