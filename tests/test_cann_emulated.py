@@ -263,6 +263,17 @@ def test_c_schedule_error_is_reported_by_the_strict_checker(install: Any, ring_p
     assert "checker:" in proc.stderr and "recorded but never waited on" in proc.stderr
 
 
+def test_example_compiles_as_cplusplus(install: Any, tmp_path: Path) -> None:
+    """The generated header is usable from C++ (extern "C", enum returns of the inline initializers)."""
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler here")
+    proc = subprocess.run([cxx, "-x", "c++", "-Wall", "-Wextra", "-Werror", "-I", install.include_dir, "-o",
+                           str(tmp_path / "ring_cpp"), str(EXAMPLE), "-L", install.lib_dir, "-lhcomm", "-lhccl",
+                           "-lacl_rt"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_makefile_builds_the_example(install: Any, tmp_path: Path) -> None:
     work = tmp_path / "c"
     shutil.copytree(EXAMPLE.parent, work, ignore=shutil.ignore_patterns("ring_allreduce"))
