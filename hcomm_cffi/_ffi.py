@@ -14,7 +14,8 @@ from typing import Any
 __all__ = ["ffi"]
 
 
-def _ffi_from_build_script() -> Any:
+def build_script() -> Any:
+    """The ``build_ffi`` module of the source checkout (holds ``CDEF``); ImportError outside one."""
     script = Path(__file__).resolve().parent.parent / "build_ffi.py"
     if not script.is_file():
         raise ImportError(
@@ -25,7 +26,11 @@ def _ffi_from_build_script() -> Any:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.ffibuilder
+    return module
+
+
+def _ffi_from_build_script() -> Any:
+    return build_script().ffibuilder
 
 
 try:

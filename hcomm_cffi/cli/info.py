@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 from .. import __version__
 from ..launch import affinity
 from ..lib import backend_name
+from ..lib.emulated import emulated_install
 from ..lib.loader import find_libraries
 
 __all__ = ["add_parser", "run", "collect", "ENV_VARS"]
@@ -70,6 +71,7 @@ def collect() -> Dict[str, Any]:
     for key, search in find_libraries().items():
         entry = search.as_dict()
         entry["version"] = _read_version(search.path) if search.path and os.path.isfile(search.path) else None
+        entry["emulated"] = emulated_install(search.path) if search.path else None
         libraries[key] = entry
 
     import cffi
@@ -101,7 +103,9 @@ def _format_text(info: Dict[str, Any]) -> str:
     lines.append("CANN libraries:")
     for key, lib in info["libraries"].items():
         if lib["path"]:
-            lines.append(f"  {lib['name']}: {lib['path']} (version {lib['version'] or 'unknown'}, via {lib['found_in']})")
+            version = (f"EMULATED by {lib['emulated'].get('version', 'hcomm_cffi')} (hcomm sim build-libs), not CANN"
+                       if lib.get("emulated") else f"version {lib['version'] or 'unknown'}")
+            lines.append(f"  {lib['name']}: {lib['path']} ({version}, via {lib['found_in']})")
         else:
             lines.append(f"  {' / '.join(lib['sonames'])}: not found; searched:")
             lines.extend(f"    - {place}" for place in lib["searched"])

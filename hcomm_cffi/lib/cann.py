@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from .._ffi import ffi
 from ..errors import MissingSymbolError
+from .emulated import emulated_install, load_failure_message, start_embedded
 from .loader import require_libraries
 
 __all__ = ["CannLibrary", "library_for", "HCCL_LIBRARY_FUNCTIONS"]
@@ -56,7 +57,12 @@ class CannLibrary:
         self._paths: Dict[str, str] = resolved
         self._handles: Dict[str, Any] = {}
         for key in ("hcomm", "hccl", "acl"):       # libhcomm first: libhccl.so depends on it
-            self._handles[key] = opener(resolved[key])
+            try:
+                self._handles[key] = opener(resolved[key])
+            except OSError as exc:               # typically a dependency the dynamic loader cannot find
+                raise type(exc)(load_failure_message(resolved[key], exc)) from None
+        if dlopen is None and emulated_install(resolved["hcomm"]) is not None:
+            start_embedded(lambda: self.aclrtGetSocName())   # `hcomm sim build-libs`: start its interpreter now
 
     @property
     def paths(self) -> Dict[str, str]:

@@ -1,0 +1,224 @@
+"""``hcomm sim build-libs``: compile the emulator into a directory laid out like a CANN install.
+
+Layout of ``DIR``::
+
+    lib64/libhcomm_sim_core.so   the emulator (cffi embedding): exports hcommsim_<F> for every function F
+    lib64/libhcomm.so            forwarders F -> hcommsim_F for the functions CANN's libhcomm.so exports
+    lib64/libhccl.so             ... libhccl.so's (collectives, HcclBarrier, mc2), see lib/cann.py
+    lib64/libacl_rt.so           ... the acl* functions; libascendcl.so is the same for older CANN layouts
+    include/hcomm_sim.h          the C header (header.py); include/hccl/hccl.h etc. include it
+    set_env.sh                   sets ASCEND_HOME_PATH / LD_LIBRARY_PATH as CANN's set_env.sh does
+    hcomm_sim_version            the marker (marker.py): package version, cdef digest, Python
+
+One embedded library holds the emulator so that one interpreter serves every library of a process;
+the vendor-named libraries are real ELF files that depend on it (``DT_NEEDED``, ``RUNPATH=$ORIGIN``)
+and export the vendor's names, so ``cc ... -lhcomm -lhccl -lacl_rt`` links (GNU ld does not resolve
+symbols through a library's own dependencies) and ``dlopen`` of each name finds its functions.
+The install is rebuilt when the package version, the cdef or the Python changes, and reused otherwise.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Sequence, Tuple
+
+from .. import __version__
+from .declarations import CORE_PREFIX, Prototype, cdef_digest, exported, types_cdef
+from .header import EMULATOR_FUNCTIONS, HEADER_NAME, VENDOR_SIGNATURES, write_headers
+from ..lib.emulated import MARKER_FILE, read_marker, write_marker
+
+__all__ = ["BuildError", "BuildResult", "build_libs", "check_toolchain", "CORE_LIBRARY", "VENDOR_LIBRARIES",
+           "library_functions"]
+
+CORE_LIBRARY = "libhcomm_sim_core.so"
+CORE_MODULE = "_hcomm_sim_core"
+#: vendor file name -> library key of lib/cann.py whose functions it exports
+VENDOR_LIBRARIES: Dict[str, str] = {
+    "libhcomm.so": "hcomm", "libhccl.so": "hccl", "libacl_rt.so": "acl", "libascendcl.so": "acl",
+}
+
+
+class BuildError(RuntimeError):
+    """The install cannot be built: what is missing and how to get it."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """Where the install is, and whether it was built now (False: an up-to-date one was reused)."""
+
+    root: str
+    built: bool
+
+    @property
+    def lib_dir(self) -> str:
+        """``root/lib64``: the value for HCOMM_CANN_LIB_DIR."""
+        return os.path.join(self.root, "lib64")
+
+    @property
+    def include_dir(self) -> str:
+        """``root/include``."""
+        return os.path.join(self.root, "include")
+
+    @property
+    def set_env(self) -> str:
+        """``root/set_env.sh``."""
+        return os.path.join(self.root, "set_env.sh")
+
+
+def check_toolchain() -> List[str]:
+    """The C compiler command; BuildError naming what is missing (compiler, Python headers, shared libpython)."""
+    compiler = shlex.split(os.environ.get("CC", "")) or [shutil.which("cc") or shutil.which("gcc") or "cc"]
+    if shutil.which(compiler[0]) is None:
+        raise BuildError(f"no C compiler: {compiler[0]!r} was not found on PATH (from $CC or cc/gcc); install one "
+                         "(e.g. apt-get install gcc) or set CC to its path")
+    header = os.path.join(sysconfig.get_paths()["include"], "Python.h")
+    if not os.path.isfile(header):
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        raise BuildError(f"no Python headers: {header} does not exist; install the development package of this "
+                         f"Python (e.g. apt-get install python{version}-dev) for {sys.executable}")
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        raise BuildError(f"{sys.executable} has no shared libpython (it was built without --enable-shared), so a C "
+                         "program could not start the emulator's interpreter; use a Python built with --enable-shared")
+    if importlib.util.find_spec("setuptools") is None:
+        raise BuildError("cffi needs setuptools to compile; install it (pip install setuptools)")
+    return compiler
+
+
+def _stamp() -> Dict[str, str]:
+    return {"version": f"hcomm_cffi {__version__} emulator", "package_version": __version__,
+            "cdef": cdef_digest(), "python": f"{sys.executable} {sys.version.split()[0]}"}
+
+
+def library_functions(key: str) -> Tuple[Prototype, ...]:
+    """The functions the vendor library ``key`` ('hcomm', 'hccl', 'acl') exports, emulator extras included."""
+    return tuple(p for p in exported() + EMULATOR_FUNCTIONS if p.library == key)
+
+
+def _up_to_date(root: str) -> bool:
+    marker = read_marker(root)
+    if marker is None or any(marker.get(k) != v for k, v in _stamp().items()):
+        return False
+    needed = [os.path.join("lib64", name) for name in (CORE_LIBRARY, *VENDOR_LIBRARIES)]
+    needed += [os.path.join("include", HEADER_NAME), "set_env.sh"]
+    return all(os.path.isfile(os.path.join(root, rel)) for rel in needed)
+
+
+def _package_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _init_code(functions: Sequence[Tuple[str, str]]) -> str:
+    return f"""\
+import sys
+_ROOT = {_package_root()!r}
+if "hcomm_cffi" not in sys.modules and _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)       # the hcomm_cffi that built this library
+from {CORE_MODULE} import ffi
+from hcomm_cffi.cannlib.embedded import bind
+bind(ffi, {list(functions)!r}, {CORE_PREFIX!r})
+"""
+
+
+def _core_functions() -> List[Tuple[str, str]]:
+    return [(p.name, f"{p.ret}(*)({p.params or 'void'})") for p in exported() + EMULATOR_FUNCTIONS]
+
+
+def _build_core(include_dir: str, work: str) -> str:
+    import cffi
+
+    builder = cffi.FFI()
+    builder.cdef(types_cdef())
+    prefixed = "\n".join(p.declaration(CORE_PREFIX + p.name) for p in exported() + EMULATOR_FUNCTIONS)
+    builder.embedding_api(prefixed)
+    builder.set_source(CORE_MODULE, f'#include "{HEADER_NAME}"\n', include_dirs=[include_dir],
+                       extra_link_args=[f"-Wl,-soname,{CORE_LIBRARY}"])
+    builder.embedding_init_code(_init_code(_core_functions()))
+    try:
+        return str(builder.compile(tmpdir=work, target=CORE_LIBRARY, verbose=False))
+    except Exception as exc:
+        raise BuildError(f"compiling {CORE_LIBRARY} failed: {exc}") from exc
+
+
+def _forwarders(key: str) -> str:
+    lines = [f'#include "{HEADER_NAME}"', ""]
+    for proto in library_functions(key):
+        args = ", ".join(name for _, name in proto.param_list)
+        params, call_args = VENDOR_SIGNATURES.get(proto.name, (proto.params or "void", args))
+        lines.append(f"extern {proto.declaration(CORE_PREFIX + proto.name)}")
+        lines.append(f"{proto.ret} {proto.name}({params}) {{ return {CORE_PREFIX}{proto.name}({call_args}); }}")
+    return "\n".join(lines) + "\n"
+
+
+def _run(cmd: List[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise BuildError(f"{' '.join(shlex.quote(c) for c in cmd)} failed (exit {proc.returncode}):\n{proc.stderr}")
+
+
+def _build_vendor(compiler: List[str], name: str, key: str, include_dir: str, lib_dir: str, work: str) -> str:
+    source = os.path.join(work, f"{name}.c")
+    with open(source, "w") as f:
+        f.write(_forwarders(key))
+    target = os.path.join(work, name)
+    _run(compiler + ["-shared", "-fPIC", "-O2", "-I", include_dir, "-o", target, source, "-L", lib_dir,
+                     f"-l:{CORE_LIBRARY}", "-Wl,-rpath,$ORIGIN", f"-Wl,-soname,{name}"])
+    return target
+
+
+def _set_env_text(root: str) -> str:
+    return f"""\
+# set_env.sh of the hcomm_cffi emulated CANN install at {root}
+# Source it as CANN's (source /usr/local/Ascend/cann/set_env.sh): the libraries in lib64 are the
+# hcomm_cffi emulator (see {MARKER_FILE}), not CANN.
+export ASCEND_HOME_PATH={shlex.quote(root)}
+export ASCEND_TOOLKIT_HOME={shlex.quote(root)}
+export LD_LIBRARY_PATH="${{ASCEND_HOME_PATH}}/lib64${{LD_LIBRARY_PATH:+:${{LD_LIBRARY_PATH}}}}"
+"""
+
+
+@contextlib.contextmanager
+def _locked(root: str) -> Iterator[None]:
+    with open(os.path.join(root, ".build.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)     # concurrent builders of one DIR wait for each other
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def build_libs(out: str, force: bool = False) -> BuildResult:
+    """Build (or reuse) the emulated CANN install in ``out``; BuildError when something is missing."""
+    root = os.path.abspath(out)
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise BuildError(f"--out {out!r} exists and is not a directory; expected a directory for the install")
+    os.makedirs(root, exist_ok=True)
+    with _locked(root):
+        if not force and _up_to_date(root):
+            return BuildResult(root, built=False)
+        compiler = check_toolchain()
+        marker = os.path.join(root, MARKER_FILE)
+        if os.path.exists(marker):
+            os.unlink(marker)                # an interrupted rebuild must not look complete
+        include_dir = os.path.join(root, "include")
+        lib_dir = os.path.join(root, "lib64")
+        os.makedirs(lib_dir, exist_ok=True)
+        write_headers(include_dir)
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=root) as work:
+            core = _build_core(include_dir, work)
+            os.replace(core, os.path.join(lib_dir, CORE_LIBRARY))
+            for name, key in VENDOR_LIBRARIES.items():
+                built = _build_vendor(compiler, name, key, include_dir, lib_dir, work)
+                os.replace(built, os.path.join(lib_dir, name))
+        with open(os.path.join(root, "set_env.sh"), "w") as f:
+            f.write(_set_env_text(root))
+        write_marker(root, _stamp())
+    return BuildResult(root, built=True)

@@ -1,0 +1,45 @@
+"""``hcomm sim build-libs --out DIR [--force]``: the emulator as an emulated CANN install (C libraries, header, set_env.sh).
+
+DIR gets lib64/libhcomm.so, libhccl.so, libacl_rt.so and libascendcl.so (the emulator, through cffi's
+embedding mode), include/hcomm_sim.h (plus include/hccl/hccl.h etc.) and set_env.sh.  Then
+``source DIR/set_env.sh`` (or ``HCOMM_CANN_LIB_DIR=DIR/lib64``) makes the ``cann`` backend and C
+programs (``cc prog.c -IDIR/include -LDIR/lib64 -lhcomm -lhccl -lacl_rt``) run on the emulator.
+Needs a C compiler and the Python headers; an up-to-date DIR is reused.  See docs/C_DEVELOPERS.md.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import CliError
+
+__all__ = ["add_parser", "run_build_libs"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``hcomm sim`` and its subcommand ``build-libs``."""
+    parser = subparsers.add_parser("sim", help="emulator tools (build-libs: an emulated CANN install for C programs)",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="sim_command", metavar="SIM_COMMAND")
+    build = sub.add_parser("build-libs", help="build the emulated CANN libraries, header and set_env.sh into DIR",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    build.add_argument("--out", required=True, metavar="DIR", help="install directory (created if missing)")
+    build.add_argument("--force", action="store_true", help="rebuild even if DIR is up to date")
+    build.set_defaults(func=run_build_libs)
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)
+    return parser
+
+
+def run_build_libs(args: argparse.Namespace) -> int:
+    """Build (or reuse) the install and say how to use it."""
+    from ..cannlib.build import BuildError, build_libs
+    from ..cannlib.declarations import DeclarationsUnavailable
+
+    try:
+        result = build_libs(args.out, force=args.force)
+    except (BuildError, DeclarationsUnavailable) as exc:
+        raise CliError(str(exc)) from None
+    print(f"{'built' if result.built else 'up to date'}: emulated CANN install in {result.root}")
+    print(f"  use it:   source {result.set_env}      (or HCOMM_CANN_LIB_DIR={result.lib_dir})")
+    print(f"  C:        cc prog.c -I{result.include_dir} -L{result.lib_dir} -lhcomm -lhccl -lacl_rt")
+    return 0
