@@ -16,12 +16,12 @@ PKG = Path(__file__).resolve().parents[1] / "hcomm_cffi"
 
 #: top (0) to bottom; a module is in the layer of the longest matching prefix
 LAYERS: Tuple[Tuple[str, ...], ...] = (
-    ("cli", "launch", "bench", "examples", "torch", "run", "__main__"),
+    ("cli", "launch", "bench", "examples", "torch", "cannlib", "run", "__main__"),
     ("api",),
     ("algorithms",),
     ("plan", "resources", "bootstrap"),
     ("binding", "initializers", "calltable"),
-    ("lib", "sim", "cannlib"),
+    ("lib", "sim"),
     ("_ffi", "_hcomm_ffi", "_cdef", "enums", "errors", "settings", "constants", "cpus", "log", "flight", "trace"),
 )
 
