@@ -27,36 +27,47 @@ def test_iteration_plan() -> None:
     assert plan(8, 200e6, 3) == (3, 2)
 
 
-def _table(n, sim, gloo, mpi, sim_us):
-    def rows(values):
-        return [{"size": s, "time_us": t, "busbw": b} for s, t, b in zip((8, 65536, 64 << 20), sim_us, values)]
-    return {"nranks": n, "sizes": [8, 65536, 64 << 20],
-            "series": {"hcomm-sim/native": rows(sim), "gloo": rows(gloo), "openmpi": rows(mpi)}}
+def _rows(busbw, times):
+    return [{"size": s, "time_us": t, "busbw": b} for s, t, b in zip((8, 65536, 64 << 20), times, busbw)]
+
+
+def _table(n, series):
+    """series: name -> (busbw per size, time per size) for the sizes 8, 64K, 64M."""
+    return {"op": "allreduce", "nranks": n, "sizes": [8, 65536, 64 << 20],
+            "series": {name: _rows(*values) for name, values in series.items()}}
 
 
 def test_target_verdicts() -> None:
-    t = _table(2, [0.001, 4.0, 6.0], [0.0, 0.3, 1.0], [0.01, 3.0, 7.0], [9.0, 16.0, 11000.0])
-    lines = _module().targets([t], "native")
-    assert "n=2  64K: busbw >= Open MPI: ok (4.000 vs 3.000 GB/s, 1.33x)" in lines
-    assert "n=2  64K: busbw >= 10x gloo: ok (4.000 vs 0.300 GB/s, 13.3x)" in lines
-    assert "n=2  64M: busbw >= Open MPI: SHORT (6.000 vs 7.000 GB/s, 0.86x)" in lines
-    assert "n=2  64M: busbw >= 10x gloo: SHORT (6.000 vs 1.000 GB/s, 6.0x)" in lines
-    assert "n=2  64M: busbw >= 5 GB/s: ok (6.000 GB/s)" in lines
-    assert "n=2    8: time <= 10 us: ok (9.00 us)" in lines
-    assert not any(" 8: busbw" in line for line in lines)          # the bandwidth goals start at 64 KiB
+    """Issue 16's targets: native vs Open MPI (busbw from 64 KiB, 8-byte time), 64 MiB on 2 ranks, the Comm API's
+    overhead, and ring/mesh against native; each line ends in ok or MISS."""
+    t = _table(2, {"hcomm-sim/native": ([0.001, 4.0, 6.0], [9.0, 16.0, 11000.0]),
+                   "hcomm-sim/auto": ([0.001, 4.0, 6.0], [11.0, 16.0, 11000.0]),
+                   "hcomm-sim/ring": ([0.001, 1.0, 5.8], [30.0, 40.0, 11500.0]),
+                   "openmpi": ([0.01, 3.0, 7.0], [2.0, 20.0, 9000.0])})
+    lines = _module().targets([t], ["native", "auto", "ring"])
+    assert "allreduce n=2  64K: native busbw >= Open MPI (4.000 vs 3.000 GB/s, 1.33x): ok" in lines
+    assert "allreduce n=2  64M: native busbw >= Open MPI (6.000 vs 7.000 GB/s, 0.86x): MISS" in lines
+    assert "allreduce n=2    8: native time <= 3x Open MPI (9.0 vs 2.0 us, 4.5x): MISS" in lines
+    assert "allreduce n=2  64M: native busbw >= 3.5 GB/s and >= 2.5x Open MPI (6.00 GB/s, 0.86x): MISS" in lines
+    assert "allreduce n=2    8: the Comm API (auto) adds <= 30% to native (11.0 vs 9.0 us, +22%): ok" in lines
+    assert "allreduce n=2    8: ring time <= 2x native (30.0 vs 9.0 us, 3.33x): MISS" in lines
+    assert "allreduce n=2  64M: ring within 10% of native (11500 vs 11000 us, 1.05x): ok" in lines
+    assert not any(" 8: native busbw" in line for line in lines)     # the bandwidth goals start at 64 KiB
 
 
 def test_small_run_emulator_and_local(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     out_json = tmp_path / "c.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--ranks", "2", "--sizes", "8,64K", "--iters", "3",
-                           "--libraries", "local", "--json", str(out_json)],
+                           "--ops", "allreduce,allgather", "--libraries", "local", "--json", str(out_json)],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "HCOMM_SIM_CHECK=off" in proc.stdout
     doc = json.loads(out_json.read_text())
-    (table,) = doc["tables"]
-    assert sorted(table["series"]) == ["hcomm-sim/native"]                  # gloo and Open MPI not asked for
-    rows = table["series"]["hcomm-sim/native"]
-    assert [r["size"] for r in rows] == [8, 65536] and all(r["wrong"] == 0 and r["busbw"] > 0 for r in rows)
-    assert len(table["local"]["memcpy"]) == 2 and table["model"][1]["time_us"] > 0
+    assert [t["op"] for t in doc["tables"]] == ["allreduce", "allgather"]
+    for table in doc["tables"]:
+        assert sorted(table["series"]) == ["hcomm-sim/native"]              # gloo and Open MPI not asked for
+        rows = table["series"]["hcomm-sim/native"]
+        assert all(r["wrong"] == 0 and r["busbw"] > 0 for r in rows)
+        assert len(table["local"]["memcpy"]) == 2 and table["model"][1]["time_us"] > 0
+    assert [r["size"] for r in doc["tables"][0]["series"]["hcomm-sim/native"]] == [8, 65536]
