@@ -1,7 +1,9 @@
 """Comm: a communicator with collectives (in place or ``out=``), point-to-point and sub-communicators.
 
 ``Comm(name, ranks=[...])`` is a sub-communicator of the world (HcclCreateSubCommConfig): every
-listed rank must call it, in the same order as its other sub-communicator creations.  A rank that
+listed rank must call it with the same name and the same list in the same order, in the same order
+as its other sub-communicator creations (the members compare their lists first: a difference
+raises :class:`~hcomm_cffi.api.membership.MembershipError` on the members, see membership.py).  A rank that
 is not listed gets a *null communicator*: ``bool(comm)`` is False, ``get_rank()`` is -1, and every
 operation raises :class:`NotMemberError` — so ``comm = Comm("pp", ranks=[0, 1])`` can run on all
 ranks unchanged.  Arguments are validated before any library call.
@@ -27,7 +29,7 @@ from ..errors import HcclError
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import MIB, Topology
 from ..resources import ENGINE, Resources
-from . import consistency, live
+from . import consistency, live, membership
 from .buffers import NO_STAGING, Buffer, Staging, as_buffer, new_like, overlaps
 from .errors import CommError, NotMemberError, wrap_failure
 from .nonblocking import Pending, request_for
@@ -120,6 +122,7 @@ class Comm:
         eager, tmo = _eager(eager_limit), _exec_timeout(timeout if timeout is not None else parent.timeout)
         key = (name, tuple(ids))
         nth = parent._children.get(key, 0)
+        membership.agree(parent, name, nth, ids)  # members that disagree fail here, naming the difference
         parent._children[key] = nth + 1
         sub_id = zlib.crc32(f"{parent.name}/{name}/{ids}/{nth}".encode())
         cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}", buffer_size_mb=buffer_size_mb)

@@ -39,13 +39,17 @@ explicit        ``HCOMM_MASTER_ADDR`` set: the TCP store; else files in ``HCOMM_
 ``HCOMM_RENDEZVOUS=file|tcp|torch|mpi`` forces a channel.  Every rank also registers its arrival,
 and every rank waits until all have arrived, so a rank that never calls ``discover`` is named in the
 :class:`RendezvousTimeout` raised on every other rank after ``timeout`` seconds (default
-``HCCL_CONNECT_TIMEOUT``, 120 s).  A ranktable needs no exchange (``root_info`` is then None).
+``HCCL_CONNECT_TIMEOUT``, 120 s).  A ranktable needs no root info (``root_info`` is then None); on the
+emulator, ranks of a ranktable job without ``HCOMM_JOB_SECRET`` (torchrun, mpirun, srun; ``hcomm run``
+exports one) exchange a random job secret over the same channel instead — rank 0 draws it — and export
+it, so two jobs with the same ranktable and job id never join each other's communicators.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
 import os
+import secrets
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Tuple
@@ -53,7 +57,7 @@ from typing import Any, Callable, Optional, Tuple
 from .. import settings
 from ..enums import HCCL_ROOT_INFO_BYTES
 from .env import (
-    ENV_JOB_ID, ENV_MASTER_ADDR, ENV_MASTER_PORT, ENV_RENDEZVOUS, ENV_RENDEZVOUS_DIR, ENV_RUN_JOB_DIR, SOURCES,
+    ENV_JOB_ID, ENV_JOB_SECRET, ENV_MASTER_ADDR, ENV_MASTER_PORT, ENV_RENDEZVOUS, ENV_RENDEZVOUS_DIR, ENV_RUN_JOB_DIR, SOURCES,
     EnvError, LaunchEnv, detect, int_var, safe_job_id,
 )
 from .errors import BootstrapError, RendezvousTimeout, StoreUnavailable, format_ranks
@@ -180,9 +184,9 @@ def _tcp_store(rank: int, launch: Optional[LaunchEnv]) -> KeyValueStore:
     return TcpStore(addr, port)
 
 
-def _exchange(binding: Any, rank: int, size: int, local_size: int, source: str, job_id: str,
+def _exchange(make_blob: Callable[[], bytes], rank: int, size: int, local_size: int, source: str, job_id: str,
               launch: Optional[LaunchEnv], timeout: float, timeout_src: str) -> bytes:
-    """Rank 0 makes the root info, the channel of ``source`` carries it to everyone."""
+    """Rank 0 makes a root-info-sized blob (``make_blob``), the channel of ``source`` carries it to everyone."""
     channel = _choose_channel(source)
     generation = next_generation(f"{channel}:{job_id}")
     if channel == "mpi":
@@ -192,7 +196,7 @@ def _exchange(binding: Any, rank: int, size: int, local_size: int, source: str, 
         if comm.Get_size() != size or comm.Get_rank() != rank:
             raise BootstrapError(f"MPI.COMM_WORLD has rank {comm.Get_rank()} of {comm.Get_size()}, the job rank "
                                  f"{rank} of {size}; the MPI channel needs them equal (set {ENV_RENDEZVOUS}=file)")
-        return mpi_exchange(comm, binding.get_root_info, timeout, generation, timeout_src)
+        return mpi_exchange(comm, make_blob, timeout, generation, timeout_src)
     store: KeyValueStore
     if channel == "torch":
         if not _torch_initialised():
@@ -207,9 +211,24 @@ def _exchange(binding: Any, rank: int, size: int, local_size: int, source: str, 
         store = _file_store(job_id, size, local_size)
     namespace = f"{generation}" if isinstance(store, FileStore) else f"hcomm/{job_id or 'job'}/{generation}"
     try:
-        return exchange_root_info(store, rank, size, binding.get_root_info, timeout, namespace, timeout_src)
+        return exchange_root_info(store, rank, size, make_blob, timeout, namespace, timeout_src)
     finally:
         store.close()
+
+
+def _needs_job_secret(binding: Any) -> bool:
+    """The emulator keys ranktable communicators by the job secret; CANN's HCCL never reads it."""
+    return getattr(getattr(binding, "lib", None), "backend_name", "cann") == "sim"
+
+
+def _random_blob() -> bytes:
+    """Rank 0's draw for the job secret (root-info sized, so every channel carries it unchanged)."""
+    return secrets.token_bytes(HCCL_ROOT_INFO_BYTES)
+
+
+def _job_secret(blob: bytes) -> str:
+    """The job secret every rank derives from rank 0's draw."""
+    return hashlib.sha256(blob).hexdigest()[:32]
 
 
 def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int] = None,
@@ -260,12 +279,15 @@ def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int]
         if not job_id:
             job_id = safe_job_id(f"ranktable-{os.path.basename(ranktable)}")
         os.environ.setdefault(ENV_JOB_ID, job_id)  # the emulator mixes it into ranktable comm ids
+        if size > 1 and not settings.value(ENV_JOB_SECRET) and _needs_job_secret(binding):
+            os.environ[ENV_JOB_SECRET] = _job_secret(_exchange(_random_blob, me, size, local_size, source, job_id,
+                                                               launch, wait, timeout_src))
         return WorldSpec(me, size, local_rank, local_size, None, ranktable, source, job_id)
     if root_info is None:
         if size == 1:
             root_info = binding.get_root_info()
         else:
-            root_info = _exchange(binding, me, size, local_size, source, job_id, launch, wait, timeout_src)
+            root_info = _exchange(binding.get_root_info, me, size, local_size, source, job_id, launch, wait, timeout_src)
     if not job_id:
         job_id = "rootinfo-" + hashlib.sha1(root_info).hexdigest()[:16]
     return WorldSpec(me, size, local_rank, local_size, root_info, None, source, job_id)

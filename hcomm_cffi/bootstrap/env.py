@@ -41,6 +41,7 @@ __all__ = [
 ENV_RUN_ID = "HCOMM_RUN_ID"                  # job id of an ``hcomm run`` job
 ENV_RUN_JOB_DIR = "HCOMM_RUN_JOB_DIR"        # its private rendezvous directory
 ENV_JOB_ID = "HCOMM_JOB_ID"                  # job id for every launcher (the emulator mixes it into comm ids)
+ENV_JOB_SECRET = "HCOMM_JOB_SECRET"          # random secret of one job (hcomm run exports it; discover exchanges one)
 ENV_RENDEZVOUS = "HCOMM_RENDEZVOUS"          # force a root-info channel: file | tcp | torch | mpi
 ENV_RENDEZVOUS_DIR = "HCOMM_RENDEZVOUS_DIR"  # parent of file rendezvous directories outside hcomm run
 ENV_MASTER_ADDR = "HCOMM_MASTER_ADDR"        # host of the TCP store (rank 0's host)

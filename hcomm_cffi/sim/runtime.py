@@ -401,14 +401,24 @@ class Executor:
             if t[0] == T_WAIT:
                 th = t[1]
                 what = (f"rank {th.comm.rank}, {th.label}, thread notify {t[2]}, step {q.executed} (no local thread "
-                        "recorded it; raise HCCL_EXEC_TIMEOUT if a peer is legitimately slow)")
+                        f"recorded it; {self._peer_waits(q, now)}; raise HCCL_EXEC_TIMEOUT if a peer is legitimately "
+                        "slow)")
             else:
-                ch = t[2]
-                what = (f"rank {ch.comm.rank}, {t[1].label}, channel notify {t[3]} from peer rank {ch.peer}, "
-                        f"step {q.executed} (the peer never recorded it; check that every rank issues the same "
-                        "operations, or raise HCCL_EXEC_TIMEOUT)")
+                what = (f"{_channel_wait(q, t, now)} (rank {t[2].peer} never recorded it: it has not reached this "
+                        "step of the same operation, or is itself waiting on another rank, which its own error "
+                        "names; check that every rank issues the same operations, or raise HCCL_EXEC_TIMEOUT)")
             self.fail_queue(q, HcclResult.E_TIMEOUT, ACL_ERROR_RT_FFTS_PLUS_TIMEOUT,
                             f"notify wait timed out after {limit:g} s: {what}")
+
+    def _peer_waits(self, q: Queue, now: float) -> str:
+        """What this rank's other threads are waiting on from peers (why a local thread notify never came)."""
+        comm = q.comm
+        waits = [_channel_wait(other, other.tasks[0], now, with_rank=False) for other in list(self.active)
+                 if other is not q and other.comm is comm and other.blocked_since and other.tasks
+                 and other.tasks[0][0] == C_WAIT]
+        if not waits:
+            return "no thread of this rank is waiting on a peer"
+        return "this rank's threads wait on peers: " + "; ".join(sorted(waits))
 
     def _check_peers(self) -> None:
         for q in list(self.active):
@@ -476,6 +486,14 @@ def _accesses(comm: Any, t: tuple) -> List[Tuple[int, int, int, bool]]:
     if mine is not None:
         out.append(mine)
     return out
+
+
+def _channel_wait(q: Queue, t: tuple, now: float, with_rank: bool = True) -> str:
+    """'rank 1, thread 0x..., channel notify 0 from peer rank 3, step 2' (+ for how long, for a thread still waiting)."""
+    ch = t[2]
+    where = f"rank {ch.comm.rank}, " if with_rank else ""
+    text = f"{where}{t[1].label}, channel notify {t[3]} from peer rank {ch.peer}, step {q.executed}"
+    return text if with_rank else f"{text} (for {now - q.blocked_since:.1f} s)"
 
 
 def _wait_limit(q: Queue, t: tuple) -> Optional[float]:
