@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from .comm import Comm
 from .consistency import CollectiveMismatchError
+from .membership import MembershipError
 from .errors import CommError, CommTimeoutError, MessageMismatchError, NotInitializedError, NotMemberError
 from .request import Request, wait_all
 from .world import finalize, get_world, init, is_initialized, set_device
 
 __all__ = ["init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
-           "CommError", "CommTimeoutError", "CollectiveMismatchError", "MessageMismatchError", "NotInitializedError", "NotMemberError"]
+           "CommError", "CommTimeoutError", "CollectiveMismatchError", "MembershipError", "MessageMismatchError",
+           "NotInitializedError", "NotMemberError"]
