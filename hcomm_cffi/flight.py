@@ -52,6 +52,7 @@ _live: List["FlightRecorder"] = []
 _lock = threading.Lock()
 _names: Dict[str, bytes] = {}
 _handler = {"installed": False}
+_last_reason: List[str] = []        # why this process last dumped (a later SIGUSR1 dump keeps it)
 
 
 def _b(text: str) -> bytes:
@@ -209,12 +210,13 @@ def dump_all(reason: str, where: Optional[str] = None, failed_comm: Optional[str
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(body, f, indent=1)
     os.replace(tmp, path)   # readers never see half a dump
+    _last_reason[:] = [reason]
     return path
 
 
 def _on_sigusr1(signum: int, frame: Any) -> None:
     """SIGUSR1: dump every ring (what a launcher or a user asks of a hung rank)."""
-    dump_all("SIGUSR1")
+    dump_all(f"SIGUSR1 (after: {_last_reason[0]})" if _last_reason else "SIGUSR1")
 
 
 def _install_sigusr1() -> None:
