@@ -404,8 +404,7 @@ class Comm:
             self.binding.synchronize_stream(target.stream)
         except HcclError as exc:
             raise self._fail(exc, what) from exc
-        if slot >= 0:
-            self._flight.done(slot)
+        observe.done(self, slot, coll, self._seq)
         if staging is not NO_STAGING:
             staging.finish()
         if self._retired:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from .. import flight, log, settings
+from .. import flight, log, settings, trace
 from ..algorithms.interface import ROOTED
 from ..errors import HcclError
 from . import live
 
-__all__ = ["created", "destroyed", "chose", "issue", "failed", "NO_SLOT"]
+__all__ = ["created", "destroyed", "chose", "issue", "done", "failed", "root_of", "NO_SLOT"]
 
 LOG = log.get("comm")
 CALLS = log.get("calls")
@@ -45,6 +45,7 @@ def created(comm: Any, channels: int) -> Optional[flight.FlightRecorder]:
     world = live.current_world()
     world_rank = world.rank if world is not None else comm.rank
     log.configure(world_rank)
+    trace.start(world_rank)
     if LOG.isEnabledFor(logging.INFO):
         if not _logged_backend[0]:
             _backend(comm)
@@ -72,6 +73,8 @@ def destroyed(comm: Any) -> None:
         comm._flight = None
         fr.close()
     LOG.info("communicator %r destroyed (rank %d)", comm.name, comm.rank)
+    if trace.ACTIVE:
+        trace.flush()
 
 
 def chose(comm: Any, coll: str, nbytes: int, alg: Any, reason: str) -> None:
@@ -87,10 +90,21 @@ def issue(comm: Any, seq: int, op: str, algorithm: str, count: int, nbytes: int,
         CALLS.debug("%s #%d on %r: %d x %s = %d bytes%s%s, algorithm %s", op, seq, comm.name, count,
                     dtype.name.lower(), nbytes, "" if redop is None else f", op {redop.name.lower()}",
                     "" if peer < 0 else (f", root {peer}" if op in ROOTED else f", peer {peer}"), algorithm)
+    if trace.ACTIVE:
+        trace.op_begin(comm.name, op, seq, {"algorithm": algorithm, "count": count, "bytes": nbytes,
+                                            "dtype": dtype.name.lower(), "peer": peer})
     fr = comm._flight
     if fr is None:
         return NO_SLOT
     return fr.issue(seq, op, algorithm, count, nbytes, int(dtype), -1 if redop is None else int(redop), peer)
+
+
+def done(comm: Any, slot: int, op: str, seq: int) -> None:
+    """A blocking operation completed: its flight record, and its enclosing trace slice."""
+    if slot >= 0:
+        comm._flight.done(slot)
+    if trace.ACTIVE:
+        trace.op_end(comm.name, op, seq)
 
 
 def root_of(coll: str, root: int) -> int:
