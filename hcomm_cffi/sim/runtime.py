@@ -219,7 +219,7 @@ class Executor:
                     q.blocked_since = time.monotonic()
                 return ran
             if traced:
-                _traced(q, task, q.blocked_since or t0)
+                _traced(q, task, q.blocked_since or t0, _trace.now())
             q.blocked_since = 0.0
             tasks.popleft()
             q.executed += 1
@@ -496,10 +496,10 @@ def _wait_limit(q: Queue, t: tuple) -> Optional[float]:
     return None
 
 
-def _traced(q: Queue, task: tuple, t0: float) -> None:
-    """Hand a finished task to the tracer (imported on first use: tracing is rare)."""
+def _traced(q: Queue, task: tuple, t0: float, t1: float) -> None:
+    """Hand a task that ran from ``t0`` to ``t1`` to the tracer (imported on first use: tracing is rare)."""
     from .tracing import record
-    record(q, task, t0)
+    record(q, task, t0, t1)
 
 
 class _TaskFailure(Exception):

@@ -22,9 +22,11 @@ KINDS = {COPY: "copy", REDUCE: "reduce", WRITE: "write", WRITE_REDUCE: "write_re
 _counts: Dict[Tuple[Any, ...], int] = {}
 
 
-def _nth(key: Tuple[Any, ...]) -> int:
-    n = _counts.get(key, 0)
-    _counts[key] = n + 1
+def _nth(side: str, key: Tuple[Any, ...]) -> int:
+    """How many times ``side`` ('r' records, 'w' waits) has seen ``key`` before (each side counts its own)."""
+    k = (side,) + key
+    n = _counts.get(k, 0)
+    _counts[k] = n + 1
     return n
 
 
@@ -41,10 +43,9 @@ def _bytes(t: tuple) -> int:
     return 0
 
 
-def record(q: Queue, t: tuple, t0: float) -> None:
-    """Trace task ``t`` of queue ``q`` that ran from ``t0`` until now."""
+def record(q: Queue, t: tuple, t0: float, t1: float) -> None:
+    """Trace task ``t`` of queue ``q`` that ran (or waited) from ``t0`` to ``t1``."""
     kind = t[0]
-    t1 = trace.now()
     name = KINDS.get(kind) or KIND_NAMES.get(kind, str(kind)).lower()
     out = into = None
     peer = -1
@@ -53,19 +54,19 @@ def record(q: Queue, t: tuple, t0: float) -> None:
         comm, me, peer = ch.comm.name, ch.comm.rank, ch.peer
         if kind == C_RECORD:
             key: Tuple[Any, ...] = ("c", comm, me, peer, t[3])
-            out = trace.flow_id(*key, _nth(key))
+            out = trace.flow_id(*key, _nth("r", key))
         else:
             key = ("c", comm, peer, me, t[3])
-            into = trace.flow_id(*key, _nth(key))
+            into = trace.flow_id(*key, _nth("w", key))
     elif kind == T_RECORD or kind == T_WAIT:
         th = t[1]
         target = t[2] if kind == T_RECORD else th
         idx = t[3] if kind == T_RECORD else t[2]
         key = ("t", th.comm.name, th.comm.rank, target.handle, idx)
         if kind == T_RECORD:
-            out = trace.flow_id(*key, _nth(key))
+            out = trace.flow_id(*key, _nth("r", key))
         else:
-            into = trace.flow_id(*key, _nth(key))
+            into = trace.flow_id(*key, _nth("w", key))
     elif kind in (WRITE, READ, WRITE_REDUCE, READ_REDUCE):
         peer = t[2].peer
     trace.task(q.name, name, t0, t1, _bytes(t), peer, q.executed, out, into)
