@@ -22,11 +22,13 @@ from typing import Any, Dict, List, Optional
 
 from . import settings
 
-__all__ = ["ACTIVE", "start", "now", "task", "op_begin", "op_end", "flow_id", "flush", "events", "TRACE_SUFFIX",
+__all__ = ["ACTIVE", "HOST", "start", "now", "task", "op_begin", "op_end", "flow_id", "flush", "events", "TRACE_SUFFIX",
            "current_op"]
 
 TRACE_SUFFIX = ".trace.json"
 ACTIVE = False
+#: True when the backend does not trace its own tasks (CANN): TaskBatch.launch then traces what the host issued
+HOST = False
 _state: Dict[str, Any] = {"rank": 0, "dir": None, "tids": {}, "open": {}, "current": None, "flushed": 0}
 _events: List[Dict[str, Any]] = []
 
@@ -40,9 +42,12 @@ def _us(t: float) -> float:
     return round(t * 1e6, 3)
 
 
-def start(world_rank: int) -> bool:
-    """Turn tracing on for this process when HCOMM_TRACE is set (once); True if it is on."""
-    global ACTIVE
+def start(world_rank: int, host_side: bool = False) -> bool:
+    """Turn tracing on for this process when HCOMM_TRACE is set (once); True if it is on.
+
+    ``host_side``: the backend runs tasks out of sight (CANN): trace the host's issue calls instead.
+    """
+    global ACTIVE, HOST
     if ACTIVE:
         return True
     where = settings.value("HCOMM_TRACE")
@@ -55,6 +60,7 @@ def start(world_rank: int) -> bool:
     _events.append({"ph": "M", "name": "process_sort_index", "pid": world_rank, "tid": 0,
                     "args": {"sort_index": world_rank}})
     ACTIVE = True
+    HOST = host_side
     atexit.register(flush)
     return True
 

@@ -45,7 +45,7 @@ def created(comm: Any, channels: int) -> Optional[flight.FlightRecorder]:
     world = live.current_world()
     world_rank = world.rank if world is not None else comm.rank
     log.configure(world_rank)
-    trace.start(world_rank)
+    trace.start(world_rank, host_side=getattr(comm.binding.lib, "backend_name", "cann") != "sim")
     if LOG.isEnabledFor(logging.INFO):
         if not _logged_backend[0]:
             _backend(comm)
