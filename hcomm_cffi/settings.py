@@ -31,7 +31,7 @@ __all__ = [
     "Settings", "SettingsError", "Variable", "VARIABLES", "current", "value", "describe", "parse_int",
     "exec_wait_s",
     "BUFFSIZE_MAX_MB", "EXEC_TIMEOUT_MAX_S", "EXEC_TIMEOUT_NEVER_S", "DEFAULT_EAGER_LIMIT",
-    "CHECK_MODES", "BACKENDS", "RENDEZVOUS_CHANNELS",
+    "CHECK_MODES", "BACKENDS", "RENDEZVOUS_CHANNELS", "LOG_LEVELS",
 ]
 
 BUFFSIZE_MAX_MB = 0xFFFFFFFF            # u32 (vendor sal.cc SalStrToULong)
@@ -41,6 +41,7 @@ DEFAULT_EAGER_LIMIT = 64 << 10
 CHECK_MODES = ("off", "warn", "strict")
 BACKENDS = ("sim", "cann")
 RENDEZVOUS_CHANNELS = ("file", "tcp", "torch", "mpi")
+LOG_LEVELS = ("WARN", "INFO", "DEBUG")
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
                "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 _SIZE_RE = re.compile(r"^(\d+)\s*([a-z]*)$")
@@ -95,6 +96,14 @@ def _choice(name: str, raw: str, choices: Tuple[str, ...], what: str) -> str:
     if low not in choices:
         raise _fail(name, raw, f"is not {what}", f"one of {', '.join(choices)}")
     return low
+
+
+def _level(name: str, raw: str) -> str:
+    up = raw.upper()
+    up = "WARN" if up == "WARNING" else up
+    if up not in LOG_LEVELS:
+        raise _fail(name, raw, "is not a log level", f"one of {', '.join(LOG_LEVELS)}")
+    return up
 
 
 def _flag(name: str, raw: str) -> bool:
@@ -181,6 +190,18 @@ VARIABLES: Tuple[Variable, ...] = (
              "most local ranks hcomm run / hcomm bench start (default: a multiple of the CPU count)"),
     Variable("HCOMM_MAX_STREAMS", "max_streams", lambda n, r: parse_int(n, r, 1, 64, " number of streams"), 4,
              "most user streams one communicator runs stream-ordered collectives on (each keeps its threads)"),
+    Variable("HCOMM_DEBUG", "debug", _level, None,
+             "log the package's decisions on every rank: WARN, INFO (backend, communicators, algorithms) or "
+             "DEBUG (every call); unset: quiet"),
+    Variable("HCOMM_DEBUG_FILE", "debug_file", _text, None,
+             "write the HCOMM_DEBUG log to this file instead of stderr; %r is replaced by the rank"),
+    Variable("HCOMM_FR_SIZE", "fr_size", lambda n, r: parse_int(n, r, 0, 1 << 20, " number of operations"), 256,
+             "operations the flight recorder keeps per communicator (0: off)"),
+    Variable("HCOMM_FR_DIR", "fr_dir", _path, None,
+             "where every rank writes its flight recorder on a timeout, a peer's death or SIGUSR1 (default: "
+             "the job directory under hcomm run)"),
+    Variable("HCOMM_TRACE", "trace", _path, None,
+             "write a Chrome trace-event timeline of every task per rank into this directory"),
 )
 _BY_NAME: Dict[str, Variable] = {v.name: v for v in VARIABLES}
 
@@ -216,6 +237,11 @@ class Settings:
     bench_sim_check_defaulted: bool
     max_ranks: Optional[int]
     max_streams: int
+    debug: Optional[str]
+    debug_file: Optional[str]
+    fr_size: int
+    fr_dir: Optional[str]
+    trace: Optional[str]
     raw: Tuple[Tuple[str, str], ...] = ()
 
     @property

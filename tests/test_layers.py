@@ -22,7 +22,8 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("plan", "resources", "bootstrap"),
     ("binding", "initializers", "calltable"),
     ("lib", "sim"),
-    ("_ffi", "_hcomm_ffi", "_cdef", "enums", "errors", "settings", "constants", "cpus", "log", "flight", "trace"),
+    ("_ffi", "_hcomm_ffi", "_cdef", "enums", "errors", "settings", "constants", "cpus", "log", "flight", "trace",
+     "desync", "timeline"),
 )
 
 

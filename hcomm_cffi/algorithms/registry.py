@@ -27,7 +27,7 @@ from ..enums import DataType, Engine, ReduceOp
 from ..plan import RankResources, Topology, compare_algorithms
 from .interface import COLLECTIVES, REDUCING, Algorithm, CollectiveCall, FunctionAlgorithm, UnsupportedError
 
-__all__ = ["algorithm", "register", "resolve", "check_algorithm", "choose", "names", "BUILTINS",
+__all__ = ["algorithm", "register", "resolve", "check_algorithm", "choose", "explain", "names", "BUILTINS",
            "NATIVE_BELOW", "AlgorithmSpec"]
 
 #: Built-in algorithms, in the order ties are broken.
@@ -205,16 +205,26 @@ def _fastest(coll: str, topo: Topology, nbytes: int, root: int, buffer_mb: int) 
 def choose(spec: AlgorithmSpec, coll: str, topo: Topology, nbytes: int, dtype: DataType, op: Optional[ReduceOp],
            root: int = 0, buffer_mb: int = 200) -> Algorithm:
     """Resolve ``spec`` (maybe "auto") to an algorithm that supports this call, or raise UnsupportedError."""
+    return explain(spec, coll, topo, nbytes, dtype, op, root, buffer_mb)[0]
+
+
+def explain(spec: AlgorithmSpec, coll: str, topo: Topology, nbytes: int, dtype: DataType, op: Optional[ReduceOp],
+            root: int = 0, buffer_mb: int = 200) -> Tuple[Algorithm, str]:
+    """:func:`choose`, and why: the algorithm and a one-line reason (what ``HCOMM_DEBUG=INFO`` logs)."""
     if spec != "auto":
         alg = resolve(spec)
         check_supported(alg, coll, topo, dtype, op)
-        return alg
+        return alg, "requested by the caller"
     _load_builtins()
     native = _registered["native"]
     if coll in REDUCING and op is not None and _registered["ring"].unsupported(coll, dtype, op, topo) is not None:
-        return native
+        return native, f"auto: the data plane cannot reduce {dtype.name.lower()} with {op.name.lower()}"
     if topo.n_ranks == 1:
-        return _registered["ring"]
-    if nbytes <= NATIVE_BELOW or coll == "barrier" or coll not in COLLECTIVES:
-        return native
-    return _registered[_fastest(coll, topo, nbytes, root, buffer_mb)]
+        return _registered["ring"], "auto: one rank (a local copy)"
+    if coll == "barrier" or coll not in COLLECTIVES:
+        return native, f"auto: {coll} is the library's own"
+    if nbytes <= NATIVE_BELOW:
+        return native, f"auto: {nbytes} bytes <= {NATIVE_BELOW} (NATIVE_BELOW): the library's collective is faster"
+    best = _fastest(coll, topo, nbytes, root, buffer_mb)
+    return _registered[best], (f"auto: lowest modelled time in the planner for {nbytes} bytes on "
+                               f"{topo.n_ranks} ranks on {topo.n_servers} server(s)")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Protocol, Set, Tuple
 
+from .. import trace as _trace
+
 __all__ = ["TaskSink", "TaskBatch"]
 
 CData = Any
@@ -107,17 +109,18 @@ class TaskBatch:
         if not self.calls:
             return
         b = self._b
+        calls = self.calls if not _trace.HOST else [(_host_timed(fn), a) for fn, a in self.calls]
         if not self._unbatched:
             b.batch_mode_start()
             try:
-                for fn, args in self.calls:
+                for fn, args in calls:
                     fn(*args)
             finally:
                 b.batch_mode_end()
             return
         open_batch = False
         try:
-            for i, (fn, args) in enumerate(self.calls):
+            for i, (fn, args) in enumerate(calls):
                 if i in self._unbatched:
                     if open_batch:
                         open_batch = False
@@ -129,3 +132,19 @@ class TaskBatch:
         finally:
             if open_batch:
                 b.batch_mode_end()
+
+
+_NBYTES_AT = {"local_copy": 3, "write": 4, "read": 4}   # argument holding the bytes of a data-plane call
+
+
+def _host_timed(fn: Callable[..., None]) -> Callable[..., None]:
+    """``fn`` that also traces the host-side time of its call (HCOMM_TRACE on a backend that runs tasks itself)."""
+    name = getattr(fn, "__name__", "call")
+
+    def timed(*args: Any) -> None:
+        t0 = _trace.now()
+        fn(*args)
+        track = f"host: thread 0x{args[0]:x}" if args and isinstance(args[0], int) else "host: library calls"
+        at = _NBYTES_AT.get(name)
+        _trace.task(track, name, t0, _trace.now(), args[at] if at is not None and len(args) > at else 0)
+    return timed

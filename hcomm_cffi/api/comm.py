@@ -23,13 +23,13 @@ from ..algorithms.interface import Algorithm, CollectiveCall
 from ..algorithms.replay import Schedule, capture
 from ..algorithms.tasks import TaskBatch
 from ..binding import Binding
-from .. import settings
+from .. import flight, settings
 from ..enums import DataType, ReduceOp, parse_reduce_op
 from ..errors import HcclError
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import MIB, Topology
 from ..resources import ENGINE, Resources
-from . import consistency, live, membership
+from . import consistency, live, membership, observe
 from .buffers import NO_STAGING, Buffer, Staging, as_buffer, new_like, overlaps
 from .errors import CommError, NotMemberError, wrap_failure
 from .nonblocking import Pending, request_for
@@ -174,6 +174,7 @@ class Comm:
         self._retired: List[Any] = []          # scratch buffers a started collective may still use
         self._inflight: "set[Pending]" = set()  # started collectives not yet seen complete
         self._splits = 0                        # split() calls so far (collective: equal on every rank)
+        self._flight: Any = None                # flight recorder ring (observe.created), None when off
 
     @classmethod
     def _from_handle(cls, binding: Binding, handle: Any, name: str, topology: TopologyArg = None,
@@ -205,6 +206,7 @@ class Comm:
             # here, so a rank that later never calls a collective is a notify timeout naming it, not a hang
             b.barrier(handle, self._stream)
             b.synchronize_stream(self._stream)
+        self._flight = observe.created(self, self.size - 1 if self.size <= P2P_PRECONNECT_MAX else 0)
 
     def _connect_peers(self) -> None:
         """Open the channel to every peer now (communicator creation is collective, p2p is not).
@@ -307,6 +309,7 @@ class Comm:
             self._p2p.lanes.clear()
             b.destroy_stream(self._stream)
             self._targets.clear()
+            observe.destroyed(self)
 
     def _drain_inflight(self) -> None:
         """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
@@ -317,6 +320,22 @@ class Comm:
                                   RuntimeWarning, stacklevel=3)
             except CommError as exc:
                 warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: {exc}", RuntimeWarning, stacklevel=3)
+
+    def dump_flight_recorder(self, directory: Optional[str] = None) -> str:
+        """Write this process's flight recorders (every communicator) as JSON; returns the file's path.
+
+        ``directory``: default HCOMM_FR_DIR, else the job directory under ``hcomm run``; read the
+        dumps of all ranks with ``hcomm doctor DIR``.
+        """
+        self._check_usable("dump_flight_recorder")
+        if self._flight is None:
+            raise CommError("dump_flight_recorder: the flight recorder is off (HCOMM_FR_SIZE=0); expected "
+                            "HCOMM_FR_SIZE >= 1 when the communicator was created")
+        path = flight.dump_all("dump_flight_recorder()", directory)
+        if path is None:
+            raise ValueError("dump_flight_recorder: directory=None and neither HCOMM_FR_DIR nor an hcomm run job "
+                             "directory is set; expected a directory to write to")
+        return path
 
     # ------------------------------------------------------------------ machinery
     def _scratch(self, nbytes: int) -> Any:
@@ -353,6 +372,7 @@ class Comm:
     def _fail(self, exc: HcclError, where: str) -> CommError:
         err = wrap_failure(exc, f"rank {self.rank} of communicator {self.name!r}: {where}")
         self._broken = str(err)
+        observe.failed(self, exc, err)
         return err
 
     def _rank_arg(self, name: str, value: Any) -> int:
@@ -375,15 +395,19 @@ class Comm:
         alg, call, in_place, staging, what = self._prepare(coll, algorithm, send, recv, count, dtype, op, root,
                                                            nbytes, recv_count)
         target = self._targets.own
+        slot = observe.issue(self, self._seq, coll, alg.name, count, nbytes, dtype, op, observe.root_of(coll, root))
         if self._check_signatures:
             self._compare_signatures(consistency.signature(self._seq, call, alg.name), what, target)
         try:
             batch = self._batch_for(alg, call, in_place, send, recv, target)
             self._targets.order(target)
             batch.launch()
+            if slot >= 0:
+                self._flight.running(slot)
             self.binding.synchronize_stream(target.stream)
         except HcclError as exc:
             raise self._fail(exc, what) from exc
+        observe.done(self, slot, coll, self._seq)
         if staging is not NO_STAGING:
             staging.finish()
         if self._retired:
@@ -399,15 +423,18 @@ class Comm:
                                                            nbytes, recv_count)
         target = self._targets.get(stream)
         signatures = None
+        slot = observe.issue(self, self._seq, coll, alg.name, count, nbytes, dtype, op, observe.root_of(coll, root))
         try:
             batch = self._batch_for(alg, call, in_place, send, recv, target)
             self._targets.order(target)
             if self._check_signatures:   # compared when the request completes: a started call must not block
                 signatures = self._gather_signatures(consistency.signature(self._seq, call, alg.name), target)
             batch.launch()
+            if slot >= 0:
+                self._flight.running(slot)
         except HcclError as exc:
             raise self._fail(exc, what) from exc
-        pending = Pending(self, what, target.stream, staging, (send, recv), alg.name, signatures)
+        pending = Pending(self, what, target.stream, staging, (send, recv), alg.name, signatures, slot)
         self._inflight.add(pending)
         return pending
 
@@ -420,8 +447,10 @@ class Comm:
         if alg is None:
             if len(self._choices) > 4096:
                 self._choices.clear()
-            alg = self._choices[key] = registry.choose(algorithm, coll, self.topology, nbytes, dtype, op, root,
-                                                       max(1, self._buffer_bytes // 2 // MIB))
+            alg, why = registry.explain(algorithm, coll, self.topology, nbytes, dtype, op, root,
+                                        max(1, self._buffer_bytes // 2 // MIB))
+            self._choices[key] = alg
+            observe.chose(self, coll, nbytes, alg, why)
         in_place = send is not None and recv is not None and recv.ptr == send.ptr
         staging = NO_STAGING
         if self._staging:

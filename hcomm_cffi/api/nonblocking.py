@@ -27,10 +27,10 @@ __all__ = ["Pending", "request_for"]
 class Pending:
     """One started collective: its stream, its buffers and staging until :meth:`sync` sees it done."""
 
-    __slots__ = ("comm", "what", "stream", "staging", "keep", "algorithm", "done", "signatures")
+    __slots__ = ("comm", "what", "stream", "staging", "keep", "algorithm", "done", "signatures", "slot")
 
     def __init__(self, comm: Any, what: str, stream: Any, staging: Staging, keep: Tuple[Any, ...],
-                 algorithm: str, signatures: Optional[Tuple[Any, Staging]] = None) -> None:
+                 algorithm: str, signatures: Optional[Tuple[Any, Staging]] = None, slot: int = -1) -> None:
         self.comm = comm
         self.what = what
         self.stream = stream
@@ -39,6 +39,7 @@ class Pending:
         self.algorithm = algorithm
         self.done = False
         self.signatures = signatures   # (rows, staging) of the signature allgather queued ahead of the call
+        self.slot = slot               # its flight-recorder slot (-1: none)
 
     def sync(self, timeout: Optional[float]) -> bool:
         """Wait up to ``timeout`` s (None: the communicator's limits) for the stream; raises CommError on failure."""
@@ -51,6 +52,8 @@ class Pending:
             self._check_signatures()          # a mismatch explains the failure better than its symptom
             raise self.comm._fail(exc, self.what) from exc
         if finished:
+            if self.slot >= 0 and self.comm._flight is not None:
+                self.comm._flight.done(self.slot)
             self._forget()
             self._check_signatures()
             self.staging.finish()

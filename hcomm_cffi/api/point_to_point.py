@@ -21,6 +21,7 @@ from ..enums import DataType
 from ..errors import HcclError
 from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
+from . import observe
 from .errors import CommTimeoutError, MessageMismatchError
 from .request import Request
 from .streams import sync_stream
@@ -92,7 +93,9 @@ class PointToPoint:
             msg = (f"rank {self.comm.rank} of communicator {self.comm.name!r}: {req.what} did not complete within "
                    f"{timeout:g} s; check that rank {peer} posts the matching {matching}")
             self.comm._broken = msg
-            raise CommTimeoutError(msg) from None
+            err = CommTimeoutError(msg)
+            observe.failed(self.comm, None, err)
+            raise err from None
 
     @staticmethod
     def _items(items: Any, what: str) -> List[Any]:
@@ -132,12 +135,14 @@ class PointToPoint:
         return IssueContext(batch, lane.res, rank=c.rank, size=c.size, topology=c.topology, timeout_s=c.timeout,
                             dtype=DataType.INT8), batch
 
-    def _request(self, lane: Lane, what: str, finish: Any) -> Request:
+    def _request(self, lane: Lane, what: str, finish: Any, slot: int = observe.NO_SLOT) -> Request:
         def sync(timeout: Optional[float]) -> bool:
             try:
                 done = sync_stream(self.comm.binding, lane.stream, timeout)
                 if done:
                     lane.inflight.clear()  # everything issued on the lane so far has completed
+                    if slot >= 0 and self.comm._flight is not None:
+                        self.comm._flight.done(slot)
                 return done
             except HcclError as exc:
                 raise self.comm._fail(exc, what) from exc
@@ -148,6 +153,7 @@ class PointToPoint:
         dst = self._peer_arg("dst", dst, what)
         bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
         lane = self._lane(dst, "send")
+        slot = self._record("send" if single else "send_multi", lane, bufs)
         ctx, batch = self._ctx(lane)
         staging = Staging(self.comm.binding, self.comm._staging)
         keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
@@ -158,19 +164,20 @@ class PointToPoint:
             p2p.issue_send(ctx, lane.res.main, dst, self.comm.size, lane.state, staging.device_ptr(hb),
                            staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.comm._eager_limit)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
-        self._launch(batch, desc)
+        self._launch(batch, desc, slot)
         lane.inflight.append(keep)
 
         def finish() -> None:
             keep.clear()
             staging.finish()
-        return self._request(lane, desc, finish)
+        return self._request(lane, desc, finish, slot)
 
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request:
         self.comm._check_usable(what)
         src = self._peer_arg("src", src, what)
         bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
         lane = self._lane(src, "recv")
+        slot = self._record("recv" if single else "recv_multi", lane, bufs)
         ctx, batch = self._ctx(lane)
         staging = Staging(self.comm.binding, self.comm._staging)
         headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
@@ -180,7 +187,7 @@ class PointToPoint:
             p2p.issue_recv(ctx, lane.res.main, src, self.comm.size, lane.state, staging.device_ptr(hb, False, True),
                            staging.device_ptr(buf, False, True), buf.nbytes)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
-        self._launch(batch, desc)
+        self._launch(batch, desc, slot)
         lane.inflight.append((bufs, headers))
 
         def finish() -> Any:
@@ -188,13 +195,20 @@ class PointToPoint:
             for k, buf in enumerate(bufs):
                 self._check_header(headers[k], buf, src, first_seq + k, what)
             return items[0] if single else items
-        return self._request(lane, desc, finish)
+        return self._request(lane, desc, finish, slot)
 
-    def _launch(self, batch: TaskBatch, desc: str) -> None:
+    def _record(self, op: str, lane: Lane, bufs: List[Buffer]) -> int:
+        """The flight record (and DEBUG line) of a send/recv of ``bufs`` on ``lane``; its slot."""
+        return observe.issue(self.comm, lane.state.seq, op, "p2p", sum(b.count for b in bufs),
+                             sum(b.nbytes for b in bufs), bufs[0].dtype, None, lane.peer)
+
+    def _launch(self, batch: TaskBatch, desc: str, slot: int = observe.NO_SLOT) -> None:
         try:
             batch.launch()
         except HcclError as exc:
             raise self.comm._fail(exc, desc) from exc
+        if slot >= 0:
+            self.comm._flight.running(slot)
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)

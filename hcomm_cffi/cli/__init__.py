@@ -1,4 +1,4 @@
-"""The ``hcomm`` command: subcommands info, plan, run, bench, sim (one module each)."""
+"""The ``hcomm`` command: subcommands info, plan, run, bench, doctor, trace, sim (one module each)."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +12,8 @@ SUBCOMMANDS = {
     "plan": ".plan",
     "run": ".run",
     "bench": ".bench",
+    "doctor": ".doctor",
+    "trace": ".trace",
     "sim": ".sim",
 }
 

@@ -52,6 +52,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--cost-model", help="JSON file of cost parameters")
     p.add_argument("--compare", action="store_true", help="all algorithms side by side")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--timeline", metavar="PNG",
+                   help="also draw the planned schedule (every rank's tasks and notifies, from the dry run) as a "
+                        "swimlane picture (needs matplotlib)")
     p.set_defaults(func=run)
 
 
@@ -231,6 +234,7 @@ def _user_algorithm(alg: Algorithm, topo: Topology, size: int, args: argparse.Na
         d = _dry_run(alg, coll, topo, size, args)
     except (UnsupportedError, ValueError) as exc:
         raise CliError(f"--algo {args.algo}: {exc}") from None
+    _timeline(d, args, coll, size)
     if args.json:
         json.dump({"algorithm": alg.name, "collective": coll, "size_bytes": size, "topology": topo.summary(),
                    "formula": None, "derived": _derived_dict(d)}, sys.stdout, indent=2)
@@ -244,6 +248,21 @@ def _user_algorithm(alg: Algorithm, topo: Topology, size: int, args: argparse.Na
             print(f"  rank {r.rank:>4}: {_n(r.threads, 'thread')}, thread notifies {list(r.thread_notifies)}, "
                   f"channels (peer:notifies) {chans}")
     return 0
+
+
+def _timeline(d: DryRun, args: argparse.Namespace, coll: str, size: int) -> None:
+    """Draw the planned schedule of ``d`` to ``--timeline`` (nothing without the option)."""
+    if not args.timeline:
+        return
+    from ..algorithms.plan_timeline import plan_events
+    from ..timeline import render
+    title = (f"planned {coll} of {_fmt_bytes(size)} with {d.algorithm} on {d.topology.n_ranks} ranks "
+             f"(dry run: {d.steps} transfer steps)")
+    try:
+        render(plan_events(d), args.timeline, title, unit="steps")
+    except (RuntimeError, OSError) as exc:
+        raise CliError(f"--timeline {args.timeline}: {exc}") from None
+    print(f"timeline: {args.timeline}", file=sys.stderr)
 
 
 def _builtin_dry_run(plan: Plan, topo: Topology, size: int, args: argparse.Namespace) -> Tuple[Optional[DryRun], str]:
@@ -299,6 +318,10 @@ def run(args: argparse.Namespace) -> int:
         derived, why = _builtin_dry_run(plan, topo, size, args)
     except (UnsupportedError, ValueError) as exc:
         derived, why = None, str(exc)
+    if args.timeline:
+        if derived is None:
+            raise CliError(f"--timeline: no schedule to draw: {why}")
+        _timeline(derived, args, plan.collective.value, size)
     if args.json:
         out = plan.to_dict()
         out["formula"] = {"threads": plan.threads, "notifies": plan.channel_notifies, "channels": plan.n_channels}

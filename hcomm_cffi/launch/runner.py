@@ -52,7 +52,7 @@ from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..bootstrap.env import ENV_JOB_ID, ENV_RUN_ID, ENV_RUN_JOB_DIR
 from .. import settings
 from ..bootstrap.errors import BootstrapError, format_ranks
-from . import affinity
+from . import affinity, flightwatch
 from .jobdir import create_job_dir, sweep_dead_job_dirs
 from .watchdog import DONE
 
@@ -289,6 +289,7 @@ class _Job:
         self.kill_at: Optional[float] = None
         self.killed = False
         self.backend = ""
+        self.flight_dir = ""
 
     def say(self, text: str) -> None:
         self.err.write(f"hcomm run: {text}\n".encode())
@@ -297,6 +298,7 @@ class _Job:
         base = dict(os.environ)
         base.update(self.config.env)
         base["HCOMM_BACKEND"] = self.backend
+        self.flight_dir = flightwatch.flight_dir(base, self.job_dir)
         port = _free_port()
         binds = affinity.plan(self.config.bind_to, self.config.nprocs)
         command = list(self.config.command)
@@ -456,6 +458,7 @@ def _supervise(job: _Job, received: List[int]) -> int:
                 others = job.running()
                 job.say(f"rank {rank} {_describe_exit(rc)}"
                         + (f"; stopping rank(s) {format_ranks(others)}" if others else ""))
+                flightwatch.collect(job, job.flight_dir, rank)   # the other ranks' flight recorders, before they stop
                 job.begin_stop()
         if not job.running():
             break
@@ -480,6 +483,9 @@ def _supervise(job: _Job, received: List[int]) -> int:
                     "sending SIGKILL")
             job.kill_now()
         time.sleep(0.02)
+    if result is not None:
+        for line in flightwatch.report_lines(job.flight_dir, job.job_id):
+            job.say(line)
     return 0 if result is None else result
 
 

@@ -15,6 +15,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Deque, List, Optional, Set, Tuple
 
 from . import kernels
+from .. import trace as _trace
 from .errors import (
     ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
     HcclResult, warn_caller,
@@ -199,8 +200,11 @@ class Executor:
         tasks = q.tasks
         ran = False
         execute = self._execute_checked if q.checked else self._execute
+        traced = _trace.ACTIVE      # HCOMM_TRACE: one test per queue run when off
         while tasks:
             task = tasks[0]
+            if traced:
+                t0 = _trace.now()
             try:
                 done = execute(q, task)
             except _TaskFailure as exc:
@@ -214,6 +218,8 @@ class Executor:
                 if not q.blocked_since:
                     q.blocked_since = time.monotonic()
                 return ran
+            if traced:
+                _traced(q, task, q.blocked_since or t0, _trace.now())
             q.blocked_since = 0.0
             tasks.popleft()
             q.executed += 1
@@ -384,6 +390,8 @@ class Executor:
         rank = comm.rank if comm is not None else -1
         label = thread.label if thread is not None else q.name
         message = f"checker: rank {rank}, {label}, step {q.executed}, task {KIND_NAMES.get(task[0])}: {text}"
+        if _trace.ACTIVE:   # where to find it in the HCOMM_TRACE timeline
+            message += f" [trace: rank {rank}, track {q.name!r}, task {q.executed}]"
         if comm is not None:
             comm.reports.append(message)
         if mode == "strict":
@@ -504,6 +512,12 @@ def _wait_limit(q: Queue, t: tuple) -> Optional[float]:
     if t[0] == C_WAIT:
         return t[4] or default
     return None
+
+
+def _traced(q: Queue, task: tuple, t0: float, t1: float) -> None:
+    """Hand a task that ran from ``t0`` to ``t1`` to the tracer (imported on first use: tracing is rare)."""
+    from .tracing import record
+    record(q, task, t0, t1)
 
 
 class _TaskFailure(Exception):

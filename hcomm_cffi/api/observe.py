@@ -1,0 +1,126 @@
+"""What a Comm tells logging and the flight recorder: one small function per event, so comm.py only calls them.
+
+Events: a communicator was created (:func:`created`) or destroyed (:func:`destroyed`), an
+algorithm was chosen for a new call signature (:func:`chose`), an operation was issued
+(:func:`issue`, returning the flight-recorder slot the caller marks ``running`` / ``done``), and
+a communicator failed (:func:`failed`: the open records are marked failed and, on a timeout or
+a peer's death, every rank's recorder is dumped for ``hcomm doctor``).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from .. import flight, log, settings, trace
+from ..algorithms.interface import ROOTED
+from ..errors import HcclError
+from . import live
+
+__all__ = ["created", "destroyed", "chose", "issue", "done", "failed", "root_of", "NO_SLOT"]
+
+LOG = log.get("comm")
+CALLS = log.get("calls")
+NO_SLOT = -1
+_PEER_GONE_CODES = frozenset({21, 13, 14, 507056, 507057})   # HCCL_E_REMOTE, transfer and link errors
+_logged_backend = [False]
+
+
+def _backend(comm: Any) -> None:
+    """INFO, once per process: the backend, its libraries and why it was chosen."""
+    _logged_backend[0] = True
+    lib = comm.binding.lib
+    name = getattr(lib, "backend_name", "cann")
+    try:
+        from ..lib import backend_name
+        reason = backend_name().reason
+    except (ValueError, OSError) as exc:   # the environment changed since the library was loaded
+        reason = f"(reason unavailable: {exc})"
+    paths = getattr(lib, "paths", None)
+    libs = ", ".join(f"{k}={v}" for k, v in sorted(paths.items())) if paths else "the emulator (hcomm_cffi.sim)"
+    LOG.info("backend %s (%s); libraries: %s", name, reason, libs)
+
+
+def created(comm: Any, channels: int) -> Optional[flight.FlightRecorder]:
+    """A member communicator is set up (``channels`` peer channels opened): log it, give it its flight recorder."""
+    world = live.current_world()
+    world_rank = world.rank if world is not None else comm.rank
+    log.configure(world_rank)
+    trace.start(world_rank, host_side=getattr(comm.binding.lib, "backend_name", "cann") != "sim")
+    if LOG.isEnabledFor(logging.INFO):
+        if not _logged_backend[0]:
+            _backend(comm)
+        LOG.info("communicator %r created: rank %d of %d (parent ranks %s), topology %s, HCCL buffer %d bytes, "
+                 "1 stream, %d peer channel(s) opened, exec timeout %s s, eager limit %d bytes, signature check %s",
+                 comm.name, comm.rank, comm.size, comm.parent_ranks or "all", _shape(comm.topology),
+                 comm.buffer_bytes, channels, comm.timeout or "never", comm.eager_limit,
+                 "on" if comm._check_signatures else "off")
+    capacity = settings.value("HCOMM_FR_SIZE")
+    if not capacity:
+        return None
+    return flight.FlightRecorder(comm.name, comm.rank, comm.size, world_rank, capacity, flight.directory())
+
+
+def _shape(topo: Any) -> str:
+    """'2x4 (2 servers)' or '4 ranks on 1 server'."""
+    per = topo.devices_per_server
+    return f"{topo.n_servers}x{per}" if per is not None else f"{topo.n_ranks} ranks on {topo.n_servers} servers"
+
+
+def destroyed(comm: Any) -> None:
+    """The communicator is gone: its ring is dropped (kept only in a dump already written)."""
+    fr = comm._flight
+    if fr is not None:
+        comm._flight = None
+        fr.close()
+    LOG.info("communicator %r destroyed (rank %d)", comm.name, comm.rank)
+    if trace.ACTIVE:
+        trace.flush()
+
+
+def chose(comm: Any, coll: str, nbytes: int, alg: Any, reason: str) -> None:
+    """INFO: the algorithm of a new call signature, and why."""
+    LOG.info("%s of %d bytes on %r (%d ranks): algorithm %s (%s)", coll, nbytes, comm.name, comm.size, alg.name,
+             reason)
+
+
+def issue(comm: Any, seq: int, op: str, algorithm: str, count: int, nbytes: int, dtype: Any, redop: Any,
+          peer: int) -> int:
+    """An operation starts: its flight record (the slot, or NO_SLOT when the recorder is off) and a DEBUG line."""
+    if CALLS.isEnabledFor(logging.DEBUG):
+        CALLS.debug("%s #%d on %r: %d x %s = %d bytes%s%s, algorithm %s", op, seq, comm.name, count,
+                    dtype.name.lower(), nbytes, "" if redop is None else f", op {redop.name.lower()}",
+                    "" if peer < 0 else (f", root {peer}" if op in ROOTED else f", peer {peer}"), algorithm)
+    if trace.ACTIVE:
+        trace.op_begin(comm.name, op, seq, {"algorithm": algorithm, "count": count, "bytes": nbytes,
+                                            "dtype": dtype.name.lower(), "peer": peer})
+    fr = comm._flight
+    if fr is None:
+        return NO_SLOT
+    return fr.issue(seq, op, algorithm, count, nbytes, int(dtype), -1 if redop is None else int(redop), peer)
+
+
+def done(comm: Any, slot: int, op: str, seq: int) -> None:
+    """A blocking operation completed: its flight record, and its enclosing trace slice."""
+    if slot >= 0:
+        comm._flight.done(slot)
+    if trace.ACTIVE:
+        trace.op_end(comm.name, op, seq)
+
+
+def root_of(coll: str, root: int) -> int:
+    """The root recorded for ``coll`` (-1 for collectives without one)."""
+    return root if coll in ROOTED else -1
+
+
+def failed(comm: Any, exc: Optional[HcclError], err: BaseException) -> None:
+    """The communicator failed with ``err``: open records fail; a timeout or a dead peer dumps every ring."""
+    fr = comm._flight
+    if fr is not None:
+        fr.fail_open()
+    timeout = isinstance(err, TimeoutError) or isinstance(exc, TimeoutError)
+    gone = exc is not None and exc.code in _PEER_GONE_CODES
+    if not (timeout or gone):
+        return
+    path = flight.dump_all(str(err), failed_comm=comm.name)
+    LOG.warning("%s; flight recorder %s", err, f"written to {path}" if path else
+                "not written (set HCOMM_FR_DIR to keep it)")

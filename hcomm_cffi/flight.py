@@ -1,0 +1,229 @@
+"""Flight recorder: the last N operations of every communicator of this process, cheap enough to leave on.
+
+Each communicator owns one :class:`FlightRecorder`: a preallocated ring of fixed 96-byte records
+(``struct.pack_into`` into an ``mmap``; no allocation per call) holding, per collective or
+point-to-point operation, its sequence number, name, algorithm, count, bytes, dtype, reduce op,
+root/peer, state (issued / running / done / failed) and the three timestamps.  When a directory
+is known (``HCOMM_FR_DIR``, else the job directory of ``hcomm run``) the ring is a file there, so
+the records of a rank that is killed outright (SIGKILL, OOM) survive it; it is removed when the
+communicator is destroyed.  Without a directory it is anonymous memory.
+
+:func:`dump_all` writes every live ring of the process as one JSON file
+(``<job>.rank<R>.json``); it is called on a collective/point-to-point timeout, on a peer's death,
+on ``SIGUSR1`` (the handler is installed only when SIGUSR1 has none) and by
+``Comm.dump_flight_recorder()``.  ``hcomm doctor DIR`` (:mod:`hcomm_cffi.desync`) reads the dumps
+and the rings of dead ranks and explains the desync.
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import re
+import signal
+import struct
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from . import settings
+
+__all__ = ["FlightRecorder", "RECORD", "HEADER", "STATES", "ISSUED", "RUNNING", "DONE", "FAILED", "MAGIC",
+           "directory", "dump_all", "read_ring", "recorders", "DUMP_SUFFIX", "RING_SUFFIX", "job_id"]
+
+MAGIC = b"HCOMMFR1"
+#: ordinal (1-based write count; 0 = empty slot), seq, op, algorithm, count, nbytes, dtype, reduce op,
+#: root/peer, t_issued, t_running (0: not yet), t_done (0: not yet, negative: failed at -t_done).
+#: The state is derived from the timestamps, so a state change is one 8-byte store.
+RECORD = struct.Struct("<qq16s16sqqiiiddd")
+#: magic, capacity, comm rank, comm size, world rank, pid, comm name, job id
+HEADER = struct.Struct("<8siiiii64s64s")
+_T_RUNNING_AT, _T_DONE_AT = RECORD.size - 16, RECORD.size - 8
+_TIME = struct.Struct("<d")
+_ORDINAL = struct.Struct("<q")
+HEADER_SIZE = 256
+ISSUED, RUNNING, DONE, FAILED = range(4)
+STATES = ("issued", "running", "done", "failed")
+DUMP_SUFFIX = ".json"
+RING_SUFFIX = ".ring"
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+_live: List["FlightRecorder"] = []
+_lock = threading.Lock()
+_names: Dict[str, bytes] = {}
+_handler = {"installed": False}
+_last_reason: List[str] = []        # why this process last dumped (a later SIGUSR1 dump keeps it)
+
+
+def _b(text: str) -> bytes:
+    """``text`` as at most 16 bytes (cached: the same few names are recorded on every call)."""
+    got = _names.get(text)
+    if got is None:
+        got = _names[text] = text.encode("utf-8", "replace")[:16]
+    return got
+
+
+def job_id() -> str:
+    """The job's id (HCOMM_JOB_ID / HCOMM_RUN_ID), or 'pid<pid>' outside a launcher."""
+    jid = settings.value("HCOMM_JOB_ID") or settings.value("HCOMM_RUN_ID")
+    return _SAFE.sub("_", jid) if jid else f"pid{os.getpid()}"
+
+
+def directory() -> Optional[str]:
+    """Where dumps go: HCOMM_FR_DIR, else ``<job directory>/flight`` under ``hcomm run``, else None."""
+    found = settings.value("HCOMM_FR_DIR")
+    if found is None:
+        job = settings.value("HCOMM_RUN_JOB_DIR")
+        found = os.path.join(job, "flight") if job else None
+    return found
+
+
+class FlightRecorder:
+    """The ring of one communicator on this rank (see the module docstring)."""
+
+    __slots__ = ("capacity", "head", "path", "_mm", "comm", "rank", "size", "world_rank")
+
+    def __init__(self, comm: str, rank: int, size: int, world_rank: int, capacity: int,
+                 where: Optional[str] = None) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity={capacity}; expected >= 1 records (HCOMM_FR_SIZE=0 turns the recorder off)")
+        self.capacity, self.head, self.comm, self.rank, self.size = capacity, 0, comm, rank, size
+        self.world_rank = world_rank
+        length = HEADER_SIZE + capacity * RECORD.size
+        self.path: Optional[str] = None
+        if where is not None:
+            os.makedirs(where, mode=0o700, exist_ok=True)
+            with _lock:
+                nth = sum(1 for r in _live if r.comm == comm)
+            self.path = os.path.join(where, f"{job_id()}.rank{world_rank}.{_SAFE.sub('_', comm)}.{nth}{RING_SUFFIX}")
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.ftruncate(fd, length)
+                self._mm = mmap.mmap(fd, length)
+            finally:
+                os.close(fd)
+        else:
+            self._mm = mmap.mmap(-1, length)
+        HEADER.pack_into(self._mm, 0, MAGIC, capacity, rank, size, world_rank, os.getpid(),
+                         comm.encode()[:64], job_id().encode()[:64])
+        with _lock:
+            _live.append(self)
+        _install_sigusr1()
+
+    # ------------------------------------------------------------------ the hot path
+    def issue(self, seq: int, op: str, algorithm: str, count: int, nbytes: int, dtype: int, redop: int,
+              peer: int) -> int:
+        """Record a new operation as issued; returns its slot (for :meth:`running` and :meth:`done`)."""
+        h = self.head + 1
+        self.head = h
+        slot = HEADER_SIZE + (h % self.capacity) * RECORD.size
+        RECORD.pack_into(self._mm, slot, h, seq, _b(op), _b(algorithm), count, nbytes, dtype, redop, peer,
+                         time.time(), 0.0, 0.0)
+        return slot
+
+    def running(self, slot: int) -> None:
+        """The operation's tasks were launched."""
+        _TIME.pack_into(self._mm, slot + _T_RUNNING_AT, time.time())
+
+    def done(self, slot: int) -> None:
+        """The operation completed."""
+        _TIME.pack_into(self._mm, slot + _T_DONE_AT, time.time())
+
+    def fail_open(self) -> int:
+        """Mark every operation not yet done as failed (the communicator failed); returns how many."""
+        n = 0
+        for k in range(self.capacity):
+            slot = HEADER_SIZE + k * RECORD.size
+            if _ORDINAL.unpack_from(self._mm, slot)[0] and not _TIME.unpack_from(self._mm, slot + _T_DONE_AT)[0]:
+                _TIME.pack_into(self._mm, slot + _T_DONE_AT, -time.time())
+                n += 1
+        return n
+
+    # ------------------------------------------------------------------ reading
+    def snapshot(self) -> Dict[str, Any]:
+        """The header and the records, oldest first, as plain data (what a dump holds per communicator)."""
+        return _parse(bytes(self._mm))
+
+    def close(self) -> None:
+        """Forget the ring (the communicator was destroyed cleanly): its file is removed."""
+        with _lock:
+            if self in _live:
+                _live.remove(self)
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+        self._mm.close()
+
+
+def _parse(raw: bytes) -> Dict[str, Any]:
+    """Header + records of a ring image (a live ring or a file left by a dead rank)."""
+    magic, cap, rank, size, world_rank, pid, comm, job = HEADER.unpack_from(raw, 0)
+    if magic != MAGIC:
+        raise ValueError(f"not a flight recorder ring (magic {magic!r}, expected {MAGIC!r})")
+    rows = sorted(RECORD.unpack_from(raw, HEADER_SIZE + k * RECORD.size) for k in range(cap))
+    records = []
+    for (ordinal, seq, op, alg, count, nbytes, dtype, redop, peer, t0, t1, t2) in rows:
+        if not ordinal:
+            continue
+        state = FAILED if t2 < 0 else DONE if t2 else RUNNING if t1 else ISSUED
+        records.append({"seq": seq, "op": op.rstrip(b"\0").decode(), "algorithm": alg.rstrip(b"\0").decode(),
+                        "count": count, "nbytes": nbytes, "dtype": dtype, "redop": redop, "peer": peer,
+                        "state": STATES[state], "t_issued": t0, "t_running": t1 or None, "t_done": abs(t2) or None})
+    return {"comm": comm.rstrip(b"\0").decode(), "rank": rank, "size": size, "world_rank": world_rank, "pid": pid,
+            "job": job.rstrip(b"\0").decode(), "capacity": cap, "recorded": rows[-1][0] if rows else 0,
+            "records": records}
+
+
+def read_ring(path: str) -> Dict[str, Any]:
+    """The snapshot of a ring file (e.g. one a killed rank left); ValueError if it is not one."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < HEADER_SIZE:
+        raise ValueError(f"{path}: {len(raw)} bytes, too short for a flight recorder ring")
+    return _parse(raw)
+
+
+def recorders() -> List[FlightRecorder]:
+    """The live rings of this process, oldest first (a copy)."""
+    with _lock:
+        return list(_live)
+
+
+def dump_all(reason: str, where: Optional[str] = None, failed_comm: Optional[str] = None) -> Optional[str]:
+    """Write every live ring of the process to ``<where>/<job>.rank<R>.json`` (default :func:`directory`).
+
+    Returns the path, or None when there is no directory to write to or nothing to write.
+    ``failed_comm``: the communicator whose failure caused the dump (named in the file).
+    """
+    where = where or directory()
+    rings = recorders()
+    if where is None or not rings:
+        return None
+    os.makedirs(where, mode=0o700, exist_ok=True)
+    world = min(rings, key=lambda r: r.world_rank).world_rank
+    path = os.path.join(where, f"{job_id()}.rank{world}{DUMP_SUFFIX}")
+    body = {"version": 1, "job": job_id(), "world_rank": world, "pid": os.getpid(), "time": time.time(),
+            "reason": reason, "failed_comm": failed_comm, "comms": [r.snapshot() for r in rings]}
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(body, f, indent=1)
+    os.replace(tmp, path)   # readers never see half a dump
+    _last_reason[:] = [reason]
+    return path
+
+
+def _on_sigusr1(signum: int, frame: Any) -> None:
+    """SIGUSR1: dump every ring (what a launcher or a user asks of a hung rank)."""
+    dump_all(f"SIGUSR1 (after: {_last_reason[0]})" if _last_reason else "SIGUSR1")
+
+
+def _install_sigusr1() -> None:
+    """Install the SIGUSR1 handler once, only if nobody else has one (and only from the main thread)."""
+    if _handler["installed"] or threading.current_thread() is not threading.main_thread():
+        return
+    _handler["installed"] = True
+    if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGUSR1, _on_sigusr1)
+

@@ -1,0 +1,72 @@
+"""The emulator's side of ``HCOMM_TRACE``: one executed task -> one trace slice (see :mod:`hcomm_cffi.trace`).
+
+The executor calls :func:`record` after a task completed (only when tracing is on) with the time
+the task became runnable at the head of its queue (for a wait: when it started waiting).  Notify
+records and waits get flow ids from (communicator, recording rank, waiting rank or thread,
+notify index, nth record): notifies are binary and FIFO per notify, so the nth wait is released
+by the nth record, and each side counts its own.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+from .. import trace
+from .runtime import (C_RECORD, C_WAIT, COPY, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE,
+                      KIND_NAMES, Queue)
+
+__all__ = ["record", "KINDS"]
+
+#: trace slice names of the emulator's task kinds (the dry run's vocabulary where it has one)
+KINDS = {COPY: "copy", REDUCE: "reduce", WRITE: "write", WRITE_REDUCE: "write_reduce", READ: "read",
+         READ_REDUCE: "read_reduce", C_RECORD: "record", C_WAIT: "wait", T_RECORD: "trecord", T_WAIT: "twait"}
+_counts: Dict[Tuple[Any, ...], int] = {}
+
+
+def _nth(side: str, key: Tuple[Any, ...]) -> int:
+    """How many times ``side`` ('r' records, 'w' waits) has seen ``key`` before (each side counts its own)."""
+    k = (side,) + key
+    n = _counts.get(k, 0)
+    _counts[k] = n + 1
+    return n
+
+
+def _bytes(t: tuple) -> int:
+    kind = t[0]
+    if kind == COPY:
+        return t[4]
+    if kind == REDUCE:
+        return t[4] * t[5].itemsize
+    if kind in (WRITE, READ):
+        return t[5]
+    if kind in (WRITE_REDUCE, READ_REDUCE):
+        return t[5] * t[6].itemsize
+    return 0
+
+
+def record(q: Queue, t: tuple, t0: float, t1: float) -> None:
+    """Trace task ``t`` of queue ``q`` that ran (or waited) from ``t0`` to ``t1``."""
+    kind = t[0]
+    name = KINDS.get(kind) or KIND_NAMES.get(kind, str(kind)).lower()
+    out = into = None
+    peer = -1
+    if kind == C_RECORD or kind == C_WAIT:
+        ch = t[2]
+        comm, me, peer = ch.comm.name, ch.comm.rank, ch.peer
+        if kind == C_RECORD:
+            key: Tuple[Any, ...] = ("c", comm, me, peer, t[3])
+            out = trace.flow_id(*key, _nth("r", key))
+        else:
+            key = ("c", comm, peer, me, t[3])
+            into = trace.flow_id(*key, _nth("w", key))
+    elif kind == T_RECORD or kind == T_WAIT:
+        th = t[1]
+        target = t[2] if kind == T_RECORD else th
+        idx = t[3] if kind == T_RECORD else t[2]
+        key = ("t", th.comm.name, th.comm.rank, target.handle, idx)
+        if kind == T_RECORD:
+            out = trace.flow_id(*key, _nth("r", key))
+        else:
+            into = trace.flow_id(*key, _nth("w", key))
+    elif kind in (WRITE, READ, WRITE_REDUCE, READ_REDUCE):
+        peer = t[2].peer
+    trace.task(q.name, name, t0, t1, _bytes(t), peer, q.executed, out, into)

@@ -1,0 +1,152 @@
+"""Timeline of every task: ``HCOMM_TRACE=DIR`` makes each rank write a Chrome trace-event JSON (Perfetto, chrome://tracing).
+
+One process per rank (``pid`` = world rank), one track (``tid``) per HCOMM thread or stream, one
+complete slice (``ph: X``) per task with its bytes and, for notify waits, the time it waited;
+operations (collectives, sends, receives) are slices on a track of their own.  A notify record
+and the wait it releases share a flow id (``ph: s`` / ``ph: f``) that both sides compute without
+talking: :func:`flow_id` of (communicator, recording rank, waiting rank, notify index, nth
+record), so arrows cross ranks once the files are merged (``hcomm trace DIR``).
+
+Producers: the emulator's executor (``sim/tracing.py``: real task timings) and, on CANN,
+``TaskBatch.launch`` (what the host issued, with host-side timings).  When tracing is off
+:data:`ACTIVE` is False and the producers skip everything but that one test.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import time
+from typing import Any, Dict, List, Optional
+
+from . import settings
+
+__all__ = ["ACTIVE", "HOST", "start", "now", "task", "op_begin", "op_end", "flow_id", "flush", "events", "TRACE_SUFFIX",
+           "current_op"]
+
+TRACE_SUFFIX = ".trace.json"
+ACTIVE = False
+#: True when the backend does not trace its own tasks (CANN): TaskBatch.launch then traces what the host issued
+HOST = False
+_state: Dict[str, Any] = {"rank": 0, "dir": None, "tids": {}, "open": {}, "current": None, "flushed": 0}
+_events: List[Dict[str, Any]] = []
+
+
+def now() -> float:
+    """The trace clock (monotonic seconds: the same clock in every process of a machine)."""
+    return time.monotonic()
+
+
+def _us(t: float) -> float:
+    return round(t * 1e6, 3)
+
+
+def start(world_rank: int, host_side: bool = False) -> bool:
+    """Turn tracing on for this process when HCOMM_TRACE is set (once); True if it is on.
+
+    ``host_side``: the backend runs tasks out of sight (CANN): trace the host's issue calls instead.
+    """
+    global ACTIVE, HOST
+    if ACTIVE:
+        return True
+    where = settings.value("HCOMM_TRACE")
+    if where is None:
+        return False
+    os.makedirs(where, exist_ok=True)
+    _state.update(rank=world_rank, dir=where)
+    _events.append({"ph": "M", "name": "process_name", "pid": world_rank, "tid": 0,
+                    "args": {"name": f"rank {world_rank}"}})
+    _events.append({"ph": "M", "name": "process_sort_index", "pid": world_rank, "tid": 0,
+                    "args": {"sort_index": world_rank}})
+    ACTIVE = True
+    HOST = host_side
+    atexit.register(flush)
+    return True
+
+
+def _tid(track: str) -> int:
+    """The track id of ``track`` (declared with a thread_name metadata event on first use)."""
+    tids = _state["tids"]
+    tid = tids.get(track)
+    if tid is None:
+        tid = tids[track] = len(tids) + 1
+        _events.append({"ph": "M", "name": "thread_name", "pid": _state["rank"], "tid": tid, "args": {"name": track}})
+        _events.append({"ph": "M", "name": "thread_sort_index", "pid": _state["rank"], "tid": tid,
+                        "args": {"sort_index": tid}})
+    return tid
+
+
+def flow_id(*key: Any) -> int:
+    """A 48-bit id both ends of a notify compute from the same key (JSON-safe integer)."""
+    return int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=6).digest(), "big")
+
+
+def task(track: str, kind: str, t0: float, t1: float, nbytes: int = 0, peer: int = -1, index: int = -1,
+         flow_out: Optional[int] = None, flow_in: Optional[int] = None) -> None:
+    """One task slice on ``track``; ``flow_out`` starts an arrow (a record), ``flow_in`` ends one (its wait)."""
+    pid, tid = _state["rank"], _tid(track)
+    args: Dict[str, Any] = {"bytes": nbytes, "task": index}
+    if peer >= 0:
+        args["peer"] = peer
+    if kind.endswith("wait"):
+        args["waited_us"] = _us(t1 - t0)
+    op = _state["current"]
+    if op is not None:
+        args["op"] = op
+    _events.append({"ph": "X", "name": kind, "cat": "task", "pid": pid, "tid": tid, "ts": _us(t0),
+                    "dur": max(_us(t1 - t0), 0.001), "args": args})
+    if flow_out is not None:
+        args["flow_out"] = flow_out
+        _events.append({"ph": "s", "name": "notify", "cat": "notify", "id": flow_out, "pid": pid, "tid": tid,
+                        "ts": _us(t0)})
+    if flow_in is not None:
+        args["flow_in"] = flow_in
+        _events.append({"ph": "f", "bp": "e", "name": "notify", "cat": "notify", "id": flow_in, "pid": pid,
+                        "tid": tid, "ts": _us(t1)})
+
+
+def op_begin(comm: str, op: str, seq: int, args: Dict[str, Any]) -> None:
+    """An operation (a collective, a send...) starts: its tasks are tagged with it until :func:`op_end`."""
+    label = f"{op} #{seq}"
+    _state["open"][(comm, label)] = (now(), args)
+    _state["current"] = label
+
+
+def op_end(comm: str, op: str, seq: int) -> None:
+    """The operation completed: its enclosing slice on the track ``ops <comm>``."""
+    label = f"{op} #{seq}"
+    got = _state["open"].pop((comm, label), None)
+    if _state["current"] == label:
+        _state["current"] = None
+    if got is None:
+        return
+    t0, args = got
+    _events.append({"ph": "X", "name": label, "cat": "op", "pid": _state["rank"], "tid": _tid(f"ops {comm}"),
+                    "ts": _us(t0), "dur": max(_us(now() - t0), 0.001), "args": dict(args, comm=comm)})
+
+
+def current_op() -> Optional[str]:
+    """The operation tasks are being attributed to (None outside one)."""
+    return _state["current"]
+
+
+def events() -> List[Dict[str, Any]]:
+    """The events recorded so far (a copy)."""
+    return list(_events)
+
+
+def flush() -> Optional[str]:
+    """Write ``<HCOMM_TRACE>/<job>.rank<R>.trace.json`` (all events so far); the path, or None when off."""
+    if not ACTIVE or _state["dir"] is None:
+        return None
+    from .flight import job_id
+    path = os.path.join(_state["dir"], f"{job_id()}.rank{_state['rank']}{TRACE_SUFFIX}")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"traceEvents": _events, "displayTimeUnit": "ms",
+                   "otherData": {"rank": _state["rank"], "producer": "hcomm_cffi"}}, f)
+    os.replace(tmp, path)
+    _state["flushed"] = len(_events)
+    return path
+
