@@ -16,12 +16,13 @@ from typing import Any, Dict, List, Optional
 
 from .. import __version__
 from ..lib import backend_name
-from ..lib.loader import find_libraries
+from ..lib.deps import elf_needed, on_library_path
+from ..lib.loader import find_libraries, is_system_library
 
 __all__ = ["add_parser", "run", "collect", "ENV_VARS"]
 
 ENV_VARS = (
-    "HCOMM_BACKEND", "HCOMM_CANN_LIB_DIR", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME",
+    "HCOMM_BACKEND", "HCOMM_CANN_LIB_DIR", "HCCL_SO_PATH", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME",
     "ASCEND_OPP_PATH", "ASCEND_RT_VISIBLE_DEVICES", "ASCEND_DEVICE_ID", "LD_LIBRARY_PATH",
     "HCCL_BUFFSIZE", "HCCL_EXEC_TIMEOUT", "HCCL_CONNECT_TIMEOUT", "HCCL_OP_EXPANSION_MODE",
     "HCCL_ALGO", "HCCL_DETERMINISTIC", "HCCL_IF_IP", "HCCL_SOCKET_IFNAME", "HCCL_IF_BASE_PORT",
@@ -49,6 +50,19 @@ def _read_version(library_path: str) -> str:
     return "unknown"
 
 
+def _dependencies(library_path: str) -> Dict[str, Optional[str]]:
+    """Each DT_NEEDED soname of a library -> 'same directory', 'dynamic loader', or None when nothing supplies it."""
+    lib_dir = os.path.dirname(library_path)
+    where: Dict[str, Optional[str]] = {}
+    for name in elf_needed(library_path):
+        if os.path.isfile(os.path.join(lib_dir, name)):
+            where[name] = "same directory"
+        else:
+            found = is_system_library(name) or on_library_path(name, os.environ) is not None
+            where[name] = "dynamic loader" if found else None
+    return where
+
+
 def _package_version(name: str) -> Optional[str]:
     try:
         return importlib.metadata.version(name)
@@ -68,7 +82,9 @@ def collect() -> Dict[str, Any]:
     libraries: Dict[str, Any] = {}
     for key, search in find_libraries().items():
         entry = search.as_dict()
-        entry["version"] = _read_version(search.path) if search.path and os.path.isfile(search.path) else None
+        on_disk = bool(search.path and os.path.isfile(search.path))
+        entry["version"] = _read_version(search.path) if search.path and on_disk else None
+        entry["needs"] = _dependencies(search.path) if search.path and on_disk else {}
         libraries[key] = entry
 
     import cffi
@@ -100,6 +116,9 @@ def _format_text(info: Dict[str, Any]) -> str:
     for key, lib in info["libraries"].items():
         if lib["path"]:
             lines.append(f"  {lib['name']}: {lib['path']} (version {lib['version'] or 'unknown'}, via {lib['found_in']})")
+            if lib["needs"]:
+                lines.append("    needs: " + ", ".join(f"{name} ({where or 'MISSING'})"
+                                                     for name, where in lib["needs"].items()))
         else:
             lines.append(f"  {' / '.join(lib['sonames'])}: not found; searched:")
             lines.extend(f"    - {place}" for place in lib["searched"])

@@ -8,11 +8,11 @@ the instance, so later calls cost one attribute lookup.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from .._ffi import ffi
 from ..errors import MissingSymbolError
-from .loader import require_libraries
+from .loader import open_library, require_libraries
 
 __all__ = ["CannLibrary", "library_for", "HCCL_LIBRARY_FUNCTIONS"]
 
@@ -39,7 +39,11 @@ def library_for(name: str) -> str:
 
 
 class CannLibrary:
-    """The C functions of an installed CANN, dlopen'ed with RTLD_NOW | RTLD_GLOBAL (libhcomm first)."""
+    """The C functions of an installed CANN, dlopen'ed with RTLD_NOW | RTLD_GLOBAL (libhcomm first).
+
+    A library that fails to load raises :class:`~hcomm_cffi.lib.loader.LibraryLoadError` naming
+    the missing dependency and the fix; there is no fallback to the emulator.
+    """
 
     def __init__(
         self,
@@ -55,8 +59,11 @@ class CannLibrary:
         opener = dlopen or (lambda path: ffi.dlopen(path, ffi.RTLD_NOW | ffi.RTLD_GLOBAL))
         self._paths: Dict[str, str] = resolved
         self._handles: Dict[str, Any] = {}
+        self._dependencies: List[Any] = []         # kept open: a collected cffi handle dlcloses
         for key in ("hcomm", "hccl", "acl"):       # libhcomm first: libhccl.so depends on it
-            self._handles[key] = opener(resolved[key])
+            # each after its dependencies in its own directory (no RPATH on the vendor libraries)
+            *dependencies, self._handles[key] = open_library(resolved[key], opener)
+            self._dependencies.extend(dependencies)
 
     @property
     def paths(self) -> Dict[str, str]:
