@@ -28,10 +28,17 @@ class RankEnv:
     keep: List[Any] = field(default_factory=list)
 
     def ptr(self, array: np.ndarray) -> Any:
-        """A ``char *`` to a NumPy array's data (kept alive by the array)."""
+        """A ``char *`` to a NumPy array's data, registered as device memory on the emulator (kept alive)."""
         p = ffi.cast("char *", ffi.from_buffer(array))
         self.keep.append(array)
+        raw = getattr(self.lib, "raw", self.lib)        # the SimLibrary under the ABI check
+        raw.sim_register_device_memory(int(ffi.cast("uintptr_t", p)), max(array.nbytes, 1))
         return p
+
+    def host_ptr(self, array: np.ndarray) -> Any:
+        """A ``char *`` to a NumPy array's data NOT registered: plain pageable host memory (kept alive)."""
+        self.keep.append(array)
+        return ffi.cast("char *", ffi.from_buffer(array))
 
     def channels(self, peers: List[int], notify_num: int = 2,
                  protocol: int = Protocol.HCCS) -> Dict[int, int]:
@@ -41,6 +48,9 @@ class RankEnv:
 
     def close(self) -> None:
         self.b.comm_destroy(self.comm)
+        raw = getattr(self.lib, "raw", self.lib)
+        for array in self.keep:                          # host_ptr arrays were never registered: no-op
+            raw.sim_unregister_device_memory(int(ffi.cast("uintptr_t", ffi.from_buffer(array))))
 
 
 def error_text(call: Any, *args: Any) -> str:

@@ -17,7 +17,7 @@ from hcomm_cffi.calltable import CFunction, Out, OutArray, c_pointer_type, insta
 from hcomm_cffi.sim.abi_check import function_types
 
 BEFORE: Dict[str, Any] = json.loads((Path(__file__).parent / "data" / "binding_api_before_table.json").read_text())
-CDEF = (Path(__file__).resolve().parents[1] / "build_ffi.py").read_text()
+CDEF = (Path(__file__).resolve().parents[1] / "hcomm_cffi" / "_cdef.py").read_text()
 HOT = ("local_copy", "local_reduce", "write", "channel_notify_record", "channel_notify_wait",
        "thread_notify_record", "thread_notify_wait", "batch_mode_start", "batch_mode_end", "synchronize_stream")
 
@@ -29,7 +29,7 @@ def _normalise(text: str) -> str:
 @pytest.mark.parametrize("entry", C_FUNCTIONS, ids=[e.method for e in C_FUNCTIONS])
 def test_entry_is_the_cdef_declaration(entry: CFunction) -> None:
     declared = function_types()
-    assert entry.c_name in declared, f"{entry.c_name} is not declared in build_ffi.py"
+    assert entry.c_name in declared, f"{entry.c_name} is not declared in hcomm_cffi/_cdef.py"
     assert ffi.typeof(c_pointer_type(entry.prototype)) is ffi.typeof(declared[entry.c_name])
     assert _normalise(entry.prototype) + ";" in _normalise(CDEF)
 

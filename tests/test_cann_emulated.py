@@ -330,7 +330,7 @@ def _load_in_child(lib_dir: str) -> str:
     try:
         CannLibrary(require_libraries({"HCOMM_CANN_LIB_DIR": lib_dir, "HOME": "/nonexistent"},
                                       loader_lookup=lambda soname: None))
-    except OSError as exc:
+    except (OSError, ImportError) as exc:      # LibraryLoadError is an ImportError
         return str(exc)
     return "loaded"
 

@@ -142,6 +142,7 @@ def test_not_found_message_exact_text(tmp_path: Path) -> None:
         require_libraries(env, no_loader)
     places = [
         "$HCOMM_CANN_LIB_DIR (not set)",
+        "$HCCL_SO_PATH (not set)",
         "/opt/cann/lib64 ($ASCEND_HOME_PATH/lib64)",
         "$ASCEND_TOOLKIT_HOME/lib64 (not set)",
         "/opt/cann8/lib64 (dirname($ASCEND_OPP_PATH)/lib64)",
@@ -184,7 +185,7 @@ def test_search_report_is_json_friendly(tmp_path: Path, home: Path) -> None:
     report = find_library("hcomm", {"ASCEND_HOME_PATH": str(tmp_path / "p"), "HOME": str(home)}, no_loader).as_dict()
     assert report["path"] == str(tmp_path / "p" / "lib64" / "libhcomm.so")
     assert report["found_in"] == "$ASCEND_HOME_PATH/lib64"
-    assert report["searched"] == ["$HCOMM_CANN_LIB_DIR (not set)",
+    assert report["searched"] == ["$HCOMM_CANN_LIB_DIR (not set)", "$HCCL_SO_PATH (not set)",
                                   f"{tmp_path}/p/lib64 ($ASCEND_HOME_PATH/lib64)"]
 
 

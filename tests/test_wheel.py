@@ -1,15 +1,13 @@
 """Build the wheel in a fresh venv, check it is pure Python with the generated cffi module, install and import it."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 
-REPO = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "setup.py", "build_ffi.py", "README.md", "LICENSE", "MANIFEST.in")
+from srccopy import copy_sources
 
 
 def run(cmd: list, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -20,15 +18,7 @@ def run(cmd: list, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess
 
 def test_wheel_builds_installs_and_imports(tmp_path: Path) -> None:
     # Build from a copy so the build never writes into the checkout (build/, egg-info, generated module).
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in SOURCES:
-        if (REPO / name).exists():
-            shutil.copy2(REPO / name, src / name)
-    if not (src / "README.md").exists():       # pyproject names it; the real one may not be written yet
-        (src / "README.md").write_text("hcomm_cffi\n")
-    shutil.copytree(REPO / "hcomm_cffi", src / "hcomm_cffi",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_hcomm_ffi.py"))
+    src = copy_sources(tmp_path / "src")
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)], tmp_path)

@@ -22,6 +22,7 @@ from ..algorithms.dryrun import dry_run
 from ..algorithms.interface import Algorithm, CollectiveCall
 from ..algorithms.replay import Schedule, capture
 from ..algorithms.tasks import TaskBatch
+from .._ffi import ffi as _ffi
 from ..binding import Binding
 from .. import flight, settings
 from ..enums import DataType, ReduceOp, parse_reduce_op
@@ -197,6 +198,8 @@ class Comm:
         self._targets = StreamTargets(b, handle, self._stream, self.name)
         self._buffer_bytes = self._targets.own.cache.local_buffer()[1]
         self._staging = getattr(b.lib, "backend_name", "cann") != "sim"
+        self._sim_lib = None if self._staging else getattr(b.lib, "raw", b.lib)    # the SimLibrary under an ABI check
+        self._on_device: Dict[Tuple[Any, int], int] = {}     # (char *, bytes) -> address, declared on the emulator
         check = settings.value("HCOMM_CHECK_COLLECTIVES")
         self._check_signatures = (not self._staging) if check is None else bool(check)
         if self.size <= P2P_PRECONNECT_MAX:
@@ -310,6 +313,32 @@ class Comm:
             b.destroy_stream(self._stream)
             self._targets.clear()
             observe.destroyed(self)
+            if self._sim_lib is not None:
+                self._forget_device_memory()
+
+    def _declare_device_memory(self, buf: Optional[Buffer]) -> None:
+        """Emulator: declare a host buffer device memory, as staging makes it on CANN (once per address range).
+
+        The emulator rejects host memory as a local copy/reduce operand (sim/devmem.py); the Comm API
+        hands NumPy buffers to it directly instead of copying them into aclrtMalloc memory, so it says
+        so here.  A range already declared costs one dict lookup.
+        """
+        if buf is None or self._sim_lib is None or buf.device == "npu" or not buf.nbytes:
+            return
+        key = (buf.ptr, buf.nbytes)         # cffi pointers hash and compare by address
+        if key in self._on_device:
+            return
+        if len(self._on_device) > 4096:        # many short-lived arrays: start over
+            self._forget_device_memory()
+        addr = int(_ffi.cast("uintptr_t", buf.ptr))
+        self._sim_lib.sim_register_device_memory(addr, buf.nbytes)
+        self._on_device[key] = addr
+
+    def _forget_device_memory(self) -> None:
+        """Emulator: withdraw every range _declare_device_memory declared."""
+        for addr in self._on_device.values():
+            self._sim_lib.sim_unregister_device_memory(addr)
+        self._on_device.clear()
 
     def _drain_inflight(self) -> None:
         """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
@@ -465,6 +494,8 @@ class Comm:
         else:
             sp = send.ptr if send is not None else None
             rp = recv.ptr if recv is not None else None
+            self._declare_device_memory(send)
+            self._declare_device_memory(recv)
         call = CollectiveCall(coll, sp, rp, count, dtype, ReduceOp.SUM if op is None else op, root, recv_count)
         self._seq += 1
         return alg, call, in_place, staging, f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)"

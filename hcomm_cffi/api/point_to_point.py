@@ -161,6 +161,8 @@ class PointToPoint:
             header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.comm.rank)
             keep.append(header)
             hb = as_buffer(header.view(np.uint8), "header")
+            self.comm._declare_device_memory(hb)      # emulator: what staging makes them on CANN
+            self.comm._declare_device_memory(buf)
             p2p.issue_send(ctx, lane.res.main, dst, self.comm.size, lane.state, staging.device_ptr(hb),
                            staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.comm._eager_limit)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
@@ -184,6 +186,8 @@ class PointToPoint:
         first_seq = lane.state.seq
         for k, buf in enumerate(bufs):
             hb = as_buffer(headers[k], "header", writable=True)
+            self.comm._declare_device_memory(hb)      # emulator: what staging makes them on CANN
+            self.comm._declare_device_memory(buf)
             p2p.issue_recv(ctx, lane.res.main, src, self.comm.size, lane.state, staging.device_ptr(hb, False, True),
                            staging.device_ptr(buf, False, True), buf.nbytes)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"

@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import List, Tuple
 
-from .._ffi import build_script
 from ..lib.cann import library_for
 from ..sim.library import DEVICE_ONLY_FUNCTIONS
 
@@ -27,10 +26,6 @@ CORE_PREFIX = "hcommsim_"
 
 _DECL = re.compile(r"^\s*([A-Za-z_][\w \*]*?[\s\*])([A-Za-z_]\w*)\s*\(([^;]*)\)\s*;\s*$", re.M)
 _HEADER_COMMENT = re.compile(r"^/\* ((?:hccl|hcomm|acl)/\w+\.h) \*/$", re.M)
-
-
-class DeclarationsUnavailable(RuntimeError):
-    """build_ffi.py (which holds the cdef) is not next to the package."""
 
 
 @dataclass(frozen=True)
@@ -65,14 +60,9 @@ class Prototype:
 
 @functools.lru_cache(maxsize=1)
 def cdef_text() -> str:
-    """``build_ffi.CDEF`` of the source checkout the package was imported from."""
-    try:
-        return str(build_script().CDEF)
-    except ImportError as exc:
-        raise DeclarationsUnavailable(
-            "building the emulated CANN libraries needs the C declarations in build_ffi.py, which is not next to "
-            f"the installed package ({exc}); run from a source checkout of hcomm_cffi (PYTHONPATH=<checkout>)"
-        ) from None
+    """The package's C declarations (``hcomm_cffi/_cdef.py``, which ``build_ffi.py`` compiles too)."""
+    from .._cdef import CDEF
+    return str(CDEF)
 
 
 def types_cdef() -> str:

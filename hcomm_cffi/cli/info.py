@@ -17,13 +17,14 @@ from typing import Any, Dict, List, Optional
 from .. import __version__
 from ..launch import affinity
 from ..lib import backend_name
+from ..lib.deps import elf_needed, on_library_path
 from ..lib.emulated import emulated_install
-from ..lib.loader import find_libraries
+from ..lib.loader import find_libraries, is_system_library
 
 __all__ = ["add_parser", "run", "collect", "ENV_VARS"]
 
 ENV_VARS = (
-    "HCOMM_BACKEND", "HCOMM_CANN_LIB_DIR", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME",
+    "HCOMM_BACKEND", "HCOMM_CANN_LIB_DIR", "HCCL_SO_PATH", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME",
     "ASCEND_OPP_PATH", "ASCEND_RT_VISIBLE_DEVICES", "ASCEND_DEVICE_ID", "LD_LIBRARY_PATH",
     "HCCL_BUFFSIZE", "HCCL_EXEC_TIMEOUT", "HCCL_CONNECT_TIMEOUT", "HCCL_OP_EXPANSION_MODE",
     "HCCL_ALGO", "HCCL_DETERMINISTIC", "HCCL_IF_IP", "HCCL_SOCKET_IFNAME", "HCCL_IF_BASE_PORT",
@@ -51,6 +52,19 @@ def _read_version(library_path: str) -> str:
     return "unknown"
 
 
+def _dependencies(library_path: str) -> Dict[str, Optional[str]]:
+    """Each DT_NEEDED soname of a library -> 'same directory', 'dynamic loader', or None when nothing supplies it."""
+    lib_dir = os.path.dirname(library_path)
+    where: Dict[str, Optional[str]] = {}
+    for name in elf_needed(library_path):
+        if os.path.isfile(os.path.join(lib_dir, name)):
+            where[name] = "same directory"
+        else:
+            found = is_system_library(name) or on_library_path(name, os.environ) is not None
+            where[name] = "dynamic loader" if found else None
+    return where
+
+
 def _package_version(name: str) -> Optional[str]:
     try:
         return importlib.metadata.version(name)
@@ -70,8 +84,10 @@ def collect() -> Dict[str, Any]:
     libraries: Dict[str, Any] = {}
     for key, search in find_libraries().items():
         entry = search.as_dict()
-        entry["version"] = _read_version(search.path) if search.path and os.path.isfile(search.path) else None
+        on_disk = bool(search.path and os.path.isfile(search.path))
+        entry["version"] = _read_version(search.path) if search.path and on_disk else None
         entry["emulated"] = emulated_install(search.path) if search.path else None
+        entry["needs"] = _dependencies(search.path) if search.path and on_disk else {}
         libraries[key] = entry
 
     import cffi
@@ -106,6 +122,9 @@ def _format_text(info: Dict[str, Any]) -> str:
             version = (f"EMULATED by {lib['emulated'].get('version', 'hcomm_cffi')} (hcomm sim build-libs), not CANN"
                        if lib.get("emulated") else f"version {lib['version'] or 'unknown'}")
             lines.append(f"  {lib['name']}: {lib['path']} ({version}, via {lib['found_in']})")
+            if lib["needs"]:
+                lines.append("    needs: " + ", ".join(f"{name} ({where or 'MISSING'})"
+                                                     for name, where in lib["needs"].items()))
         else:
             lines.append(f"  {' / '.join(lib['sonames'])}: not found; searched:")
             lines.extend(f"    - {place}" for place in lib["searched"])

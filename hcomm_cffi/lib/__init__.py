@@ -1,18 +1,24 @@
 """Backend selection: ``load()`` returns the C functions, from CANN (``cann``) or from the emulator (``sim``).
 
-``HCOMM_BACKEND=sim|cann`` forces a backend; unset means ``cann`` when the CANN libraries are
-found, else ``sim``.  Nothing here loads CANN at import time, so ``import hcomm_cffi`` never
-fails for lack of it.
+``HCOMM_BACKEND=sim|cann`` forces a backend; unset means ``cann`` when an explicit library path is
+set (``HCOMM_CANN_LIB_DIR``, ``HCCL_SO_PATH``) or any CANN library is found, else ``sim``.  There is
+no silent fallback: CANN libraries that are found but incomplete or unloadable make ``load()``
+raise, naming what is wrong and the fix (``HCOMM_BACKEND=sim`` runs the emulator on purpose).
+``backend_reason()`` says which backend runs and why.  Nothing here loads CANN at import time,
+so ``import hcomm_cffi`` never fails for lack of it.
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Mapping, NamedTuple, Optional
 
 from .. import settings
-from .loader import find_libraries, require_libraries
+from .loader import ENV_HCCL_SO_PATH, ENV_LIB_DIR, LibraryLoadError, find_libraries, require_libraries
 
-__all__ = ["load", "backend_name", "BackendChoice", "BACKENDS", "ENV_BACKEND"]
+__all__ = ["load", "backend_name", "backend_reason", "BackendChoice", "BACKENDS", "ENV_BACKEND", "LibraryLoadError"]
+
+_log = logging.getLogger(__name__)
 
 ENV_BACKEND = "HCOMM_BACKEND"
 BACKENDS = settings.BACKENDS
@@ -42,16 +48,38 @@ def backend_name(backend: Optional[str] = None, environ: Optional[Mapping[str, s
         return BackendChoice(requested, f"{ENV_BACKEND}={requested}")
     found = find_libraries(env)
     missing = [s.sonames[0] for s in found.values() if not s.found]
+    present = [s.path for s in found.values() if s.path]
+    explicit = [f"{var}={env[var]}" for var in (ENV_LIB_DIR, ENV_HCCL_SO_PATH) if env.get(var)]
     if not missing:
         return BackendChoice("cann", f"{ENV_BACKEND} unset and the CANN libraries were found: "
                                      f"{found['hcomm'].path}")
+    if explicit or present:
+        # asked for (an explicit path) or partly installed: the load error will name what is missing
+        why = f"{' and '.join(explicit)} set" if explicit else f"CANN libraries found ({', '.join(present)})"
+        return BackendChoice("cann", f"{ENV_BACKEND} unset and {why}, but {', '.join(missing)} missing: "
+                                     f"loading will fail (HCOMM_BACKEND=sim runs the emulator)")
     return BackendChoice("sim", f"{ENV_BACKEND} unset and no CANN installation was found: "
                                 f"missing {', '.join(missing)}")
 
 
+_LOADED: Optional[BackendChoice] = None
+
+
+def backend_reason() -> str:
+    """'<backend>: <why>' for the backend ``load()`` chose last in this process, else the one it would choose now."""
+    try:
+        choice = _LOADED or backend_name()
+    except ValueError as exc:       # an invalid HCOMM_BACKEND value
+        return f"invalid: {exc}"
+    return f"{choice.name}: {choice.reason}"
+
+
 def load(backend: Optional[str] = None) -> Any:
     """A new lib object for the selected backend: ``CannLibrary`` or the emulator's ``SimLibrary``."""
+    global _LOADED
     choice = backend_name(backend)
+    _LOADED = choice
+    _log.info("backend %s (%s)", choice.name, choice.reason)
     if choice.name == "sim":
         from ..sim import SimLibrary  # lazy: the emulator is only imported when used
 

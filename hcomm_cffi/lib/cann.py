@@ -8,12 +8,12 @@ the instance, so later calls cost one attribute lookup.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from .._ffi import ffi
 from ..errors import MissingSymbolError
 from .emulated import emulated_install, load_failure_message, start_embedded
-from .loader import require_libraries
+from .loader import LibraryLoadError, open_library, require_libraries
 
 __all__ = ["CannLibrary", "library_for", "HCCL_LIBRARY_FUNCTIONS"]
 
@@ -40,7 +40,11 @@ def library_for(name: str) -> str:
 
 
 class CannLibrary:
-    """The C functions of an installed CANN, dlopen'ed with RTLD_NOW | RTLD_GLOBAL (libhcomm first)."""
+    """The C functions of an installed CANN, dlopen'ed with RTLD_NOW | RTLD_GLOBAL (libhcomm first).
+
+    A library that fails to load raises :class:`~hcomm_cffi.lib.loader.LibraryLoadError` naming
+    the missing dependency and the fix; there is no fallback to the emulator.
+    """
 
     def __init__(
         self,
@@ -56,11 +60,16 @@ class CannLibrary:
         opener = dlopen or (lambda path: ffi.dlopen(path, ffi.RTLD_NOW | ffi.RTLD_GLOBAL))
         self._paths: Dict[str, str] = resolved
         self._handles: Dict[str, Any] = {}
+        self._dependencies: List[Any] = []         # kept open: a collected cffi handle dlcloses
         for key in ("hcomm", "hccl", "acl"):       # libhcomm first: libhccl.so depends on it
+            # each after its dependencies in its own directory (no RPATH on the vendor libraries)
             try:
-                self._handles[key] = opener(resolved[key])
-            except OSError as exc:               # typically a dependency the dynamic loader cannot find
-                raise type(exc)(load_failure_message(resolved[key], exc)) from None
+                *dependencies, self._handles[key] = open_library(resolved[key], opener)
+            except (OSError, ImportError) as exc:
+                if emulated_install(resolved[key]) is None:
+                    raise                          # real CANN: open_library's text names the fix
+                raise LibraryLoadError(load_failure_message(resolved[key], exc)) from None
+            self._dependencies.extend(dependencies)
         if dlopen is None and emulated_install(resolved["hcomm"]) is not None:
             start_embedded(lambda: self.aclrtGetSocName())   # `hcomm sim build-libs`: start its interpreter now
 

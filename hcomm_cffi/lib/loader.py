@@ -1,9 +1,14 @@
 """Find the CANN shared libraries (libhcomm.so, libhccl.so, libacl_rt.so/libascendcl.so) without loading them.
 
-Search order, first hit wins: ``$HCOMM_CANN_LIB_DIR``, ``$ASCEND_HOME_PATH/lib64``,
+Search order, first hit wins: ``$HCOMM_CANN_LIB_DIR``, ``$HCCL_SO_PATH`` (the file itself for libhccl.so,
+its directory for the others), ``$ASCEND_HOME_PATH/lib64``,
 ``$ASCEND_TOOLKIT_HOME/lib64``, ``dirname($ASCEND_OPP_PATH)/lib64``, the standard install prefixes
 under ``/usr/local/Ascend`` and ``$HOME/Ascend``, the ``LD_LIBRARY_PATH`` entries, and finally the
 dynamic loader's cache.  ``libhccl_compat.so`` is never a candidate.
+
+``open_library`` dlopens one of them after pre-loading the dependencies in its own directory that
+the loader would not find (the vendor libraries carry no RPATH; see ``deps.py``), and turns a
+failure into :class:`LibraryLoadError` naming the missing library and the exact fix.
 """
 from __future__ import annotations
 
@@ -11,16 +16,26 @@ import functools
 import os
 import subprocess
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import LibraryNotFoundError
+from .deps import on_default_path, walk
 
 __all__ = [
     "LIBRARY_SONAMES", "LibrarySearch", "search_places", "find_library", "find_libraries",
-    "require_libraries", "not_found_message", "ENV_LIB_DIR",
+    "require_libraries", "not_found_message", "ENV_LIB_DIR", "ENV_HCCL_SO_PATH", "LibraryLoadError",
+    "open_library", "load_error_message", "is_system_library",
 ]
 
 ENV_LIB_DIR = "HCOMM_CANN_LIB_DIR"
+# The path of libhccl.so that vllm-ascend users set for its pyhccl backend (vllm-ascend @ 182b75e,
+# vllm_ascend/envs.py:61 and vllm_ascend/utils.py:459-474 find_hccl_library); honoured the same way.
+ENV_HCCL_SO_PATH = "HCCL_SO_PATH"
+_HCCL_SO_LABEL = f"${ENV_HCCL_SO_PATH}"
+
+
+class LibraryLoadError(ImportError):
+    """A CANN library was found but could not be loaded (a missing dependency, wrong architecture, ...)."""
 
 # library key -> sonames tried in order in each directory
 LIBRARY_SONAMES: Dict[str, Tuple[str, ...]] = {
@@ -68,6 +83,8 @@ def search_places(environ: Optional[Mapping[str, str]] = None) -> List[Tuple[str
 
     override = env.get(ENV_LIB_DIR)
     places.append((f"${ENV_LIB_DIR}", override or None))
+    hccl_so = env.get(ENV_HCCL_SO_PATH)
+    places.append((_HCCL_SO_LABEL, os.path.dirname(os.path.abspath(hccl_so)) if hccl_so else None))
     for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
         root = env.get(var)
         places.append((f"${var}/lib64", os.path.join(root, "lib64") if root else None))
@@ -124,12 +141,16 @@ def find_library(
 ) -> LibrarySearch:
     """Search for library ``key`` ('hcomm', 'hccl' or 'acl'); never raises, reports what it looked at."""
     sonames = LIBRARY_SONAMES[key]
+    env = os.environ if environ is None else environ
     result = LibrarySearch(key, sonames)
-    for label, directory in search_places(environ):
+    for label, directory in search_places(env):
         result.searched.append(_describe(label, directory))
         if directory is None:
             continue
-        for soname in sonames:
+        names = sonames
+        if label == _HCCL_SO_LABEL and key == "hccl":    # the variable names the file, whatever its name
+            names = (os.path.basename(env[ENV_HCCL_SO_PATH]),)
+        for soname in names:
             candidate = os.path.join(directory, soname)
             if os.path.isfile(candidate):
                 result.path = os.path.abspath(candidate)
@@ -180,3 +201,70 @@ def require_libraries(
     if missing:
         raise LibraryNotFoundError(not_found_message(missing))
     return {key: s.path for key, s in found.items() if s.path is not None}
+
+
+def is_system_library(name: str) -> bool:
+    """True when the dynamic loader finds soname ``name`` in its cache or default directories (never opened by path)."""
+    return name in _ldconfig_cache() or on_default_path(name)
+
+
+def _set_env_scripts(lib_dir: str) -> List[str]:
+    """The set_env.sh that would put ``lib_dir`` on LD_LIBRARY_PATH: <prefix>/set_env.sh (cann) or one level up (toolkit/latest)."""
+    parent = os.path.dirname(lib_dir.rstrip("/"))
+    return [os.path.join(parent, "set_env.sh"), os.path.join(os.path.dirname(parent), "set_env.sh")]
+
+
+def _locate(names: List[str], root: str, max_depth: int = 4, max_entries: int = 20000) -> List[str]:
+    """Directories under ``root`` (bounded walk) holding any of ``names``: where an LD_LIBRARY_PATH entry would find them."""
+    found: List[str] = []
+    seen = 0
+    base_depth = root.rstrip("/").count("/")
+    for directory, subdirs, files in os.walk(root):
+        seen += len(files) + len(subdirs)
+        if directory.count("/") - base_depth >= max_depth or seen > max_entries:
+            subdirs[:] = []
+        if any(n in files for n in names) and directory not in found:
+            found.append(directory)
+    return found
+
+
+def load_error_message(path: str, reason: str, missing: List[str]) -> str:
+    """The text of LibraryLoadError: which library, what it lacks (or what dlopen said), and the exact fix."""
+    lib_dir = os.path.dirname(path)
+    name = os.path.basename(path)
+    if missing:
+        lines = [f"{name} was found at {path} but cannot be loaded: it needs {', '.join(missing)}, which "
+                 f"{'is' if len(missing) == 1 else 'are'} neither in {lib_dir} nor known to the dynamic loader "
+                 f"(dlopen: {reason})."]
+    else:
+        lines = [f"{name} was found at {path} but cannot be loaded (dlopen: {reason})."]
+    scripts = [s for s in _set_env_scripts(lib_dir) if os.path.isfile(s)]
+    if missing:
+        holders = _locate(missing, os.path.dirname(lib_dir.rstrip("/")))
+        ld_path = ":".join(holders) if holders else f"<the directory holding {' and '.join(missing)}>"
+    else:
+        ld_path = lib_dir
+    fixes = [f"source {scripts[0]}"] if scripts else []
+    fixes.append(f"export LD_LIBRARY_PATH={ld_path}:$LD_LIBRARY_PATH")
+    lines.append(f"To fix: {' or '.join(fixes)} before starting Python; to run on the emulator instead, "
+                 f"set HCOMM_BACKEND=sim.")
+    return "\n".join(lines)
+
+
+def open_library(
+    path: str,
+    opener: Callable[[str], Any],
+    is_system: Optional[Callable[[str], bool]] = None,
+) -> List[Any]:
+    """Handles of what ``path`` needs from its own directory (dependencies first), then of ``path``; LibraryLoadError if any fails.
+
+    Keep every handle: a cffi library object closes its library when collected.
+    """
+    deps = walk(path, is_system or is_system_library, os.environ)
+    handles: List[Any] = []
+    for library in deps.preload + [path]:
+        try:
+            handles.append(opener(library))
+        except OSError as exc:
+            raise LibraryLoadError(load_error_message(path, str(exc), deps.missing)) from None
+    return handles

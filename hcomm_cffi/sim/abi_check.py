@@ -1,20 +1,19 @@
 """ABI-checked emulator: every call goes through a real C function pointer of the declared type.
 
 Each emulator function is wrapped in an ``ffi.callback`` built from its declaration in
-``build_ffi.py``, so the caller's arguments are converted (and type-checked) by cffi exactly as
+``hcomm_cffi/_cdef.py`` (shipped inside the package), so the caller's arguments are converted (and type-checked) by cffi exactly as
 for the real ``libhcomm.so``: an int passed where a pointer is declared, a str for a ``char *``,
 a wrong struct pointer, all fail here as they would on an Ascend server.  It costs a C round trip
-per call, so it is for tests (``HCOMM_SIM_ABI_CHECK=1``), not benchmarks.  Needs the source
-checkout (build_ffi.py holds the declarations).
+per call, so it is for tests (``HCOMM_SIM_ABI_CHECK=1``), not benchmarks.
 """
 from __future__ import annotations
 
 import functools
 import re
 import threading
-from pathlib import Path
 from typing import Any, Dict, Optional
 
+from .._cdef import CDEF
 from .._ffi import ffi
 from ..enums import HcclResult
 
@@ -27,17 +26,12 @@ _lock = threading.Lock()
 
 
 def function_types(cdef: Optional[str] = None) -> Dict[str, str]:
-    """``{function name: "ret(*)(params)"}`` for every function declared in build_ffi.CDEF."""
+    """``{function name: "ret(*)(params)"}`` for every function declared in ``cdef`` (default: the package's CDEF)."""
     global _types
     if cdef is None and _types is not None:
         return _types
     if cdef is None:
-        script = Path(__file__).resolve().parents[2] / "build_ffi.py"
-        if not script.is_file():
-            raise RuntimeError("HCOMM_SIM_ABI_CHECK needs the source checkout: build_ffi.py not found at "
-                               f"{script}")
-        text = script.read_text()
-        cdef = text[text.index('CDEF = r"""'):]
+        cdef = CDEF
     start = cdef.find("/* ---- functions")
     found = {}
     for ret, name, params in _DECL.findall(cdef[start:]):

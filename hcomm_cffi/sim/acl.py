@@ -125,7 +125,7 @@ class AclRuntime:
         return 0
 
     # ------------------------------------------------------------------ memory
-    def _alloc(self, out: Any, size: int) -> int:
+    def _alloc(self, out: Any, size: int, what: str) -> int:
         if out == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
         if size <= 0:
@@ -135,7 +135,9 @@ class AclRuntime:
         except (OSError, ValueError) as exc:
             raise SimError(ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot allocate {size} bytes: {exc}") from None
         ptr = ffi.cast("char *", ffi.from_buffer(mm))
-        self.state.memory[int(ffi.cast("uintptr_t", ptr))] = (mm, ptr)
+        start = int(ffi.cast("uintptr_t", ptr))
+        self.state.memory[start] = (mm, ptr)
+        self.state.device.add(start, size, f"its {what} block")
         out[0] = ptr
         return 0
 
@@ -144,6 +146,7 @@ class AclRuntime:
         if block is None:
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"0x{key_of(ptr):x} was not allocated by aclrtMalloc")
         mm, cptr = block
+        self.state.device.remove(key_of(ptr))
         try:
             mm.close()
         except BufferError:
@@ -152,7 +155,7 @@ class AclRuntime:
 
     @entry
     def aclrtMalloc(self, devPtr: Any, size: int, policy: int) -> int:
-        return self._alloc(devPtr, size)
+        return self._alloc(devPtr, size, "aclrtMalloc")
 
     @entry
     def aclrtFree(self, devPtr: Any) -> int:
@@ -160,7 +163,7 @@ class AclRuntime:
 
     @entry
     def aclrtMallocHost(self, hostPtr: Any, size: int) -> int:
-        return self._alloc(hostPtr, size)
+        return self._alloc(hostPtr, size, "aclrtMallocHost")
 
     @entry
     def aclrtFreeHost(self, hostPtr: Any) -> int:

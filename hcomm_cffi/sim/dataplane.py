@@ -38,6 +38,14 @@ def _addr(p: Any) -> int:
     return int(_cast("uintptr_t", p))
 
 
+def _finding(comm: Any, message: str, code: int) -> None:
+    """Record a checker finding on ``comm``: SimError(code) in strict mode, a CheckerWarning otherwise."""
+    comm.reports.append(message)
+    if comm.config.check == "strict":
+        raise SimError(code, message)
+    warn_caller(message, CheckerWarning)
+
+
 def _reduce_args(count: int, dtype: int, op: int) -> "tuple[DataType, ReduceOp]":
     try:
         dt = DataType(dtype)
@@ -74,10 +82,7 @@ class DataPlane:
             message = (f"checker: rank {comm.rank}, {th.label}: data-plane call outside "
                        "HcommBatchModeStart/End; the A2/A3 documentation requires batch mode (the A2 host "
                        "build submits it immediately, or silently defers it after an earlier batch)")
-            comm.reports.append(message)
-            if mode == "strict":
-                raise SimError(HcclResult.E_NOT_SUPPORT, message)
-            warn_caller(message, CheckerWarning)
+            _finding(comm, message, HcclResult.E_NOT_SUPPORT)
         _host_issues([th])
         EXECUTOR.submit(th.queue, [task])
         EXECUTOR.settle()
@@ -105,35 +110,54 @@ class DataPlane:
 
     # ------------------------------------------------------------------ local
     def _local_operands(self, th: SimThread, dst: Any, src: Any, nbytes: int) -> None:
-        """Bounds and overlap of a local copy/reduce, checked at the call (HCCL_E_PARA).
+        """Overlap, device visibility and bounds of a local copy/reduce, checked at the call (HCCL_E_PARA).
 
-        The vendor's host path checks neither (hcomm @ 8958adb src/platform/comm_primitive/
-        hccl_primitive_local.cc:32 HcclLocalCopy hands the addresses to the dispatcher; the hardware then
-        faults the task or silently corrupts): rejecting them at the call is the emulator's choice, so a
-        copy past the HCCL buffer is an error naming it instead of a SIGSEGV.  Overlap: HCOMM_SEMANTICS 2.6.
-        Memory the emulator does not know (host memory) is not bounds-checked.
+        The vendor's host path checks none of them (hcomm @ 8958adb src/legacy/ascend910/platform/
+        comm_primitive/hccl_primitive_local.cc:32 HcclLocalCopy hands the addresses to an SDMA
+        device-to-device copy; the hardware then faults the task or silently corrupts): rejecting them
+        at the call is the emulator's choice, so a copy past the HCCL buffer is an error naming it
+        instead of a SIGSEGV.  Overlap: HCOMM_SEMANTICS 2.6.  Memory that is not device memory
+        (devmem.py: pageable host memory the SDMA engine cannot reach) is an error in strict mode and
+        a checker warning in warn mode.
         """
         d, s = _addr(dst), _addr(src)
         if d < s + nbytes and s < d + nbytes:
             raise SimError(HcclResult.E_PARA, f"dst [0x{d:x}, +{nbytes}) and src [0x{s:x}, +{nbytes}) overlap; "
                                               "a local copy/reduce needs disjoint operands")
         for what, lo in (("dst", d), ("src", s)):
-            region = self._owner_region(th, lo)
-            if region is not None and lo + nbytes > region[1]:
+            region = self._owner_region(th, lo, nbytes)
+            if region is None:
+                self._not_device_memory(th, what, lo, nbytes)
+            elif lo + nbytes > region[1]:
                 name, start, end = region[2], region[0], region[1]
                 raise SimError(HcclResult.E_PARA,
                                f"{what} [0x{lo:x}, +{nbytes}) runs {lo + nbytes - end} bytes past the end of {name} "
                                f"(0x{start:x}, {end - start} bytes)")
 
-    def _owner_region(self, th: SimThread, addr: int) -> "Optional[tuple[int, int, str]]":
-        """(start, end, name) of the known memory holding ``addr``: the rank's HCCL buffer or an aclrtMalloc block."""
+    def _not_device_memory(self, th: SimThread, what: str, addr: int, nbytes: int) -> None:
+        """A local copy/reduce operand outside every device-visible range: E_PARA (strict) or a checker warning."""
+        comm = th.comm
+        if comm.config.check == "off":
+            return
+        message = (f"checker: rank {comm.rank}, {th.label}: {what} 0x{addr:x} (+{nbytes} bytes) is not device "
+                   "memory: on A2 a local copy/reduce is an SDMA task that cannot reach pageable host memory. "
+                   "Use the HCCL buffer, aclrtMalloc or aclrtMallocHost memory (copy host data in with "
+                   "aclrtMemcpy first)")
+        _finding(comm, message, HcclResult.E_PARA)
+
+    def _owner_region(self, th: SimThread, addr: int, nbytes: int) -> "Optional[tuple[int, int, str]]":
+        """(start, end, name) of the device-visible memory holding ``addr``: an HCCL buffer, else a devmem.py range."""
         comm = th.comm
         base = comm.buf.addr
         if base <= addr < base + comm.buffer_bytes:
             return base, base + comm.buffer_bytes, f"rank {comm.rank}'s HCCL buffer"
-        for start, (mm, _ptr) in self.state.memory.items():
-            if start <= addr < start + len(mm):
-                return start, start + len(mm), "its aclrtMalloc block"
+        found = self.state.device.find(addr, nbytes)
+        if found is not None:
+            return found
+        for other in self.state.comms.values():     # another communicator's buffer of this process
+            base = other.buf.addr
+            if not other.destroyed and base <= addr < base + other.buffer_bytes:
+                return base, base + other.buffer_bytes, f"rank {other.rank}'s HCCL buffer of {other.name}"
         return None
 
     @entry

@@ -55,6 +55,18 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, NativeCollectives):
         DataPlane.__init__(self)
         AclRuntime.__init__(self)
 
+    def sim_register_device_memory(self, addr: int, size: int) -> None:
+        """Emulator only: [addr, addr+size) stands for device memory (what the Comm API would stage on CANN).
+
+        Not a CANN function: on CANN the Comm API copies host arrays into aclrtMalloc memory; on the
+        emulator it hands the arrays to the data plane directly and declares them here instead.
+        """
+        self.state.device.add(int(addr), int(size), "memory registered with sim_register_device_memory")
+
+    def sim_unregister_device_memory(self, addr: int) -> bool:
+        """Emulator only: forget a range registered at ``addr``; False when there was none."""
+        return self.state.device.remove(int(addr))
+
     def checker_reports(self) -> List[str]:
         """Every checker finding of this process so far, oldest first."""
         out: List[str] = []

@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional
 
 from .._ffi import ffi
 from .comm import SimChannel, SimComm
+from .devmem import DeviceMemory
 from .errors import HcclResult, SimError
 from .runtime import Queue, SimEvent, SimThread
 
@@ -53,6 +54,7 @@ class SimState:
         self.streams: Dict[int, Queue] = {}
         self.events: Dict[int, SimEvent] = {}
         self.memory: Dict[int, Any] = {}            # aclrtMalloc'ed blocks by address
+        self.device = DeviceMemory()                # ranges a device task may touch (devmem.py)
         self.released_streams: Dict[int, str] = {}  # stream handles that died with their owner, and why
         self.default_wait_s = float(DEFAULT_NOTIFY_WAIT_S)  # of the *WithDefaultTimeout waits (process-wide)
         self._ptr_keys = itertools.count(0x10000, 0x100)
