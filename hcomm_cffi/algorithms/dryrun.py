@@ -17,14 +17,14 @@ of dependent transfer rounds (``steps``).  Errors name the rank, thread, task (s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ..enums import MAX_THREADS_PER_COMM, DataType
 from ..plan import ChannelSpec, RankResources, Topology, rank_resources
 from .context import NOTIFIES_PER_CHANNEL, IssueContext
 from .interface import Algorithm, CollectiveCall, UnsupportedError
 
-__all__ = ["ScheduleError", "DryRun", "RankSchedule", "dry_run", "virtual_call", "REGION_NAMES"]
+__all__ = ["ScheduleError", "DryRun", "RankSchedule", "dry_run", "virtual_call", "REGION_NAMES", "walk", "notify_key"]
 
 _RANK_SHIFT, _REGION_SHIFT = 40, 36
 _OFF_MASK = (1 << _REGION_SHIFT) - 1
@@ -302,44 +302,74 @@ def _check_channels(recorders: Sequence[_Recorder]) -> None:
                     "acquired at its end; every channel needs both ranks")
 
 
-def _execute(recorders: Sequence[_Recorder]) -> int:
-    """Run every thread of every rank symbolically; returns the steps.  Raises ScheduleError."""
-    queues = [(rec.rank, th, q) for rec in recorders for th, q in sorted(rec.queues.items())]
+def notify_key(t: Task) -> Tuple[Any, ...]:
+    """The notify a record sets or a wait consumes: ("c", recorder rank, waiter rank, idx) or ("t", rank, thread, idx)."""
+    if t.kind == "record":
+        return ("c", t.rank, t.peer, t.idx)
+    if t.kind == "wait":
+        return ("c", t.peer, t.rank, t.idx)
+    if t.kind == "trecord":
+        return ("t", t.rank, t.peer, t.idx)
+    return ("t", t.rank, t.thread, t.idx)
+
+
+def walk(queues: Sequence[Sequence[Task]], step: Callable[[int, Task, Any], Any]) -> Dict[Tuple[Any, ...], Any]:
+    """Execute FIFO task queues with binary notifies, calling ``step(queue, task, released)`` for each task.
+
+    Tasks run in an order every notify allows: a wait runs only after the record it consumes, and
+    gets (as ``released``) what ``step`` returned for that record.  Raises ScheduleError for a lost
+    signal (a record on a notify still set) and for waits that can never run (naming the first and
+    why).  Returns the notifies still set at the end: ``{key: (record task, payload)}``.
+    """
     pos = [0] * len(queues)
-    base = [0] * len(queues)     # transfer rounds known through waits
-    known = [0] * len(queues)    # rounds known, own writes included
-    flags: Dict[tuple, Tuple[Task, int]] = {}
-    steps = 0
+    flags: Dict[Tuple[Any, ...], Tuple[Task, Any]] = {}
     progress = True
     while progress:
         progress = False
-        for qi, (rank, th, q) in enumerate(queues):
+        for qi, q in enumerate(queues):
             while pos[qi] < len(q):
                 t = q[pos[qi]]
                 kind = t.kind
                 if kind == "wait" or kind == "twait":
-                    key = ("c", rank, t.peer, t.idx) if kind == "wait" else ("t", rank, th, t.idx)
-                    got = flags.pop(key, None)
+                    got = flags.pop(notify_key(t), None)
                     if got is None:
                         break
-                    base[qi] = max(base[qi], got[1])
-                    known[qi] = max(known[qi], got[1])
+                    step(qi, t, got[1])
                 elif kind == "record" or kind == "trecord":
-                    key = ("c", t.peer, rank, t.idx) if kind == "record" else ("t", rank, t.peer, t.idx)
+                    key = notify_key(t)
                     if key in flags:
                         raise ScheduleError(f"lost signal: {t.describe()} while that notify is still set by "
                                             f"{flags[key][0].describe()}, which nobody waited for; notifies are "
                                             "binary, so the second record is lost and a wait would hang")
-                    flags[key] = (t, known[qi])
-                elif kind == "write" or kind == "read":
-                    rnd = base[qi] + 1
-                    known[qi] = max(known[qi], rnd)
-                    steps = max(steps, rnd)
+                    flags[key] = (t, step(qi, t, None))
+                else:
+                    step(qi, t, None)
                 pos[qi] += 1
                 progress = True
-    stuck = [(queues[qi], q[pos[qi]]) for qi, (_, _, q) in enumerate(queues) if pos[qi] < len(q)]
+    stuck = [(qi, q[pos[qi]]) for qi, q in enumerate(queues) if pos[qi] < len(q)]
     if stuck:
         raise ScheduleError(_explain_stuck(stuck, queues, pos))
+    return flags
+
+
+def _execute(recorders: Sequence[_Recorder]) -> int:
+    """Run every thread of every rank symbolically; returns the steps (dependent transfer rounds)."""
+    queues = [q for rec in recorders for _, q in sorted(rec.queues.items())]
+    base = [0] * len(queues)     # transfer rounds known through waits
+    known = [0] * len(queues)    # rounds known, own writes included
+    steps = [0]
+
+    def step(qi: int, t: Task, released: Any) -> Any:
+        if released is not None:                 # a wait: learn what the recorder knew
+            base[qi] = max(base[qi], released)
+            known[qi] = max(known[qi], released)
+        elif t.kind in ("write", "read"):
+            rnd = base[qi] + 1
+            known[qi] = max(known[qi], rnd)
+            steps[0] = max(steps[0], rnd)
+        return known[qi]                         # what a record carries
+
+    flags = walk(queues, step)
     if flags:
         key, (t, _) = sorted(flags.items(), key=lambda kv: (kv[1][0].rank, kv[1][0].thread, kv[1][0].step))[0]
         if key[0] == "c":
@@ -347,22 +377,15 @@ def _execute(recorders: Sequence[_Recorder]) -> int:
                                 f"{t.idx} from rank {t.rank}; the notify stays set into the next operation")
         raise ScheduleError(f"record never waited: {t.describe()}, but thread {t.peer} of rank {t.rank} never waits "
                             f"for its notify {t.idx}")
-    return steps
+    return steps[0]
 
 
-def _explain_stuck(stuck: List[Tuple[tuple, Task]], queues: Sequence[tuple], pos: List[int]) -> str:
-    pending: Set[tuple] = set()
-    for qi, (rank, th, q) in enumerate(queues):
-        for t in q[pos[qi]:]:
-            if t.kind == "record":
-                pending.add(("c", t.peer, rank, t.idx))
-            elif t.kind == "trecord":
-                pending.add(("t", rank, t.peer, t.idx))
-    for (rank, th, _), t in stuck:
-        key = ("c", rank, t.peer, t.idx) if t.kind == "wait" else ("t", rank, th, t.idx)
-        if key not in pending:
+def _explain_stuck(stuck: List[Tuple[int, Task]], queues: Sequence[Sequence[Task]], pos: List[int]) -> str:
+    pending = {notify_key(t) for qi, q in enumerate(queues) for t in q[pos[qi]:] if t.kind in ("record", "trecord")}
+    for _, t in stuck:
+        if notify_key(t) not in pending:
             who = f"rank {t.peer} never records it" if t.kind == "wait" else \
-                f"no thread of rank {rank} records it"
+                f"no thread of rank {t.rank} records it"
             more = f" ({len(stuck) - 1} other thread(s) blocked behind it)" if len(stuck) > 1 else ""
             return f"wait never recorded: {t.describe()}: {who}{more}"
     first = stuck[0][1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from ..trace import flow_id
-from .dryrun import DryRun, Task
+from .dryrun import DryRun, Task, notify_key, walk
 
 __all__ = ["plan_events", "DURATIONS"]
 
@@ -19,59 +19,41 @@ DURATIONS = {"write": 1.0, "read": 1.0, "copy": 0.5, "reduce": 0.5, "record": 0.
 _EPS = 0.1
 
 
-def _key(t: Task) -> Tuple[Any, ...]:
-    """The notify a record sets / a wait consumes, as (kind, recorder rank, waiter rank or thread, idx)."""
-    if t.kind == "record":
-        return ("c", t.rank, t.peer, t.idx)
-    if t.kind == "wait":
-        return ("c", t.peer, t.rank, t.idx)
-    if t.kind == "trecord":
-        return ("t", t.rank, t.peer, t.idx)
-    return ("t", t.rank, t.thread, t.idx)
-
-
 def plan_events(run: DryRun) -> List[Dict[str, Any]]:
     """Trace events (``ts``/``dur`` in steps) of every task of ``run``, per rank and thread, with notify flows."""
-    queues = [(rank, th, [t for t in tasks if t.thread == th])
-              for rank, tasks in enumerate(run.tasks) for th in sorted({t.thread for t in tasks})]
+    queues = [[t for t in tasks if t.thread == th]
+              for tasks in run.tasks for th in sorted({t.thread for t in tasks})]
     clock = [0.0] * len(queues)
-    pos = [0] * len(queues)
-    flags: Dict[Tuple[Any, ...], List[Tuple[float, int]]] = {}
     counts: Dict[Tuple[Any, ...], int] = {}
     events: List[Dict[str, Any]] = []
     for rank in range(len(run.tasks)):
         events.append({"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}})
-    for rank, th, _ in queues:
+    for q in queues:
+        th = q[0].thread
         label = "main thread (stream)" if th == 0 else f"thread {th}"
-        events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": th + 1, "args": {"name": label}})
-    progress = True
-    while progress:
-        progress = False
-        for qi, (rank, th, q) in enumerate(queues):
-            while pos[qi] < len(q):
-                t = q[pos[qi]]
-                key = _key(t)
-                ev: Dict[str, Any] = {"ph": "X", "name": t.kind, "cat": "task", "pid": rank, "tid": th + 1,
-                                      "ts": clock[qi], "args": {"bytes": t.nbytes, "task": t.step}}
-                if t.kind in ("wait", "twait"):
-                    pending = flags.get(key)
-                    if not pending:
-                        break
-                    when, fid = pending.pop(0)
-                    end = max(clock[qi], when) + _EPS
-                    ev["args"]["flow_in"] = fid
-                else:
-                    end = clock[qi] + DURATIONS.get(t.kind, 0.5)
-                    if t.kind in ("record", "trecord"):
-                        nth = counts[key] = counts.get(key, -1) + 1
-                        fid = flow_id("plan", *key, nth)
-                        flags.setdefault(key, []).append((end, fid))
-                        ev["args"]["flow_out"] = fid
-                if t.peer >= 0 and t.kind in ("write", "read", "record", "wait"):
-                    ev["args"]["peer"] = t.peer
-                ev["dur"] = end - clock[qi]
-                clock[qi] = end
-                events.append(ev)
-                pos[qi] += 1
-                progress = True
+        events.append({"ph": "M", "name": "thread_name", "pid": q[0].rank, "tid": th + 1, "args": {"name": label}})
+
+    def step(qi: int, t: Task, released: Any) -> Any:
+        ev: Dict[str, Any] = {"ph": "X", "name": t.kind, "cat": "task", "pid": t.rank, "tid": t.thread + 1,
+                              "ts": clock[qi], "args": {"bytes": t.nbytes, "task": t.step}}
+        payload = None
+        if released is not None:                  # a wait: ends just after the record that released it
+            when, fid = released
+            end = max(clock[qi], when) + _EPS
+            ev["args"]["flow_in"] = fid
+        else:
+            end = clock[qi] + DURATIONS.get(t.kind, 0.5)
+            if t.kind in ("record", "trecord"):
+                key = notify_key(t)
+                nth = counts[key] = counts.get(key, -1) + 1
+                payload = (end, flow_id("plan", *key, nth))
+                ev["args"]["flow_out"] = payload[1]
+        if t.peer >= 0 and t.kind in ("write", "read", "record", "wait"):
+            ev["args"]["peer"] = t.peer
+        ev["dur"] = end - clock[qi]
+        clock[qi] = end
+        events.append(ev)
+        return payload
+
+    walk(queues, step)
     return events
