@@ -25,6 +25,7 @@ from ..algorithms.tasks import TaskBatch
 from .._ffi import ffi as _ffi
 from ..binding import Binding
 from .. import flight, settings
+from .. import trace as _trace
 from ..enums import DataType, ReduceOp, parse_reduce_op
 from ..errors import HcclError
 from ..initializers import make_channel_descs, make_comm_config
@@ -43,6 +44,8 @@ __all__ = ["Comm", "DEFAULT_EAGER_LIMIT"]
 DEFAULT_EAGER_LIMIT = 64 << 10
 #: Communicators up to this size connect every peer at creation so point-to-point never waits on setup.
 P2P_PRECONNECT_MAX = 256
+#: Emulator: replayed schedules kept as prepared task lists (per buffer addresses) before the cache starts over.
+PREPARED_MAX = 256
 TopologyArg = Union[None, Topology, Tuple[int, int]]
 
 
@@ -176,6 +179,7 @@ class Comm:
         self._inflight: "set[Pending]" = set()  # started collectives not yet seen complete
         self._splits = 0                        # split() calls so far (collective: equal on every rank)
         self._flight: Any = None                # flight recorder ring (observe.created), None when off
+        self._prepared: Dict[tuple, Any] = {}   # emulator: (schedule, buffers) -> sim PreparedBatch
 
     @classmethod
     def _from_handle(cls, binding: Binding, handle: Any, name: str, topology: TopologyArg = None,
@@ -335,7 +339,8 @@ class Comm:
         self._on_device[key] = addr
 
     def _forget_device_memory(self) -> None:
-        """Emulator: withdraw every range _declare_device_memory declared."""
+        """Emulator: withdraw every range _declare_device_memory declared (prepared batches were validated on them)."""
+        self._prepared.clear()
         for addr in self._on_device.values():
             self._sim_lib.sim_unregister_device_memory(addr)
         self._on_device.clear()
@@ -519,6 +524,8 @@ class Comm:
                  (self._scratch_ptr, self._scratch_size))
         known = target.schedules.get(key)
         if known is not None:
+            if self._sim_lib is not None and not known.unbatched and not _trace.HOST:
+                return self._prepared_for(known, bases)
             return known.bind(self.binding, bases)
         batch = TaskBatch(self.binding)
         ctx = IssueContext(batch, self._resources(alg, call, target), rank=self.rank, size=self.size,
@@ -532,9 +539,26 @@ class Comm:
             target.schedules[key] = capture(batch, bases[:2] + ((self._scratch_ptr, self._scratch_size),))
         return batch
 
+    def _prepared_for(self, known: Schedule, bases: Tuple[Tuple[Any, int], ...]) -> Any:
+        """Emulator: the replayed schedule as emulator tasks, validated once per buffer addresses (sim_prepare_batch).
+
+        A replay then skips the per-call Python of the data-plane entry points (issue 16: host-driven
+        small collectives). Keyed by the schedule object, so a schedule dropped with its resources
+        never matches again; bounded like the other per-signature caches.
+        """
+        pkey = (known, bases[0][0], bases[1][0], bases[2][0])
+        prepared = self._prepared.get(pkey)
+        if prepared is None:
+            if len(self._prepared) >= PREPARED_MAX:
+                self._prepared.clear()
+            calls = known.bind(self.binding, bases).calls
+            prepared = self._prepared[pkey] = self._sim_lib.sim_prepare_batch(self.binding, calls)
+        return prepared
+
     def _forget_resources(self) -> None:
         """Drop every cached resource set and the schedules recorded on them (they name their handles)."""
         self._targets.forget_resources()
+        self._prepared.clear()
 
     def _gather_signatures(self, sig: np.ndarray, target: Target) -> Tuple[np.ndarray, Staging]:
         """Enqueue the allgather of every rank's signature of this call on ``target``'s stream."""
