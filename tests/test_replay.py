@@ -110,3 +110,46 @@ def user_body(rank: int, n: int, root_info: bytes) -> int:
 def test_user_algorithm_is_replayed() -> None:
     # issue() ran for the 3 ranks of the dry run that derived its plan, then once for real; 2 replays
     assert run_ranks(3, user_body, timeout=120) == [3 + 1] * 3
+
+
+def prepared_body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, int]:
+    """Emulator: replays on the same buffers launch one prepared task list (sim_prepare_batch), still right."""
+    import hcomm_cffi as hcomm
+    w = hcomm.init(rank=rank, world_size=n, root_info=root_info)
+    try:
+        x = np.empty(64, np.float32)
+        y = np.empty(64, np.float32)
+        for step in range(5):
+            for buf in (x, y):                   # two buffers of one signature: two prepared batches
+                buf[:] = np.arange(64, dtype=np.float32) * (rank + 1) + step
+                w.allreduce(buf, algorithm=algo)
+                expect = np.arange(64, dtype=np.float32) * (n * (n + 1) // 2) + n * step
+                np.testing.assert_array_equal(buf, expect)
+        prepared = [p for p in w._prepared.values()]
+        return {"prepared": len(prepared), "tasks": min(len(p) for p in prepared)}
+    finally:
+        hcomm.finalize()
+
+
+@pytest.mark.parametrize("algo", ["ring", "mesh"])
+def test_replays_on_the_emulator_launch_prepared_task_lists(algo: str) -> None:
+    for seen in run_ranks(3, prepared_body, algo, timeout=120):
+        assert seen["prepared"] == 2             # one per buffer; the first call of each issued, not prepared
+        assert seen["tasks"] > 0
+
+
+def test_prepared_batch_validates_once_and_needs_batch_mode() -> None:
+    """sim_prepare_batch raises on a bad call and leaves batch mode closed; issuing one needs an open batch."""
+    from hcomm_cffi.binding import Binding
+    from hcomm_cffi.errors import HcclError
+    from hcomm_cffi.sim import SimLibrary
+    lib = SimLibrary()
+    b = Binding(lib)
+    with pytest.raises(HcclError):
+        lib.sim_prepare_batch(b, [(b.thread_notify_wait, (0xdead, 0, 1))])    # not a thread handle
+    assert lib._batch.tasks is None
+    empty = lib.sim_prepare_batch(b, [])
+    assert len(empty) == 0
+    with pytest.raises(RuntimeError, match="outside HcommBatchModeStart"):
+        lib.sim_issue_prepared(empty)
+    empty.launch()                               # an empty batch launches nothing and succeeds

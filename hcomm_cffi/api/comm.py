@@ -43,6 +43,8 @@ __all__ = ["Comm", "DEFAULT_EAGER_LIMIT"]
 DEFAULT_EAGER_LIMIT = 64 << 10
 #: Communicators up to this size connect every peer at creation so point-to-point never waits on setup.
 P2P_PRECONNECT_MAX = 256
+#: Replayed schedules kept bound to their buffers (emulator: prepared task lists) before the cache starts over.
+PREPARED_MAX = 256
 TopologyArg = Union[None, Topology, Tuple[int, int]]
 
 
@@ -169,13 +171,14 @@ class Comm:
         self._p2p = PointToPoint(self)
         self._seq = 0                      # collectives issued on this communicator (signature, flight recorder)
         self._check_signatures = False
-        self._choices: Dict[tuple, Algorithm] = {}
+        self._choices: Dict[tuple, Tuple[Algorithm, str]] = {}   # call signature -> (algorithm, description)
         self._scratch_ptr: Any = None
         self._scratch_size = 0
         self._retired: List[Any] = []          # scratch buffers a started collective may still use
         self._inflight: "set[Pending]" = set()  # started collectives not yet seen complete
         self._splits = 0                        # split() calls so far (collective: equal on every rank)
         self._flight: Any = None                # flight recorder ring (observe.created), None when off
+        self._prepared: Dict[tuple, Any] = {}   # (schedule, buffers) -> its bound batch (emulator: prepared tasks)
 
     @classmethod
     def _from_handle(cls, binding: Binding, handle: Any, name: str, topology: TopologyArg = None,
@@ -335,7 +338,8 @@ class Comm:
         self._on_device[key] = addr
 
     def _forget_device_memory(self) -> None:
-        """Emulator: withdraw every range _declare_device_memory declared."""
+        """Emulator: withdraw every range _declare_device_memory declared (prepared batches were validated on them)."""
+        self._prepared.clear()
         for addr in self._on_device.values():
             self._sim_lib.sim_unregister_device_memory(addr)
         self._on_device.clear()
@@ -472,14 +476,16 @@ class Comm:
                  ) -> Tuple[Algorithm, CollectiveCall, bool, Staging, str]:
         """The algorithm (cached per signature), the call with device pointers, and the signature check."""
         key = (algorithm, coll, nbytes, dtype, op, root)
-        alg = self._choices.get(key)
-        if alg is None:
+        choice = self._choices.get(key)
+        if choice is None:
             if len(self._choices) > 4096:
                 self._choices.clear()
             alg, why = registry.explain(algorithm, coll, self.topology, nbytes, dtype, op, root,
                                         max(1, self._buffer_bytes // 2 // MIB))
-            self._choices[key] = alg
+            what = f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)"
+            choice = self._choices[key] = (alg, what)      # the description too: no formatting per call
             observe.chose(self, coll, nbytes, alg, why)
+        alg, what = choice
         in_place = send is not None and recv is not None and recv.ptr == send.ptr
         staging = NO_STAGING
         if self._staging:
@@ -495,10 +501,11 @@ class Comm:
             sp = send.ptr if send is not None else None
             rp = recv.ptr if recv is not None else None
             self._declare_device_memory(send)
-            self._declare_device_memory(recv)
+            if recv is not send:
+                self._declare_device_memory(recv)
         call = CollectiveCall(coll, sp, rp, count, dtype, ReduceOp.SUM if op is None else op, root, recv_count)
         self._seq += 1
-        return alg, call, in_place, staging, f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)"
+        return alg, call, in_place, staging, what
 
     def _call(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
               dtype: DataType, op: Optional[ReduceOp], root: int, nbytes: int, result: Any, async_op: bool,
@@ -514,12 +521,11 @@ class Comm:
                    recv: Optional[Buffer], target: Target) -> TaskBatch:
         """The batch of ``call`` on ``target``: issued the first time, later calls replay its schedule."""
         key = (alg, call.coll, call.count, call.dtype, call.op, call.root, call.recv_count, in_place)
-        bases = ((call.send, 0 if send is None else send.count * send.dtype.itemsize),
-                 (call.recv, 0 if recv is None else recv.count * recv.dtype.itemsize),
-                 (self._scratch_ptr, self._scratch_size))
         known = target.schedules.get(key)
         if known is not None:
-            return known.bind(self.binding, bases)
+            batch = self._prepared.get((known, call.send, call.recv, self._scratch_ptr))
+            return batch if batch is not None else self._bound(known, call, send, recv)
+        bases = self._bases(call, send, recv)
         batch = TaskBatch(self.binding)
         ctx = IssueContext(batch, self._resources(alg, call, target), rank=self.rank, size=self.size,
                            topology=self.topology, timeout_s=self.timeout, dtype=call.dtype, op=call.op,
@@ -529,12 +535,36 @@ class Comm:
             if len(target.schedules) > 4096:
                 target.schedules.clear()
             # issue() may have allocated the scratch memory
-            target.schedules[key] = capture(batch, bases[:2] + ((self._scratch_ptr, self._scratch_size),))
+            target.schedules[key] = capture(batch, self._bases(call, send, recv))
+        return batch
+
+    def _bases(self, call: CollectiveCall, send: Optional[Buffer], recv: Optional[Buffer]
+               ) -> Tuple[Tuple[Any, int], ...]:
+        """The buffers a schedule's addresses are relative to: (pointer, bytes) of send, receive and scratch."""
+        return ((call.send, 0 if send is None else send.nbytes), (call.recv, 0 if recv is None else recv.nbytes),
+                (self._scratch_ptr, self._scratch_size))
+
+    def _bound(self, known: Schedule, call: CollectiveCall, send: Optional[Buffer], recv: Optional[Buffer]) -> Any:
+        """A replay of ``known`` on this call's buffers, kept for the next call on the same buffers.
+
+        On the emulator a schedule of data-plane calls becomes a prepared task list (sim_prepare_batch:
+        validated once, then launched without the per-call entry points; issue 16); elsewhere the
+        bound TaskBatch is kept (launch only reads it). Keyed by the schedule object, so a schedule
+        dropped with its resources never matches again; bounded like the other per-signature caches.
+        """
+        bases = self._bases(call, send, recv)
+        batch = known.bind(self.binding, bases)
+        if self._sim_lib is not None and not known.unbatched:
+            batch = self._sim_lib.sim_prepare_batch(self.binding, batch.calls)
+        if len(self._prepared) >= PREPARED_MAX:
+            self._prepared.clear()
+        self._prepared[(known, call.send, call.recv, self._scratch_ptr)] = batch
         return batch
 
     def _forget_resources(self) -> None:
         """Drop every cached resource set and the schedules recorded on them (they name their handles)."""
         self._targets.forget_resources()
+        self._prepared.clear()
 
     def _gather_signatures(self, sig: np.ndarray, target: Target) -> Tuple[np.ndarray, Staging]:
         """Enqueue the allgather of every rank's signature of this call on ``target``'s stream."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .._ffi import ffi
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, Protocol, ReduceOp
@@ -26,12 +26,41 @@ from .state import SimState, c_string
 _NULL = ffi.NULL
 _cast = ffi.cast
 
-__all__ = ["DataPlane"]
+__all__ = ["DataPlane", "PreparedBatch"]
 
 
 class _Batch(threading.local):
     tasks: Optional[Dict[SimThread, List[tuple]]] = None
     tag: bytes = b""
+
+
+class PreparedBatch:
+    """The emulator tasks of a batch of data-plane calls, validated once and launched again and again.
+
+    Made by :meth:`DataPlane.sim_prepare_batch` from a replayed schedule (algorithms/replay.py): the
+    calls ran their argument checks then, and the same calls with the same addresses pass them again,
+    so a launch only hands the tasks over (``launch``: batch mode start, the tasks, batch mode end —
+    End runs the same checker and submission as for issued calls, and the executor checks every task).
+    """
+
+    __slots__ = ("_binding", "_lib", "tasks")
+
+    def __init__(self, binding: Any, lib: "DataPlane", tasks: Dict[SimThread, Tuple[tuple, ...]]) -> None:
+        self._binding = binding
+        self._lib = lib
+        self.tasks = tasks
+
+    def __len__(self) -> int:
+        return sum(len(lst) for lst in self.tasks.values())
+
+    def launch(self) -> None:
+        """Launch the tasks in one batch (errors of HcommBatchModeEnd raise as from the binding)."""
+        b = self._binding
+        b.batch_mode_start()
+        try:
+            self._lib.sim_issue_prepared(self)
+        finally:
+            b.batch_mode_end()
 
 
 def _addr(p: Any) -> int:
@@ -286,6 +315,37 @@ class DataPlane:
             self._in_peer_buffer(ch, src, count * dt.itemsize, "src")
             self._issue(th, (READ_REDUCE, th, ch, dst, src, count, dt, op))
         return 0
+
+    # ------------------------------------------------------------------ prepared batches (schedule replay)
+    def sim_prepare_batch(self, binding: Any, calls: Sequence[Tuple[Callable[..., None], tuple]]) -> PreparedBatch:
+        """Emulator only: run ``calls`` (Binding data-plane methods, arguments) into a batch that is kept, not launched.
+
+        Every call is validated as when it is issued (an error raises from the binding, and nothing is
+        launched); the tasks are what :meth:`HcommBatchModeEnd` would submit.
+        """
+        batch = self._batch
+        if batch.tasks is not None:
+            raise RuntimeError("sim_prepare_batch inside HcommBatchModeStart/End; expected outside batch mode")
+        batch.tasks = {}
+        try:
+            for fn, args in calls:
+                fn(*args)
+            tasks = batch.tasks
+        finally:
+            batch.tasks = None
+        return PreparedBatch(binding, self, {th: tuple(lst) for th, lst in tasks.items()})
+
+    def sim_issue_prepared(self, prepared: PreparedBatch) -> None:
+        """Emulator only: add a prepared batch's tasks to the open batch (between HcommBatchModeStart and End)."""
+        tasks = self._batch.tasks
+        if tasks is None:
+            raise RuntimeError("sim_issue_prepared outside HcommBatchModeStart/End; expected inside batch mode")
+        for th, lst in prepared.tasks.items():
+            mine = tasks.get(th)
+            if mine is None:
+                tasks[th] = list(lst)
+            else:
+                mine.extend(lst)
 
     # ------------------------------------------------------------------ batch mode
     @entry
