@@ -30,11 +30,22 @@ def test_table_for_the_seed() -> None:
 
 
 def test_json_output() -> None:
-    out = _run("--servers", "2", "--devices", "8", "--algo", "hierarchical", "--size", "64M", "--json")
+    out = _run("--servers", "2", "--devices", "8", "--algo", "hierarchical", "--size", "64M", "--json",
+               "--buffsize-mb", "200")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert (d["threads"], d["n_channels"], d["channel_notifies"], d["thread_notifies"]) == (7, 8, 16, 12)
     assert d["size_bytes"] == 64 << 20 and d["buffer_fits"] is True
+
+
+def test_buffer_size_defaults_to_hccl_buffsize(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --buffsize-mb the plan models the buffer a job started here gets (HCCL_BUFFSIZE), not 200 MiB."""
+    monkeypatch.setenv("HCCL_BUFFSIZE", "8")
+    d = json.loads(_run("--ranks", "4", "--algo", "ring", "--size", "64M", "--json").stdout)
+    assert (d["buffer_half_bytes"], d["buffer_fits"], d["pieces"]) == (8 << 20, False, 8)
+    monkeypatch.setenv("HCCL_BUFFSIZE", "abc")
+    out = _run("--ranks", "4")
+    assert out.returncode == 2 and "HCCL_BUFFSIZE='abc'" in out.stderr
 
 
 def test_auto_json_carries_explanation() -> None:

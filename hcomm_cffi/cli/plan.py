@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..algorithms import registry
 from ..algorithms.dryrun import DryRun, dry_run
 from ..algorithms.interface import COLLECTIVES, Algorithm, CollectiveCall, UnsupportedError
+from .. import settings
 from ..enums import DataType, Protocol, parse_dtype
 from ..plan import (ALGORITHMS, INTER_ALGORITHMS, Collective, CostModel, InvalidAlgorithm, Plan,
                     RanktableError, Topology, compare_algorithms, load_ranktable, make_plan, parse_size)
@@ -44,7 +45,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--root", default="0", help="root of broadcast/reduce, sender of sendrecv")
     p.add_argument("--peer", help="receiver of sendrecv (default root+1)")
     p.add_argument("--notifies-per-channel", default="2", help="notifies per channel (2 = ACK+DATA; HCCL uses 3)")
-    p.add_argument("--buffsize-mb", default="200", help="HCCL_BUFFSIZE, MiB per half (default 200)")
+    p.add_argument("--buffsize-mb", help="HCCL buffer MiB per half (default: HCCL_BUFFSIZE, else 200)")
     p.add_argument("--alpha-us", action="append", default=[], metavar="CLASS=US",
                    help="per-step latency of a link class, e.g. hccs=15 (repeatable)")
     p.add_argument("--bw-gbps", action="append", default=[], metavar="CLASS=GBPS",
@@ -191,6 +192,16 @@ DRY_RUN_MAX_RANKS = 64
 _BLOCKED = ("allgather", "reduce_scatter", "alltoall")
 
 
+def _buffer_mb(args: argparse.Namespace) -> int:
+    """--buffsize-mb, else the HCCL_BUFFSIZE a job started here would use (settings), MiB per half."""
+    if args.buffsize_mb is not None:
+        return _int("buffsize-mb", args.buffsize_mb, 1) or 1
+    try:
+        return int(settings.value("HCCL_BUFFSIZE"))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 def _dry_run(alg: Algorithm, coll: str, topo: Topology, size: int, args: argparse.Namespace) -> DryRun:
     """The checked schedule of ``alg`` for this command line (CliError on a schedule or argument error)."""
     dtype = parse_dtype(args.dtype)
@@ -199,7 +210,7 @@ def _dry_run(alg: Algorithm, coll: str, topo: Topology, size: int, args: argpars
         count //= topo.n_ranks
     out = None if args.out_size is None else parse_size(args.out_size, "--out-size") // dtype.itemsize
     call = CollectiveCall(coll, 0, 0, max(1, count), dtype, root=_int("root", args.root) or 0, recv_count=out)
-    buffer_bytes = 2 * (_int("buffsize-mb", args.buffsize_mb, 1) or 1) * (1 << 20)
+    buffer_bytes = 2 * _buffer_mb(args) * (1 << 20)
     registry.check_supported(alg, coll, topo, dtype, None)
     return dry_run(alg, topo, call, buffer_bytes, declared=False)
 
@@ -296,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
     kwargs = dict(engine=args.engine, dtype=args.dtype, root=_int("root", args.root),
                   peer=_int("peer", args.peer), cost=_cost(args),
                   notifies_per_channel=_int("notifies-per-channel", args.notifies_per_channel, 1),
-                  buffer_mb=_int("buffsize-mb", args.buffsize_mb, 1), inter_algorithm=args.inter)
+                  buffer_mb=_buffer_mb(args), inter_algorithm=args.inter)
     try:
         if args.compare:
             cands = compare_algorithms(args.op, topo, size, **kwargs)  # type: ignore[arg-type]
