@@ -72,7 +72,10 @@ def _fits(count: int, capacity_name: str, capacity: int) -> None:
         raise ValueError(f"count={count} exceeds {capacity_name}={capacity}; the destination is too small")
 
 
-def _tag(tag: Union[str, bytes]) -> bytes:
+def _tag(tag: Union[None, str, bytes]) -> CData:
+    """A ``const char *`` argument: None is NULL (to the vendor an empty string is a tag, not "no tag")."""
+    if tag is None:
+        return ffi.NULL
     return tag.encode("utf-8") if isinstance(tag, str) else tag
 
 
@@ -303,10 +306,12 @@ C_FUNCTIONS: Tuple[CFunction, ...] = (
               "uint32_t timeOut)",
               "thread: int, channel: int, idx: int, timeout_s: int",
               "wait for (and clear) local notify ``idx`` of ``channel``; seconds, 0 = forever."),
-    CFunction("batch_mode_start", "int32_t HcommBatchModeStart(const char* batchTag)", f"tag: {_STR} = b''",
-              "start recording data-plane calls (launched by batch_mode_end).", args=("_tag(tag)",)),
-    CFunction("batch_mode_end", "int32_t HcommBatchModeEnd(const char* batchTag)", f"tag: {_STR} = b''",
-              "launch the calls recorded since batch_mode_start.", args=("_tag(tag)",)),
+    # No tag is NULL: the vendor (hcomm @ 8958adb, audited in issue 11) treats b"" as a tag and turns on its
+    # task cache under a temporary key, so an untagged batch passes NULL.
+    CFunction("batch_mode_start", "int32_t HcommBatchModeStart(const char* batchTag)", f"tag: Optional[{_STR}] = None",
+              "start recording data-plane calls (launched by batch_mode_end); no tag is NULL.", args=("_tag(tag)",)),
+    CFunction("batch_mode_end", "int32_t HcommBatchModeEnd(const char* batchTag)", f"tag: Optional[{_STR}] = None",
+              "launch the calls recorded since batch_mode_start; no tag is NULL.", args=("_tag(tag)",)),
     CFunction("fence", "int32_t HcommFenceOnThread(ThreadHandle thread)", "thread: int",
               "order all earlier non-blocking transfers of ``thread``."),
     CFunction("channel_fence", "int32_t HcommChannelFenceOnThread(ThreadHandle thread, ChannelHandle channel)",

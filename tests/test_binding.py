@@ -218,7 +218,7 @@ def test_batch_mode_tags_and_batch_calls() -> None:
     b.batch_send_recv(items, 2, COMM, STREAM)
     descs = ffi.new("HcommBatchTransferDesc[4]")
     b.batch_transfer(1, 2, descs)
-    assert lib.calls == [("HcommBatchModeStart", (b"",)), ("HcommBatchModeEnd", (b"step1",)),
+    assert lib.calls == [("HcommBatchModeStart", (ffi.NULL,)), ("HcommBatchModeEnd", (b"step1",)),  # untagged: NULL
                          ("HcclBatchSendRecv", (items, 3, COMM, STREAM)),
                          ("HcclBatchSendRecv", (items, 2, COMM, STREAM)),
                          ("HcommBatchTransferOnThread", (1, 2, descs, 4))]
