@@ -27,7 +27,7 @@ __all__ = ["Pending", "request_for"]
 class Pending:
     """One started collective: its stream, its buffers and staging until :meth:`sync` sees it done."""
 
-    __slots__ = ("comm", "what", "stream", "staging", "keep", "algorithm", "done", "signatures")
+    __slots__ = ("comm", "what", "stream", "staging", "keep", "algorithm", "done", "signatures", "error")
 
     def __init__(self, comm: Any, what: str, stream: Any, staging: Staging, keep: Tuple[Any, ...],
                  algorithm: str, signatures: Optional[Tuple[Any, Staging]] = None) -> None:
@@ -39,9 +39,15 @@ class Pending:
         self.algorithm = algorithm
         self.done = False
         self.signatures = signatures   # (rows, staging) of the signature allgather queued ahead of the call
+        self.error: Optional[BaseException] = None   # the failure, raised again by every later sync
 
     def sync(self, timeout: Optional[float]) -> bool:
-        """Wait up to ``timeout`` s (None: the communicator's limits) for the stream; raises CommError on failure."""
+        """Wait up to ``timeout`` s (None: the communicator's limits) for the stream; raises CommError on failure.
+
+        A failed collective raises its error again on every later call (a second wait never reports success).
+        """
+        if self.error is not None:
+            raise self.error
         if self.done:
             return True
         try:
@@ -49,7 +55,8 @@ class Pending:
         except HcclError as exc:
             self._forget()
             self._check_signatures()          # a mismatch explains the failure better than its symptom
-            raise self.comm._fail(exc, self.what) from exc
+            self.error = self.comm._fail(exc, self.what)
+            raise self.error from exc
         if finished:
             self._forget()
             self._check_signatures()
@@ -60,7 +67,11 @@ class Pending:
         """Raise the mismatch of the signatures gathered ahead of this call, if they arrived and differ."""
         sig, self.signatures = self.signatures, None
         if sig is not None and (sig[0] >= 0).all():
-            self.comm._check_signatures_of(sig[0], sig[1], started=True)
+            try:
+                self.comm._check_signatures_of(sig[0], sig[1], started=True)
+            except BaseException as mismatch:
+                self.error = mismatch
+                raise
 
     def _forget(self) -> None:
         self.done = True

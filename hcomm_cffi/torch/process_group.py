@@ -19,27 +19,36 @@ import torch.distributed as dist
 from ..api import live
 from ..api import world as world_api
 from ..api.comm import Comm
+from ..api.errors import CommError
 from ..api.request import Request
-from .work import HcommWork
+from .progress import serialised
+from .work import HcommWork, seconds_of
 
 __all__ = ["ProcessGroupHcomm", "DEVICES"]
 
 DEVICES = ("cpu", "npu")
-_OPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "sum"}
+_KIND = dist.ReduceOp.RedOpType
+_OPS = {_KIND.SUM: "sum", _KIND.PRODUCT: "prod", _KIND.MIN: "min", _KIND.MAX: "max", _KIND.AVG: "sum"}
+
+
+def _op_kind(op: Any) -> Any:
+    """The RedOpType of a ReduceOp (or RedOpType) value."""
+    return getattr(op, "op", op)
 
 
 def _op_name(op: Any) -> str:
-    """The RedOpType name of a ReduceOp (or RedOpType) value."""
-    kind = getattr(op, "op", op)
+    """The RedOpType name of a ReduceOp (or RedOpType) value, for messages."""
+    kind = _op_kind(op)
     return str(getattr(kind, "name", kind)).split(".")[-1]
 
 
 class ProcessGroupHcomm(dist.ProcessGroup):
     """The ``hcomm`` backend of one process group (world or new_group)."""
 
-    def __init__(self, store: Any, rank: int, size: int, comm: Comm) -> None:
+    def __init__(self, store: Any, rank: int, size: int, comm: Comm, timeout: Optional[float] = None) -> None:
         super().__init__(rank, size)  # the 3-argument (store, ...) form is not subclassable in torch 2.13
         self.comm = comm
+        self.timeout = timeout   # the group's timeout (s): a work still pending after it fails
         self._store = store
         self._barriers = 0
         self._group_name = ""
@@ -81,15 +90,17 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._tensor(tensors[0], what, "tensor")
 
     def _op(self, opts: Any, what: str, t: torch.Tensor) -> str:
-        name = _op_name(opts.reduceOp)
-        if name not in _OPS:
-            raise ValueError(f"hcomm {what}: ReduceOp.{name} is not supported; expected SUM, AVG, PRODUCT, MIN or MAX")
-        if name == "AVG" and not t.is_floating_point():
+        kind = _op_kind(opts.reduceOp)
+        op = _OPS.get(kind)
+        if op is None:
+            raise ValueError(f"hcomm {what}: ReduceOp.{_op_name(kind)} is not supported; expected SUM, AVG, PRODUCT, "
+                             "MIN or MAX")
+        if kind == _KIND.AVG and not t.is_floating_point():
             raise ValueError(f"hcomm {what}: ReduceOp.AVG needs a floating-point tensor, got {t.dtype}")
-        return _OPS[name]
+        return op
 
     def _avg(self, opts: Any, t: torch.Tensor) -> Optional[Callable[[], None]]:
-        if _op_name(opts.reduceOp) != "AVG":
+        if _op_kind(opts.reduceOp) != _KIND.AVG:
             return None
         size = self.comm.size
         return lambda: t.div_(size)
@@ -98,18 +109,50 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         if got != want:
             raise ValueError(f"hcomm {what}: {arg} has {got} elements; expected {want}")
 
+    def _label(self, what: str) -> str:
+        return f"rank {self.comm.rank} of process group {self._group_name or self.comm.name!r}: hcomm {what}"
+
     def _work(self, what: str, reqs: List[Request], result: List[Any], then: Optional[Callable[[], None]] = None,
-              on_timeout: Optional[Callable[[float], str]] = None) -> HcommWork:
-        return HcommWork(f"rank {self.comm.rank} of process group {self._group_name or self.comm.name!r}: hcomm "
-                         f"{what}", reqs, result, then, on_timeout)
+              on_timeout: Optional[Callable[[float], str]] = None, limit: Optional[float] = None) -> HcommWork:
+        return HcommWork(self._label(what), reqs, result, then, on_timeout, limit if limit is not None else self.timeout)
+
+    def _collective(self, what: str, opts: Any, run: Callable[[bool], Any], result: List[Any],
+                    then: Optional[Callable[[], None]] = None) -> HcommWork:
+        """Run one collective ``run(async_op)``: started, or at once when torch waits right away.
+
+        torch sets ``opts.asyncOp`` False when the caller waits on the work immediately
+        (``dist.all_reduce(t)``): the blocking path is then cheaper than a started collective
+        plus a wait.  Its failure is raised from the work's ``wait()``, as for a started one.
+        """
+        if opts is None or getattr(opts, "asyncOp", True):
+            return self._work(what, [run(True)], result, then)
+        try:
+            run(False)
+            if then is not None:
+                then()
+        except CommError as exc:
+            return HcommWork.finished(self._label(what), result, exc)
+        return HcommWork.finished(self._label(what), result)
+
+    def _combine(self, what: str, works: List[HcommWork], result: List[Any]) -> HcommWork:
+        """One work for several (the coalesced operations): done when all are, failed when one failed."""
+        failed = next((w._error for w in works if w._error is not None), None)
+        if failed is not None:
+            return HcommWork.finished(self._label(what), result, failed)
+        then = [w._then for w in works if w._then is not None]
+        return self._work(what, [r for w in works for r in w._requests], result,
+                          (lambda: [f() for f in then]) if then else None)
 
     # ------------------------------------------------------------------ collectives
+    @serialised
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.AllreduceOptions()
         t = self._one(tensors, "allreduce")
         op = self._op(opts, "allreduce", t)
-        return self._work("allreduce", [self.comm.iallreduce(t, op)], tensors, self._avg(opts, t))
+        return self._collective("allreduce", opts, lambda a: self.comm.allreduce(t, op, async_op=a), tensors,
+                                self._avg(opts, t))
 
+    @serialised
     def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
         ts = [self._tensor(t, "allreduce_coalesced", f"tensors[{i}]") for i, t in enumerate(tensors)]
@@ -126,20 +169,25 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             for t in ts:
                 t.copy_(flat[offset:offset + t.numel()].view_as(t))
                 offset += t.numel()
-        return self._work("allreduce_coalesced", [self.comm.iallreduce(flat, op)], tensors, unpack)
+        return self._collective("allreduce_coalesced", opts, lambda a: self.comm.allreduce(flat, op, async_op=a),
+                                tensors, unpack)
 
+    @serialised
     def broadcast(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.BroadcastOptions()
         t = self._one(tensors, "broadcast")
-        return self._work("broadcast", [self.comm.ibroadcast(t, opts.rootRank)], tensors)
+        return self._collective("broadcast", opts, lambda a: self.comm.broadcast(t, opts.rootRank, async_op=a), tensors)
 
+    @serialised
     def reduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ReduceOptions()
         t = self._one(tensors, "reduce")
         op = self._op(opts, "reduce", t)
         avg = self._avg(opts, t) if self.comm.rank == opts.rootRank else None
-        return self._work("reduce", [self.comm.ireduce(t, opts.rootRank, op)], tensors, avg)
+        return self._collective("reduce", opts, lambda a: self.comm.reduce(t, opts.rootRank, op, async_op=a), tensors,
+                                avg)
 
+    @serialised
     def allgather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],
                   opts: Any = None) -> HcommWork:
         t = self._one(input_list, "allgather")
@@ -153,23 +201,27 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         def unpack() -> None:
             for i, o in enumerate(outs):
                 o.copy_(stacked[i].view_as(o))
-        return self._work("allgather", [self.comm.iallgather(t, out=stacked)], output_lists, unpack)
+        return self._collective("allgather", opts, lambda a: self.comm.allgather(t, out=stacked, async_op=a),
+                                output_lists, unpack)
 
+    @serialised
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
         what = "all_gather_into_tensor"
         out, t = self._tensor(output, what, "output_tensor"), self._tensor(input, what, "input_tensor")
         self._size_check(what, "output_tensor", out.numel(), self.comm.size * t.numel())
-        return self._work(what, [self.comm.iallgather(t, out=out)], [out])
+        return self._collective(what, opts, lambda a: self.comm.allgather(t, out=out, async_op=a), [out])
 
     _allgather_base = all_gather_single
 
+    @serialised
     def allgather_into_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
         works = [self.all_gather_single(o, i, opts) for o, i in zip(outputs, inputs)]
-        return self._work("all_gather_into_tensor_coalesced", [r for w in works for r in w._requests], outputs)
+        return self._combine("all_gather_into_tensor_coalesced", works, outputs)
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
+    @serialised
     def reduce_scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],
                        opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ReduceScatterOptions()
@@ -182,29 +234,32 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             self._size_check("reduce_scatter", f"input_list[{i}]", x.numel(), out.numel())
         flat = torch.cat([x.reshape(-1) for x in ins])
         op = self._op(opts, "reduce_scatter", out)
-        return self._work("reduce_scatter", [self.comm.ireduce_scatter(flat, op, out=out.view(-1))], output_list,
-                          self._avg(opts, out))
+        return self._collective("reduce_scatter", opts,
+                                lambda a: self.comm.reduce_scatter(flat, op, out=out.view(-1), async_op=a), output_list,
+                                self._avg(opts, out))
 
+    @serialised
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         what = "reduce_scatter_tensor"
         out, t = self._tensor(output, what, "output"), self._tensor(input, what, "input")
         self._size_check(what, "input", t.numel(), self.comm.size * out.numel())
         op = self._op(opts, what, out)
-        return self._work(what, [self.comm.ireduce_scatter(t.view(-1), op, out=out.view(-1))], [out],
-                          self._avg(opts, out))
+        return self._collective(what, opts,
+                                lambda a: self.comm.reduce_scatter(t.view(-1), op, out=out.view(-1), async_op=a), [out],
+                                self._avg(opts, out))
 
     _reduce_scatter_base = reduce_scatter_single
 
+    @serialised
     def reduce_scatter_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
         works = [self.reduce_scatter_single(o, i, opts) for o, i in zip(outputs, inputs)]
-        then = [w._then for w in works if w._then is not None]
-        return self._work("reduce_scatter_tensor_coalesced", [r for w in works for r in w._requests], outputs,
-                          (lambda: [f() for f in then]) if then else None)
+        return self._combine("reduce_scatter_tensor_coalesced", works, outputs)
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
+    @serialised
     def alltoall(self, output_list: List[torch.Tensor], input_list: List[torch.Tensor],
                  opts: Any = None) -> HcommWork:
         n = self.comm.size
@@ -223,6 +278,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 offset += o.numel()
         return self._work("alltoall", reqs, output_list, unpack)
 
+    @serialised
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: List[int],
                           input_split_sizes: List[int], opts: Any = None) -> HcommWork:
         what = "all_to_all_single"
@@ -234,7 +290,8 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             self._size_check(what, "output", out.numel(), t.numel())
             if t.numel() % n:
                 raise ValueError(f"hcomm {what}: input has {t.numel()} elements, not divisible by {n} ranks")
-            return self._work(what, [self.comm.ialltoall(t.view(-1), out=out.view(-1))], [out])
+            return self._collective(what, opts, lambda a: self.comm.alltoall(t.view(-1), out=out.view(-1), async_op=a),
+                                    [out])
         sends = [s * row_in for s in input_split_sizes] if input_split_sizes else [t.numel() // n] * n
         recvs = [s * row_out for s in output_split_sizes] if output_split_sizes else [out.numel() // n] * n
         for arg, sizes, total in (("input_split_sizes", sends, t.numel()), ("output_split_sizes", recvs, out.numel())):
@@ -261,6 +318,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 reqs.append(self.comm.isend(flat_in[so[dst]:so[dst + 1]], dst))
         return reqs
 
+    @serialised
     def gather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],
                opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.GatherOptions()
@@ -276,6 +334,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 o.copy_(stacked[i].view_as(o))
         return self._work("gather", [self.comm.iallgather(t, out=stacked)], output_lists, unpack)
 
+    @serialised
     def scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],
                 opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ScatterOptions()
@@ -293,12 +352,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._work("scatter", [self.comm.isend(x, r) for r, x in enumerate(ins) if r != me], output_list)
 
     # ------------------------------------------------------------------ point-to-point
+    @serialised
     def send(self, tensors: List[torch.Tensor], dst: int, tag: int = 0) -> HcommWork:
         t = self._one(tensors, "send")
         header = torch.tensor([tag, t.numel()], dtype=torch.int64)
         return self._work(f"send to rank {dst} (tag {tag})", [self.comm.isend(header, dst), self.comm.isend(t, dst)],
                           tensors)
 
+    @serialised
     def recv(self, tensors: List[torch.Tensor], src: int, tag: int = 0) -> HcommWork:
         t = self._one(tensors, "recv")
         header = torch.empty(2, dtype=torch.int64)
@@ -316,6 +377,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         raise NotImplementedError("hcomm recv: receiving from any source is not supported; pass src=")
 
     # ------------------------------------------------------------------ barrier
+    @serialised
     def barrier(self, opts: Any = None) -> HcommWork:
         seq = self._barriers
         self._barriers += 1
@@ -326,8 +388,10 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         def missing(_: float) -> str:
             gone = [r for r in range(size) if not self._store.check([key(r)])]
             return f"; ranks that never entered it: {gone}" if gone else ""
-        return self._work(f"barrier #{seq}", [self.comm.ibarrier()], [], None, missing)
+        limit = seconds_of(opts.timeout) if opts is not None else None   # dist.barrier(timeout=...)
+        return self._work(f"barrier #{seq}", [self.comm.ibarrier()], [], None, missing, limit)
 
+    @serialised
     def shutdown(self) -> None:
         """Release the communicator (the world is finalized with the default group)."""
         if self.comm is live.current_world():
