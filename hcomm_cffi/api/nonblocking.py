@@ -18,6 +18,7 @@ from typing import Any, Optional, Tuple
 
 from ..errors import HcclError
 from .buffers import Staging
+from .errors import CommError
 from .request import Request
 from .streams import sync_stream
 
@@ -60,13 +61,20 @@ class Pending:
         if finished:
             self._forget()
             self._check_signatures()
+            broken = self.comm._broken
+            if broken:   # the stream failed while this was queued, and an earlier wait took the error
+                self.error = CommError(f"rank {self.comm.rank} of communicator {self.comm.name!r}: {self.what} was in "
+                                       f"flight when the communicator failed ({broken}); its result is not valid")
+                raise self.error
             self.staging.finish()
         return finished
 
     def _check_signatures(self) -> None:
         """Raise the mismatch of the signatures gathered ahead of this call, if they arrived and differ."""
         sig, self.signatures = self.signatures, None
-        if sig is not None and (sig[0] >= 0).all():
+        # arrived: every row's first word (the sequence number, never negative) was written; other
+        # words are -1 where they mean nothing (op, root, output count), so they cannot tell
+        if sig is not None and (sig[0][:, 0] >= 0).all():
             try:
                 self.comm._check_signatures_of(sig[0], sig[1], started=True)
             except BaseException as mismatch:

@@ -21,6 +21,7 @@ from ..api import world as world_api
 from ..api.comm import Comm
 from ..api.errors import CommError
 from ..api.request import Request
+from ..enums import dtype_from_torch
 from .progress import serialised
 from .work import HcommWork, seconds_of
 
@@ -76,27 +77,30 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # ------------------------------------------------------------------ validation
     def _tensor(self, t: Any, what: str, arg: str) -> torch.Tensor:
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"hcomm {what}: {arg} is a {type(t).__name__}; expected a torch.Tensor")
+            raise TypeError(f"{self._label(what)}: {arg} is a {type(t).__name__}; expected a torch.Tensor")
         if t.device.type not in DEVICES:
-            raise ValueError(f"hcomm {what}: {arg} is on device {t.device}; expected a cpu (or npu) tensor")
+            raise ValueError(f"{self._label(what)}: {arg} is on device {t.device}; expected a cpu (or npu) tensor")
+        if dtype_from_torch(t.dtype) is None:
+            raise TypeError(f"{self._label(what)}: {arg} has dtype {t.dtype}; expected one of int8, int16, int32, "
+                            "int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32 or float64")
         if not t.is_contiguous():
-            raise ValueError(f"hcomm {what}: {arg} is not contiguous (stride {tuple(t.stride())}, shape "
+            raise ValueError(f"{self._label(what)}: {arg} is not contiguous (stride {tuple(t.stride())}, shape "
                              f"{tuple(t.shape)}); expected a contiguous tensor (call .contiguous())")
         return t
 
     def _one(self, tensors: Sequence[Any], what: str) -> torch.Tensor:
         if len(tensors) != 1:
-            raise ValueError(f"hcomm {what}: got {len(tensors)} tensors; expected exactly one per rank")
+            raise ValueError(f"{self._label(what)}: got {len(tensors)} tensors; expected exactly one per rank")
         return self._tensor(tensors[0], what, "tensor")
 
     def _op(self, opts: Any, what: str, t: torch.Tensor) -> str:
         kind = _op_kind(opts.reduceOp)
         op = _OPS.get(kind)
         if op is None:
-            raise ValueError(f"hcomm {what}: ReduceOp.{_op_name(kind)} is not supported; expected SUM, AVG, PRODUCT, "
-                             "MIN or MAX")
+            raise ValueError(f"{self._label(what)}: ReduceOp.{_op_name(kind)} is not supported; expected SUM, AVG, "
+                             "PRODUCT, MIN or MAX")
         if kind == _KIND.AVG and not t.is_floating_point():
-            raise ValueError(f"hcomm {what}: ReduceOp.AVG needs a floating-point tensor, got {t.dtype}")
+            raise ValueError(f"{self._label(what)}: ReduceOp.AVG needs a floating-point tensor, got {t.dtype}")
         return op
 
     def _avg(self, opts: Any, t: torch.Tensor) -> Optional[Callable[[], None]]:
@@ -107,14 +111,15 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
     def _size_check(self, what: str, arg: str, got: int, want: int) -> None:
         if got != want:
-            raise ValueError(f"hcomm {what}: {arg} has {got} elements; expected {want}")
+            raise ValueError(f"{self._label(what)}: {arg} has {got} elements; expected {want}")
 
     def _label(self, what: str) -> str:
         return f"rank {self.comm.rank} of process group {self._group_name or self.comm.name!r}: hcomm {what}"
 
     def _work(self, what: str, reqs: List[Request], result: List[Any], then: Optional[Callable[[], None]] = None,
               on_timeout: Optional[Callable[[float], str]] = None, limit: Optional[float] = None) -> HcommWork:
-        return HcommWork(self._label(what), reqs, result, then, on_timeout, limit if limit is not None else self.timeout)
+        return HcommWork(self._label(what), reqs, result, then, on_timeout,
+                         limit if limit is not None else self.timeout)
 
     def _collective(self, what: str, opts: Any, run: Callable[[bool], Any], result: List[Any],
                     then: Optional[Callable[[], None]] = None) -> HcommWork:
@@ -157,7 +162,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
         ts = [self._tensor(t, "allreduce_coalesced", f"tensors[{i}]") for i, t in enumerate(tensors)]
         if len({t.dtype for t in ts}) > 1:
-            raise ValueError("hcomm allreduce_coalesced: tensors have different dtypes; expected one dtype")
+            raise ValueError(f"{self._label('allreduce_coalesced')}: tensors have different dtypes; expected one dtype")
         flat = torch.cat([t.reshape(-1) for t in ts])
         op = self._op(opts, "allreduce_coalesced", flat)
         avg = self._avg(opts, flat)
@@ -193,7 +198,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         t = self._one(input_list, "allgather")
         outs = output_lists[0] if len(output_lists) == 1 else None
         if outs is None or len(outs) != self.comm.size:
-            raise ValueError(f"hcomm allgather: expected one output list of {self.comm.size} tensors")
+            raise ValueError(f"{self._label('allgather')}: expected one output list of {self.comm.size} tensors")
         for i, o in enumerate(outs):
             self._size_check("allgather", f"output_tensors[{i}]", o.numel(), t.numel())
         stacked = torch.empty((self.comm.size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
@@ -228,7 +233,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         out = self._one(output_list, "reduce_scatter")
         ins = input_lists[0] if len(input_lists) == 1 else None
         if ins is None or len(ins) != self.comm.size:
-            raise ValueError(f"hcomm reduce_scatter: expected one input list of {self.comm.size} tensors")
+            raise ValueError(f"{self._label('reduce_scatter')}: expected one input list of {self.comm.size} tensors")
         for i, x in enumerate(ins):
             self._tensor(x, "reduce_scatter", f"input_list[{i}]")
             self._size_check("reduce_scatter", f"input_list[{i}]", x.numel(), out.numel())
@@ -264,7 +269,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                  opts: Any = None) -> HcommWork:
         n = self.comm.size
         if len(output_list) != n or len(input_list) != n:
-            raise ValueError(f"hcomm alltoall: expected {n} input and {n} output tensors")
+            raise ValueError(f"{self._label('alltoall')}: expected {n} input and {n} output tensors")
         ins = [self._tensor(x, "alltoall", f"input_tensor_list[{i}]") for i, x in enumerate(input_list)]
         outs = [self._tensor(x, "alltoall", f"output_tensor_list[{i}]") for i, x in enumerate(output_list)]
         flat_in = torch.cat([x.reshape(-1) for x in ins])
@@ -289,14 +294,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         if not input_split_sizes and not output_split_sizes:
             self._size_check(what, "output", out.numel(), t.numel())
             if t.numel() % n:
-                raise ValueError(f"hcomm {what}: input has {t.numel()} elements, not divisible by {n} ranks")
+                raise ValueError(f"{self._label(what)}: input has {t.numel()} elements, not divisible by {n} ranks")
             return self._collective(what, opts, lambda a: self.comm.alltoall(t.view(-1), out=out.view(-1), async_op=a),
                                     [out])
         sends = [s * row_in for s in input_split_sizes] if input_split_sizes else [t.numel() // n] * n
         recvs = [s * row_out for s in output_split_sizes] if output_split_sizes else [out.numel() // n] * n
         for arg, sizes, total in (("input_split_sizes", sends, t.numel()), ("output_split_sizes", recvs, out.numel())):
             if len(sizes) != n or sum(sizes) != total:
-                raise ValueError(f"hcomm {what}: {arg} covers {sum(sizes)} of {total} elements in {len(sizes)} "
+                raise ValueError(f"{self._label(what)}: {arg} covers {sum(sizes)} of {total} elements in {len(sizes)} "
                                  f"parts; expected {n} parts covering the tensor")
         return self._work(what, self._alltoallv(t.view(-1), out.view(-1), sends, recvs, what), [out])
 
@@ -326,7 +331,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         root = opts.rootRank
         outs = output_lists[0] if self.comm.rank == root else []
         if self.comm.rank == root and len(outs) != self.comm.size:
-            raise ValueError(f"hcomm gather: expected {self.comm.size} output tensors on the root")
+            raise ValueError(f"{self._label('gather')}: expected {self.comm.size} output tensors on the root")
         stacked = torch.empty((self.comm.size,) + tuple(t.shape), dtype=t.dtype)
 
         def unpack() -> None:
@@ -344,7 +349,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             return self._work("scatter", [self.comm.irecv(out, root)], output_list)
         ins = input_lists[0]
         if len(ins) != self.comm.size:
-            raise ValueError(f"hcomm scatter: expected {self.comm.size} input tensors on the root")
+            raise ValueError(f"{self._label('scatter')}: expected {self.comm.size} input tensors on the root")
         for i, x in enumerate(ins):
             self._size_check("scatter", f"scatter_list[{i}]", self._tensor(x, "scatter", f"scatter_list[{i}]").numel(),
                              out.numel())
@@ -374,7 +379,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._work(what, [head, self.comm.irecv(t, src)], tensors, check)
 
     def recv_anysource(self, tensors: List[torch.Tensor], tag: int = 0) -> HcommWork:
-        raise NotImplementedError("hcomm recv: receiving from any source is not supported; pass src=")
+        raise NotImplementedError(f"{self._label('recv')}: receiving from any source is not supported; pass src=")
 
     # ------------------------------------------------------------------ barrier
     @serialised

@@ -90,8 +90,8 @@ class HcommWork(dist._Work):
     def expire(self) -> None:
         """Fail the work (and its Future) for exceeding the process group's timeout."""
         extra = self._on_timeout(self._limit) if self._on_timeout is not None else ""  # type: ignore[arg-type]
-        self._error = CommTimeoutError(f"{self.what} did not complete within the process group's timeout of "
-                                       f"{self._limit:g} s{extra}")
+        self._error = CommTimeoutError(f"{self.what} did not complete within {self._limit:g} s (its timeout: "
+                                       f"the process group's, or the barrier's own){extra}")
         if self._future is not None:
             self._future.set_exception(self._error)
 
