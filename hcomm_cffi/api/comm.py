@@ -395,16 +395,18 @@ class Comm:
         alg, call, in_place, staging, what = self._prepare(coll, algorithm, send, recv, count, dtype, op, root,
                                                            nbytes, recv_count)
         target = self._targets.get(stream)
-        signatures = None
+        signatures = sig = None
         try:
             batch = self._batch_for(alg, call, in_place, send, recv, target)
             self._targets.order(target)
             if self._check_signatures:   # compared when the request completes: a started call must not block
-                signatures = self._gather_signatures(consistency.signature(self._seq, call, alg.name), target)
+                sig = consistency.signature(self._seq, call, alg.name)
+                signatures = self._gather_signatures(sig, target)
             batch.launch()
         except HcclError as exc:
             raise self._fail(exc, what) from exc
-        pending = Pending(self, what, target.stream, staging, (send, recv), alg.name, signatures)
+        # ``sig`` is kept too: the queued allgather reads it when it runs (on the emulator: in place, no copy)
+        pending = Pending(self, what, target.stream, staging, (send, recv, sig), alg.name, signatures)
         self._inflight.add(pending)
         return pending
 

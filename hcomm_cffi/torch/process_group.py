@@ -113,6 +113,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         if got != want:
             raise ValueError(f"{self._label(what)}: {arg} has {got} elements; expected {want}")
 
+    @staticmethod
+    def _apart(t: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``t``, or a copy of it when it shares memory with ``out`` (FSDP2 gathers from a slice of the output)."""
+        a, b = t.data_ptr(), out.data_ptr()
+        if a < b + out.numel() * out.element_size() and b < a + t.numel() * t.element_size():
+            return t.clone()
+        return t
+
     def _label(self, what: str) -> str:
         return f"rank {self.comm.rank} of process group {self._group_name or self.comm.name!r}: hcomm {what}"
 
@@ -214,6 +222,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         what = "all_gather_into_tensor"
         out, t = self._tensor(output, what, "output_tensor"), self._tensor(input, what, "input_tensor")
         self._size_check(what, "output_tensor", out.numel(), self.comm.size * t.numel())
+        t = self._apart(t, out)
         return self._collective(what, opts, lambda a: self.comm.allgather(t, out=out, async_op=a), [out])
 
     _allgather_base = all_gather_single
@@ -249,6 +258,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         what = "reduce_scatter_tensor"
         out, t = self._tensor(output, what, "output"), self._tensor(input, what, "input")
         self._size_check(what, "input", t.numel(), self.comm.size * out.numel())
+        t = self._apart(t, out)
         op = self._op(opts, what, out)
         return self._collective(what, opts,
                                 lambda a: self.comm.reduce_scatter(t.view(-1), op, out=out.view(-1), async_op=a), [out],
