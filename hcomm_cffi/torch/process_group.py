@@ -10,7 +10,7 @@ not a reordering).  ``gather`` is an allgather kept on the root; uneven ``all_to
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -78,7 +78,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     def _tensor(self, t: Any, what: str, arg: str) -> torch.Tensor:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{self._label(what)}: {arg} is a {type(t).__name__}; expected a torch.Tensor")
-        if t.device.type not in DEVICES:
+        if not t.is_cpu and t.device.type not in DEVICES:
             raise ValueError(f"{self._label(what)}: {arg} is on device {t.device}; expected a cpu (or npu) tensor")
         if dtype_from_torch(t.dtype) is None:
             raise TypeError(f"{self._label(what)}: {arg} has dtype {t.dtype}; expected one of int8, int16, int32, "
@@ -93,21 +93,19 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             raise ValueError(f"{self._label(what)}: got {len(tensors)} tensors; expected exactly one per rank")
         return self._tensor(tensors[0], what, "tensor")
 
-    def _op(self, opts: Any, what: str, t: torch.Tensor) -> str:
+    def _op(self, opts: Any, what: str, t: torch.Tensor) -> Tuple[str, Optional[Callable[[], None]]]:
+        """The Comm op of torch's ReduceOp, and for AVG the division of ``t`` to run once the sum arrived."""
         kind = _op_kind(opts.reduceOp)
         op = _OPS.get(kind)
         if op is None:
             raise ValueError(f"{self._label(what)}: ReduceOp.{_op_name(kind)} is not supported; expected SUM, AVG, "
                              "PRODUCT, MIN or MAX")
-        if kind == _KIND.AVG and not t.is_floating_point():
+        if kind != _KIND.AVG:
+            return op, None
+        if not t.is_floating_point():
             raise ValueError(f"{self._label(what)}: ReduceOp.AVG needs a floating-point tensor, got {t.dtype}")
-        return op
-
-    def _avg(self, opts: Any, t: torch.Tensor) -> Optional[Callable[[], None]]:
-        if _op_kind(opts.reduceOp) != _KIND.AVG:
-            return None
         size = self.comm.size
-        return lambda: t.div_(size)
+        return op, lambda: t.div_(size)
 
     def _size_check(self, what: str, arg: str, got: int, want: int) -> None:
         if got != want:
@@ -161,9 +159,8 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.AllreduceOptions()
         t = self._one(tensors, "allreduce")
-        op = self._op(opts, "allreduce", t)
-        return self._collective("allreduce", opts, lambda a: self.comm.allreduce(t, op, async_op=a), tensors,
-                                self._avg(opts, t))
+        op, avg = self._op(opts, "allreduce", t)
+        return self._collective("allreduce", opts, lambda a: self.comm.allreduce(t, op, async_op=a), tensors, avg)
 
     @serialised
     def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
@@ -172,8 +169,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         if len({t.dtype for t in ts}) > 1:
             raise ValueError(f"{self._label('allreduce_coalesced')}: tensors have different dtypes; expected one dtype")
         flat = torch.cat([t.reshape(-1) for t in ts])
-        op = self._op(opts, "allreduce_coalesced", flat)
-        avg = self._avg(opts, flat)
+        op, avg = self._op(opts, "allreduce_coalesced", flat)
 
         def unpack() -> None:
             if avg is not None:
@@ -195,8 +191,8 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     def reduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ReduceOptions()
         t = self._one(tensors, "reduce")
-        op = self._op(opts, "reduce", t)
-        avg = self._avg(opts, t) if self.comm.rank == opts.rootRank else None
+        op, avg = self._op(opts, "reduce", t)
+        avg = avg if self.comm.rank == opts.rootRank else None
         return self._collective("reduce", opts, lambda a: self.comm.reduce(t, opts.rootRank, op, async_op=a), tensors,
                                 avg)
 
@@ -247,10 +243,10 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             self._tensor(x, "reduce_scatter", f"input_list[{i}]")
             self._size_check("reduce_scatter", f"input_list[{i}]", x.numel(), out.numel())
         flat = torch.cat([x.reshape(-1) for x in ins])
-        op = self._op(opts, "reduce_scatter", out)
+        op, avg = self._op(opts, "reduce_scatter", out)
         return self._collective("reduce_scatter", opts,
                                 lambda a: self.comm.reduce_scatter(flat, op, out=out.view(-1), async_op=a), output_list,
-                                self._avg(opts, out))
+                                avg)
 
     @serialised
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
@@ -259,10 +255,10 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         out, t = self._tensor(output, what, "output"), self._tensor(input, what, "input")
         self._size_check(what, "input", t.numel(), self.comm.size * out.numel())
         t = self._apart(t, out)
-        op = self._op(opts, what, out)
+        op, avg = self._op(opts, what, out)
         return self._collective(what, opts,
                                 lambda a: self.comm.reduce_scatter(t.view(-1), op, out=out.view(-1), async_op=a), [out],
-                                self._avg(opts, out))
+                                avg)
 
     _reduce_scatter_base = reduce_scatter_single
 
