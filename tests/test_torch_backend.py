@@ -227,6 +227,9 @@ def _bad_input_body(rank: int, n: int, root: bytes, port: int) -> str:
             dist.all_reduce(torch.ones(4, dtype=torch.int32), dist.ReduceOp.BAND)
         with pytest.raises(ValueError, match=r"ReduceOp.AVG needs a floating-point tensor"):
             dist.all_reduce(torch.ones(4, dtype=torch.int32), dist.ReduceOp.AVG)
+        with pytest.raises(TypeError, match=rf"^rank {rank} of process group .*: hcomm broadcast: tensor has dtype "
+                                            r"torch.bool; expected one of int8, "):
+            dist.broadcast(torch.ones(4, dtype=torch.bool), src=0)
         t = torch.ones(3)
         dist.all_reduce(t)         # the group still works after the rejected calls
         assert t.tolist() == [2.0] * 3

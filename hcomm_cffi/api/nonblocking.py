@@ -11,6 +11,9 @@ long time without calling the library delays its peers, it cannot deadlock them:
 issues collectives of one communicator in the same order, each communicator keeps its
 collectives in one total order (one stream, or event-chained streams), and waiting on anything
 drives every queue of the process.  On Ascend the device runs the queued tasks by itself.
+The torch backend adds a driver of its own: a background thread that waits on the started
+collectives whose Future was asked for (:mod:`hcomm_cffi.torch.progress`), so they progress
+while the caller computes without calling the library.
 """
 from __future__ import annotations
 

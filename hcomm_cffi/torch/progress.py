@@ -21,6 +21,7 @@ made by user code on another thread while Futures are pending are not covered by
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import threading
@@ -87,6 +88,7 @@ class Progress:
         self._cond = threading.Condition()
         self._works: Deque[Advancing] = deque()
         self._thread: Optional[threading.Thread] = None
+        self._stopping = False
 
     def add(self, work: Advancing) -> None:
         """Complete ``work`` in the background (starts the thread if it is not running)."""
@@ -104,9 +106,9 @@ class Progress:
     def _next(self) -> Optional[Advancing]:
         """The oldest pending work, or None (and the thread ends) after IDLE_EXIT_S without any."""
         with self._cond:
-            if not self._works:
+            if not self._works and not self._stopping:
                 self._cond.wait(IDLE_EXIT_S)
-            if not self._works:
+            if not self._works or self._stopping:
                 self._thread = None
                 return None
             work = self._works.popleft()
@@ -131,11 +133,21 @@ class Progress:
             while LOCK.wanted:
                 time.sleep(YIELD_S)
 
+    def stop(self) -> None:
+        """At interpreter exit: end the thread (after its current slice) before the library is torn down."""
+        with self._cond:
+            self._stopping = True
+            thread = self._thread
+            self._cond.notify()
+        if thread is not None:
+            thread.join(timeout=1.0)
+
     def _after_fork(self) -> None:
         """A forked child has no thread: start afresh."""
         self._cond = threading.Condition()
         self._works = deque()
         self._thread = None
+        self._stopping = False
 
 
 PROGRESS = Progress()
@@ -149,3 +161,5 @@ def _reset_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
+# threading's exit hooks run before atexit's (where the emulator unmaps its segments); atexit is the fallback
+getattr(threading, "_register_atexit", atexit.register)(PROGRESS.stop)
