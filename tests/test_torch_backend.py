@@ -197,9 +197,13 @@ def _dead_peer_body(rank: int, n: int, root: bytes, port: int) -> str:
     if rank == 1:
         os.kill(os.getpid(), signal.SIGKILL)
     work = dist.all_reduce(torch.ones(1 << 14), async_op=True)
+    fut = work.get_future()              # failed by the progress thread, as DDP's reducer would see it
+    with pytest.raises(Exception) as via_future:
+        fut.wait()
     from hcomm_cffi import CommError
     with pytest.raises(CommError) as info:
         work.wait()
+    assert str(info.value) in str(via_future.value), (via_future.value, info.value)
     assert work.is_completed() and not work.is_success() and work.exception() is info.value
     with pytest.raises(CommError):
         work.wait()   # raised again, never swallowed
