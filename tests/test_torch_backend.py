@@ -57,6 +57,22 @@ def _ops_body(rank: int, n: int, root: bytes, port: int) -> str:
         big = torch.empty(n * 6)
         dist.all_gather_into_tensor(big, mine)
         assert torch.equal(big, torch.cat(vals))
+        for async_ops in (False, True):   # the coalesced forms (FSDP's): one work for several tensors
+            outs = [torch.empty(n * 6), torch.empty(n * 2)]
+            rs = [torch.empty(2), torch.empty(1)]
+            with dist._coalescing_manager(async_ops=async_ops) as cm:
+                dist.all_gather_into_tensor(outs[0], mine)
+                dist.all_gather_into_tensor(outs[1], mine[:2])
+            if async_ops:
+                cm.wait()
+            with dist._coalescing_manager(async_ops=async_ops) as cm:
+                dist.reduce_scatter_tensor(rs[0], mine[:2 * n], op=R.AVG)
+                dist.reduce_scatter_tensor(rs[1], mine[:n], op=R.AVG)   # torch applies the first op to all
+            if async_ops:
+                cm.wait()
+            assert torch.equal(outs[0], torch.cat(vals)) and torch.equal(outs[1], torch.cat([v[:2] for v in vals]))
+            assert torch.allclose(rs[0], (sum(vals) / n)[rank * 2:(rank + 1) * 2])
+            assert torch.allclose(rs[1], (sum(vals) / n)[rank:rank + 1])
         full = [torch.arange(n * 2, dtype=torch.float32) + r for r in range(n)]
         out = torch.empty(2)
         dist.reduce_scatter(out, list(full[rank].chunk(n)))
