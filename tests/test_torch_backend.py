@@ -195,6 +195,9 @@ def _async_body(rank: int, n: int, root: bytes, port: int) -> List[Any]:
         pending = not fut.done()
         value = fut.wait()[0]
         assert value is u and u.tolist() == [3.0] * 4
+        # a callback chained with then() (DDP comm hooks do) runs when the thread completes the Future
+        chained = pg.allreduce([torch.full((2,), rank + 1.0)]).get_future().then(lambda f: f.value()[0] * 10)
+        assert chained.wait().tolist() == [30.0, 30.0]
         return [started, expired, got_future, pending]
     finally:
         dist.destroy_process_group()

@@ -26,6 +26,7 @@ import functools
 import os
 import threading
 import time
+import warnings
 from collections import deque
 from typing import Any, Callable, Deque, Optional, Protocol, TypeVar
 
@@ -72,13 +73,15 @@ def serialised(method: F) -> F:
 
 
 class Advancing(Protocol):
-    """What the thread needs of a work: advance it for a while, fail it when it is overdue."""
+    """What the thread needs of a work: advance it a while, fail it when overdue, complete its Future."""
 
     def advance(self, seconds: Optional[float]) -> bool: ...
 
     def overdue(self, now: float) -> bool: ...
 
     def expire(self) -> None: ...
+
+    def publish(self) -> None: ...
 
 
 class Progress:
@@ -122,12 +125,17 @@ class Progress:
             with LOCK.lock:
                 try:
                     finished = work.advance(SLICE_S)
-                except BaseException:   # the work recorded the error on itself and on its Future
+                except BaseException:   # the work recorded its error; publish() hands it to the Future
                     finished = True
                 if not finished and work.overdue(time.monotonic()):
                     work.expire()
                     finished = True
-            if not finished:
+            if finished:
+                try:
+                    work.publish()             # outside the lock: the Future's callbacks run here
+                except BaseException as exc:   # the thread must live on: other works depend on it
+                    warnings.warn(f"hcomm progress thread: completing a Future failed: {exc!r}", RuntimeWarning)
+            else:
                 with self._cond:
                     self._works.append(work)   # round robin: the others get their turn
             while LOCK.wanted:

@@ -8,6 +8,7 @@ work raises its error from every ``wait()``; an expired ``wait(timeout)`` leaves
 """
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
 from typing import Any, Callable, List, Optional, Sequence
@@ -48,6 +49,7 @@ class HcommWork(dist._Work):
         self._error: Optional[BaseException] = None
         self._done = False
         self._future: Any = None
+        self._published: Optional[threading.Lock] = None   # made with the Future; taken once to complete it
         self._limit = limit
         self._deadline = None if limit is None else time.monotonic() + limit
 
@@ -75,13 +77,19 @@ class HcommWork(dist._Work):
                 self._then()
         except BaseException as exc:
             self._error = exc
-            if self._future is not None:
-                self._future.set_exception(exc)
             raise
         self._done = True
-        if self._future is not None:
-            self._future.set_result(self._result)
         return True
+
+    def publish(self) -> None:
+        """Complete the Future once with the outcome; called outside the library lock (its callbacks run here)."""
+        once = self._published
+        if once is None or not (self._done or self._error is not None) or not once.acquire(False):
+            return
+        if self._error is not None:
+            self._future.set_exception(self._error)
+        else:
+            self._future.set_result(self._result)
 
     def overdue(self, now: float) -> bool:
         """True when the process group's timeout has passed and the work is still pending."""
@@ -92,8 +100,6 @@ class HcommWork(dist._Work):
         extra = self._on_timeout(self._limit) if self._on_timeout is not None else ""  # type: ignore[arg-type]
         self._error = CommTimeoutError(f"{self.what} did not complete within {self._limit:g} s (its timeout: "
                                        f"the process group's, or the barrier's own){extra}")
-        if self._future is not None:
-            self._future.set_exception(self._error)
 
     # ------------------------------------------------------------------ torch's Work interface
     def wait(self, timeout: Any = None) -> bool:
@@ -110,11 +116,14 @@ class HcommWork(dist._Work):
         by_group = seconds is None and self._deadline is not None
         if by_group:
             seconds = max(0.0, self._deadline - time.monotonic())  # type: ignore[operator]
-        with LOCK:
-            finished = self.advance(seconds)
-            if not finished and by_group:
-                self.expire()
-                raise self._error  # type: ignore[misc]
+        try:
+            with LOCK:
+                finished = self.advance(seconds)
+                if not finished and by_group:
+                    self.expire()
+                    raise self._error  # type: ignore[misc]
+        finally:
+            self.publish()
         if not finished:
             extra = self._on_timeout(seconds) if self._on_timeout is not None else ""  # type: ignore[arg-type]
             raise CommTimeoutError(f"{self.what} did not complete within {seconds:g} s{extra} (the work is still "
@@ -130,6 +139,8 @@ class HcommWork(dist._Work):
                 return self.advance(0.0)
         except BaseException:
             return True
+        finally:
+            self.publish()
 
     def is_success(self) -> bool:
         """True when completed without an error."""
@@ -148,10 +159,8 @@ class HcommWork(dist._Work):
         with LOCK:
             if self._future is None:
                 self._future = torch.futures.Future()
-                if self._error is not None:
-                    self._future.set_exception(self._error)
-                elif self._done:
-                    self._future.set_result(self._result)
-                else:
+                self._published = threading.Lock()
+                if not self._done and self._error is None:
                     PROGRESS.add(self)
+        self.publish()
         return self._future
