@@ -20,6 +20,7 @@ from ..algorithms.dryrun import dry_run
 from ..algorithms.interface import Algorithm, CollectiveCall
 from ..algorithms.replay import Schedule, capture
 from ..algorithms.tasks import TaskBatch
+from .._ffi import ffi
 from ..binding import Binding
 from .. import settings
 from ..enums import DataType, ReduceOp, parse_reduce_op
@@ -478,9 +479,13 @@ class Comm:
     def _gather_signatures(self, sig: np.ndarray, target: Target) -> Tuple[np.ndarray, Staging]:
         """Enqueue the allgather of every rank's signature of this call on ``target``'s stream."""
         rows = np.full((self.size, consistency.SIG_WORDS), -1, np.int64)
-        staging = Staging(self.binding, self._staging)
-        sp = staging.device_ptr(as_buffer(sig, "signature"))
-        rp = staging.device_ptr(as_buffer(rows, "signatures", writable=True), copy_in=False, copy_out=True)
+        if self._staging:
+            staging = Staging(self.binding, True)
+            sp = staging.device_ptr(as_buffer(sig, "signature"))
+            rp = staging.device_ptr(as_buffer(rows, "signatures", writable=True), copy_in=False, copy_out=True)
+        else:   # the emulator: our own two arrays, used in place (every collective pays for this call)
+            staging = NO_STAGING
+            sp, rp = ffi.cast("char *", ffi.from_buffer(sig)), ffi.cast("char *", ffi.from_buffer(rows))
         self.binding.all_gather(sp, rp, consistency.SIG_WORDS, int(DataType.INT64), self._handle, target.stream)
         return rows, staging
 
