@@ -1,10 +1,17 @@
 """DDP training step and 8-byte all_reduce latency: backend gloo vs backend hcomm, on 2 and 4 local ranks.
 
-    python benchmarks/ddp_gloo_vs_hcomm.py [--ranks 2 4] [--steps 20]
+    python benchmarks/ddp_gloo_vs_hcomm.py [--ranks 2 4] [--steps 20] [--rounds 5]
 
-Each configuration runs in fresh processes (torch.multiprocessing spawn, TCP rendezvous on
-127.0.0.1); the model has ~4 MB of float32 parameters in several DDP buckets.  Prints one table:
-ms per training step, µs per 8-byte all_reduce, and the gloo/hcomm ratio.
+One set of processes per rank count (torch.multiprocessing spawn, TCP rendezvous on 127.0.0.1)
+runs both backends *interleaved*: the default group is hcomm, a second group over the same ranks
+is gloo (``new_group(backend="gloo")``), and each round times both (alternating which goes first),
+so load from other processes on the machine hits both alike; the table shows the medians over the
+rounds, and as ratio the median of the per-round gloo/hcomm ratios (> 1: hcomm is faster).  The model
+has ~4 MB of float32 parameters in several DDP buckets (1 MB).  Each rank count runs twice: with
+the package's collective signature check (on by default on the emulator: one extra allgather
+per collective, see hcomm_cffi/api/consistency.py) and with it off (HCOMM_CHECK_COLLECTIVES=0,
+what gloo does).  The emulator's schedule checker is off (HCOMM_SIM_CHECK=off), as hcomm bench
+sets it.
 """
 from __future__ import annotations
 
@@ -12,12 +19,15 @@ import argparse
 import datetime
 import os
 import socket
+import statistics
 import time
-from typing import Dict, List
+from typing import Any, Dict, List, Tuple
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+BACKENDS = ("gloo", "hcomm")
 
 
 def _port() -> int:
@@ -26,69 +36,90 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, n: int, backend: str, port: int, steps: int, out: "mp.Queue") -> None:
-    os.environ["HCOMM_SIM_CHECK"] = "off"   # benchmark: the emulator's checker off, as hcomm bench does
-    torch.set_num_threads(1)
-    if backend == "hcomm":
-        import hcomm_cffi.torch  # noqa: F401
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n,
-                            timeout=datetime.timedelta(seconds=120))
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512))
-    ddp = DDP(model, bucket_cap_mb=1)           # ~4 MB of parameters: several buckets
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-    x = torch.randn(16, 512)
-    for i in range(steps + 3):
-        if i == 3:
-            dist.barrier()
-            t0 = time.perf_counter()
+def _ddp_ms(ddp: Any, x: torch.Tensor, opt: Any, steps: int) -> float:
+    """Milliseconds per training step (forward, backward with the bucket allreduces, optimizer step)."""
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(steps):
         opt.zero_grad()
         ddp(x).pow(2).mean().backward()
         opt.step()
-    step_ms = (time.perf_counter() - t0) / steps * 1e3
-    t = torch.zeros(2, dtype=torch.float32)     # 8 bytes
-    reps = 200
-    for _ in range(20):
-        dist.all_reduce(t)
+    return (time.perf_counter() - t0) / steps * 1e3
+
+
+def _allreduce_us(group: Any, reps: int) -> float:
+    """Microseconds per blocking 8-byte all_reduce."""
+    t = torch.zeros(2, dtype=torch.float32)
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(reps):
-        dist.all_reduce(t)
-    lat_us = (time.perf_counter() - t0) / reps * 1e6
+        dist.all_reduce(t, group=group)
+    return (time.perf_counter() - t0) / reps * 1e6
+
+
+def _worker(rank: int, n: int, check: bool, port: int, steps: int, rounds: int, out: "mp.Queue") -> None:
+    os.environ["HCOMM_SIM_CHECK"] = "off"   # benchmark: the emulator's checker off, as hcomm bench does
+    os.environ["HCOMM_CHECK_COLLECTIVES"] = "1" if check else "0"
+    torch.set_num_threads(1)
+    import hcomm_cffi.torch  # noqa: F401
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    dist.init_process_group("hcomm", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n,
+                            timeout=datetime.timedelta(seconds=120))
+    groups = {"gloo": dist.new_group(backend="gloo"), "hcomm": None}
+    x = torch.randn(16, 512)
+    ddps = {}
+    for b in BACKENDS:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512))
+        ddp = DDP(model, bucket_cap_mb=1, process_group=groups[b])   # ~4 MB of parameters: several buckets
+        ddps[b] = (ddp, torch.optim.SGD(ddp.parameters(), lr=0.01))
+        _ddp_ms(ddps[b][0], x, ddps[b][1], 3)                    # warm-up
+        _allreduce_us(groups[b], 20)
+    times: Dict[str, List[Tuple[float, float]]] = {b: [] for b in BACKENDS}
+    for i in range(rounds):
+        for b in BACKENDS if i % 2 == 0 else BACKENDS[::-1]:   # alternate who goes first: drift cancels
+            ddp, opt = ddps[b]
+            times[b].append((_ddp_ms(ddp, x, opt, steps), _allreduce_us(groups[b], 200)))
     if rank == 0:
-        out.put((step_ms, lat_us))
+        g, h = times["gloo"], times["hcomm"]
+        out.put({"gloo": tuple(statistics.median(r[k] for r in g) for k in (0, 1)),
+                 "hcomm": tuple(statistics.median(r[k] for r in h) for k in (0, 1)),
+                 "ratio": tuple(statistics.median(a[k] / b[k] for a, b in zip(g, h)) for k in (0, 1))})
     dist.destroy_process_group()
 
 
-def run(n: int, backend: str, steps: int) -> List[float]:
-    """Per-step ms and 8-byte all_reduce µs of rank 0."""
+def run(n: int, check: bool, steps: int, rounds: int) -> Dict[str, Tuple[float, float]]:
+    """Rank 0's median ms per DDP step and µs per 8-byte all_reduce per backend, and the median per-round ratio."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = _port()
-    procs = [ctx.Process(target=_worker, args=(r, n, backend, port, steps, q)) for r in range(n)]
+    procs = [ctx.Process(target=_worker, args=(r, n, check, port, steps, rounds, q)) for r in range(n)]
     for p in procs:
         p.start()
-    result = q.get(timeout=600)
-    for p in procs:
-        p.join(timeout=60)
-    return list(result)
+    try:
+        return q.get(timeout=900)
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
-    rows: Dict[int, Dict[str, List[float]]] = {}
+    print("| ranks | signature check | DDP step gloo | DDP step hcomm | gloo/hcomm | 8 B all_reduce gloo | "
+          "8 B all_reduce hcomm | gloo/hcomm |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in args.ranks:
-        rows[n] = {b: run(n, b, args.steps) for b in ("gloo", "hcomm")}
-    print("| ranks | DDP step gloo | DDP step hcomm | ratio | 8 B all_reduce gloo | 8 B all_reduce hcomm | ratio |")
-    print("|---|---|---|---|---|---|---|")
-    for n, r in rows.items():
-        g, h = r["gloo"], r["hcomm"]
-        print(f"| {n} | {g[0]:.1f} ms | {h[0]:.1f} ms | {g[0] / h[0]:.2f}x | {g[1]:.0f} µs | {h[1]:.0f} µs | "
-              f"{g[1] / h[1]:.2f}x |")
+        for check in (True, False):
+            r = run(n, check, args.steps, args.rounds)
+            g, h, q = r["gloo"], r["hcomm"], r["ratio"]
+            print(f"| {n} | {'on' if check else 'off'} | {g[0]:.1f} ms | {h[0]:.1f} ms | {q[0]:.2f}x | "
+                  f"{g[1]:.0f} µs | {h[1]:.0f} µs | {q[1]:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

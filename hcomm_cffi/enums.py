@@ -233,18 +233,28 @@ def dtype_from_numpy(dtype: Any) -> Optional[DataType]:
     return _NUMPY_TO_DTYPE.get(np.dtype(dtype))
 
 
+_TORCH_NAMES = {
+    "int8": DataType.INT8, "int16": DataType.INT16, "int32": DataType.INT32,
+    "float16": DataType.FP16, "float32": DataType.FP32, "int64": DataType.INT64,
+    "uint64": DataType.UINT64, "uint8": DataType.UINT8, "uint16": DataType.UINT16,
+    "uint32": DataType.UINT32, "float64": DataType.FP64, "bfloat16": DataType.BFP16,
+}
+_TORCH_SEEN: Dict[Any, Optional[DataType]] = {}   # torch dtype -> answer (every collective asks)
+
+
 def dtype_from_torch(dtype: Any) -> Optional[DataType]:
     """HCCL data type for a torch dtype (torch is only imported if a torch dtype is passed)."""
+    try:
+        return _TORCH_SEEN[dtype]
+    except (KeyError, TypeError):
+        pass
     name = str(dtype)
-    if not name.startswith("torch."):
-        return None
-    short = name[len("torch."):]
-    return {
-        "int8": DataType.INT8, "int16": DataType.INT16, "int32": DataType.INT32,
-        "float16": DataType.FP16, "float32": DataType.FP32, "int64": DataType.INT64,
-        "uint64": DataType.UINT64, "uint8": DataType.UINT8, "uint16": DataType.UINT16,
-        "uint32": DataType.UINT32, "float64": DataType.FP64, "bfloat16": DataType.BFP16,
-    }.get(short)
+    found = _TORCH_NAMES.get(name[len("torch."):]) if name.startswith("torch.") else None
+    try:
+        _TORCH_SEEN[dtype] = found
+    except TypeError:   # unhashable: answered, not remembered
+        pass
+    return found
 
 
 def parse_dtype(value: Any) -> DataType:

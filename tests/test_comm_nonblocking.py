@@ -184,3 +184,26 @@ def _stream_body(rank: int, n: int, root: bytes) -> List[Any]:
 def test_stream_ordered_collectives() -> None:
     res = run_ranks(2, _stream_body, timeout=60, env={"HCOMM_MAX_STREAMS": "2"})
     assert res[0][0] < 0.5, res
+
+
+def _mismatch_body(rank: int, n: int, root: bytes) -> List[str]:
+    """iallreduce of different counts: the signatures queued ahead are compared at wait(), on every rank."""
+    import hcomm_cffi as hcomm
+    w = hcomm.init(rank=rank, world_size=n, root_info=root)
+    try:
+        first = w.iallreduce(np.ones(4 + 2 * rank, np.float32))
+        second = w.iallreduce(np.ones(3, np.float32))      # queued behind it: not valid either
+        with pytest.raises(hcomm.CollectiveMismatchError) as info:
+            first.wait(30)
+        with pytest.raises(hcomm.CollectiveMismatchError):
+            first.wait(30)                                 # raised again, never a success on a second wait
+        with pytest.raises(hcomm.CommError, match="in flight when the communicator failed"):
+            second.wait(30)
+        return str(info.value)
+    finally:
+        hcomm.finalize()
+
+
+def test_nonblocking_mismatch_is_raised_from_wait() -> None:
+    for rank, msg in enumerate(run_ranks(2, _mismatch_body, timeout=60)):
+        assert msg.startswith(f"rank {rank} of communicator 'world': ranks disagree on the count of allreduce"), msg

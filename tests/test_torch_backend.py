@@ -57,6 +57,22 @@ def _ops_body(rank: int, n: int, root: bytes, port: int) -> str:
         big = torch.empty(n * 6)
         dist.all_gather_into_tensor(big, mine)
         assert torch.equal(big, torch.cat(vals))
+        for async_ops in (False, True):   # the coalesced forms (FSDP's): one work for several tensors
+            outs = [torch.empty(n * 6), torch.empty(n * 2)]
+            rs = [torch.empty(2), torch.empty(1)]
+            with dist._coalescing_manager(async_ops=async_ops) as cm:
+                dist.all_gather_into_tensor(outs[0], mine)
+                dist.all_gather_into_tensor(outs[1], mine[:2])
+            if async_ops:
+                cm.wait()
+            with dist._coalescing_manager(async_ops=async_ops) as cm:
+                dist.reduce_scatter_tensor(rs[0], mine[:2 * n], op=R.AVG)
+                dist.reduce_scatter_tensor(rs[1], mine[:n], op=R.AVG)   # torch applies the first op to all
+            if async_ops:
+                cm.wait()
+            assert torch.equal(outs[0], torch.cat(vals)) and torch.equal(outs[1], torch.cat([v[:2] for v in vals]))
+            assert torch.allclose(rs[0], (sum(vals) / n)[rank * 2:(rank + 1) * 2])
+            assert torch.allclose(rs[1], (sum(vals) / n)[rank:rank + 1])
         full = [torch.arange(n * 2, dtype=torch.float32) + r for r in range(n)]
         out = torch.empty(2)
         dist.reduce_scatter(out, list(full[rank].chunk(n)))
@@ -166,15 +182,31 @@ def _async_body(rank: int, n: int, root: bytes, port: int) -> List[Any]:
             expired = str(info.value)
         assert work.wait() and work.is_completed() and torch.all(t == 3.0)
         assert work.get_future().value()[0] is t
-        return [started, expired]
+        # get_future (what DDP's reducer waits on, in C++) returns at once; the backend's progress thread
+        # completes it while this thread makes no library call at all
+        dist.barrier()
+        if rank == 1:
+            time.sleep(1.0)
+        u = torch.full((4,), rank + 1.0)
+        pg = dist.distributed_c10d._get_default_group()
+        t0 = time.monotonic()
+        fut = pg.allreduce([u]).get_future()
+        got_future = time.monotonic() - t0
+        pending = not fut.done()
+        value = fut.wait()[0]
+        assert value is u and u.tolist() == [3.0] * 4
+        # a callback chained with then() (DDP comm hooks do) runs when the thread completes the Future
+        chained = pg.allreduce([torch.full((2,), rank + 1.0)]).get_future().then(lambda f: f.value()[0] * 10)
+        assert chained.wait().tolist() == [30.0, 30.0]
+        return [started, expired, got_future, pending]
     finally:
         dist.destroy_process_group()
 
 
 def test_async_op_returns_before_the_peer_joined_and_wait_timeout_expires() -> None:
     res = run_ranks(2, _async_body, _port(), timeout=60)
-    started, expired = res[0]
-    assert started < 0.5, res
+    started, expired, got_future, pending = res[0]
+    assert started < 0.5 and got_future < 0.5 and pending, res
     assert "rank 0 of process group" in expired and "hcomm allreduce did not complete within 0.2 s" in expired
 
 
@@ -184,9 +216,13 @@ def _dead_peer_body(rank: int, n: int, root: bytes, port: int) -> str:
     if rank == 1:
         os.kill(os.getpid(), signal.SIGKILL)
     work = dist.all_reduce(torch.ones(1 << 14), async_op=True)
+    fut = work.get_future()              # failed by the progress thread, as DDP's reducer would see it
+    with pytest.raises(Exception) as via_future:
+        fut.wait()
     from hcomm_cffi import CommError
     with pytest.raises(CommError) as info:
         work.wait()
+    assert str(info.value) in str(via_future.value), (via_future.value, info.value)
     assert work.is_completed() and not work.is_success() and work.exception() is info.value
     with pytest.raises(CommError):
         work.wait()   # raised again, never swallowed
@@ -214,6 +250,9 @@ def _bad_input_body(rank: int, n: int, root: bytes, port: int) -> str:
             dist.all_reduce(torch.ones(4, dtype=torch.int32), dist.ReduceOp.BAND)
         with pytest.raises(ValueError, match=r"ReduceOp.AVG needs a floating-point tensor"):
             dist.all_reduce(torch.ones(4, dtype=torch.int32), dist.ReduceOp.AVG)
+        with pytest.raises(TypeError, match=rf"^rank {rank} of process group .*: hcomm broadcast: tensor has dtype "
+                                            r"torch.bool; expected one of int8, "):
+            dist.broadcast(torch.ones(4, dtype=torch.bool), src=0)
         t = torch.ones(3)
         dist.all_reduce(t)         # the group still works after the rejected calls
         assert t.tolist() == [2.0] * 3
@@ -226,26 +265,74 @@ def test_bad_input_is_a_clear_error_not_a_hang() -> None:
     assert run_ranks(2, _bad_input_body, _port(), timeout=60) == ["ok"] * 2
 
 
-def _barrier_body(rank: int, n: int, root: bytes, port: int) -> str:
+def _barrier_body(rank: int, n: int, root: bytes, port: int) -> List[Any]:
     dist = _init(rank, n, port)
     try:
         dist.barrier()   # the first barrier sets up its resources with the peers (collective); time the second
         if rank == 1:
             time.sleep(2.0)
             dist.barrier()
-            return ""
-        from hcomm_cffi.torch import get_comm  # noqa: F401
+            time.sleep(1.5)   # skips the monitored barrier below for a while
+            dist.barrier()
+            return []
         pg = dist.distributed_c10d._get_default_group()
         from hcomm_cffi import CommTimeoutError
         work = pg.barrier()
         with pytest.raises(CommTimeoutError) as info:
             work.wait(datetime.timedelta(seconds=0.5))
         work.wait()
-        return str(info.value)
+        # monitored_barrier style: dist.barrier(timeout=...) fails within its timeout naming the late rank
+        t0 = time.monotonic()
+        with pytest.raises(CommTimeoutError) as monitored:
+            dist.barrier(timeout=datetime.timedelta(seconds=0.5))
+        took = time.monotonic() - t0
+        return [str(info.value), str(monitored.value), took]
     finally:
         dist.destroy_process_group()
 
 
 def test_barrier_timeout_names_the_missing_rank() -> None:
-    message = run_ranks(2, _barrier_body, _port(), timeout=60)[0]
+    message, monitored, took = run_ranks(2, _barrier_body, _port(), timeout=60)[0]
     assert "ranks that never entered it: [1]" in message, message
+    assert monitored.startswith("rank 0 of process group") and "hcomm barrier #2 did not complete within" in monitored
+    assert "ranks that never entered it: [1]" in monitored and took < 1.4, (monitored, took)
+
+
+def _mismatch_body(rank: int, n: int, root: bytes, port: int) -> List[str]:
+    dist = _init(rank, n, port, timeout=20)
+    from hcomm_cffi import CollectiveMismatchError, CommError
+    try:
+        # a wrong output size on one rank: refused there before anything moves; its corrected call pairs up
+        out = torch.empty(8 if rank else 5)
+        if rank == 0:
+            with pytest.raises(ValueError) as bad_size:
+                dist.all_gather_into_tensor(out, torch.full((4,), 1.0 + rank))
+            out = torch.empty(8)
+        dist.all_gather_into_tensor(out, torch.full((4,), 1.0 + rank))
+        assert out.tolist() == [1.0] * 4 + [2.0] * 4
+        # different allreduce sizes: the signature check, raised from wait(); blocking: before data moves
+        with pytest.raises(CollectiveMismatchError) as blocking:
+            dist.all_reduce(torch.ones(4 + 2 * rank))
+        t = torch.ones(3)
+        dist.all_reduce(t)                    # still usable: nothing moved
+        assert t.tolist() == [2.0] * 3
+        work = dist.all_reduce(torch.ones(4 + 2 * rank), async_op=True)
+        with pytest.raises(CollectiveMismatchError) as started:
+            work.wait()
+        with pytest.raises(CollectiveMismatchError):
+            work.wait()                       # raised again, never swallowed
+        with pytest.raises(CommError, match="unusable"):
+            dist.all_reduce(torch.ones(3))    # a started mismatched call may have moved data: the group is done
+        return [str(bad_size.value) if rank == 0 else "", str(blocking.value), str(started.value)]
+    finally:
+        dist.destroy_process_group()
+
+
+def test_mismatched_sizes_are_errors_naming_rank_and_operation() -> None:
+    res = run_ranks(2, _mismatch_body, _port(), timeout=90)
+    assert res[0][0].startswith("rank 0 of process group") and \
+        "hcomm all_gather_into_tensor: output_tensor has 5 elements; expected 8" in res[0][0], res
+    for rank, (_, blocking, started) in enumerate(res):
+        for msg in (blocking, started):
+            assert msg.startswith(f"rank {rank} of communicator 'world': ranks disagree on the count of allreduce"), msg
+            assert "rank 0 calls allreduce" in msg and "rank 1 calls allreduce" in msg, msg

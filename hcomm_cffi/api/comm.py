@@ -22,7 +22,7 @@ from ..algorithms.dryrun import dry_run
 from ..algorithms.interface import Algorithm, CollectiveCall
 from ..algorithms.replay import Schedule, capture
 from ..algorithms.tasks import TaskBatch
-from .._ffi import ffi as _ffi
+from .._ffi import ffi
 from ..binding import Binding
 from .. import flight, settings
 from ..enums import DataType, ReduceOp, parse_reduce_op
@@ -333,7 +333,7 @@ class Comm:
             return
         if len(self._on_device) > 4096:        # many short-lived arrays: start over
             self._forget_device_memory()
-        addr = int(_ffi.cast("uintptr_t", buf.ptr))
+        addr = int(ffi.cast("uintptr_t", buf.ptr))
         self._sim_lib.sim_register_device_memory(addr, buf.nbytes)
         self._on_device[key] = addr
 
@@ -455,19 +455,21 @@ class Comm:
         alg, call, in_place, staging, what = self._prepare(coll, algorithm, send, recv, count, dtype, op, root,
                                                            nbytes, recv_count)
         target = self._targets.get(stream)
-        signatures = None
+        signatures = sig = None
         slot = observe.issue(self, self._seq, coll, alg.name, count, nbytes, dtype, op, observe.root_of(coll, root))
         try:
             batch = self._batch_for(alg, call, in_place, send, recv, target)
             self._targets.order(target)
             if self._check_signatures:   # compared when the request completes: a started call must not block
-                signatures = self._gather_signatures(consistency.signature(self._seq, call, alg.name), target)
+                sig = consistency.signature(self._seq, call, alg.name)
+                signatures = self._gather_signatures(sig, target)
             batch.launch()
             if slot >= 0:
                 self._flight.running(slot)
         except HcclError as exc:
             raise self._fail(exc, what) from exc
-        pending = Pending(self, what, target.stream, staging, (send, recv), alg.name, signatures, slot)
+        # ``sig`` is kept too: the queued allgather reads it when it runs (on the emulator: in place, no copy)
+        pending = Pending(self, what, target.stream, staging, (send, recv, sig), alg.name, signatures, slot)
         self._inflight.add(pending)
         return pending
 
@@ -569,9 +571,13 @@ class Comm:
     def _gather_signatures(self, sig: np.ndarray, target: Target) -> Tuple[np.ndarray, Staging]:
         """Enqueue the allgather of every rank's signature of this call on ``target``'s stream."""
         rows = np.full((self.size, consistency.SIG_WORDS), -1, np.int64)
-        staging = Staging(self.binding, self._staging)
-        sp = staging.device_ptr(as_buffer(sig, "signature"))
-        rp = staging.device_ptr(as_buffer(rows, "signatures", writable=True), copy_in=False, copy_out=True)
+        if self._staging:
+            staging = Staging(self.binding, True)
+            sp = staging.device_ptr(as_buffer(sig, "signature"))
+            rp = staging.device_ptr(as_buffer(rows, "signatures", writable=True), copy_in=False, copy_out=True)
+        else:   # the emulator: our own two arrays, used in place (every collective pays for this call)
+            staging = NO_STAGING
+            sp, rp = ffi.cast("char *", ffi.from_buffer(sig)), ffi.cast("char *", ffi.from_buffer(rows))
         self.binding.all_gather(sp, rp, consistency.SIG_WORDS, int(DataType.INT64), self._handle, target.stream)
         return rows, staging
 

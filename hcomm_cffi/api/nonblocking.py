@@ -11,6 +11,9 @@ long time without calling the library delays its peers, it cannot deadlock them:
 issues collectives of one communicator in the same order, each communicator keeps its
 collectives in one total order (one stream, or event-chained streams), and waiting on anything
 drives every queue of the process.  On Ascend the device runs the queued tasks by itself.
+The torch backend adds a driver of its own: a background thread that waits on the started
+collectives whose Future was asked for (:mod:`hcomm_cffi.torch.progress`), so they progress
+while the caller computes without calling the library.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from typing import Any, Optional, Tuple
 
 from ..errors import HcclError
 from .buffers import Staging
+from .errors import CommError
 from .request import Request
 from .streams import sync_stream
 
@@ -27,7 +31,7 @@ __all__ = ["Pending", "request_for"]
 class Pending:
     """One started collective: its stream, its buffers and staging until :meth:`sync` sees it done."""
 
-    __slots__ = ("comm", "what", "stream", "staging", "keep", "algorithm", "done", "signatures", "slot")
+    __slots__ = ("comm", "what", "stream", "staging", "keep", "algorithm", "done", "signatures", "slot", "error")
 
     def __init__(self, comm: Any, what: str, stream: Any, staging: Staging, keep: Tuple[Any, ...],
                  algorithm: str, signatures: Optional[Tuple[Any, Staging]] = None, slot: int = -1) -> None:
@@ -40,9 +44,15 @@ class Pending:
         self.done = False
         self.signatures = signatures   # (rows, staging) of the signature allgather queued ahead of the call
         self.slot = slot               # its flight-recorder slot (-1: none)
+        self.error: Optional[BaseException] = None   # the failure, raised again by every later sync
 
     def sync(self, timeout: Optional[float]) -> bool:
-        """Wait up to ``timeout`` s (None: the communicator's limits) for the stream; raises CommError on failure."""
+        """Wait up to ``timeout`` s (None: the communicator's limits) for the stream; raises CommError on failure.
+
+        A failed collective raises its error again on every later call (a second wait never reports success).
+        """
+        if self.error is not None:
+            raise self.error
         if self.done:
             return True
         try:
@@ -50,20 +60,32 @@ class Pending:
         except HcclError as exc:
             self._forget()
             self._check_signatures()          # a mismatch explains the failure better than its symptom
-            raise self.comm._fail(exc, self.what) from exc
+            self.error = self.comm._fail(exc, self.what)
+            raise self.error from exc
         if finished:
             if self.slot >= 0 and self.comm._flight is not None:
                 self.comm._flight.done(self.slot)
             self._forget()
             self._check_signatures()
+            broken = self.comm._broken
+            if broken:   # the stream failed while this was queued, and an earlier wait took the error
+                self.error = CommError(f"rank {self.comm.rank} of communicator {self.comm.name!r}: {self.what} was in "
+                                       f"flight when the communicator failed ({broken}); its result is not valid")
+                raise self.error
             self.staging.finish()
         return finished
 
     def _check_signatures(self) -> None:
         """Raise the mismatch of the signatures gathered ahead of this call, if they arrived and differ."""
         sig, self.signatures = self.signatures, None
-        if sig is not None and (sig[0] >= 0).all():
-            self.comm._check_signatures_of(sig[0], sig[1], started=True)
+        # arrived: every row's first word (the sequence number, never negative) was written; other
+        # words are -1 where they mean nothing (op, root, output count), so they cannot tell
+        if sig is not None and (sig[0][:, 0] >= 0).all():
+            try:
+                self.comm._check_signatures_of(sig[0], sig[1], started=True)
+            except BaseException as mismatch:
+                self.error = mismatch
+                raise
 
     def _forget(self) -> None:
         self.done = True

@@ -29,29 +29,31 @@ class Request:
 
     def wait(self, timeout: Optional[float] = None) -> Any:
         """Block until complete (raises CommTimeoutError after ``timeout`` s; the request stays pending)."""
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
-            raise ValueError(f"timeout={timeout!r}; expected None or a number of seconds >= 0")
-        if self._done:
-            return self._result
-        if not self._sync(timeout):
+        if not self.poll(timeout):
             from .errors import CommTimeoutError
             raise CommTimeoutError(f"{self.what} did not complete within {timeout:g} s (the request is still "
                                    "pending; wait again or check that the peer posts the matching call)")
+        return self._result
+
+    def poll(self, timeout: Optional[float]) -> bool:
+        """Wait up to ``timeout`` s (None: no limit of ours): True once complete, False if still pending.
+
+        Unlike wait(), an expired wait is not an exception: only a failure of the operation raises.
+        """
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
+            raise ValueError(f"timeout={timeout!r}; expected None or a number of seconds >= 0")
+        if self._done:
+            return True
+        if not self._sync(timeout):
+            return False
         self._done = True
         if self._finish is not None:
             self._result = self._finish()
-        return self._result
+        return True
 
     def test(self) -> bool:
         """Non-blocking: True (and finished) if the operation has completed."""
-        if self._done:
-            return True
-        if self._sync(0.0):
-            self._done = True
-            if self._finish is not None:
-                self._result = self._finish()
-            return True
-        return False
+        return self.poll(0.0)
 
     def __repr__(self) -> str:
         return f"<Request {self.what} {'done' if self._done else 'pending'}>"

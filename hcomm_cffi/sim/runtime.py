@@ -113,6 +113,9 @@ class Executor:
     def __init__(self) -> None:
         self.active: Set[Queue] = set()
         self.lock = threading.RLock()  # held while stepping, never while sleeping
+        # when peers were last checked, kept across run_until calls: many short timed waits (a polling
+        # thread's) must still find a dead peer, not only one wait longer than LIVENESS_EVERY_S
+        self.last_liveness = time.monotonic()
 
     # ------------------------------------------------------------------ submission
     def submit(self, queue: Queue, tasks: List[tuple]) -> None:
@@ -155,7 +158,6 @@ class Executor:
         """
         if done():
             return True
-        last_liveness = time.monotonic()
         while True:
             bells = self._doorbells()
             if self.step_all():
@@ -167,8 +169,8 @@ class Executor:
             now = time.monotonic()
             with self.lock:
                 self._expire(now)
-                if now - last_liveness >= LIVENESS_EVERY_S:
-                    last_liveness = now
+                if now - self.last_liveness >= LIVENESS_EVERY_S:
+                    self.last_liveness = now
                     self._check_peers()
             if done():
                 return True

@@ -26,6 +26,7 @@ from ..binding import get_binding
 from ..bootstrap import TorchStore, detect
 from ..bootstrap.rendezvous import exchange_root_info
 from .process_group import ProcessGroupHcomm
+from .progress import serialised
 from .work import HcommWork, seconds_of
 
 __all__ = ["BACKEND", "ProcessGroupHcomm", "HcommWork", "get_comm", "devices"]
@@ -56,6 +57,7 @@ def _world(store: Any, rank: int, size: int, timeout: Optional[float]) -> Comm:
     return world_api.init(rank=rank, world_size=size, root_info=root, exec_timeout=timeout)
 
 
+@serialised
 def _create(opts: Any, backend_options: Any) -> ProcessGroupHcomm:
     """The creator torch calls for every group of backend ``hcomm`` (extended API: we need the global ranks)."""
     store, rank, size = opts.store, opts.group_rank, opts.group_size
@@ -69,7 +71,7 @@ def _create(opts: Any, backend_options: Any) -> ProcessGroupHcomm:
         comm = _world(store, rank, size, timeout)
     else:
         comm = Comm(f"pg{opts.group_id}"[:127], ranks=ranks, parent=world, timeout=timeout)
-    return ProcessGroupHcomm(store, rank, size, comm)
+    return ProcessGroupHcomm(store, rank, size, comm, timeout)
 
 
 def get_comm(group: Any = None) -> Comm:

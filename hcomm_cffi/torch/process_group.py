@@ -10,7 +10,7 @@ not a reordering).  ``gather`` is an allgather kept on the root; uneven ``all_to
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -19,27 +19,37 @@ import torch.distributed as dist
 from ..api import live
 from ..api import world as world_api
 from ..api.comm import Comm
+from ..api.errors import CommError
 from ..api.request import Request
-from .work import HcommWork
+from ..enums import dtype_from_torch
+from .progress import serialised
+from .work import HcommWork, seconds_of
 
 __all__ = ["ProcessGroupHcomm", "DEVICES"]
 
 DEVICES = ("cpu", "npu")
-_OPS = {"SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max", "AVG": "sum"}
+_KIND = dist.ReduceOp.RedOpType
+_OPS = {_KIND.SUM: "sum", _KIND.PRODUCT: "prod", _KIND.MIN: "min", _KIND.MAX: "max", _KIND.AVG: "sum"}
+
+
+def _op_kind(op: Any) -> Any:
+    """The RedOpType of a ReduceOp (or RedOpType) value."""
+    return getattr(op, "op", op)
 
 
 def _op_name(op: Any) -> str:
-    """The RedOpType name of a ReduceOp (or RedOpType) value."""
-    kind = getattr(op, "op", op)
+    """The RedOpType name of a ReduceOp (or RedOpType) value, for messages."""
+    kind = _op_kind(op)
     return str(getattr(kind, "name", kind)).split(".")[-1]
 
 
 class ProcessGroupHcomm(dist.ProcessGroup):
     """The ``hcomm`` backend of one process group (world or new_group)."""
 
-    def __init__(self, store: Any, rank: int, size: int, comm: Comm) -> None:
+    def __init__(self, store: Any, rank: int, size: int, comm: Comm, timeout: Optional[float] = None) -> None:
         super().__init__(rank, size)  # the 3-argument (store, ...) form is not subclassable in torch 2.13
         self.comm = comm
+        self.timeout = timeout   # the group's timeout (s): a work still pending after it fails
         self._store = store
         self._barriers = 0
         self._group_name = ""
@@ -67,57 +77,99 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # ------------------------------------------------------------------ validation
     def _tensor(self, t: Any, what: str, arg: str) -> torch.Tensor:
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"hcomm {what}: {arg} is a {type(t).__name__}; expected a torch.Tensor")
-        if t.device.type not in DEVICES:
-            raise ValueError(f"hcomm {what}: {arg} is on device {t.device}; expected a cpu (or npu) tensor")
+            raise TypeError(f"{self._label(what)}: {arg} is a {type(t).__name__}; expected a torch.Tensor")
+        if not t.is_cpu and t.device.type not in DEVICES:
+            raise ValueError(f"{self._label(what)}: {arg} is on device {t.device}; expected a cpu (or npu) tensor")
+        if dtype_from_torch(t.dtype) is None:
+            raise TypeError(f"{self._label(what)}: {arg} has dtype {t.dtype}; expected one of int8, int16, int32, "
+                            "int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32 or float64")
         if not t.is_contiguous():
-            raise ValueError(f"hcomm {what}: {arg} is not contiguous (stride {tuple(t.stride())}, shape "
+            raise ValueError(f"{self._label(what)}: {arg} is not contiguous (stride {tuple(t.stride())}, shape "
                              f"{tuple(t.shape)}); expected a contiguous tensor (call .contiguous())")
         return t
 
     def _one(self, tensors: Sequence[Any], what: str) -> torch.Tensor:
         if len(tensors) != 1:
-            raise ValueError(f"hcomm {what}: got {len(tensors)} tensors; expected exactly one per rank")
+            raise ValueError(f"{self._label(what)}: got {len(tensors)} tensors; expected exactly one per rank")
         return self._tensor(tensors[0], what, "tensor")
 
-    def _op(self, opts: Any, what: str, t: torch.Tensor) -> str:
-        name = _op_name(opts.reduceOp)
-        if name not in _OPS:
-            raise ValueError(f"hcomm {what}: ReduceOp.{name} is not supported; expected SUM, AVG, PRODUCT, MIN or MAX")
-        if name == "AVG" and not t.is_floating_point():
-            raise ValueError(f"hcomm {what}: ReduceOp.AVG needs a floating-point tensor, got {t.dtype}")
-        return _OPS[name]
-
-    def _avg(self, opts: Any, t: torch.Tensor) -> Optional[Callable[[], None]]:
-        if _op_name(opts.reduceOp) != "AVG":
-            return None
+    def _op(self, opts: Any, what: str, t: torch.Tensor) -> Tuple[str, Optional[Callable[[], None]]]:
+        """The Comm op of torch's ReduceOp, and for AVG the division of ``t`` to run once the sum arrived."""
+        kind = _op_kind(opts.reduceOp)
+        op = _OPS.get(kind)
+        if op is None:
+            raise ValueError(f"{self._label(what)}: ReduceOp.{_op_name(kind)} is not supported; expected SUM, AVG, "
+                             "PRODUCT, MIN or MAX")
+        if kind != _KIND.AVG:
+            return op, None
+        if not t.is_floating_point():
+            raise ValueError(f"{self._label(what)}: ReduceOp.AVG needs a floating-point tensor, got {t.dtype}")
         size = self.comm.size
-        return lambda: t.div_(size)
+        return op, lambda: t.div_(size)
 
     def _size_check(self, what: str, arg: str, got: int, want: int) -> None:
         if got != want:
-            raise ValueError(f"hcomm {what}: {arg} has {got} elements; expected {want}")
+            raise ValueError(f"{self._label(what)}: {arg} has {got} elements; expected {want}")
+
+    @staticmethod
+    def _apart(t: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``t``, or a copy of it when it shares memory with ``out`` (FSDP2 gathers from a slice of the output)."""
+        a, b = t.data_ptr(), out.data_ptr()
+        if a < b + out.numel() * out.element_size() and b < a + t.numel() * t.element_size():
+            return t.clone()
+        return t
+
+    def _label(self, what: str) -> str:
+        return f"rank {self.comm.rank} of process group {self._group_name or self.comm.name!r}: hcomm {what}"
 
     def _work(self, what: str, reqs: List[Request], result: List[Any], then: Optional[Callable[[], None]] = None,
-              on_timeout: Optional[Callable[[float], str]] = None) -> HcommWork:
-        return HcommWork(f"rank {self.comm.rank} of process group {self._group_name or self.comm.name!r}: hcomm "
-                         f"{what}", reqs, result, then, on_timeout)
+              on_timeout: Optional[Callable[[float], str]] = None, limit: Optional[float] = None) -> HcommWork:
+        return HcommWork(self._label(what), reqs, result, then, on_timeout,
+                         limit if limit is not None else self.timeout)
+
+    def _collective(self, what: str, opts: Any, run: Callable[[bool], Any], result: List[Any],
+                    then: Optional[Callable[[], None]] = None) -> HcommWork:
+        """Run one collective ``run(async_op)``: started, or at once when torch waits right away.
+
+        torch sets ``opts.asyncOp`` False when the caller waits on the work immediately
+        (``dist.all_reduce(t)``): the blocking path is then cheaper than a started collective
+        plus a wait.  Its failure is raised from the work's ``wait()``, as for a started one.
+        """
+        if opts is None or getattr(opts, "asyncOp", True):
+            return self._work(what, [run(True)], result, then)
+        try:
+            run(False)
+            if then is not None:
+                then()
+        except CommError as exc:
+            return HcommWork.finished(self._label(what), result, exc)
+        return HcommWork.finished(self._label(what), result)
+
+    def _combine(self, what: str, works: List[HcommWork], result: List[Any]) -> HcommWork:
+        """One work for several (the coalesced operations): done when all are, failed when one failed."""
+        failed = next((w._error for w in works if w._error is not None), None)
+        if failed is not None:
+            return HcommWork.finished(self._label(what), result, failed)
+        then = [w._then for w in works if w._then is not None]
+        return self._work(what, [r for w in works for r in w._requests], result,
+                          (lambda: [f() for f in then]) if then else None)
 
     # ------------------------------------------------------------------ collectives
+    @serialised
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.AllreduceOptions()
         t = self._one(tensors, "allreduce")
-        op = self._op(opts, "allreduce", t)
-        return self._work("allreduce", [self.comm.iallreduce(t, op)], tensors, self._avg(opts, t))
+        op, avg = self._op(opts, "allreduce", t)
+        return self._collective("allreduce", opts, lambda a: self.comm.allreduce(t, op, async_op=a), tensors, avg)
 
+    @serialised
     def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
         ts = [self._tensor(t, "allreduce_coalesced", f"tensors[{i}]") for i, t in enumerate(tensors)]
         if len({t.dtype for t in ts}) > 1:
-            raise ValueError("hcomm allreduce_coalesced: tensors have different dtypes; expected one dtype")
+            raise ValueError(f"{self._label('allreduce_coalesced')}: tensors have different dtypes; expected one dtype")
         flat = torch.cat([t.reshape(-1) for t in ts])
-        op = self._op(opts, "allreduce_coalesced", flat)
-        avg = self._avg(opts, flat)
+        op, avg = self._op(opts, "allreduce_coalesced", flat)
 
         def unpack() -> None:
             if avg is not None:
@@ -126,26 +178,31 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             for t in ts:
                 t.copy_(flat[offset:offset + t.numel()].view_as(t))
                 offset += t.numel()
-        return self._work("allreduce_coalesced", [self.comm.iallreduce(flat, op)], tensors, unpack)
+        return self._collective("allreduce_coalesced", opts, lambda a: self.comm.allreduce(flat, op, async_op=a),
+                                tensors, unpack)
 
+    @serialised
     def broadcast(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.BroadcastOptions()
         t = self._one(tensors, "broadcast")
-        return self._work("broadcast", [self.comm.ibroadcast(t, opts.rootRank)], tensors)
+        return self._collective("broadcast", opts, lambda a: self.comm.broadcast(t, opts.rootRank, async_op=a), tensors)
 
+    @serialised
     def reduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ReduceOptions()
         t = self._one(tensors, "reduce")
-        op = self._op(opts, "reduce", t)
-        avg = self._avg(opts, t) if self.comm.rank == opts.rootRank else None
-        return self._work("reduce", [self.comm.ireduce(t, opts.rootRank, op)], tensors, avg)
+        op, avg = self._op(opts, "reduce", t)
+        avg = avg if self.comm.rank == opts.rootRank else None
+        return self._collective("reduce", opts, lambda a: self.comm.reduce(t, opts.rootRank, op, async_op=a), tensors,
+                                avg)
 
+    @serialised
     def allgather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],
                   opts: Any = None) -> HcommWork:
         t = self._one(input_list, "allgather")
         outs = output_lists[0] if len(output_lists) == 1 else None
         if outs is None or len(outs) != self.comm.size:
-            raise ValueError(f"hcomm allgather: expected one output list of {self.comm.size} tensors")
+            raise ValueError(f"{self._label('allgather')}: expected one output list of {self.comm.size} tensors")
         for i, o in enumerate(outs):
             self._size_check("allgather", f"output_tensors[{i}]", o.numel(), t.numel())
         stacked = torch.empty((self.comm.size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
@@ -153,63 +210,72 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         def unpack() -> None:
             for i, o in enumerate(outs):
                 o.copy_(stacked[i].view_as(o))
-        return self._work("allgather", [self.comm.iallgather(t, out=stacked)], output_lists, unpack)
+        return self._collective("allgather", opts, lambda a: self.comm.allgather(t, out=stacked, async_op=a),
+                                output_lists, unpack)
 
+    @serialised
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
         what = "all_gather_into_tensor"
         out, t = self._tensor(output, what, "output_tensor"), self._tensor(input, what, "input_tensor")
         self._size_check(what, "output_tensor", out.numel(), self.comm.size * t.numel())
-        return self._work(what, [self.comm.iallgather(t, out=out)], [out])
+        t = self._apart(t, out)
+        return self._collective(what, opts, lambda a: self.comm.allgather(t, out=out, async_op=a), [out])
 
     _allgather_base = all_gather_single
 
+    @serialised
     def allgather_into_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
         works = [self.all_gather_single(o, i, opts) for o, i in zip(outputs, inputs)]
-        return self._work("all_gather_into_tensor_coalesced", [r for w in works for r in w._requests], outputs)
+        return self._combine("all_gather_into_tensor_coalesced", works, outputs)
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
+    @serialised
     def reduce_scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],
                        opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         out = self._one(output_list, "reduce_scatter")
         ins = input_lists[0] if len(input_lists) == 1 else None
         if ins is None or len(ins) != self.comm.size:
-            raise ValueError(f"hcomm reduce_scatter: expected one input list of {self.comm.size} tensors")
+            raise ValueError(f"{self._label('reduce_scatter')}: expected one input list of {self.comm.size} tensors")
         for i, x in enumerate(ins):
             self._tensor(x, "reduce_scatter", f"input_list[{i}]")
             self._size_check("reduce_scatter", f"input_list[{i}]", x.numel(), out.numel())
         flat = torch.cat([x.reshape(-1) for x in ins])
-        op = self._op(opts, "reduce_scatter", out)
-        return self._work("reduce_scatter", [self.comm.ireduce_scatter(flat, op, out=out.view(-1))], output_list,
-                          self._avg(opts, out))
+        op, avg = self._op(opts, "reduce_scatter", out)
+        return self._collective("reduce_scatter", opts,
+                                lambda a: self.comm.reduce_scatter(flat, op, out=out.view(-1), async_op=a), output_list,
+                                avg)
 
+    @serialised
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         what = "reduce_scatter_tensor"
         out, t = self._tensor(output, what, "output"), self._tensor(input, what, "input")
         self._size_check(what, "input", t.numel(), self.comm.size * out.numel())
-        op = self._op(opts, what, out)
-        return self._work(what, [self.comm.ireduce_scatter(t.view(-1), op, out=out.view(-1))], [out],
-                          self._avg(opts, out))
+        t = self._apart(t, out)
+        op, avg = self._op(opts, what, out)
+        return self._collective(what, opts,
+                                lambda a: self.comm.reduce_scatter(t.view(-1), op, out=out.view(-1), async_op=a), [out],
+                                avg)
 
     _reduce_scatter_base = reduce_scatter_single
 
+    @serialised
     def reduce_scatter_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
         works = [self.reduce_scatter_single(o, i, opts) for o, i in zip(outputs, inputs)]
-        then = [w._then for w in works if w._then is not None]
-        return self._work("reduce_scatter_tensor_coalesced", [r for w in works for r in w._requests], outputs,
-                          (lambda: [f() for f in then]) if then else None)
+        return self._combine("reduce_scatter_tensor_coalesced", works, outputs)
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
+    @serialised
     def alltoall(self, output_list: List[torch.Tensor], input_list: List[torch.Tensor],
                  opts: Any = None) -> HcommWork:
         n = self.comm.size
         if len(output_list) != n or len(input_list) != n:
-            raise ValueError(f"hcomm alltoall: expected {n} input and {n} output tensors")
+            raise ValueError(f"{self._label('alltoall')}: expected {n} input and {n} output tensors")
         ins = [self._tensor(x, "alltoall", f"input_tensor_list[{i}]") for i, x in enumerate(input_list)]
         outs = [self._tensor(x, "alltoall", f"output_tensor_list[{i}]") for i, x in enumerate(output_list)]
         flat_in = torch.cat([x.reshape(-1) for x in ins])
@@ -223,6 +289,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 offset += o.numel()
         return self._work("alltoall", reqs, output_list, unpack)
 
+    @serialised
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: List[int],
                           input_split_sizes: List[int], opts: Any = None) -> HcommWork:
         what = "all_to_all_single"
@@ -233,13 +300,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         if not input_split_sizes and not output_split_sizes:
             self._size_check(what, "output", out.numel(), t.numel())
             if t.numel() % n:
-                raise ValueError(f"hcomm {what}: input has {t.numel()} elements, not divisible by {n} ranks")
-            return self._work(what, [self.comm.ialltoall(t.view(-1), out=out.view(-1))], [out])
+                raise ValueError(f"{self._label(what)}: input has {t.numel()} elements, not divisible by {n} ranks")
+            return self._collective(what, opts, lambda a: self.comm.alltoall(t.view(-1), out=out.view(-1), async_op=a),
+                                    [out])
         sends = [s * row_in for s in input_split_sizes] if input_split_sizes else [t.numel() // n] * n
         recvs = [s * row_out for s in output_split_sizes] if output_split_sizes else [out.numel() // n] * n
         for arg, sizes, total in (("input_split_sizes", sends, t.numel()), ("output_split_sizes", recvs, out.numel())):
             if len(sizes) != n or sum(sizes) != total:
-                raise ValueError(f"hcomm {what}: {arg} covers {sum(sizes)} of {total} elements in {len(sizes)} "
+                raise ValueError(f"{self._label(what)}: {arg} covers {sum(sizes)} of {total} elements in {len(sizes)} "
                                  f"parts; expected {n} parts covering the tensor")
         return self._work(what, self._alltoallv(t.view(-1), out.view(-1), sends, recvs, what), [out])
 
@@ -261,6 +329,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 reqs.append(self.comm.isend(flat_in[so[dst]:so[dst + 1]], dst))
         return reqs
 
+    @serialised
     def gather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],
                opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.GatherOptions()
@@ -268,7 +337,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         root = opts.rootRank
         outs = output_lists[0] if self.comm.rank == root else []
         if self.comm.rank == root and len(outs) != self.comm.size:
-            raise ValueError(f"hcomm gather: expected {self.comm.size} output tensors on the root")
+            raise ValueError(f"{self._label('gather')}: expected {self.comm.size} output tensors on the root")
         stacked = torch.empty((self.comm.size,) + tuple(t.shape), dtype=t.dtype)
 
         def unpack() -> None:
@@ -276,6 +345,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 o.copy_(stacked[i].view_as(o))
         return self._work("gather", [self.comm.iallgather(t, out=stacked)], output_lists, unpack)
 
+    @serialised
     def scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],
                 opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ScatterOptions()
@@ -285,7 +355,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             return self._work("scatter", [self.comm.irecv(out, root)], output_list)
         ins = input_lists[0]
         if len(ins) != self.comm.size:
-            raise ValueError(f"hcomm scatter: expected {self.comm.size} input tensors on the root")
+            raise ValueError(f"{self._label('scatter')}: expected {self.comm.size} input tensors on the root")
         for i, x in enumerate(ins):
             self._size_check("scatter", f"scatter_list[{i}]", self._tensor(x, "scatter", f"scatter_list[{i}]").numel(),
                              out.numel())
@@ -293,12 +363,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._work("scatter", [self.comm.isend(x, r) for r, x in enumerate(ins) if r != me], output_list)
 
     # ------------------------------------------------------------------ point-to-point
+    @serialised
     def send(self, tensors: List[torch.Tensor], dst: int, tag: int = 0) -> HcommWork:
         t = self._one(tensors, "send")
         header = torch.tensor([tag, t.numel()], dtype=torch.int64)
         return self._work(f"send to rank {dst} (tag {tag})", [self.comm.isend(header, dst), self.comm.isend(t, dst)],
                           tensors)
 
+    @serialised
     def recv(self, tensors: List[torch.Tensor], src: int, tag: int = 0) -> HcommWork:
         t = self._one(tensors, "recv")
         header = torch.empty(2, dtype=torch.int64)
@@ -313,9 +385,10 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._work(what, [head, self.comm.irecv(t, src)], tensors, check)
 
     def recv_anysource(self, tensors: List[torch.Tensor], tag: int = 0) -> HcommWork:
-        raise NotImplementedError("hcomm recv: receiving from any source is not supported; pass src=")
+        raise NotImplementedError(f"{self._label('recv')}: receiving from any source is not supported; pass src=")
 
     # ------------------------------------------------------------------ barrier
+    @serialised
     def barrier(self, opts: Any = None) -> HcommWork:
         seq = self._barriers
         self._barriers += 1
@@ -326,8 +399,10 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         def missing(_: float) -> str:
             gone = [r for r in range(size) if not self._store.check([key(r)])]
             return f"; ranks that never entered it: {gone}" if gone else ""
-        return self._work(f"barrier #{seq}", [self.comm.ibarrier()], [], None, missing)
+        limit = seconds_of(opts.timeout) if opts is not None else None   # dist.barrier(timeout=...)
+        return self._work(f"barrier #{seq}", [self.comm.ibarrier()], [], None, missing, limit)
 
+    @serialised
     def shutdown(self) -> None:
         """Release the communicator (the world is finalized with the default group)."""
         if self.comm is live.current_world():

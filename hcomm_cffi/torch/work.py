@@ -1,13 +1,14 @@
 """HcommWork: a ``torch.distributed`` Work over this package's Requests.
 
 A ``dist._Work`` subclass, not ``_create_work_from_future``: a Work made from a Future swallows the
-exception and ``wait()`` returns True, while the errors here must reach the caller.  The emulator
-progresses inside library calls (see :mod:`hcomm_cffi.api.nonblocking`), so ``get_future()``
-completes the work before returning its (then finished) Future: code that only waits on the
-Future (DDP's reducer) is never left blocked on work nothing drives.
+exception and ``wait()`` returns True, while the errors here must reach the caller.  A failed
+work raises its error from every ``wait()``; an expired ``wait(timeout)`` leaves it pending.
+``get_future()`` returns at once: the Future is completed by the backend's progress thread
+(:mod:`hcomm_cffi.torch.progress`), so DDP's bucket allreduces overlap the backward pass.
 """
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
 from typing import Any, Callable, List, Optional, Sequence
@@ -17,6 +18,7 @@ import torch.distributed as dist
 
 from ..api.errors import CommTimeoutError
 from ..api.request import Request
+from .progress import LOCK, PROGRESS
 
 __all__ = ["HcommWork", "seconds_of"]
 
@@ -30,64 +32,115 @@ def seconds_of(timeout: Any) -> Optional[float]:
 
 
 class HcommWork(dist._Work):
-    """Completes when its requests have; ``then`` runs once after (copies out, AVG's division...)."""
+    """Completes when its requests have; ``then`` runs once after (copies out, AVG's division...).
+
+    ``limit``: the process group's timeout in seconds; past it the progress thread fails the Future.
+    """
 
     def __init__(self, what: str, requests: Sequence[Request], result: List[Any],
                  then: Optional[Callable[[], None]] = None,
-                 on_timeout: Optional[Callable[[float], str]] = None) -> None:
+                 on_timeout: Optional[Callable[[float], str]] = None, limit: Optional[float] = None) -> None:
         super().__init__()
         self.what = what
-        self._requests = list(requests)
+        self._requests = requests
         self._result = result
         self._then = then
         self._on_timeout = on_timeout
         self._error: Optional[BaseException] = None
         self._done = False
-        self._future: Any = torch.futures.Future()
+        self._future: Any = None
+        self._published: Optional[threading.Lock] = None   # made with the Future; taken once to complete it
+        self._limit = limit
+        self._deadline = None if limit is None else time.monotonic() + limit
 
-    def _complete(self, seconds: Optional[float]) -> None:
+    @classmethod
+    def finished(cls, what: str, result: List[Any], error: Optional[BaseException] = None) -> "HcommWork":
+        """A work that already ran (the blocking path); ``error`` is raised from its wait()."""
+        work = cls(what, (), result)
+        work._done = error is None
+        work._error = error
+        return work
+
+    # ------------------------------------------------------------------ progress
+    def advance(self, seconds: Optional[float]) -> bool:
+        """Drive the work for up to ``seconds`` (None: until done); True once done; raises its failure."""
         if self._error is not None:
             raise self._error
         if self._done:
-            return
+            return True
         deadline = None if seconds is None else time.monotonic() + seconds
         try:
             for req in self._requests:
-                req.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                if not req.poll(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                    return False
             if self._then is not None:
                 self._then()
-        except CommTimeoutError as exc:
-            if seconds is None:
-                self._fail(exc)
-            extra = self._on_timeout(seconds) if self._on_timeout is not None else ""
-            raise CommTimeoutError(f"{self.what} did not complete within {seconds:g} s{extra} (the work is still "
-                                   "pending; wait again)") from exc
         except BaseException as exc:
-            self._fail(exc)
+            self._error = exc
+            raise
         self._done = True
-        self._future.set_result(self._result)
+        return True
 
-    def _fail(self, exc: BaseException) -> None:
-        self._error = exc
-        self._future.set_exception(exc)
-        raise exc
+    def publish(self) -> None:
+        """Complete the Future once with the outcome; called outside the library lock (its callbacks run here)."""
+        once = self._published
+        if once is None or not (self._done or self._error is not None) or not once.acquire(False):
+            return
+        if self._error is not None:
+            self._future.set_exception(self._error)
+        else:
+            self._future.set_result(self._result)
 
+    def overdue(self, now: float) -> bool:
+        """True when the process group's timeout has passed and the work is still pending."""
+        return self._deadline is not None and now > self._deadline and not self._done and self._error is None
+
+    def expire(self) -> None:
+        """Fail the work (and its Future) for exceeding the process group's timeout."""
+        extra = self._on_timeout(self._limit) if self._on_timeout is not None else ""  # type: ignore[arg-type]
+        self._error = CommTimeoutError(f"{self.what} did not complete within {self._limit:g} s (its timeout: "
+                                       f"the process group's, or the barrier's own){extra}")
+
+    # ------------------------------------------------------------------ torch's Work interface
     def wait(self, timeout: Any = None) -> bool:
-        """Block until done (``timeout``: a timedelta; raises CommTimeoutError, the work stays pending)."""
-        self._complete(seconds_of(timeout))
+        """Block until done (raises CommTimeoutError after ``timeout``, a timedelta; the work stays pending).
+
+        Without ``timeout`` the wait ends at the process group's timeout (counted from the start),
+        and the work then fails with CommTimeoutError (and so does its Future).
+        """
+        if self._done:
+            return True
+        if self._error is not None:
+            raise self._error
+        seconds = seconds_of(timeout)
+        by_group = seconds is None and self._deadline is not None
+        if by_group:
+            seconds = max(0.0, self._deadline - time.monotonic())  # type: ignore[operator]
+        try:
+            with LOCK:
+                finished = self.advance(seconds)
+                if not finished and by_group:
+                    self.expire()
+                    raise self._error  # type: ignore[misc]
+        finally:
+            self.publish()
+        if not finished:
+            extra = self._on_timeout(seconds) if self._on_timeout is not None else ""  # type: ignore[arg-type]
+            raise CommTimeoutError(f"{self.what} did not complete within {seconds:g} s{extra} (the work is still "
+                                   "pending; wait again)")
         return True
 
     def is_completed(self) -> bool:
-        """True once finished or failed (tests the requests without blocking)."""
+        """True once finished or failed (tests the requests without blocking long)."""
         if self._done or self._error is not None:
             return True
-        if all(req.test() for req in self._requests):
-            try:
-                self._complete(None)
-            except BaseException:
-                pass
+        try:
+            with LOCK:
+                return self.advance(0.0)
+        except BaseException:
             return True
-        return False
+        finally:
+            self.publish()
 
     def is_success(self) -> bool:
         """True when completed without an error."""
@@ -102,9 +155,12 @@ class HcommWork(dist._Work):
         return self._result
 
     def get_future(self) -> Any:
-        """A Future of the output tensors, completed here (its errors are set on it, not raised)."""
-        try:
-            self._complete(None)
-        except BaseException:
-            pass
+        """A Future of the output tensors, completed (or failed) by the progress thread; returns at once."""
+        with LOCK:
+            if self._future is None:
+                self._future = torch.futures.Future()
+                self._published = threading.Lock()
+                if not self._done and self._error is None:
+                    PROGRESS.add(self)
+        self.publish()
         return self._future
