@@ -42,9 +42,10 @@ class _Kinded:
     """What every task type adds to its fields: the kind's name, and copy/pickle without the kind argument."""
 
     __slots__ = ()
+    _FILLED = 1     # leading elements the constructor fills in (the kind; the ACL stream tasks' thread too)
 
     def __getnewargs__(self) -> tuple:
-        return tuple(self)[1:]   # type: ignore[call-overload]  # the constructors fill in the kind
+        return tuple(self)[self._FILLED:]   # type: ignore[call-overload]
 
     @property
     def name(self) -> str:
@@ -265,6 +266,7 @@ class EventRecord(_Kinded, _EventRecord):
     """aclrtRecordEvent: one more record of ``event`` completed when the stream reaches it."""
 
     __slots__ = ()
+    _FILLED = 2
 
     def __new__(cls, event: "SimEvent") -> "EventRecord":
         return _new(cls, (EVENT_RECORD, None, event))
@@ -281,6 +283,7 @@ class EventWait(_Kinded, _EventWait):
     """aclrtStreamWaitEvent: the stream waits until ``records`` records of ``event`` have completed."""
 
     __slots__ = ()
+    _FILLED = 2
 
     def __new__(cls, event: "SimEvent", records: int) -> "EventWait":
         return _new(cls, (EVENT_WAIT, None, event, records))
@@ -296,6 +299,7 @@ class HostCall(_Kinded, _HostCall):
     """A host function run in stream order (aclrtMemcpyAsync's copy)."""
 
     __slots__ = ()
+    _FILLED = 2
 
     def __new__(cls, fn: Callable[[], Any]) -> "HostCall":
         return _new(cls, (CALL, None, fn))
