@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import copy
 import pickle
+from typing import List, Tuple
 
 import pytest
 
+from hcomm_cffi._ffi import ffi
 from hcomm_cffi.enums import DataType, ReduceOp
 from hcomm_cffi.sim import runtime, tasks
 
@@ -64,3 +66,47 @@ def test_task_bytes_counts_elements_times_itemsize() -> None:
 
 def test_runtime_still_exports_the_kind_codes() -> None:
     assert (runtime.C_WAIT, runtime.UFUNC, runtime.KIND_NAMES) == (tasks.C_WAIT, tasks.UFUNC, tasks.KIND_NAMES)
+
+
+def _issued_kinds(rank: int, n: int, root: bytes) -> List[Tuple[str, str, bool]]:
+    """Every data-plane call prepared into one batch: (type name, kind name, rebuilt by its type == itself)."""
+    from hcomm_cffi.enums import Engine
+    from simhelp import open_rank
+
+    env = open_rank(rank, n, root)
+    try:
+        b, raw = env.b, getattr(env.lib, "raw", env.lib)
+        ch = env.channels([1 - rank])[1 - rank]
+        th = b.thread_acquire_with_stream(env.comm, Engine.CPU_TS, env.stream, 2)
+        peer_buf, _ = b.channel_get_hccl_buffer(env.comm, ch)
+        mine = ffi.cast("char *", env.buf)
+        f32, add = int(DataType.FP32), int(ReduceOp.SUM)
+        calls = [(b.local_copy, (th, mine, mine + 64, 16)),
+                 (b.local_reduce, (th, mine, mine + 64, 4, f32, add)),
+                 (b.thread_notify_record, (th, th, 1)),
+                 (b.thread_notify_wait, (th, 1, 5)),
+                 (raw.HcommThreadNotifyWaitOnThreadWithDefaultTimeout, (th, 1)),
+                 (b.channel_notify_record, (th, ch, 0)),
+                 (b.channel_notify_wait, (th, ch, 0, 5)),
+                 (b.write, (th, ch, peer_buf, mine, 16)),
+                 (b.read, (th, ch, mine, peer_buf, 16)),
+                 (b.write_reduce, (th, ch, peer_buf, mine, 4, f32, add)),
+                 (b.read_reduce, (th, ch, mine, peer_buf, 4, f32, add))]
+        prepared = raw.sim_prepare_batch(b, calls)      # built as issued, never launched
+        (issued,) = prepared.tasks.values()
+        return [(type(t).__name__, t.name, copy.copy(t) == t) for t in issued]
+    finally:
+        env.close()
+
+
+def test_the_data_plane_builds_each_call_as_its_own_kind() -> None:
+    # the issue path builds tasks with tuple.__new__(Type, (KIND, ...)): the type and the kind code must agree
+    from multiproc import run_ranks
+
+    want = [("LocalCopy", "LocalCopy"), ("LocalReduce", "LocalReduce"), ("ThreadRecord", "ThreadNotifyRecord"),
+            ("ThreadWait", "ThreadNotifyWait"), ("ThreadWait", "ThreadNotifyWait"),
+            ("ChannelRecord", "ChannelNotifyRecord"), ("ChannelWait", "ChannelNotifyWait"), ("Write", "Write"),
+            ("Read", "Read"), ("WriteReduce", "WriteReduce"), ("ReadReduce", "ReadReduce")]
+    for issued in run_ranks(2, _issued_kinds, timeout=60):
+        assert [(cls, name) for cls, name, _ in issued] == want
+        assert all(same for _, _, same in issued)

@@ -19,12 +19,15 @@ from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, Proto
 from .errors import HcclResult, SimError, entry, warn_caller
 from .runtime import EXECUTOR, CheckerWarning, SimThread
 from .tasks import (
-    T_RECORD, T_WAIT, ChannelRecord, ChannelWait, LocalCopy, LocalReduce, Read, ReadReduce, Task, ThreadRecord,
-    ThreadWait, Write, WriteReduce,
+    C_RECORD, C_WAIT, COPY, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE, ChannelRecord,
+    ChannelWait, LocalCopy, LocalReduce, Read, ReadReduce, Task, ThreadRecord, ThreadWait, Write, WriteReduce,
 )
 from .state import SimState, c_string
 
 _NULL = ffi.NULL
+# tasks are built as tuple.__new__(Type, (KIND, ...)): the object Type(...) makes, without a Python-level
+# constructor call on the per-call issue path (tests/test_sim_tasks.py checks every type against its kind)
+_new = tuple.__new__
 _cast = ffi.cast
 
 __all__ = ["DataPlane", "PreparedBatch"]
@@ -197,7 +200,7 @@ class DataPlane:
             raise SimError(HcclResult.E_PTR, "dst or src is NULL")
         if len:
             self._local_operands(th, dst, src, len)
-            self._issue(th, LocalCopy(th, dst, src, len))
+            self._issue(th, _new(LocalCopy, (COPY, th, dst, src, len)))
         return 0
 
     @entry
@@ -209,7 +212,7 @@ class DataPlane:
         dt, op = _reduce_args(count, dataType, reduceOp)
         if count:
             self._local_operands(th, dst, src, count * dt.itemsize)
-            self._issue(th, LocalReduce(th, dst, src, count, dt, op))
+            self._issue(th, _new(LocalReduce, (REDUCE, th, dst, src, count, dt, op)))
         return 0
 
     # ------------------------------------------------------------------ notifies
@@ -222,7 +225,7 @@ class DataPlane:
         if dstNotifyIdx >= len(dst.notifies):
             raise SimError(HcclResult.E_PTR, f"dstNotifyIdx={dstNotifyIdx} is out of range: {dst.label} has "
                                              f"{len(dst.notifies)} notifies")
-        self._issue(th, ThreadRecord(th, dst, dstNotifyIdx))
+        self._issue(th, _new(ThreadRecord, (T_RECORD, th, dst, dstNotifyIdx)))
         return 0
 
     @entry
@@ -231,7 +234,7 @@ class DataPlane:
         if notifyIdx >= len(th.notifies):
             raise SimError(HcclResult.E_PTR, f"notifyIdx={notifyIdx} is out of range: {th.label} has "
                                              f"{len(th.notifies)} notifies")
-        self._issue(th, ThreadWait(th, notifyIdx, float(timeOut)))
+        self._issue(th, _new(ThreadWait, (T_WAIT, th, notifyIdx, float(timeOut))))
         return 0
 
     @entry
@@ -240,7 +243,7 @@ class DataPlane:
         if notifyIdx >= len(th.notifies):
             raise SimError(HcclResult.E_PTR, f"notifyIdx={notifyIdx} is out of range: {th.label} has "
                                              f"{len(th.notifies)} notifies")
-        self._issue(th, ThreadWait(th, notifyIdx, self.state.default_wait_s))
+        self._issue(th, _new(ThreadWait, (T_WAIT, th, notifyIdx, self.state.default_wait_s)))
         return 0
 
     @entry
@@ -258,7 +261,7 @@ class DataPlane:
         if remoteNotifyIdx >= ch.notify_num:
             raise SimError(HcclResult.E_INTERNAL, f"remoteNotifyIdx={remoteNotifyIdx} is out of range: the channel "
                                                   f"to rank {ch.peer} has {ch.notify_num} notifies")
-        self._issue(th, ChannelRecord(th, ch, remoteNotifyIdx))
+        self._issue(th, _new(ChannelRecord, (C_RECORD, th, ch, remoteNotifyIdx)))
         return 0
 
     @entry
@@ -267,7 +270,7 @@ class DataPlane:
         if localNotifyIdx >= ch.notify_num:
             raise SimError(HcclResult.E_INTERNAL, f"localNotifyIdx={localNotifyIdx} is out of range: the channel "
                                                   f"to rank {ch.peer} has {ch.notify_num} notifies")
-        self._issue(th, ChannelWait(th, ch, localNotifyIdx, float(timeOut)))
+        self._issue(th, _new(ChannelWait, (C_WAIT, th, ch, localNotifyIdx, float(timeOut))))
         return 0
 
     # ------------------------------------------------------------------ remote
@@ -278,7 +281,7 @@ class DataPlane:
             raise SimError(HcclResult.E_PTR, "dst or src is NULL")
         if len:
             self._in_peer_buffer(ch, dst, len, "dst")
-            self._issue(th, Write(th, ch, dst, src, len))
+            self._issue(th, _new(Write, (WRITE, th, ch, dst, src, len)))
         return 0
 
     @entry
@@ -288,7 +291,7 @@ class DataPlane:
             raise SimError(HcclResult.E_PTR, "dst or src is NULL")
         if len:
             self._in_peer_buffer(ch, src, len, "src")
-            self._issue(th, Read(th, ch, dst, src, len))
+            self._issue(th, _new(Read, (READ, th, ch, dst, src, len)))
         return 0
 
     @entry
@@ -300,7 +303,7 @@ class DataPlane:
         dt, op = _reduce_args(count, dataType, reduceOp)
         if count:
             self._in_peer_buffer(ch, dst, count * dt.itemsize, "dst")
-            self._issue(th, WriteReduce(th, ch, dst, src, count, dt, op))
+            self._issue(th, _new(WriteReduce, (WRITE_REDUCE, th, ch, dst, src, count, dt, op)))
         return 0
 
     @entry
@@ -314,7 +317,7 @@ class DataPlane:
         dt, op = _reduce_args(count, dataType, reduceOp)
         if count:
             self._in_peer_buffer(ch, src, count * dt.itemsize, "src")
-            self._issue(th, ReadReduce(th, ch, dst, src, count, dt, op))
+            self._issue(th, _new(ReadReduce, (READ_REDUCE, th, ch, dst, src, count, dt, op)))
         return 0
 
     # ------------------------------------------------------------------ prepared batches (schedule replay)
