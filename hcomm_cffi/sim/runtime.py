@@ -202,7 +202,7 @@ class Executor:
                 return True
             except Exception as exc:  # a bug or a bad address caught by Python
                 self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
-                                f"{q.name}: task {q.executed} ({task.name}) raised {exc!r}")
+                                f"{q.name}: task {q.executed} ({KIND_NAMES.get(task[0])}) raised {exc!r}")
                 return True
             if not done:
                 if not q.blocked_since:
@@ -277,6 +277,7 @@ class Executor:
         return self._execute(q, t)
 
     def _execute(self, q: Queue, t: Task) -> bool:
+        """Run task ``t`` of ``q``; False if it is a wait whose notify (or event) is not there yet."""
         kind = t[0]
         if kind == T_WAIT:
             th = t.thread
