@@ -21,7 +21,8 @@ from .errors import (
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
     SimError, entry, last_error, set_last_error,
 )
-from .runtime import CALL, EVENT_RECORD, EVENT_WAIT, EXECUTOR, Queue, SimEvent
+from .runtime import EXECUTOR, Queue, SimEvent
+from .tasks import EventRecord, EventWait, HostCall
 from .state import SimState, key_of
 
 SOC_NAME = b"Ascend910B (hcomm_cffi emulator)"
@@ -181,7 +182,7 @@ class AclRuntime:
         self._check_copy(dst, destMax, src, count, kind)
         q = self._stream(stream)
         if count:
-            EXECUTOR.submit(q, [(CALL, None, lambda: ffi.memmove(dst, src, count))])
+            EXECUTOR.submit(q, [HostCall(lambda: ffi.memmove(dst, src, count))])
             EXECUTOR.settle()
         return 0
 
@@ -294,7 +295,7 @@ class AclRuntime:
         ev = self._event(event)
         q = self._stream(stream)
         ev.recorded += 1
-        EXECUTOR.submit(q, [(EVENT_RECORD, None, ev)])
+        EXECUTOR.submit(q, [EventRecord(ev)])
         EXECUTOR.settle()
         return 0
 
@@ -302,7 +303,7 @@ class AclRuntime:
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
         ev = self._event(event)
         q = self._stream(stream)
-        EXECUTOR.submit(q, [(EVENT_WAIT, None, ev, ev.recorded)])
+        EXECUTOR.submit(q, [EventWait(ev, ev.recorded)])
         EXECUTOR.settle()
         return 0
 

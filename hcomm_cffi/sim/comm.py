@@ -30,6 +30,7 @@ from .futex import futex_wait, futex_wake
 from .races import RaceState, chk_bytes
 from .runtime import Queue, SimThread
 from .shm import SHM_DIR, Segment, owner_alive, sweep_stale, user_prefix
+from .tasks import Task
 
 MAGIC = 0x4D534348          # "HCSM"
 LAYOUT_VERSION = 1
@@ -117,7 +118,7 @@ class SimChannel:
         if self.signalled:
             self.signalled = []
 
-    def check_write(self, executor: Any, q: Queue, task: tuple, dst: Any, nbytes: int) -> None:
+    def check_write(self, executor: Any, q: Queue, task: Task, dst: Any, nbytes: int) -> None:
         """Checker: a write may not overwrite peer memory handed over and not yet released."""
         if self.comm.config.check == "off" or nbytes <= 0:
             return
@@ -125,7 +126,7 @@ class SimChannel:
         hi = lo + nbytes
         for a, b in self.signalled:
             if lo < b and a < hi:
-                executor.report(task[1], q, task,
+                executor.report(task.thread, q, task,
                                 f"write of {nbytes} bytes at offset {lo - self.buf_lo} of rank {self.peer}'s "
                                 f"HCCL buffer overlaps data already handed to it (offset {a - self.buf_lo}, "
                                 f"{b - a} bytes) that rank {self.peer} has not released by a notify since")

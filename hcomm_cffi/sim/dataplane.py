@@ -17,20 +17,24 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from .._ffi import ffi
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, Protocol, ReduceOp
 from .errors import HcclResult, SimError, entry, warn_caller
-from .runtime import (
-    C_RECORD, C_WAIT, COPY, EXECUTOR, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE,
-    CheckerWarning, SimThread,
+from .runtime import EXECUTOR, CheckerWarning, SimThread
+from .tasks import (
+    C_RECORD, C_WAIT, COPY, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE, ChannelRecord,
+    ChannelWait, LocalCopy, LocalReduce, Read, ReadReduce, Task, ThreadRecord, ThreadWait, Write, WriteReduce,
 )
 from .state import SimState, c_string
 
 _NULL = ffi.NULL
+# tasks are built as tuple.__new__(Type, (KIND, ...)): the object Type(...) makes, without a Python-level
+# constructor call on the per-call issue path (tests/test_sim_tasks.py checks every type against its kind)
+_new = tuple.__new__
 _cast = ffi.cast
 
 __all__ = ["DataPlane", "PreparedBatch"]
 
 
 class _Batch(threading.local):
-    tasks: Optional[Dict[SimThread, List[tuple]]] = None
+    tasks: Optional[Dict[SimThread, List[Task]]] = None
     tag: bytes = b""
 
 
@@ -45,7 +49,7 @@ class PreparedBatch:
 
     __slots__ = ("_binding", "_lib", "tasks")
 
-    def __init__(self, binding: Any, lib: "DataPlane", tasks: Dict[SimThread, Tuple[tuple, ...]]) -> None:
+    def __init__(self, binding: Any, lib: "DataPlane", tasks: Dict[SimThread, Tuple[Task, ...]]) -> None:
         self._binding = binding
         self._lib = lib
         self.tasks = tasks
@@ -97,7 +101,7 @@ class DataPlane:
         self._batch = _Batch()
 
     # ------------------------------------------------------------------ issuing
-    def _issue(self, th: SimThread, task: tuple) -> None:
+    def _issue(self, th: SimThread, task: Task) -> None:
         tasks = self._batch.tasks
         if tasks is not None:
             lst = tasks.get(th)
@@ -196,7 +200,7 @@ class DataPlane:
             raise SimError(HcclResult.E_PTR, "dst or src is NULL")
         if len:
             self._local_operands(th, dst, src, len)
-            self._issue(th, (COPY, th, dst, src, len))
+            self._issue(th, _new(LocalCopy, (COPY, th, dst, src, len)))
         return 0
 
     @entry
@@ -208,7 +212,7 @@ class DataPlane:
         dt, op = _reduce_args(count, dataType, reduceOp)
         if count:
             self._local_operands(th, dst, src, count * dt.itemsize)
-            self._issue(th, (REDUCE, th, dst, src, count, dt, op))
+            self._issue(th, _new(LocalReduce, (REDUCE, th, dst, src, count, dt, op)))
         return 0
 
     # ------------------------------------------------------------------ notifies
@@ -221,7 +225,7 @@ class DataPlane:
         if dstNotifyIdx >= len(dst.notifies):
             raise SimError(HcclResult.E_PTR, f"dstNotifyIdx={dstNotifyIdx} is out of range: {dst.label} has "
                                              f"{len(dst.notifies)} notifies")
-        self._issue(th, (T_RECORD, th, dst, dstNotifyIdx))
+        self._issue(th, _new(ThreadRecord, (T_RECORD, th, dst, dstNotifyIdx)))
         return 0
 
     @entry
@@ -230,7 +234,7 @@ class DataPlane:
         if notifyIdx >= len(th.notifies):
             raise SimError(HcclResult.E_PTR, f"notifyIdx={notifyIdx} is out of range: {th.label} has "
                                              f"{len(th.notifies)} notifies")
-        self._issue(th, (T_WAIT, th, notifyIdx, float(timeOut)))
+        self._issue(th, _new(ThreadWait, (T_WAIT, th, notifyIdx, float(timeOut))))
         return 0
 
     @entry
@@ -239,7 +243,7 @@ class DataPlane:
         if notifyIdx >= len(th.notifies):
             raise SimError(HcclResult.E_PTR, f"notifyIdx={notifyIdx} is out of range: {th.label} has "
                                              f"{len(th.notifies)} notifies")
-        self._issue(th, (T_WAIT, th, notifyIdx, self.state.default_wait_s))
+        self._issue(th, _new(ThreadWait, (T_WAIT, th, notifyIdx, self.state.default_wait_s)))
         return 0
 
     @entry
@@ -257,7 +261,7 @@ class DataPlane:
         if remoteNotifyIdx >= ch.notify_num:
             raise SimError(HcclResult.E_INTERNAL, f"remoteNotifyIdx={remoteNotifyIdx} is out of range: the channel "
                                                   f"to rank {ch.peer} has {ch.notify_num} notifies")
-        self._issue(th, (C_RECORD, th, ch, remoteNotifyIdx))
+        self._issue(th, _new(ChannelRecord, (C_RECORD, th, ch, remoteNotifyIdx)))
         return 0
 
     @entry
@@ -266,7 +270,7 @@ class DataPlane:
         if localNotifyIdx >= ch.notify_num:
             raise SimError(HcclResult.E_INTERNAL, f"localNotifyIdx={localNotifyIdx} is out of range: the channel "
                                                   f"to rank {ch.peer} has {ch.notify_num} notifies")
-        self._issue(th, (C_WAIT, th, ch, localNotifyIdx, float(timeOut)))
+        self._issue(th, _new(ChannelWait, (C_WAIT, th, ch, localNotifyIdx, float(timeOut))))
         return 0
 
     # ------------------------------------------------------------------ remote
@@ -277,7 +281,7 @@ class DataPlane:
             raise SimError(HcclResult.E_PTR, "dst or src is NULL")
         if len:
             self._in_peer_buffer(ch, dst, len, "dst")
-            self._issue(th, (WRITE, th, ch, dst, src, len))
+            self._issue(th, _new(Write, (WRITE, th, ch, dst, src, len)))
         return 0
 
     @entry
@@ -287,7 +291,7 @@ class DataPlane:
             raise SimError(HcclResult.E_PTR, "dst or src is NULL")
         if len:
             self._in_peer_buffer(ch, src, len, "src")
-            self._issue(th, (READ, th, ch, dst, src, len))
+            self._issue(th, _new(Read, (READ, th, ch, dst, src, len)))
         return 0
 
     @entry
@@ -299,7 +303,7 @@ class DataPlane:
         dt, op = _reduce_args(count, dataType, reduceOp)
         if count:
             self._in_peer_buffer(ch, dst, count * dt.itemsize, "dst")
-            self._issue(th, (WRITE_REDUCE, th, ch, dst, src, count, dt, op))
+            self._issue(th, _new(WriteReduce, (WRITE_REDUCE, th, ch, dst, src, count, dt, op)))
         return 0
 
     @entry
@@ -313,7 +317,7 @@ class DataPlane:
         dt, op = _reduce_args(count, dataType, reduceOp)
         if count:
             self._in_peer_buffer(ch, src, count * dt.itemsize, "src")
-            self._issue(th, (READ_REDUCE, th, ch, dst, src, count, dt, op))
+            self._issue(th, _new(ReadReduce, (READ_REDUCE, th, ch, dst, src, count, dt, op)))
         return 0
 
     # ------------------------------------------------------------------ prepared batches (schedule replay)
@@ -370,7 +374,7 @@ class DataPlane:
         EXECUTOR.settle()
         return 0
 
-    def _check_fork_join(self, tasks: Dict[SimThread, List[tuple]]) -> None:
+    def _check_fork_join(self, tasks: Dict[SimThread, List[Task]]) -> None:
         """Checker: secondary threads start by waiting on the main thread and end by signalling it."""
         threads = list(tasks)
         comm = threads[0].comm
@@ -386,11 +390,11 @@ class DataPlane:
             lst = tasks[th]
             if lst[0][0] != T_WAIT:
                 problems.append(f"{th.label} does not begin by waiting on a thread notify from the main thread "
-                                f"({main.label}); its first task is {_kind(lst[0])}")
+                                f"({main.label}); its first task is {lst[0].name}")
             last = lst[-1]
-            if last[0] != T_RECORD or last[2] is not main:
+            if last[0] != T_RECORD or last.target is not main:
                 problems.append(f"{th.label} does not end by recording a notify of the main thread ({main.label}); "
-                                f"its last task (step {len(lst) - 1}) is {_kind(last)}")
+                                f"its last task (step {len(lst) - 1}) is {last.name}")
         messages = [f"checker: rank {comm.rank}, batch: {text}" for text in problems]
         comm.reports.extend(messages)
         if messages and comm.config.check == "strict":
@@ -464,8 +468,3 @@ def _host_issues(threads: List[SimThread]) -> None:
         for th in threads:
             if th.comm.race is not None:
                 th.comm.race.host_issues(th)
-
-
-def _kind(task: tuple) -> str:
-    from .runtime import KIND_NAMES
-    return KIND_NAMES.get(task[0], str(task[0]))

@@ -31,7 +31,8 @@ from ..enums import DataType, ReduceOp
 from .comm import SimChannel, SimComm
 from .errors import HcclResult, SimError, entry
 from . import kernels
-from .runtime import C_RECORD, C_WAIT, COPY, EXECUTOR, REDUCE, REDUCE3, UFUNC, SimThread
+from .runtime import EXECUTOR, SimThread
+from .tasks import ChannelRecord, ChannelWait, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
 from .state import SimState
 
 NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
@@ -94,7 +95,7 @@ class NativeState:
     def __init__(self) -> None:
         self.channels: Dict[int, SimChannel] = {}
         self.seq = 0                           # symmetric chunks issued so far (parity = seq & 1)
-        self.cache: Dict[tuple, tuple] = {}    # small allreduce task lists
+        self.cache: Dict[tuple, Tuple[Task, ...]] = {}    # small allreduce task lists (key: call)
 
 
 class _Plan:
@@ -104,24 +105,24 @@ class _Plan:
         self.comm = comm
         self.th = th
         self.ch = channels
-        self.tasks: List[tuple] = []
+        self.tasks: List[Task] = []
         self.half = comm.buffer_bytes // 2
 
     def copy(self, dst: Any, src: Any, n: int) -> None:
         if n:
-            self.tasks.append((COPY, self.th, dst, src, n))
+            self.tasks.append(LocalCopy(self.th, dst, src, n))
 
     def reduce(self, dst: Any, src: Any, count: int, dt: DataType, op: ReduceOp) -> None:
         if count:
-            self.tasks.append((REDUCE, self.th, dst, src, count, dt, op))
+            self.tasks.append(LocalReduce(self.th, dst, src, count, dt, op))
 
     def handshake(self, peers: Sequence[int], idx: int, record: bool = True, wait: bool = True) -> None:
         if record:
             for p in peers:
-                self.tasks.append((C_RECORD, self.th, self.ch[p], idx))
+                self.tasks.append(ChannelRecord(self.th, self.ch[p], idx))
         if wait:
             for p in peers:
-                self.tasks.append((C_WAIT, self.th, self.ch[p], idx, 0.0))
+                self.tasks.append(ChannelWait(self.th, self.ch[p], idx, 0.0))
 
     def reduce_all(self, dst: Any, offset: int, n: int, dt: DataType, op: ReduceOp) -> None:
         """``dst`` = the ``op``-reduction, in rank order, of ``n`` elements at ``offset`` of every rank's scratch."""
@@ -132,17 +133,17 @@ class _Plan:
         if not n:
             return
         if dt == DataType.BFP16:  # reduced through float32 by the kernels
-            self.tasks.append((REDUCE3, self.th, dst, self.ccl(0) + offset, self.ccl(1) + offset, n, dt, op))
+            self.tasks.append(Reduce3(self.th, dst, self.ccl(0) + offset, self.ccl(1) + offset, n, dt, op))
             for r in range(2, nranks):
                 self.reduce(dst, self.ccl(r) + offset, n, dt, op)
             return
         # views made now, once: executing the task is then a bare ufunc call
         ufunc = kernels.ufunc_of(op)
         out = kernels.view(dst, n, dt)
-        self.tasks.append((UFUNC, self.th, ufunc, out, kernels.view(self.ccl(0) + offset, n, dt),
-                           kernels.view(self.ccl(1) + offset, n, dt)))
+        self.tasks.append(UfuncReduce(self.th, ufunc, out, kernels.view(self.ccl(0) + offset, n, dt),
+                                      kernels.view(self.ccl(1) + offset, n, dt)))
         for r in range(2, nranks):
-            self.tasks.append((UFUNC, self.th, ufunc, out, out, kernels.view(self.ccl(r) + offset, n, dt)))
+            self.tasks.append(UfuncReduce(self.th, ufunc, out, out, kernels.view(self.ccl(r) + offset, n, dt)))
 
     def stage_blocks(self, send: Any, block_count: int, off: int, n: int, esz: int) -> None:
         """Copy elements [off, off+n) of each of the nranks blocks of ``send`` into my buffer, packed."""
@@ -512,7 +513,7 @@ class NativeCollectives:
         items += [(1, recv + rd[i] * esz, rc[i], int(dt), i) for i in range(n) if i != me]
         if sc[me]:
             q = self.state.stream(stream)
-            EXECUTOR.submit(q, [(COPY, None, recv + rd[me] * esz, send + sd[me] * esz, sc[me] * esz)])
+            EXECUTOR.submit(q, [LocalCopy(None, recv + rd[me] * esz, send + sd[me] * esz, sc[me] * esz)])
         return self._p2p(items, comm, stream) if items else 0
 
     @entry
@@ -583,16 +584,16 @@ class NativeCollectives:
                 if kind == 0:
                     region = plan.ccl(comm.rank) + plan.half + peer * slice_bytes
                     plan.copy(region, buf + off * dt.itemsize, n * dt.itemsize)
-                    plan.tasks.append((C_RECORD, plan.th, plan.ch[peer], P2P_DATA))
+                    plan.tasks.append(ChannelRecord(plan.th, plan.ch[peer], P2P_DATA))
             for kind, buf, off, n, dt, peer in layer:  # receivers pull and release
                 if kind == 1:
-                    plan.tasks.append((C_WAIT, plan.th, plan.ch[peer], P2P_DATA, 0.0))
+                    plan.tasks.append(ChannelWait(plan.th, plan.ch[peer], P2P_DATA, 0.0))
                     region = plan.ccl(peer) + plan.half + comm.rank * slice_bytes
                     plan.copy(buf + off * dt.itemsize, region, n * dt.itemsize)
-                    plan.tasks.append((C_RECORD, plan.th, plan.ch[peer], P2P_DONE))
+                    plan.tasks.append(ChannelRecord(plan.th, plan.ch[peer], P2P_DONE))
             for kind, buf, off, n, dt, peer in layer:  # senders wait for the release
                 if kind == 0:
-                    plan.tasks.append((C_WAIT, plan.th, plan.ch[peer], P2P_DONE, 0.0))
+                    plan.tasks.append(ChannelWait(plan.th, plan.ch[peer], P2P_DONE, 0.0))
 
     @staticmethod
     def _check_root(c: SimComm, root: int) -> None:

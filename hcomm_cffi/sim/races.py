@@ -26,6 +26,7 @@ import numpy as np
 
 from .._ffi import ffi
 from .shm import Segment
+from .tasks import KIND_NAMES
 
 ACTORS_PER_RANK = 16       # vector-clock slots per rank; threads beyond share slots (fewer findings, never false)
 LOG_PER_RANK = 128         # access-log entries each rank keeps in every rank's log
@@ -205,8 +206,6 @@ class RaceState:
 
 def _describe(owner: int, lo: int, hi: int, write: bool, olo: int, ohi: int, other: int, other_info: int,
               other_step: int) -> str:
-    from .runtime import KIND_NAMES
-
     other_rank = other // ACTORS_PER_RANK
     other_thread = THREAD_HANDLE_BASE + (other_info >> 16)
     what = "write" if write else "read"

@@ -12,7 +12,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Deque, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Deque, List, Optional, Sequence, Set, Tuple
 
 from . import kernels
 from .. import trace as _trace
@@ -23,25 +23,15 @@ from .errors import (
 from .._ffi import ffi
 from .futex import sched_yield
 from .shm import owner_alive
+from .tasks import (  # the kind codes and names are re-exported: runtime.py named them first
+    C_RECORD, C_WAIT, CALL, COPY, EVENT_RECORD, EVENT_WAIT, KIND_NAMES, READ, READ_REDUCE, REDUCE, REDUCE3, T_RECORD,
+    T_WAIT, UFUNC, WRITE, WRITE_REDUCE, Task, task_bytes,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .comm import SimComm
 
 _cast = ffi.cast
-
-# task kinds (first element of a task tuple)
-COPY, REDUCE, WRITE, WRITE_REDUCE, READ, READ_REDUCE = range(6)
-T_RECORD, T_WAIT, C_RECORD, C_WAIT, EVENT_RECORD, EVENT_WAIT, CALL = range(6, 13)
-REDUCE3 = 13   # emulator-internal (native collectives): dst = op(a, b)
-UFUNC = 14     # emulator-internal: a NumPy ufunc over views made when the task was built
-
-KIND_NAMES = {
-    COPY: "LocalCopy", REDUCE: "LocalReduce", WRITE: "Write", WRITE_REDUCE: "WriteReduce",
-    READ: "Read", READ_REDUCE: "ReadReduce", T_RECORD: "ThreadNotifyRecord",
-    T_WAIT: "ThreadNotifyWait", C_RECORD: "ChannelNotifyRecord", C_WAIT: "ChannelNotifyWait",
-    EVENT_RECORD: "EventRecord", EVENT_WAIT: "StreamWaitEvent", CALL: "HostTask", REDUCE3: "Reduce3",
-    UFUNC: "Reduce",
-}
 
 SPIN_ROUNDS = 200           # sched_yield polls of the awaited words before sleeping on the doorbell
 MAX_SLEEP_S = 0.02          # bound on one futex sleep (guards against a lost wake-up)
@@ -68,7 +58,7 @@ class Queue:
     def __init__(self, name: str) -> None:
         self.name = name
         self.checked = False   # a thread of a communicator with the race checker runs here
-        self.tasks: Deque[tuple] = deque()
+        self.tasks: Deque[Task] = deque()
         self.error: Optional[Tuple[int, int, str]] = None  # (HcclResult, aclError, message)
         self.blocked_since = 0.0
         self.executed = 0
@@ -118,7 +108,7 @@ class Executor:
         self.last_liveness = time.monotonic()
 
     # ------------------------------------------------------------------ submission
-    def submit(self, queue: Queue, tasks: List[tuple]) -> None:
+    def submit(self, queue: Queue, tasks: Sequence[Task]) -> None:
         """Append tasks to a queue and make it runnable (a failed queue drops them)."""
         with self.lock:
             if queue.error is not None:
@@ -186,8 +176,8 @@ class Executor:
             tasks = q.tasks
             if tasks and tasks[0][0] == C_WAIT:
                 t = tasks[0]
-                ch = t[2]
-                words.append((ch.local_words, ch.local_base + t[3]))
+                ch = t.channel
+                words.append((ch.local_words, ch.local_base + t.index))
         if not words:
             return False
         for _ in range(SPIN_ROUNDS):
@@ -258,28 +248,28 @@ class Executor:
                 else:
                     warn_caller(message, CheckerWarning)
 
-    def _execute_checked(self, q: Queue, t: tuple) -> bool:
+    def _execute_checked(self, q: Queue, t: Task) -> bool:
         """``_execute`` with the race checker: clocks move with notifies, HCCL-buffer accesses are logged."""
         kind = t[0]
         if kind > C_WAIT:
             return self._execute(q, t)
-        th = t[1]
+        th = t.thread
         race = th.comm.race if th is not None else None   # native collectives' copies carry no thread
         if race is None:
             return self._execute(q, t)
         if kind == T_WAIT or kind == C_WAIT:
             if not self._execute(q, t):
                 return False
-            note = (race.thread_note(th, t[2]) if kind == T_WAIT
-                    else race.channel_note(th.comm.rank, t[2].local_slot, t[3]))
+            note = (race.thread_note(th, t.index) if kind == T_WAIT
+                    else race.channel_note(th.comm.rank, t.channel.local_slot, t.index))
             if note is not None:
                 race.acquire(th, note)
             return True
         if kind == T_RECORD:
-            race.release(th, race.thread_note(t[2], t[3]))
+            race.release(th, race.thread_note(t.target, t.index))
         elif kind == C_RECORD:
-            ch = t[2]
-            note = race.channel_note(ch.peer, ch.remote_slot, t[3])
+            ch = t.channel
+            note = race.channel_note(ch.peer, ch.remote_slot, t.index)
             race.release(th, note if note is not None else race.scratch_note)
         else:
             for owner, lo, hi, write in _accesses(th.comm, t):
@@ -288,77 +278,78 @@ class Executor:
                     self.report(th, q, t, found)
         return self._execute(q, t)
 
-    def _execute(self, q: Queue, t: tuple) -> bool:
+    def _execute(self, q: Queue, t: Task) -> bool:
+        """Run task ``t`` of ``q``; False if it is a wait whose notify (or event) is not there yet."""
         kind = t[0]
         if kind == T_WAIT:
-            th = t[1]
-            idx = t[2]
+            th = t.thread
+            idx = t.index
             if th.notifies[idx]:
                 th.notifies[idx] = 0
                 return True
             return False
         if kind == C_WAIT:
-            ch = t[2]
+            ch = t.channel
             words = ch.local_words
-            i = ch.local_base + t[3]
+            i = ch.local_base + t.index
             if words[i]:
                 words[i] = 0
                 ch.on_wait_done()
                 return True
             return False
         if kind == C_RECORD:
-            ch = t[2]
+            ch = t.channel
             words = ch.remote_words
-            i = ch.remote_base + t[3]
+            i = ch.remote_base + t.index
             if words[i]:
-                self.report(t[1], q, t, f"record of channel notify {t[3]} to rank {ch.peer} was absorbed: "
-                                        "the notify was still set (the peer has not waited on it yet)")
+                self.report(t.thread, q, t, f"record of channel notify {t.index} to rank {ch.peer} was absorbed: "
+                                            "the notify was still set (the peer has not waited on it yet)")
             words[i] = 1
             ch.on_record()
             ch.ring_peer()
             return True
         if kind == T_RECORD:
-            dst = t[2]
-            idx = t[3]
+            dst = t.target
+            idx = t.index
             if dst.notifies[idx]:
-                self.report(t[1], q, t, f"record of thread notify {idx} of {dst.label} was absorbed: "
-                                        "the notify was still set")
+                self.report(t.thread, q, t, f"record of thread notify {idx} of {dst.label} was absorbed: "
+                                            "the notify was still set")
             dst.notifies[idx] = 1
             dst.comm.ring_self()
             return True
         if kind == COPY:
-            kernels.copy(t[2], t[3], t[4])
+            kernels.copy(t.dst, t.src, t.nbytes)
             return True
         if kind == WRITE:
-            t[2].check_write(self, q, t, t[3], t[5])
-            kernels.copy(t[3], t[4], t[5])
+            t.channel.check_write(self, q, t, t.dst, t.nbytes)
+            kernels.copy(t.dst, t.src, t.nbytes)
             return True
         if kind == REDUCE:
-            kernels.reduce(t[2], t[3], t[4], t[5], t[6])
+            kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
             return True
         if kind == UFUNC:
-            t[2](t[4], t[5], out=t[3])
+            t.ufunc(t.a, t.b, out=t.out)
             return True
         if kind == REDUCE3:
-            kernels.reduce3(t[2], t[3], t[4], t[5], t[6], t[7])
+            kernels.reduce3(t.dst, t.a, t.b, t.count, t.dtype, t.op)
             return True
         if kind == WRITE_REDUCE:
-            t[2].check_write(self, q, t, t[3], t[5] * t[6].itemsize)
-            kernels.reduce(t[3], t[4], t[5], t[6], t[7])
+            t.channel.check_write(self, q, t, t.dst, t.count * t.dtype.itemsize)
+            kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
             return True
         if kind == READ:
-            kernels.copy(t[3], t[4], t[5])
+            kernels.copy(t.dst, t.src, t.nbytes)
             return True
         if kind == READ_REDUCE:
-            kernels.reduce(t[3], t[4], t[5], t[6], t[7])
+            kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
             return True
         if kind == EVENT_RECORD:
-            t[2].completed += 1
+            t.event.completed += 1
             return True
         if kind == EVENT_WAIT:
-            return t[2].completed >= t[3]
+            return t.event.completed >= t.records
         if kind == CALL:
-            t[2]()
+            t.fn()
             return True
         raise _TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, f"unknown task kind {kind}")
 
@@ -370,8 +361,8 @@ class Executor:
         q.error = (int(code), int(acl_code), message)
         for t in q.tasks:
             if t[0] == EVENT_RECORD:  # the record will never run: its waiters must not hang
-                t[2].completed += 1
-                t[2].error = q.error
+                t.event.completed += 1
+                t.event.error = q.error
         q.tasks.clear()
         q.blocked_since = 0.0
         self.active.discard(q)
@@ -383,7 +374,7 @@ class Executor:
                 if other.comm is comm and other.tasks:
                     self.fail_queue(other, code, acl_code, f"{other.name} aborted: {message}")
 
-    def report(self, thread: Any, q: Queue, task: tuple, text: str) -> None:
+    def report(self, thread: Any, q: Queue, task: Task, text: str) -> None:
         """A checker finding about ``task`` on ``q``; warns or fails the queue per HCOMM_SIM_CHECK."""
         comm = q.comm
         mode = comm.config.check if comm is not None else "warn"
@@ -391,7 +382,7 @@ class Executor:
             return
         rank = comm.rank if comm is not None else -1
         label = thread.label if thread is not None else q.name
-        message = f"checker: rank {rank}, {label}, step {q.executed}, task {KIND_NAMES.get(task[0])}: {text}"
+        message = f"checker: rank {rank}, {label}, step {q.executed}, task {task.name}: {text}"
         if _trace.ACTIVE:   # where to find it in the HCOMM_TRACE timeline
             message += f" [trace: rank {rank}, track {q.name!r}, task {q.executed}]"
         if comm is not None:
@@ -409,12 +400,12 @@ class Executor:
             if limit is None or now - q.blocked_since < limit:
                 continue
             if t[0] == T_WAIT:
-                th = t[1]
-                what = (f"rank {th.comm.rank}, {th.label}, thread notify {t[2]}, step {q.executed} (no local thread "
+                th = t.thread
+                what = (f"rank {th.comm.rank}, {th.label}, thread notify {t.index}, step {q.executed} (no local thread "
                         f"recorded it; {self._peer_waits(q, now)}; raise HCCL_EXEC_TIMEOUT if a peer is legitimately "
                         "slow)")
             else:
-                what = (f"{_channel_wait(q, t, now)} (rank {t[2].peer} never recorded it: it has not reached this "
+                what = (f"{_channel_wait(q, t, now)} (rank {t.channel.peer} never recorded it: it has not reached this "
                         "step of the same operation, or is itself waiting on another rank, which its own error "
                         "names; check that every rank issues the same operations, or raise HCCL_EXEC_TIMEOUT)")
             self.fail_queue(q, HcclResult.E_TIMEOUT, ACL_ERROR_RT_FFTS_PLUS_TIMEOUT,
@@ -436,12 +427,12 @@ class Executor:
                 continue
             t = q.tasks[0]
             if t[0] == C_WAIT:
-                ch = t[2]
+                ch = t.channel
                 if not owner_alive(ch.peer_ctl_path):
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} is gone (its process "
-                                    f"exited or was killed) while rank {ch.comm.rank} {t[1].label} waited on "
-                                    f"channel notify {t[3]}")
+                                    f"exited or was killed) while rank {ch.comm.rank} {t.thread.label} waited on "
+                                    f"channel notify {t.index}")
 
     # ------------------------------------------------------------------ sleeping
     def _doorbells(self) -> List[Tuple[Any, int]]:
@@ -476,21 +467,20 @@ def _own(comm: Any, ptr: Any, nbytes: int, write: bool) -> Optional[Tuple[int, i
     return comm.rank, max(lo, 0), min(hi, size), write
 
 
-def _accesses(comm: Any, t: tuple) -> List[Tuple[int, int, int, bool]]:
+def _accesses(comm: Any, t: Task) -> List[Tuple[int, int, int, bool]]:
     """HCCL-buffer accesses of a data task: (owner rank, lo, hi, write) with offsets in the owner's buffer."""
     kind = t[0]
+    nbytes = task_bytes(t)
     out: List[Tuple[int, int, int, bool]] = []
     if kind == COPY or kind == REDUCE:
-        nbytes = t[4] if kind == COPY else t[4] * t[5].itemsize
-        for access in (_own(comm, t[3], nbytes, False), _own(comm, t[2], nbytes, True)):
+        for access in (_own(comm, t.src, nbytes, False), _own(comm, t.dst, nbytes, True)):
             if access is not None:
                 out.append(access)
         return out
-    ch = t[2]
-    nbytes = t[5] if kind == WRITE or kind == READ else t[5] * t[6].itemsize
-    remote, local = (t[3], t[4]) if kind == WRITE or kind == WRITE_REDUCE else (t[4], t[3])
-    lo = int(_cast("uintptr_t", remote)) - ch.buf_lo
+    ch = t.channel
     remote_write = kind == WRITE or kind == WRITE_REDUCE
+    remote, local = (t.dst, t.src) if remote_write else (t.src, t.dst)
+    lo = int(_cast("uintptr_t", remote)) - ch.buf_lo
     out.append((ch.peer, lo, lo + nbytes, remote_write))
     mine = _own(comm, local, nbytes, not remote_write)
     if mine is not None:
@@ -498,25 +488,22 @@ def _accesses(comm: Any, t: tuple) -> List[Tuple[int, int, int, bool]]:
     return out
 
 
-def _channel_wait(q: Queue, t: tuple, now: float, with_rank: bool = True) -> str:
+def _channel_wait(q: Queue, t: Task, now: float, with_rank: bool = True) -> str:
     """'rank 1, thread 0x..., channel notify 0 from peer rank 3, step 2' (+ for how long, for a thread still waiting)."""
-    ch = t[2]
+    _, th, ch, index = t[:4]     # a ChannelWait: kind, thread, channel, index
     where = f"rank {ch.comm.rank}, " if with_rank else ""
-    text = f"{where}{t[1].label}, channel notify {t[3]} from peer rank {ch.peer}, step {q.executed}"
+    text = f"{where}{th.label}, channel notify {index} from peer rank {ch.peer}, step {q.executed}"
     return text if with_rank else f"{text} (for {now - q.blocked_since:.1f} s)"
 
 
-def _wait_limit(q: Queue, t: tuple) -> Optional[float]:
+def _wait_limit(q: Queue, t: Task) -> Optional[float]:
     """Timeout in seconds of a notify-wait task (0 means the communicator's HCCL_EXEC_TIMEOUT)."""
-    default = q.comm.config.exec_timeout_s if q.comm is not None else 86400.0
-    if t[0] == T_WAIT:
-        return t[3] or default
-    if t[0] == C_WAIT:
-        return t[4] or default
-    return None
+    if t[0] != T_WAIT and t[0] != C_WAIT:
+        return None
+    return t.timeout or (q.comm.config.exec_timeout_s if q.comm is not None else 86400.0)
 
 
-def _traced(q: Queue, task: tuple, t0: float, t1: float) -> None:
+def _traced(q: Queue, task: Task, t0: float, t1: float) -> None:
     """Hand a task that ran from ``t0`` to ``t1`` to the tracer (imported on first use: tracing is rare)."""
     from .tracing import record
     record(q, task, t0, t1)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any, Dict, Tuple
 
 from .. import trace
-from .runtime import (C_RECORD, C_WAIT, COPY, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE,
-                      KIND_NAMES, Queue)
+from .runtime import Queue
+from .tasks import (C_RECORD, C_WAIT, COPY, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE, Task,
+                    task_bytes)
 
 __all__ = ["record", "KINDS"]
 
@@ -30,43 +31,29 @@ def _nth(side: str, key: Tuple[Any, ...]) -> int:
     return n
 
 
-def _bytes(t: tuple) -> int:
-    kind = t[0]
-    if kind == COPY:
-        return t[4]
-    if kind == REDUCE:
-        return t[4] * t[5].itemsize
-    if kind in (WRITE, READ):
-        return t[5]
-    if kind in (WRITE_REDUCE, READ_REDUCE):
-        return t[5] * t[6].itemsize
-    return 0
-
-
-def record(q: Queue, t: tuple, t0: float, t1: float) -> None:
+def record(q: Queue, t: Task, t0: float, t1: float) -> None:
     """Trace task ``t`` of queue ``q`` that ran (or waited) from ``t0`` to ``t1``."""
     kind = t[0]
-    name = KINDS.get(kind) or KIND_NAMES.get(kind, str(kind)).lower()
+    name = KINDS.get(kind) or t.name.lower()
     out = into = None
     peer = -1
     if kind == C_RECORD or kind == C_WAIT:
-        ch = t[2]
+        ch = t.channel
         comm, me, peer = ch.comm.name, ch.comm.rank, ch.peer
         if kind == C_RECORD:
-            key: Tuple[Any, ...] = ("c", comm, me, peer, t[3])
+            key: Tuple[Any, ...] = ("c", comm, me, peer, t.index)
             out = trace.flow_id(*key, _nth("r", key))
         else:
-            key = ("c", comm, peer, me, t[3])
+            key = ("c", comm, peer, me, t.index)
             into = trace.flow_id(*key, _nth("w", key))
     elif kind == T_RECORD or kind == T_WAIT:
-        th = t[1]
-        target = t[2] if kind == T_RECORD else th
-        idx = t[3] if kind == T_RECORD else t[2]
-        key = ("t", th.comm.name, th.comm.rank, target.handle, idx)
+        th = t.thread
+        target = t.target if kind == T_RECORD else th
+        key = ("t", th.comm.name, th.comm.rank, target.handle, t.index)
         if kind == T_RECORD:
             out = trace.flow_id(*key, _nth("r", key))
         else:
             into = trace.flow_id(*key, _nth("w", key))
     elif kind in (WRITE, READ, WRITE_REDUCE, READ_REDUCE):
-        peer = t[2].peer
-    trace.task(q.name, name, t0, t1, _bytes(t), peer, q.executed, out, into)
+        peer = t.channel.peer
+    trace.task(q.name, name, t0, t1, task_bytes(t), peer, q.executed, out, into)
