@@ -309,7 +309,11 @@ class Comm:
                 b.free(ptr)
             self._retired.clear()
             self._scratch_ptr = None
-            b.comm_destroy(handle)
+            try:
+                b.comm_destroy(handle)
+                failed: Optional[HcclError] = None
+            except HcclError as exc:      # released anyway; say why after the rest is released too
+                failed = exc
             for lane in self._p2p.lanes.values():
                 b.destroy_stream(lane.stream)
             self._p2p.lanes.clear()
@@ -318,6 +322,12 @@ class Comm:
             observe.destroyed(self)
             if self._sim_lib is not None:
                 self._forget_device_memory()
+            if failed is not None:
+                if not self._broken:
+                    raise failed
+                # after a failure, notifies left set are its consequence (already reported), not a new error
+                warnings.warn(f"rank {self.rank}: destroy of {self.name!r} after an earlier failure: {failed}",
+                              RuntimeWarning, stacklevel=2)
 
     def _declare_device_memory(self, buf: Optional[Buffer]) -> None:
         """Emulator: declare a host buffer device memory, as staging makes it on CANN (once per address range).
