@@ -61,8 +61,10 @@ def test_three_members_one_differs_every_member_raises() -> None:
     for r in range(3):
         kind, secs, text, _ = res[r]
         assert kind == "error" and secs < 5, res[r]
-        assert "ranks 0, 1 list [0, 1, 2]; rank 2 lists [2, 1, 0]" in text or (
-            r in (0, 1) and f"rank {r} lists [0, 1, 2]; rank 2 lists [2, 1, 0]" in text), text
+        # a member raises at the first list that differs from its own, so it may not have heard from everyone
+        # yet: it names at least one other member's list beside rank 2's
+        assert "ranks 0, 1 list [0, 1, 2]; rank 2 lists [2, 1, 0]" in text or any(
+            f"rank {o} lists [0, 1, 2]; rank 2 lists [2, 1, 0]" in text for o in (0, 1)), text
 
 
 def test_different_member_sets_are_named() -> None:
