@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from ._ffi import ffi
 from .calltable import CFunction, Out, OutArray, install
@@ -475,6 +475,9 @@ class Binding:
 
     Besides the methods written here, every entry of :data:`C_FUNCTIONS` is a method.
     """
+
+    if TYPE_CHECKING:  # the table's methods are generated at import; to a type checker they are callables
+        def __getattr__(self, name: str) -> Callable[..., Any]: ...
 
     def __init__(self, lib: Any) -> None:
         self._lib = lib

@@ -305,9 +305,11 @@ class HostCall(_Kinded, _HostCall):
         return _new(cls, (CALL, None, fn))
 
 
-#: any task a queue runs
-Task = Union[LocalCopy, LocalReduce, Reduce3, UfuncReduce, Write, Read, WriteReduce, ReadReduce, ThreadRecord,
-             ThreadWait, ChannelRecord, ChannelWait, EventRecord, EventWait, HostCall]
+#: any task a queue runs.  The executor dispatches on the kind code ``t[0]``, which a type checker cannot
+#: narrow a Union by, so a task is typed as Any there; the named types above document each kind's fields.
+Task = Any
+TASK_TYPES = (LocalCopy, LocalReduce, Reduce3, UfuncReduce, Write, Read, WriteReduce, ReadReduce, ThreadRecord,
+              ThreadWait, ChannelRecord, ChannelWait, EventRecord, EventWait, HostCall)
 
 
 def task_bytes(t: Task) -> int:
