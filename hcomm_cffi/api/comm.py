@@ -486,7 +486,7 @@ class Comm:
     def _prepare(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
                  dtype: DataType, op: Optional[ReduceOp], root: int, nbytes: int, recv_count: Optional[int]
                  ) -> Tuple[Algorithm, CollectiveCall, bool, Staging, str]:
-        """The algorithm (cached per signature), the call with device pointers, and the signature check."""
+        """The algorithm (cached per signature), the call with device pointers, and the next sequence number."""
         key = (algorithm, coll, nbytes, dtype, op, root)
         choice = self._choices.get(key)
         if choice is None:

@@ -12,10 +12,12 @@ and mesh on another corrupts).  On by default on the emulator; on CANN with
 from __future__ import annotations
 
 import zlib
+from functools import lru_cache
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..algorithms import registry
 from ..algorithms.interface import COLLECTIVES, REDUCING, ROOTED, CollectiveCall
 from ..enums import DataType, ReduceOp
 from .errors import CommError
@@ -25,7 +27,6 @@ __all__ = ["SIG_WORDS", "CollectiveMismatchError", "signature", "describe", "com
 SIG_WORDS = 8
 _SEQ, _COLL, _COUNT, _DTYPE, _OP, _ROOT, _ALGO, _OUT = range(SIG_WORDS)
 _NAMES: Dict[int, str] = {}
-_KNOWN: List[bool] = []
 _FIELDS = {_COUNT: "count", _DTYPE: "dtype", _OP: "reduce op", _ROOT: "root", _ALGO: "algorithm",
            _OUT: "output count"}
 
@@ -34,9 +35,9 @@ class CollectiveMismatchError(CommError, ValueError):
     """Ranks called different collectives, or the same one with different arguments, at the same point."""
 
 
+@lru_cache(maxsize=1)
 def _known_names() -> None:
     """Names other ranks may send: the collectives and the registered algorithms (others print as hex)."""
-    from ..algorithms import registry
     for name in COLLECTIVES + registry.names():
         _id(name)
 
@@ -56,9 +57,7 @@ def signature(seq: int, call: CollectiveCall, algorithm: str) -> np.ndarray:
 
 def describe(row: Sequence[int]) -> str:
     """'allreduce #18 (count 1024 fp32, op sum, algorithm ring)'."""
-    if not _KNOWN:
-        _KNOWN.append(True)
-        _known_names()
+    _known_names()
     name = _NAMES.get(int(row[_COLL]), f"collective 0x{int(row[_COLL]):08x}")
     try:
         dtype = DataType(int(row[_DTYPE])).name.lower()

@@ -37,7 +37,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--devices", help="devices per server (with --servers)")
     p.add_argument("--ranktable", help="ranktable JSON file (version 1.0, 1.2 or 2.0)")
     p.add_argument("--intra-link", default="hccs", choices=("hccs", "pcie"), help="link inside a server")
-    p.add_argument("--op", default="allreduce", help=f"one of {', '.join(c.value for c in Collective)}")
+    p.add_argument("--op", help=f"one of {', '.join(c.value for c in Collective)} (default allreduce; for a user "
+                               "algorithm, the collective it implements when it implements one)")
     p.add_argument("--size", default="64M", help="message bytes, K/M/G suffix = 2^10/2^20/2^30 (default 64M)")
     p.add_argument("--out-size", help="output bytes of a user collective whose output differs from its input")
     p.add_argument("--engine", default="aicpu", help="cpu, cpu_ts, aicpu, aicpu_ts, aiv, ccu (default aicpu)")
@@ -237,10 +238,12 @@ def _render_derived(d: DryRun) -> str:
 
 def _user_algorithm(alg: Algorithm, topo: Topology, size: int, args: argparse.Namespace) -> int:
     """``hcomm plan`` of a user algorithm: the derived plan (it has no formula)."""
-    coll = args.op.strip().lower()
-    if alg.collectives is not None and coll not in alg.collectives and len(alg.collectives) == 1 \
-            and args.op == "allreduce":
-        coll = next(iter(alg.collectives))    # --op left at its default: the algorithm's only collective
+    if args.op is not None:
+        coll = args.op.strip().lower()
+    elif alg.collectives is not None and len(alg.collectives) == 1:
+        coll = next(iter(alg.collectives))    # no --op: the algorithm's only collective
+    else:
+        coll = "allreduce"
     try:
         d = _dry_run(alg, coll, topo, size, args)
     except (UnsupportedError, ValueError) as exc:
@@ -310,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
                   buffer_mb=_buffer_mb(args), inter_algorithm=args.inter)
     try:
         if args.compare:
-            cands = compare_algorithms(args.op, topo, size, **kwargs)  # type: ignore[arg-type]
+            cands = compare_algorithms(args.op or "allreduce", topo, size, **kwargs)  # type: ignore[arg-type]
             if args.json:
                 out: List[Dict[str, Any]] = [{"algorithm": c.algorithm, "valid": c.plan is not None,
                                               "reason": c.reason,
@@ -320,7 +323,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print(_render_compare(cands))
             return 0
-        plan = make_plan(args.op, topo, size, algo, **kwargs)  # type: ignore[arg-type]
+        plan = make_plan(args.op or "allreduce", topo, size, algo, **kwargs)  # type: ignore[arg-type]
     except InvalidAlgorithm as exc:
         raise CliError(f"--algo {algo}: {exc}") from None
     except ValueError as exc:
