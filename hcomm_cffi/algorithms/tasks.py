@@ -110,6 +110,10 @@ class TaskBatch:
             return
         b = self._b
         calls = self.calls if not _trace.HOST else [(_host_timed(fn), a) for fn, a in self.calls]
+        if len(self._unbatched) == len(calls):      # library collectives only (native): no batch mode
+            for fn, args in calls:
+                fn(*args)
+            return
         if not self._unbatched:
             b.batch_mode_start()
             try:

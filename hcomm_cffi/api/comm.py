@@ -33,6 +33,7 @@ from ..resources import ENGINE, Resources
 from . import consistency, live, membership, observe
 from .buffers import NO_STAGING, Buffer, Staging, as_buffer, new_like, overlaps
 from .errors import CommError, NotMemberError, wrap_failure
+from .fastcalls import FastCall, FastCalls, key_of
 from .nonblocking import Pending, request_for
 from .point_to_point import DRAIN_TIMEOUT_S, PointToPoint
 from .request import Request
@@ -179,6 +180,8 @@ class Comm:
         self._splits = 0                        # split() calls so far (collective: equal on every rank)
         self._flight: Any = None                # flight recorder ring (observe.created), None when off
         self._prepared: Dict[tuple, Any] = {}   # (schedule, buffers) -> its bound batch (emulator: prepared tasks)
+        self._fast = FastCalls()                # blocking calls on NumPy buffers seen before -> their batch
+        self._fast_ok = False                   # set in _setup: host buffers used in place (no staging)
 
     @classmethod
     def _from_handle(cls, binding: Binding, handle: Any, name: str, topology: TopologyArg = None,
@@ -205,6 +208,7 @@ class Comm:
         self._on_device: Dict[Tuple[Any, int], int] = {}     # (char *, bytes) -> address, declared on the emulator
         check = settings.value("HCOMM_CHECK_COLLECTIVES")
         self._check_signatures = (not self._staging) if check is None else bool(check)
+        self._fast_ok = not self._staging
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
         if self._check_signatures:
@@ -319,6 +323,7 @@ class Comm:
             self._p2p.lanes.clear()
             b.destroy_stream(self._stream)
             self._targets.clear()
+            self._fast.clear()
             observe.destroyed(self)
             if self._sim_lib is not None:
                 self._forget_device_memory()
@@ -349,7 +354,7 @@ class Comm:
 
     def _forget_device_memory(self) -> None:
         """Emulator: withdraw every range _declare_device_memory declared (prepared batches were validated on them)."""
-        self._prepared.clear()
+        self._forget_prepared()
         for addr in self._on_device.values():
             self._sim_lib.sim_unregister_device_memory(addr)
         self._on_device.clear()
@@ -388,6 +393,7 @@ class Comm:
                 self._retired.append(self._scratch_ptr)
                 self._scratch_ptr = None
             size = max(nbytes, 4096, 2 * self._scratch_size)  # doubling: retired buffers total < the live one
+            self._fast.clear()            # their batches address the retired scratch
             self._scratch_ptr = self.binding.malloc(size)
             self._scratch_size = size
         return self._scratch_ptr
@@ -409,6 +415,7 @@ class Comm:
                 spec = dry_run(alg, self.topology, call, self._buffer_bytes, declared=False).resources_for(self.rank)
             if len(target.res) > 4096:
                 target.forget_resources()
+                self._fast.clear()
             res = target.res[key] = target.cache.get(alg.name, spec)
         return res
 
@@ -428,21 +435,59 @@ class Comm:
 
     def _run(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
              dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0,
-             recv_count: Optional[int] = None) -> str:
+             recv_count: Optional[int] = None, fast_key: Optional[tuple] = None) -> str:
         """Run ``coll`` and wait for it; returns the algorithm's name (the caller checked the communicator).
 
         The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
         Everything derived from the call's signature (the algorithm, its resources, its recorded
-        schedule) is cached, so a repeated call costs a few dictionary lookups on top of the library.
+        schedule) is cached; a replayed call with a ``fast_key`` (see :mod:`.fastcalls`) is stored
+        whole, so the next identical call skips even the lookups (:meth:`_run_fast`).
         """
         alg, call, in_place, staging, what = self._prepare(coll, algorithm, send, recv, count, dtype, op, root,
                                                            nbytes, recv_count)
         target = self._targets.own
-        slot = observe.issue(self, self._seq, coll, alg.name, count, nbytes, dtype, op, observe.root_of(coll, root))
+        recorded_root = observe.root_of(coll, root)
+        slot = observe.issue(self, self._seq, coll, alg.name, count, nbytes, dtype, op, recorded_root)
         if self._check_signatures:
             self._compare_signatures(consistency.signature(self._seq, call, alg.name), what, target)
         try:
-            batch = self._batch_for(alg, call, in_place, send, recv, target)
+            batch, replayed = self._batch_for(alg, call, in_place, send, recv, target)
+        except HcclError as exc:
+            raise self._fail(exc, what) from exc
+        self._launch_and_wait(batch, slot, coll, what)
+        if staging is not NO_STAGING:
+            staging.finish()
+        elif replayed and fast_key is not None:
+            self._fast.store(fast_key, FastCall(coll, alg.name, what, batch, count, nbytes, dtype, op, recorded_root,
+                                                call))
+        return alg.name
+
+    def _run_fast(self, fast: FastCall) -> None:
+        """Run a stored blocking call again: its flight record, its signature check if on, its batch."""
+        self._seq += 1
+        slot = observe.issue(self, self._seq, fast.coll, fast.algorithm, fast.count, fast.nbytes, fast.dtype,
+                             fast.op, fast.root)
+        if self._check_signatures:
+            self._compare_signatures(consistency.signature(self._seq, fast.call, fast.algorithm), fast.what,
+                                     self._targets.own)
+        self._launch_and_wait(fast.batch, slot, fast.coll, fast.what)
+
+    def _fast_call(self, coll: str, x: Any, x_written: bool, out: Any, op: Any, algorithm: Any, root: int,
+                   async_op: bool, stream: Any) -> Tuple[Optional[tuple], bool]:
+        """(the fast-call key of a blocking call, whether a stored call already ran it)."""
+        if async_op or stream is not None or not self._fast_ok:
+            return None, False
+        key = key_of(coll, x, x_written, out, op, algorithm, root)
+        fast = self._fast.get(key)
+        if fast is None:
+            return key, False
+        self._run_fast(fast)
+        return key, True
+
+    def _launch_and_wait(self, batch: Any, slot: int, coll: str, what: str) -> None:
+        """Launch ``batch`` on the communicator's stream after the previous collective and wait for it."""
+        target = self._targets.own
+        try:
             self._targets.order(target)
             batch.launch()
             if slot >= 0:
@@ -451,11 +496,8 @@ class Comm:
         except HcclError as exc:
             raise self._fail(exc, what) from exc
         observe.done(self, slot, coll, self._seq)
-        if staging is not NO_STAGING:
-            staging.finish()
         if self._retired:
             self._free_retired()
-        return alg.name
 
     def _start(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
                dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0,
@@ -468,7 +510,7 @@ class Comm:
         signatures = sig = None
         slot = observe.issue(self, self._seq, coll, alg.name, count, nbytes, dtype, op, observe.root_of(coll, root))
         try:
-            batch = self._batch_for(alg, call, in_place, send, recv, target)
+            batch, _ = self._batch_for(alg, call, in_place, send, recv, target)
             self._targets.order(target)
             if self._check_signatures:   # compared when the request completes: a started call must not block
                 sig = consistency.signature(self._seq, call, alg.name)
@@ -521,22 +563,22 @@ class Comm:
 
     def _call(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
               dtype: DataType, op: Optional[ReduceOp], root: int, nbytes: int, result: Any, async_op: bool,
-              stream: Any) -> Any:
+              stream: Any, fast_key: Optional[tuple] = None) -> Any:
         """Blocking: run and return ``result``; ``async_op`` or ``stream``: start and return a Request for it."""
         if not async_op and stream is None:
-            self._run(coll, algorithm, send, recv, count, dtype, op, root, nbytes)
+            self._run(coll, algorithm, send, recv, count, dtype, op, root, nbytes, None, fast_key)
             return result
         return request_for(self._start(coll, algorithm, send, recv, count, dtype, op, root, nbytes, None, stream),
                            result)
 
     def _batch_for(self, alg: Algorithm, call: CollectiveCall, in_place: bool, send: Optional[Buffer],
-                   recv: Optional[Buffer], target: Target) -> TaskBatch:
-        """The batch of ``call`` on ``target``: issued the first time, later calls replay its schedule."""
+                   recv: Optional[Buffer], target: Target) -> Tuple[Any, bool]:
+        """(the batch of ``call`` on ``target``, whether it replays a schedule): issued the first time only."""
         key = (alg, call.coll, call.count, call.dtype, call.op, call.root, call.recv_count, in_place)
         known = target.schedules.get(key)
         if known is not None:
             batch = self._prepared.get((known, call.send, call.recv, self._scratch_ptr))
-            return batch if batch is not None else self._bound(known, call, send, recv)
+            return (batch if batch is not None else self._bound(known, call, send, recv)), True
         bases = self._bases(call, send, recv)
         batch = TaskBatch(self.binding)
         ctx = IssueContext(batch, self._resources(alg, call, target), rank=self.rank, size=self.size,
@@ -546,9 +588,10 @@ class Comm:
         if alg.replayable:
             if len(target.schedules) > 4096:
                 target.schedules.clear()
+                self._fast.clear()
             # issue() may have allocated the scratch memory
             target.schedules[key] = capture(batch, self._bases(call, send, recv))
-        return batch
+        return batch, False
 
     def _bases(self, call: CollectiveCall, send: Optional[Buffer], recv: Optional[Buffer]
                ) -> Tuple[Tuple[Any, int], ...]:
@@ -569,14 +612,19 @@ class Comm:
         if self._sim_lib is not None and not known.unbatched:
             batch = self._sim_lib.sim_prepare_batch(self.binding, batch.calls)
         if len(self._prepared) >= PREPARED_MAX:
-            self._prepared.clear()
+            self._forget_prepared()
         self._prepared[(known, call.send, call.recv, self._scratch_ptr)] = batch
         return batch
 
     def _forget_resources(self) -> None:
         """Drop every cached resource set and the schedules recorded on them (they name their handles)."""
         self._targets.forget_resources()
+        self._forget_prepared()
+
+    def _forget_prepared(self) -> None:
+        """Drop every bound batch: the prepared ones and the fast calls holding them."""
         self._prepared.clear()
+        self._fast.clear()
 
     def _gather_signatures(self, sig: np.ndarray, target: Target) -> Tuple[np.ndarray, Staging]:
         """Enqueue the allgather of every rank's signature of this call on ``target``'s stream."""
@@ -623,39 +671,51 @@ class Comm:
         synchronising (see :mod:`hcomm_cffi.api.streams`).  The same two keywords exist on every collective.
         """
         self._check_usable("allreduce")
+        key, ran = self._fast_call("allreduce", x, out is None, out, op, algorithm, 0, async_op, stream)
+        if ran:
+            return x if out is None else out
         rop = _op(op)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x", writable=out is None)
         ob = xb if out is None else self._out(out, xb.count, xb, "allreduce")
         return self._call("allreduce", algorithm, xb, ob, xb.count, xb.dtype, rop, 0, xb.nbytes,
-                           x if out is None else out, async_op, stream)
+                           x if out is None else out, async_op, stream, key)
 
     def broadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto", async_op: bool = False,
                   stream: Any = None) -> Any:
         """Copy ``x`` of rank ``root`` into ``x`` on every rank (in place); returns ``x``."""
         self._check_usable("broadcast")
+        key, ran = self._fast_call("broadcast", x, self.rank != root, None, None, algorithm, root, async_op, stream)
+        if ran:
+            return x
         root = self._rank_arg("root", root)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x", writable=self.rank != root)
         return self._call("broadcast", algorithm, xb, xb, xb.count, xb.dtype, None, root, xb.nbytes, x, async_op,
-                           stream)
+                           stream, key)
 
     def allgather(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
                   stream: Any = None) -> Any:
         """Every rank's ``x`` stacked in rank order: ``out`` has shape (size, *x.shape)."""
         self._check_usable("allgather")
+        key, ran = self._fast_call("allgather", x, False, out, None, algorithm, 0, out is None or async_op, stream)
+        if ran:
+            return out
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x")
         if out is None:
             out = new_like(x, (self.size,) + xb.shape, xb.dtype)
         ob = self._out(out, self.size * xb.count, xb, "allgather", exclusive=True)
         return self._call("allgather", algorithm, xb, ob, xb.count, xb.dtype, None, 0, ob.nbytes, out, async_op,
-                           stream)
+                           stream, key)
 
     def reduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
                        async_op: bool = False, stream: Any = None) -> Any:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
         self._check_usable("reduce_scatter")
+        key, ran = self._fast_call("reduce_scatter", x, False, out, op, algorithm, 0, out is None or async_op, stream)
+        if ran:
+            return out
         rop = _op(op)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x")
@@ -666,12 +726,16 @@ class Comm:
             out = new_like(x, shape, xb.dtype)
         ob = self._out(out, block, xb, "reduce_scatter", exclusive=True)
         return self._call("reduce_scatter", algorithm, xb, ob, block, xb.dtype, rop, 0, xb.nbytes, out, async_op,
-                           stream)
+                           stream, key)
 
     def reduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
                async_op: bool = False, stream: Any = None) -> Any:
         """Reduce ``x`` onto ``root`` (into ``out``, or ``x`` in place there); returns the result on root, else None."""
         self._check_usable("reduce")
+        key, ran = self._fast_call("reduce", x, self.rank == root and out is None, out, op, algorithm, root, async_op,
+                                   stream)
+        if ran:
+            return None if self.rank != root else (x if out is None else out)
         root = self._rank_arg("root", root)
         rop = _op(op)
         registry.check_algorithm(algorithm)
@@ -682,12 +746,15 @@ class Comm:
             ob = xb if out is None else self._out(out, xb.count, xb, "reduce")
         result = None if not is_root else (x if out is None else out)
         return self._call("reduce", algorithm, xb, ob, xb.count, xb.dtype, rop, root, xb.nbytes, result, async_op,
-                           stream)
+                           stream, key)
 
     def alltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
                  stream: Any = None) -> Any:
         """Block j of ``x`` goes to rank j; block i of ``out`` comes from rank i."""
         self._check_usable("alltoall")
+        key, ran = self._fast_call("alltoall", x, False, out, None, algorithm, 0, out is None or async_op, stream)
+        if ran:
+            return out
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x")
         block = self._blocks(xb, "alltoall")
@@ -695,7 +762,7 @@ class Comm:
             out = new_like(x, xb.shape, xb.dtype)
         ob = self._out(out, xb.count, xb, "alltoall", exclusive=True)
         return self._call("alltoall", algorithm, xb, ob, block, xb.dtype, None, 0, xb.nbytes, out, async_op,
-                           stream)
+                           stream, key)
 
     def barrier(self, *, algorithm: str = "auto", async_op: bool = False, stream: Any = None) -> Any:
         """Return once every rank has entered the barrier (None; a Request with ``async_op``/``stream``)."""
