@@ -441,7 +441,7 @@ class Comm:
         The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
         Everything derived from the call's signature (the algorithm, its resources, its recorded
         schedule) is cached; a replayed call with a ``fast_key`` (see :mod:`.fastcalls`) is stored
-        whole, so the next identical call skips even the lookups (:meth:`_run_fast`).
+        whole, so the next identical call skips even the lookups (:meth:`_fast_call`).
         """
         alg, call, in_place, staging, what = self._prepare(coll, algorithm, send, recv, count, dtype, op, root,
                                                            nbytes, recv_count)
@@ -462,26 +462,23 @@ class Comm:
                                                 call))
         return alg.name
 
-    def _run_fast(self, fast: FastCall) -> None:
-        """Run a stored blocking call again: its flight record, its signature check if on, its batch."""
-        self._seq += 1
-        slot = observe.issue(self, self._seq, fast.coll, fast.algorithm, fast.count, fast.nbytes, fast.dtype,
-                             fast.op, fast.root)
-        if self._check_signatures:
-            self._compare_signatures(consistency.signature(self._seq, fast.call, fast.algorithm), fast.what,
-                                     self._targets.own)
-        self._launch_and_wait(fast.batch, slot, fast.coll, fast.what)
-
     def _fast_call(self, coll: str, x: Any, x_written: bool, out: Any, op: Any, algorithm: Any, root: int,
                    async_op: bool, stream: Any) -> Tuple[Optional[tuple], bool]:
-        """(the fast-call key of a blocking call, whether a stored call already ran it)."""
+        """(the fast-call key of a blocking call, whether a stored call ran it): the stored call's flight
+        record, its signature check when on, and its batch -- nothing re-derived."""
         if async_op or stream is not None or not self._fast_ok:
             return None, False
         key = key_of(coll, x, x_written, out, op, algorithm, root)
         fast = self._fast.get(key)
         if fast is None:
             return key, False
-        self._run_fast(fast)
+        self._seq += 1
+        slot = observe.issue(self, self._seq, coll, fast.algorithm, fast.count, fast.nbytes, fast.dtype, fast.op,
+                             fast.root)
+        if self._check_signatures:
+            self._compare_signatures(consistency.signature(self._seq, fast.call, fast.algorithm), fast.what,
+                                     self._targets.own)
+        self._launch_and_wait(fast.batch, slot, coll, fast.what)
         return key, True
 
     def _launch_and_wait(self, batch: Any, slot: int, coll: str, what: str) -> None:
