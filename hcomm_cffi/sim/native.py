@@ -234,7 +234,7 @@ class NativeCollectives:
             hit = self.state.call_cache.get((sendBuf, recvBuf, count, dataType, op, comm, stream))
         except TypeError:       # an unhashable argument: the full path names it
             hit = None
-        if hit is not None:
+        if hit is not None and type(count) is int:     # a float count equal to an int one must not match
             c, nat, q, pair = hit
             if not c.destroyed and c.native is nat:
                 tasks = pair[nat.seq & 1]
