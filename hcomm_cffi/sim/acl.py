@@ -234,7 +234,8 @@ class AclRuntime:
             raise SimError(ACL_ERROR_RT_INVALID_HANDLE, exc.message) from None
 
     def _sync(self, q: Queue, deadline: "float | None", timeout_code: int) -> int:
-        finished = EXECUTOR.run_until(lambda: not q.tasks or q.error is not None, deadline)
+        """Drive the executor until ``q`` is empty (or failed); its error, the timeout's code, or 0."""
+        finished = not q.tasks or EXECUTOR.run_until(lambda: not q.tasks or q.error is not None, deadline)
         if q.error is not None:
             code, acl_code, message = q.error
             q.error = None
@@ -243,7 +244,8 @@ class AclRuntime:
         if not finished:
             set_last_error(f"{q.name}: not finished before the synchronisation timeout")
             return timeout_code
-        self._host_saw(lambda other: other is q)
+        if q.checked:       # only a race-checked thread's queue has anything to tell the checker
+            self._host_saw(lambda other: other is q)
         return 0
 
     def _host_saw(self, synced: Any) -> None:

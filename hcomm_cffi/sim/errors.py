@@ -24,7 +24,7 @@ from ..errors import (
 )
 
 __all__ = [
-    "SimError", "entry", "last_error", "set_last_error", "warn_caller", "HcclResult",
+    "SimError", "entry", "failure_code", "last_error", "set_last_error", "warn_caller", "HcclResult",
     "ACL_SUCCESS", "ACL_ERROR_INVALID_PARAM", "ACL_ERROR_UNINITIALIZE", "ACL_ERROR_REPEAT_INITIALIZE",
     "ACL_ERROR_RT_PARAM_INVALID", "ACL_ERROR_RT_INVALID_DEVICEID", "ACL_ERROR_RT_CONTEXT_NULL",
     "ACL_ERROR_RT_INVALID_HANDLE", "ACL_ERROR_RT_MEMORY_ALLOCATION", "ACL_ERROR_RT_INTERNAL_ERROR",
@@ -58,22 +58,33 @@ def last_error() -> Optional[str]:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def entry(func: F) -> F:
-    """Wrap a C entry point: a SimError becomes its return code plus a remembered message."""
-    name = func.__name__
+def entry(func: F, name: Optional[str] = None) -> F:
+    """Wrap a C entry point: a SimError becomes its return code plus a remembered message.
+
+    ``name``: the C function the messages name (default: ``func``'s own name).
+    """
+    name = name or func.__name__
 
     @functools.wraps(func)
     def wrapper(*args: Any) -> Any:
         try:
             return func(*args)
-        except SimError as exc:
-            set_last_error(f"{name}: {exc.message}")
-            return exc.code
-        except Exception as exc:  # a C function never raises: an emulator bug becomes E_INTERNAL
-            set_last_error(f"{name}: internal error in the emulator: {exc!r}")
-            return int(HcclResult.E_INTERNAL)
+        except Exception as exc:
+            return failure_code(name, exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+def failure_code(name: str, exc: Exception) -> int:
+    """What C entry point ``name`` returns for ``exc`` (remembering its text): a C function never raises.
+
+    A SimError carries its code; anything else is an emulator bug and becomes E_INTERNAL.
+    """
+    if isinstance(exc, SimError):
+        set_last_error(f"{name}: {exc.message}")
+        return exc.code
+    set_last_error(f"{name}: internal error in the emulator: {exc!r}")
+    return int(HcclResult.E_INTERNAL)
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
 from .comm import SimChannel, SimComm
-from .errors import HcclResult, SimError, entry
+from .errors import HcclResult, SimError, entry, failure_code
 from . import kernels
 from .runtime import EXECUTOR, SimThread
 from .tasks import ChannelRecord, ChannelWait, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
@@ -41,11 +41,14 @@ NATIVE_NOTIFIES = 8          # 0 ready, 1 done (two-phase); 2 data, 3 done (send
 READY, DONE, P2P_DATA, P2P_DONE, PARITY, PARITY_RESULT = 0, 1, 2, 3, 4, 6
 TWO_SHOT_ABOVE = 256 << 10   # allreduce on 3+ ranks: two-shot above this many bytes
 SMALL_CACHED = 64 << 10      # allreduces up to this many bytes reuse their task list
+CALL_CACHE_MAX = 64          # HcclAllReduce fast-path entries (argument tuples) kept per process
 
 _SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, DataType.FP32, DataType.INT64,
               DataType.UINT64, DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.FP64, DataType.BFP16}
 
 __all__ = ["NativeCollectives"]
+
+_PLAIN = type(ffi.NULL)      # the type of a non-owning cdata (ffi.cast); ffi.new/from_buffer results own memory
 
 
 _DTYPE_BY_VALUE = {int(d): d for d in _SUPPORTED}
@@ -210,9 +213,7 @@ class NativeCollectives:
 
     @staticmethod
     def _launch(plan: _Plan) -> int:
-        q = plan.th.queue
-        EXECUTOR.submit(q, plan.tasks)
-        EXECUTOR.settle(q)
+        EXECUTOR.launch(plan.th.queue, plan.tasks)
         return 0
 
     def _others(self, comm: Any) -> Tuple[SimComm, List[int]]:
@@ -220,15 +221,43 @@ class NativeCollectives:
         return c, [r for r in range(c.nranks) if r != c.rank]
 
     # ------------------------------------------------------------------ collectives
-    @entry
     def HcclAllReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
                       stream: Any) -> int:
+        """A repeat of a small allreduce (same arguments) goes straight to the executor; others take the full path.
+
+        The repeat reuses the task list the full path cached for this parity, after checking what
+        could have changed since: the communicator (destroyed, or its native state replaced) here,
+        the stream (destroyed streams empty the whole call cache, SimState.forget_stream).  The
+        tasks run through the same executor path, so stream order and the checkers are unchanged.
+        """
+        try:
+            hit = self.state.call_cache.get((sendBuf, recvBuf, count, dataType, op, comm, stream))
+        except TypeError:       # an unhashable argument: the full path names it
+            hit = None
+        if hit is not None and type(count) is int:     # a float count equal to an int one must not match
+            c, nat, q, pair = hit
+            if not c.destroyed and c.native is nat:
+                tasks = pair[nat.seq & 1]
+                if tasks is not None:
+                    nat.seq += 1
+                    try:
+                        EXECUTOR.launch(q, tasks)
+                    except Exception as exc:
+                        return failure_code("HcclAllReduce", exc)
+                    return 0
+        return self._all_reduce(sendBuf, recvBuf, count, dataType, op, comm, stream)
+
+    def _all_reduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
+                    stream: Any) -> int:
+        """HcclAllReduce's full path: check the arguments, then build (or find) and launch the task list."""
         dt, rop = _dtype(dataType), _op(op)
         send, recv = _ptr(sendBuf, "sendBuf", count > 0), _ptr(recvBuf, "recvBuf", count > 0)
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
         if 0 < count * dt.itemsize <= SMALL_CACHED:
-            return self._small_allreduce(plan, peers, send, recv, count, dt, rop)
+            tasks = self._small_allreduce(plan, peers, send, recv, count, dt, rop)
+            self._remember_call(plan, (sendBuf, recvBuf, count, dataType, op, comm, stream), tasks)
+            return 0
         esz = dt.itemsize
         if c.nranks >= 3 and count * esz > TWO_SHOT_ABOVE:
             return self._two_shot_allreduce(plan, peers, send, recv, count, dt, rop)
@@ -241,6 +270,8 @@ class NativeCollectives:
             plan.handshake(peers, idx)
             plan.reduce_all(recv + b, region, n, dt, rop)
         return self._launch(plan)
+
+    _all_reduce = entry(_all_reduce, "HcclAllReduce")
 
     def _two_shot_allreduce(self, plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
                             rop: ReduceOp) -> int:
@@ -264,11 +295,12 @@ class NativeCollectives:
         return self._launch(plan)
 
     def _small_allreduce(self, plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
-                         rop: ReduceOp) -> int:
+                         rop: ReduceOp) -> Tuple[Task, ...]:
         """One-chunk allreduce whose task list is reused while the buffers and parity repeat.
 
         Repeated small collectives on the same buffers are the latency-bound case; building the
         list costs more than running it, so it is cached (keyed by addresses, count, type, op, parity).
+        Returns the task list it launched.
         """
         c = plan.comm
         cache = c.native.cache
@@ -286,10 +318,28 @@ class NativeCollectives:
             tasks = cache[key] = tuple(plan.tasks)
         else:
             c.native.seq += 1
-        q = plan.th.queue
-        EXECUTOR.submit(q, tasks)
-        EXECUTOR.settle(q)
-        return 0
+        EXECUTOR.launch(plan.th.queue, tasks)
+        return tasks
+
+    def _remember_call(self, plan: _Plan, args: tuple, tasks: Tuple[Task, ...]) -> None:
+        """Keep ``tasks`` for HcclAllReduce's fast path under its raw arguments, for the parity they were built for.
+
+        Only arguments that are safe and exact as dictionary keys qualify: plain (non-owning) cdata
+        pointers, which hash and compare by address and keep no buffer alive, and plain ints.
+        """
+        send, recv, count, dtype, op, comm, stream = args
+        if (type(send) is not _PLAIN or type(recv) is not _PLAIN or type(comm) is not _PLAIN
+                or not (stream is None or type(stream) is _PLAIN)
+                or type(count) is not int or type(dtype) is not int or type(op) is not int):
+            return
+        c, nat = plan.comm, plan.comm.native
+        cache = self.state.call_cache
+        hit = cache.get(args)
+        if hit is None or hit[0] is not c or hit[1] is not nat or hit[2] is not plan.th.queue:
+            if len(cache) >= CALL_CACHE_MAX:
+                cache.clear()
+            hit = cache[args] = (c, nat, plan.th.queue, [None, None])
+        hit[3][(nat.seq - 1) & 1] = tasks       # the parity just issued (seq has moved past it)
 
     @entry
     def HcclReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, root: int, comm: Any,

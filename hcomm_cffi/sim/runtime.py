@@ -116,6 +116,21 @@ class Executor:
             queue.tasks.extend(tasks)
             self.active.add(queue)
 
+    def launch(self, queue: Queue, tasks: Sequence[Task]) -> None:
+        """``submit`` then ``settle(queue)`` under one lock acquisition (a collective's issue path).
+
+        The tasks go behind whatever the queue already holds: stream order is kept, never run ahead.
+        """
+        with self.lock:
+            if queue.error is not None:
+                return
+            queue.tasks.extend(tasks)
+            self.active.add(queue)
+            progressed = self._run_queue(queue)
+        if progressed and self.active:
+            while self.step_all():
+                pass
+
     # ------------------------------------------------------------------ driving
     def step_all(self) -> bool:
         """Advance every runnable queue as far as it goes; True if any task ran."""

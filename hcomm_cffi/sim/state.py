@@ -65,6 +65,8 @@ class SimState:
         # callers pass the same handle objects again and again: remember the last lookups by identity
         self._last_comm: tuple = (None, None)
         self._last_stream: tuple = (None, None)
+        # HcclAllReduce's fast path (native.py): raw argument tuple -> (comm, native state, queue, [tasks by parity])
+        self.call_cache: Dict[tuple, Any] = {}
 
     def new_ptr_key(self) -> int:
         return next(self._ptr_keys)
@@ -131,6 +133,7 @@ class SimState:
         """Drop a destroyed stream (and the identity cache that may point at it)."""
         self.streams.pop(key, None)
         self._last_stream = (None, None)
+        self.call_cache.clear()     # its entries hold the queues of streams
 
     def release_stream(self, key: int, why: str) -> None:
         """Drop a stream that died with its owner; later uses of the handle are told ``why``."""

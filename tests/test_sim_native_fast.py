@@ -1,0 +1,202 @@
+"""HcclAllReduce's fast path for repeated small calls (sim/native.py) gives exactly what the full path gives.
+
+Every test counts the calls that took the full path (argument checks and task-list lookup), so it
+knows the fast path really served the others, and checks the data against NumPy.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+from typing import Any, List
+
+import numpy as np
+import pytest
+
+from hcomm_cffi._ffi import ffi
+from hcomm_cffi.enums import DataType, Engine, ReduceOp
+from multiproc import run_ranks
+from simhelp import RankEnv, open_rank
+
+REF = {ReduceOp.SUM: np.add, ReduceOp.PROD: np.multiply, ReduceOp.MAX: np.maximum, ReduceOp.MIN: np.minimum}
+NP = {DataType.FP32: np.float32, DataType.INT32: np.int32, DataType.FP64: np.float64}
+ACL_ERROR_RT_FFTS_PLUS_TIMEOUT = 507048   # what a stream reports for a notify wait that timed out
+HCCL_E_PARA = 1
+
+
+def _full_path_calls(env: RankEnv) -> List[int]:
+    """Count HcclAllReduce calls that take the full path (a one-element list, updated in place)."""
+    raw = getattr(env.lib, "raw", env.lib)
+    full = raw._all_reduce
+    calls = [0]
+
+    def counted(*args: Any) -> int:
+        calls[0] += 1
+        return full(*args)
+    raw._all_reduce = counted
+    return calls
+
+
+def _data(rank: int, it: int, count: int, np_t: type) -> np.ndarray:
+    return ((np.arange(count) * (rank + 2) + it) % 5 + 1).astype(np_t)
+
+
+# (send buffer, recv buffer ("same": in place), count, dtype, op, stream index)
+SCHEDULE = [("a", "ya", 8, DataType.FP32, ReduceOp.SUM, 0),
+            ("a", "a", 8, DataType.FP32, ReduceOp.SUM, 0),
+            ("a", "ya", 3, DataType.FP32, ReduceOp.MAX, 0),
+            ("b", "yb", 5, DataType.INT32, ReduceOp.PROD, 1),
+            ("c", "yc", 3, DataType.FP64, ReduceOp.MIN, 0),
+            ("b", "yb", 5, DataType.INT32, ReduceOp.SUM, 1)]
+ORDER = [0, 0, 1, 0, 2, 3, 2, 4, 1, 5, 5, 0, 3, 4, 4, 2, 1, 0, 3, 5, 1, 2, 0, 0, 4, 3, 5, 1]
+
+
+def _alternating(rank: int, n: int, root: bytes) -> dict:
+    env = open_rank(rank, n, root)
+    calls = _full_path_calls(env)
+    b, lib = env.b, env.lib
+    bufs = {"a": np.zeros(8, np.float32), "ya": np.zeros(8, np.float32), "b": np.zeros(5, np.int32),
+            "yb": np.zeros(5, np.int32), "c": np.zeros(3, np.float64), "yc": np.zeros(3, np.float64)}
+    ptrs = {k: env.ptr(v) for k, v in bufs.items()}
+    streams = [env.stream, b.create_stream()]
+    got = []
+    for it, which in enumerate(ORDER):
+        src, dst, count, dt, op, s = SCHEDULE[which]
+        bufs[src][:count] = _data(rank, it, count, NP[dt])
+        if dst != src:
+            bufs[dst][:] = 0
+        assert lib.HcclAllReduce(ptrs[src], ptrs[dst], count, dt, op, env.comm, streams[s]) == 0
+        assert lib.aclrtSynchronizeStream(streams[s]) == 0
+        got.append(bufs[dst][:count].copy())
+    b.destroy_stream(streams[1])
+    env.close()
+    return {"got": got, "full": calls[0]}
+
+
+@pytest.mark.parametrize("n,check", [(2, "strict"), (3, "off")])
+def test_repeated_allreduces_alternating_buffers_counts_types_ops_and_streams(n: int, check: str) -> None:
+    results = run_ranks(n, _alternating, timeout=120, env={"HCOMM_SIM_CHECK": check})
+    for it, which in enumerate(ORDER):
+        _, _, count, dt, op, _ = SCHEDULE[which]
+        expected = functools.reduce(REF[op], [_data(r, it, count, NP[dt]) for r in range(n)])
+        for r in range(n):
+            np.testing.assert_array_equal(results[r]["got"][it], expected, err_msg=f"call {it}, rank {r}")
+    for r in range(n):   # at most one full-path call per (schedule entry, parity); the rest were fast
+        assert results[r]["full"] <= 2 * len(SCHEDULE) < len(ORDER)
+
+
+def _behind_a_blocked_queue(rank: int, n: int, root: bytes) -> dict:
+    """A fast-path allreduce issued while its stream waits on a thread notify runs after it, in stream order."""
+    env = open_rank(rank, n, root)
+    calls = _full_path_calls(env)
+    lib, comm, s = env.lib, env.comm, env.stream
+    x, src = np.zeros(4, np.float32), np.full(4, rank + 1.0, np.float32)
+    px, psrc = env.ptr(x), env.ptr(src)
+    for _ in range(2):                                    # both parities: the next call is fast
+        assert lib.HcclAllReduce(px, px, 4, DataType.FP32, ReduceOp.SUM, comm, s) == 0
+        assert lib.aclrtSynchronizeStream(s) == 0
+    st, workers = ffi.new("ThreadHandle *"), ffi.new("ThreadHandle[1]")
+    assert lib.HcclThreadAcquireWithStream(comm, Engine.CPU_TS, s, 1, st) == 0   # the stream's own thread
+    assert lib.HcclThreadAcquire(comm, Engine.CPU_TS, 1, 1, workers) == 0
+    assert lib.HcommBatchModeStart(b"held") == 0
+    assert lib.HcommThreadNotifyWaitOnThread(st[0], 0, 0) == 0
+    assert lib.HcommLocalCopyOnThread(st[0], px, psrc, x.nbytes) == 0       # x = src, once the wait passes
+    assert lib.HcommBatchModeEnd(b"held") == 0
+    before = calls[0]
+    assert lib.HcclAllReduce(px, px, 4, DataType.FP32, ReduceOp.SUM, comm, s) == 0
+    fast = calls[0] == before
+    held = x.tolist()                                     # nothing of the stream may have run yet
+    assert lib.HcommBatchModeStart(b"release") == 0
+    assert lib.HcommThreadNotifyRecordOnThread(workers[0], st[0], 0) == 0
+    assert lib.HcommBatchModeEnd(b"release") == 0
+    rc = lib.aclrtSynchronizeStream(s)
+    out = {"fast": fast, "held": held, "sync": rc, "x": x.tolist()}
+    env.close()
+    return out
+
+
+def test_fast_path_keeps_stream_order_behind_a_blocked_queue() -> None:
+    n = 2
+    results = run_ranks(n, _behind_a_blocked_queue, timeout=120, env={"HCOMM_SIM_CHECK": "off"})
+    for r, out in enumerate(results):
+        assert out["fast"], f"rank {r}: the allreduce took the full path; the test needs the fast one"
+        assert out["sync"] == 0
+        assert out["held"] == [0.0] * 4, f"rank {r}: the allreduce ran ahead of the blocked stream"
+        assert out["x"] == [float(sum(q + 1 for q in range(n)))] * 4, f"rank {r}: got {out['x']}"
+
+
+def _comm_destroyed_then_handle_reused(rank: int, n: int, root: bytes) -> dict:
+    """Warm the fast path on a sub-communicator, destroy it, make another at the same handle value, reuse the call."""
+    env = open_rank(rank, n, root)
+    calls = _full_path_calls(env)
+    b, lib, s = env.b, env.lib, env.stream
+    raw = getattr(lib, "raw", lib)
+    x, y = np.zeros(2, np.float32), np.zeros(2, np.float32)
+    px, py = env.ptr(x), env.ptr(y)
+    first = b.create_sub_comm(env.comm, list(range(n)), 1, rank)
+    key = int(ffi.cast("uintptr_t", first))
+    for it in range(3):
+        x[:] = rank + it
+        assert lib.HcclAllReduce(px, py, 2, DataType.FP32, ReduceOp.SUM, first, s) == 0
+        assert lib.aclrtSynchronizeStream(s) == 0
+    warm = calls[0]
+    b.comm_destroy(first)
+    gone = lib.HcclAllReduce(px, py, 2, DataType.FP32, ReduceOp.SUM, first, s)
+    raw.state._ptr_keys = itertools.count(key, 0x100)     # the next communicator gets the same handle value
+    ranks = list(reversed(range(n)))                      # another layout: sub rank r is world rank n-1-r
+    second = b.create_sub_comm(env.comm, ranks, 2, ranks.index(rank))
+    same = int(ffi.cast("uintptr_t", second)) == key
+    x[:] = 10 * (rank + 1)
+    y[:] = 0
+    rc = lib.HcclAllReduce(px, py, 2, DataType.FP32, ReduceOp.SUM, first, s)   # the old handle object, same value
+    sync = lib.aclrtSynchronizeStream(s)
+    out = {"warm": warm, "gone": gone, "same": same, "rc": rc, "sync": sync, "y": y.tolist(),
+           "full": calls[0]}
+    b.comm_destroy(second)
+    env.close()
+    return out
+
+
+def test_destroyed_communicator_and_a_new_one_at_the_same_handle() -> None:
+    n = 2
+    for r, out in enumerate(run_ranks(n, _comm_destroyed_then_handle_reused, timeout=120)):
+        assert out["warm"] == 2, f"rank {r}: warm-up took the full path {out['warm']} times (expected one per parity)"
+        assert out["gone"] == HCCL_E_PARA, f"rank {r}: an allreduce on a destroyed communicator returned {out['gone']}"
+        assert out["same"], "the test did not manage to reuse the handle value"
+        assert (out["rc"], out["sync"]) == (0, 0)
+        assert out["y"] == [float(10 * sum(range(1, n + 1)))] * 2
+        assert out["full"] == out["warm"] + 2      # the destroyed call and the first on the new communicator
+
+
+def _one_rank_skips_a_call(rank: int, n: int, root: bytes) -> dict:
+    """Rank 1 issues one allreduce fewer: rank 0's fast-path call must time out, not pass or hang."""
+    env = open_rank(rank, n, root)
+    calls = _full_path_calls(env)
+    lib, comm, s = env.lib, env.comm, env.stream
+    x = np.ones(2, np.float32)
+    px = env.ptr(x)
+    for _ in range(2):
+        assert lib.HcclAllReduce(px, px, 2, DataType.FP32, ReduceOp.SUM, comm, s) == 0
+        assert lib.aclrtSynchronizeStream(s) == 0
+    out: dict = {}
+    if rank == 0:
+        t0 = time.monotonic()
+        out["issue"] = lib.HcclAllReduce(px, px, 2, DataType.FP32, ReduceOp.SUM, comm, s)
+        out["fast"] = calls[0] == 2
+        out["sync"] = lib.aclrtSynchronizeStream(s)
+        out["message"] = ffi.string(lib.aclGetRecentErrMsg()).decode()
+        out["waited"] = time.monotonic() - t0
+        out["destroy"] = lib.HcclCommDestroy(comm)
+    else:
+        time.sleep(4)                                     # stays alive: the peer's error must be its own timeout
+        out["destroy"] = lib.HcclCommDestroy(comm)
+    return out
+
+
+def test_a_missing_call_still_times_out_on_the_fast_path() -> None:
+    results = run_ranks(2, _one_rank_skips_a_call, timeout=120, env={"HCCL_EXEC_TIMEOUT": "2"})
+    out = results[0]
+    assert out["issue"] == 0 and out["fast"]
+    assert out["sync"] == ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, out
+    assert "notify wait timed out after 2 s" in out["message"]
+    assert 1.5 < out["waited"] < 4.0
