@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from .. import flight, log, settings, trace
 from ..algorithms.interface import ROOTED
+from ..enums import DataType, ReduceOp
 from ..errors import HcclError
 from . import live
 
@@ -21,6 +22,8 @@ __all__ = ["created", "destroyed", "chose", "issue", "done", "failed", "root_of"
 LOG = log.get("comm")
 CALLS = log.get("calls")
 NO_SLOT = -1
+# the flight record's integer codes: a dict lookup costs a tenth of int() on an IntEnum, per call
+_CODE = {member: int(member) for enum in (DataType, ReduceOp) for member in enum}
 _PEER_GONE_CODES = frozenset({21, 13, 14, 507056, 507057})   # HCCL_E_REMOTE, transfer and link errors
 _logged_backend = [False]
 
@@ -96,7 +99,7 @@ def issue(comm: Any, seq: int, op: str, algorithm: str, count: int, nbytes: int,
     fr = comm._flight
     if fr is None:
         return NO_SLOT
-    return fr.issue(seq, op, algorithm, count, nbytes, int(dtype), -1 if redop is None else int(redop), peer)
+    return fr.issue(seq, op, algorithm, count, nbytes, _CODE[dtype], -1 if redop is None else _CODE[redop], peer)
 
 
 def done(comm: Any, slot: int, op: str, seq: int) -> None:
