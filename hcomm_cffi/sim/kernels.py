@@ -61,14 +61,14 @@ def view(ptr: Any, count: int, dtype: DataType) -> np.ndarray:
     view costs about a microsecond.  A view owns nothing, so a cached one is exactly as valid as the
     raw pointer the caller passes again.
     """
-    key = (int(_cast("uintptr_t", ptr)), count, dtype)
-    arr = _VIEWS.get(key)
+    arr = _VIEWS.get((ptr, count, dtype))     # cdata pointers hash and compare by address: no int() per look
     if arr is None:
         if len(_VIEWS) >= _VIEW_CACHE_MAX:
             _VIEWS.clear()
         np_dtype = numpy_dtype(dtype)
-        arr = np.frombuffer(_buffer(_cast("char *", ptr), count * np_dtype.itemsize), dtype=np_dtype)
-        _VIEWS[key] = arr
+        plain = _cast("char *", ptr)           # the key keeps no buffer alive (ptr may own one)
+        arr = np.frombuffer(_buffer(plain, count * np_dtype.itemsize), dtype=np_dtype)
+        _VIEWS[(plain, count, dtype)] = arr
     return arr
 
 
