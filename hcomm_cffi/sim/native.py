@@ -94,6 +94,12 @@ def _u64s(ptr: Any, n: int, name: str) -> List[int]:
     return [int(arr[i]) for i in range(n)]
 
 
+def _overlap(a: Any, b: Any, nbytes: int) -> bool:
+    """Whether [a, a+nbytes) and [b, b+nbytes) share a byte."""
+    lo, hi = int(ffi.cast("uintptr_t", a)), int(ffi.cast("uintptr_t", b))
+    return nbytes > 0 and abs(lo - hi) < nbytes
+
+
 def _part(count: int, lo: int, cap: int) -> int:
     """Elements of a block of ``count`` that fall in the round starting at ``lo`` (rounds of ``cap``)."""
     return max(0, min(cap, count - lo))
@@ -390,13 +396,16 @@ class NativeCollectives:
         plan = self._prepare(comm, stream, peers)
         esz = dt.itemsize
         chunk = plan.piece(esz, c.nranks)
+        mine = send + c.rank * recvCount * esz
+        # my block is read where it is, unless the result overwrites it while it is still an operand
+        direct = not _overlap(mine, recv, recvCount * esz)
         for off in range(0, recvCount, chunk):
             n = min(chunk, recvCount - off)
             idx, region, _ = plan.parity_region()
-            plan.stage_blocks(send, recvCount, off, n, esz, at=region, skip=c.rank)   # my block: read in place
+            plan.stage_blocks(send, recvCount, off, n, esz, at=region, skip=c.rank if direct else -1)
             plan.handshake(peers, idx)
             plan.reduce_all(recv + off * esz, region + c.rank * n * esz, n, dt, rop,
-                            own=send + (c.rank * recvCount + off) * esz)
+                            own=mine + off * esz if direct else None)
         return self._launch(plan)
 
     @entry
