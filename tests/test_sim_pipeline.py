@@ -1,8 +1,9 @@
-"""The emulator's pipelined native collectives (broadcast, allgather, reduce-scatter, allreduce) match NumPy.
+"""The emulator's pipelined native collectives (broadcast, allgather, reduce-scatter) match NumPy.
 
 They move data in pieces of ``PIECE_BYTES`` (or of a parity region when the HCCL buffer is small,
-1/16 of it) over two alternating regions: these tests put counts on both sides of the piece
-boundaries, use every root and the in-place forms, and queue collectives of every kind back to back
+1/16 of it) over two alternating regions, which allreduce shares in region-sized chunks: these
+tests put counts on both sides of the piece boundaries (allreduce too), use every root and the
+in-place forms, and queue collectives of every kind back to back
 (no synchronisation between them) so that the notifies and regions handed from one call to the
 next are exercised, all under the strict checker (the tests' default).
 """

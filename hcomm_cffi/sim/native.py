@@ -22,7 +22,7 @@ other).  Layout (H = half of it): [0, H) two-phase ops; [H, 1.5H) send/recv, one
 ``TWO_SHOT_ABOVE`` bytes is two-shot: every rank reduces one block of the chunk into its result
 region, then everyone copies all blocks out (n times less reduction work per rank than one-shot).
 
-Broadcast, allgather, reduce-scatter and the one-shot allreduce run the parity protocol over
+Broadcast, allgather and reduce-scatter run the parity protocol over
 cache-sized pieces (``PIECE_BYTES``, not whole regions): a piece staged by one rank is still in the
 shared cache when its peers read it, and with two parities a rank stages piece k+1 while its peers
 drain piece k (the root of a broadcast fills the other region while the others copy out, across
@@ -260,7 +260,7 @@ class NativeCollectives:
         esz = dt.itemsize
         if c.nranks >= 3 and count * esz > TWO_SHOT_ABOVE:
             return self._two_shot_allreduce(plan, peers, send, recv, count, dt, rop)
-        chunk = plan.piece(esz)
+        chunk = max(1, plan.region_bytes() // esz)
         for off in range(0, count, chunk):
             n = min(chunk, count - off)
             b = off * esz
