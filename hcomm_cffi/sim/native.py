@@ -7,8 +7,8 @@ produce the same bytes).  Large messages go in buffer-sized chunks.
 
 Two protocols keep binary notifies and buffer reuse safe:
 
-* symmetric ops (allreduce, allgather, barrier) exchange one "ready" notify per chunk and
-  alternate between two notify indices and two buffer regions by chunk parity: a rank can only
+* symmetric ops (allreduce, allgather, reduce-scatter, broadcast, barrier) exchange one "ready"
+  notify per chunk and alternate between two notify indices and two buffer regions by chunk parity: a rank can only
   reach chunk k+2 (same parity) after every peer signalled chunk k+1, which each peer does after it
   finished chunk k, so the region and the notify of chunk k are free again: one round trip per chunk;
 * the others use a two-phase handshake per chunk (notify 0 "my data is in my buffer", notify 1
@@ -21,6 +21,15 @@ other).  Layout (H = half of it): [0, H) two-phase ops; [H, 1.5H) send/recv, one
 4/5: "staged", 6/7: "result ready", by parity).  Allreduce on 3 or more ranks above
 ``TWO_SHOT_ABOVE`` bytes is two-shot: every rank reduces one block of the chunk into its result
 region, then everyone copies all blocks out (n times less reduction work per rank than one-shot).
+
+Broadcast, allgather and reduce-scatter run the parity protocol over
+cache-sized pieces (``PIECE_BYTES``, not whole regions): a piece staged by one rank is still in the
+shared cache when its peers read it, and with two parities a rank stages piece k+1 while its peers
+drain piece k (the root of a broadcast fills the other region while the others copy out, across
+consecutive calls too).  Broadcast is symmetric in its notifies (every rank signals every rank per
+piece) so that the parity invariant holds whatever the root of the calls before and after it.  A
+rank's own allgather block goes straight from its send buffer to its receive buffer, and a
+reduce-scatter reads its own operand straight from its send buffer (neither is staged).
 """
 from __future__ import annotations
 
@@ -42,6 +51,7 @@ READY, DONE, P2P_DATA, P2P_DONE, PARITY, PARITY_RESULT = 0, 1, 2, 3, 4, 6
 TWO_SHOT_ABOVE = 256 << 10   # allreduce on 3+ ranks: two-shot above this many bytes
 SMALL_CACHED = 64 << 10      # allreduces up to this many bytes reuse their task list
 CALL_CACHE_MAX = 64          # HcclAllReduce fast-path entries (argument tuples) kept per process
+PIECE_BYTES = 512 << 10      # bytes one rank stages per piece of the pipelined symmetric ops (L2/L3-sized)
 
 _SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, DataType.FP32, DataType.INT64,
               DataType.UINT64, DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.FP64, DataType.BFP16}
@@ -87,6 +97,12 @@ def _u64s(ptr: Any, n: int, name: str) -> List[int]:
     return [int(arr[i]) for i in range(n)]
 
 
+def _overlap(a: Any, b: Any, nbytes: int) -> bool:
+    """Whether [a, a+nbytes) and [b, b+nbytes) share a byte."""
+    lo, hi = int(ffi.cast("uintptr_t", a)), int(ffi.cast("uintptr_t", b))
+    return nbytes > 0 and abs(lo - hi) < nbytes
+
+
 def _part(count: int, lo: int, cap: int) -> int:
     """Elements of a block of ``count`` that fall in the round starting at ``lo`` (rounds of ``cap``)."""
     return max(0, min(cap, count - lo))
@@ -127,32 +143,40 @@ class _Plan:
             for p in peers:
                 self.tasks.append(ChannelWait(self.th, self.ch[p], idx, 0.0))
 
-    def reduce_all(self, dst: Any, offset: int, n: int, dt: DataType, op: ReduceOp) -> None:
-        """``dst`` = the ``op``-reduction, in rank order, of ``n`` elements at ``offset`` of every rank's scratch."""
+    def reduce_all(self, dst: Any, offset: int, n: int, dt: DataType, op: ReduceOp, own: Any = None) -> None:
+        """``dst`` = the ``op``-reduction, in rank order, of ``n`` elements at ``offset`` of every rank's scratch.
+
+        ``own``: this rank's operand is read from there instead of its scratch (it was not staged).
+        """
         nranks = self.comm.nranks
+        srcs = [self.ccl(r) + offset for r in range(nranks)]
+        if own is not None:
+            srcs[self.comm.rank] = own
         if nranks == 1:
-            self.copy(dst, self.ccl(0) + offset, n * dt.itemsize)
+            self.copy(dst, srcs[0], n * dt.itemsize)
             return
         if not n:
             return
         if dt == DataType.BFP16:  # reduced through float32 by the kernels
-            self.tasks.append(Reduce3(self.th, dst, self.ccl(0) + offset, self.ccl(1) + offset, n, dt, op))
+            self.tasks.append(Reduce3(self.th, dst, srcs[0], srcs[1], n, dt, op))
             for r in range(2, nranks):
-                self.reduce(dst, self.ccl(r) + offset, n, dt, op)
+                self.reduce(dst, srcs[r], n, dt, op)
             return
         # views made now, once: executing the task is then a bare ufunc call
         ufunc = kernels.ufunc_of(op)
         out = kernels.view(dst, n, dt)
-        self.tasks.append(UfuncReduce(self.th, ufunc, out, kernels.view(self.ccl(0) + offset, n, dt),
-                                      kernels.view(self.ccl(1) + offset, n, dt)))
+        self.tasks.append(UfuncReduce(self.th, ufunc, out, kernels.view(srcs[0], n, dt), kernels.view(srcs[1], n, dt)))
         for r in range(2, nranks):
-            self.tasks.append(UfuncReduce(self.th, ufunc, out, out, kernels.view(self.ccl(r) + offset, n, dt)))
+            self.tasks.append(UfuncReduce(self.th, ufunc, out, out, kernels.view(srcs[r], n, dt)))
 
-    def stage_blocks(self, send: Any, block_count: int, off: int, n: int, esz: int) -> None:
-        """Copy elements [off, off+n) of each of the nranks blocks of ``send`` into my buffer, packed."""
-        base = self.ccl(self.comm.rank)
+    def stage_blocks(self, send: Any, block_count: int, off: int, n: int, esz: int, at: int = 0,
+                     skip: int = -1) -> None:
+        """Copy elements [off, off+n) of each of the nranks blocks of ``send`` to offset ``at`` of my scratch,
+        packed (block ``skip``'s place is left as it is)."""
+        base = self.ccl(self.comm.rank) + at
         for q in range(self.comm.nranks):
-            self.copy(base + q * n * esz, send + (q * block_count + off) * esz, n * esz)
+            if q != skip:
+                self.copy(base + q * n * esz, send + (q * block_count + off) * esz, n * esz)
 
     def parity_region(self) -> Tuple[int, int, int]:
         """(notify index, staging offset, region bytes) of the next symmetric chunk; advances parity."""
@@ -167,6 +191,10 @@ class _Plan:
         size = self.region_bytes()
         base = self.half + self.half // 2
         return p, base + p * size, base + (2 + p) * size, size
+
+    def piece(self, esz: int, blocks: int = 1) -> int:
+        """Elements per block of one pipelined piece: ``blocks`` blocks fill at most ``PIECE_BYTES`` and a region."""
+        return max(1, min(self.region_bytes(), PIECE_BYTES) // (esz * blocks))
 
     def region_bytes(self) -> int:
         """Size of each of the four parity regions (staging and result, for parities 0 and 1)."""
@@ -371,20 +399,18 @@ class NativeCollectives:
         data = _ptr(buf, "buf", count > 0)
         c, peers = self._others(comm)
         self._check_root(c, root)
-        plan = self._prepare(comm, stream, peers if c.rank == root else [root])
+        plan = self._prepare(comm, stream, peers)
         esz = dt.itemsize
-        chunk = max(1, plan.half // esz)
+        chunk = plan.piece(esz)
         for off in range(0, count, chunk):
             n = min(chunk, count - off)
             b = off * esz
+            idx, region, _ = plan.parity_region()
             if c.rank == root:
-                plan.copy(plan.ccl(root), data + b, n * esz)
-                plan.handshake(peers, READY, wait=False)
-                plan.handshake(peers, DONE, record=False)
-            else:
-                plan.handshake([root], READY, record=False)
-                plan.copy(data + b, plan.ccl(root), n * esz)
-                plan.handshake([root], DONE, wait=False)
+                plan.copy(plan.ccl(root) + region, data + b, n * esz)
+            plan.handshake(peers, idx)       # every rank: the root's piece is staged, or I finished the last one
+            if c.rank != root:
+                plan.copy(data + b, plan.ccl(root) + region, n * esz)
         return self._launch(plan)
 
     @entry
@@ -395,13 +421,19 @@ class NativeCollectives:
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
         esz = dt.itemsize
-        chunk = max(1, plan.region_bytes() // esz)
+        chunk = plan.piece(esz)
+        own = recv + c.rank * sendCount * esz
+        in_place = own == send
         for off in range(0, sendCount, chunk):
             n = min(chunk, sendCount - off)
+            b = off * esz
             idx, region, _ = plan.parity_region()
-            plan.copy(plan.ccl(c.rank) + region, send + off * esz, n * esz)
-            plan.handshake(peers, idx)
-            for r in range(c.nranks):
+            plan.copy(plan.ccl(c.rank) + region, send + b, n * esz)
+            plan.handshake(peers, idx, wait=False)
+            if not in_place:                 # my block: straight across, while the peers stage theirs
+                plan.copy(own + b, send + b, n * esz)
+            plan.handshake(peers, idx, record=False)
+            for r in peers:
                 plan.copy(recv + (r * sendCount + off) * esz, plan.ccl(r) + region, n * esz)
         return self._launch(plan)
 
@@ -413,13 +445,17 @@ class NativeCollectives:
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
         esz = dt.itemsize
-        chunk = max(1, plan.half // (esz * c.nranks))
+        chunk = plan.piece(esz, c.nranks)
+        mine = send + c.rank * recvCount * esz
+        # my block is read where it is, unless the result overwrites it while it is still an operand
+        direct = not _overlap(mine, recv, recvCount * esz)
         for off in range(0, recvCount, chunk):
             n = min(chunk, recvCount - off)
-            plan.stage_blocks(send, recvCount, off, n, esz)
-            plan.handshake(peers, READY)
-            plan.reduce_all(recv + off * esz, c.rank * n * esz, n, dt, rop)
-            plan.handshake(peers, DONE)
+            idx, region, _ = plan.parity_region()
+            plan.stage_blocks(send, recvCount, off, n, esz, at=region, skip=c.rank if direct else -1)
+            plan.handshake(peers, idx)
+            plan.reduce_all(recv + off * esz, region + c.rank * n * esz, n, dt, rop,
+                            own=mine + off * esz if direct else None)
         return self._launch(plan)
 
     @entry
