@@ -159,6 +159,11 @@ __all__ += list(ACL_CODES)
 
 _TIMEOUT_CODES = frozenset({9, 107019, 107020, 507046, 507047, 507048})
 
+#: the phrase the emulator's checker puts in a failure when ranks ran different collectives (the
+#: Comm layer then dumps the flight recorders, as for a timeout: it is a desync)
+COLLECTIVE_MISMATCH = "collective mismatch"
+__all__ += ["COLLECTIVE_MISMATCH"]
+
 
 # ---------------------------------------------------------------------------------------------
 # exception classes

@@ -117,8 +117,8 @@ class FlightRecorder:
         h = self.head + 1
         self.head = h
         slot = HEADER_SIZE + (h % self.capacity) * RECORD.size
-        RECORD.pack_into(self._mm, slot, h, seq, _b(op), _b(algorithm), count, nbytes, dtype, redop, peer,
-                         time.time(), 0.0, 0.0)
+        RECORD.pack_into(self._mm, slot, h, seq, _names.get(op) or _b(op), _names.get(algorithm) or _b(algorithm),
+                         count, nbytes, dtype, redop, peer, time.time(), 0.0, 0.0)
         return slot
 
     def running(self, slot: int) -> None:

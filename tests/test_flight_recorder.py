@@ -79,7 +79,12 @@ def test_op_mismatch_is_named_by_the_launcher_and_by_doctor(job):
     assert doc.returncode == 0, doc.stderr
     assert expected in doc.stdout
     assert "dumps from ranks 0,1,2,3" in doc.stdout
-    assert "notify wait timed out" in doc.stdout          # why each rank dumped: its own timeout
+    # why the ranks dumped: the emulator's checker saw the signatures differ at the first handshake
+    # (before it, the mismatched calls' handshakes paired up and mixed their data)
+    assert "rank 2: broadcast #4 (4 KiB fp32, root 0) failed" in doc.stdout, doc.stdout
+    assert "checker: collective mismatch: rank 2 of communicator" in doc.stdout, doc.stdout
+    assert "is in allreduce of 1024 x fp32, op sum but rank 2 is in broadcast of 1024 x fp32, root 0" in err, err
+
 
 
 def test_count_mismatch_is_named_with_both_counts(job):

@@ -469,7 +469,12 @@ class Comm:
         if async_op or stream is not None or not self._fast_ok:
             return None, False
         key = key_of(coll, x, x_written, out, op, algorithm, root)
-        fast = self._fast.get(key)
+        if key is None:
+            return None, False
+        try:
+            fast = self._fast.entries.get(key)
+        except TypeError:               # an unhashable op or algorithm object: the full path serves it
+            return None, False
         if fast is None:
             return key, False
         self._seq += 1

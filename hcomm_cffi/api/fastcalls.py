@@ -77,24 +77,11 @@ class FastCalls:
     def __init__(self) -> None:
         self.entries: Dict[tuple, FastCall] = {}
 
-    def get(self, key: Optional[tuple]) -> Optional[FastCall]:
-        """The entry stored for ``key`` (None for a miss, no key, or an argument that cannot be a key)."""
-        if key is None:
-            return None
-        try:
-            return self.entries.get(key)
-        except TypeError:               # an unhashable op or algorithm object
-            return None
-
     def store(self, key: Tuple[Any, ...], entry: FastCall) -> None:
-        """Keep ``entry`` for ``key`` (zero-size buffers are never stored: their address means nothing)."""
+        """Keep ``entry`` for ``key`` (one the lookup hashed); zero-size buffers are not kept (no meaningful address)."""
         if not key[2] or (key[4] is not None and not key[5]):
             return
         stored = key[:1] + (_unowned(key[1]),) + key[2:4] + (_unowned(key[4]),) + key[5:]
-        try:
-            hash(stored)
-        except TypeError:
-            return
         if len(self.entries) >= MAX_ENTRIES:
             self.entries.clear()
         self.entries[stored] = entry

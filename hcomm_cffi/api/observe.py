@@ -14,7 +14,7 @@ from typing import Any, Optional
 from .. import flight, log, settings, trace
 from ..algorithms.interface import ROOTED
 from ..enums import DataType, ReduceOp
-from ..errors import HcclError
+from ..errors import COLLECTIVE_MISMATCH, HcclError
 from . import live
 
 __all__ = ["created", "destroyed", "chose", "issue", "done", "failed", "root_of", "NO_SLOT"]
@@ -116,13 +116,14 @@ def root_of(coll: str, root: int) -> int:
 
 
 def failed(comm: Any, exc: Optional[HcclError], err: BaseException) -> None:
-    """The communicator failed with ``err``: open records fail; a timeout or a dead peer dumps every ring."""
+    """The communicator failed with ``err``: open records fail; a timeout, a dead peer or a detected desync dumps every ring."""
     fr = comm._flight
     if fr is not None:
         fr.fail_open()
     timeout = isinstance(err, TimeoutError) or isinstance(exc, TimeoutError)
     gone = exc is not None and exc.code in _PEER_GONE_CODES
-    if not (timeout or gone):
+    desync = exc is not None and COLLECTIVE_MISMATCH in (exc.library_message or "")
+    if not (timeout or gone or desync):
         return
     path = flight.dump_all(str(err), failed_comm=comm.name)
     LOG.warning("%s; flight recorder %s", err, f"written to {path}" if path else

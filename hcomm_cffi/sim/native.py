@@ -33,15 +33,19 @@ reduce-scatter reads its own operand straight from its send buffer (neither is s
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Dict, List, Sequence, Tuple
+
+import numpy as np
 
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
+from ..errors import COLLECTIVE_MISMATCH
 from .comm import SimChannel, SimComm
-from .errors import HcclResult, SimError, entry, failure_code
+from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, failure_code
 from . import kernels
-from .runtime import EXECUTOR, SimThread
-from .tasks import ChannelRecord, ChannelWait, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
+from .runtime import EXECUTOR, SimThread, TaskFailure
+from .tasks import ChannelRecord, ChannelWait, HostCall, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
 from .state import SimState
 
 NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
@@ -51,6 +55,16 @@ READY, DONE, P2P_DATA, P2P_DONE, PARITY, PARITY_RESULT = 0, 1, 2, 3, 4, 6
 TWO_SHOT_ABOVE = 256 << 10   # allreduce on 3+ ranks: two-shot above this many bytes
 SMALL_CACHED = 64 << 10      # allreduces up to this many bytes reuse their task list
 CALL_CACHE_MAX = 64          # HcclAllReduce fast-path entries (argument tuples) kept per process
+# The checker's collective signatures: every rank writes its call's signature (SIG_BYTES) into a slot
+# at the end of its scratch before a data-ready record, and checks its peers' after the wait -- the
+# slot of the parity (PARITY, PARITY + 1) or of the two-phase READY, which its writer cannot reuse
+# before every reader has signalled back.  Ranks in different collectives (an allreduce against a
+# broadcast whose handshakes pair up) fail at once instead of mixing their data.
+SIG_BYTES = 64
+SIG_MAGIC = 0x5349474E       # "SIGN": the slot holds a signature
+_SIG_SLOT = {PARITY: 0, PARITY + 1: 1, READY: 2}
+_SIG_KINDS = ("allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "scatter",
+              "allgatherv", "reduce_scatterv", "alltoallvc", "barrier")
 PIECE_BYTES = 512 << 10      # bytes one rank stages per piece of the pipelined symmetric ops (L2/L3-sized)
 
 _SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, DataType.FP32, DataType.INT64,
@@ -103,6 +117,33 @@ def _overlap(a: Any, b: Any, nbytes: int) -> bool:
     return nbytes > 0 and abs(lo - hi) < nbytes
 
 
+def _describe(sig: bytes) -> str:
+    """'allreduce of 1024 x fp32, op sum' from a signature slot's bytes."""
+    magic, kind, count, dtype, op, root = np.frombuffer(sig, np.int64)[:6].tolist()
+    if magic != SIG_MAGIC or not 0 <= kind < len(_SIG_KINDS):
+        return "no native collective"
+    try:
+        dname = DataType(dtype).name.lower()
+    except ValueError:
+        dname = f"dtype {dtype}"
+    text = f"{_SIG_KINDS[kind]} of {count} x {dname}"
+    if op >= 0:
+        text += f", op {ReduceOp(op).name.lower()}"
+    return text + (f", root {root}" if root >= 0 else "")
+
+
+def _compare_signatures(c: SimComm, peers: List[int], at: int, mine: Any) -> None:
+    """Checker task: every peer's signature slot equals this rank's (else the queue fails, naming both calls)."""
+    want = ffi.buffer(mine)[:]
+    for p in peers:
+        got = ffi.buffer(c.peer_scratch[p].ptr + at, SIG_BYTES)[:]
+        if got != want:
+            raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
+                              f"checker: {COLLECTIVE_MISMATCH}: rank {c.rank} of communicator {c.name} is in "
+                              f"{_describe(want)} but rank {p} is in {_describe(got)} (every rank must call the "
+                              "same collectives in the same order)")
+
+
 def _part(count: int, lo: int, cap: int) -> int:
     """Elements of a block of ``count`` that fall in the round starting at ``lo`` (rounds of ``cap``)."""
     return max(0, min(cap, count - lo))
@@ -126,6 +167,17 @@ class _Plan:
         self.ch = channels
         self.tasks: List[Task] = []
         self.half = comm.buffer_bytes // 2
+        self.signature: Any = None           # checker on: int64[8] every peer's call must match (sign())
+
+    def sign(self, kind: str, count: int, dt: DataType, op: int = -1, root: int = -1) -> None:
+        """Checker: what every rank's call must agree on, compared at each data-ready handshake (off: nothing)."""
+        if self.comm.config.check != "off":
+            self.signature = ffi.new("int64_t[8]", [SIG_MAGIC, _SIG_KINDS.index(kind), count, int(dt), int(op),
+                                                    root])
+
+    def _sig_at(self, slot: int) -> int:
+        """Offset of signature slot ``slot`` in a rank's scratch (after the parity regions)."""
+        return self.comm.buffer_bytes - (len(_SIG_SLOT) - slot) * SIG_BYTES
 
     def copy(self, dst: Any, src: Any, n: int) -> None:
         if n:
@@ -136,12 +188,18 @@ class _Plan:
             self.tasks.append(LocalReduce(self.th, dst, src, count, dt, op))
 
     def handshake(self, peers: Sequence[int], idx: int, record: bool = True, wait: bool = True) -> None:
+        slot = _SIG_SLOT.get(idx) if self.signature is not None else None
         if record:
+            if slot is not None:
+                self.copy(self.ccl(self.comm.rank) + self._sig_at(slot), self.signature, SIG_BYTES)
             for p in peers:
                 self.tasks.append(ChannelRecord(self.th, self.ch[p], idx))
         if wait:
             for p in peers:
                 self.tasks.append(ChannelWait(self.th, self.ch[p], idx, 0.0))
+            if slot is not None:
+                self.tasks.append(HostCall(partial(_compare_signatures, self.comm, list(peers), self._sig_at(slot),
+                                                   self.signature)))
 
     def reduce_all(self, dst: Any, offset: int, n: int, dt: DataType, op: ReduceOp, own: Any = None) -> None:
         """``dst`` = the ``op``-reduction, in rank order, of ``n`` elements at ``offset`` of every rank's scratch.
@@ -197,8 +255,9 @@ class _Plan:
         return max(1, min(self.region_bytes(), PIECE_BYTES) // (esz * blocks))
 
     def region_bytes(self) -> int:
-        """Size of each of the four parity regions (staging and result, for parities 0 and 1)."""
-        return (self.half // 8) // 64 * 64
+        """Size of each of the four parity regions (staging and result, for parities 0 and 1; the signature
+        slots follow them)."""
+        return (self.half // 8 - SIG_BYTES) // 64 * 64
 
     def ccl(self, rank: int) -> Any:
         """Start of ``rank``'s native scratch memory as mapped here."""
@@ -282,6 +341,7 @@ class NativeCollectives:
         send, recv = _ptr(sendBuf, "sendBuf", count > 0), _ptr(recvBuf, "recvBuf", count > 0)
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
+        plan.sign("allreduce", count, dt, rop)
         if 0 < count * dt.itemsize <= SMALL_CACHED:
             tasks = self._small_allreduce(plan, peers, send, recv, count, dt, rop)
             self._remember_call(plan, (sendBuf, recvBuf, count, dataType, op, comm, stream), tasks)
@@ -378,6 +438,7 @@ class NativeCollectives:
         send = _ptr(sendBuf, "sendBuf", count > 0)
         recv = _ptr(recvBuf, "recvBuf", count > 0 and c.rank == root)
         plan = self._prepare(comm, stream, peers if c.rank == root else [root])
+        plan.sign("reduce", count, dt, rop, root)
         esz = dt.itemsize
         chunk = max(1, plan.half // esz)
         for off in range(0, count, chunk):
@@ -400,6 +461,7 @@ class NativeCollectives:
         c, peers = self._others(comm)
         self._check_root(c, root)
         plan = self._prepare(comm, stream, peers)
+        plan.sign("broadcast", count, dt, root=root)
         esz = dt.itemsize
         chunk = plan.piece(esz)
         for off in range(0, count, chunk):
@@ -420,6 +482,7 @@ class NativeCollectives:
         send, recv = _ptr(sendBuf, "sendBuf", sendCount > 0), _ptr(recvBuf, "recvBuf", sendCount > 0)
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
+        plan.sign("allgather", sendCount, dt)
         esz = dt.itemsize
         chunk = plan.piece(esz)
         own = recv + c.rank * sendCount * esz
@@ -444,6 +507,7 @@ class NativeCollectives:
         send, recv = _ptr(sendBuf, "sendBuf", recvCount > 0), _ptr(recvBuf, "recvBuf", recvCount > 0)
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
+        plan.sign("reduce_scatter", recvCount, dt, rop)
         esz = dt.itemsize
         chunk = plan.piece(esz, c.nranks)
         mine = send + c.rank * recvCount * esz
@@ -468,6 +532,7 @@ class NativeCollectives:
         send, recv = _ptr(sendBuf, "sendBuf", sendCount > 0), _ptr(recvBuf, "recvBuf", sendCount > 0)
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
+        plan.sign("alltoall", sendCount, dt)
         esz = dt.itemsize
         chunk = max(1, plan.half // (esz * c.nranks))
         for off in range(0, sendCount, chunk):
@@ -489,6 +554,7 @@ class NativeCollectives:
         send = _ptr(sendBuf, "sendBuf", recvCount > 0 and c.rank == root)
         recv = _ptr(recvBuf, "recvBuf", recvCount > 0)
         plan = self._prepare(comm, stream, peers if c.rank == root else [root])
+        plan.sign("scatter", recvCount, dt, root=root)
         esz = dt.itemsize
         chunk = max(1, plan.half // (esz * c.nranks))
         for off in range(0, recvCount, chunk):
@@ -516,6 +582,7 @@ class NativeCollectives:
         send = _ptr(sendBuf, "sendBuf", sendCount > 0)
         recv = _ptr(recvBuf, "recvBuf", sum(counts) > 0)
         plan = self._prepare(comm, stream, peers)
+        plan.sign("allgatherv", sum(counts), dt)
         esz = dt.itemsize
         cap = max(1, plan.half // esz)
         for lo in range(0, max(counts), cap):
@@ -538,6 +605,7 @@ class NativeCollectives:
         send = _ptr(sendBuf, "sendBuf", sum(counts) > 0)
         recv = _ptr(recvBuf, "recvBuf", recvCount > 0)
         plan = self._prepare(comm, stream, peers)
+        plan.sign("reduce_scatterv", sum(counts), dt, rop)
         esz = dt.itemsize
         cap = max(1, plan.half // (esz * c.nranks))
         for lo in range(0, max(counts), cap):
@@ -566,6 +634,7 @@ class NativeCollectives:
         send = _ptr(sendBuf, "sendBuf", sum(mine) > 0)
         recv = _ptr(recvBuf, "recvBuf", sum(incoming) > 0)
         plan = self._prepare(comm, stream, peers)
+        plan.sign("alltoallvc", sum(flat), dt)
         esz = dt.itemsize
         cap = max(1, plan.half // (esz * n))
         for lo in range(0, max(flat) if flat else 0, cap):
@@ -606,6 +675,7 @@ class NativeCollectives:
     def HcclBarrier(self, comm: Any, stream: Any) -> int:
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
+        plan.sign("barrier", 0, DataType.INT8)
         idx, _, _ = plan.parity_region()
         plan.handshake(peers, idx)
         return self._launch(plan)

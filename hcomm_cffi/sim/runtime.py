@@ -39,7 +39,7 @@ LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers st
 
 __all__ = ["Queue", "SimThread", "SimEvent", "Executor", "CheckerWarning", "EXECUTOR", "KIND_NAMES",
            "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
-           "C_RECORD", "C_WAIT", "EVENT_RECORD", "EVENT_WAIT", "CALL", "REDUCE3", "UFUNC"]
+           "C_RECORD", "C_WAIT", "EVENT_RECORD", "EVENT_WAIT", "CALL", "REDUCE3", "UFUNC", "TaskFailure"]
 
 
 # UFUNC tasks: float overflow to inf is what the hardware produces too, silently
@@ -214,7 +214,7 @@ class Executor:
                 t0 = _trace.now()
             try:
                 done = execute(q, task)
-            except _TaskFailure as exc:
+            except TaskFailure as exc:
                 self.fail_queue(q, exc.code, exc.acl_code, exc.message)
                 return True
             except Exception as exc:  # a bug or a bad address caught by Python
@@ -366,7 +366,7 @@ class Executor:
         if kind == CALL:
             t.fn()
             return True
-        raise _TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, f"unknown task kind {kind}")
+        raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, f"unknown task kind {kind}")
 
     # ------------------------------------------------------------------ failures and checks
     def fail_queue(self, q: Queue, code: int, acl_code: int, message: str) -> None:
@@ -403,7 +403,7 @@ class Executor:
         if comm is not None:
             comm.reports.append(message)
         if mode == "strict":
-            raise _TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, message)
+            raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, message)
         warn_caller(message, CheckerWarning)
 
     def _expire(self, now: float) -> None:
@@ -524,7 +524,9 @@ def _traced(q: Queue, task: Task, t0: float, t1: float) -> None:
     record(q, task, t0, t1)
 
 
-class _TaskFailure(Exception):
+class TaskFailure(Exception):
+    """Raised by a task (or a checker task) to fail its queue with this HcclResult, aclError and message."""
+
     def __init__(self, code: int, acl_code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
