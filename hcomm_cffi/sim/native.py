@@ -349,7 +349,7 @@ class NativeCollectives:
         esz = dt.itemsize
         if c.nranks >= 3 and count * esz > TWO_SHOT_ABOVE:
             return self._two_shot_allreduce(plan, peers, send, recv, count, dt, rop)
-        chunk = max(1, plan.region_bytes() // esz)
+        chunk = plan.piece(esz)
         for off in range(0, count, chunk):
             n = min(chunk, count - off)
             b = off * esz
