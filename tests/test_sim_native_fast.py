@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from typing import Any, List
+from typing import Any, Dict, List
 
 import numpy as np
 import pytest
@@ -200,3 +200,74 @@ def test_a_missing_call_still_times_out_on_the_fast_path() -> None:
     assert out["sync"] == ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, out
     assert "notify wait timed out after 2 s" in out["message"]
     assert 1.5 < out["waited"] < 4.0
+
+
+# ---------------------------------------------------------------------- the other symmetric collectives
+def _counted(env: RankEnv, name: str) -> List[int]:
+    """Count the full-path calls of ``name`` (its private method, e.g. _broadcast)."""
+    raw = getattr(env.lib, "raw", env.lib)
+    full = getattr(raw, name)
+    calls = [0]
+
+    def counted(*args: Any) -> int:
+        calls[0] += 1
+        return full(*args)
+    setattr(raw, name, counted)
+    return calls
+
+
+def _other_collectives(rank: int, n: int, root: bytes) -> dict:
+    """Broadcast (alternating roots and buffers), allgather, reduce_scatter and barrier repeated, interleaved."""
+    env = open_rank(rank, n, root)
+    full = {name: _counted(env, name) for name in ("_broadcast", "_all_gather", "_reduce_scatter", "_barrier")}
+    lib = env.lib
+    a, b2 = np.zeros(6, np.float32), np.zeros(6, np.float32)
+    blk, gathered = np.zeros(3, np.float32), np.zeros(3 * n, np.float32)
+    src, part = np.zeros(2 * n, np.int32), np.zeros(2, np.int32)
+    p = {k: env.ptr(v) for k, v in (("a", a), ("b", b2), ("blk", blk), ("g", gathered), ("src", src), ("part", part))}
+    out: Dict[str, list] = {"bcast": [], "gather": [], "rs": []}
+    fp32, i32 = int(DataType.FP32), int(DataType.INT32)
+    for it in range(12):
+        buf, bp = (a, p["a"]) if it % 3 else (b2, p["b"])
+        buf[:] = _data(rank, it, 6, np.float32)
+        bcast_root = it % n
+        assert lib.HcclBroadcast(bp, 6, fp32, bcast_root, env.comm, env.stream) == 0
+        blk[:] = _data(rank, it, 3, np.float32)
+        assert lib.HcclAllGather(p["blk"], p["g"], 3, fp32, env.comm, env.stream) == 0
+        src[:] = _data(rank, it, 2 * n, np.int32)
+        assert lib.HcclReduceScatter(p["src"], p["part"], 2, i32, int(ReduceOp.SUM), env.comm, env.stream) == 0
+        assert lib.HcclBarrier(env.comm, env.stream) == 0
+        assert lib.aclrtSynchronizeStream(env.stream) == 0
+        out["bcast"].append((bcast_root, buf.copy()))
+        out["gather"].append(gathered.copy())
+        out["rs"].append(part.copy())
+    # queued back to back, one synchronisation: a repeat on the wrong parity would record a notify its
+    # peer has not consumed yet (the strict checker fails the stream) or overwrite a region still read
+    for it in range(40):
+        a[:] = _data(rank, it, 6, np.float32)
+        assert lib.HcclBroadcast(p["a"], 6, fp32, 0, env.comm, env.stream) == 0
+        assert lib.HcclAllGather(p["blk"], p["g"], 3, fp32, env.comm, env.stream) == 0
+    assert lib.aclrtSynchronizeStream(env.stream) == 0
+    out["queued"] = [a.copy(), gathered.copy()]
+    env.close()
+    return {"out": out, "full": {k: v[0] for k, v in full.items()}}
+
+
+@pytest.mark.parametrize("n,check", [(2, "strict"), (3, "warn"), (4, "off")])
+def test_repeated_broadcast_allgather_reduce_scatter_and_barrier_stay_right(n: int, check: str) -> None:
+    results = run_ranks(n, _other_collectives, timeout=120, env={"HCOMM_SIM_CHECK": check})
+    for it in range(12):
+        for r in range(n):
+            root, got = results[r]["out"]["bcast"][it]
+            np.testing.assert_array_equal(got, _data(root, it, 6, np.float32), err_msg=f"broadcast {it}, rank {r}")
+            np.testing.assert_array_equal(results[r]["out"]["gather"][it],
+                                          np.concatenate([_data(q, it, 3, np.float32) for q in range(n)]))
+            total = sum(_data(q, it, 2 * n, np.int32) for q in range(n))
+            np.testing.assert_array_equal(results[r]["out"]["rs"][it], total[2 * r:2 * r + 2])
+        np.testing.assert_array_equal(results[r]["out"]["queued"][0], _data(0, 39, 6, np.float32))
+        np.testing.assert_array_equal(results[r]["out"]["queued"][1],
+                                      np.concatenate([_data(q, 11, 3, np.float32) for q in range(n)]))
+    for r in range(n):   # repeats were served from the kept task lists: at most one full call per signature and parity
+        full = results[r]["full"]
+        assert full["_broadcast"] <= min(2 * 2 * n, 8), full    # 2 buffers x n roots x 2 parities, of 12 calls
+        assert full["_all_gather"] <= 2 and full["_reduce_scatter"] <= 2 and full["_barrier"] <= 2, full

@@ -34,7 +34,7 @@ reduce-scatter reads its own operand straight from its send buffer (neither is s
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -168,6 +168,7 @@ class _Plan:
         self.tasks: List[Task] = []
         self.half = comm.buffer_bytes // 2
         self.signature: Any = None           # checker on: int64[8] every peer's call must match (sign())
+        self.seq0 = comm.native.seq          # symmetric chunks issued before this call (its first parity)
 
     def sign(self, kind: str, count: int, dt: DataType, op: int = -1, root: int = -1) -> None:
         """Checker: what every rank's call must agree on, compared at each data-ready handshake (off: nothing)."""
@@ -308,31 +309,62 @@ class NativeCollectives:
         return c, [r for r in range(c.nranks) if r != c.rank]
 
     # ------------------------------------------------------------------ collectives
-    def HcclAllReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
-                      stream: Any) -> int:
-        """A repeat of a small allreduce (same arguments) goes straight to the executor; others take the full path.
+    def _repeat(self, name: str, args: tuple, count: Any) -> Optional[int]:
+        """Launch the task list kept for a repeat of the small call ``name(*args)``; None when there is none.
 
-        The repeat reuses the task list the full path cached for this parity, after checking what
-        could have changed since: the communicator (destroyed, or its native state replaced) here,
-        the stream (destroyed streams empty the whole call cache, SimState.forget_stream).  The
-        tasks run through the same executor path, so stream order and the checkers are unchanged.
+        The full path keeps it (:meth:`_keep`) per starting parity.  Before reuse this checks what
+        could have changed since: the communicator (destroyed, or its native state replaced); a
+        destroyed stream empties the whole cache (SimState.forget_stream).  The tasks run through the
+        same executor path, so stream order and the checkers are unchanged.
         """
         try:
-            hit = self.state.call_cache.get((sendBuf, recvBuf, count, dataType, op, comm, stream))
+            hit = self.state.call_cache.get((name,) + args)
         except TypeError:       # an unhashable argument: the full path names it
-            hit = None
-        if hit is not None and type(count) is int:     # a float count equal to an int one must not match
-            c, nat, q, pair = hit
-            if not c.destroyed and c.native is nat:
-                tasks = pair[nat.seq & 1]
-                if tasks is not None:
-                    nat.seq += 1
-                    try:
-                        EXECUTOR.launch(q, tasks)
-                    except Exception as exc:
-                        return failure_code("HcclAllReduce", exc)
-                    return 0
-        return self._all_reduce(sendBuf, recvBuf, count, dataType, op, comm, stream)
+            return None
+        if hit is None or type(count) is not int:    # a float count equal to an int one must not match
+            return None
+        c, nat, q, pair, advance = hit
+        if c.destroyed or c.native is not nat:
+            return None
+        tasks = pair[nat.seq & 1]
+        if tasks is None:
+            return None
+        nat.seq += advance
+        try:
+            EXECUTOR.launch(q, tasks)
+        except Exception as exc:
+            return failure_code(name, exc)
+        return 0
+
+    def _keep(self, plan: _Plan, name: str, args: tuple, tasks: Sequence[Task]) -> None:
+        """Keep the task list of small call ``name(*args)`` for its repeats, under its first parity.
+
+        Only arguments that are safe and exact as dictionary keys qualify: plain (non-owning) cdata
+        pointers, which hash and compare by address and keep no buffer alive, plain ints and None.
+        """
+        if not all(a is None or type(a) is _PLAIN or type(a) is int for a in args):
+            return
+        c, nat = plan.comm, plan.comm.native
+        key = (name,) + args
+        cache = self.state.call_cache
+        hit = cache.get(key)
+        if hit is None or hit[0] is not c or hit[1] is not nat or hit[2] is not plan.th.queue:
+            if len(cache) >= CALL_CACHE_MAX:
+                cache.clear()
+            hit = cache[key] = (c, nat, plan.th.queue, [None, None], nat.seq - plan.seq0)
+        hit[3][plan.seq0 & 1] = tuple(tasks)
+
+    def _launch_small(self, plan: _Plan, name: str, args: tuple, nbytes: int) -> int:
+        """Launch ``plan``; a call of at most SMALL_CACHED bytes keeps its task list for its repeats."""
+        if nbytes <= SMALL_CACHED:
+            self._keep(plan, name, args, plan.tasks)
+        return self._launch(plan)
+
+    def HcclAllReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
+                      stream: Any) -> int:
+        args = (sendBuf, recvBuf, count, dataType, op, comm, stream)
+        rc = self._repeat("HcclAllReduce", args, count)
+        return self._all_reduce(*args) if rc is None else rc
 
     def _all_reduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
                     stream: Any) -> int:
@@ -344,7 +376,7 @@ class NativeCollectives:
         plan.sign("allreduce", count, dt, rop)
         if 0 < count * dt.itemsize <= SMALL_CACHED:
             tasks = self._small_allreduce(plan, peers, send, recv, count, dt, rop)
-            self._remember_call(plan, (sendBuf, recvBuf, count, dataType, op, comm, stream), tasks)
+            self._keep(plan, "HcclAllReduce", (sendBuf, recvBuf, count, dataType, op, comm, stream), tasks)
             return 0
         esz = dt.itemsize
         if c.nranks >= 3 and count * esz > TWO_SHOT_ABOVE:
@@ -409,26 +441,6 @@ class NativeCollectives:
         EXECUTOR.launch(plan.th.queue, tasks)
         return tasks
 
-    def _remember_call(self, plan: _Plan, args: tuple, tasks: Tuple[Task, ...]) -> None:
-        """Keep ``tasks`` for HcclAllReduce's fast path under its raw arguments, for the parity they were built for.
-
-        Only arguments that are safe and exact as dictionary keys qualify: plain (non-owning) cdata
-        pointers, which hash and compare by address and keep no buffer alive, and plain ints.
-        """
-        send, recv, count, dtype, op, comm, stream = args
-        if (type(send) is not _PLAIN or type(recv) is not _PLAIN or type(comm) is not _PLAIN
-                or not (stream is None or type(stream) is _PLAIN)
-                or type(count) is not int or type(dtype) is not int or type(op) is not int):
-            return
-        c, nat = plan.comm, plan.comm.native
-        cache = self.state.call_cache
-        hit = cache.get(args)
-        if hit is None or hit[0] is not c or hit[1] is not nat or hit[2] is not plan.th.queue:
-            if len(cache) >= CALL_CACHE_MAX:
-                cache.clear()
-            hit = cache[args] = (c, nat, plan.th.queue, [None, None])
-        hit[3][(nat.seq - 1) & 1] = tasks       # the parity just issued (seq has moved past it)
-
     @entry
     def HcclReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, root: int, comm: Any,
                    stream: Any) -> int:
@@ -454,8 +466,13 @@ class NativeCollectives:
                 plan.handshake([root], DONE, record=False)
         return self._launch(plan)
 
-    @entry
     def HcclBroadcast(self, buf: Any, count: int, dataType: int, root: int, comm: Any, stream: Any) -> int:
+        args = (buf, count, dataType, root, comm, stream)
+        rc = self._repeat("HcclBroadcast", args, count)
+        return self._broadcast(*args) if rc is None else rc
+
+    def _broadcast(self, buf: Any, count: int, dataType: int, root: int, comm: Any, stream: Any) -> int:
+        """HcclBroadcast's full path (a repeat of a small call: _repeat)."""
         dt = _dtype(dataType)
         data = _ptr(buf, "buf", count > 0)
         c, peers = self._others(comm)
@@ -473,11 +490,19 @@ class NativeCollectives:
             plan.handshake(peers, idx)       # every rank: the root's piece is staged, or I finished the last one
             if c.rank != root:
                 plan.copy(data + b, plan.ccl(root) + region, n * esz)
-        return self._launch(plan)
+        return self._launch_small(plan, "HcclBroadcast", (buf, count, dataType, root, comm, stream), count * esz)
 
-    @entry
+    _broadcast = entry(_broadcast, "HcclBroadcast")
+
     def HcclAllGather(self, sendBuf: Any, recvBuf: Any, sendCount: int, dataType: int, comm: Any,
                       stream: Any) -> int:
+        args = (sendBuf, recvBuf, sendCount, dataType, comm, stream)
+        rc = self._repeat("HcclAllGather", args, sendCount)
+        return self._all_gather(*args) if rc is None else rc
+
+    def _all_gather(self, sendBuf: Any, recvBuf: Any, sendCount: int, dataType: int, comm: Any,
+                      stream: Any) -> int:
+        """HcclAllGather's full path (a repeat of a small call: _repeat)."""
         dt = _dtype(dataType)
         send, recv = _ptr(sendBuf, "sendBuf", sendCount > 0), _ptr(recvBuf, "recvBuf", sendCount > 0)
         c, peers = self._others(comm)
@@ -498,11 +523,19 @@ class NativeCollectives:
             plan.handshake(peers, idx, record=False)
             for r in peers:
                 plan.copy(recv + (r * sendCount + off) * esz, plan.ccl(r) + region, n * esz)
-        return self._launch(plan)
+        return self._launch_small(plan, "HcclAllGather", (sendBuf, recvBuf, sendCount, dataType, comm, stream), sendCount * esz * c.nranks)
 
-    @entry
+    _all_gather = entry(_all_gather, "HcclAllGather")
+
     def HcclReduceScatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, op: int, comm: Any,
                           stream: Any) -> int:
+        args = (sendBuf, recvBuf, recvCount, dataType, op, comm, stream)
+        rc = self._repeat("HcclReduceScatter", args, recvCount)
+        return self._reduce_scatter(*args) if rc is None else rc
+
+    def _reduce_scatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, op: int, comm: Any,
+                          stream: Any) -> int:
+        """HcclReduceScatter's full path (a repeat of a small call: _repeat)."""
         dt, rop = _dtype(dataType), _op(op)
         send, recv = _ptr(sendBuf, "sendBuf", recvCount > 0), _ptr(recvBuf, "recvBuf", recvCount > 0)
         c, peers = self._others(comm)
@@ -520,7 +553,9 @@ class NativeCollectives:
             plan.handshake(peers, idx)
             plan.reduce_all(recv + off * esz, region + c.rank * n * esz, n, dt, rop,
                             own=mine + off * esz if direct else None)
-        return self._launch(plan)
+        return self._launch_small(plan, "HcclReduceScatter", (sendBuf, recvBuf, recvCount, dataType, op, comm, stream), recvCount * esz * c.nranks)
+
+    _reduce_scatter = entry(_reduce_scatter, "HcclReduceScatter")
 
     @entry
     def HcclAlltoAll(self, sendBuf: Any, sendCount: int, sendType: int, recvBuf: Any, recvCount: int,
@@ -671,14 +706,21 @@ class NativeCollectives:
             EXECUTOR.submit(q, [LocalCopy(None, recv + rd[me] * esz, send + sd[me] * esz, sc[me] * esz)])
         return self._p2p(items, comm, stream) if items else 0
 
-    @entry
     def HcclBarrier(self, comm: Any, stream: Any) -> int:
+        args = (comm, stream)
+        rc = self._repeat("HcclBarrier", args, 0)
+        return self._barrier(*args) if rc is None else rc
+
+    def _barrier(self, comm: Any, stream: Any) -> int:
+        """HcclBarrier's full path (a repeat of a small call: _repeat)."""
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
         plan.sign("barrier", 0, DataType.INT8)
         idx, _, _ = plan.parity_region()
         plan.handshake(peers, idx)
-        return self._launch(plan)
+        return self._launch_small(plan, "HcclBarrier", (comm, stream), 0)
+
+    _barrier = entry(_barrier, "HcclBarrier")
 
     # ------------------------------------------------------------------ point to point
     @entry
