@@ -11,26 +11,13 @@ from __future__ import annotations
 
 import gc
 import weakref
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import numpy as np
 import pytest
 
+from algohelp import count_issues
 from multiproc import run_ranks
-
-
-def _counting(name: str) -> List[int]:
-    """Count calls of the named algorithm's issue()."""
-    from hcomm_cffi.algorithms import resolve
-    alg = resolve(name)
-    calls = [0]
-    fn = alg.fn
-
-    def counted(ctx: Any, call: Any) -> None:
-        calls[0] += 1
-        fn(ctx, call)
-    alg.fn = counted
-    return calls
 
 
 def _values(rank: int, step: int, count: int, dtype: Any) -> np.ndarray:
@@ -40,7 +27,7 @@ def _values(rank: int, step: int, count: int, dtype: Any) -> np.ndarray:
 def body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, Any]:
     import hcomm_cffi as hcomm
     w = hcomm.init(rank=rank, world_size=n, root_info=root_info)
-    issued = _counting(algo)
+    issued = count_issues(algo)
     seen: Dict[str, Any] = {}
     ranks = range(n)
     try:

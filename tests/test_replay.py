@@ -7,32 +7,19 @@ resources were re-acquired (the old schedule is not used).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import numpy as np
 import pytest
 
+from algohelp import count_issues
 from multiproc import run_ranks
-
-
-def _counting(name: str) -> List[int]:
-    """Count calls of the named algorithm's issue()."""
-    from hcomm_cffi.algorithms import resolve
-    alg = resolve(name)
-    calls = [0]
-    fn = alg.fn
-
-    def counted(ctx: Any, call: Any) -> None:
-        calls[0] += 1
-        fn(ctx, call)
-    alg.fn = counted
-    return calls
 
 
 def body(rank: int, n: int, root_info: bytes, algo: str, coll: str) -> Dict[str, int]:
     import hcomm_cffi as hcomm
     w = hcomm.init(rank=rank, world_size=n, root_info=root_info, topology=(2, n // 2))
-    issued = _counting(algo)
+    issued = count_issues(algo)
     seen: Dict[str, int] = {}
 
     def run(count: int, dtype: Any, seed: int, in_place: bool) -> None:
@@ -94,7 +81,7 @@ def user_body(rank: int, n: int, root_info: bytes) -> int:
     import hcomm_cffi as hcomm
     import hcomm_cffi.examples.pairwise  # noqa: F401
     w = hcomm.init(rank=rank, world_size=n, root_info=root_info)
-    issued = _counting("pairwise")
+    issued = count_issues("pairwise")
     try:
         for seed in range(3):
             x = np.arange(n * 50, dtype=np.float32) + 1000 * rank + seed

@@ -24,16 +24,16 @@ ACL_ERROR_RT_FFTS_PLUS_TIMEOUT = 507048   # what a stream reports for a notify w
 HCCL_E_PARA = 1
 
 
-def _full_path_calls(env: RankEnv) -> List[int]:
-    """Count HcclAllReduce calls that take the full path (a one-element list, updated in place)."""
+def _counted(env: RankEnv, name: str) -> List[int]:
+    """Count the full-path calls of ``name`` (its private method, e.g. _broadcast)."""
     raw = getattr(env.lib, "raw", env.lib)
-    full = raw._all_reduce
+    full = getattr(raw, name)
     calls = [0]
 
     def counted(*args: Any) -> int:
         calls[0] += 1
         return full(*args)
-    raw._all_reduce = counted
+    setattr(raw, name, counted)
     return calls
 
 
@@ -53,7 +53,7 @@ ORDER = [0, 0, 1, 0, 2, 3, 2, 4, 1, 5, 5, 0, 3, 4, 4, 2, 1, 0, 3, 5, 1, 2, 0, 0,
 
 def _alternating(rank: int, n: int, root: bytes) -> dict:
     env = open_rank(rank, n, root)
-    calls = _full_path_calls(env)
+    calls = _counted(env, "_all_reduce")
     b, lib = env.b, env.lib
     bufs = {"a": np.zeros(8, np.float32), "ya": np.zeros(8, np.float32), "b": np.zeros(5, np.int32),
             "yb": np.zeros(5, np.int32), "c": np.zeros(3, np.float64), "yc": np.zeros(3, np.float64)}
@@ -88,7 +88,7 @@ def test_repeated_allreduces_alternating_buffers_counts_types_ops_and_streams(n:
 def _behind_a_blocked_queue(rank: int, n: int, root: bytes) -> dict:
     """A fast-path allreduce issued while its stream waits on a thread notify runs after it, in stream order."""
     env = open_rank(rank, n, root)
-    calls = _full_path_calls(env)
+    calls = _counted(env, "_all_reduce")
     lib, comm, s = env.lib, env.comm, env.stream
     x, src = np.zeros(4, np.float32), np.full(4, rank + 1.0, np.float32)
     px, psrc = env.ptr(x), env.ptr(src)
@@ -128,7 +128,7 @@ def test_fast_path_keeps_stream_order_behind_a_blocked_queue() -> None:
 def _comm_destroyed_then_handle_reused(rank: int, n: int, root: bytes) -> dict:
     """Warm the fast path on a sub-communicator, destroy it, make another at the same handle value, reuse the call."""
     env = open_rank(rank, n, root)
-    calls = _full_path_calls(env)
+    calls = _counted(env, "_all_reduce")
     b, lib, s = env.b, env.lib, env.stream
     raw = getattr(lib, "raw", lib)
     x, y = np.zeros(2, np.float32), np.zeros(2, np.float32)
@@ -171,7 +171,7 @@ def test_destroyed_communicator_and_a_new_one_at_the_same_handle() -> None:
 def _one_rank_skips_a_call(rank: int, n: int, root: bytes) -> dict:
     """Rank 1 issues one allreduce fewer: rank 0's fast-path call must time out, not pass or hang."""
     env = open_rank(rank, n, root)
-    calls = _full_path_calls(env)
+    calls = _counted(env, "_all_reduce")
     lib, comm, s = env.lib, env.comm, env.stream
     x = np.ones(2, np.float32)
     px = env.ptr(x)
@@ -203,19 +203,6 @@ def test_a_missing_call_still_times_out_on_the_fast_path() -> None:
 
 
 # ---------------------------------------------------------------------- the other symmetric collectives
-def _counted(env: RankEnv, name: str) -> List[int]:
-    """Count the full-path calls of ``name`` (its private method, e.g. _broadcast)."""
-    raw = getattr(env.lib, "raw", env.lib)
-    full = getattr(raw, name)
-    calls = [0]
-
-    def counted(*args: Any) -> int:
-        calls[0] += 1
-        return full(*args)
-    setattr(raw, name, counted)
-    return calls
-
-
 def _other_collectives(rank: int, n: int, root: bytes) -> dict:
     """Broadcast (alternating roots and buffers), allgather, reduce_scatter and barrier repeated, interleaved."""
     env = open_rank(rank, n, root)
