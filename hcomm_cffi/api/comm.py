@@ -323,7 +323,7 @@ class Comm:
             self._p2p.lanes.clear()
             b.destroy_stream(self._stream)
             self._targets.clear()
-            self._fast.clear()
+            self._forget_prepared()
             observe.destroyed(self)
             if self._sim_lib is not None:
                 self._forget_device_memory()
@@ -393,7 +393,7 @@ class Comm:
                 self._retired.append(self._scratch_ptr)
                 self._scratch_ptr = None
             size = max(nbytes, 4096, 2 * self._scratch_size)  # doubling: retired buffers total < the live one
-            self._fast.clear()            # their batches address the retired scratch
+            self._forget_prepared()       # their batches address the retired scratch
             self._scratch_ptr = self.binding.malloc(size)
             self._scratch_size = size
         return self._scratch_ptr
@@ -415,7 +415,7 @@ class Comm:
                 spec = dry_run(alg, self.topology, call, self._buffer_bytes, declared=False).resources_for(self.rank)
             if len(target.res) > 4096:
                 target.forget_resources()
-                self._fast.clear()
+                self._forget_prepared()
             res = target.res[key] = target.cache.get(alg.name, spec)
         return res
 
@@ -590,7 +590,7 @@ class Comm:
         if alg.replayable:
             if len(target.schedules) > 4096:
                 target.schedules.clear()
-                self._fast.clear()
+                self._forget_prepared()
             # issue() may have allocated the scratch memory
             target.schedules[key] = capture(batch, self._bases(call, send, recv))
         return batch, False
