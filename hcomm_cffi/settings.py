@@ -30,7 +30,7 @@ from .enums import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_EXEC_TIMEOUT_S, HCCL_COMM_
 __all__ = [
     "Settings", "SettingsError", "Variable", "VARIABLES", "current", "value", "describe", "parse_int",
     "exec_wait_s",
-    "BUFFSIZE_MAX_MB", "EXEC_TIMEOUT_MAX_S", "EXEC_TIMEOUT_NEVER_S", "DEFAULT_EAGER_LIMIT",
+    "BUFFSIZE_MAX_MB", "EXEC_TIMEOUT_MAX_S", "EXEC_TIMEOUT_NEVER_S", "DEFAULT_EAGER_LIMIT", "STEP_MIN_BYTES",
     "CHECK_MODES", "BACKENDS", "RENDEZVOUS_CHANNELS", "LOG_LEVELS",
 ]
 
@@ -38,6 +38,7 @@ BUFFSIZE_MAX_MB = 0xFFFFFFFF            # u32 (vendor sal.cc SalStrToULong)
 EXEC_TIMEOUT_MAX_S = 2147483647         # vendor A2/A3 maximum
 EXEC_TIMEOUT_NEVER_S = float(EXEC_TIMEOUT_MAX_S)  # what "0 = never" waits for: longer than any allowed value
 DEFAULT_EAGER_LIMIT = 64 << 10
+STEP_MIN_BYTES = 128                    # one aligned landing slot (algorithms.context.ALIGN)
 CHECK_MODES = ("off", "warn", "strict")
 BACKENDS = ("sim", "cann")
 RENDEZVOUS_CHANNELS = ("file", "tcp", "torch", "mpi")
@@ -89,6 +90,14 @@ def _size(name: str, raw: str) -> int:
     if m is None or m.group(2) not in _SIZE_UNITS:
         raise _fail(name, raw, "is not an integer number of bytes", expected)
     return int(m.group(1)) * _SIZE_UNITS[m.group(2)]
+
+
+def _step(name: str, raw: str) -> int:
+    value = _size(name, raw)
+    if 0 < value < STEP_MIN_BYTES:
+        raise _fail(name, raw, f"is below {STEP_MIN_BYTES} bytes", "0 (steps as large as the HCCL buffer allows) "
+                    f"or at least {STEP_MIN_BYTES} bytes (one aligned slot)")
+    return value
 
 
 def _choice(name: str, raw: str, choices: Tuple[str, ...], what: str) -> str:
@@ -155,6 +164,9 @@ VARIABLES: Tuple[Variable, ...] = (
              "rendezvous / link set-up limit in seconds (values under the vendor's 120 are accepted, for tests)"),
     Variable("HCOMM_EAGER_LIMIT", "eager_limit", _size, DEFAULT_EAGER_LIMIT,
              "point-to-point messages up to this many bytes are sent eagerly"),
+    Variable("HCOMM_STEP_BYTES", "step_bytes", _step, None,
+             "most bytes an algorithm stages per step and peer (its landing slot); 0: as many as the HCCL buffer "
+             "holds; unset: the backend's preference (1M on the emulator, the HCCL buffer on CANN)"),
     Variable("HCOMM_TOPOLOGY", "topology", _shape, None, "SERVERSxDEVICES shape of the world communicator"),
     Variable("HCOMM_CHECK_COLLECTIVES", "check_collectives", _flag, None,
              "compare every collective's signature across ranks before data moves (unset: on for the emulator, "
@@ -214,6 +226,7 @@ class Settings:
     exec_timeout_s: float
     connect_timeout_s: float
     eager_limit: int
+    step_bytes: Optional[int]
     topology: Optional[Tuple[int, int]]
     check_collectives: Optional[bool]
     backend: Optional[str]

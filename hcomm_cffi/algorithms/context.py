@@ -56,11 +56,14 @@ class IssueContext:
     ``res`` holds the acquired (or, in a dry run, virtual) resources: ``threads`` (main first),
     ``channels`` (peer -> handle), ``peer_buffers`` (peer -> (address, bytes)), ``local_buffer``,
     ``local_size`` and ``smallest_buffer``.  ``comm`` and ``stream`` are for library collectives.
+    ``step_bytes`` caps one landing slot (:meth:`slot_elems`): the backend's preferred transfer per step
+    (None: as large as the region allows).
     """
 
     def __init__(self, sink: TaskSink, res: Any, *, rank: int, size: int, topology: Topology, timeout_s: int,
                  dtype: DataType, op: ReduceOp = ReduceOp.SUM, comm: CData = None, stream: CData = None,
-                 scratch: Optional[Callable[[int], CData]] = None, group: Optional[Sequence[int]] = None) -> None:
+                 scratch: Optional[Callable[[int], CData]] = None, group: Optional[Sequence[int]] = None,
+                 step_bytes: Optional[int] = None) -> None:
         self.sink = sink
         self.res = res
         self.rank = rank
@@ -73,6 +76,7 @@ class IssueContext:
         self.esz = dtype.itemsize
         self.base = res.local_buffer
         self.region_bytes = region_bytes(res.smallest_buffer)   # collectives live in [0, region_bytes)
+        self.step_bytes = step_bytes
         self.threads: Sequence[int] = res.threads
         self.comm = comm
         self.stream = stream
@@ -88,8 +92,12 @@ class IssueContext:
         return self.res.peer_buffers[peer][0] + off
 
     def slot_elems(self, nslots: int) -> int:
-        """Elements that fit in one of ``nslots`` equal aligned slots of the collective region."""
+        """Elements that fit in one of ``nslots`` equal aligned slots of the collective region, each at most
+        ``step_bytes``: larger messages go in more, smaller steps (on the emulator a cache-sized step is
+        still in cache when the peer reads it; HCOMM_STEP_BYTES)."""
         per = (self.region_bytes // max(1, nslots)) // ALIGN * ALIGN
+        if self.step_bytes:
+            per = min(per, self.step_bytes // ALIGN * ALIGN)
         n = per // self.esz
         if n < 1:
             raise UnsupportedError(f"HCCL buffer half of {self.region_bytes} bytes cannot hold {nslots} slots of one "

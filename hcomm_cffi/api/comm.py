@@ -205,6 +205,8 @@ class Comm:
         self._buffer_bytes = self._targets.own.cache.local_buffer()[1]
         self._staging = getattr(b.lib, "backend_name", "cann") != "sim"
         self._sim_lib = None if self._staging else getattr(b.lib, "raw", b.lib)    # the SimLibrary under an ABI check
+        step = settings.value("HCOMM_STEP_BYTES")
+        self._step_bytes = (getattr(self._sim_lib, "preferred_step_bytes", None) if step is None else step) or None
         self._on_device: Dict[Tuple[Any, int], int] = {}     # (char *, bytes) -> address, declared on the emulator
         check = settings.value("HCOMM_CHECK_COLLECTIVES")
         self._check_signatures = (not self._staging) if check is None else bool(check)
@@ -585,7 +587,8 @@ class Comm:
         batch = TaskBatch(self.binding)
         ctx = IssueContext(batch, self._resources(alg, call, target), rank=self.rank, size=self.size,
                            topology=self.topology, timeout_s=self.timeout, dtype=call.dtype, op=call.op,
-                           comm=self._handle, stream=target.stream, scratch=self._scratch)
+                           comm=self._handle, stream=target.stream, scratch=self._scratch,
+                           step_bytes=self._step_bytes)
         alg.issue(ctx, call)
         if alg.replayable:
             if len(target.schedules) > 4096:

@@ -49,6 +49,10 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, NativeCollectives):
     """
 
     backend_name = "sim"
+    #: what the Comm API's algorithms stage per step and peer unless HCOMM_STEP_BYTES says otherwise: a step
+    #: this size is still in the CPU's cache when the peer process reads it (64 MiB ring allreduce, 2 ranks:
+    #: 21-26 ms in whole-chunk steps, 14-16 ms in 512 KiB-1 MiB steps, as fast as the native one-shot)
+    preferred_step_bytes = 1 << 20
 
     def __init__(self) -> None:
         self.state = _STATE
