@@ -258,3 +258,37 @@ def test_repeated_broadcast_allgather_reduce_scatter_and_barrier_stay_right(n: i
         full = results[r]["full"]
         assert full["_broadcast"] <= min(2 * 2 * n, 8), full    # 2 buffers x n roots x 2 parities, of 12 calls
         assert full["_all_gather"] <= 2 and full["_reduce_scatter"] <= 2 and full["_barrier"] <= 2, full
+
+
+def _stream_per_step(rank: int, n: int, root: bytes) -> dict:
+    """A new stream per step (native allreduce and a thread acquired with it), destroyed after the step."""
+    env = open_rank(rank, n, root)
+    lib, comm = env.lib, env.comm
+    raw = getattr(lib, "raw", lib)
+    state = raw.state
+    x = np.zeros(4, np.float32)
+    px = env.ptr(x)
+    sizes, stale = [], []
+    for step in range(12):
+        s = ffi.new("aclrtStream *")
+        assert lib.aclrtCreateStream(s) == 0
+        x[:] = rank + step
+        for _ in range(2):                                # both parities: the second call is a repeat
+            assert lib.HcclAllReduce(px, px, 4, DataType.FP32, ReduceOp.SUM, comm, s[0]) == 0
+            assert lib.aclrtSynchronizeStream(s[0]) == 0
+        assert x.tolist() == [float(n * sum(q + step for q in range(n)))] * 4, (step, x.tolist())
+        th = ffi.new("ThreadHandle *")
+        assert lib.HcclThreadAcquireWithStream(comm, Engine.CPU_TS, s[0], 1, th) == 0
+        stale.append(th[0])
+        assert lib.aclrtDestroyStream(s[0]) == 0
+        sizes.append((len(state.comm(comm).stream_threads), len(state.threads)))
+    gone = [int(ffi.cast("uintptr_t", h)) in state.threads for h in stale]
+    env.close()
+    return {"sizes": sizes, "gone": gone}
+
+
+def test_a_destroyed_stream_takes_its_threads_with_it() -> None:
+    """Threads bound to a stream go with it: a job that makes a stream per step does not grow per step."""
+    for r, out in enumerate(run_ranks(2, _stream_per_step, timeout=120)):
+        assert len(set(out["sizes"])) == 1, f"rank {r}: the comm kept a thread per destroyed stream: {out['sizes']}"
+        assert not any(out["gone"]), f"rank {r}: a destroyed stream's thread handle is still registered"

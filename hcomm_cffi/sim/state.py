@@ -130,8 +130,17 @@ class SimState:
         return q
 
     def forget_stream(self, key: int) -> None:
-        """Drop a destroyed stream (and the identity cache that may point at it)."""
-        self.streams.pop(key, None)
+        """Drop a destroyed stream, the identity cache that may point at it, and every communicator's thread
+        on it (HcclThreadAcquireWithStream's, the native collectives'): a job that creates a stream per step
+        must not keep one thread per stream it ever had."""
+        q = self.streams.pop(key, None)
+        if q is not None:
+            for c in self.comms.values():
+                th = c.stream_threads.pop(id(q), None)
+                if th is not None:
+                    self.threads.pop(th.handle, None)
+                    if c.native is not None:
+                        c.native.cache.clear()     # its task lists name that thread
         self._last_stream = (None, None)
         self.call_cache.clear()     # its entries hold the queues of streams
 
