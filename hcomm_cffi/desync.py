@@ -156,17 +156,17 @@ def _first_mismatch(views: Dict[int, RankView]) -> List[str]:
             for r, rec in here.items():
                 by_val.setdefault(_value(rec, key), []).append(r)
             if len(by_val) > 1:
-                groups = sorted(by_val.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+                val_groups = sorted(by_val.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
                 op = next(iter(here.values()))["op"]
-                vs = " vs ".join(f"{val} on {','.join(map(str, rs))}" for val, rs in groups)
+                vs = " vs ".join(f"{val} on {','.join(map(str, rs))}" for val, rs in val_groups)
                 return [f"ranks disagree on the {name} of {op} #{seq}: {vs}"]
     return []
 
 
 def _stuck(views: Dict[int, RankView]) -> List[str]:
     """Ranks that never entered the latest collective another rank is stuck in."""
-    open_seqs = [v.current()["seq"] for v in views.values()  # type: ignore[index]
-                 if v.current() is not None and v.current()["state"] in _OPEN and v.current()["algorithm"] != "p2p"]
+    open_seqs = [cur["seq"] for cur in (v.current() for v in views.values())
+                 if cur is not None and cur["state"] in _OPEN and cur["algorithm"] != "p2p"]
     if not open_seqs:
         return []
     target = max(open_seqs)

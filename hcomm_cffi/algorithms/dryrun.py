@@ -40,6 +40,11 @@ def _addr(rank: int, region: int, off: int = 0) -> int:
     return ((rank + 1) << _RANK_SHIFT) | (region << _REGION_SHIFT) | off
 
 
+def _scratch_of(rank: int) -> Callable[[int], int]:
+    """The dry run's scratch allocator of ``rank``: its one virtual scratch region, whatever the size."""
+    return lambda nbytes: _addr(rank, SCRATCH)
+
+
 def _where(addr: int) -> Tuple[int, int, int]:
     """(rank, region, offset) of a virtual address."""
     return (addr >> _RANK_SHIFT) - 1, (addr >> _REGION_SHIFT) & 0xF, addr & _OFF_MASK
@@ -264,8 +269,8 @@ def dry_run(algorithm: Algorithm, topology: Topology, call: CollectiveCall, buff
         peers = {c.peer for c in spec.channels} if spec is not None else None
         res = _VirtualResources(rank, n, buffer_bytes, threads, peers)
         rec = _Recorder(rank, res, buffer_bytes, call.dtype)
-        ctx = IssueContext(rec, res, rank=rank, size=n, topology=topology, timeout_s=1, dtype=call.dtype,  # type: ignore[arg-type]
-                           op=call.op, scratch=lambda nbytes, r=rank: _addr(r, SCRATCH))
+        ctx = IssueContext(rec, res, rank=rank, size=n, topology=topology, timeout_s=1, dtype=call.dtype,
+                           op=call.op, scratch=_scratch_of(rank))
         try:
             algorithm.issue(ctx, vcall)
         except ScheduleError:

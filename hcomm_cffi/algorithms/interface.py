@@ -52,7 +52,7 @@ class CollectiveCall(NamedTuple):
     coll: str
     send: CData
     recv: CData
-    count: int
+    count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
     dtype: DataType
     op: ReduceOp = ReduceOp.SUM
     root: int = 0

@@ -78,8 +78,8 @@ def algorithm(name: Optional[str] = None, *, collectives: Optional[Iterable[str]
     ``unsupported(coll, dtype, op, topology)``: a reason it cannot run, or None.
     """
     def wrap(fn: Callable[..., None]) -> Algorithm:
-        alg = FunctionAlgorithm(fn, name or getattr(fn, "__name__", ""), collectives, reduces_on_data_plane,
-                                resources, unsupported)
+        fn_name: str = getattr(fn, "__name__", "")
+        alg = FunctionAlgorithm(fn, name or fn_name, collectives, reduces_on_data_plane, resources, unsupported)
         return register(alg)
     return wrap
 

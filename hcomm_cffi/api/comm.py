@@ -101,6 +101,11 @@ def _op(op: Any) -> ReduceOp:
 class Comm:
     """A communicator (see the module docstring for membership rules)."""
 
+    # set in _blank/_setup, which __init__ calls; declared here so their types are known before them
+    size: int
+    timeout: int
+    _handle: Any
+
     def __init__(self, name: str, ranks: Optional[Sequence[int]] = None, *, parent: Optional["Comm"] = None,
                  topology: TopologyArg = None, eager_limit: Optional[int] = None,
                  timeout: Optional[float] = None, buffer_size_mb: Optional[int] = None) -> None:
@@ -163,7 +168,7 @@ class Comm:
         self.name = name
         self.rank = -1
         self.size = 0
-        self._handle: Any = None
+        self._handle = None
         self._destroyed = False
         self._member = True
         self._broken: Optional[str] = None
@@ -357,8 +362,9 @@ class Comm:
     def _forget_device_memory(self) -> None:
         """Emulator: withdraw every range _declare_device_memory declared (prepared batches were validated on them)."""
         self._forget_prepared()
-        for addr in self._on_device.values():
-            self._sim_lib.sim_unregister_device_memory(addr)
+        if self._sim_lib is not None:          # only the emulator has ranges declared
+            for addr in self._on_device.values():
+                self._sim_lib.sim_unregister_device_memory(addr)
         self._on_device.clear()
 
     def _drain_inflight(self) -> None:
@@ -545,7 +551,7 @@ class Comm:
             observe.chose(self, coll, nbytes, alg, why)
         alg, what = choice
         in_place = send is not None and recv is not None and recv.ptr == send.ptr
-        staging = NO_STAGING
+        staging: Staging = NO_STAGING
         if self._staging:
             staging = Staging(self.binding, True)
             sp = staging.device_ptr(send) if send is not None else None

@@ -36,7 +36,7 @@ class FastCall(NamedTuple):
     algorithm: str       # the chosen algorithm's name
     what: str            # the description errors carry
     batch: Any           # a bound TaskBatch, or the emulator's prepared batch: launch() runs it
-    count: int
+    count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
     nbytes: int
     dtype: DataType
     op: Optional[ReduceOp]

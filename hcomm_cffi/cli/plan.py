@@ -307,13 +307,13 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CliError(f"--algo {raw!r}: {exc}") from None
         return _user_algorithm(alg, topo, size, args)
-    kwargs = dict(engine=args.engine, dtype=args.dtype, root=_int("root", args.root),
+    kwargs: Dict[str, Any] = dict(engine=args.engine, dtype=args.dtype, root=_int("root", args.root),
                   peer=_int("peer", args.peer), cost=_cost(args),
                   notifies_per_channel=_int("notifies-per-channel", args.notifies_per_channel, 1),
                   buffer_mb=_buffer_mb(args), inter_algorithm=args.inter)
     try:
         if args.compare:
-            cands = compare_algorithms(args.op or "allreduce", topo, size, **kwargs)  # type: ignore[arg-type]
+            cands = compare_algorithms(args.op or "allreduce", topo, size, **kwargs)
             if args.json:
                 out: List[Dict[str, Any]] = [{"algorithm": c.algorithm, "valid": c.plan is not None,
                                               "reason": c.reason,
@@ -323,7 +323,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print(_render_compare(cands))
             return 0
-        plan = make_plan(args.op or "allreduce", topo, size, algo, **kwargs)  # type: ignore[arg-type]
+        plan = make_plan(args.op or "allreduce", topo, size, algo, **kwargs)
     except InvalidAlgorithm as exc:
         raise CliError(f"--algo {algo}: {exc}") from None
     except ValueError as exc:
@@ -337,12 +337,12 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--timeline: no schedule to draw: {why}")
         _timeline(derived, args, plan.collective.value, size)
     if args.json:
-        out = plan.to_dict()
-        out["formula"] = {"threads": plan.threads, "notifies": plan.channel_notifies, "channels": plan.n_channels}
-        out["derived"] = _derived_dict(derived) if derived is not None else None
+        doc = plan.to_dict()
+        doc["formula"] = {"threads": plan.threads, "notifies": plan.channel_notifies, "channels": plan.n_channels}
+        doc["derived"] = _derived_dict(derived) if derived is not None else None
         if derived is None:
-            out["derived_skipped"] = why
-        json.dump(out, sys.stdout, indent=2)
+            doc["derived_skipped"] = why
+        json.dump(doc, sys.stdout, indent=2)
         print()
     else:
         print(_render(plan))

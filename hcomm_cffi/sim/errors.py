@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 import warnings
+from types import FrameType
 from typing import Any, Callable, Optional, TypeVar
 
 from ..enums import HcclResult
@@ -92,7 +93,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 
 def _caller_stacklevel() -> int:
     """The stacklevel of the first frame outside hcomm_cffi, counted from warn_caller's caller."""
-    frame = sys._getframe(2)
+    frame: Optional[FrameType] = sys._getframe(2)
     level = 2
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame = frame.f_back

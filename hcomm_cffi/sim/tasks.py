@@ -8,7 +8,7 @@ built with the kind filled in (``ChannelWait(th, ch, idx, timeout)``); ``tuple._
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Tuple, Union, cast
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..enums import DataType, ReduceOp
@@ -44,13 +44,13 @@ class _Kinded:
     __slots__ = ()
     _FILLED = 1     # leading elements the constructor fills in (the kind; the ACL stream tasks' thread too)
 
-    def __getnewargs__(self) -> tuple:
-        return tuple(self)[self._FILLED:]   # type: ignore[call-overload]
+    def __getnewargs__(self) -> Tuple[Any, ...]:
+        return cast(Tuple[Any, ...], self)[self._FILLED:]   # a mixin of tuple types only
 
     @property
     def name(self) -> str:
         """The vendor's name of this task's kind (``KIND_NAMES``)."""
-        return KIND_NAMES[self[0]]   # type: ignore[index]
+        return KIND_NAMES[cast(Tuple[Any, ...], self)[0]]
 
 
 # ---------------------------------------------------------------------- local copy and reduce
@@ -76,7 +76,7 @@ class _LocalReduce(NamedTuple):
     thread: "SimThread"
     dst: Any
     src: Any
-    count: int
+    count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
     dtype: "DataType"
     op: "ReduceOp"
 
@@ -97,7 +97,7 @@ class _Reduce3(NamedTuple):
     dst: Any
     a: Any
     b: Any
-    count: int
+    count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
     dtype: "DataType"
     op: "ReduceOp"
 
@@ -164,7 +164,7 @@ class _TransferReduce(NamedTuple):
     channel: "SimChannel"
     dst: Any
     src: Any
-    count: int
+    count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
     dtype: "DataType"
     op: "ReduceOp"
 
@@ -194,7 +194,7 @@ class _ThreadRecord(NamedTuple):
     kind: int
     thread: "SimThread"
     target: "SimThread"
-    index: int
+    index: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.index on purpose
 
 
 class ThreadRecord(_Kinded, _ThreadRecord):
@@ -209,7 +209,7 @@ class ThreadRecord(_Kinded, _ThreadRecord):
 class _ThreadWait(NamedTuple):
     kind: int
     thread: "SimThread"
-    index: int
+    index: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.index on purpose
     timeout: float
 
 
@@ -226,7 +226,7 @@ class _ChannelRecord(NamedTuple):
     kind: int
     thread: "SimThread"
     channel: "SimChannel"
-    index: int
+    index: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.index on purpose
 
 
 class ChannelRecord(_Kinded, _ChannelRecord):
@@ -242,7 +242,7 @@ class _ChannelWait(NamedTuple):
     kind: int
     thread: "SimThread"
     channel: "SimChannel"
-    index: int
+    index: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.index on purpose
     timeout: float
 
 
