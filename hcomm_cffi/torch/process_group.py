@@ -28,7 +28,7 @@ from .work import HcommWork, seconds_of
 __all__ = ["ProcessGroupHcomm", "DEVICES"]
 
 DEVICES = ("cpu", "npu")
-_KIND = dist.ReduceOp.RedOpType
+_KIND = dist.ReduceOp   # ReduceOp.SUM & co are the RedOpType members themselves (the stub types them there)
 _OPS = {_KIND.SUM: "sum", _KIND.PRODUCT: "prod", _KIND.MIN: "min", _KIND.MAX: "max", _KIND.AVG: "sum"}
 
 
@@ -47,7 +47,9 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     """The ``hcomm`` backend of one process group (world or new_group)."""
 
     def __init__(self, store: Any, rank: int, size: int, comm: Comm, timeout: Optional[float] = None) -> None:
-        super().__init__(rank, size)  # the 3-argument (store, ...) form is not subclassable in torch 2.13
+        # the 3-argument (store, ...) form is not subclassable in torch 2.13; torch's stub lists only that
+        # one, the binding also has this (rank, size) overload
+        super().__init__(rank, size)  # type: ignore[call-arg]
         self.comm = comm
         self.timeout = timeout   # the group's timeout (s): a work still pending after it fails
         self._store = store
@@ -105,7 +107,10 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         if not t.is_floating_point():
             raise ValueError(f"{self._label(what)}: ReduceOp.AVG needs a floating-point tensor, got {t.dtype}")
         size = self.comm.size
-        return op, lambda: t.div_(size)
+
+        def average() -> None:
+            t.div_(size)
+        return op, average
 
     def _size_check(self, what: str, arg: str, got: int, want: int) -> None:
         if got != want:
@@ -151,12 +156,18 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         if failed is not None:
             return HcommWork.finished(self._label(what), result, failed)
         then = [w._then for w in works if w._then is not None]
-        return self._work(what, [r for w in works for r in w._requests], result,
-                          (lambda: [f() for f in then]) if then else None)
+
+        def run_all() -> None:
+            for f in then:
+                f()
+        return self._work(what, [r for w in works for r in w._requests], result, run_all if then else None)
 
     # ------------------------------------------------------------------ collectives
+    # torch's stub overloads allreduce, broadcast, reduce, allgather, reduce_scatter, gather and scatter with
+    # (tensor, op/root, timeout) forms that the C++ ProcessGroup's binding accepts for direct calls; torch's
+    # dispatch into a Python backend uses only the (tensors, opts) form, the one these overrides take.
     @serialised
-    def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
+    def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:  # type: ignore[override]
         opts = opts if opts is not None else dist.AllreduceOptions()
         t = self._one(tensors, "allreduce")
         op, avg = self._op(opts, "allreduce", t)
@@ -182,13 +193,13 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                                 tensors, unpack)
 
     @serialised
-    def broadcast(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
+    def broadcast(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:  # type: ignore[override]
         opts = opts if opts is not None else dist.BroadcastOptions()
         t = self._one(tensors, "broadcast")
         return self._collective("broadcast", opts, lambda a: self.comm.broadcast(t, opts.rootRank, async_op=a), tensors)
 
     @serialised
-    def reduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
+    def reduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:  # type: ignore[override]
         opts = opts if opts is not None else dist.ReduceOptions()
         t = self._one(tensors, "reduce")
         op, avg = self._op(opts, "reduce", t)
@@ -197,7 +208,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                                 avg)
 
     @serialised
-    def allgather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],
+    def allgather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],  # type: ignore[override]
                   opts: Any = None) -> HcommWork:
         t = self._one(input_list, "allgather")
         outs = output_lists[0] if len(output_lists) == 1 else None
@@ -229,10 +240,11 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         works = [self.all_gather_single(o, i, opts) for o, i in zip(outputs, inputs)]
         return self._combine("all_gather_into_tensor_coalesced", works, outputs)
 
-    all_gather_single_coalesced = allgather_into_tensor_coalesced
+    # torch's stub names the arguments output_lists/input_list, its binding (like this method) outputs/inputs
+    all_gather_single_coalesced = allgather_into_tensor_coalesced  # type: ignore[assignment]
 
     @serialised
-    def reduce_scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],
+    def reduce_scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],  # type: ignore[override]
                        opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         out = self._one(output_list, "reduce_scatter")
@@ -260,7 +272,8 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                                 lambda a: self.comm.reduce_scatter(t.view(-1), op, out=out.view(-1), async_op=a), [out],
                                 avg)
 
-    _reduce_scatter_base = reduce_scatter_single
+    # torch names the arguments outputTensor/inputTensor and passes them by position: this method's names stay
+    _reduce_scatter_base = reduce_scatter_single  # type: ignore[assignment]
 
     @serialised
     def reduce_scatter_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
@@ -268,7 +281,8 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         works = [self.reduce_scatter_single(o, i, opts) for o, i in zip(outputs, inputs)]
         return self._combine("reduce_scatter_tensor_coalesced", works, outputs)
 
-    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+    # torch's stub names the arguments outputTensors/inputTensors, its binding (like this method) outputs/inputs
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced  # type: ignore[assignment]
 
     @serialised
     def alltoall(self, output_list: List[torch.Tensor], input_list: List[torch.Tensor],
@@ -330,7 +344,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return reqs
 
     @serialised
-    def gather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],
+    def gather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],  # type: ignore[override]
                opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.GatherOptions()
         t = self._one(input_list, "gather")
@@ -346,7 +360,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._work("gather", [self.comm.iallgather(t, out=stacked)], output_lists, unpack)
 
     @serialised
-    def scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],
+    def scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],  # type: ignore[override]
                 opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ScatterOptions()
         out = self._one(output_list, "scatter")
