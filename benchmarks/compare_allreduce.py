@@ -57,8 +57,9 @@ def _job(cmd: List[str], env: Dict[str, str], timeout: float) -> Tuple[Optional[
     """Run a worker job; (rows, "") or (None, why it failed)."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=str(ROOT))
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout:g} s"
+    except subprocess.TimeoutExpired as exc:
+        said = [ln for ln in _text(exc.stderr).splitlines() + _text(exc.stdout).splitlines() if ln.strip()]
+        return None, f"timed out after {timeout:g} s" + (f"; its last words: {said[-1]}" if said else "")
     except OSError as exc:
         return None, f"cannot start {cmd[0]}: {exc.strerror or exc}"
     for line in proc.stdout.splitlines():
@@ -66,6 +67,13 @@ def _job(cmd: List[str], env: Dict[str, str], timeout: float) -> Tuple[Optional[
             return json.loads(line[len(RESULT):]), ""
     tail = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()]
     return None, f"exit status {proc.returncode}: {tail[-1] if tail else 'no output'}"
+
+
+def _text(data: Any) -> str:
+    """Captured output of a job that timed out (bytes, str or None)."""
+    if isinstance(data, bytes):
+        return data.decode("utf-8", "replace")
+    return data or ""
 
 
 def _worker_args(sizes: Sequence[int], plan: Sequence[Tuple[int, int]]) -> List[str]:
@@ -87,6 +95,8 @@ def run_hcomm(op: str, n: int, sizes: Sequence[int], plan: Sequence[Tuple[int, i
     env.setdefault("HCOMM_BACKEND", "sim")
     env["HCOMM_SIM_CHECK"] = "off"
     env["HCOMM_CHECK_COLLECTIVES"] = "0"
+    # a wait that never ends fails inside the job, naming what it waited for, before the job's own limit
+    env.setdefault("HCCL_EXEC_TIMEOUT", str(max(1, int(timeout // 3))))
     cmd = [sys.executable, "-m", "hcomm_cffi.run", "-n", str(n), "--no-prefix", "--",
            sys.executable, WORKER, "hcomm", "--op", op, "--algo", algo, *_worker_args(sizes, plan)]
     return _job(cmd, env, timeout)
