@@ -58,22 +58,21 @@ def _job(cmd: List[str], env: Dict[str, str], timeout: float) -> Tuple[Optional[
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=str(ROOT))
     except subprocess.TimeoutExpired as exc:
-        said = [ln for ln in _text(exc.stderr).splitlines() + _text(exc.stdout).splitlines() if ln.strip()]
-        return None, f"timed out after {timeout:g} s" + (f"; its last words: {said[-1]}" if said else "")
+        said = _last_line(exc.stderr, exc.stdout)
+        return None, f"timed out after {timeout:g} s" + (f"; its last words: {said}" if said else "")
     except OSError as exc:
         return None, f"cannot start {cmd[0]}: {exc.strerror or exc}"
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT):
             return json.loads(line[len(RESULT):]), ""
-    tail = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()]
-    return None, f"exit status {proc.returncode}: {tail[-1] if tail else 'no output'}"
+    return None, f"exit status {proc.returncode}: {_last_line(proc.stderr, proc.stdout) or 'no output'}"
 
 
-def _text(data: Any) -> str:
-    """Captured output of a job that timed out (bytes, str or None)."""
-    if isinstance(data, bytes):
-        return data.decode("utf-8", "replace")
-    return data or ""
+def _last_line(stderr: Any, stdout: Any) -> str:
+    """The last non-blank line a job wrote, stderr before stdout ("" if none); a timed-out job's output is bytes."""
+    text = "".join(d.decode("utf-8", "replace") if isinstance(d, bytes) else (d or "") for d in (stderr, stdout))
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
 
 
 def _worker_args(sizes: Sequence[int], plan: Sequence[Tuple[int, int]]) -> List[str]:

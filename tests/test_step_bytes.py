@@ -13,10 +13,9 @@ import pytest
 
 from hcomm_cffi import settings
 from multiproc import run_ranks
-from test_algorithms_collectives import COLLS, expect_unsupported, run_case
+from test_algorithms_collectives import COLLS, TOPO, expect_unsupported, run_case
 
 ALGOS = ("ring", "mesh", "tree", "hierarchical")
-TOPO = {3: (3, 1), 4: (2, 2)}
 
 
 def _ring_allreduce_tasks(w: Any, count: int) -> int:
