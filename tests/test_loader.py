@@ -11,7 +11,7 @@ import pytest
 
 from hcomm_cffi import lib as lib_pkg
 from hcomm_cffi.errors import LibraryNotFoundError, MissingSymbolError
-from hcomm_cffi.lib import backend_name, load
+from hcomm_cffi.lib import choose_backend, load
 from hcomm_cffi.lib import loader
 from hcomm_cffi.lib.cann import CannLibrary, library_for
 from hcomm_cffi.lib.loader import find_libraries, find_library, require_libraries
@@ -192,23 +192,23 @@ def test_search_report_is_json_friendly(tmp_path: Path, home: Path) -> None:
 # ------------------------------------------------------------------ backend selection
 
 def test_backend_from_env_and_argument(tmp_path: Path) -> None:
-    assert backend_name(environ={"HCOMM_BACKEND": "sim"}) == ("sim", "HCOMM_BACKEND=sim")
-    assert backend_name(environ={"HCOMM_BACKEND": " CANN "}).name == "cann"
-    assert backend_name("sim", environ={"HCOMM_BACKEND": "cann"}).name == "sim"
+    assert choose_backend(environ={"HCOMM_BACKEND": "sim"}) == ("sim", "HCOMM_BACKEND=sim")
+    assert choose_backend(environ={"HCOMM_BACKEND": " CANN "}).name == "cann"
+    assert choose_backend("sim", environ={"HCOMM_BACKEND": "cann"}).name == "sim"
     with pytest.raises(ValueError, match="HCOMM_BACKEND='gpu' is not a backend; expected one of sim, cann"):
-        backend_name(environ={"HCOMM_BACKEND": "gpu"})
+        choose_backend(environ={"HCOMM_BACKEND": "gpu"})
     with pytest.raises(ValueError, match="backend='x'"):
-        backend_name("x")
+        choose_backend("x")
 
 
 @needs_no_system_cann
 def test_backend_auto(tmp_path: Path, home: Path) -> None:
-    choice = backend_name(environ={"HOME": str(home)})
+    choice = choose_backend(environ={"HOME": str(home)})
     if choice.name == "cann":
         pytest.skip("CANN found through the dynamic loader on this machine")
     assert choice.name == "sim" and "HCOMM_BACKEND unset" in choice.reason and "libhcomm.so" in choice.reason
     make_tree(tmp_path / "p")
-    choice = backend_name(environ={"HOME": str(home), "HCOMM_CANN_LIB_DIR": str(tmp_path / "p" / "lib64")})
+    choice = choose_backend(environ={"HOME": str(home), "HCOMM_CANN_LIB_DIR": str(tmp_path / "p" / "lib64")})
     assert choice.name == "cann" and str(tmp_path / "p" / "lib64" / "libhcomm.so") in choice.reason
 
 
@@ -308,4 +308,4 @@ def test_real_dlopen_missing_symbol_raises_on_access_not_load() -> None:
 
 def test_lib_package_exports() -> None:
     assert set(lib_pkg.BACKENDS) == {"sim", "cann"}
-    assert callable(lib_pkg.load) and callable(lib_pkg.backend_name)
+    assert callable(lib_pkg.load) and callable(lib_pkg.choose_backend)

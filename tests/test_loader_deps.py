@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from hcomm_cffi.lib import backend_name, load
+from hcomm_cffi.lib import choose_backend, load
 from hcomm_cffi.lib.deps import elf_needed, walk
 from hcomm_cffi.lib.loader import LibraryLoadError, find_libraries, load_error_message
 
@@ -192,11 +192,11 @@ def test_partial_or_explicit_installs_choose_cann_and_say_why(tmp_path: Path) ->
     lib64.mkdir(parents=True)
     (lib64 / "libhcomm.so").write_bytes(b"")
     env = {"HOME": str(tmp_path), "ASCEND_HOME_PATH": str(lib64.parent)}
-    choice = backend_name(environ=env)
+    choice = choose_backend(environ=env)
     assert choice.name == "cann"
     assert choice.reason == (f"HCOMM_BACKEND unset and CANN libraries found ({lib64 / 'libhcomm.so'}), but "
                              "libhccl.so, libacl_rt.so missing: loading will fail (HCOMM_BACKEND=sim runs the emulator)")
-    choice = backend_name(environ={"HOME": str(tmp_path), "HCCL_SO_PATH": "/nowhere/libhccl.so"})
+    choice = choose_backend(environ={"HOME": str(tmp_path), "HCCL_SO_PATH": "/nowhere/libhccl.so"})
     assert choice.name == "cann" and choice.reason.startswith("HCOMM_BACKEND unset and HCCL_SO_PATH=/nowhere/libhccl.so set")
 
 

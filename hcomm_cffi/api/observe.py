@@ -34,8 +34,8 @@ def _backend(comm: Any) -> None:
     lib = comm.binding.lib
     name = getattr(lib, "backend_name", "cann")
     try:
-        from ..lib import backend_name
-        reason = backend_name().reason
+        from ..lib import choose_backend
+        reason = choose_backend().reason
     except (ValueError, OSError) as exc:   # the environment changed since the library was loaded
         reason = f"(reason unavailable: {exc})"
     paths = getattr(lib, "paths", None)

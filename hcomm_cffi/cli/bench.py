@@ -310,13 +310,13 @@ def _run_rank(cfg: Any, extras: Dict[str, Any]) -> int:
 
     from ..bench import report
     from ..bench.ops import hccl_environment, versions
-    from ..lib import backend_name
+    from ..lib import choose_backend
 
     if "HCOMM_SIM_CHECK" not in dict(settings.current().raw):
         os.environ["HCOMM_SIM_CHECK"] = "off"
         os.environ[ENV_SIM_CHECK_DEFAULTED] = "1"
     try:
-        backend = backend_name().name
+        backend = choose_backend().name
     except ValueError as exc:
         raise CliError(str(exc)) from None
     results: List[Any] = []

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import __version__
 from ..launch import affinity
-from ..lib import backend_name
+from ..lib import choose_backend
 from ..lib.deps import elf_needed, on_library_path
 from ..lib.emulated import emulated_install
 from ..lib.loader import find_libraries, is_system_library
@@ -75,7 +75,7 @@ def _package_version(name: str) -> Optional[str]:
 def collect() -> Dict[str, Any]:
     """Everything ``hcomm info`` reports, as one JSON-serialisable dict."""
     try:
-        choice = backend_name()
+        choice = choose_backend()
         backend: Dict[str, Any] = {"name": choice.name, "reason": choice.reason}
     except ValueError as exc:       # invalid HCOMM_BACKEND value
         backend = {"name": None, "reason": str(exc)}

@@ -221,9 +221,9 @@ def _free_port() -> int:
 
 
 def _backend(env: Mapping[str, str]) -> str:
-    from ..lib import backend_name  # looks for files only; never loads CANN
+    from ..lib import choose_backend  # looks for files only; never loads CANN
 
-    return backend_name(environ=env).name
+    return choose_backend(environ=env).name
 
 
 def _rank_env(base: Mapping[str, str], rank: int, n: int, job_id: str, job_dir: str, master_port: int,

@@ -16,7 +16,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 from .. import settings
 from .loader import ENV_HCCL_SO_PATH, ENV_LIB_DIR, LibraryLoadError, find_libraries, require_libraries
 
-__all__ = ["load", "backend_name", "backend_reason", "BackendChoice", "BACKENDS", "ENV_BACKEND", "LibraryLoadError"]
+__all__ = ["load", "choose_backend", "backend_reason", "BackendChoice", "BACKENDS", "ENV_BACKEND", "LibraryLoadError"]
 
 _log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def _normalise(backend: str, source: str) -> str:
     return value
 
 
-def backend_name(backend: Optional[str] = None, environ: Optional[Mapping[str, str]] = None) -> BackendChoice:
+def choose_backend(backend: Optional[str] = None, environ: Optional[Mapping[str, str]] = None) -> BackendChoice:
     """The backend that ``load(backend)`` would use, and the reason, without loading anything."""
     env = os.environ if environ is None else environ
     if backend:
@@ -68,7 +68,7 @@ _LOADED: Optional[BackendChoice] = None
 def backend_reason() -> str:
     """'<backend>: <why>' for the backend ``load()`` chose last in this process, else the one it would choose now."""
     try:
-        choice = _LOADED or backend_name()
+        choice = _LOADED or choose_backend()
     except ValueError as exc:       # an invalid HCOMM_BACKEND value
         return f"invalid: {exc}"
     return f"{choice.name}: {choice.reason}"
@@ -77,7 +77,7 @@ def backend_reason() -> str:
 def load(backend: Optional[str] = None) -> Any:
     """A new lib object for the selected backend: ``CannLibrary`` or the emulator's ``SimLibrary``."""
     global _LOADED
-    choice = backend_name(backend)
+    choice = choose_backend(backend)
     _LOADED = choice
     _log.info("backend %s (%s)", choice.name, choice.reason)
     if choice.name == "sim":

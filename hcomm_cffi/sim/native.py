@@ -51,7 +51,7 @@ from .state import SimState
 NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
 NATIVE_PROTOCOL = 0x4E41     # private protocol id: never matches a user channel
 NATIVE_NOTIFIES = 8          # 0 ready, 1 done (two-phase); 2 data, 3 done (send/recv); 4-7 parity
-READY, DONE, P2P_DATA, P2P_DONE, PARITY, PARITY_RESULT = 0, 1, 2, 3, 4, 6
+READY, DONE, SENDRECV_STAGED, SENDRECV_TAKEN, PARITY, PARITY_RESULT = 0, 1, 2, 3, 4, 6
 TWO_SHOT_ABOVE = 256 << 10   # allreduce on 3+ ranks: two-shot above this many bytes
 SMALL_CACHED = 64 << 10      # allreduces up to this many bytes reuse their task list
 CALL_CACHE_MAX = 64          # HcclAllReduce fast-path entries (argument tuples) kept per process
@@ -782,16 +782,16 @@ class NativeCollectives:
                 if kind == 0:
                     region = plan.ccl(comm.rank) + plan.half + peer * slice_bytes
                     plan.copy(region, buf + off * dt.itemsize, n * dt.itemsize)
-                    plan.tasks.append(ChannelRecord(plan.th, plan.ch[peer], P2P_DATA))
+                    plan.tasks.append(ChannelRecord(plan.th, plan.ch[peer], SENDRECV_STAGED))
             for kind, buf, off, n, dt, peer in layer:  # receivers pull and release
                 if kind == 1:
-                    plan.tasks.append(ChannelWait(plan.th, plan.ch[peer], P2P_DATA, 0.0))
+                    plan.tasks.append(ChannelWait(plan.th, plan.ch[peer], SENDRECV_STAGED, 0.0))
                     region = plan.ccl(peer) + plan.half + comm.rank * slice_bytes
                     plan.copy(buf + off * dt.itemsize, region, n * dt.itemsize)
-                    plan.tasks.append(ChannelRecord(plan.th, plan.ch[peer], P2P_DONE))
+                    plan.tasks.append(ChannelRecord(plan.th, plan.ch[peer], SENDRECV_TAKEN))
             for kind, buf, off, n, dt, peer in layer:  # senders wait for the release
                 if kind == 0:
-                    plan.tasks.append(ChannelWait(plan.th, plan.ch[peer], P2P_DONE, 0.0))
+                    plan.tasks.append(ChannelWait(plan.th, plan.ch[peer], SENDRECV_TAKEN, 0.0))
 
     @staticmethod
     def _check_root(c: SimComm, root: int) -> None:
