@@ -144,6 +144,20 @@ def test_dry_run_rejects_declared_overflow() -> None:
         dry_run(alg, Topology.single_server(4), CollectiveCall("allreduce", 0, 0, 16, DataType.FP32), BUFFER)
 
 
+
+def test_builtins_are_listed_by_the_registry_and_plug_in_like_user_algorithms() -> None:
+    """registry.BUILTIN_ALGORITHMS lists the built-ins; each is the object its name resolves to, registered through
+    register() (a second, different algorithm under a built-in's name is refused) and made by interface.define, the
+    function under @algorithm -- no built-in module imports the registry."""
+    assert registry.BUILTINS == ("ring", "mesh", "tree", "hierarchical", "native")
+    for alg in registry.BUILTIN_ALGORITHMS:
+        assert resolve(alg.name) is alg and isinstance(alg, FunctionAlgorithm)
+        source = Path(sys.modules[alg.fn.__module__].__file__ or "").read_text()
+        assert "registry" not in source, f"{alg.fn.__module__} mentions the registry"
+        with pytest.raises(ValueError, match=f"algorithm name {alg.name!r} is already registered"):
+            registry.register(FunctionAlgorithm(write_without_channel, alg.name, None))
+
+
 # ---------------------------------------------------------------- user algorithms from files
 STAR = '''
 """A user's allreduce: everyone writes its vector into rank 0's slot, rank 0 reduces and writes the sum back."""

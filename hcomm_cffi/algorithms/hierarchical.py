@@ -17,8 +17,7 @@ from . import mesh, ring
 from ..enums import DataType, ReduceOp
 from .context import IssueContext, split_even
 from .formulas import formula_resources
-from .interface import COLLECTIVES, CollectiveCall, UnsupportedError
-from .registry import algorithm
+from .interface import COLLECTIVES, CollectiveCall, UnsupportedError, define
 
 __all__ = ["hierarchical", "run", "groups"]
 
@@ -102,7 +101,7 @@ def _unsupported(coll: str, dtype: DataType, op: Optional[ReduceOp], topology: T
     return None
 
 
-@algorithm("hierarchical", collectives=[c for c in COLLECTIVES if c != "alltoall"],
+@define("hierarchical", collectives=[c for c in COLLECTIVES if c != "alltoall"],
            resources=formula_resources("hierarchical"), unsupported=_unsupported)
 def hierarchical(ctx: IssueContext, call: CollectiveCall) -> None:
     """Intra-server mesh, inter-server ring, intra-server mesh over the communicator's topology."""

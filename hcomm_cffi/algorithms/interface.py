@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .context import IssueContext
 
 __all__ = ["COLLECTIVES", "REDUCING", "ROOTED", "CollectiveCall", "Algorithm", "FunctionAlgorithm",
-           "UnsupportedError", "reduce_unsupported"]
+           "UnsupportedError", "reduce_unsupported", "define", "ResourcesFn", "UnsupportedFn"]
 
 #: The collectives the Comm API names; a user algorithm may implement others (``Comm.run_algorithm``).
 COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce", "alltoall", "barrier")
@@ -34,6 +34,10 @@ REDUCING = frozenset({"allreduce", "reduce_scatter", "reduce"})
 ROOTED = frozenset({"broadcast", "reduce"})
 
 CData = Any
+#: ``resources(topology, call, rank)``: declared resources, or None to derive them from a dry run
+ResourcesFn = Callable[[Topology, "CollectiveCall", int], Optional[RankResources]]
+#: ``unsupported(coll, dtype, op, topology)``: why an algorithm cannot run a call, or None
+UnsupportedFn = Callable[[str, DataType, Optional[ReduceOp], Topology], Optional[str]]
 
 
 class UnsupportedError(ValueError):
@@ -122,9 +126,7 @@ class FunctionAlgorithm(Algorithm):
 
     def __init__(self, fn: Callable[["IssueContext", CollectiveCall], None], name: str,
                  collectives: Optional[Iterable[str]], reduces_on_data_plane: bool = True,
-                 resources: Optional[Callable[[Topology, CollectiveCall, int], Optional[RankResources]]] = None,
-                 unsupported: Optional[Callable[[str, DataType, Optional[ReduceOp], Topology], Optional[str]]] = None
-                 ) -> None:
+                 resources: Optional[ResourcesFn] = None, unsupported: Optional[UnsupportedFn] = None) -> None:
         if not callable(fn):
             raise TypeError(f"algorithm {name!r}: {fn!r} is not callable; expected issue(ctx, call)")
         self.fn = fn
@@ -150,3 +152,17 @@ class FunctionAlgorithm(Algorithm):
     def issue(self, ctx: "IssueContext", call: CollectiveCall) -> None:
         """Call the wrapped function."""
         self.fn(ctx, call)
+
+
+def define(name: Optional[str] = None, *, collectives: Optional[Iterable[str]] = COLLECTIVES,
+           reduces_on_data_plane: bool = True, resources: Optional[ResourcesFn] = None,
+           unsupported: Optional[UnsupportedFn] = None) -> Callable[[Callable[..., None]], Algorithm]:
+    """Decorator: ``issue(ctx, call)`` becomes an :class:`Algorithm` named ``name`` (default: its name), unregistered.
+
+    The built-ins are made this way and listed by ``registry.py``; ``registry.algorithm`` is this
+    plus :func:`registry.register`.  The keywords are those of :class:`FunctionAlgorithm`.
+    """
+    def wrap(fn: Callable[..., None]) -> Algorithm:
+        fn_name: str = getattr(fn, "__name__", "")
+        return FunctionAlgorithm(fn, name or fn_name, collectives, reduces_on_data_plane, resources, unsupported)
+    return wrap

@@ -13,8 +13,7 @@ from typing import Any, Callable, List, Sequence
 
 from .context import ACK, ALIGN, DATA, IssueContext, split_even
 from .formulas import formula_resources
-from .interface import CollectiveCall, UnsupportedError
-from .registry import algorithm
+from .interface import CollectiveCall, UnsupportedError, define
 
 __all__ = ["mesh", "run", "mesh_rs", "mesh_ag", "mesh_broadcast", "mesh_reduce", "mesh_barrier", "ONE_SHOT_BYTES"]
 
@@ -214,7 +213,7 @@ def _alltoall(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> Non
                 ctx.copy(main, a.recv + (j * blk + po) * esz, ctx.mine(j * sb), nb)
 
 
-@algorithm("mesh", resources=formula_resources("mesh"))
+@define("mesh", resources=formula_resources("mesh"))
 def mesh(ctx: IssueContext, call: CollectiveCall) -> None:
     """Mesh over every rank of the communicator."""
     run(ctx, ctx.group, call)

@@ -10,8 +10,7 @@ from typing import Any, Callable, Dict, Tuple
 from .._ffi import ffi
 from .context import IssueContext
 from .formulas import no_resources
-from .interface import COLLECTIVES, CollectiveCall
-from .registry import algorithm
+from .interface import COLLECTIVES, CollectiveCall, define
 
 __all__ = ["native"]
 
@@ -29,7 +28,7 @@ _LIBRARY: Dict[str, Callable[[CollectiveCall], Tuple[str, Tuple[Any, ...]]]] = {
 assert set(_LIBRARY) == set(COLLECTIVES)
 
 
-@algorithm("native", reduces_on_data_plane=False, resources=no_resources)
+@define("native", reduces_on_data_plane=False, resources=no_resources)
 def native(ctx: IssueContext, call: CollectiveCall) -> None:
     """One library collective on the communicator's stream (synchronising the stream finishes it)."""
     name, args = _LIBRARY[call.coll](call)

@@ -25,13 +25,18 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
 
 from ..enums import DataType, Engine, ReduceOp
 from ..plan import RankResources, Topology, compare_algorithms
-from .interface import COLLECTIVES, REDUCING, Algorithm, CollectiveCall, FunctionAlgorithm, UnsupportedError
+from . import hierarchical, mesh, native, ring, tree
+from .interface import (COLLECTIVES, REDUCING, Algorithm, FunctionAlgorithm, ResourcesFn, UnsupportedError,
+                        UnsupportedFn, define)
 
 __all__ = ["algorithm", "register", "resolve", "check_algorithm", "choose", "explain", "names", "BUILTINS",
            "NATIVE_BELOW", "AlgorithmSpec"]
 
-#: Built-in algorithms, in the order ties are broken.
-BUILTINS = ("ring", "mesh", "tree", "hierarchical", "native")
+#: The built-in algorithms (each made with ``interface.define``, as ``@algorithm`` makes a user's), in the
+#: order ties are broken; registered below exactly as a user's algorithm is.
+BUILTIN_ALGORITHMS: Tuple[Algorithm, ...] = (ring.ring, mesh.mesh, tree.tree, hierarchical.hierarchical, native.native)
+#: Their names.
+BUILTINS = tuple(alg.name for alg in BUILTIN_ALGORITHMS)
 #: Up to this many bytes auto uses the library's own collective (measured on the emulator: it beats
 #: every host-driven schedule up to ~1 MiB on 2 and 4 ranks; benchmarks/compare_allreduce.py).
 NATIVE_BELOW = 1 << 20
@@ -39,11 +44,6 @@ NATIVE_BELOW = 1 << 20
 AlgorithmSpec = Union[str, Algorithm]
 _registered: Dict[str, Algorithm] = {}
 _references: Dict[str, Algorithm] = {}
-
-
-def _load_builtins() -> None:
-    if "native" not in _registered:
-        from . import hierarchical, mesh, native, ring, tree  # noqa: F401  (each registers itself)
 
 
 def register(alg: Algorithm, name: Optional[str] = None) -> Algorithm:
@@ -66,27 +66,29 @@ def register(alg: Algorithm, name: Optional[str] = None) -> Algorithm:
     return alg
 
 
+for _builtin in BUILTIN_ALGORITHMS:
+    register(_builtin)
+
+
 def algorithm(name: Optional[str] = None, *, collectives: Optional[Iterable[str]] = COLLECTIVES,
-              reduces_on_data_plane: bool = True,
-              resources: Optional[Callable[[Topology, CollectiveCall, int], Optional[RankResources]]] = None,
-              unsupported: Optional[Callable[[str, DataType, Optional[ReduceOp], Topology], Optional[str]]] = None,
-              ) -> Callable[[Callable[..., None]], Algorithm]:
+              reduces_on_data_plane: bool = True, resources: Optional[ResourcesFn] = None,
+              unsupported: Optional[UnsupportedFn] = None) -> Callable[[Callable[..., None]], Algorithm]:
     """Decorator: ``issue(ctx, call)`` becomes a registered :class:`Algorithm` named ``name`` (default: its name).
 
     ``collectives``: what it implements (None: any name, for ``Comm.run_algorithm``);
     ``resources(topology, call, rank)``: declared resources (default: derived from a dry run);
     ``unsupported(coll, dtype, op, topology)``: a reason it cannot run, or None.
     """
+    make = define(name, collectives=collectives, reduces_on_data_plane=reduces_on_data_plane, resources=resources,
+                  unsupported=unsupported)
+
     def wrap(fn: Callable[..., None]) -> Algorithm:
-        fn_name: str = getattr(fn, "__name__", "")
-        alg = FunctionAlgorithm(fn, name or fn_name, collectives, reduces_on_data_plane, resources, unsupported)
-        return register(alg)
+        return register(make(fn))
     return wrap
 
 
 def names() -> Tuple[str, ...]:
     """Every name ``algorithm=`` accepts besides references: auto, the built-ins, then registered ones."""
-    _load_builtins()
     return ("auto",) + BUILTINS + tuple(sorted(k for k in _registered if k not in BUILTINS))
 
 
@@ -164,7 +166,6 @@ def resolve(spec: AlgorithmSpec) -> Algorithm:
     if ":" in spec:
         alg = _references[spec] = _load_reference(spec)
         return alg
-    _load_builtins()
     alg = _registered.get(spec)
     if alg is None:
         raise ValueError(f"algorithm={spec!r} is not known; expected {_known()}")
@@ -184,7 +185,6 @@ def check_supported(alg: Algorithm, coll: str, topo: Topology, dtype: DataType, 
     reason = alg.unsupported(coll, dtype, op, topo)
     if reason is None:
         return
-    _load_builtins()
     others = [n for n in BUILTINS if _registered[n] is not alg and _registered[n].unsupported(coll, dtype, op, topo)
               is None]
     raise UnsupportedError(f"{reason}; algorithms that can: {', '.join(others) or 'none'} (or 'auto')")
@@ -215,7 +215,6 @@ def explain(spec: AlgorithmSpec, coll: str, topo: Topology, nbytes: int, dtype: 
         alg = resolve(spec)
         check_supported(alg, coll, topo, dtype, op)
         return alg, "requested by the caller"
-    _load_builtins()
     native = _registered["native"]
     if coll in REDUCING and op is not None and _registered["ring"].unsupported(coll, dtype, op, topo) is not None:
         return native, f"auto: the data plane cannot reduce {dtype.name.lower()} with {op.name.lower()}"

@@ -15,8 +15,7 @@ from typing import Any, List, Optional, Sequence
 
 from .context import ACK, ALIGN, DATA, IssueContext, split_even
 from .formulas import formula_resources
-from .interface import CollectiveCall, UnsupportedError
-from .registry import algorithm
+from .interface import CollectiveCall, UnsupportedError, define
 
 __all__ = ["ring", "run", "COLLECTIVES", "ring_pass", "ring_broadcast", "ring_reduce", "ring_barrier"]
 
@@ -226,7 +225,7 @@ def run(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> None:
         raise UnsupportedError(f"ring has no {a.coll}")
 
 
-@algorithm("ring", resources=formula_resources("ring"))
+@define("ring", resources=formula_resources("ring"))
 def ring(ctx: IssueContext, call: CollectiveCall) -> None:
     """Ring over every rank of the communicator, in rank order."""
     run(ctx, ctx.group, call)

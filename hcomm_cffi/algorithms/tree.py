@@ -16,8 +16,7 @@ from ..plan.algos.common import ceil_log2, floor_log2
 from ..plan.algos.tree import binomial_children
 from .context import ACK, ALIGN, DATA, IssueContext
 from .formulas import formula_resources
-from .interface import COLLECTIVES, CollectiveCall, UnsupportedError
-from .registry import algorithm
+from .interface import COLLECTIVES, CollectiveCall, UnsupportedError, define
 
 __all__ = ["tree", "run", "rd_allreduce", "rd_barrier", "binomial_broadcast", "binomial_reduce"]
 
@@ -215,7 +214,7 @@ def run(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> None:
                                "use algorithm='mesh', 'ring' or 'native'")
 
 
-@algorithm("tree", collectives=[c for c in COLLECTIVES if c != "alltoall"], resources=formula_resources("tree"))
+@define("tree", collectives=[c for c in COLLECTIVES if c != "alltoall"], resources=formula_resources("tree"))
 def tree(ctx: IssueContext, call: CollectiveCall) -> None:
     """Recursive doubling / binomial trees over every rank (alltoall has no recursive-doubling schedule)."""
     run(ctx, ctx.group, call)
