@@ -1,0 +1,71 @@
+"""The checked-in typed code equals what its tables generate (``scripts/generate_typed.py`` rewrites it).
+
+* the per-code exception classes in ``hcomm_cffi/errors.py``: real ``class`` statements, one per
+  row of the HcclResult and aclError tables;
+"""
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from hcomm_cffi import errors
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "hcomm_cffi"
+SCRIPT = ROOT / "scripts" / "generate_typed.py"
+
+
+def _error_block(text: str) -> str:
+    begin = text.index("\n" + errors._GENERATED_BEGIN) + 1 + len(errors._GENERATED_BEGIN)
+    return text[begin:text.index(errors._GENERATED_END)]
+
+
+def test_error_classes_are_up_to_date_and_real_classes() -> None:
+    text = (PKG / "errors.py").read_text()
+    assert _error_block(text) == errors.classes_source(), \
+        "the generated classes in hcomm_cffi/errors.py are stale: run python scripts/generate_typed.py"
+    classes = {n.name for n in ast.parse(text).body if isinstance(n, ast.ClassDef)}
+    tables = [(errors._HCCL_CODES, errors.HCCL_ERROR_CLASSES, errors.HcclError),
+              (errors._ACL_CODES, errors.ACL_ERROR_CLASSES, errors.AclError)]
+    for codes, lookup, base in tables:
+        for code, (c_name, cls_name, hint) in codes.items():
+            cls = getattr(errors, cls_name)
+            assert cls_name in classes and lookup[code] is cls and cls.__bases__[0] is base
+            assert cls.__doc__ == f"{c_name} ({code})." and cls.__module__ == "hcomm_cffi.errors"
+            assert issubclass(cls, TimeoutError) == (code in errors._TIMEOUT_CODES)
+            err = errors.error_for(code, "HcclAllReduce" if base is errors.HcclError else "aclrtMalloc", "lib says")
+            assert type(err) is cls and str(err).startswith(f"{err.function} failed: {c_name} ({code}): lib says")
+            assert err.hint == hint
+
+
+def test_the_script_finds_and_rewrites_stale_files(tmp_path: Path) -> None:
+    """--check fails on a stale copy and names it; without --check the script rewrites it; then --check passes."""
+    shutil.copytree(PKG, tmp_path / "hcomm_cffi", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(SCRIPT, tmp_path / "scripts")
+    errs = tmp_path / "hcomm_cffi" / "errors.py"
+    errs.write_text(errs.read_text().replace("class HcclTimeoutError(HcclError, TimeoutError):",
+                                             "class HcclTimeoutError(HcclError):"))
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(tmp_path / "scripts" / "generate_typed.py"), *args],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+    check = run("--check")
+    assert check.returncode == 1 and "errors.py is stale" in check.stderr, check.stderr
+    assert run().returncode == 0
+    assert run("--check").returncode == 0
+    assert errs.read_text() == (PKG / "errors.py").read_text()
+
+
+def test_errors_import_refuses_a_block_out_of_step_with_the_tables(tmp_path: Path) -> None:
+    """A class whose default_code differs from its table row is an ImportError naming the fix."""
+    text = (PKG / "errors.py").read_text().replace("    default_code = 9\n", "    default_code = 99\n")
+    (tmp_path / "errors_copy.py").write_text(text)
+    run = subprocess.run([sys.executable, "-c", "import errors_copy"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode != 0 and "HcclTimeoutError" in run.stderr and "generate_typed.py" in run.stderr
+
