@@ -9,9 +9,20 @@ first use from :mod:`hcomm_cffi.initializers` and :mod:`hcomm_cffi.constants`.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Dict
+from typing import TYPE_CHECKING, Any, Dict
 
 from . import constants, enums, errors
+
+if TYPE_CHECKING:  # pragma: no cover  (what __getattr__ below returns, spelled out for type checkers and IDEs;
+    # tests/test_typed_generated.py checks these lists equal _LAZY)
+    from .algorithms import Algorithm, CollectiveCall, IssueContext, algorithm, register_algorithm
+    from .api import (CollectiveMismatchError, Comm, CommError, CommTimeoutError, MembershipError, MessageMismatchError,
+                      NotInitializedError, NotMemberError, Request, finalize, get_world, init, is_initialized,
+                      set_device, wait_all)
+    from .constants import *  # noqa: F401,F403  (constants.__all__)
+    from .initializers import (CommLinkInit, EndpointDescInit, HcclChannelDescInit, HcclCommConfigInit,
+                               HcclKernelLaunchCfgInit, HcclOpDescInit, HcclTeamCreateChannelsDescInit,
+                               HcclTeamCreateDescInit, HcommChannelDescInit, ThreadConfigInit)
 
 __version__ = "0.1.0"
 

@@ -2,6 +2,7 @@
 
 * the per-code exception classes in ``hcomm_cffi/errors.py``: real ``class`` statements, one per
   row of the HcclResult and aclError tables;
+* ``hcomm_cffi/__init__.py``'s type-checking imports: exactly the names its lazy ``__getattr__`` serves.
 """
 from __future__ import annotations
 
@@ -39,6 +40,17 @@ def test_error_classes_are_up_to_date_and_real_classes() -> None:
             err = errors.error_for(code, "HcclAllReduce" if base is errors.HcclError else "aclrtMalloc", "lib says")
             assert type(err) is cls and str(err).startswith(f"{err.function} failed: {c_name} ({code}): lib says")
             assert err.hint == hint
+
+
+def test_package_type_checking_imports_are_the_lazy_names() -> None:
+    import hcomm_cffi
+
+    tree = ast.parse((PKG / "__init__.py").read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test))
+    named = {a.asname or a.name for n in block.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    star = {n.module for n in block.body if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)}
+    assert star == {"constants"}
+    assert named - {"*"} | set(hcomm_cffi.constants.__all__) == set(hcomm_cffi._LAZY)
 
 
 def test_the_script_finds_and_rewrites_stale_files(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ or subclass :class:`Algorithm` and override :meth:`~Algorithm.issue`.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Iterable, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Iterable, NamedTuple, Optional, Tuple, Union
 
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, ReduceOp
 from ..plan import RankResources, Topology
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .context import IssueContext
 
 __all__ = ["COLLECTIVES", "REDUCING", "ROOTED", "CollectiveCall", "Algorithm", "FunctionAlgorithm",
-           "UnsupportedError", "reduce_unsupported", "define", "ResourcesFn", "UnsupportedFn"]
+           "UnsupportedError", "reduce_unsupported", "define", "ResourcesFn", "UnsupportedFn", "AlgorithmLike"]
 
 #: The collectives the Comm API names; a user algorithm may implement others (``Comm.run_algorithm``).
 COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce", "alltoall", "barrier")
@@ -119,6 +119,11 @@ class Algorithm:
 
     def __repr__(self) -> str:
         return f"<Algorithm {self.name!r}>"
+
+
+#: what ``algorithm=`` takes: a registered name ('ring', ..., 'auto'), a reference 'package.module:attr' or
+#: 'path/file.py:attr', or an :class:`Algorithm` (checked by ``registry.check_algorithm``)
+AlgorithmLike = Union[str, Algorithm]
 
 
 class FunctionAlgorithm(Algorithm):

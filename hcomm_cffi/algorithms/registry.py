@@ -21,13 +21,13 @@ import importlib.util
 import os
 import sys
 from functools import lru_cache
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from ..enums import DataType, Engine, ReduceOp
 from ..plan import RankResources, Topology, compare_algorithms
 from . import hierarchical, mesh, native, ring, tree
-from .interface import (COLLECTIVES, REDUCING, Algorithm, FunctionAlgorithm, ResourcesFn, UnsupportedError,
-                        UnsupportedFn, define)
+from .interface import (COLLECTIVES, REDUCING, Algorithm, AlgorithmLike, FunctionAlgorithm, ResourcesFn,
+                        UnsupportedError, UnsupportedFn, define)
 
 __all__ = ["algorithm", "register", "resolve", "check_algorithm", "choose", "explain", "names", "BUILTINS",
            "NATIVE_BELOW", "AlgorithmSpec"]
@@ -41,7 +41,7 @@ BUILTINS = tuple(alg.name for alg in BUILTIN_ALGORITHMS)
 #: every host-driven schedule up to ~1 MiB on 2 and 4 ranks; benchmarks/compare_allreduce.py).
 NATIVE_BELOW = 1 << 20
 
-AlgorithmSpec = Union[str, Algorithm]
+AlgorithmSpec = AlgorithmLike   # the name this module has used for it
 _registered: Dict[str, Algorithm] = {}
 _references: Dict[str, Algorithm] = {}
 

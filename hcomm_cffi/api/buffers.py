@@ -8,23 +8,22 @@ buffers are staged through device memory (aclrtMalloc + aclrtMemcpy) by :class:`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Sequence, Tuple
+from typing import Any, Callable, List, Sequence, Tuple, cast
 
 import numpy as np
 
 from .._ffi import ffi
 from ..enums import DataType, MemcpyKind, dtype_from_numpy, dtype_from_torch, numpy_dtype
+from ..types import BufferLike, CData, SupportsDLPack
 
 __all__ = ["Buffer", "as_buffer", "new_like", "is_torch", "Staging", "overlaps"]
-
-CData = Any
 
 
 @dataclass
 class Buffer:
     """A validated user buffer: ``ptr`` (``char *``), element ``count``, ``dtype``, ``shape``, device kind."""
 
-    obj: Any
+    obj: BufferLike
     ptr: CData
     count: int
     dtype: DataType
@@ -89,7 +88,7 @@ def _from_torch(t: Any, name: str, writable: bool) -> Buffer:
     return Buffer(t, ptr, int(t.numel()), dt, tuple(t.shape), "npu" if kind == "npu" else "host", [t])
 
 
-def as_buffer(x: Any, name: str, writable: bool = False) -> Buffer:
+def as_buffer(x: BufferLike, name: str, writable: bool = False) -> Buffer:
     """Validate ``x`` and view it as a :class:`Buffer` (raises TypeError/ValueError naming ``name``)."""
     if isinstance(x, np.ndarray):
         return _from_numpy(x, x, name, writable)
@@ -97,7 +96,7 @@ def as_buffer(x: Any, name: str, writable: bool = False) -> Buffer:
         return _from_torch(x, name, writable)
     if hasattr(x, "__dlpack__"):
         try:
-            arr = np.from_dlpack(x)
+            arr = np.from_dlpack(cast(SupportsDLPack, x))   # hasattr does not narrow the union
         except Exception as exc:
             raise TypeError(f"{name}: DLPack export failed ({exc}); pass a NumPy array or a torch tensor") from None
         return _from_numpy(arr, x, name, writable)
@@ -113,7 +112,7 @@ def as_buffer(x: Any, name: str, writable: bool = False) -> Buffer:
 
 
 def new_like(x: Any, shape: Sequence[int], dtype: DataType) -> Any:
-    """A new uninitialised buffer of ``shape`` of the same library (NumPy or torch) as ``x``."""
+    """A new uninitialised buffer of ``shape`` of the same library (NumPy or torch) as ``x`` (else NumPy)."""
     if is_torch(x):
         import torch
         return torch.empty(tuple(shape), dtype=x.dtype, device=x.device)

@@ -2,38 +2,42 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterable, List, Optional
+from typing import Any, Callable, Generic, Iterable, List, Optional, TypeVar, cast
 
 __all__ = ["Request", "wait_all"]
 
+T = TypeVar("T")
 
-class Request:
+
+class Request(Generic[T]):
     """Completes when the streams it was issued on have drained; ``wait`` then runs its checks.
 
-    Waiting on a request also waits for operations issued earlier on the same lane (per-peer FIFO
-    order, as MPI's non-overtaking rule requires anyway).
+    ``Request[T]``: ``wait()`` returns what ``finish`` returns (the output buffer of an ``i*``
+    collective, the filled buffer of an irecv), None without ``finish``.  Waiting on a request also
+    waits for operations issued earlier on the same lane (per-peer FIFO order, as MPI's
+    non-overtaking rule requires anyway).
     """
 
     def __init__(self, what: str, sync: Callable[[Optional[float]], bool],
-                 finish: Optional[Callable[[], Any]] = None) -> None:
+                 finish: Optional[Callable[[], T]] = None) -> None:
         self.what = what
         self._sync = sync
         self._finish = finish
         self._done = False
-        self._result: Any = None
+        self._result: Optional[T] = None
 
     @property
     def done(self) -> bool:
         """True once wait() or test() has seen the operation complete."""
         return self._done
 
-    def wait(self, timeout: Optional[float] = None) -> Any:
+    def wait(self, timeout: Optional[float] = None) -> T:
         """Block until complete (raises CommTimeoutError after ``timeout`` s; the request stays pending)."""
         if not self.poll(timeout):
             from .errors import CommTimeoutError
             raise CommTimeoutError(f"{self.what} did not complete within {timeout:g} s (the request is still "
                                    "pending; wait again or check that the peer posts the matching call)")
-        return self._result
+        return cast(T, self._result)   # None only for a request without finish, whose T is None
 
     def poll(self, timeout: Optional[float]) -> bool:
         """Wait up to ``timeout`` s (None: no limit of ours): True once complete, False if still pending.
@@ -59,7 +63,7 @@ class Request:
         return f"<Request {self.what} {'done' if self._done else 'pending'}>"
 
 
-def wait_all(requests: Iterable[Request], timeout: Optional[float] = None) -> List[Any]:
+def wait_all(requests: Iterable[Request[Any]], timeout: Optional[float] = None) -> List[Any]:
     """Wait for every request (one overall ``timeout``); returns their results in order."""
     reqs = list(requests)
     for i, r in enumerate(reqs):

@@ -8,7 +8,7 @@ newest first, then the world.
 from __future__ import annotations
 
 import os
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from .. import settings
 from ..binding import Binding, get_binding
@@ -19,10 +19,13 @@ from .comm import Comm, TopologyArg
 from .errors import CommError
 from .live import get_world, register, unregister
 
+if TYPE_CHECKING:  # pragma: no cover  (bootstrap is imported when init() discovers the launcher)
+    from ..bootstrap import WorldSpec
+
 __all__ = ["init", "finalize", "set_device", "get_world", "is_initialized", "register", "unregister"]
 
 _device: Optional[int] = None
-_spec: Any = None  # the bootstrap WorldSpec of the last init() (None for explicit arguments)
+_spec: Optional[WorldSpec] = None  # how the last init() found its rank (None for explicit arguments)
 
 
 def _binding() -> Binding:
@@ -58,7 +61,7 @@ def is_initialized() -> bool:
     return live.current_world() is not None
 
 
-def bootstrap_spec() -> Any:
+def bootstrap_spec() -> Optional[WorldSpec]:
     """How init() found this rank (the launcher's WorldSpec: source, job_id, ...), None if explicit."""
     return _spec
 
@@ -96,7 +99,7 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
         select_device(rank)
     else:
         from ..bootstrap import discover  # lazy: the launcher layer is optional for explicit init
-        spec: Any = discover(b, rank, world_size, root_info, timeout, select_device=select_device)
+        spec = discover(b, rank, world_size, root_info, timeout, select_device=select_device)
         _spec = spec
         rank, size, root_info = spec.rank, spec.size, spec.root_info
         ranktable = spec.ranktable
