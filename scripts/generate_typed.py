@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Regenerate the checked-in typed code from the tables it mirrors; ``--check`` only reports staleness.
 
+* ``hcomm_cffi/_binding_methods.py``: the typed signature of every method ``binding.C_FUNCTIONS``
+  generates (``binding.typed_methods_source()``), so mypy and IDEs see each C function;
 * the per-code exception classes in ``hcomm_cffi/errors.py`` (``errors.classes_source()``, between
   its generated-block markers), real classes instead of ``type()`` calls.
 
     python scripts/generate_typed.py          # rewrite what is stale
     python scripts/generate_typed.py --check  # exit 1, naming the stale files, if any
 
-tests/test_typed_generated.py fails when a generated file is stale.
+tests/test_typed_generated.py fails when either is stale.
 """
 from __future__ import annotations
 
@@ -32,7 +34,10 @@ def expected() -> Dict[Path, str]:
     exec(compile(text[:begin], str(errors_path), "exec"), head)
     end = text.index(head["_GENERATED_END"])
     new_errors = text[:begin] + head["_GENERATED_BEGIN"] + head["classes_source"]() + text[end:]
-    return {errors_path: new_errors}
+
+    from hcomm_cffi import binding
+
+    return {ROOT / "hcomm_cffi" / "_binding_methods.py": binding.typed_methods_source(), errors_path: new_errors}
 
 
 def main() -> int:

@@ -22,7 +22,7 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("api",),
     ("algorithms",),
     ("plan", "resources", "bootstrap"),
-    ("binding", "initializers", "calltable"),
+    ("binding", "_binding_methods", "initializers", "calltable"),
     ("lib", "sim"),
     ("_ffi", "_hcomm_ffi", "_cdef", "enums", "errors", "settings", "constants", "cpus", "log", "flight", "trace",
      "desync", "timeline", "types"),

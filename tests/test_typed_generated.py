@@ -1,5 +1,6 @@
 """The checked-in typed code equals what its tables generate (``scripts/generate_typed.py`` rewrites it).
 
+* ``hcomm_cffi/_binding_methods.py``: one typed signature per entry of ``binding.C_FUNCTIONS``;
 * the per-code exception classes in ``hcomm_cffi/errors.py``: real ``class`` statements, one per
   row of the HcclResult and aclError tables;
 * ``hcomm_cffi/__init__.py``'s type-checking imports: exactly the names its lazy ``__getattr__`` serves.
@@ -12,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hcomm_cffi import errors
+from hcomm_cffi import binding, errors
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "hcomm_cffi"
@@ -22,6 +23,25 @@ SCRIPT = ROOT / "scripts" / "generate_typed.py"
 def _error_block(text: str) -> str:
     begin = text.index("\n" + errors._GENERATED_BEGIN) + 1 + len(errors._GENERATED_BEGIN)
     return text[begin:text.index(errors._GENERATED_END)]
+
+
+def test_binding_stub_is_up_to_date() -> None:
+    assert (PKG / "_binding_methods.py").read_text() == binding.typed_methods_source(), \
+        "hcomm_cffi/_binding_methods.py is stale: run python scripts/generate_typed.py"
+
+
+def test_binding_stub_types_every_table_method() -> None:
+    tree = ast.parse((PKG / "_binding_methods.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "BindingMethods")
+    typed = {n.name: n for n in ast.walk(cls) if isinstance(n, ast.FunctionDef)}
+    assert set(typed) == {e.method for e in binding.C_FUNCTIONS}
+    for entry in binding.C_FUNCTIONS:
+        fn = typed[entry.method]
+        assert fn.returns is not None and all(a.annotation is not None for a in fn.args.args[1:]), entry.method
+        assert entry.c_name in (ast.get_docstring(fn) or ""), entry.method
+    assert issubclass(binding.Binding, binding.BindingMethods)
+    assert not [n for n in vars(binding.BindingMethods) if not n.startswith("__")], \
+        "BindingMethods must be empty at run time (the methods are compiled by calltable.install)"
 
 
 def test_error_classes_are_up_to_date_and_real_classes() -> None:
@@ -58,7 +78,8 @@ def test_the_script_finds_and_rewrites_stale_files(tmp_path: Path) -> None:
     shutil.copytree(PKG, tmp_path / "hcomm_cffi", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "scripts").mkdir()
     shutil.copy(SCRIPT, tmp_path / "scripts")
-    errs = tmp_path / "hcomm_cffi" / "errors.py"
+    stub, errs = tmp_path / "hcomm_cffi" / "_binding_methods.py", tmp_path / "hcomm_cffi" / "errors.py"
+    stub.write_text(stub.read_text().replace("def get_rank_id(", "def get_rank_idx("))
     errs.write_text(errs.read_text().replace("class HcclTimeoutError(HcclError, TimeoutError):",
                                              "class HcclTimeoutError(HcclError):"))
 
@@ -67,9 +88,11 @@ def test_the_script_finds_and_rewrites_stale_files(tmp_path: Path) -> None:
                               capture_output=True, text=True, timeout=120, cwd=tmp_path)
 
     check = run("--check")
-    assert check.returncode == 1 and "errors.py is stale" in check.stderr, check.stderr
+    assert check.returncode == 1 and "_binding_methods.py is stale" in check.stderr \
+        and "errors.py is stale" in check.stderr, check.stderr
     assert run().returncode == 0
     assert run("--check").returncode == 0
+    assert stub.read_text() == (PKG / "_binding_methods.py").read_text()
     assert errs.read_text() == (PKG / "errors.py").read_text()
 
 
