@@ -30,7 +30,7 @@ from .interface import (COLLECTIVES, REDUCING, Algorithm, AlgorithmLike, Functio
                         UnsupportedError, UnsupportedFn, define)
 
 __all__ = ["algorithm", "register", "resolve", "check_algorithm", "choose", "explain", "names", "BUILTINS",
-           "NATIVE_BELOW", "AlgorithmSpec"]
+           "BUILTIN_ALGORITHMS", "NATIVE_BELOW"]
 
 #: The built-in algorithms (each made with ``interface.define``, as ``@algorithm`` makes a user's), in the
 #: order ties are broken; registered below exactly as a user's algorithm is.
@@ -41,7 +41,6 @@ BUILTINS = tuple(alg.name for alg in BUILTIN_ALGORITHMS)
 #: every host-driven schedule up to ~1 MiB on 2 and 4 ranks; benchmarks/compare_allreduce.py).
 NATIVE_BELOW = 1 << 20
 
-AlgorithmSpec = AlgorithmLike   # the name this module has used for it
 _registered: Dict[str, Algorithm] = {}
 _references: Dict[str, Algorithm] = {}
 
@@ -154,7 +153,7 @@ def _load_reference(ref: str) -> Algorithm:
     return obj
 
 
-def resolve(spec: AlgorithmSpec) -> Algorithm:
+def resolve(spec: AlgorithmLike) -> Algorithm:
     """The :class:`Algorithm` named by ``spec`` (not ``auto``); ValueError names the alternatives."""
     if isinstance(spec, Algorithm):
         return spec
@@ -172,7 +171,7 @@ def resolve(spec: AlgorithmSpec) -> Algorithm:
     return alg
 
 
-def check_algorithm(spec: Any) -> AlgorithmSpec:
+def check_algorithm(spec: Any) -> AlgorithmLike:
     """Validate an ``algorithm=`` argument before any work (references are imported now)."""
     if spec.__class__ is str and (spec == "auto" or spec in _registered):   # the per-call fast path
         return spec
@@ -202,13 +201,13 @@ def _fastest(coll: str, topo: Topology, nbytes: int, root: int, buffer_mb: int) 
     return best.algorithm
 
 
-def choose(spec: AlgorithmSpec, coll: str, topo: Topology, nbytes: int, dtype: DataType, op: Optional[ReduceOp],
+def choose(spec: AlgorithmLike, coll: str, topo: Topology, nbytes: int, dtype: DataType, op: Optional[ReduceOp],
            root: int = 0, buffer_mb: int = 200) -> Algorithm:
     """Resolve ``spec`` (maybe "auto") to an algorithm that supports this call, or raise UnsupportedError."""
     return explain(spec, coll, topo, nbytes, dtype, op, root, buffer_mb)[0]
 
 
-def explain(spec: AlgorithmSpec, coll: str, topo: Topology, nbytes: int, dtype: DataType, op: Optional[ReduceOp],
+def explain(spec: AlgorithmLike, coll: str, topo: Topology, nbytes: int, dtype: DataType, op: Optional[ReduceOp],
             root: int = 0, buffer_mb: int = 200) -> Tuple[Algorithm, str]:
     """:func:`choose`, and why: the algorithm and a one-line reason (what ``HCOMM_DEBUG=INFO`` logs)."""
     if spec != "auto":
