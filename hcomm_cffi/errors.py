@@ -580,12 +580,12 @@ class AclRtCommOpRetryFailError(AclError):
 
 def _classes(codes: Dict[int, Tuple[str, str, Optional[str]]]) -> Dict[int, Type[HcclError]]:
     """code -> the class a table names (each defined above, ``default_code`` equal to its code)."""
-    found = {code: globals().get(cls_name) for code, (_, cls_name, _) in codes.items()}
+    found: Dict[int, Any] = {code: globals().get(cls_name) for code, (_, cls_name, _) in codes.items()}
     stale = sorted(name for code, (_, name, _) in codes.items() if getattr(found[code], "default_code", None) != code)
     if stale:   # the generated block and the tables disagree
         raise ImportError(f"hcomm_cffi.errors: classes {stale} are missing or do not match the code tables; "
                           "run python scripts/generate_typed.py")
-    return {code: cls for code, cls in found.items() if cls is not None}
+    return found
 
 
 HCCL_ERROR_CLASSES: Dict[int, Type[HcclError]] = _classes(_HCCL_CODES)
