@@ -104,9 +104,8 @@ def test_no_upward_imports() -> None:
     assert not bad, "upward imports:\n" + "\n".join(bad)
 
 
-def _import_graph() -> Dict[str, Set[str]]:
+def _import_graph(mods: Dict[str, Path]) -> Dict[str, Set[str]]:
     """module -> the modules it imports when it runs (module level or lazily), type-only imports left out."""
-    mods = _modules()
     graph: Dict[str, Set[str]] = {m: set() for m in mods}
     for module, path in mods.items():
         for name, _, runs in _imports(path, module):
@@ -155,7 +154,7 @@ def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
 
 
 def test_no_import_cycles_lazy_imports_included() -> None:
-    cycles = _cycles(_import_graph())
+    cycles = _cycles(_import_graph(_modules()))
     assert not cycles, f"import cycles (lazy imports included): {cycles}"
 
 
@@ -166,11 +165,12 @@ def test_the_cycle_check_counts_lazy_imports_and_not_type_only_ones(tmp_path: Pa
     (tmp_path / "c.py").write_text("from typing import TYPE_CHECKING\nfrom . import a\n"
                                    "if TYPE_CHECKING:\n    from .d import y\n")
     (tmp_path / "d.py").write_text("def g():\n    if True:\n        from .c import z\n")
-    found = {m: [(n, runs) for n, _, runs in _imports(tmp_path / f"{m}.py", f"hcomm_cffi.{m}")] for m in "abcd"}
-    assert found["b"] == [("hcomm_cffi.a", True), ("hcomm_cffi.a.x", True)]
-    assert ("hcomm_cffi.d", False) in found["c"] and ("hcomm_cffi.c", True) in found["d"]
-    graph = {"hcomm_cffi.a": {"hcomm_cffi.b"}, "hcomm_cffi.b": {"hcomm_cffi.a"}, "hcomm_cffi.c": {"hcomm_cffi.a"},
-             "hcomm_cffi.d": {"hcomm_cffi.c"}}
+    mods = {f"hcomm_cffi.{m}": tmp_path / f"{m}.py" for m in "abcd"}
+    found = {m: [(n, runs) for n, _, runs in _imports(path, m)] for m, path in mods.items()}
+    assert found["hcomm_cffi.b"] == [("hcomm_cffi.a", True), ("hcomm_cffi.a.x", True)]
+    assert ("hcomm_cffi.d", False) in found["hcomm_cffi.c"] and ("hcomm_cffi.c", True) in found["hcomm_cffi.d"]
+    graph = _import_graph(mods)
+    assert graph["hcomm_cffi.c"] == {"hcomm_cffi.a"} and graph["hcomm_cffi.d"] == {"hcomm_cffi.c"}
     assert _cycles(graph) == [["hcomm_cffi.a", "hcomm_cffi.b"]]
 
 
