@@ -332,13 +332,16 @@ def notify_key(t: Task) -> Tuple[Any, ...]:
     return ("t", t.rank, t.thread, t.idx)
 
 
-def walk(queues: Sequence[Sequence[Task]], step: Callable[[int, Task, Any], Any]) -> Dict[Tuple[Any, ...], Any]:
+def walk(queues: Sequence[Sequence[Task]], step: Callable[[int, Task, Any], Any],
+         fair: bool = False) -> Dict[Tuple[Any, ...], Any]:
     """Execute FIFO task queues with binary notifies, calling ``step(queue, task, released)`` for each task.
 
     Tasks run in an order every notify allows: a wait runs only after the record it consumes, and
     gets (as ``released``) what ``step`` returned for that record.  Raises ScheduleError for a lost
     signal (a record on a notify still set) and for waits that can never run (naming the first and
     why).  Returns the notifies still set at the end: ``{key: (record task, payload)}``.
+    ``fair`` runs one task per thread per sweep (threads interleave, as on hardware) instead of
+    each thread as far as it can.
     """
     pos = [0] * len(queues)
     flags: Dict[Tuple[Any, ...], Tuple[Task, Any]] = {}
@@ -365,10 +368,15 @@ def walk(queues: Sequence[Sequence[Task]], step: Callable[[int, Task, Any], Any]
                     step(qi, t, None)
                 pos[qi] += 1
                 progress = True
+                if fair:
+                    break
     stuck = [(qi, q[pos[qi]]) for qi, q in enumerate(queues) if pos[qi] < len(q)]
     if stuck:
         raise ScheduleError(_explain_stuck(stuck, queues, pos))
     return flags
+
+
+_STEADY = "in the steady state (this call followed by itself, as the next call or piece runs): "
 
 
 def _accesses(t: Task) -> Tuple[Tuple[Tuple[int, int], ...], Tuple[Tuple[int, int], ...]]:
@@ -406,18 +414,21 @@ def _execute(recorders: Sequence[_Recorder], steady: bool = False) -> int:
         reads, writes = _accesses(t)
         race = races.task(qi, t, reads, writes)
         if race:
-            where = ("in the steady state (this call followed by itself, as the next call or piece runs): "
-                     if steady else "")
-            raise ScheduleError(where + race)
+            raise ScheduleError(race)
         return known[qi], races.snapshot(qi)     # what a record carries
 
-    flags = walk(queues, step)
+    try:
+        flags = walk(queues, step, fair=steady)
+    except ScheduleError as exc:
+        if steady:
+            raise ScheduleError(f"{_STEADY}{exc}") from None
+        raise
     if flags:
         key, (t, _) = sorted(flags.items(), key=lambda kv: (kv[1][0].rank, kv[1][0].thread, kv[1][0].step))[0]
         if key[0] == "c":
-            raise ScheduleError(f"record never waited: {t.describe()}, but rank {t.peer} never waits for notify "
+            raise ScheduleError(f"{_STEADY if steady else ''}record never waited: {t.describe()}, but rank {t.peer} never waits for notify "
                                 f"{t.idx} from rank {t.rank}; the notify stays set into the next operation")
-        raise ScheduleError(f"record never waited: {t.describe()}, but thread {t.peer} of rank {t.rank} never waits "
+        raise ScheduleError(f"{_STEADY if steady else ''}record never waited: {t.describe()}, but thread {t.peer} of rank {t.rank} never waits "
                             f"for its notify {t.idx}")
     return steps[0]
 
