@@ -265,6 +265,12 @@ def dry_run(algorithm: Algorithm, topology: Topology, call: CollectiveCall, buff
     itself (the steady state of repeated calls and pieces: a landing slot reused without a
     handshake shows only there).  Raises :class:`ScheduleError` naming rank, thread, step and peer.
     """
+    for what, elems in (("count", call.count), ("recv_count", call.recv_count or 0)):
+        span = elems * call.dtype.itemsize * max(1, topology.n_ranks)
+        if span >= 1 << _REGION_SHIFT:
+            raise ValueError(f"{what}={elems} {call.dtype.name} elements on {topology.n_ranks} ranks: a buffer of "
+                             f"{span} bytes exceeds the {1 << _REGION_SHIFT >> 30} GiB per buffer a dry run addresses "
+                             "(no device has that much memory); expected a smaller message")
     recorders = _issue(algorithm, topology, call, buffer_bytes, declared, 1)
     _check_channels(recorders)
     steps = _execute(recorders)
