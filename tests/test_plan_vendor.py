@@ -78,9 +78,9 @@ CASES = [
     ("a2", "nb", "allreduce", 1, 16, 1, 7, NB), ("a2", "nb", "allgather", 2, 8, 1, 7, NB),
     ("a2", "nb", "reduce_scatter", 4, 16, 1, 11, NB), ("a3", "nb", "allreduce", 2, 8, 1, 7, NB),
     # pairwise all-to-all: 1 stream outside an A3 super pod, N inside; a channel to every peer
-    ("a2", "pairwise", "alltoall", 1, 4, 1, 3, PW), ("a2", "pairwise", "alltoall", 1, 8, 1, 7, PW),
-    ("a2", "pairwise", "alltoall", 2, 8, 1, 15, PW), ("a2", "pairwise", "alltoall", 4, 16, 1, 63, PW),
-    ("a3", "pairwise", "alltoall", 1, 8, 8, 7, PW), ("a3", "pairwise", "alltoall", 1, 16, 16, 15, PW),
+    ("a2", "alltoall_pairwise", "alltoall", 1, 4, 1, 3, PW), ("a2", "alltoall_pairwise", "alltoall", 1, 8, 1, 7, PW),
+    ("a2", "alltoall_pairwise", "alltoall", 2, 8, 1, 15, PW), ("a2", "alltoall_pairwise", "alltoall", 4, 16, 1, 63, PW),
+    ("a3", "alltoall_pairwise", "alltoall", 1, 8, 8, 7, PW), ("a3", "alltoall_pairwise", "alltoall", 1, 16, 16, 15, PW),
     # double ring (A3): 2 rings x 2 DMA-reduce streams, the two neighbours
     ("a3", "double_ring", "allreduce", 1, 8, 4, 2, DR), ("a3", "double_ring", "allreduce", 1, 16, 4, 2, DR),
     ("a3", "double_ring", "allgather", 2, 8, 4, 2, DR), ("a3", "double_ring", "reduce_scatter", 1, 4, 4, 2, DR),
@@ -101,7 +101,7 @@ def _topo(servers: int, devices: int) -> Topology:
 
 def test_the_table_is_large_enough() -> None:
     assert len(CASES) >= 60
-    assert {c[1] for c in CASES} >= {"ring", "mesh", "nhr", "nb", "pairwise", "double_ring", "ahc", "hierarchical"}
+    assert {c[1] for c in CASES} >= {"ring", "mesh", "nhr", "nb", "alltoall_pairwise", "double_ring", "ahc", "hierarchical"}
     assert {(c[3], c[4]) for c in CASES} >= {(1, 4), (1, 8), (1, 16), (2, 8), (4, 16)}
 
 
@@ -156,8 +156,8 @@ def test_vendor_only_algorithms_refuse_what_the_vendor_does_not_run() -> None:
         make_plan("allreduce", Topology.single_server(8), "1M", "double_ring", platform="a2")
     with pytest.raises(InvalidAlgorithm, match="more than one server"):
         make_plan("allreduce", Topology.single_server(8), "1M", "ahc")
-    with pytest.raises(InvalidAlgorithm, match="pairwise allreduce"):
-        make_plan("allreduce", Topology.single_server(8), "1M", "pairwise")
+    with pytest.raises(InvalidAlgorithm, match="alltoall_pairwise allreduce"):
+        make_plan("allreduce", Topology.single_server(8), "1M", "alltoall_pairwise")
 
 
 def test_size_past_the_address_space_is_a_clear_error() -> None:

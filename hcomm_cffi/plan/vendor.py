@@ -163,7 +163,7 @@ def _ahc(platform: str, coll: Collective, n: int, devices: int) -> Optional[Vend
 
 
 _RULES: Dict[str, RuleFn] = {"ring": _ring, "double_ring": _double_ring, "mesh": _mesh, "nhr": _nhr, "nb": _nb,
-                             "pairwise": _pairwise, "ahc": _ahc}
+                             "alltoall_pairwise": _pairwise, "ahc": _ahc}
 
 
 def vendor_rule(platform: str, algorithm: str, coll: Collective, n: int, devices: int) -> Optional[VendorRule]:

@@ -24,9 +24,9 @@ FLAT_ALGORITHMS: Dict[str, FlatAlgorithm] = {a.name: a for a in (Ring(), Mesh(),
 #: The algorithms ``auto`` chooses among, in the order it breaks ties (the document's five).
 AUTO_ALGORITHMS = ("ring", "mesh", "tree", "nhr", "hierarchical")
 #: Every algorithm the planner knows: the document's, then the vendor's that the document lacks.
-ALGORITHMS = AUTO_ALGORITHMS + ("nb", "ahc", "pairwise", "double_ring")
+ALGORITHMS = AUTO_ALGORITHMS + ("nb", "ahc", "alltoall_pairwise", "double_ring")
 #: Vendor-only algorithms: their figures come from this platform's executor when planned as ``doc``.
-_REFERENCE = {"nb": "a2", "ahc": "a2", "pairwise": "a2", "double_ring": "a3"}
+_REFERENCE = {"nb": "a2", "ahc": "a2", "alltoall_pairwise": "a2", "double_ring": "a3"}
 _VENDOR = tuple(p for p in PLATFORMS if p != "doc")
 #: Algorithms allowed on the inter-server level of ``hierarchical``.
 INTER_ALGORITHMS = ("ring", "nhr", "tree", "mesh")

@@ -2,7 +2,8 @@
 
 * ``nb`` (non-uniform Bruck): channels to (r +- 2^k) mod N, one thread; reduce-scatter, allgather,
   allreduce (= RS + AG) in ceil(log2 N) steps each.
-* ``pairwise`` all-to-all: a channel to every other rank, N-1 steps (step s: send to r+s, receive
+* ``alltoall_pairwise`` (HCCL_ALGO "pairwise"): a channel to every other rank, N-1 steps (step s:
+  send to r+s, receive
   from r-s); one thread (A2), N threads inside an A3 super pod.
 * ``double_ring``: two rings in opposite directions over the same two neighbours, each with a
   DMA-reduce stream: 4 threads (A3 only).
@@ -70,7 +71,7 @@ class Nb(_Uniform):
 class Pairwise(_Uniform):
     """Pairwise exchange all-to-all."""
 
-    name = "pairwise"
+    name = "alltoall_pairwise"
     collectives = (Collective.ALLTOALL,)
 
     def peers(self, i: int, n: int, coll: Collective, root: int) -> Tuple[int, ...]:
