@@ -3,8 +3,7 @@
 * ``nb`` (non-uniform Bruck): channels to (r +- 2^k) mod N, one thread; reduce-scatter, allgather,
   allreduce (= RS + AG) in ceil(log2 N) steps each.
 * ``alltoall_pairwise`` (HCCL_ALGO "pairwise"): a channel to every other rank, N-1 steps (step s:
-  send to r+s, receive
-  from r-s); one thread (A2), N threads inside an A3 super pod.
+  send to r+s, receive from r-s); one thread (A2), N threads inside an A3 super pod.
 * ``double_ring``: two rings in opposite directions over the same two neighbours, each with a
   DMA-reduce stream: 4 threads (A3 only).
 * ``ahc`` (asymmetric hierarchical concatenate): NHR inside each server group, a ring (up to 3
