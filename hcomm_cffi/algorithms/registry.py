@@ -31,7 +31,7 @@ __all__ = ["algorithm", "register", "resolve", "check_algorithm", "choose", "exp
            "NATIVE_BELOW", "AlgorithmSpec"]
 
 #: Built-in algorithms, in the order ties are broken.
-BUILTINS = ("ring", "mesh", "tree", "hierarchical", "native")
+BUILTINS = ("ring", "mesh", "tree", "hierarchical", "native", "nb", "alltoall_pairwise", "double_ring")
 #: Up to this many bytes auto uses the library's own collective (measured on the emulator: it beats
 #: every host-driven schedule up to ~1 MiB on 2 and 4 ranks; benchmarks/compare_allreduce.py).
 NATIVE_BELOW = 1 << 20
@@ -44,6 +44,7 @@ _references: Dict[str, Algorithm] = {}
 def _load_builtins() -> None:
     if "native" not in _registered:
         from . import hierarchical, mesh, native, ring, tree  # noqa: F401  (each registers itself)
+        from . import alltoall_pairwise, double_ring, nb  # noqa: F401
 
 
 def register(alg: Algorithm, name: Optional[str] = None) -> Algorithm:
