@@ -119,14 +119,14 @@ def test_vendor_profile(platform: str, algo: str, coll: str, servers: int, devic
             assert (res.threads, len(res.channels)) == (threads, channels), (rank, source)
             assert res.thread_notifies == fork_join, (rank, source)
             assert res.channel_notifies == 3 * channels      # hicann/hccl channel.h:19 NORMAL_NOTIFY_NUM
-            assert res.host_sync_notifies == 1               # AI CPU: op_common.cc:1549 / :1606
+            assert res.host_sync_notifies == 1               # AI CPU: op_common.cc:1550 / :1606
         assert plan.platform == platform and plan.source
 
 
 def test_host_engines_add_no_host_sync_and_uniform_requests_add_it_to_every_thread() -> None:
     topo = Topology.single_server(8)
     host = make_plan("allreduce", topo, "1M", "mesh", engine="cpu_ts", platform="a2").resources_for(0)
-    assert host.host_sync_notifies == 0                      # op_common.cc:1634-1637
+    assert host.host_sync_notifies == 0                      # op_common.cc:1630-1637
     ag = make_plan("allgather", topo, "1M", "nhr", platform="a2").resources_for(0)
     assert ag.notifies_per_thread == 2 + 1                   # max(1, 2) + host sync, on every thread (:1604-1606)
 

@@ -280,8 +280,8 @@ def _check_rank_arg(name: str, value: int, n: int) -> None:
 def _host_sync(platform: str, engine: Engine) -> Tuple[int, bool]:
     """(host-sync notifies on the main thread, uniform per-thread request) of a profile and engine.
 
-    Vendor: AI CPU engines add one (op_common.cc:1549, :1606); other engines wrap the caller's
-    stream with no extra notify (op_common.cc:1634-1637).  The document model always adds one.
+    Vendor: AI CPU engines add one (op_common.cc:1550, :1606); other engines wrap the caller's
+    stream with no extra notify (op_common.cc:1630-1637).  The document model always adds one.
     """
     if platform == "doc":
         return 1, False

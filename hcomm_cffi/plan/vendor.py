@@ -18,12 +18,12 @@ ring, double ring, NB, AHC and pairwise follow the legacy executors of the platf
 
 Common to every vendor profile: every rank holds the same channels and threads, root or not (the
 transport calculators take no root: calc_ring_transport_req.cc:53-69, calc_mesh_transport_req.cc:53-68,
-calc_nhr_transport_req.cc:49-73); 3 notifies per channel (HCCL channel.h:19 ``NORMAL_NOTIFY_NUM``,
+calc_nhr_transport_req.cc:49-73, hicann/hccl channel_request.cc:56-73); 3 notifies per channel (HCCL channel.h:19 ``NORMAL_NOTIFY_NUM``,
 set on every request at channel.cc:58/182/221/294); fork/join thread notifies main T-1 and 1 per
 slave (legacy coll_native_executor_base.cc:78-83: 2 per slave stream), NHR allgather slaves 2.
 Host sync (op_common.cc): AI CPU engines add 1 to the main thread when the per-thread API exists
-(op_common.cc:1549) and 1 to every thread with the uniform ``HcclThreadAcquire`` (op_common.cc:1604-1606);
-other engines wrap the caller's stream with no extra notify (op_common.cc:1634-1637).
+(op_common.cc:1550) and 1 to every thread with the uniform ``HcclThreadAcquire`` (op_common.cc:1604-1606);
+other engines wrap the caller's stream with no extra notify (op_common.cc:1630-1637).
 """
 from __future__ import annotations
 
@@ -159,7 +159,7 @@ def _ahc(platform: str, coll: Collective, n: int, devices: int) -> Optional[Vend
         return None
     return _t(1, f"{HCOMM}:src/legacy/ascend910/algorithm/base/alg_template/asymmetric_hierarchical_concatenate_base."
               "cc:174-207,369-420 (intra NHR, inter ring; coll_alg_operator.cc:1034-1055: inter NHR above 3 groups; "
-              "groups = servers: topo_info_extractor.cc:1330-1346; 1 stream)")
+              "groups = servers: topo_info_extractor.cc:1328-1349; 1 stream)")
 
 
 _RULES: Dict[str, RuleFn] = {"ring": _ring, "double_ring": _double_ring, "mesh": _mesh, "nhr": _nhr, "nb": _nb,
