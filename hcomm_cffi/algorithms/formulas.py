@@ -49,6 +49,7 @@ def formula_resources(planner_name: str, platform: str = "doc") -> ResourcesFn:
         root = call.root if call.coll in ROOTED else 0
         return plan_for(planner_name, call.coll, topology, root, platform).resources_for(rank)
     resources.__doc__ = f"The planner's {planner_name} formula ({platform} profile) for this rank."
+    resources.profile = platform  # type: ignore[attr-defined]
     return resources
 
 

@@ -355,8 +355,16 @@ def run(args: argparse.Namespace) -> int:
         seed = _seed_line(plan, kwargs)
         if seed:
             print(seed)
-        print(_render_derived(derived) if derived is not None else f"derived: none ({why})")
+        print(_render_derived(derived) + _profile_note(plan) if derived is not None else f"derived: none ({why})")
     return 0
+
+
+def _profile_note(plan: Plan) -> str:
+    """Which profile the runnable built-in implements, when it is not the one planned."""
+    profile = registry.resolve(plan.algorithm).profile
+    if profile is None or profile == plan.platform:
+        return ""
+    return f" (the emulator's built-in implements the {profile} profile: --platform {profile} plans what it acquires)"
 
 
 def _seed_line(plan: Plan, kwargs: Dict[str, Any]) -> str:
