@@ -18,6 +18,7 @@ of dependent transfer rounds (``steps``).  Errors name the rank, thread, task (s
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
@@ -346,36 +347,41 @@ def walk(queues: Sequence[Sequence[Task]], step: Callable[[int, Task, Any], Any]
     gets (as ``released``) what ``step`` returned for that record.  Raises ScheduleError for a lost
     signal (a record on a notify still set) and for waits that can never run (naming the first and
     why).  Returns the notifies still set at the end: ``{key: (record task, payload)}``.
-    ``fair`` runs one task per thread per sweep (threads interleave, as on hardware) instead of
-    each thread as far as it can.
+    ``fair`` runs one task of a thread at a time, in turn (threads interleave, as on hardware),
+    instead of each thread as far as it can.  A thread blocked on a wait sleeps until its record.
     """
     pos = [0] * len(queues)
     flags: Dict[Tuple[Any, ...], Tuple[Task, Any]] = {}
-    progress = True
-    while progress:
-        progress = False
-        for qi, q in enumerate(queues):
-            while pos[qi] < len(q):
-                t = q[pos[qi]]
-                kind = t.kind
-                if kind == "wait" or kind == "twait":
-                    got = flags.pop(notify_key(t), None)
-                    if got is None:
-                        break
-                    step(qi, t, got[1])
-                elif kind == "record" or kind == "trecord":
-                    key = notify_key(t)
-                    if key in flags:
-                        raise ScheduleError(f"lost signal: {t.describe()} while that notify is still set by "
-                                            f"{flags[key][0].describe()}, which nobody waited for; notifies are "
-                                            "binary, so the second record is lost and a wait would hang")
-                    flags[key] = (t, step(qi, t, None))
-                else:
-                    step(qi, t, None)
-                pos[qi] += 1
-                progress = True
-                if fair:
+    runnable = deque(range(len(queues)))          # queues that may progress, in turn
+    parked: Dict[Tuple[Any, ...], List[int]] = {} # notify -> queues blocked waiting for it
+    while runnable:
+        qi = runnable.popleft()
+        q = queues[qi]
+        while pos[qi] < len(q):
+            t = q[pos[qi]]
+            kind = t.kind
+            if kind == "wait" or kind == "twait":
+                key = notify_key(t)
+                got = flags.pop(key, None)
+                if got is None:
+                    parked.setdefault(key, []).append(qi)
                     break
+                step(qi, t, got[1])
+            elif kind == "record" or kind == "trecord":
+                key = notify_key(t)
+                if key in flags:
+                    raise ScheduleError(f"lost signal: {t.describe()} while that notify is still set by "
+                                        f"{flags[key][0].describe()}, which nobody waited for; notifies are "
+                                        "binary, so the second record is lost and a wait would hang")
+                flags[key] = (t, step(qi, t, None))
+                runnable.extend(parked.pop(key, ()))
+            else:
+                step(qi, t, None)
+            pos[qi] += 1
+            if fair:
+                if pos[qi] < len(q):
+                    runnable.append(qi)
+                break
     stuck = [(qi, q[pos[qi]]) for qi, q in enumerate(queues) if pos[qi] < len(q)]
     if stuck:
         raise ScheduleError(_explain_stuck(stuck, queues, pos))
@@ -421,7 +427,9 @@ def _execute(recorders: Sequence[_Recorder], steady: bool = False) -> int:
         race = races.task(qi, t, reads, writes)
         if race:
             raise ScheduleError(race)
-        return known[qi], races.snapshot(qi)     # what a record carries
+        if t.kind == "record" or t.kind == "trecord":
+            return known[qi], races.snapshot(qi)  # what a record carries
+        return None
 
     try:
         flags = walk(queues, step, fair=steady)
