@@ -44,6 +44,8 @@ NB = EX + "coll_all_reduce/coll_all_reduce_comm_executor.cc:55-65 + base/communi
 PW = EX + "coll_all_to_all/coll_all_to_all_v_fullmesh_executor.cc:20-27,36"
 DR = EX + "coll_all_reduce/coll_all_reduce_ring_for_910_93_executor.cc:36-42 (NP double ring)"
 AHC = LG + "base/alg_template/asymmetric_hierarchical_concatenate_base.cc:174-207,369-420"
+NHR_CH = LG + "base/communicator/calc_nhr_transport_req.cc:49-73"
+HD = LG + "base/communicator/calc_hd_transport_req.cc:53-71 + base/alg_template/alg_template_base.cc:942-996"
 
 # platform, algorithm, collective, servers, devices, threads, channels, source
 CASES = [
@@ -87,11 +89,18 @@ CASES = [
     # AHC: NHR inside a server, ring between same-index ranks (NHR above 3 servers), 1 stream
     ("a2", "ahc", "allreduce", 2, 8, 1, 5 + 1, AHC), ("a2", "ahc", "allreduce", 2, 4, 1, 3 + 1, AHC),
     ("a2", "ahc", "allreduce", 4, 16, 1, 7 + 3, AHC), ("a2", "ahc", "allgather", 2, 16, 1, 7 + 1, AHC),
-    # hierarchical: intra mesh (AI CPU template) + inter NHR between same-index ranks, every rank in both
-    ("a2", "hierarchical", "allreduce", 2, 8, 8, 7 + 1, MESH_AR + " + " + NHR_AR),
-    ("a2", "hierarchical", "allreduce", 4, 16, 16, 15 + 3, MESH_AR + " + " + NHR_AR),
-    ("a2", "hierarchical", "allgather", 2, 8, 7, 7 + 1, MESH_AG + " + " + NHR_AG),
-    ("a2", "hierarchical", "broadcast", 4, 16, 15, 15 + 3, MESH_BC + " + " + NHR_BC),
+    # hierarchical: intra mesh (AI CPU template) + the level-1 algorithm (NHR by default) between same-index
+    # ranks on the executor's main stream, every rank in both levels
+    ("a2", "hierarchical", "allreduce", 2, 8, 8, 7 + 1, MESH_AR + " + " + NHR_CH),
+    ("a2", "hierarchical", "allreduce", 4, 16, 16, 15 + 3, MESH_AR + " + " + NHR_CH),
+    ("a2", "hierarchical", "allgather", 2, 8, 7, 7 + 1, MESH_AG + " + " + NHR_CH),
+    ("a2", "hierarchical", "broadcast", 4, 16, 15, 15 + 3, MESH_BC + " + " + NHR_CH),
+]
+# the same with another level-1 algorithm: (inter, servers, devices, threads, channels, source)
+INTER_CASES = [
+    ("ring", 4, 8, 8, 7 + 2, MESH_AR + " + " + RING_CH), ("ring", 2, 16, 16, 15 + 1, MESH_AR + " + " + RING_CH),
+    ("tree", 4, 8, 8, 7 + 2, MESH_AR + " + " + HD), ("tree", 2, 8, 8, 7 + 1, MESH_AR + " + " + HD),
+    ("nb", 4, 16, 16, 15 + 3, MESH_AR + " + " + LG + "base/communicator/calc_nb_transport_req.cc:49-73"),
 ]
 
 
@@ -113,7 +122,7 @@ def test_vendor_profile(platform: str, algo: str, coll: str, servers: int, devic
     for root in roots:
         plan = make_plan(coll, topo, "1M", algo, engine="aicpu", platform=platform, root=root)
         assert len(plan.roles) == 1, plan.roles            # root or not, every rank holds the same
-        fork_join = 2 * (threads - 1) + (1 if algo in ("nhr", "hierarchical") and coll == "allgather" else 0)
+        fork_join = 2 * (threads - 1) + (1 if algo == "nhr" and coll == "allgather" else 0)   # NHR AG slaves: 2
         for rank in {0, root, topo.n_ranks // 2, topo.n_ranks - 1}:
             res = plan.resources_for(rank)
             assert (res.threads, len(res.channels)) == (threads, channels), (rank, source)
@@ -121,6 +130,23 @@ def test_vendor_profile(platform: str, algo: str, coll: str, servers: int, devic
             assert res.channel_notifies == 3 * channels      # hicann/hccl channel.h:19 NORMAL_NOTIFY_NUM
             assert res.host_sync_notifies == 1               # AI CPU: op_common.cc:1550 / :1606
         assert plan.platform == platform and plan.source
+
+
+@pytest.mark.parametrize("inter,servers,devices,threads,channels,source", INTER_CASES)
+def test_hierarchical_level1(inter: str, servers: int, devices: int, threads: int, channels: int, source: str) -> None:
+    plan = make_plan("allreduce", _topo(servers, devices), "1M", "hierarchical", inter_algorithm=inter, platform="a2")
+    assert not plan.warnings, plan.warnings
+    for rank in range(plan.topology.n_ranks):
+        res = plan.resources_for(rank)
+        assert (res.threads, len(res.channels)) == (threads, channels), (rank, source)
+
+
+def test_hd_between_three_servers_folds_one() -> None:
+    """3 servers: HD pairs server 1 with server 0 (fold), server 0 also with 2 (alg_template_base.cc:969-996)."""
+    plan = make_plan("allreduce", _topo(3, 8), "1M", "hierarchical", inter_algorithm="tree", platform="a2")
+    inter = {s: len([c for c in plan.resources_for(8 * s).channels if c.level == "inter"]) for s in range(3)}
+    assert inter == {0: 2, 1: 1, 2: 1}
+    assert sum(r.n_ranks for r in plan.roles) == 24 and len(plan.roles) == 3
 
 
 def test_host_engines_add_no_host_sync_and_uniform_requests_add_it_to_every_thread() -> None:
@@ -145,14 +171,20 @@ def test_seed_document_figures_stay_reachable(algo: str, figures: tuple) -> None
 
 
 @pytest.mark.parametrize("algo,coll", [("tree", "allreduce"), ("ring", "alltoall"), ("nhr", "alltoall"),
-                                       ("ring", "barrier")])
-def test_planner_algorithms_the_vendor_lacks_say_so(algo: str, coll: str) -> None:
-    p = make_plan(coll, Topology.single_server(8), "1M", algo, platform="a2")
+                                       ("ring", "barrier"), ("tree", "broadcast")])
+@pytest.mark.parametrize("platform", ["a2", "doc"])
+def test_planner_algorithms_the_vendor_lacks_say_so(algo: str, coll: str, platform: str) -> None:
+    p = make_plan(coll, Topology.single_server(8), "1M", algo, platform=platform)
     assert any("no vendor executor" in w for w in p.warnings), p.warnings
 
 
+def test_mesh_between_servers_is_not_the_vendors() -> None:
+    p = make_plan("allreduce", Topology.from_shape(2, 8), "1M", "hierarchical", inter_algorithm="mesh")
+    assert any("no vendor executor (A2, A3, 910A) runs hierarchical (inter mesh)" in w for w in p.warnings)
+
+
 def test_vendor_only_algorithms_refuse_what_the_vendor_does_not_run() -> None:
-    with pytest.raises(InvalidAlgorithm, match="double ring is an A3 topology"):
+    with pytest.raises(InvalidAlgorithm, match=r"the vendor runs it on Atlas A3 \(910_93\) \(--platform a3\)"):
         make_plan("allreduce", Topology.single_server(8), "1M", "double_ring", platform="a2")
     with pytest.raises(InvalidAlgorithm, match="more than one server"):
         make_plan("allreduce", Topology.single_server(8), "1M", "ahc")
@@ -166,3 +198,24 @@ def test_size_past_the_address_space_is_a_clear_error() -> None:
     assert out.returncode == 0, out.stderr
     assert "exceeds the 64 GiB per buffer a dry run addresses" in out.stdout
     assert "rank 4547" not in out.stdout
+
+
+@pytest.mark.parametrize("platform", ["a2", "a3", "910a", "doc"])
+def test_roles_summarise_every_rank(platform: str) -> None:
+    """Whatever the level-1 algorithm and shape, a role's counts are every member's and roles partition the ranks."""
+    from hcomm_cffi.plan import INTER_ALGORITHMS
+    for servers in range(2, 7):
+        for devices in (1, 2, 3, 4):
+            for inter in INTER_ALGORITHMS:
+                for coll in ("allreduce", "broadcast", "allgather"):
+                    try:
+                        plan = make_plan(coll, _topo(servers, devices), "1M", "hierarchical", inter_algorithm=inter,
+                                         platform=platform, root=servers * devices - 1)
+                    except InvalidAlgorithm:
+                        continue
+                    summary = {r.name: r for r in plan.roles}
+                    assert sum(r.n_ranks for r in plan.roles) == plan.topology.n_ranks
+                    for rank in range(plan.topology.n_ranks):
+                        res = plan.resources_for(rank)
+                        s = summary[res.role]
+                        assert (res.threads, len(res.channels)) == (s.threads, s.n_channels), (inter, coll, rank)

@@ -165,9 +165,29 @@ def _ahc(platform: str, coll: Collective, n: int, devices: int) -> Optional[Vend
 _RULES: Dict[str, RuleFn] = {"ring": _ring, "double_ring": _double_ring, "mesh": _mesh, "nhr": _nhr, "nb": _nb,
                              "alltoall_pairwise": _pairwise, "ahc": _ahc}
 
+_COMM = f"{HCOMM}:src/legacy/ascend910/algorithm/base/communicator/"
+#: Level-1 (between servers) algorithms of the vendor's hierarchical executors, and their channel calculators:
+#: the executors pick ring, NHR, NB or HD for level 1 (e.g. coll_all_reduce_mesh_executor.cc:143-173,
+#: coll_all_reduce_ring_for_910_93_executor.cc:105-116), driven from the executor's main stream.
+_INTER = {"ring": _COMM + "calc_ring_transport_req.cc:53-69",
+          "nhr": _COMM + "calc_nhr_transport_req.cc:49-73",
+          "nb": _COMM + "calc_nb_transport_req.cc:49-73",
+          "tree": _COMM + "calc_hd_transport_req.cc:53-71 (HD: alg_template_base.cc:942-996, the planner's RHD geometry)"}
 
-def vendor_rule(platform: str, algorithm: str, coll: Collective, n: int, devices: int) -> Optional[VendorRule]:
+
+def vendor_rule(platform: str, algorithm: str, coll: Collective, n: int, devices: int,
+                level: str = "flat") -> Optional[VendorRule]:
     """The vendor's thread request for ``algorithm`` on ``n`` members (``devices`` per server), or None when
-    no vendor executor runs it on this platform (the caller then says so and keeps the document model)."""
+    no vendor executor runs it on this platform (the caller then says so and keeps the document model).
+
+    ``level="inter"``: as the level-1 algorithm between servers of a hierarchical executor (one
+    thread: the executor's threads are its level 0's); the vendor has no mesh there.
+    """
+    if n < 2:
+        return None
+    if level == "inter":
+        src = _INTER.get(algorithm)
+        symmetric = coll in (C.ALLREDUCE, C.ALLGATHER, C.REDUCE_SCATTER)
+        return None if src is None or (algorithm == "tree" and not symmetric) else _t(1, src)
     fn = _RULES.get(algorithm)
-    return None if fn is None or n < 2 else fn(platform, coll, n, devices)
+    return None if fn is None else fn(platform, coll, n, devices)

@@ -29,7 +29,7 @@ ALGORITHMS = AUTO_ALGORITHMS + ("nb", "ahc", "alltoall_pairwise", "double_ring")
 _REFERENCE = {"nb": "a2", "ahc": "a2", "alltoall_pairwise": "a2", "double_ring": "a3"}
 _VENDOR = tuple(p for p in PLATFORMS if p != "doc")
 #: Algorithms allowed on the inter-server level of ``hierarchical``.
-INTER_ALGORITHMS = ("ring", "nhr", "tree", "mesh")
+INTER_ALGORITHMS = ("ring", "nhr", "tree", "mesh", "nb")
 
 
 def build_schedule(algorithm: str, topo: Topology, coll: Collective, root: int, size: float,
@@ -53,8 +53,10 @@ def build_schedule(algorithm: str, topo: Topology, coll: Collective, root: int, 
     rule = rules[want]
     if rule is None:
         if ref:
+            where = [p for p in _VENDOR if rules[p] is not None]
             raise InvalidAlgorithm(f"{algorithm}: no {PLATFORM_NAMES[want]} executor runs {coll.value}"
-                                   f"{' (double ring is an A3 topology; try --platform a3)' if ref == 'a3' else ''}")
+                                   + (f"; the vendor runs it on {', '.join(PLATFORM_NAMES[p] for p in where)} "
+                                      f"(--platform {where[0]})" if where else ""))
         sched.notes += (f"no {PLATFORM_NAMES[want]} executor runs {what}: the figures are the document model's",)
         sched.source = DOC_MODEL
         return sched
@@ -75,7 +77,7 @@ def _rule(platform: str, algorithm: str, topo: Topology, coll: Collective, inter
         return vendor_rule(platform, algorithm, coll, topo.n_ranks, devices)
     p, s = devices, topo.n_servers
     a = vendor_rule(platform, "mesh", coll, p, devices) if p > 1 else VendorRule((), "")
-    b = vendor_rule(platform, inter, coll, s, devices)
+    b = vendor_rule(platform, inter, coll, s, devices, level="inter")
     if a is None or b is None:
         return None
     width = max(len(a.fork_join), len(b.fork_join))
@@ -91,6 +93,8 @@ def _model_schedule(algorithm: str, topo: Topology, coll: Collective, root: int,
         raise ValueError(f"algorithm={algorithm!r} is not known; expected one of {', '.join(ALGORITHMS)}")
     if algorithm == "ahc" and topo.n_servers < 2:
         raise InvalidAlgorithm("ahc concatenates server groups: it needs more than one server (topology has 1)")
+    if algorithm == "ahc" and topo.devices_per_server is None:
+        raise InvalidAlgorithm("ahc is planned for server groups of equal size (this topology's servers differ)")
     if algorithm == "hierarchical":
         if inter_algorithm not in INTER_ALGORITHMS:
             raise ValueError(f"inter_algorithm={inter_algorithm!r} is not known; expected one of "

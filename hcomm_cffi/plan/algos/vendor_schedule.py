@@ -12,8 +12,9 @@ from typing import Tuple
 from ..cost import Phase
 from ..topology import Topology
 from ..vendor import VendorRule
-from .common import RoleShape
+from .common import Collective, RoleShape
 from .nhr import nhr_peers
+from .tree import Tree
 from .schedule import Peer, Schedule
 from .vendor_only import ahc_peers
 
@@ -26,6 +27,8 @@ def flat_peers(algorithm: str, i: int, n: int) -> Tuple[int, ...]:
         return tuple(sorted({(i - 1) % n, (i + 1) % n} - {i}))
     if algorithm in ("nhr", "nb"):                    # calc_nhr/nb_transport_req.cc:49-73 (+-2^k)
         return nhr_peers(i, n)
+    if algorithm == "tree":                           # HD: alg_template_base.cc:969-996, the RHD geometry
+        return Tree().peers(i, n, Collective.ALLREDUCE, 0)
     return tuple(j for j in range(n) if j != i)       # mesh, pairwise: calc_mesh_transport_req.cc:53-68
 
 
@@ -37,10 +40,21 @@ class VendorSchedule(Schedule):
         self.inner, self.topo, self.algorithm, self.rule = inner, topo, algorithm, rule
         self.inter_algorithm = inter_algorithm
 
+    def _inter_tree(self) -> bool:
+        """HD between servers: the RHD geometry gives servers different channel counts (tree's roles)."""
+        return self.algorithm == "hierarchical" and self.inter_algorithm == "tree"
+
     def roles(self) -> Tuple[RoleShape, ...]:
+        if self._inter_tree():
+            servers = self.topo.servers
+            return tuple(RoleShape(f"servers {r.name}", r.count * len(servers[r.example]), servers[r.example][0])
+                         for r in Tree().roles(len(servers), Collective.ALLREDUCE, 0))
         return (RoleShape("every rank", self.topo.n_ranks, 0),)
 
     def role_of(self, rank: int) -> str:
+        if self._inter_tree():
+            s = self.topo.server_of(rank)
+            return "servers " + Tree().role_of(s, self.topo.n_servers, Collective.ALLREDUCE, 0)
         return "every rank"
 
     def channels(self, rank: int) -> Tuple[Peer, ...]:
