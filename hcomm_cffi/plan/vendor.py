@@ -110,7 +110,8 @@ def _mesh(platform: str, coll: Collective, n: int, devices: int) -> Optional[Ven
     if coll is C.REDUCE_SCATTER:
         return _t(n, _TPL + "reduce_scatter/template/aicpu/ins_temp_reduce_scatter_mesh_1D.cc:55-60")
     if coll is C.ALLREDUCE:
-        return _t(n, _TPL + "all_reduce/template/aicpu/ins_temp_all_reduce_mesh_1D_one_shot.cc:59-62")
+        return _t(n, _TPL + "all_reduce/template/aicpu/ins_temp_all_reduce_mesh_1D_one_shot.cc:59-62 (two-shot, above "
+                  "8 MiB: ins_temp_all_reduce_mesh_1D_two_shot.cc:79-85, also N)")
     if coll is C.REDUCE:
         return _t(n, _TPL + "reduce/template/aicpu/reduce_mesh_1D.cc:35-40")
     if coll is C.ALLTOALL:
