@@ -64,6 +64,7 @@ class VendorRule:
 
     fork_join: Tuple[int, ...]
     source: str
+    note: str = ""          # what a reader should know (e.g. the vendor would not pick this by default)
 
 
 C = Collective
@@ -94,7 +95,13 @@ def _ring(platform: str, coll: Collective, n: int, devices: int) -> Optional[Ven
              C.BROADCAST: "coll_broadcast/coll_broadcast_ring_executor.cc:29-40"}
     if platform == "910a" and devices == 8:
         return _t(4, _EXE + files[coll] + " (8P ring: LEVEL0_PLANE_NUM_IN_8PRING = 4, hccl_impl.h:44)")
-    return _t(1, _EXE + files[coll] + " (NP single ring: 1 stream)")
+    rule = _t(1, _EXE + files[coll] + " (NP single ring: 1 stream)")
+    default = {"a2": "910B with every device pair HCCS-linked: mesh"}.get(platform, "4 devices: 4P mesh")
+    if platform == "910a" and devices != 4:
+        return rule                      # 1-2 devices: single ring, other counts: whole ring (the default)
+    return VendorRule(rule.fork_join, rule.source, note=(
+        f"inside a server the vendor picks this ring only where it is the default level-0 algorithm "
+        f"({default} instead; {HCOMM}:src/legacy/ascend910/algorithm/impl/alg_configurator.cc:389-409)"))
 
 
 def _double_ring(platform: str, coll: Collective, n: int, devices: int) -> Optional[VendorRule]:

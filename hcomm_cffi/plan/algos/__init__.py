@@ -61,7 +61,7 @@ def build_schedule(algorithm: str, topo: Topology, coll: Collective, root: int, 
         sched.source = DOC_MODEL
         return sched
     vs = VendorSchedule(sched, topo, algorithm, rule, inter_algorithm)
-    vs.notes, vs.source = sched.notes, rule.source
+    vs.notes, vs.source = sched.notes + ((rule.note,) if rule.note else ()), rule.source
     if platform == "doc":
         vs.notes += (f"the seed document has no {algorithm}: the figures are the {PLATFORM_NAMES[want]} executor's",)
     return vs
