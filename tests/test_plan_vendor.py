@@ -219,3 +219,12 @@ def test_roles_summarise_every_rank(platform: str) -> None:
                         res = plan.resources_for(rank)
                         s = summary[res.role]
                         assert (res.threads, len(res.channels)) == (s.threads, s.n_channels), (inter, coll, rank)
+
+
+def test_a_ring_inside_a_server_says_when_the_vendor_would_run_mesh() -> None:
+    ring_a2 = make_plan("allreduce", Topology.single_server(8), "1M", "ring", platform="a2")
+    assert any("HCCS-linked: mesh instead" in w and "alg_configurator.cc:389-409" in w for w in ring_a2.warnings)
+    ring_910a = make_plan("allreduce", Topology.single_server(8), "1M", "ring", platform="910a")
+    assert not ring_910a.warnings and ring_910a.threads == 4          # the 8P ring is 910A's default
+    ring_a3 = make_plan("allreduce", Topology.single_server(8), "1M", "ring", platform="a3")
+    assert not ring_a3.warnings                                        # A3's level 0 is a ring
