@@ -101,3 +101,11 @@ def test_builtins_and_examples_pass_the_steady_state(name: str) -> None:
             dry_run(alg, topo, CollectiveCall(coll, 0, 0, count, DataType.FP32, root=1), 1 << 16, declared=False)
         checked += 1
     assert checked >= 1
+
+
+def test_neighbor_exchange_example_passes_the_steady_state() -> None:
+    alg = resolve("hcomm_cffi.examples.pairwise:neighbor_exchange")
+    for n in (2, 3, 4):
+        for count in (1, 1000):
+            call = CollectiveCall("neighbor_exchange", 0, 0, count, DataType.INT32, recv_count=2 * count)
+            dry_run(alg, Topology.single_server(n), call, 1 << 16, declared=False)
