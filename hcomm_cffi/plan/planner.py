@@ -22,7 +22,7 @@ from ..enums import (ELEMENT_SIZE, HCCL_COMM_DEFAULT_BUFFSIZE_MB, HOST_REDUCE_DT
                      MAX_THREADS_PER_COMM, DataType, Engine, Protocol, parse_dtype)
 from .algos import (ALGORITHMS, AUTO_ALGORITHMS, INTER_ALGORITHMS, Collective, InvalidAlgorithm, Schedule,
                     build_schedule, parse_collective)
-from .vendor import DEFAULT_PLATFORM, PLATFORM_NAMES, VENDOR_NOTIFIES_PER_CHANNEL, parse_platform
+from .vendor import PLATFORM_NAMES, VENDOR_NOTIFIES_PER_CHANNEL, parse_platform
 from .cost import DEFAULT_COST_MODEL, CostModel
 from .topology import Topology
 
