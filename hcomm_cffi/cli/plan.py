@@ -328,6 +328,8 @@ def run(args: argparse.Namespace) -> int:
                 print()
             else:
                 print(_render_compare(cands))
+                print(f"resources: profile {args.platform} ({PLATFORM_NAMES[args.platform]}); --platform doc for the "
+                      "seed document's model")
             return 0
         plan = make_plan(args.op or "allreduce", topo, size, algo, **kwargs)
     except InvalidAlgorithm as exc:
