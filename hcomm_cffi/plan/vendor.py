@@ -13,8 +13,11 @@ Read by hand from two public repositories (pinned; ``HCCL`` and ``HCOMM`` below)
 Profiles: ``a2`` (Atlas 800T A2, 910B: the default, the most widely deployed Ascend training
 server), ``a3`` (Atlas A3 / 910_93 super pods), ``910a`` (Atlas 800 with 910A), and ``doc`` (the
 seed document's model, which the emulator's built-in ring/mesh/tree/hierarchical implement).
-Mesh and NHR follow the AI CPU templates (the AI CPU engine; the same on every platform);
-ring, double ring, NB, AHC and pairwise follow the legacy executors of the platform.
+Mesh and NHR follow the AI CPU templates (the AI CPU engine; the same on every platform; the
+legacy host-driven mesh executors are chosen among several variants by dtype, reduce op and
+determinism — e.g. ``impl/operator/reduce_scatter_operator.cc:285-350`` — and are not modelled);
+ring, double ring, NB, AHC and pairwise follow the legacy executors of the platform.  The engine
+changes the host-sync accounting below.
 
 Common to every vendor profile: every rank holds the same channels and threads, root or not (the
 transport calculators take no root: calc_ring_transport_req.cc:53-69, calc_mesh_transport_req.cc:53-68,
