@@ -21,7 +21,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_table_for_the_seed() -> None:
-    out = _run("--ranks", "4", "--algo", "ring")
+    out = _run("--ranks", "4", "--algo", "ring", "--platform", "doc")
     assert out.returncode == 0, out.stderr
     assert "algorithm ring" in out.stdout
     row = next(line for line in out.stdout.splitlines() if line.startswith("ring "))
@@ -31,11 +31,16 @@ def test_table_for_the_seed() -> None:
 
 def test_json_output() -> None:
     out = _run("--servers", "2", "--devices", "8", "--algo", "hierarchical", "--size", "64M", "--json",
-               "--buffsize-mb", "200")
+               "--buffsize-mb", "200", "--platform", "doc")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert (d["threads"], d["n_channels"], d["channel_notifies"], d["thread_notifies"]) == (7, 8, 16, 12)
+    assert d["platform"] == "doc"
     assert d["size_bytes"] == 64 << 20 and d["buffer_fits"] is True
+    # the A2 profile (the default): intra mesh allreduce template 8 threads, 3 notifies per channel
+    d = json.loads(_run("--servers", "2", "--devices", "8", "--algo", "hierarchical", "--json").stdout)
+    assert (d["platform"], d["threads"], d["n_channels"], d["channel_notifies"]) == ("a2", 8, 8, 24)
+    assert "ins_temp_all_reduce_mesh_1D_one_shot.cc" in d["source"]
 
 
 def test_buffer_size_defaults_to_hccl_buffsize(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,8 +64,10 @@ def test_compare_table() -> None:
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].split()[0] == "algorithm"
-    names = [line.split()[0] for line in lines[1:]]
-    assert names == ["ring", "mesh", "tree", "nhr", "hierarchical"]
+    assert lines[-1].startswith("resources: profile a2")
+    names = [line.split()[0] for line in lines[1:-1]]
+    assert names == ["ring", "mesh", "tree", "nhr", "hierarchical", "nb", "ahc", "alltoall_pairwise", "double_ring"]
+    assert "invalid" in next(line for line in lines if line.startswith("double_ring"))   # an A3 topology
     assert "invalid" in next(line for line in lines if line.startswith("tree"))
     assert sum("fastest" in line for line in lines) == 1
 
@@ -68,7 +75,7 @@ def test_compare_table() -> None:
 def test_compare_json() -> None:
     out = _run("--ranks", "4", "--compare", "--json", "--op", "broadcast", "--root", "2")
     rows = json.loads(out.stdout)
-    assert [r["algorithm"] for r in rows] == ["ring", "mesh", "tree", "nhr", "hierarchical"]
+    assert [r["algorithm"] for r in rows][:5] == ["ring", "mesh", "tree", "nhr", "hierarchical"]
     assert rows[4]["valid"] is False and "more than one server" in rows[4]["reason"]
 
 

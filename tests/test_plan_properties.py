@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hcomm_cffi.plan import ALGORITHMS, Collective, Topology, compare_algorithms, make_plan
+from hcomm_cffi.plan import ALGORITHMS, PLATFORMS, Collective, Topology, compare_algorithms, make_plan
 
 FLAT = ("ring", "mesh", "tree", "nhr")
 OPS = [c.value for c in Collective if c is not Collective.SENDRECV]
@@ -56,13 +56,15 @@ def test_nhr_channel_count_and_symmetry(n: int, data: st.DataObject) -> None:
         assert r in {c.peer for c in p.resources_for(ch.peer).channels}
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(st.sampled_from(ALGORITHMS), st.sampled_from(OPS), st.integers(1, 6), st.integers(1, 6), st.data())
 def test_every_plan_is_consistent(algo: str, op: str, servers: int, devices: int, data: st.DataObject) -> None:
     """Channels are symmetric with equal protocols; roles partition the ranks; summaries match ranks."""
     topo = Topology.from_shape(servers, devices)
     root = data.draw(st.integers(0, topo.n_ranks - 1))
-    cands = {c.algorithm: c for c in compare_algorithms(op, topo, 1 << 16, root=root)}
+    platform = data.draw(st.sampled_from(PLATFORMS))
+    cands = {c.algorithm: c for c in compare_algorithms(op, topo, 1 << 16, root=root, platform=platform,
+                                                        algorithms=ALGORITHMS)}
     plan = cands[algo].plan
     if plan is None:
         return

@@ -95,8 +95,9 @@ def user_body(rank: int, n: int, root_info: bytes) -> int:
 
 
 def test_user_algorithm_is_replayed() -> None:
-    # issue() ran for the 3 ranks of the dry run that derived its plan, then once for real; 2 replays
-    assert run_ranks(3, user_body, timeout=120) == [3 + 1] * 3
+    # issue() ran for the 3 ranks of the dry run that derived its plan, twice more per rank for its
+    # steady-state check (the call followed by itself), then once for real; 2 replays
+    assert run_ranks(3, user_body, timeout=120) == [3 + 2 * 3 + 1] * 3
 
 
 def prepared_body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, int]:

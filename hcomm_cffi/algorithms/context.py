@@ -139,18 +139,27 @@ class IssueContext:
         self.sink.library_call(name, *args, self.comm, self.stream)
 
     # ---------------------------------------------------------------- handshakes
-    def send(self, th: int, peer: int, writes: Sequence[Tuple[int, CData, int]]) -> None:
-        """Sender half of a transfer: wait ACK, write each (offset, src, nbytes), record DATA."""
-        self.wait(th, peer, ACK)
+    def send(self, th: int, peer: int, writes: Sequence[Tuple[int, CData, int]], ack: int = ACK,
+             data: int = DATA) -> None:
+        """Sender half of a transfer: wait ACK, write each (offset, src, nbytes), record DATA.
+
+        ``ack``/``data``: the notify pair, when several lanes share a channel (each its own pair).
+        """
+        self.wait(th, peer, ack)
         for off, src, n in writes:
             self.put(th, peer, off, src, n)
-        self.record(th, peer, DATA)
+        self.record(th, peer, data)
+
+    def shift(self, th: int, to: int, frm: int, writes: Sequence[Tuple[int, CData, int]], ack: int = ACK,
+              data: int = DATA) -> None:
+        """One step of a shift: release my zone to ``frm``, send ``writes`` to ``to``, wait for ``frm``'s data."""
+        self.record(th, frm, ack)
+        self.send(th, to, writes, ack, data)
+        self.wait(th, frm, data)
 
     def exchange(self, th: int, peer: int, writes: Sequence[Tuple[int, CData, int]]) -> None:
         """Both halves with one peer: release my zone, send, then wait for the peer's data."""
-        self.record(th, peer, ACK)
-        self.send(th, peer, writes)
-        self.wait(th, peer, DATA)
+        self.shift(th, peer, peer, writes)
 
     def fork(self, used: int) -> None:
         """Main thread releases slaves 1..used-1 (each waits its notify 0)."""

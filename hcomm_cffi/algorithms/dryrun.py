@@ -8,7 +8,9 @@ binary notifies, FIFO threads — which finds, before anything runs:
 * a record that nobody waits for, and a record on a notify still set (a lost signal);
 * a write to a peer with no channel: a peer outside the algorithm's declared channels, or one
   that never uses its end of the channel (a channel is acquired by both ranks);
-* addresses outside the HCCL buffer, threads beyond the declared ones.
+* addresses outside the HCCL buffer, threads beyond the declared ones;
+* an access to an HCCL buffer not ordered after the accesses it conflicts with (:mod:`.races`),
+  in one call and in the call followed by itself: a landing slot reused without an ACK.
 
 From the same run it derives, per rank, what the schedule uses — threads, notifies per thread,
 channels per peer and protocol with their notifies, HCCL buffer bytes touched — and the number
@@ -16,6 +18,7 @@ of dependent transfer rounds (``steps``).  Errors name the rank, thread, task (s
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
@@ -23,6 +26,7 @@ from ..enums import MAX_THREADS_PER_COMM, DataType
 from ..plan import ChannelSpec, RankResources, Topology, rank_resources
 from .context import NOTIFIES_PER_CHANNEL, IssueContext
 from .interface import Algorithm, CollectiveCall, UnsupportedError
+from .races import RaceChecker
 
 __all__ = ["ScheduleError", "DryRun", "RankSchedule", "dry_run", "virtual_call", "REGION_NAMES", "walk", "notify_key"]
 
@@ -258,8 +262,29 @@ def dry_run(algorithm: Algorithm, topology: Topology, call: CollectiveCall, buff
 
     ``declared``: when the algorithm declares its resources, issue within exactly those (threads,
     channel peers) — what a real run gets; False issues with unbounded threads and channels, which
-    is how a plan is derived.  Raises :class:`ScheduleError` naming rank, thread, step and peer.
+    is how a plan is derived.  The schedule is checked once as one call and once followed by
+    itself (the steady state of repeated calls and pieces: a landing slot reused without a
+    handshake shows only there).  Raises :class:`ScheduleError` naming rank, thread, step and peer.
     """
+    for what, elems in (("count", call.count), ("recv_count", call.recv_count or 0)):
+        span = elems * call.dtype.itemsize * max(1, topology.n_ranks)
+        if span >= 1 << _REGION_SHIFT:
+            raise ValueError(f"{what}={elems} {call.dtype.name} elements on {topology.n_ranks} ranks: a buffer of "
+                             f"{span} bytes exceeds the {1 << _REGION_SHIFT >> 30} GiB per buffer a dry run addresses "
+                             "(no device has that much memory); expected a smaller message")
+    recorders = _issue(algorithm, topology, call, buffer_bytes, declared, 1)
+    _check_channels(recorders)
+    steps = _execute(recorders)
+    _execute(_issue(algorithm, topology, call, buffer_bytes, declared, 2), steady=True)
+    ranks = tuple(_summarise(rec, recorders) for rec in recorders)
+    tasks = tuple(tuple(t for th in sorted(rec.queues) for t in rec.queues[th]) for rec in recorders)
+    libs = tuple(name for rec in recorders for name in rec.library_calls)
+    return DryRun(algorithm.name, call, topology, ranks, steps, tasks, libs)
+
+
+def _issue(algorithm: Algorithm, topology: Topology, call: CollectiveCall, buffer_bytes: int, declared: bool,
+           times: int) -> List[_Recorder]:
+    """Every rank's recorder after issuing ``call`` ``times`` times back to back (the same virtual buffers)."""
     n = topology.n_ranks
     recorders = []
     for rank in range(n):
@@ -271,19 +296,15 @@ def dry_run(algorithm: Algorithm, topology: Topology, call: CollectiveCall, buff
         rec = _Recorder(rank, res, buffer_bytes, call.dtype)
         ctx = IssueContext(rec, res, rank=rank, size=n, topology=topology, timeout_s=1, dtype=call.dtype,
                            op=call.op, scratch=_scratch_of(rank))
-        try:
-            algorithm.issue(ctx, vcall)
-        except ScheduleError:
-            raise
-        except UnsupportedError as exc:
-            raise type(exc)(f"algorithm={algorithm.name!r} on rank {rank}: {exc}") from None
+        for _ in range(times):
+            try:
+                algorithm.issue(ctx, vcall)
+            except ScheduleError:
+                raise
+            except UnsupportedError as exc:
+                raise type(exc)(f"algorithm={algorithm.name!r} on rank {rank}: {exc}") from None
         recorders.append(rec)
-    _check_channels(recorders)
-    steps = _execute(recorders)
-    ranks = tuple(_summarise(rec, recorders) for rec in recorders)
-    tasks = tuple(tuple(t for th in sorted(rec.queues) for t in rec.queues[th]) for rec in recorders)
-    libs = tuple(name for rec in recorders for name in rec.library_calls)
-    return DryRun(algorithm.name, call, topology, ranks, steps, tasks, libs)
+    return recorders
 
 
 def _channel_use(rec: _Recorder) -> Dict[int, Task]:
@@ -318,69 +339,110 @@ def notify_key(t: Task) -> Tuple[Any, ...]:
     return ("t", t.rank, t.thread, t.idx)
 
 
-def walk(queues: Sequence[Sequence[Task]], step: Callable[[int, Task, Any], Any]) -> Dict[Tuple[Any, ...], Any]:
+def walk(queues: Sequence[Sequence[Task]], step: Callable[[int, Task, Any], Any],
+         fair: bool = False) -> Dict[Tuple[Any, ...], Any]:
     """Execute FIFO task queues with binary notifies, calling ``step(queue, task, released)`` for each task.
 
     Tasks run in an order every notify allows: a wait runs only after the record it consumes, and
     gets (as ``released``) what ``step`` returned for that record.  Raises ScheduleError for a lost
     signal (a record on a notify still set) and for waits that can never run (naming the first and
     why).  Returns the notifies still set at the end: ``{key: (record task, payload)}``.
+    ``fair`` runs one task of a thread at a time, in turn (threads interleave, as on hardware),
+    instead of each thread as far as it can.  A thread blocked on a wait sleeps until its record.
     """
     pos = [0] * len(queues)
     flags: Dict[Tuple[Any, ...], Tuple[Task, Any]] = {}
-    progress = True
-    while progress:
-        progress = False
-        for qi, q in enumerate(queues):
-            while pos[qi] < len(q):
-                t = q[pos[qi]]
-                kind = t.kind
-                if kind == "wait" or kind == "twait":
-                    got = flags.pop(notify_key(t), None)
-                    if got is None:
-                        break
-                    step(qi, t, got[1])
-                elif kind == "record" or kind == "trecord":
-                    key = notify_key(t)
-                    if key in flags:
-                        raise ScheduleError(f"lost signal: {t.describe()} while that notify is still set by "
-                                            f"{flags[key][0].describe()}, which nobody waited for; notifies are "
-                                            "binary, so the second record is lost and a wait would hang")
-                    flags[key] = (t, step(qi, t, None))
-                else:
-                    step(qi, t, None)
-                pos[qi] += 1
-                progress = True
+    runnable = deque(range(len(queues)))          # queues that may progress, in turn
+    parked: Dict[Tuple[Any, ...], List[int]] = {} # notify -> queues blocked waiting for it
+    while runnable:
+        qi = runnable.popleft()
+        q = queues[qi]
+        while pos[qi] < len(q):
+            t = q[pos[qi]]
+            kind = t.kind
+            if kind == "wait" or kind == "twait":
+                key = notify_key(t)
+                got = flags.pop(key, None)
+                if got is None:
+                    parked.setdefault(key, []).append(qi)
+                    break
+                step(qi, t, got[1])
+            elif kind == "record" or kind == "trecord":
+                key = notify_key(t)
+                if key in flags:
+                    raise ScheduleError(f"lost signal: {t.describe()} while that notify is still set by "
+                                        f"{flags[key][0].describe()}, which nobody waited for; notifies are "
+                                        "binary, so the second record is lost and a wait would hang")
+                flags[key] = (t, step(qi, t, None))
+                runnable.extend(parked.pop(key, ()))
+            else:
+                step(qi, t, None)
+            pos[qi] += 1
+            if fair:
+                if pos[qi] < len(q):
+                    runnable.append(qi)
+                break
     stuck = [(qi, q[pos[qi]]) for qi, q in enumerate(queues) if pos[qi] < len(q)]
     if stuck:
         raise ScheduleError(_explain_stuck(stuck, queues, pos))
     return flags
 
 
-def _execute(recorders: Sequence[_Recorder]) -> int:
-    """Run every thread of every rank symbolically; returns the steps (dependent transfer rounds)."""
+_STEADY = "in the steady state (this call followed by itself, as the next call or piece runs): "
+
+
+def _accesses(t: Task) -> Tuple[Tuple[Tuple[int, int], ...], Tuple[Tuple[int, int], ...]]:
+    """(reads, writes) of ``t`` as (virtual address, bytes); a reduce also reads its destination."""
+    k = t.kind
+    if k in ("write", "read", "copy"):
+        return ((t.src, t.nbytes),), ((t.dst, t.nbytes),)
+    if k == "reduce":
+        return ((t.src, t.nbytes), (t.dst, t.nbytes)), ((t.dst, t.nbytes),)
+    return (), ()
+
+
+def _execute(recorders: Sequence[_Recorder], steady: bool = False) -> int:
+    """Run every thread of every rank symbolically; returns the steps (dependent transfer rounds).
+
+    Every access to an HCCL buffer is checked to be ordered after the accesses it conflicts with
+    (:mod:`.races`); ``steady`` says the queues hold the call followed by itself, for the message.
+    """
     queues = [q for rec in recorders for _, q in sorted(rec.queues.items())]
     base = [0] * len(queues)     # transfer rounds known through waits
     known = [0] * len(queues)    # rounds known, own writes included
     steps = [0]
+    races = RaceChecker(len(queues), HCCL, _where)
 
     def step(qi: int, t: Task, released: Any) -> Any:
         if released is not None:                 # a wait: learn what the recorder knew
-            base[qi] = max(base[qi], released)
-            known[qi] = max(known[qi], released)
+            rounds, clock = released
+            base[qi] = max(base[qi], rounds)
+            known[qi] = max(known[qi], rounds)
+            races.merge(qi, clock)
         elif t.kind in ("write", "read"):
             rnd = base[qi] + 1
             known[qi] = max(known[qi], rnd)
             steps[0] = max(steps[0], rnd)
-        return known[qi]                         # what a record carries
+        reads, writes = _accesses(t)
+        race = races.task(qi, t, reads, writes)
+        if race:
+            raise ScheduleError(race)
+        if t.kind == "record" or t.kind == "trecord":
+            return known[qi], races.snapshot(qi)  # what a record carries
+        return None
 
-    flags = walk(queues, step)
+    try:
+        flags = walk(queues, step, fair=steady)
+    except ScheduleError as exc:
+        if steady:
+            raise ScheduleError(f"{_STEADY}{exc}") from None
+        raise
     if flags:
         key, (t, _) = sorted(flags.items(), key=lambda kv: (kv[1][0].rank, kv[1][0].thread, kv[1][0].step))[0]
         if key[0] == "c":
-            raise ScheduleError(f"record never waited: {t.describe()}, but rank {t.peer} never waits for notify "
+            raise ScheduleError(f"{_STEADY if steady else ''}record never waited: {t.describe()}, but rank {t.peer} never waits for notify "
                                 f"{t.idx} from rank {t.rank}; the notify stays set into the next operation")
-        raise ScheduleError(f"record never waited: {t.describe()}, but thread {t.peer} of rank {t.rank} never waits "
+        raise ScheduleError(f"{_STEADY if steady else ''}record never waited: {t.describe()}, but thread {t.peer} of rank {t.rank} never waits "
                             f"for its notify {t.idx}")
     return steps[0]
 

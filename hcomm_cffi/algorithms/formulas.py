@@ -20,11 +20,16 @@ ResourcesFn = Callable[[Topology, CollectiveCall, int], Optional[RankResources]]
 
 
 @lru_cache(maxsize=512)
-def plan_for(algorithm: str, coll: str, topo: Topology, root: int = 0) -> Plan:
-    """The planner's plan of ``algorithm`` for ``coll`` (size-independent: resources do not depend on size)."""
+def plan_for(algorithm: str, coll: str, topo: Topology, root: int = 0, platform: str = "doc") -> Plan:
+    """The planner's plan of ``algorithm`` for ``coll`` under the ``platform`` profile (size-independent).
+
+    A vendor profile is planned for the AI CPU engine, whose host-sync notify the emulator's
+    threads carry too (the document model always adds it).
+    """
+    engine = Engine.CPU_TS if platform == "doc" else Engine.AICPU_TS
     try:
-        return make_plan(coll, topo, 0, algorithm, engine=Engine.CPU_TS, root=root,
-                         notifies_per_channel=NOTIFIES_PER_CHANNEL, inter_algorithm="ring")
+        return make_plan(coll, topo, 0, algorithm, engine=engine, root=root,
+                         notifies_per_channel=NOTIFIES_PER_CHANNEL, inter_algorithm="ring", platform=platform)
     except InvalidAlgorithm as exc:
         raise UnsupportedError(f"algorithm={algorithm!r} cannot run {coll} on {topo.n_ranks} ranks: {exc}") from None
 
@@ -36,12 +41,15 @@ def p2p_plan(topo: Topology, src: int, dst: int) -> Plan:
                      notifies_per_channel=NOTIFIES_PER_CHANNEL)
 
 
-def formula_resources(planner_name: str) -> ResourcesFn:
-    """``resources`` of an algorithm whose plan is the planner's formula ``planner_name``."""
+def formula_resources(planner_name: str, platform: str = "doc") -> ResourcesFn:
+    """``resources`` of an algorithm whose plan is the planner's formula ``planner_name`` under ``platform``
+    (the profile the algorithm implements: ``doc`` for ring/mesh/tree/hierarchical, a vendor one for
+    the algorithms the document lacks)."""
     def resources(topology: Topology, call: CollectiveCall, rank: int) -> Optional[RankResources]:
         root = call.root if call.coll in ROOTED else 0
-        return plan_for(planner_name, call.coll, topology, root).resources_for(rank)
-    resources.__doc__ = f"The planner's {planner_name} formula for this rank."
+        return plan_for(planner_name, call.coll, topology, root, platform).resources_for(rank)
+    resources.__doc__ = f"The planner's {planner_name} formula ({platform} profile) for this rank."
+    resources.profile = platform  # type: ignore[attr-defined]
     return resources
 
 

@@ -96,6 +96,8 @@ class Algorithm:
     #: the schedule depends only on the call's signature and whether it runs in place, so a recorded
     #: task list can be replayed with new buffer addresses (``algorithms/replay.py``)
     replayable: bool = True
+    #: the planner profile its declared resources follow (``doc``, ``a2``, ...), None when undeclared
+    profile: Optional[str] = None
 
     # -- what it supports ---------------------------------------------------------------
     def unsupported(self, coll: str, dtype: DataType, op: Optional[ReduceOp], topology: Topology) -> Optional[str]:
@@ -139,6 +141,7 @@ class FunctionAlgorithm(Algorithm):
         self.collectives = None if collectives is None else frozenset(collectives)
         self.reduces_on_data_plane = reduces_on_data_plane
         self._resources = resources
+        self.profile = getattr(resources, "profile", None)
         self._unsupported = unsupported
         self.__doc__ = fn.__doc__
         self.origin = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', name)}"

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from ..enums import DataType, Engine, ReduceOp
 from ..plan import RankResources, Topology, compare_algorithms
-from . import hierarchical, mesh, native, ring, tree
+from . import alltoall_pairwise, double_ring, hierarchical, mesh, native, nb, ring, tree
 from .interface import (COLLECTIVES, REDUCING, Algorithm, AlgorithmLike, FunctionAlgorithm, ResourcesFn,
                         UnsupportedError, UnsupportedFn, define)
 
@@ -34,7 +34,8 @@ __all__ = ["algorithm", "register", "resolve", "check_algorithm", "choose", "exp
 
 #: The built-in algorithms (each made with ``interface.define``, as ``@algorithm`` makes a user's), in the
 #: order ties are broken; registered below exactly as a user's algorithm is.
-BUILTIN_ALGORITHMS: Tuple[Algorithm, ...] = (ring.ring, mesh.mesh, tree.tree, hierarchical.hierarchical, native.native)
+BUILTIN_ALGORITHMS: Tuple[Algorithm, ...] = (ring.ring, mesh.mesh, tree.tree, hierarchical.hierarchical, native.native,
+                                             nb.nb, alltoall_pairwise.alltoall_pairwise, double_ring.double_ring)
 #: Their names.
 BUILTINS = tuple(alg.name for alg in BUILTIN_ALGORITHMS)
 #: Up to this many bytes auto uses the library's own collective (measured on the emulator: it beats

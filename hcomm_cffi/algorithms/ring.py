@@ -11,7 +11,7 @@ buffer into the user's output.  Large messages are processed in pieces that fit 
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 from .context import ACK, ALIGN, DATA, IssueContext, split_even
 from .formulas import formula_resources
@@ -28,11 +28,12 @@ def _slot_bytes(ctx: IssueContext, elems: int) -> int:
 
 
 def ring_pass(ctx: IssueContext, th: int, ring: Sequence[int], srcs: List[Optional[CData]], outs: List[Optional[CData]],
-              lens: List[int], rs: bool, ag: bool, region: int, slot: int) -> None:
+              lens: List[int], rs: bool, ag: bool, region: int, slot: int, ack: int = ACK, data: int = DATA) -> None:
     """One direction: reduce-scatter (chunk i ends reduced at ring[i]) then/or allgather of chunks.
 
     ``srcs[j]``/``outs[j]`` point at chunk j's input/output (None where unused), ``lens[j]`` its
-    elements; ``region`` is the byte offset of this direction's two landing slots of ``slot`` elements.
+    elements; ``region`` is the byte offset of this direction's two landing slots of ``slot`` elements;
+    ``ack``/``data`` its notify pair (lanes sharing a channel each have their own).
     """
     n = len(ring)
     i = ring.index(ctx.rank)
@@ -49,9 +50,7 @@ def ring_pass(ctx: IssueContext, th: int, ring: Sequence[int], srcs: List[Option
                 cs, cr = (i - s - 1) % n, (i - s - 2) % n
                 src = at(srcs, cs) if s == 0 else ctx.mine(offs[(g - 1) % 2])
                 land = offs[g % 2]
-                ctx.record(th, left, ACK)
-                ctx.send(th, right, [(land, src, ln[cs] * esz)])
-                ctx.wait(th, left, DATA)
+                ctx.shift(th, right, left, [(land, src, ln[cs] * esz)], ack, data)
                 if s < n - 2:
                     ctx.reduce(th, ctx.mine(land), at(srcs, cr), ln[cr])
                 else:
@@ -65,30 +64,34 @@ def ring_pass(ctx: IssueContext, th: int, ring: Sequence[int], srcs: List[Option
                 if t == 0 and not rs:
                     ctx.copy(th, at(outs, cs), src, ln[cs] * esz)
                 land = offs[g % 2]
-                ctx.record(th, left, ACK)
-                ctx.send(th, right, [(land, src, ln[cs] * esz)])
-                ctx.wait(th, left, DATA)
+                ctx.shift(th, right, left, [(land, src, ln[cs] * esz)], ack, data)
                 ctx.copy(th, at(outs, cr), ctx.mine(land), ln[cr] * esz)
                 g += 1
 
 
-def _directions(ctx: IssueContext, group: Sequence[int]) -> int:
-    return 2 if len(group) >= 3 and len(ctx.threads) >= 2 else 1
+#: A lane of a ring pass: (direction: 0 clockwise, 1 counter-clockwise; ACK index; DATA index).
+Lane = Tuple[int, int, int]
 
 
-def _chunked(ctx: IssueContext, group: Sequence[int], a: CollectiveCall, rs: bool, ag: bool) -> None:
-    """allreduce / reduce_scatter / allgather over ``group`` with one or two directions."""
+def _lanes(ctx: IssueContext, group: Sequence[int]) -> Tuple[Lane, ...]:
+    """One clockwise lane, and a counter-clockwise one when there are 3+ members and 2 threads."""
+    return ((0, ACK, DATA), (1, ACK, DATA)) if len(group) >= 3 and len(ctx.threads) >= 2 else ((0, ACK, DATA),)
+
+
+def _chunked(ctx: IssueContext, group: Sequence[int], a: CollectiveCall, rs: bool, ag: bool,
+             lanes: Optional[Sequence[Lane]] = None) -> None:
+    """allreduce / reduce_scatter / allgather over ``group``, the data split between ``lanes`` (thread i drives lane i)."""
     n, esz = len(group), ctx.esz
-    dirs = _directions(ctx, group)
-    slot = ctx.slot_elems(2 * dirs)
-    width = a.count  # elements split between the directions
-    parts = split_even(width, dirs)
-    if dirs == 2:
-        ctx.fork(2)
-    for d, (off, cnt) in enumerate(parts):
-        th = ctx.threads[d]
+    lanes = _lanes(ctx, group) if lanes is None else lanes
+    slot = ctx.slot_elems(2 * len(lanes))
+    width = a.count  # elements split between the lanes
+    parts = split_even(width, len(lanes))
+    if len(lanes) > 1:
+        ctx.fork(len(lanes))
+    for li, ((off, cnt), (d, ack, data)) in enumerate(zip(parts, lanes)):
+        th = ctx.threads[li]
         ring = list(group) if d == 0 else list(group)[::-1]
-        region = d * 2 * _slot_bytes(ctx, slot)
+        region = li * 2 * _slot_bytes(ctx, slot)
         if a.coll == "allreduce":
             chunks = split_even(cnt, n)
             srcs = [a.send + (off + o) * esz for o, _ in chunks]
@@ -106,9 +109,9 @@ def _chunked(ctx: IssueContext, group: Sequence[int], a: CollectiveCall, rs: boo
         if d == 1:
             srcs, outs, lens = srcs[::-1], outs[::-1], lens[::-1]
         if max(lens, default=0) > 0:
-            ring_pass(ctx, th, ring, srcs, outs, lens, rs, ag, region, slot)
-    if dirs == 2:
-        ctx.join(2)
+            ring_pass(ctx, th, ring, srcs, outs, lens, rs, ag, region, slot, ack, data)
+    if len(lanes) > 1:
+        ctx.join(len(lanes))
 
 
 def ring_broadcast(ctx: IssueContext, group: Sequence[int], buf: CData, count: int, root: int, th: Optional[int] = None) -> None:

@@ -16,8 +16,9 @@ from ..algorithms.dryrun import DryRun, dry_run
 from ..algorithms.interface import COLLECTIVES, Algorithm, CollectiveCall, UnsupportedError
 from .. import settings
 from ..enums import DataType, Protocol, parse_dtype
-from ..plan import (ALGORITHMS, INTER_ALGORITHMS, Collective, CostModel, InvalidAlgorithm, Plan,
-                    RanktableError, Topology, compare_algorithms, load_ranktable, make_plan, parse_size)
+from ..plan import (ALGORITHMS, DEFAULT_PLATFORM, INTER_ALGORITHMS, PLATFORM_NAMES, PLATFORMS, Collective, CostModel,
+                    InvalidAlgorithm, Plan, RanktableError, Topology, compare_algorithms, load_ranktable, make_plan,
+                    parse_size)
 from . import CliError
 
 __all__ = ["add_parser", "run"]
@@ -45,7 +46,11 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--dtype", default="fp32", help="data type (default fp32)")
     p.add_argument("--root", default="0", help="root of broadcast/reduce, sender of sendrecv")
     p.add_argument("--peer", help="receiver of sendrecv (default root+1)")
-    p.add_argument("--notifies-per-channel", default="2", help="notifies per channel (2 = ACK+DATA; HCCL uses 3)")
+    p.add_argument("--platform", default=DEFAULT_PLATFORM, choices=PLATFORMS,
+                   help="resource profile: a2 (910B), a3 (910_93), 910a: what the vendor's executors acquire; doc: the "
+                        f"seed document's model, which the emulator's built-ins implement (default {DEFAULT_PLATFORM}, "
+                        "the most widely deployed training server)")
+    p.add_argument("--notifies-per-channel", help="notifies per channel (default: the profile's, 3 vendor, 2 doc)")
     p.add_argument("--buffsize-mb", help="HCCL buffer MiB per half (default: HCCL_BUFFSIZE, else 200)")
     p.add_argument("--alpha-us", action="append", default=[], metavar="CLASS=US",
                    help="per-step latency of a link class, e.g. hccs=15 (repeatable)")
@@ -143,6 +148,7 @@ def _render(plan: Plan) -> str:
     lines = [
         f"{plan.collective.value} of {_fmt_bytes(plan.size_bytes)} {plan.dtype.name} on {topo['n_ranks']} ranks "
         f"({topo['n_servers']} server(s), {topo['source']}), engine {plan.engine.name}, algorithm {algo}",
+        f"profile {plan.platform} ({PLATFORM_NAMES[plan.platform]}): {plan.source or 'no resources'}",
         "",
         f"{'role':<24} {'ranks':>7} {'threads':>7} {'ntf/thr':>7} {'thr ntf':>7} {'host':>4} "
         f"{'chans':>6} {'ch ntf':>7} {'total':>7}  channels by link",
@@ -310,10 +316,10 @@ def run(args: argparse.Namespace) -> int:
     kwargs: Dict[str, Any] = dict(engine=args.engine, dtype=args.dtype, root=_int("root", args.root),
                   peer=_int("peer", args.peer), cost=_cost(args),
                   notifies_per_channel=_int("notifies-per-channel", args.notifies_per_channel, 1),
-                  buffer_mb=_buffer_mb(args), inter_algorithm=args.inter)
+                  buffer_mb=_buffer_mb(args), inter_algorithm=args.inter, platform=args.platform)
     try:
         if args.compare:
-            cands = compare_algorithms(args.op or "allreduce", topo, size, **kwargs)
+            cands = compare_algorithms(args.op or "allreduce", topo, size, algorithms=ALGORITHMS, **kwargs)
             if args.json:
                 out: List[Dict[str, Any]] = [{"algorithm": c.algorithm, "valid": c.plan is not None,
                                               "reason": c.reason,
@@ -322,6 +328,8 @@ def run(args: argparse.Namespace) -> int:
                 print()
             else:
                 print(_render_compare(cands))
+                print(f"resources: profile {args.platform} ({PLATFORM_NAMES[args.platform]}); --platform doc for the "
+                      "seed document's model")
             return 0
         plan = make_plan(args.op or "allreduce", topo, size, algo, **kwargs)
     except InvalidAlgorithm as exc:
@@ -346,5 +354,40 @@ def run(args: argparse.Namespace) -> int:
         print()
     else:
         print(_render(plan))
-        print(_render_derived(derived) if derived is not None else f"derived: none ({why})")
+        seed = _seed_line(plan, kwargs)
+        if seed:
+            print(seed)
+        print(_render_derived(derived) + _profile_note(plan) if derived is not None else f"derived: none ({why})")
     return 0
+
+
+def _profile_note(plan: Plan) -> str:
+    """Which profile the runnable built-in implements, when it is not the one planned."""
+    profile = registry.resolve(plan.algorithm).profile
+    if profile is None or profile == plan.platform:
+        return ""
+    return f" (the emulator's built-in implements the {profile} profile: --platform {profile} plans what it acquires)"
+
+
+def _seed_line(plan: Plan, kwargs: Dict[str, Any]) -> str:
+    """The seed document's figures beside a vendor profile's, where the document's example applies, and why they differ."""
+    if plan.algorithm not in ("ring", "mesh") or plan.collective is not Collective.ALLREDUCE:
+        return ""
+    doc = plan if plan.platform == "doc" else make_plan(plan.collective, plan.topology, plan.size_bytes, plan.algorithm,
+                                                       **{**kwargs, "platform": "doc", "notifies_per_channel": None})
+    line = (f"seed document ({DOC_SOURCE_SHORT}): {plan.algorithm} {doc.threads} threads / {doc.channel_notifies} "
+            f"notifies / {doc.n_channels} channels")
+    if plan.platform == "doc":
+        return line
+    why = []
+    if plan.threads != doc.threads:
+        why.append(f"{_n(plan.threads, 'thread')}, as its executor requests ({plan.source.rsplit('/', 1)[-1]})")
+    if plan.notifies_per_channel != doc.notifies_per_channel:
+        why.append(f"{plan.notifies_per_channel} notifies per channel (hicann/hccl channel.h:19) where the document "
+                   f"has {doc.notifies_per_channel}")
+    if plan.n_channels != doc.n_channels:
+        why.append(f"{plan.n_channels} channels")
+    return line + (f"; profile {plan.platform} differs: " + "; ".join(why) if why else f"; profile {plan.platform} agrees")
+
+
+DOC_SOURCE_SHORT = "HCOMM_SEMANTICS.md §3.4, its example: one server of 4 ranks, AI CPU engine; --platform doc"

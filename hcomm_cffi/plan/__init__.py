@@ -5,15 +5,17 @@ Entry points: :func:`make_plan`, :func:`compare_algorithms`, :class:`Topology`, 
 """
 from __future__ import annotations
 
-from .algos import ALGORITHMS, INTER_ALGORITHMS, Collective, InvalidAlgorithm, parse_collective
+from .algos import ALGORITHMS, AUTO_ALGORITHMS, INTER_ALGORITHMS, Collective, InvalidAlgorithm, parse_collective
 from .cost import DEFAULT_COST_MODEL, CostModel, LinkCost, Phase
 from .planner import (MIB, Candidate, ChannelSpec, Plan, RankResources, RoleSummary,
                       compare_algorithms, make_plan, parse_engine, parse_size, rank_resources)
 from .ranktable import RanktableError, load_ranktable, parse_ranktable
 from .topology import LINK_CLASSES, Topology, parse_link_class
+from .vendor import DEFAULT_PLATFORM, PLATFORM_NAMES, PLATFORMS, parse_platform
 
 __all__ = [
-    "ALGORITHMS", "INTER_ALGORITHMS", "Collective", "InvalidAlgorithm", "parse_collective",
+    "ALGORITHMS", "AUTO_ALGORITHMS", "INTER_ALGORITHMS", "PLATFORMS", "DEFAULT_PLATFORM", "PLATFORM_NAMES",
+    "parse_platform", "Collective", "InvalidAlgorithm", "parse_collective",
     "DEFAULT_COST_MODEL", "CostModel", "LinkCost", "Phase",
     "MIB", "Candidate", "ChannelSpec", "Plan", "RankResources", "RoleSummary",
     "compare_algorithms", "make_plan", "parse_engine", "parse_size", "rank_resources",

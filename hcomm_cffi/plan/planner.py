@@ -6,7 +6,8 @@ notify_num) to open.  Notify accounting (HCOMM_SEMANTICS.md §3.4):
 
 * ``thread_notifies``: logical fork/join notifies, main T-1 + one per slave = 2(T-1)
   (NHR AllGather/Broadcast slaves need 2);
-* ``host_sync_notifies``: +1 on the main thread for the host -> device start signal;
+* ``host_sync_notifies``: +1 on the main thread for the host -> device start signal (vendor
+  profiles: only AI CPU engines, and with the uniform ``HcclThreadAcquire`` on every thread);
 * ``channel_notifies``: notify_num per channel (2 = ACK + DATA by default; CCU fixes 8), summed;
 * ``total_notifies`` = the three above summed.
 """
@@ -19,8 +20,9 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from ..enums import (ELEMENT_SIZE, HCCL_COMM_DEFAULT_BUFFSIZE_MB, HOST_REDUCE_DTYPES,
                      MAX_CHANNEL_NOTIFIES, MAX_NOTIFIES_PER_COMM, MAX_THREAD_NOTIFIES,
                      MAX_THREADS_PER_COMM, DataType, Engine, Protocol, parse_dtype)
-from .algos import (ALGORITHMS, INTER_ALGORITHMS, Collective, InvalidAlgorithm, Schedule,
+from .algos import (ALGORITHMS, AUTO_ALGORITHMS, INTER_ALGORITHMS, Collective, InvalidAlgorithm, Schedule,
                     build_schedule, parse_collective)
+from .vendor import PLATFORM_NAMES, VENDOR_NOTIFIES_PER_CHANNEL, parse_platform
 from .cost import DEFAULT_COST_MODEL, CostModel
 from .topology import Topology
 
@@ -161,6 +163,8 @@ class Plan:
     modelled_time_us: float
     notifies_per_channel: int
     inter_algorithm: Optional[str] = None
+    platform: str = "doc"            # the resource profile: a2, a3, 910a (vendor executors) or doc
+    source: str = ""                 # where the resource figures come from (vendor repo@commit:file:line)
     warnings: Tuple[str, ...] = ()
     explanation: str = ""
     cost_model: CostModel = field(default=DEFAULT_COST_MODEL, repr=False, compare=False)
@@ -175,7 +179,8 @@ class Plan:
         role = self._schedule.role_of(rank)
         chans = tuple(ChannelSpec(p, proto, self.notifies_per_channel, level)
                       for p, proto, level in self._schedule.channels(rank))
-        return rank_resources(rank, role, self._schedule.thread_notifies(role), chans)
+        return rank_resources(rank, role, self._schedule.thread_notifies(role), chans,
+                              *_host_sync(self.platform, self.engine))
 
     def role_of(self, rank: int) -> str:
         """Role name of ``rank``."""
@@ -223,6 +228,7 @@ class Plan:
             "algorithm": self.algorithm, "inter_algorithm": self.inter_algorithm,
             "collective": self.collective.value, "size_bytes": self.size_bytes,
             "engine": self.engine.name, "dtype": self.dtype.name, "root": self.root,
+            "platform": self.platform, "platform_name": PLATFORM_NAMES[self.platform], "source": self.source,
             "topology": self.topology.summary(),
             "threads": self.threads, "notifies_per_thread": self.notifies_per_thread,
             "n_channels": self.n_channels, "thread_notifies": self.thread_notifies,
@@ -240,12 +246,17 @@ class Plan:
 
 
 def rank_resources(rank: int, role: str, fork_join: Tuple[int, ...],
-                   chans: Tuple[ChannelSpec, ...]) -> RankResources:
-    """One rank's resources from its per-thread fork/join notifies (main first) and channels; adds host sync."""
+                   chans: Tuple[ChannelSpec, ...], host_sync: int = 1, uniform: bool = False) -> RankResources:
+    """One rank's resources from its per-thread fork/join notifies (main first) and channels; adds host sync.
+
+    ``host_sync``: notifies the main thread adds for the host -> device start; ``uniform``: the
+    uniform ``HcclThreadAcquire`` asks max(fork/join) + host sync on every thread (vendor
+    op_common.cc:1604-1606), so ``notifies_per_thread`` is that.
+    """
     threads = len(fork_join)
-    host = 1 if threads else 0
+    host = host_sync if threads else 0
     counts = ((fork_join[0] + host,) + fork_join[1:]) if threads else ()
-    per_thread = max(counts, default=0)
+    per_thread = (max(fork_join, default=0) + host) if uniform else max(counts, default=0)
     ch_notifies = sum(c.notify_num for c in chans)
     tn = sum(fork_join)
     return RankResources(rank, role, threads, per_thread, counts, chans, tn, host, ch_notifies,
@@ -266,11 +277,23 @@ def _check_rank_arg(name: str, value: int, n: int) -> None:
         raise ValueError(f"{name}={value!r} is outside [0, {n}) for a {n}-rank topology")
 
 
-def _summarise(schedule: Schedule, npc: int) -> Tuple[RoleSummary, ...]:
+def _host_sync(platform: str, engine: Engine) -> Tuple[int, bool]:
+    """(host-sync notifies on the main thread, uniform per-thread request) of a profile and engine.
+
+    Vendor: AI CPU engines add one (op_common.cc:1550, :1606); other engines wrap the caller's
+    stream with no extra notify (op_common.cc:1630-1637).  The document model always adds one.
+    """
+    if platform == "doc":
+        return 1, False
+    return (1 if engine in (Engine.AICPU, Engine.AICPU_TS, Engine.CPU) else 0), True
+
+
+def _summarise(schedule: Schedule, npc: int, platform: str, engine: Engine) -> Tuple[RoleSummary, ...]:
     out = []
     for shape in schedule.roles():
         peers = schedule.channels(shape.example)
-        res = rank_resources(shape.example, shape.name, schedule.thread_notifies(shape.name), ())
+        res = rank_resources(shape.example, shape.name, schedule.thread_notifies(shape.name), (),
+                             *_host_sync(platform, engine))
         by_proto: Dict[str, int] = {}
         for _, proto, _ in peers:
             by_proto[proto.name] = by_proto.get(proto.name, 0) + 1
@@ -309,10 +332,10 @@ def _warnings(roles: Tuple[RoleSummary, ...], coll: Collective, engine: Engine, 
 
 def _build(algorithm: str, coll: Collective, topo: Topology, size: int, engine: Engine,
            dtype: DataType, root: int, peer: Optional[int], cost: CostModel, npc: int,
-           buffer_mb: int, inter_algorithm: str) -> Plan:
+           buffer_mb: int, inter_algorithm: str, platform: str) -> Plan:
     nbytes = 0 if coll is Collective.BARRIER else size
-    schedule = build_schedule(algorithm, topo, coll, root, nbytes, peer, inter_algorithm)
-    roles = _summarise(schedule, npc)
+    schedule = build_schedule(algorithm, topo, coll, root, nbytes, peer, inter_algorithm, platform)
+    roles = _summarise(schedule, npc, platform, engine)
     phases = schedule.phases()
     half = buffer_mb * MIB
     pieces = max(1, -(-nbytes // half)) if phases else 1
@@ -328,14 +351,15 @@ def _build(algorithm: str, coll: Collective, topo: Topology, size: int, engine: 
         phases=timed, bytes_per_link_class=tuple((k, int(round(v))) for k, v in sorted(sent.items())),
         buffer_bytes_needed=nbytes, buffer_half_bytes=half, buffer_fits=nbytes <= half,
         modelled_time_us=sum(t for _, _, t in timed), notifies_per_channel=npc,
-        inter_algorithm=inter_algorithm if algorithm == "hierarchical" else None,
-        warnings=tuple(_warnings(roles, coll, engine, dtype, npc)), cost_model=cost, _schedule=schedule)
+        inter_algorithm=inter_algorithm if algorithm == "hierarchical" else None, platform=platform,
+        source=schedule.source, warnings=schedule.notes + tuple(_warnings(roles, coll, engine, dtype, npc)),
+        cost_model=cost, _schedule=schedule)
 
 
 def _normalise(collective: Union[str, Collective], topology: Topology, size: Union[int, str],
                engine: Union[str, int, Engine], dtype: Any, root: int, peer: Optional[int],
-               notifies_per_channel: int, buffer_mb: int, inter_algorithm: str
-               ) -> Tuple[Collective, int, Engine, DataType, int]:
+               notifies_per_channel: Optional[int], buffer_mb: int, inter_algorithm: str, platform: str
+               ) -> Tuple[Collective, int, Engine, DataType, int, str]:
     coll = parse_collective(collective)
     nbytes = parse_size(size)
     eng = parse_engine(engine)
@@ -348,6 +372,9 @@ def _normalise(collective: Union[str, Collective], topology: Topology, size: Uni
     _check_rank_arg("root", root, topology.n_ranks)
     if peer is not None:
         _check_rank_arg("peer", peer, topology.n_ranks)
+    plat = parse_platform(platform)
+    if notifies_per_channel is None:      # the profile's: 3 per channel for the vendor, 2 in the document
+        notifies_per_channel = DEFAULT_NOTIFIES_PER_CHANNEL if plat == "doc" else VENDOR_NOTIFIES_PER_CHANNEL
     if isinstance(notifies_per_channel, bool) or not isinstance(notifies_per_channel, int) \
             or notifies_per_channel < 1:
         raise ValueError(f"notifies_per_channel={notifies_per_channel!r}: expected an integer >= 1")
@@ -357,23 +384,24 @@ def _normalise(collective: Union[str, Collective], topology: Topology, size: Uni
         raise ValueError(f"inter_algorithm={inter_algorithm!r} is not known; expected one of "
                          f"{', '.join(INTER_ALGORITHMS)}")
     npc = CCU_CHANNEL_NOTIFIES if eng is Engine.CCU else notifies_per_channel
-    return coll, nbytes, eng, dt, npc
+    return coll, nbytes, eng, dt, npc, plat
 
 
 def compare_algorithms(collective: Union[str, Collective], topology: Topology, size: Union[int, str],
                        *, engine: Union[str, int, Engine] = Engine.AICPU, dtype: Any = DataType.FP32,
                        root: int = 0, peer: Optional[int] = None, cost: Optional[CostModel] = None,
-                       notifies_per_channel: int = DEFAULT_NOTIFIES_PER_CHANNEL,
+                       notifies_per_channel: Optional[int] = None,
                        buffer_mb: int = HCCL_COMM_DEFAULT_BUFFSIZE_MB,
-                       inter_algorithm: str = "nhr") -> Tuple[Candidate, ...]:
-    """Plan every algorithm; invalid ones carry their reason instead of a plan."""
-    coll, nbytes, eng, dt, npc = _normalise(collective, topology, size, engine, dtype, root, peer,
-                                            notifies_per_channel, buffer_mb, inter_algorithm)
+                       inter_algorithm: str = "nhr", platform: str = "doc",
+                       algorithms: Tuple[str, ...] = AUTO_ALGORITHMS) -> Tuple[Candidate, ...]:
+    """Plan each of ``algorithms`` (default: those ``auto`` chooses among); invalid ones carry their reason."""
+    coll, nbytes, eng, dt, npc, plat = _normalise(collective, topology, size, engine, dtype, root, peer,
+                                                  notifies_per_channel, buffer_mb, inter_algorithm, platform)
     out = []
-    for algo in ALGORITHMS:
+    for algo in algorithms:
         try:
             out.append(Candidate(algo, _build(algo, coll, topology, nbytes, eng, dt, root, peer,
-                                              cost or DEFAULT_COST_MODEL, npc, buffer_mb, inter_algorithm)))
+                                              cost or DEFAULT_COST_MODEL, npc, buffer_mb, inter_algorithm, plat)))
         except InvalidAlgorithm as exc:
             out.append(Candidate(algo, None, str(exc)))
     return tuple(out)
@@ -394,7 +422,7 @@ def _explain(cands: Tuple[Candidate, ...], winner: Candidate) -> str:
         gap = runner.plan.modelled_time_us - winner.plan.modelled_time_us
         why += f", {gap:.1f} us ahead of {runner.algorithm}"
         if gap == 0:
-            why += f" (tie broken by fewer channels, then by the order {', '.join(ALGORITHMS)})"
+            why += f" (tie broken by fewer channels, then by the order {', '.join(AUTO_ALGORITHMS)})"
     return f"auto: {why}. Candidates: " + "; ".join(parts) + "."
 
 
@@ -402,30 +430,34 @@ def make_plan(collective: Union[str, Collective], topology: Topology, size: Unio
               algorithm: str = "auto", *, engine: Union[str, int, Engine] = Engine.AICPU,
               dtype: Any = DataType.FP32, root: int = 0, peer: Optional[int] = None,
               cost: Optional[CostModel] = None,
-              notifies_per_channel: int = DEFAULT_NOTIFIES_PER_CHANNEL,
-              buffer_mb: int = HCCL_COMM_DEFAULT_BUFFSIZE_MB, inter_algorithm: str = "nhr") -> Plan:
+              notifies_per_channel: Optional[int] = None,
+              buffer_mb: int = HCCL_COMM_DEFAULT_BUFFSIZE_MB, inter_algorithm: str = "nhr",
+              platform: str = "doc") -> Plan:
     """Plan ``collective`` of ``size`` bytes on ``topology`` with ``algorithm`` (or "auto").
 
     Raises ValueError for bad arguments and :class:`InvalidAlgorithm` when the named algorithm
     cannot run this collective on this topology.  ``root`` is the root of rooted ops and the
-    sender of sendrecv (``peer`` the receiver, default root+1).
+    sender of sendrecv (``peer`` the receiver, default root+1).  ``platform`` picks the resource
+    profile (:mod:`.vendor`): a2, a3, 910a (what the vendor's executors acquire) or doc (the document
+    model, which the emulator's built-ins implement; the library default here, the CLI's is a2).
+    ``notifies_per_channel`` None: the profile's (3 vendor, 2 document).
     """
     if algorithm != "auto" and algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r} is not known; expected auto or one of {', '.join(ALGORITHMS)}")
     if algorithm == "auto":
         cands = compare_algorithms(collective, topology, size, engine=engine, dtype=dtype, root=root,
                                    peer=peer, cost=cost, notifies_per_channel=notifies_per_channel,
-                                   buffer_mb=buffer_mb, inter_algorithm=inter_algorithm)
+                                   buffer_mb=buffer_mb, inter_algorithm=inter_algorithm, platform=platform)
         valid = [c for c in cands if c.plan is not None]
         if not valid:
             raise InvalidAlgorithm("no algorithm can run this: " +
                                    "; ".join(f"{c.algorithm}: {c.reason}" for c in cands))
         winner = min(valid, key=lambda c: (c.plan.modelled_time_us, c.plan.n_channels,  # type: ignore[union-attr]
-                                           ALGORITHMS.index(c.algorithm)))
+                                           AUTO_ALGORITHMS.index(c.algorithm)))
         assert winner.plan is not None
         return replace(winner.plan, explanation=_explain(cands, winner))
-    coll, nbytes, eng, dt, npc = _normalise(collective, topology, size, engine, dtype, root, peer,
-                                            notifies_per_channel, buffer_mb, inter_algorithm)
+    coll, nbytes, eng, dt, npc, plat = _normalise(collective, topology, size, engine, dtype, root, peer,
+                                                  notifies_per_channel, buffer_mb, inter_algorithm, platform)
     return _build(algorithm, coll, topology, nbytes, eng, dt, root, peer, cost or DEFAULT_COST_MODEL,
-                  npc, buffer_mb, inter_algorithm)
+                  npc, buffer_mb, inter_algorithm, plat)
 

@@ -26,7 +26,14 @@ class InvalidAlgorithm(ValueError):
 
 
 class Schedule(abc.ABC):
-    """Resource shape and cost phases of one collective on one topology."""
+    """Resource shape and cost phases of one collective on one topology.
+
+    ``source`` says where the resource figures come from; ``notes`` what a reader should know
+    (a vendor that lacks this algorithm, a profile that differs).
+    """
+
+    source: str = ""
+    notes: Tuple[str, ...] = ()
 
     @abc.abstractmethod
     def roles(self) -> Tuple[RoleShape, ...]:
