@@ -149,7 +149,8 @@ def test_builtins_are_listed_by_the_registry_and_plug_in_like_user_algorithms() 
     """registry.BUILTIN_ALGORITHMS lists the built-ins; each is the object its name resolves to, registered through
     register() (a second, different algorithm under a built-in's name is refused) and made by interface.define, the
     function under @algorithm -- no built-in module imports the registry."""
-    assert registry.BUILTINS == ("ring", "mesh", "tree", "hierarchical", "native")
+    assert registry.BUILTINS == ("ring", "mesh", "tree", "hierarchical", "native", "nb", "alltoall_pairwise",
+                                 "double_ring")
     for alg in registry.BUILTIN_ALGORITHMS:
         assert resolve(alg.name) is alg and isinstance(alg, FunctionAlgorithm)
         source = Path(sys.modules[alg.fn.__module__].__file__ or "").read_text()
