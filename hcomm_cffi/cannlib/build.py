@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import os
 import shlex
@@ -34,6 +35,7 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 from .. import __version__
 from .declarations import CORE_PREFIX, Prototype, cdef_digest, exported, types_cdef
 from .header import EMULATOR_FUNCTIONS, HEADER_NAME, VENDOR_SIGNATURES, write_headers
+from .startup import core_cdef, core_preamble, forwarder, forwarder_prelude
 from ..lib.emulated import MARKER_FILE, read_marker, write_marker
 
 __all__ = ["BuildError", "BuildResult", "build_libs", "check_toolchain", "CORE_LIBRARY", "VENDOR_LIBRARIES",
@@ -41,9 +43,18 @@ __all__ = ["BuildError", "BuildResult", "build_libs", "check_toolchain", "CORE_L
 
 CORE_LIBRARY = "libhcomm_sim_core.so"
 CORE_MODULE = "_hcomm_sim_core"
-#: vendor file name -> library key of lib/cann.py whose functions it exports
+#: vendor file name -> library key of lib/cann.py whose functions it exports (built in this order)
 VENDOR_LIBRARIES: Dict[str, str] = {
-    "libhcomm.so": "hcomm", "libhccl.so": "hccl", "libacl_rt.so": "acl", "libascendcl.so": "acl",
+    "libacl_rt.so": "acl", "libhcomm.so": "hcomm", "libhccl.so": "hccl", "libascendcl.so": "acl",
+}
+#: vendor file name -> the vendor libraries it depends on (DT_NEEDED, linked --no-as-needed as CANN's are).
+#: libhccl.so: hicann/hccl@09300b70df9a:src/hccl.cmake:97-103 links `-Wl,--no-as-needed hcomm hccl_compat acl_rt
+#: c_sec unified_dlog`, so a dlsym on libhccl.so's handle finds libhcomm.so's functions (HcclGetRootInfo,
+#: HcclGetErrorString) and `-lhccl -Wl,--copy-dt-needed-entries` links a program using them.  libascendcl.so is
+#: the prebuilt acl-compat package on CANN (hicann/runtime@681ef7610df1:cmake/third_party/acl_compat.cmake:20):
+#: it keeps the acl* entry points and here depends on libacl_rt.so, the library that owns them now.
+VENDOR_DEPENDENCIES: Dict[str, Tuple[str, ...]] = {
+    "libhccl.so": ("libhcomm.so", "libacl_rt.so"), "libascendcl.so": ("libacl_rt.so",),
 }
 
 
@@ -93,9 +104,20 @@ def check_toolchain() -> List[str]:
     return compiler
 
 
+def _builder_digest() -> str:
+    """A short hash of the modules that write the install's C: a change to them rebuilds it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name), "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
 def _stamp() -> Dict[str, str]:
     return {"version": f"hcomm_cffi {__version__} emulator", "package_version": __version__,
-            "cdef": cdef_digest(), "python": f"{sys.executable} {sys.version.split()[0]}"}
+            "cdef": cdef_digest(), "builder": _builder_digest(), "python": f"{sys.executable} {sys.version.split()[0]}"}
 
 
 def library_functions(key: str) -> Tuple[Prototype, ...]:
@@ -117,14 +139,22 @@ def _package_root() -> str:
 
 
 def _init_code(functions: Sequence[Tuple[str, str]]) -> str:
+    build_path = [p for p in sys.path if p and os.path.isdir(p)]
     return f"""\
 import sys
-_ROOT = {_package_root()!r}
-if "hcomm_cffi" not in sys.modules and _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)       # the hcomm_cffi that built this library
-from {CORE_MODULE} import ffi
-from hcomm_cffi.cannlib.embedded import bind
-bind(ffi, {list(functions)!r}, {CORE_PREFIX!r})
+from {CORE_MODULE} import ffi, lib
+try:
+    if lib.hcommsim_started_interpreter():   # a C program: the building Python's packages before PYTHONPATH's
+        _first = {build_path!r}
+        sys.path[:] = _first + [p for p in sys.path if p not in _first]
+    _ROOT = {_package_root()!r}
+    if "hcomm_cffi" not in sys.modules and _ROOT not in sys.path:
+        sys.path.insert(0, _ROOT)       # the hcomm_cffi that built this library
+    from hcomm_cffi.cannlib.embedded import bind
+    bind(ffi, {list(functions)!r}, {CORE_PREFIX!r})
+except BaseException as exc:            # every call then returns an error naming this
+    lib.hcommsim_note_start_error(f"the emulator did not start: {{type(exc).__name__}}: {{exc}}".encode())
+    raise
 """
 
 
@@ -136,10 +166,11 @@ def _build_core(include_dir: str, work: str) -> str:
     import cffi
 
     builder = cffi.FFI()
-    builder.cdef(types_cdef())
+    builder.cdef(types_cdef() + core_cdef)
     prefixed = "\n".join(p.declaration(CORE_PREFIX + p.name) for p in exported() + EMULATOR_FUNCTIONS)
     builder.embedding_api(prefixed)
-    builder.set_source(CORE_MODULE, f'#include "{HEADER_NAME}"\n', include_dirs=[include_dir],
+    preamble = core_preamble(HEADER_NAME, sys.executable, sys.base_prefix)
+    builder.set_source(CORE_MODULE, preamble, include_dirs=[include_dir],
                        extra_link_args=[f"-Wl,-soname,{CORE_LIBRARY}"])
     builder.embedding_init_code(_init_code(_core_functions()))
     try:
@@ -149,12 +180,11 @@ def _build_core(include_dir: str, work: str) -> str:
 
 
 def _forwarders(key: str) -> str:
-    lines = [f'#include "{HEADER_NAME}"', ""]
+    lines = [forwarder_prelude(HEADER_NAME)]
     for proto in library_functions(key):
         args = ", ".join(name for _, name in proto.param_list)
         params, call_args = VENDOR_SIGNATURES.get(proto.name, (proto.params or "void", args))
-        lines.append(f"extern {proto.declaration(CORE_PREFIX + proto.name)}")
-        lines.append(f"{proto.ret} {proto.name}({params}) {{ return {CORE_PREFIX}{proto.name}({call_args}); }}")
+        lines.extend(forwarder(proto, params, call_args, CORE_PREFIX + proto.name))
     return "\n".join(lines) + "\n"
 
 
@@ -169,8 +199,10 @@ def _build_vendor(compiler: List[str], name: str, key: str, include_dir: str, li
     with open(source, "w") as f:
         f.write(_forwarders(key))
     target = os.path.join(work, name)
+    needed = [f"-l:{dep}" for dep in VENDOR_DEPENDENCIES.get(name, ())]
     _run(compiler + ["-shared", "-fPIC", "-O2", "-I", include_dir, "-o", target, source, "-L", lib_dir,
-                     f"-l:{CORE_LIBRARY}", "-Wl,-rpath,$ORIGIN", f"-Wl,-soname,{name}"])
+                     "-Wl,--no-as-needed", f"-l:{CORE_LIBRARY}", *needed, "-Wl,--as-needed", "-Wl,-rpath,$ORIGIN",
+                     f"-Wl,-soname,{name}"])
     return target
 
 
