@@ -21,7 +21,7 @@ import hashlib
 import os
 import struct
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .._ffi import ffi
 from .config import SimConfig
@@ -155,6 +155,7 @@ class SimComm:
         self.failure: Optional[str] = None
         self.reports: List[str] = []
         self.strict_findings: List[str] = []   # strict-mode checker findings HcclCommDestroy must still report
+        self.idle_notifies_reported: Set[Tuple[int, int]] = set()   # (thread, notify) left set and reported
         self.destroyed = False
         self.threads: List[SimThread] = []
         self.thread_notifies = 0

@@ -238,18 +238,22 @@ class Executor:
         return ran
 
     def _check_idle(self, comm: "SimComm") -> None:
-        """End-of-operation check: once every thread of the rank is idle, no thread notify may stay set.
+        """End-of-operation check: once every thread of the rank is idle, no thread notify should stay set.
 
-        Strict mode fails the rank's streams (their next synchronisation reports it); warn mode warns.
+        It only reports, in every mode: the notify stays set (a later wait may legitimately consume
+        it, as a custom op's host-side record for its kernel does) and each one is reported once while
+        it stays set.  Strict mode also fails the rank's streams (their next synchronisation reports it).
         """
         threads = comm.all_threads()
         if any(th.queue.tasks for th in threads):
             return
+        left = {(th.handle, idx) for th in threads for idx, value in enumerate(th.notifies) if value}
+        reported = comm.idle_notifies_reported
+        comm.idle_notifies_reported = left
         for th in threads:
             for idx, value in enumerate(th.notifies):
-                if not value:
+                if not value or (th.handle, idx) in reported:
                     continue
-                th.notifies[idx] = 0
                 message = (f"checker: rank {comm.rank}, {th.label}: thread notify {idx} was recorded but never "
                            "waited on by the end of the operation (it would desynchronise the next one)")
                 comm.reports.append(message)
