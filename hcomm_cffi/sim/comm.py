@@ -157,6 +157,8 @@ class SimComm:
         self.strict_findings: List[str] = []   # strict-mode checker findings HcclCommDestroy must still report
         self.idle_notifies_reported: Set[Tuple[int, int]] = set()   # (thread, notify) left set and reported
         self.destroyed = False
+        self.closing = False      # being retired: executors stop reading its memory (runtime.Executor.retire)
+        self.pins = 0             # threads reading its memory outside the executor's lock right now
         self.threads: List[SimThread] = []
         self.thread_notifies = 0
         self.stream_threads: Dict[int, SimThread] = {}

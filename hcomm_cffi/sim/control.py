@@ -287,7 +287,7 @@ class ControlPlane:
             for ch in c.channels.values():
                 self.state.channels.pop(ch.handle, None)
             self.state.comms.pop(c.handle, None)
-        c.destroy()
+        EXECUTOR.retire(c, c.destroy)            # other ranks of this process may be polling its words
         if messages and c.config.check == "strict":  # everything is released; the schedule was still wrong
             raise SimError(HcclResult.E_INTERNAL, "; ".join(messages))
         return 0
