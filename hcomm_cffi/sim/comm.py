@@ -159,6 +159,9 @@ class SimComm:
         self.destroyed = False
         self.closing = False      # being retired: executors stop reading its memory (runtime.Executor.retire)
         self.pins = 0             # threads reading its memory outside the executor's lock right now
+        self.device = -1          # the creating thread's device (aclrtSetDevice); HcclCommGetHandleWithName uses it
+        self.engine_contexts: Dict[Tuple[str, int], Any] = {}   # HcclEngineCtxCreate: (ctxTag, engine) -> context
+        self.rank_graph: Dict[str, Any] = {}                    # arrays the HcclRankGraph* queries hand out
         self.threads: List[SimThread] = []
         self.thread_notifies = 0
         self.stream_threads: Dict[int, SimThread] = {}
