@@ -117,7 +117,8 @@ def _builder_digest() -> str:
 
 def _stamp() -> Dict[str, str]:
     return {"version": f"hcomm_cffi {__version__} emulator", "package_version": __version__,
-            "cdef": cdef_digest(), "builder": _builder_digest(), "python": f"{sys.executable} {sys.version.split()[0]}"}
+            "cdef": cdef_digest(), "builder": _builder_digest(), "package": _package_root(),
+            "python": f"{sys.executable} {sys.version.split()[0]}"}
 
 
 def library_functions(key: str) -> Tuple[Prototype, ...]:
@@ -138,18 +139,30 @@ def _package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _package_dirs() -> List[str]:
+    """Where the building Python finds the emulator's dependencies: its site directories, and the directories
+    holding numpy and cffi wherever they came from (a virtualenv, PYTHONPATH, the user site)."""
+    dirs = [sysconfig.get_paths()[key] for key in ("purelib", "platlib")]
+    for name in ("numpy", "cffi", "_cffi_backend"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            top = os.path.dirname(spec.origin)
+            dirs.append(os.path.dirname(top) if name != "_cffi_backend" else top)
+    return list(dict.fromkeys(d for d in dirs if os.path.isdir(d)))
+
+
 def _init_code(functions: Sequence[Tuple[str, str]]) -> str:
-    build_path = [p for p in sys.path if p and os.path.isdir(p)]
+    build_path = _package_dirs()
     return f"""\
 import sys
 from {CORE_MODULE} import ffi, lib
 try:
-    if lib.hcommsim_started_interpreter():   # a C program: the building Python's packages before PYTHONPATH's
-        _first = {build_path!r}
+    _ROOT = {_package_root()!r}          # the hcomm_cffi that built this library
+    if lib.hcommsim_started_interpreter():   # a C program: that package and the building Python's ones first
+        _first = [_ROOT] + {build_path!r}
         sys.path[:] = _first + [p for p in sys.path if p not in _first]
-    _ROOT = {_package_root()!r}
-    if "hcomm_cffi" not in sys.modules and _ROOT not in sys.path:
-        sys.path.insert(0, _ROOT)       # the hcomm_cffi that built this library
+    elif "hcomm_cffi" not in sys.modules and _ROOT not in sys.path:
+        sys.path.insert(0, _ROOT)
     from hcomm_cffi.cannlib.embedded import bind
     bind(ffi, {list(functions)!r}, {CORE_PREFIX!r})
 except BaseException as exc:            # every call then returns an error naming this

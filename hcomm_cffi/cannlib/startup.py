@@ -271,7 +271,7 @@ static int hcommsim_ready(const char *function, const char *code)
 def forwarder(proto: Prototype, params: str, call_args: str, core_name: str) -> List[str]:
     """The C lines of one vendor function: wait for the emulator, then forward to the core's ``core_name``."""
     code = failure_code(proto)
-    said = "NULL" if code == "NULL" else ("the cause" if proto.ret.endswith("*") else code)
+    said = "NULL" if code == "NULL" else ("the cause" if proto.ret.endswith("*") else code.split(")")[-1])
     return [f"extern {proto.declaration(core_name)}",
             f"{proto.ret} {proto.name}({params}) {{",
             f"    if (!hcommsim_ready({_c_string(proto.name)}, {_c_string(said)})) return {code};",
