@@ -35,7 +35,9 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 from .. import __version__
 from .declarations import CORE_PREFIX, Prototype, cdef_digest, exported, types_cdef
 from .header import EMULATOR_FUNCTIONS, HEADER_NAME, VENDOR_SIGNATURES, write_headers
-from .startup import core_cdef, core_preamble, forwarder, forwarder_prelude
+from .embedded import UNSUPPORTED_FUNCTION
+from .startup import core_cdef, core_preamble, failure_code, forwarder, forwarder_prelude
+from .vendor_stubs import NOT_SUPPORT, RES_EXPT_HEADER, VENDOR_STUBS
 from ..lib.emulated import MARKER_FILE, read_marker, write_marker
 
 __all__ = ["BuildError", "BuildResult", "build_libs", "check_toolchain", "CORE_LIBRARY", "VENDOR_LIBRARIES",
@@ -171,8 +173,16 @@ except BaseException as exc:            # every call then returns an error namin
 """
 
 
+#: the core's own entry point for the stubs of vendor_stubs.py (exported by no vendor library)
+_UNSUPPORTED = Prototype("int32_t", UNSUPPORTED_FUNCTION, "const char* function", "")
+
+
+def _core_prototypes() -> Tuple[Prototype, ...]:
+    return exported() + EMULATOR_FUNCTIONS + (_UNSUPPORTED,)
+
+
 def _core_functions() -> List[Tuple[str, str]]:
-    return [(p.name, f"{p.ret}(*)({p.params or 'void'})") for p in exported() + EMULATOR_FUNCTIONS]
+    return [(p.name, f"{p.ret}(*)({p.params or 'void'})") for p in _core_prototypes()]
 
 
 def _build_core(include_dir: str, work: str) -> str:
@@ -180,7 +190,7 @@ def _build_core(include_dir: str, work: str) -> str:
 
     builder = cffi.FFI()
     builder.cdef(types_cdef() + core_cdef)
-    prefixed = "\n".join(p.declaration(CORE_PREFIX + p.name) for p in exported() + EMULATOR_FUNCTIONS)
+    prefixed = "\n".join(p.declaration(CORE_PREFIX + p.name) for p in _core_prototypes())
     builder.embedding_api(prefixed)
     preamble = core_preamble(HEADER_NAME, sys.executable, sys.base_prefix)
     builder.set_source(CORE_MODULE, preamble, include_dirs=[include_dir],
@@ -193,11 +203,20 @@ def _build_core(include_dir: str, work: str) -> str:
 
 
 def _forwarders(key: str) -> str:
-    lines = [forwarder_prelude(HEADER_NAME)]
+    lines = [forwarder_prelude(HEADER_NAME), f'#include "{RES_EXPT_HEADER}"', ""]
     for proto in library_functions(key):
         args = ", ".join(name for _, name in proto.param_list)
         params, call_args = VENDOR_SIGNATURES.get(proto.name, (proto.params or "void", args))
         lines.extend(forwarder(proto, params, call_args, CORE_PREFIX + proto.name))
+    unsupported = CORE_PREFIX + UNSUPPORTED_FUNCTION
+    lines.append(f"extern {_UNSUPPORTED.declaration(unsupported)}")
+    for stub in VENDOR_STUBS:
+        if stub.library != key:
+            continue
+        code = failure_code(Prototype(stub.returns, stub.name, stub.params, stub.header))
+        lines += [f"{stub.returns} {stub.name}({stub.params}) {{   /* stub: HCCL_E_NOT_SUPPORT ({NOT_SUPPORT}) */",
+                  f'    if (!hcommsim_ready("{stub.name}", "{code.split(")")[-1]}")) return {code};',
+                  f'    return ({stub.returns}){unsupported}("{stub.name}");', "}"]
     return "\n".join(lines) + "\n"
 
 

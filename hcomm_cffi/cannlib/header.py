@@ -17,6 +17,7 @@ from . import acl_codes
 from ..enums import HCCL_ROOT_INFO_BYTES
 from .c_initializers import initializers_source
 from .declarations import Prototype, exported, prototypes, types_cdef
+from .vendor_stubs import RES_EXPT_HEADER, RES_EXPT_PRELUDE, VENDOR_STUBS
 
 __all__ = ["HEADER_NAME", "EMULATOR_FUNCTIONS", "VENDOR_SIGNATURES", "header_text", "write_headers",
            "vendor_headers"]
@@ -99,6 +100,8 @@ def header_text() -> str:
         note = "" if proto.name in exported_names else "  /* device library only: not exported by the host libraries */"
         functions.append(vendor_declaration(proto) + note)
     emulator = "\n".join(vendor_declaration(p) for p in EMULATOR_FUNCTIONS)
+    stubs = "\n".join(stub.declaration for stub in VENDOR_STUBS
+                      if stub.declaration is not None and stub.header != RES_EXPT_HEADER)
     return f"""\
 /* hcomm_sim.h: the CANN HCCL / HCOMM / ACL host API of the hcomm_cffi emulator.
  *
@@ -126,6 +129,11 @@ extern "C" {{
 
 /* ======== functions (vendor names and types) ======== */
 {chr(10).join(functions)}
+
+/* ======== declared by the current vendor headers; the emulator exports them as stubs ========
+ * Each returns HCCL_E_NOT_SUPPORT and names itself in aclGetRecentErrMsg() (docs/C_DEVELOPERS.md).
+ */
+{stubs}
 
 /* ======== static inline initializers (the same bytes as hcomm_cffi.initializers) ======== */
 {initializers_source()}
@@ -167,6 +175,20 @@ def write_headers(include_dir: str) -> str:
         path = os.path.join(include_dir, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
+            if os.path.basename(rel) == os.path.basename(RES_EXPT_HEADER):
+                f.write(_res_expt_text(rel))
+                continue
             f.write(f"/* {rel} of the hcomm_cffi emulated CANN install: everything is in hcomm_sim.h. */\n"
                     f'#include "{"../" * rel.count("/")}{HEADER_NAME}"\n')
     return main
+
+
+def _res_expt_text(rel: str) -> str:
+    """hccl_res_expt.h: the vendor's experimental resource calls (stubs here) with their callback type."""
+    declarations = "\n".join(stub.declaration for stub in VENDOR_STUBS
+                             if stub.header == RES_EXPT_HEADER and stub.declaration is not None)
+    return (f"/* {rel} of the hcomm_cffi emulated CANN install: the emulator exports these as stubs returning\n"
+            " * HCCL_E_NOT_SUPPORT (docs/C_DEVELOPERS.md). */\n#ifndef HCOMM_SIM_HCCL_RES_EXPT_H\n"
+            f'#define HCOMM_SIM_HCCL_RES_EXPT_H\n#include "{"../" * rel.count("/")}{HEADER_NAME}"\n'
+            f'#ifdef __cplusplus\nextern "C" {{\n#endif\n{RES_EXPT_PRELUDE}\n{declarations}\n'
+            "#ifdef __cplusplus\n}\n#endif\n#endif\n")
