@@ -58,10 +58,14 @@ def _run_ranks(argv: List[str], n: int, env: Dict[str, str], tmp_path: Path, tim
     return [json.loads(stdout.strip().splitlines()[-1]) for _, stdout, _ in outputs]
 
 
-def _torch_installed() -> bool:
+def _client(install: Any, tmp_path: Path, script: str, n: int, torch_first: bool, **env: str) -> List[Any]:
+    """Every rank's results of client ``script`` (``--torch``: it imports torch before its first call)."""
     import importlib.util
 
-    return importlib.util.find_spec("torch") is not None
+    if torch_first and importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed (pip install -e '.[torch]')")
+    argv = [sys.executable, str(CLIENTS / script)] + (["--torch"] if torch_first else [])
+    return _run_ranks(argv, n, _env(install, **env), tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,11 +110,8 @@ def _expected(n: int, rank: int, per: int, base: int) -> Dict[str, List[float]]:
 
 @pytest.mark.parametrize("n,torch_first", [(2, False), (4, True)])
 def test_ctypes_client_loading_only_libhccl(install: Any, tmp_path: Path, n: int, torch_first: bool) -> None:
-    if torch_first and not _torch_installed():
-        pytest.skip("torch is not installed (pip install -e '.[torch]')")
-    env = _env(install, HCCL_SO_PATH=os.path.join(install.lib_dir, "libhccl.so"))
-    argv = [sys.executable, str(CLIENTS / "ctypes_hccl.py")] + (["--torch"] if torch_first else [])
-    results = _run_ranks(argv, n, env, tmp_path)
+    results = _client(install, tmp_path, "ctypes_hccl.py", n, torch_first,
+                      HCCL_SO_PATH=os.path.join(install.lib_dir, "libhccl.so"))
     for rank, out in enumerate(results):
         want = _expected(n, rank, 8, 100)
         assert out["allreduce"] == want["allreduce"] and out["allgather"] == want["allgather"]
@@ -126,11 +127,8 @@ def test_ctypes_client_loading_only_libhccl(install: Any, tmp_path: Path, n: int
 @pytest.mark.parametrize("n,torch_first", [(2, True), (4, False), (4, True)])
 def test_pyhccl_runs_its_own_calls(install: Any, tmp_path: Path, n: int, torch_first: bool) -> None:
     pytest.importorskip("pyhccl", reason="pyhccl is not installed (the test extra: pip install -e '.[test]')")
-    if torch_first and not _torch_installed():
-        pytest.skip("torch is not installed (pip install -e '.[torch]')")
-    env = _env(install, PYHCCL_LIBRARY=os.path.join(install.lib_dir, "libhccl.so"))
-    argv = [sys.executable, str(CLIENTS / "pyhccl_client.py")] + (["--torch"] if torch_first else [])
-    results = _run_ranks(argv, n, env, tmp_path)
+    results = _client(install, tmp_path, "pyhccl_client.py", n, torch_first,
+                      PYHCCL_LIBRARY=os.path.join(install.lib_dir, "libhccl.so"))
     for rank, out in enumerate(results):
         want = _expected(n, rank, 4, 10)
         assert out["rank"] == rank and out["size"] == n and out["by name"] and out["in group"]

@@ -191,29 +191,34 @@ class ClientCalls:
             raise SimError(HcclResult.E_PARA, f"netLayer={layer}; this communicator has one network layer (0)")
         return c
 
-    def _graph_array(self, c: Any, key: str, values: List[int]) -> Any:
+    def _answer(self, c: Any, values: List[int], out: Any, count: Any, names: Tuple[str, str]) -> int:
+        """``*out`` = an array of ``values`` the communicator keeps, ``*count`` = its length."""
+        _out(out, names[0])
+        _out(count, names[1])
+        key = f"{names[0]} {values}"
         array = c.rank_graph.get(key)
         if array is None:
-            array = c.rank_graph[key] = ffi.new("uint32_t[]", values or [0])
-        return array
+            array = c.rank_graph[key] = ffi.new("uint32_t[]", values)
+        out[0] = array
+        count[0] = len(values)
+        return 0
+
+    def _topology(self, comm: Any, layer: int, topoType: Any, inst: int = 0) -> int:
+        self._graph(comm, layer)
+        if inst != 0:
+            raise SimError(HcclResult.E_PARA, f"topoInstId={inst}; layer 0 has one topology instance (0)")
+        _out(topoType, "topoType")
+        topoType[0] = _COMM_TOPO_1DMESH
+        return 0
 
     @entry
     def HcclRankGraphGetLayers(self, comm: Any, netLayers: Any, netLayerNum: Any) -> int:
-        c = self.state.comm(comm)
-        _out(netLayers, "netLayers")
-        _out(netLayerNum, "netLayerNum")
-        netLayers[0] = self._graph_array(c, "layers", [0])
-        netLayerNum[0] = 1
-        return 0
+        return self._answer(self.state.comm(comm), [0], netLayers, netLayerNum, ("netLayers", "netLayerNum"))
 
     @entry
     def HcclRankGraphGetRanksByLayer(self, comm: Any, netLayer: int, ranks: Any, rankNum: Any) -> int:
         c = self._graph(comm, netLayer)
-        _out(ranks, "ranks")
-        _out(rankNum, "rankNum")
-        ranks[0] = self._graph_array(c, "ranks", list(range(c.nranks)))
-        rankNum[0] = c.nranks
-        return 0
+        return self._answer(c, list(range(c.nranks)), ranks, rankNum, ("ranks", "rankNum"))
 
     @entry
     def HcclRankGraphGetRankSizeByLayer(self, comm: Any, netLayer: int, rankNum: Any) -> int:
@@ -224,51 +229,28 @@ class ClientCalls:
 
     @entry
     def HcclRankGraphGetTopoTypeByLayer(self, comm: Any, netLayer: int, topoType: Any) -> int:
-        self._graph(comm, netLayer)
-        _out(topoType, "topoType")
-        topoType[0] = _COMM_TOPO_1DMESH
-        return 0
+        return self._topology(comm, netLayer, topoType)
 
     @entry
     def HcclRankGraphGetInstSizeListByLayer(self, comm: Any, netLayer: int, instSizeList: Any, listSize: Any) -> int:
         c = self._graph(comm, netLayer)
-        _out(instSizeList, "instSizeList")
-        _out(listSize, "listSize")
-        instSizeList[0] = self._graph_array(c, "inst sizes", [c.nranks])
-        listSize[0] = 1
-        return 0
+        return self._answer(c, [c.nranks], instSizeList, listSize, ("instSizeList", "listSize"))
 
     @entry
     def HcclRankGraphGetTopoInstsByLayer(self, comm: Any, netLayer: int, topoInsts: Any, topoInstNum: Any) -> int:
-        c = self._graph(comm, netLayer)
-        _out(topoInsts, "topoInsts")
-        _out(topoInstNum, "topoInstNum")
-        topoInsts[0] = self._graph_array(c, "topo insts", [0])
-        topoInstNum[0] = 1
-        return 0
-
-    def _inst(self, comm: Any, layer: int, inst: int) -> Any:
-        c = self._graph(comm, layer)
-        if inst != 0:
-            raise SimError(HcclResult.E_PARA, f"topoInstId={inst}; layer 0 has one topology instance (0)")
-        return c
+        return self._answer(self._graph(comm, netLayer), [0], topoInsts, topoInstNum, ("topoInsts", "topoInstNum"))
 
     @entry
     def HcclRankGraphGetTopoType(self, comm: Any, netLayer: int, topoInstId: int, topoType: Any) -> int:
-        self._inst(comm, netLayer, topoInstId)
-        _out(topoType, "topoType")
-        topoType[0] = _COMM_TOPO_1DMESH
-        return 0
+        return self._topology(comm, netLayer, topoType, topoInstId)
 
     @entry
     def HcclRankGraphGetRanksByTopoInst(self, comm: Any, netLayer: int, topoInstId: int, ranks: Any,
                                         rankNum: Any) -> int:
-        c = self._inst(comm, netLayer, topoInstId)
-        _out(ranks, "ranks")
-        _out(rankNum, "rankNum")
-        ranks[0] = self._graph_array(c, "ranks", list(range(c.nranks)))
-        rankNum[0] = c.nranks
-        return 0
+        c = self._graph(comm, netLayer)
+        if topoInstId != 0:
+            raise SimError(HcclResult.E_PARA, f"topoInstId={topoInstId}; layer 0 has one topology instance (0)")
+        return self._answer(c, list(range(c.nranks)), ranks, rankNum, ("ranks", "rankNum"))
 
     @entry
     def HcclGetHeterogMode(self, comm: Any, mode: Any) -> int:
