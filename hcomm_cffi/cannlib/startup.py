@@ -171,18 +171,9 @@ static int hcommsim_start(void)
 {{
     PyGILState_STATE gil;
     int rc;
-    if (!Py_IsInitialized()) {{
-        if (hcommsim_start_interpreter() != 0)
-            return -1;
-        rc = cffi_start_python();
-        if (rc != 0) {{
-            gil = PyGILState_Ensure();
-            hcommsim_diagnose();
-            PyGILState_Release(gil);
-        }}
-        return rc;
-    }}
-    gil = PyGILState_Ensure();                     /* a Python process: no other Python code runs from here */
+    if (!Py_IsInitialized() && hcommsim_start_interpreter() != 0)   /* a C program */
+        return -1;
+    gil = PyGILState_Ensure();                     /* no other Python code runs from here */
 #if PY_VERSION_HEX < 0x030C0000
     if (hcommsim_clear_capsule_tag() != 0) {{
         PyGILState_Release(gil);
