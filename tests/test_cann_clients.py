@@ -268,3 +268,23 @@ def test_a_failed_start_makes_every_call_fail_naming_the_cause(tmp_path: Path) -
     assert f"acl={ACL_ERROR_RT_INTERNAL_ERROR} set={ACL_ERROR_RT_INTERNAL_ERROR} hccl={HCCL_E_INTERNAL}" in proc.stdout
     assert "why=the emulator did not start: ImportError: damaged on purpose" in proc.stdout
     assert "HcclGetRootInfo returns 4: the emulator did not start: ImportError: damaged on purpose" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# a custom operator's host side
+
+def test_custom_op_host_side_under_the_default_checker(install: Any, tmp_path: Path) -> None:
+    """Exported threads, an engine context, and a launch notify recorded while the rank goes idle (warn mode
+    reports it and leaves it for the kernel's wait: it used to be cleared, and the kernel waited forever)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler here")
+    exe = tmp_path / "custom_op_host"
+    subprocess.run([cc, "-std=c11", "-Wall", "-Werror", f"-I{install.include_dir}", str(CLIENTS / "custom_op_host.c"),
+                    f"-L{install.lib_dir}", "-lhcomm", "-lhccl", "-lacl_rt", "-o", str(exe)], check=True,
+                   capture_output=True, timeout=120)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
+                          env=_env(install, HCOMM_SIM_CHECK="warn", HCCL_EXEC_TIMEOUT="20"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "custom op OK" in proc.stdout
+    assert "thread notify 0 was recorded but never waited on" in proc.stderr      # reported, not cleared

@@ -153,6 +153,12 @@ def _misc_body(rank: int, n: int, root: bytes) -> Dict[str, Any]:
     out["insts"] = [layers[0][i] for i in range(count[0])]
     assert lib.HcclRankGraphGetRanksByTopoInst(comm, 0, 0, layers, count) == 0
     out["inst ranks"] = [layers[0][i] for i in range(count[0])]
+    links = ffi.new("CommLink **")
+    assert lib.HcclRankGraphGetLinks(comm, 0, rank, (rank + 1) % n, links, count) == 0
+    link = links[0][0]
+    out["link"] = (count[0], int(link.linkAttr.linkProtocol), link.linkAttr.hop,
+                   link.srcEndpointDesc.loc.device.devPhyId, link.dstEndpointDesc.loc.device.devPhyId)
+    out["self link"] = lib.HcclRankGraphGetLinks(comm, 0, rank, rank, links, count)
     topo = ffi.new("CommTopo *")
     assert lib.HcclRankGraphGetTopoTypeByLayer(comm, 0, topo) == 0
     out["topo"] = int(topo[0])
@@ -163,7 +169,7 @@ def _misc_body(rank: int, n: int, root: bytes) -> Dict[str, Any]:
 
 def test_names_configs_threads_with_config_and_the_rank_graph() -> None:
     n = 3
-    for out in run_ranks(n, _misc_body, timeout=60):
+    for rank, out in enumerate(run_ranks(n, _misc_body, timeout=60)):
         assert out["by name"] and out["unknown name"] == HCCL_E_PARA
         assert out["set 1"] == 0 and out["get"] == 1 and out["set 2"] == HCCL_E_PARA
         assert out["with config"] == 0 and out["uninitialised config"] == HCCL_E_PARA
@@ -171,6 +177,7 @@ def test_names_configs_threads_with_config_and_the_rank_graph() -> None:
         assert out["layers"] == [0] and out["ranks"] == list(range(n)) and out["rank size"] == n
         assert out["inst sizes"] == [n] and out["insts"] == [0] and out["inst ranks"] == list(range(n))
         assert out["topo"] == 1 and out["layer 1"] == HCCL_E_PARA
+        assert out["link"] == (1, 0, 1, rank, (rank + 1) % n) and out["self link"] == HCCL_E_PARA
 
 
 def _one_rank_buffer(rank: int, n: int, root: bytes) -> Any:

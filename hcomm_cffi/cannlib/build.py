@@ -178,7 +178,8 @@ _UNSUPPORTED = Prototype("int32_t", UNSUPPORTED_FUNCTION, "const char* function"
 
 
 def _core_prototypes() -> Tuple[Prototype, ...]:
-    return exported() + EMULATOR_FUNCTIONS + (_UNSUPPORTED,)
+    later = tuple(stub.prototype for stub in VENDOR_STUBS if stub.emulated)
+    return exported() + EMULATOR_FUNCTIONS + later + (_UNSUPPORTED,)
 
 
 def _core_functions() -> List[Tuple[str, str]]:
@@ -213,7 +214,11 @@ def _forwarders(key: str) -> str:
     for stub in VENDOR_STUBS:
         if stub.library != key:
             continue
-        code = failure_code(Prototype(stub.returns, stub.name, stub.params, stub.header))
+        if stub.emulated:
+            args = ", ".join(name for _, name in stub.prototype.param_list)
+            lines.extend(forwarder(stub.prototype, stub.params, args, CORE_PREFIX + stub.name))
+            continue
+        code = failure_code(stub.prototype)
         lines += [f"{stub.returns} {stub.name}({stub.params}) {{   /* stub: HCCL_E_NOT_SUPPORT ({NOT_SUPPORT}) */",
                   f'    if (!hcommsim_ready("{stub.name}", "{code.split(")")[-1]}")) return {code};',
                   f'    return ({stub.returns}){unsupported}("{stub.name}");', "}"]

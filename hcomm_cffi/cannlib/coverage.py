@@ -41,7 +41,7 @@ def function_table() -> List[Row]:
         else:
             status = IMPLEMENTED if _implemented(proto.name) else STUB
         rows.append(Row(proto.header, proto.name, status, f"lib{proto.library}.so"))
-    rows += [Row(s.header, s.name, STUB, f"lib{s.library}.so") for s in VENDOR_STUBS]
+    rows += [Row(s.header, s.name, IMPLEMENTED if s.emulated else STUB, f"lib{s.library}.so") for s in VENDOR_STUBS]
     return rows
 
 

@@ -1,6 +1,7 @@
 """Host functions of the current vendor headers that the package's cdef lacks: exported as documented stubs.
 
-Each returns ``HCCL_E_NOT_SUPPORT`` (5), as the vendor's own builds do on a product without the
+Those of ``EMULATED`` are implemented (a SimLibrary method of the name, declared in the core library
+only); every other one returns ``HCCL_E_NOT_SUPPORT`` (5), as the vendor's own builds do on a product without the
 feature, after naming itself in ``aclGetRecentErrMsg()``, so a C program that mentions one links and
 a ``dlsym`` client finds it.  Declarations are the vendor's (hicann/hcomm include/hccl/hccl_comm.h,
 hccl_sym_win.h, hccl_team.h; pkg_inc hccl/hccl_res_expt.h, which the vendor's custom-op samples
@@ -12,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-__all__ = ["VendorStub", "VENDOR_STUBS", "RES_EXPT_HEADER", "RES_EXPT_PRELUDE", "NOT_SUPPORT"]
+from .declarations import Prototype
+
+__all__ = ["VendorStub", "VENDOR_STUBS", "EMULATED", "RES_EXPT_HEADER", "RES_EXPT_PRELUDE", "NOT_SUPPORT"]
 
 NOT_SUPPORT = 5                    # HCCL_E_NOT_SUPPORT
 RES_EXPT_HEADER = "hccl/hccl_res_expt.h"
@@ -28,6 +31,7 @@ class VendorStub:
     header: str
     declaration: Optional[str]
     library: str = "hcomm"
+    emulated: bool = False          # the emulator implements it after all (a SimLibrary method of the name)
 
     @property
     def returns(self) -> str:
@@ -43,9 +47,19 @@ class VendorStub:
             return "void"
         return self.declaration.split(self.name, 1)[1].strip().rstrip(";").strip()[1:-1]
 
+    @property
+    def prototype(self) -> Prototype:
+        """The function as a cdef Prototype (what the core's embedding API declares for an emulated one)."""
+        return Prototype(self.returns, self.name, self.params, self.header)
+
+
+#: functions of this list the emulator implements (the custom-op samples call them)
+EMULATED = frozenset({"HcclThreadExportToCommEngine"})
+
 
 def _declared(header: str, *declarations: str) -> Tuple[VendorStub, ...]:
-    return tuple(VendorStub(d.split("(")[0].split()[-1], header, d) for d in declarations)
+    names = [d.split("(")[0].split()[-1] for d in declarations]
+    return tuple(VendorStub(name, header, d, emulated=name in EMULATED) for name, d in zip(names, declarations))
 
 
 _CCU_FUNCTIONS = (

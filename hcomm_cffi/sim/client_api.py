@@ -20,6 +20,11 @@ _HCCL_DETERMINISTIC = 0
 _THREAD_TYPE_TS = 0
 _THREAD_CONFIG_MAGIC = 0x0F0F0F2F        # HCOMM_THREAD_CONFIG_MAGIC_WORD (hcomm_res_defs.h)
 _COMM_TOPO_1DMESH = 1
+_COMM_PROTOCOL_HCCS = 0
+_COMM_LINK_MAGIC_WORD = 0x0F0E0F0F        # hccl/hccl_rank_graph.h
+_COMM_ADDR_TYPE_ID = 2
+_ENDPOINT_LOC_TYPE_DEVICE = 0
+_ENGINES = range(0, 6)                   # CommEngine: CPU .. CCU
 _HCCL_HETEROG_MODE_HOMOGENEOUS = 0
 
 
@@ -251,6 +256,60 @@ class ClientCalls:
         if topoInstId != 0:
             raise SimError(HcclResult.E_PARA, f"topoInstId={topoInstId}; layer 0 has one topology instance (0)")
         return self._answer(c, list(range(c.nranks)), ranks, rankNum, ("ranks", "rankNum"))
+
+    @entry
+    def HcclRankGraphGetLinks(self, comm: Any, netLayer: int, srcRank: int, dstRank: int, links: Any,
+                              linkNum: Any) -> int:
+        """One HCCS link, one hop, between two ranks of the server (the ranks' endpoints: device = rank)."""
+        c = self._graph(comm, netLayer)
+        _out(links, "links")
+        _out(linkNum, "linkNum")
+        for what, rank in (("srcRank", srcRank), ("dstRank", dstRank)):
+            if not 0 <= rank < c.nranks:
+                raise SimError(HcclResult.E_PARA, f"{what}={rank} is outside [0, {c.nranks})")
+        if srcRank == dstRank:
+            raise SimError(HcclResult.E_PARA, f"srcRank == dstRank == {srcRank}: a rank has no link to itself")
+        key = f"links {srcRank} {dstRank}"
+        link = c.rank_graph.get(key)
+        if link is None:
+            link = c.rank_graph[key] = ffi.new("CommLink[1]")
+            link[0].header.version = 1                       # COMM_LINK_VERSION
+            link[0].header.magicWord = _COMM_LINK_MAGIC_WORD
+            link[0].header.size = ffi.sizeof("CommLink")
+            for desc, rank in ((link[0].srcEndpointDesc, srcRank), (link[0].dstEndpointDesc, dstRank)):
+                desc.protocol = _COMM_PROTOCOL_HCCS
+                desc.commAddr.type = _COMM_ADDR_TYPE_ID
+                desc.commAddr.id = rank
+                desc.loc.locType = _ENDPOINT_LOC_TYPE_DEVICE
+                desc.loc.device.devPhyId = rank
+            link[0].linkAttr.linkProtocol = _COMM_PROTOCOL_HCCS
+            link[0].linkAttr.hop = 1
+        links[0] = link
+        linkNum[0] = 1
+        return 0
+
+    # ------------------------------------------------------------------ threads seen from another engine
+    @entry
+    def HcclThreadExportToCommEngine(self, comm: Any, threadNum: int, threads: Any, dstCommEngine: int,
+                                     exportedThreads: Any) -> int:
+        """hccl_res_expt.h: a thread usable from ``dstCommEngine`` (the custom-op samples export the host
+        thread to AICPU_TS and the AICPU thread to CPU_TS).  The emulator runs every engine's tasks on the
+        same queues, so the exported handle is the thread itself, after checking it is the comm's."""
+        c = self.state.comm(comm)
+        _out(threads, "threads")
+        _out(exportedThreads, "exportedThreads")
+        if threadNum < 1:
+            raise SimError(HcclResult.E_PARA, f"threadNum={threadNum}; expected at least 1")
+        if int(dstCommEngine) not in _ENGINES:
+            raise SimError(HcclResult.E_PARA, f"dstCommEngine={int(dstCommEngine)} is not a CommEngine")
+        for i in range(threadNum):
+            handle = int(threads[i])
+            th = self.state.threads.get(handle)
+            if th is None or th.comm is not c:
+                raise SimError(HcclResult.E_PARA, f"threads[{i}]=0x{handle:x} is not a thread of communicator "
+                                                  f"{c.name}")
+            exportedThreads[i] = handle
+        return 0
 
     @entry
     def HcclGetHeterogMode(self, comm: Any, mode: Any) -> int:
