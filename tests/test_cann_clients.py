@@ -179,7 +179,8 @@ def test_vendor_include_paths_acl_codes_and_cpp_constants(install: Any, tmp_path
         "static_assert(ACL_SUCCESS == 0 && ACL_ERROR_RT_INTERNAL_ERROR == 507000, \"acl codes\");\n"
         "static_assert(ACL_ERROR_INVALID_PARAM == 100000 && ACL_ERROR_RT_STREAM_SYNC_TIMEOUT == 507046, \"codes\");\n"
         "static_assert(HCCL_ROOT_INFO_BYTES == 4108 && mine::HCCL_ROOT_INFO_BYTES == 7, \"const objects\");\n"
-        "int main() { char root[HCCL_ROOT_INFO_BYTES]; return (int)sizeof root - 4108 + mine::COMM_NAME_MAX_LENGTH - 9; }\n")
+        "int main() { char root[HCCL_ROOT_INFO_BYTES];\n"
+        "             return (int)sizeof root - 4108 + mine::COMM_NAME_MAX_LENGTH - 9; }\n")
     proc = subprocess.run([cxx, "-std=c++14", "-Wall", "-Werror", f"-I{install.include_dir}", "-o",
                            str(tmp_path / "client"), str(src)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -50,7 +50,8 @@ _HCCL_DIRECTORIES = ("hccl/", "hcomm/", "")
 
 
 #: constants whose vendor type is not ``uint32_t`` (hcomm include/hccl/hccl_types.h); the rest are uint32_t
-_CONSTANT_TYPES = {"HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET": "int32_t", "HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE": "uint64_t"}
+_CONSTANT_TYPES = {"HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET": "int32_t",
+                   "HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE": "uint64_t"}
 #: macros in the vendor headers (not const objects): #define in C and C++
 _VENDOR_MACROS = {"HCOMM_CHANNEL_DESC_ABI_V1_SIZE"}
 

@@ -75,8 +75,9 @@ _CCU_FUNCTIONS = (
 VENDOR_STUBS: Tuple[VendorStub, ...] = (
     _declared("hccl/hccl_comm.h",
               "HcclResult HcclGetRootInfoScalable(HcclRootInfo* rootInfo);",
-              "HcclResult HcclCommInitRootInfoScalable(uint32_t nRanks, uint32_t nRoot, const HcclRootInfo* rootInfoList, "
-              "uint32_t rank, uint32_t nExtRoot, const HcclCommConfig* config, HcclComm* comm);")
+              "HcclResult HcclCommInitRootInfoScalable(uint32_t nRanks, uint32_t nRoot, "
+              "const HcclRootInfo* rootInfoList, uint32_t rank, uint32_t nExtRoot, const HcclCommConfig* config, "
+              "HcclComm* comm);")
     + _declared("hccl/hccl_sym_win.h",
                 "HcclResult HcclSymWinGetRemoteAddr(HcclCommSymWindow winHandle, size_t offset, uint32_t peerRank, "
                 "void** ptr);")
@@ -91,8 +92,8 @@ VENDOR_STUBS: Tuple[VendorStub, ...] = (
                 "HcclResult HcclGetRemoteIpcHcclBuf(HcclComm comm, uint64_t remoteRank, void** addr, uint64_t* size);",
                 "HcclResult HcclDevMemAcquire(HcclComm comm, const char* memTag, uint64_t* size, void** addr, "
                 "bool* newCreated);",
-                "HcclResult HcclThreadExportToCommEngine(HcclComm comm, uint32_t threadNum, const ThreadHandle* threads, "
-                "CommEngine dstCommEngine, ThreadHandle* exportedThreads);",
+                "HcclResult HcclThreadExportToCommEngine(HcclComm comm, uint32_t threadNum, "
+                "const ThreadHandle* threads, CommEngine dstCommEngine, ThreadHandle* exportedThreads);",
                 "int32_t HcclTaskRegister(HcclComm comm, const char* msgTag, Callback cb);",
                 "int32_t HcclTaskUnRegister(HcclComm comm, const char* msgTag);",
                 "HcclResult HcclCommAddExchangeInfo(HcclComm comm, const void* data, uint32_t length);",
