@@ -16,6 +16,7 @@ from typing import Any, Dict, List
 import numpy as np
 import pytest
 
+from cann_install import child_env, install  # noqa: F401  (install is a fixture)
 from multiproc import run_ranks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,31 +28,12 @@ ACL_ERROR_RT_INTERNAL_ERROR = 507000
 HCCL_ROOT_INFO_BYTES = 4108
 
 
-@pytest.fixture(scope="session")
-def install(tmp_path_factory: Any) -> Any:
-    """The emulated CANN install, built once per session (skipped without a C compiler / Python headers)."""
-    from hcomm_cffi.cannlib.build import BuildError, build_libs, check_toolchain
-
-    try:
-        check_toolchain()
-    except BuildError as exc:
-        pytest.skip(f"cannot build the emulated CANN libraries here: {exc}")
-    return build_libs(str(tmp_path_factory.mktemp("emulated_cann")))
-
-
 def _cann_env(install: Any) -> Dict[str, str]:
     return {"HCOMM_BACKEND": "cann", "HCOMM_CANN_LIB_DIR": install.lib_dir}
 
 
 def _child_env(install: Any, **extra: str) -> Dict[str, str]:
-    env = dict(os.environ)
-    for name in ("HCOMM_BACKEND", "HCOMM_CANN_LIB_DIR", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env["ASCEND_HOME_PATH"] = install.root                   # what set_env.sh exports
-    env["LD_LIBRARY_PATH"] = install.lib_dir + os.pathsep + env.get("LD_LIBRARY_PATH", "")
-    env.update(extra)
-    return env
+    return child_env(install, str(REPO), **extra)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -93,3 +93,37 @@ def test_checker_warnings_point_at_the_callers_line() -> None:
     (found,) = run_ranks(1, _warning_location, timeout=60, env={"HCOMM_SIM_CHECK": "warn"})[0]
     filename, lineno, line = found
     assert filename == __file__ and lineno == line, found
+
+
+def _record_now_wait_later(rank: int, n: int, root: bytes) -> dict:
+    """A custom op's launch: the host records a worker's notify, the rank goes idle, a later batch waits on it."""
+    import warnings
+
+    env = open_rank(rank, n, root)
+    lib, comm = env.lib, env.comm
+    threads = ffi.new("ThreadHandle[2]")
+    assert lib.HcclThreadAcquire(comm, Engine.CPU_TS, 2, 2, threads) == 0
+    host, worker = threads[0], threads[1]
+    src = np.arange(32, dtype=np.float32)
+    dst = np.zeros(32, np.float32)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert lib.HcommBatchModeStart(b"record") == 0
+        assert lib.HcommThreadNotifyRecordOnThread(host, worker, 1) == 0          # the worker waits on it later
+        assert lib.HcommBatchModeEnd(b"record") == 0
+        assert lib.aclrtSynchronizeDevice() == 0                                   # every thread idle: reported
+        assert lib.HcommBatchModeStart(b"kernel") == 0
+        assert lib.HcommThreadNotifyWaitOnThread(worker, 1, 5000) == 0
+        assert lib.HcommLocalCopyOnThread(worker, env.ptr(dst), env.ptr(src), src.nbytes) == 0
+        assert lib.HcommBatchModeEnd(b"kernel") == 0
+        sync = lib.aclrtSynchronizeDevice()
+    reports = [str(w.message) for w in seen if "never waited on" in str(w.message)]
+    env.close()
+    return {"sync": sync, "copied": dst.tolist() == src.tolist(), "reports": reports}
+
+
+def test_warn_mode_reports_a_notify_left_set_but_leaves_it_for_its_later_wait() -> None:
+    """HCOMM_SIM_CHECK=warn must not change what the program sees: the recorded notify is still there to wait on."""
+    out = run_ranks(1, _record_now_wait_later, timeout=60, env={"HCOMM_SIM_CHECK": "warn"})[0]
+    assert out["sync"] == 0 and out["copied"]
+    assert len(out["reports"]) == 1 and "thread notify 1 was recorded but never waited on" in out["reports"][0]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.util
 import os
 import shlex
@@ -34,6 +35,9 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 from .. import __version__
 from .declarations import CORE_PREFIX, Prototype, cdef_digest, exported, types_cdef
 from .header import EMULATOR_FUNCTIONS, HEADER_NAME, VENDOR_SIGNATURES, write_headers
+from .embedded import UNSUPPORTED_FUNCTION
+from .startup import core_cdef, core_preamble, failure_code, forwarder, forwarder_prelude
+from .vendor_stubs import NOT_SUPPORT, RES_EXPT_HEADER, VENDOR_STUBS
 from ..lib.emulated import MARKER_FILE, read_marker, write_marker
 
 __all__ = ["BuildError", "BuildResult", "build_libs", "check_toolchain", "CORE_LIBRARY", "VENDOR_LIBRARIES",
@@ -41,9 +45,18 @@ __all__ = ["BuildError", "BuildResult", "build_libs", "check_toolchain", "CORE_L
 
 CORE_LIBRARY = "libhcomm_sim_core.so"
 CORE_MODULE = "_hcomm_sim_core"
-#: vendor file name -> library key of lib/cann.py whose functions it exports
+#: vendor file name -> library key of lib/cann.py whose functions it exports (built in this order)
 VENDOR_LIBRARIES: Dict[str, str] = {
-    "libhcomm.so": "hcomm", "libhccl.so": "hccl", "libacl_rt.so": "acl", "libascendcl.so": "acl",
+    "libacl_rt.so": "acl", "libhcomm.so": "hcomm", "libhccl.so": "hccl", "libascendcl.so": "acl",
+}
+#: vendor file name -> the vendor libraries it depends on (DT_NEEDED, linked --no-as-needed as CANN's are).
+#: libhccl.so: hicann/hccl@09300b70df9a:src/hccl.cmake:97-103 links `-Wl,--no-as-needed hcomm hccl_compat acl_rt
+#: c_sec unified_dlog`, so a dlsym on libhccl.so's handle finds libhcomm.so's functions (HcclGetRootInfo,
+#: HcclGetErrorString) and `-lhccl -Wl,--copy-dt-needed-entries` links a program using them.  libascendcl.so is
+#: the prebuilt acl-compat package on CANN (hicann/runtime@681ef7610df1:cmake/third_party/acl_compat.cmake:20):
+#: it keeps the acl* entry points and here depends on libacl_rt.so, the library that owns them now.
+VENDOR_DEPENDENCIES: Dict[str, Tuple[str, ...]] = {
+    "libhccl.so": ("libhcomm.so", "libacl_rt.so"), "libascendcl.so": ("libacl_rt.so",),
 }
 
 
@@ -93,9 +106,21 @@ def check_toolchain() -> List[str]:
     return compiler
 
 
+def _builder_digest() -> str:
+    """A short hash of the modules that write the install's C: a change to them rebuilds it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name), "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
 def _stamp() -> Dict[str, str]:
     return {"version": f"hcomm_cffi {__version__} emulator", "package_version": __version__,
-            "cdef": cdef_digest(), "python": f"{sys.executable} {sys.version.split()[0]}"}
+            "cdef": cdef_digest(), "builder": _builder_digest(), "package": _package_root(),
+            "python": f"{sys.executable} {sys.version.split()[0]}"}
 
 
 def library_functions(key: str) -> Tuple[Prototype, ...]:
@@ -116,30 +141,60 @@ def _package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _package_dirs() -> List[str]:
+    """Where the building Python finds the emulator's dependencies: its site directories, and the directories
+    holding numpy and cffi wherever they came from (a virtualenv, PYTHONPATH, the user site)."""
+    dirs = [sysconfig.get_paths()[key] for key in ("purelib", "platlib")]
+    for name in ("numpy", "cffi", "_cffi_backend"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            top = os.path.dirname(spec.origin)
+            dirs.append(os.path.dirname(top) if name != "_cffi_backend" else top)
+    return list(dict.fromkeys(d for d in dirs if os.path.isdir(d)))
+
+
 def _init_code(functions: Sequence[Tuple[str, str]]) -> str:
+    build_path = _package_dirs()
     return f"""\
 import sys
-_ROOT = {_package_root()!r}
-if "hcomm_cffi" not in sys.modules and _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)       # the hcomm_cffi that built this library
-from {CORE_MODULE} import ffi
-from hcomm_cffi.cannlib.embedded import bind
-bind(ffi, {list(functions)!r}, {CORE_PREFIX!r})
+from {CORE_MODULE} import ffi, lib
+try:
+    _ROOT = {_package_root()!r}          # the hcomm_cffi that built this library
+    if lib.hcommsim_started_interpreter():   # a C program: that package and the building Python's ones first
+        _first = [_ROOT] + {build_path!r}
+        sys.path[:] = _first + [p for p in sys.path if p not in _first]
+    elif "hcomm_cffi" not in sys.modules and _ROOT not in sys.path:
+        sys.path.insert(0, _ROOT)
+    from hcomm_cffi.cannlib.embedded import bind
+    bind(ffi, {list(functions)!r}, {CORE_PREFIX!r})
+except BaseException as exc:            # every call then returns an error naming this
+    lib.hcommsim_note_start_error(f"the emulator did not start: {{type(exc).__name__}}: {{exc}}".encode())
+    raise
 """
 
 
+#: the core's own entry point for the stubs of vendor_stubs.py (exported by no vendor library)
+_UNSUPPORTED = Prototype("int32_t", UNSUPPORTED_FUNCTION, "const char* function", "")
+
+
+def _core_prototypes() -> Tuple[Prototype, ...]:
+    later = tuple(stub.prototype for stub in VENDOR_STUBS if stub.emulated)
+    return exported() + EMULATOR_FUNCTIONS + later + (_UNSUPPORTED,)
+
+
 def _core_functions() -> List[Tuple[str, str]]:
-    return [(p.name, f"{p.ret}(*)({p.params or 'void'})") for p in exported() + EMULATOR_FUNCTIONS]
+    return [(p.name, f"{p.ret}(*)({p.params or 'void'})") for p in _core_prototypes()]
 
 
 def _build_core(include_dir: str, work: str) -> str:
     import cffi
 
     builder = cffi.FFI()
-    builder.cdef(types_cdef())
-    prefixed = "\n".join(p.declaration(CORE_PREFIX + p.name) for p in exported() + EMULATOR_FUNCTIONS)
+    builder.cdef(types_cdef() + core_cdef)
+    prefixed = "\n".join(p.declaration(CORE_PREFIX + p.name) for p in _core_prototypes())
     builder.embedding_api(prefixed)
-    builder.set_source(CORE_MODULE, f'#include "{HEADER_NAME}"\n', include_dirs=[include_dir],
+    preamble = core_preamble(HEADER_NAME, sys.executable, sys.base_prefix)
+    builder.set_source(CORE_MODULE, preamble, include_dirs=[include_dir],
                        extra_link_args=[f"-Wl,-soname,{CORE_LIBRARY}"])
     builder.embedding_init_code(_init_code(_core_functions()))
     try:
@@ -149,12 +204,24 @@ def _build_core(include_dir: str, work: str) -> str:
 
 
 def _forwarders(key: str) -> str:
-    lines = [f'#include "{HEADER_NAME}"', ""]
+    lines = [forwarder_prelude(HEADER_NAME), f'#include "{RES_EXPT_HEADER}"', ""]
     for proto in library_functions(key):
         args = ", ".join(name for _, name in proto.param_list)
         params, call_args = VENDOR_SIGNATURES.get(proto.name, (proto.params or "void", args))
-        lines.append(f"extern {proto.declaration(CORE_PREFIX + proto.name)}")
-        lines.append(f"{proto.ret} {proto.name}({params}) {{ return {CORE_PREFIX}{proto.name}({call_args}); }}")
+        lines.extend(forwarder(proto, params, call_args, CORE_PREFIX + proto.name))
+    unsupported = CORE_PREFIX + UNSUPPORTED_FUNCTION
+    lines.append(f"extern {_UNSUPPORTED.declaration(unsupported)}")
+    for stub in VENDOR_STUBS:
+        if stub.library != key:
+            continue
+        if stub.emulated:
+            args = ", ".join(name for _, name in stub.prototype.param_list)
+            lines.extend(forwarder(stub.prototype, stub.params, args, CORE_PREFIX + stub.name))
+            continue
+        code = failure_code(stub.prototype)
+        lines += [f"{stub.returns} {stub.name}({stub.params}) {{   /* stub: HCCL_E_NOT_SUPPORT ({NOT_SUPPORT}) */",
+                  f'    if (!hcommsim_ready("{stub.name}", "{code.split(")")[-1]}")) return {code};',
+                  f'    return ({stub.returns}){unsupported}("{stub.name}");', "}"]
     return "\n".join(lines) + "\n"
 
 
@@ -169,8 +236,10 @@ def _build_vendor(compiler: List[str], name: str, key: str, include_dir: str, li
     with open(source, "w") as f:
         f.write(_forwarders(key))
     target = os.path.join(work, name)
+    needed = [f"-l:{dep}" for dep in VENDOR_DEPENDENCIES.get(name, ())]
     _run(compiler + ["-shared", "-fPIC", "-O2", "-I", include_dir, "-o", target, source, "-L", lib_dir,
-                     f"-l:{CORE_LIBRARY}", "-Wl,-rpath,$ORIGIN", f"-Wl,-soname,{name}"])
+                     "-Wl,--no-as-needed", f"-l:{CORE_LIBRARY}", *needed, "-Wl,--as-needed", "-Wl,-rpath,$ORIGIN",
+                     f"-Wl,-soname,{name}"])
     return target
 
 

@@ -20,10 +20,19 @@ from ..enums import HCCL_ROOT_INFO_BYTES
 from ..sim import SimLibrary
 from ..sim.errors import HcclResult, set_last_error
 
-__all__ = ["bind", "bootstrap_root_info", "BOOTSTRAP_FUNCTION"]
+__all__ = ["bind", "bootstrap_root_info", "unsupported", "BOOTSTRAP_FUNCTION", "UNSUPPORTED_FUNCTION"]
 
 BOOTSTRAP_FUNCTION = "HcommSimBootstrapRootInfo"
+#: the core's ``hcommsim_Unsupported(const char *function)``: what every vendor_stubs.py stub calls
+UNSUPPORTED_FUNCTION = "Unsupported"
 _E_INTERNAL = int(HcclResult.E_INTERNAL)
+
+
+def unsupported(function: Any) -> int:
+    """A declared vendor function the emulator only exports: name it in aclGetRecentErrMsg, HCCL_E_NOT_SUPPORT."""
+    name = ffi.string(ffi.cast("char *", function)).decode("utf-8", "replace")
+    set_last_error(f"{name} is not implemented by the hcomm_cffi emulator (it is exported so that programs link)")
+    return int(HcclResult.E_NOT_SUPPORT)
 
 
 def bootstrap_root_info(sim: Any, rank: int, n_ranks: int, root_info: Any) -> int:
@@ -73,6 +82,8 @@ def bind(core_ffi: Any, functions: Sequence[Tuple[str, str]], prefix: str) -> No
     for name, ctype in functions:
         if name == BOOTSTRAP_FUNCTION:
             impl: Callable[..., Any] = lambda rank, n, root, _sim=sim: bootstrap_root_info(_sim, rank, n, root)
+        elif name == UNSUPPORTED_FUNCTION:
+            impl = unsupported
         else:
             impl = getattr(sim, name)
         returns_pointer = ffi.typeof(ctype).result.kind == "pointer"

@@ -13,9 +13,11 @@ import re
 from typing import Dict, Tuple
 
 from .. import constants
+from . import acl_codes
 from ..enums import HCCL_ROOT_INFO_BYTES
 from .c_initializers import initializers_source
 from .declarations import Prototype, exported, prototypes, types_cdef
+from .vendor_stubs import RES_EXPT_HEADER, RES_EXPT_PRELUDE, VENDOR_STUBS
 
 __all__ = ["HEADER_NAME", "EMULATOR_FUNCTIONS", "VENDOR_SIGNATURES", "header_text", "write_headers",
            "vendor_headers"]
@@ -38,19 +40,46 @@ VENDOR_SIGNATURES: Dict[str, Tuple[str, str]] = {
 # The cdef spells out netinet/in.h's types (cffi has no system headers); C programs get the real ones.
 _IN_ADDR_DEFINITIONS = re.compile(
     r"^typedef uint32_t in_addr_t;\n|^struct in_addr \{[^\n]*\};\n|^struct in6_addr \{[^\n]*\};\n", re.M)
-_EXTRA_VENDOR_HEADERS = ("acl/acl.h", "hccl/hccl_types.h", "hcomm/hcomm_res_defs.h")
+_EXTRA_VENDOR_HEADERS = ("acl/acl.h", "acl/acl_base.h", "acl/error_codes/rt_error_codes.h", "hccl/hccl_types.h",
+                         "hcomm/hcomm_res_defs.h", "hcomm/hcomm_team.h", "hcomm/hcomm_team_defs.h",
+                         "hccl/hccl_res_expt.h", "hccl/hccl_diag.h", "hccl/hcomm_diag.h",
+                         "ccu/ccu_res.h", "ccu/ccu_launch.h", "ccu/ccu_types.h", "ccu/ccu_res_defs.h")
+#: CANN installs one directory of HCCL/HCOMM headers that programs reach as <hccl/X.h>, <hcomm/X.h> or <X.h>
+#: (the vendor examples include <hccl/hcomm_primitives.h>, <hccl/hccl_res_expt.h>, <ccu/ccu_launch.h>, ...)
+_HCCL_DIRECTORIES = ("hccl/", "hcomm/", "")
+
+
+#: constants whose vendor type is not ``uint32_t`` (hcomm include/hccl/hccl_types.h); the rest are uint32_t
+_CONSTANT_TYPES = {"HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET": "int32_t",
+                   "HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE": "uint64_t"}
+#: macros in the vendor headers (not const objects): #define in C and C++
+_VENDOR_MACROS = {"HCOMM_CHANNEL_DESC_ABI_V1_SIZE"}
+
+
+def _constants() -> Dict[str, int]:
+    out = {"HCCL_ROOT_INFO_BYTES": HCCL_ROOT_INFO_BYTES}
+    out.update((name, getattr(constants, name)) for name in constants.__all__
+               if isinstance(getattr(constants, name), int))
+    return out
 
 
 def _defines() -> str:
-    lines = [f"#define HCCL_ROOT_INFO_BYTES {HCCL_ROOT_INFO_BYTES}"]
-    for name in constants.__all__:
-        value = getattr(constants, name)
-        if name == "HCCL_ROOT_INFO_BYTES" or not isinstance(value, int):
-            continue
+    """The headers' constants: C++ gets the vendor's ``static const`` objects (a client may declare the same
+    names in its own namespace; a macro would break that), C gets macros (usable as array sizes and case labels)."""
+    objects, macros = [], []
+    for name, value in _constants().items():
         text = f"({value})" if value < 0 else (f"0x{value:X}U" if value > 0x7FFFFFFF or name.endswith("MAGIC_WORD")
                                                 else str(value))
-        lines.append(f"#define {name} {text}")
-    return "\n".join(lines)
+        if name in _VENDOR_MACROS:
+            objects.append(f"#define {name} {text}")
+            continue
+        objects.append(f"static const {_CONSTANT_TYPES.get(name, 'uint32_t')} {name} = {text};")
+        macros.append(f"#define {name} {text}")
+    acl = [f"static const int {name} = {value};" for name, value in acl_codes.STATIC_CONST]
+    acl_macros = [f"#define {name} {value}" for name, value in acl_codes.DEFINES]
+    return "\n".join(["#ifdef __cplusplus", *objects, "#else", *macros, "#endif", "",
+                      "/* acl/acl_base_rt.h (static const int) and acl/error_codes/rt_error_codes.h (macros) */",
+                      *acl, *acl_macros])
 
 
 def vendor_declaration(proto: Prototype) -> str:
@@ -72,6 +101,8 @@ def header_text() -> str:
         note = "" if proto.name in exported_names else "  /* device library only: not exported by the host libraries */"
         functions.append(vendor_declaration(proto) + note)
     emulator = "\n".join(vendor_declaration(p) for p in EMULATOR_FUNCTIONS)
+    stubs = "\n".join(stub.declaration for stub in VENDOR_STUBS
+                      if stub.declaration is not None and stub.header != RES_EXPT_HEADER)
     return f"""\
 /* hcomm_sim.h: the CANN HCCL / HCOMM / ACL host API of the hcomm_cffi emulator.
  *
@@ -94,11 +125,16 @@ extern "C" {{
 
 /* ======== types (the cdef of hcomm_cffi) ======== */
 {types}
-/* ======== constants (C++ const objects in the vendor headers) ======== */
+/* ======== constants (static const objects in C++ as in the vendor headers, macros in C) ======== */
 {_defines()}
 
 /* ======== functions (vendor names and types) ======== */
 {chr(10).join(functions)}
+
+/* ======== declared by the current vendor headers; the emulator exports them as stubs ========
+ * Each returns HCCL_E_NOT_SUPPORT and names itself in aclGetRecentErrMsg() (docs/C_DEVELOPERS.md).
+ */
+{stubs}
 
 /* ======== static inline initializers (the same bytes as hcomm_cffi.initializers) ======== */
 {initializers_source()}
@@ -123,8 +159,11 @@ extern "C" {{
 
 def vendor_headers() -> Tuple[str, ...]:
     """The vendor header paths (relative to include/) that forward to hcomm_sim.h."""
-    named = {p.header for p in prototypes() if p.header}
-    return tuple(sorted(named | set(_EXTRA_VENDOR_HEADERS)))
+    named = {p.header for p in prototypes() if p.header and p.header != "hcomm_sim.h"} | set(_EXTRA_VENDOR_HEADERS)
+    out = {rel for rel in named if rel.startswith(("acl/", "ccu/"))}
+    for rel in named - out:
+        out.update(directory + os.path.basename(rel) for directory in _HCCL_DIRECTORIES)
+    return tuple(sorted(out))
 
 
 def write_headers(include_dir: str) -> str:
@@ -137,6 +176,20 @@ def write_headers(include_dir: str) -> str:
         path = os.path.join(include_dir, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
+            if os.path.basename(rel) == os.path.basename(RES_EXPT_HEADER):
+                f.write(_res_expt_text(rel))
+                continue
             f.write(f"/* {rel} of the hcomm_cffi emulated CANN install: everything is in hcomm_sim.h. */\n"
                     f'#include "{"../" * rel.count("/")}{HEADER_NAME}"\n')
     return main
+
+
+def _res_expt_text(rel: str) -> str:
+    """hccl_res_expt.h: the vendor's experimental resource calls (stubs here) with their callback type."""
+    declarations = "\n".join(stub.declaration for stub in VENDOR_STUBS
+                             if stub.header == RES_EXPT_HEADER and stub.declaration is not None)
+    return (f"/* {rel} of the hcomm_cffi emulated CANN install: the emulator exports these as stubs returning\n"
+            " * HCCL_E_NOT_SUPPORT (docs/C_DEVELOPERS.md). */\n#ifndef HCOMM_SIM_HCCL_RES_EXPT_H\n"
+            f'#define HCOMM_SIM_HCCL_RES_EXPT_H\n#include "{"../" * rel.count("/")}{HEADER_NAME}"\n'
+            f'#ifdef __cplusplus\nextern "C" {{\n#endif\n{RES_EXPT_PRELUDE}\n{declarations}\n'
+            "#ifdef __cplusplus\n}\n#endif\n#endif\n")

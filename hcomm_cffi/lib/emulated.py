@@ -7,9 +7,7 @@ dlopening such an install in a Python process.  Imports nothing from the package
 """
 from __future__ import annotations
 
-import ctypes
 import os
-import sys
 from typing import Any, Callable, Dict, Mapping, Optional
 
 __all__ = ["MARKER_FILE", "read_marker", "write_marker", "emulated_install", "start_embedded", "load_failure_message"]
@@ -43,20 +41,11 @@ def emulated_install(library_path: str) -> Optional[Dict[str, str]]:
 
 
 def start_embedded(first_call: Callable[[], Any]) -> None:
-    """Run ``first_call`` (any function of the emulated libraries) so cffi starts the embedded module now.
+    """Run ``first_call`` (any function of the emulated libraries) so the embedded emulator starts now.
 
-    cffi's embedding start-up (cffi/_embedding.h, ``_cffi_carefully_make_gil``) uses
-    ``PyCapsule_Type.tp_version_tag`` as a spin lock on Python < 3.12 and spins while it is not 0;
-    CPython sets that tag as soon as any code looks an attribute up on a capsule type (torch's import
-    does), after which the first call into the library never returns.  ``PyType_Modified`` resets the
-    tag to 0 (its documented effect: the type's method cache is invalidated), and the call right after
-    it passes the lock before anything can set the tag again.  Nothing to do on Python >= 3.12.
+    The libraries make their own start safe in any process (after ``import torch`` too, from any
+    thread, with a timeout: hcomm_cffi/cannlib/startup.py), so this only moves the start to load time.
     """
-    if sys.version_info < (3, 12):
-        modified = ctypes.pythonapi.PyType_Modified
-        modified.argtypes = [ctypes.c_void_p]
-        modified.restype = None
-        modified(ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "PyCapsule_Type")))
     first_call()
 
 

@@ -21,7 +21,7 @@ import hashlib
 import os
 import struct
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .._ffi import ffi
 from .config import SimConfig
@@ -155,7 +155,13 @@ class SimComm:
         self.failure: Optional[str] = None
         self.reports: List[str] = []
         self.strict_findings: List[str] = []   # strict-mode checker findings HcclCommDestroy must still report
+        self.idle_notifies_reported: Set[Tuple[int, int]] = set()   # (thread, notify) left set and reported
         self.destroyed = False
+        self.closing = False      # being retired: executors stop reading its memory (runtime.Executor.retire)
+        self.pins = 0             # threads reading its memory outside the executor's lock right now
+        self.device = -1          # the creating thread's device (aclrtSetDevice); HcclCommGetHandleWithName uses it
+        self.engine_contexts: Dict[Tuple[str, int], Any] = {}   # HcclEngineCtxCreate: (ctxTag, engine) -> context
+        self.rank_graph: Dict[str, Any] = {}                    # arrays the HcclRankGraph* queries hand out
         self.threads: List[SimThread] = []
         self.thread_notifies = 0
         self.stream_threads: Dict[int, SimThread] = {}

@@ -154,6 +154,7 @@ class ControlPlane:
         with self.state.lock:
             handle = self.state.new_ptr_key()
             comm = SimComm(handle, comm_id, name, rank, n, cfg, secret)
+            comm.device = getattr(self, "_device").current
             self.state.comms[handle] = comm
         try:
             comm.connect()
@@ -239,6 +240,7 @@ class ControlPlane:
                 for r in range(ndev):
                     handle = self.state.new_ptr_key()
                     c = SimComm(handle, comm_id, comm_id, r, ndev, cfg, secret)
+                    c.device = devs[r]
                     self.state.comms[handle] = c
                     made.append(c)
             deadline = time.monotonic() + cfg.connect_timeout_s
@@ -286,8 +288,11 @@ class ControlPlane:
                 self.state.threads.pop(th.handle, None)
             for ch in c.channels.values():
                 self.state.channels.pop(ch.handle, None)
+            for context in c.engine_contexts.values():       # HcclEngineCtxCreate's memory dies with the comm
+                self.state.device.remove(int(ffi.cast("uintptr_t", context.memory)))
+            c.engine_contexts.clear()
             self.state.comms.pop(c.handle, None)
-        c.destroy()
+        EXECUTOR.retire(c, c.destroy)            # other ranks of this process may be polling its words
         if messages and c.config.check == "strict":  # everything is released; the schedule was still wrong
             raise SimError(HcclResult.E_INTERNAL, "; ".join(messages))
         return 0
@@ -330,6 +335,10 @@ class ControlPlane:
         _check_out(buffer, "buffer")
         _check_out(size, "size")
         c = self.state.comm(comm)
+        if c.nranks == 1:     # the vendor documents NULL and 0 for a one-rank communicator: it has no peers
+            buffer[0] = ffi.NULL
+            size[0] = 0
+            return 0
         buffer[0] = c.buf.ptr
         size[0] = c.buffer_bytes
         return 0

@@ -6,9 +6,11 @@ from typing import Any, List
 
 from .abi_check import declared_functions
 from .acl import AclRuntime
+from .client_api import ClientCalls
 from .control import ControlPlane
 from .dataplane import DataPlane
 from .errors import HcclResult, set_last_error
+from .group import GroupCalls
 from .native import NativeCollectives
 from .state import SimState
 
@@ -42,7 +44,7 @@ def shared_state() -> SimState:
     return _STATE
 
 
-class SimLibrary(ControlPlane, DataPlane, AclRuntime, NativeCollectives):
+class SimLibrary(ControlPlane, DataPlane, AclRuntime, ClientCalls, GroupCalls, NativeCollectives):
     """Drop-in for the dlopen'ed CANN libraries: same function names, cdata arguments, return codes.
 
     All instances in a process share one state, as all handles into one real library would.

@@ -18,7 +18,7 @@ from . import kernels
 from .. import trace as _trace
 from .errors import (
     ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
-    HcclResult, warn_caller,
+    HcclResult, SimError, warn_caller,
 )
 from .._ffi import ffi
 from .futex import sched_yield
@@ -103,6 +103,9 @@ class Executor:
     def __init__(self) -> None:
         self.active: Set[Queue] = set()
         self.lock = threading.RLock()  # held while stepping, never while sleeping
+        # a communicator's control words are read outside the lock (polls, the doorbell sleep) only while
+        # pinned; retire() waits here until nobody pins it before its memory is unmapped
+        self.unpinned = threading.Condition(self.lock)
         # when peers were last checked, kept across run_until calls: many short timed waits (a polling
         # thread's) must still find a dead peer, not only one wait longer than LIVENESS_EVERY_S
         self.last_liveness = time.monotonic()
@@ -164,43 +167,89 @@ class Executor:
         if done():
             return True
         while True:
-            bells = self._doorbells()
-            if self.step_all():
+            bells = self._doorbells()          # pins their communicators until the end of this round
+            try:
+                if self.step_all():
+                    if done():
+                        return True
+                    continue
                 if done():
                     return True
-                continue
-            if done():
-                return True
-            now = time.monotonic()
-            with self.lock:
-                self._expire(now)
-                if now - self.last_liveness >= LIVENESS_EVERY_S:
-                    self.last_liveness = now
-                    self._check_peers()
-            if done():
-                return True
-            if deadline is not None and now >= deadline:
-                return False
-            if not self._poll_heads():
-                self._sleep(bells, now, deadline)
+                now = time.monotonic()
+                with self.lock:
+                    self._expire(now)
+                    if now - self.last_liveness >= LIVENESS_EVERY_S:
+                        self.last_liveness = now
+                        self._check_peers()
+                if done():
+                    return True
+                if deadline is not None and now >= deadline:
+                    return False
+                if not self._poll_heads():
+                    self._sleep(bells, now, deadline)
+            finally:
+                self._unpin([comm for comm, _ in bells])
+
+    # ------------------------------------------------------------------ communicators read outside the lock
+    def _pin(self, comms: Set["SimComm"]) -> List["SimComm"]:
+        """Pin the communicators not being retired (call with the lock held); their memory stays mapped."""
+        pinned = [c for c in comms if not c.closing]
+        for c in pinned:
+            c.pins += 1
+        return pinned
+
+    def _unpin(self, comms: Sequence["SimComm"]) -> None:
+        if not comms:
+            return
+        with self.lock:
+            for c in comms:
+                c.pins -= 1
+            self.unpinned.notify_all()
+
+    def retire(self, comm: "SimComm", release: Callable[[], None], timeout: float = 30.0) -> None:
+        """Run ``release`` (it unmaps ``comm``'s memory) once no thread of this process reads that memory.
+
+        Several ranks live in one process when a program runs one host thread per device: another
+        rank's thread may be polling or sleeping on this communicator's words outside the lock, and
+        an unmap under it is a SIGSEGV.  New readers skip a communicator from here on; the current
+        ones hold it for one poll (SPIN_ROUNDS yields) or one sleep (MAX_SLEEP_S) at most.
+        """
+        limit = time.monotonic() + timeout
+        with self.lock:
+            comm.closing = True
+            while comm.pins:
+                left = limit - time.monotonic()
+                if left <= 0:                  # a reader never let go: keep the memory mapped, say so
+                    raise SimError(HcclResult.E_INTERNAL, f"communicator {comm.name}: {comm.pins} reader(s) still "
+                                                          f"polled its memory after {timeout:g} s; it was left mapped")
+                self.unpinned.wait(left)
+            release()
 
     def _poll_heads(self) -> bool:
         """Spin briefly on the words blocked channel waits look at; True if one became set."""
         words = []
-        for q in list(self.active):
-            tasks = q.tasks
-            if tasks and tasks[0][0] == C_WAIT:
-                t = tasks[0]
-                ch = t.channel
-                words.append((ch.local_words, ch.local_base + t.index))
-        if not words:
+        with self.lock:
+            comms = set()
+            for q in self.active:
+                tasks = q.tasks
+                if tasks and tasks[0][0] == C_WAIT:
+                    t = tasks[0]
+                    ch = t.channel
+                    if not ch.comm.closing:
+                        words.append((ch.local_words, ch.local_base + t.index))
+                        comms.add(ch.comm)
+            if not words:
+                return False
+            pinned = self._pin(comms)
+        try:
+            for _ in range(SPIN_ROUNDS):
+                for w, i in words:
+                    if w[i]:
+                        return True
+                sched_yield()
             return False
-        for _ in range(SPIN_ROUNDS):
-            for w, i in words:
-                if w[i]:
-                    return True
-            sched_yield()
-        return False
+        finally:
+            self._unpin(pinned)
 
     # ------------------------------------------------------------------ one queue
     def _run_queue(self, q: Queue) -> bool:
@@ -238,18 +287,22 @@ class Executor:
         return ran
 
     def _check_idle(self, comm: "SimComm") -> None:
-        """End-of-operation check: once every thread of the rank is idle, no thread notify may stay set.
+        """End-of-operation check: once every thread of the rank is idle, no thread notify should stay set.
 
-        Strict mode fails the rank's streams (their next synchronisation reports it); warn mode warns.
+        It only reports, in every mode: the notify stays set (a later wait may legitimately consume
+        it, as a custom op's host-side record for its kernel does) and each one is reported once while
+        it stays set.  Strict mode also fails the rank's streams (their next synchronisation reports it).
         """
         threads = comm.all_threads()
         if any(th.queue.tasks for th in threads):
             return
+        left = {(th.handle, idx) for th in threads for idx, value in enumerate(th.notifies) if value}
+        reported = comm.idle_notifies_reported
+        comm.idle_notifies_reported = left
         for th in threads:
             for idx, value in enumerate(th.notifies):
-                if not value:
+                if not value or (th.handle, idx) in reported:
                     continue
-                th.notifies[idx] = 0
                 message = (f"checker: rank {comm.rank}, {th.label}: thread notify {idx} was recorded but never "
                            "waited on by the end of the operation (it would desynchronise the next one)")
                 comm.reports.append(message)
@@ -451,8 +504,10 @@ class Executor:
 
     # ------------------------------------------------------------------ sleeping
     def _doorbells(self) -> List[Tuple[Any, int]]:
-        comms = {q.comm for q in list(self.active) if q.comm is not None}
-        return [(c, c.bell_value()) for c in comms]
+        """The doorbell value of every communicator with runnable work, each pinned (the caller unpins)."""
+        with self.lock:
+            comms = self._pin({q.comm for q in self.active if q.comm is not None})
+            return [(c, c.bell_value()) for c in comms]
 
     def _sleep(self, bells: List[Tuple[Any, int]], now: float, deadline: Optional[float]) -> None:
         wake = now + MAX_SLEEP_S

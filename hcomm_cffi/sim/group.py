@@ -1,0 +1,152 @@
+"""HcclGroupStart / HcclGroupEnd / HcclGroupStatusGet: operations issued inside a group run at its end.
+
+Follows hicann/hcomm@c048f8bf1a42:src/framework/group/hccl_group.cc: the group depth is per host
+thread (line 19); inside a group every HcclSend/HcclRecv of a communicator is collected into one
+batch and every collective is queued (taskAppend, line 42: the first send/recv stream carries the
+batch); the outermost HcclGroupEnd (line 282) launches, per communicator in first-use order, the
+batch (as HcclBatchSendRecv) and then the collectives in issue order, and synchronises the
+collectives' streams (groupLaunch, line 251); HcclGroupEnd without HcclGroupStart is
+HCCL_E_NOT_SUPPORT (line 284).  The emulator also returns the first failure of the launch.
+Mixed into SimLibrary ahead of the collectives it defers.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from typing import Any, Callable, Dict, List, Tuple
+
+from .._cdef import CDEF
+from .._ffi import ffi
+from .errors import HcclResult, SimError, entry
+from .state import SimState
+
+__all__ = ["GroupCalls", "GROUPED_FUNCTIONS"]
+
+_COLLECTIVES = ("HcclAllReduce", "HcclBroadcast", "HcclReduceScatter", "HcclReduceScatterV", "HcclScatter",
+                "HcclAllGather", "HcclAllGatherV", "HcclAlltoAllVC", "HcclAlltoAllV", "HcclAlltoAll", "HcclReduce")
+_P2P = {"HcclSend": 0, "HcclRecv": 1}          # HcclSendRecvType
+
+
+def _positions(name: str) -> Tuple[int, int]:
+    """Where ``name``'s comm and stream parameters are, from the package's cdef."""
+    m = re.search(rf"\b{name}\(([^)]*)\);", str(CDEF))
+    assert m is not None, name
+    params = [p.strip().split()[-1].lstrip("*") for p in m.group(1).split(",")]
+    return params.index("comm"), params.index("stream")
+
+
+#: every function a group defers -> (index of its comm argument, index of its stream argument)
+GROUPED_FUNCTIONS: Dict[str, Tuple[int, int]] = {name: _positions(name) for name in (*_COLLECTIVES, *_P2P)}
+
+
+class _Plan:
+    """What one communicator was given inside the group (hcclKernelPlanner)."""
+
+    def __init__(self) -> None:
+        self.p2p: List[Tuple[int, Any, int, int, int]] = []     # (type, buf, count, dataType, peer)
+        self.p2p_stream: Any = None
+        self.collectives: List[Tuple[str, Tuple[Any, ...]]] = []
+
+
+class _Group(threading.local):
+    depth = 0
+
+    def __init__(self) -> None:
+        self.plans: Dict[int, Tuple[Any, _Plan]] = {}           # comm handle -> (comm argument, plan), in first use
+
+
+_GROUP = _Group()
+
+
+class GroupCalls:
+    """HcclGroupStart/End/StatusGet, and the deferral of the collectives and send/recv issued inside a group."""
+
+    state: SimState
+
+    @entry
+    def HcclGroupStart(self) -> int:
+        _GROUP.depth += 1
+        return 0
+
+    @entry
+    def HcclGroupStatusGet(self, isGroupEnabled: Any) -> int:
+        if isGroupEnabled is None or isGroupEnabled == ffi.NULL:
+            raise SimError(HcclResult.E_PTR, "isGroupEnabled is NULL")
+        isGroupEnabled[0] = _GROUP.depth > 0
+        return 0
+
+    @entry
+    def HcclGroupEnd(self) -> int:
+        if _GROUP.depth == 0:
+            raise SimError(HcclResult.E_NOT_SUPPORT, "not in a group: HcclGroupStart was not called first")
+        _GROUP.depth -= 1
+        if _GROUP.depth > 0:
+            return 0
+        plans = list(_GROUP.plans.values())
+        _GROUP.plans.clear()
+        first_failure = 0
+        streams: List[Any] = []
+        for comm, plan in plans:
+            for rc in self._run_group(comm, plan, streams):
+                if rc != 0 and first_failure == 0:
+                    first_failure = rc
+        sync = getattr(self, "aclrtSynchronizeStream")
+        for stream in streams:
+            rc = int(sync(stream))
+            if rc != 0 and first_failure == 0:
+                first_failure = int(HcclResult.E_INTERNAL)
+        if first_failure:
+            raise SimError(first_failure, "an operation issued inside the group failed when the group ran "
+                                          "(aclGetRecentErrMsg named it before this call)")
+        return 0
+
+    def _run_group(self, comm: Any, plan: _Plan, streams: List[Any]) -> List[int]:
+        base = super()
+        codes: List[int] = []
+        if plan.p2p:
+            items = ffi.new("HcclSendRecvItem[]", len(plan.p2p))
+            for i, (kind, buf, count, data_type, peer) in enumerate(plan.p2p):
+                items[i].sendRecvType = kind
+                items[i].buf = buf
+                items[i].count = count
+                items[i].dataType = data_type
+                items[i].remoteRank = peer
+            codes.append(int(getattr(base, "HcclBatchSendRecv")(items, len(plan.p2p), comm, plan.p2p_stream)))
+        for name, args in plan.collectives:
+            codes.append(int(getattr(base, name)(*args)))
+            stream = args[GROUPED_FUNCTIONS[name][1]]
+            if all(stream != known for known in streams):
+                streams.append(stream)
+        return codes
+
+    def _defer(self, name: str, args: Tuple[Any, ...]) -> int:
+        """Record ``name(*args)`` for the group's end (the communicator must be a live one now)."""
+        comm_at, stream_at = GROUPED_FUNCTIONS[name]
+        comm = args[comm_at]
+        c = self.state.comm(comm)
+        entry_ = _GROUP.plans.get(c.handle)
+        if entry_ is None:
+            entry_ = _GROUP.plans[c.handle] = (comm, _Plan())
+        plan = entry_[1]
+        if name in _P2P:
+            buf, count, data_type, peer = args[0], args[1], args[2], args[3]
+            plan.p2p.append((_P2P[name], buf, int(count), int(data_type), int(peer)))
+            if plan.p2p_stream is None:
+                plan.p2p_stream = args[stream_at]
+        else:
+            plan.collectives.append((name, tuple(args)))
+        return 0
+
+
+def _grouped(name: str) -> Callable[..., int]:
+    def call(self: GroupCalls, *args: Any) -> int:
+        if _GROUP.depth > 0:
+            return int(entry(functools.partial(GroupCalls._defer, self), name)(name, args))
+        return int(getattr(super(GroupCalls, self), name)(*args))
+    call.__name__ = name
+    return call
+
+
+for _name in GROUPED_FUNCTIONS:
+    setattr(GroupCalls, _name, _grouped(_name))
