@@ -211,7 +211,10 @@ VARIABLES: Tuple[Variable, ...] = (
              "operations the flight recorder keeps per communicator (0: off)"),
     Variable("HCOMM_FR_DIR", "fr_dir", _path, None,
              "where every rank writes its flight recorder on a timeout, a peer's death or SIGUSR1 (default: "
-             "the job directory under hcomm run)"),
+             "a directory hcomm run keeps after the job, hcomm-<uid>/flight-<job id> in the temp dir)"),
+    Variable("HCOMM_STUCK_REPORT_S", "stuck_report_s", lambda n, r: _seconds(n, r, 0, EXEC_TIMEOUT_MAX_S, False, False),
+             60.0, "seconds without progress on any rank of a communicator after which the desync report is "
+             "written (by hcomm run, else by each rank) while the job keeps waiting; 0 = never"),
     Variable("HCOMM_TRACE", "trace", _path, None,
              "write a Chrome trace-event timeline of every task per rank into this directory"),
 )
@@ -254,6 +257,7 @@ class Settings:
     debug_file: Optional[str]
     fr_size: int
     fr_dir: Optional[str]
+    stuck_report_s: float
     trace: Optional[str]
     raw: Tuple[Tuple[str, str], ...] = ()
 

@@ -661,7 +661,9 @@ class Comm:
         if msg is not None:
             if started:
                 self._broken = msg
-            raise consistency.CollectiveMismatchError(msg)
+            err = consistency.CollectiveMismatchError(msg)
+            observe.failed(self, None, err)     # the flight records say so, and every rank dumps them
+            raise err
 
     def _compare_signatures(self, sig: np.ndarray, what: str, target: Target) -> None:
         """Allgather every rank's signature and raise on all ranks if any differs, before anything is issued."""

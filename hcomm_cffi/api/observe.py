@@ -9,6 +9,7 @@ a peer's death, every rank's recorder is dumped for ``hcomm doctor``).
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any, Optional
 
 from .. import flight, log, settings, trace
@@ -16,6 +17,7 @@ from ..algorithms.interface import ROOTED
 from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH, HcclError
 from . import live
+from .consistency import CollectiveMismatchError
 
 __all__ = ["created", "destroyed", "chose", "issue", "done", "failed", "root_of", "NO_SLOT"]
 
@@ -122,9 +124,15 @@ def failed(comm: Any, exc: Optional[HcclError], err: BaseException) -> None:
         fr.fail_open()
     timeout = isinstance(err, TimeoutError) or isinstance(exc, TimeoutError)
     gone = exc is not None and exc.code in _PEER_GONE_CODES
-    desync = exc is not None and COLLECTIVE_MISMATCH in (exc.library_message or "")
+    desync = isinstance(err, CollectiveMismatchError) or (
+        exc is not None and COLLECTIVE_MISMATCH in (exc.library_message or ""))
     if not (timeout or gone or desync):
         return
-    path = flight.dump_all(str(err), failed_comm=comm.name)
+    path = flight.dump_all(f"{type(err).__name__}: {err}", failed_comm=comm.name)
     LOG.warning("%s; flight recorder %s", err, f"written to {path}" if path else
                 "not written (set HCOMM_FR_DIR to keep it)")
+    if path is not None and not settings.value("HCOMM_RUN_JOB_DIR"):   # hcomm run prints the report itself
+        world = live.current_world()
+        sys.stderr.write(f"hcomm: rank {world.rank if world is not None else comm.rank} wrote its flight recorder to "
+                         f"{path}; `hcomm doctor {flight.directory()}` explains the failure once every rank wrote "
+                         "its own\n")
