@@ -77,7 +77,7 @@ class RankView:
         elif self.killed:
             return f"gone: {self.exit}" if self.exit else "gone: killed (its process ended without an exit record)"
         else:
-            how = "alive" if self.alive else "state unknown (its process is not on this machine)"
+            how = f"alive (pid {self.pid})" if self.alive else "state unknown (its process is not on this machine)"
         return f"{how}; {self.exit}" if self.exit else how
 
 
@@ -125,9 +125,9 @@ def _ranks(rs: List[int]) -> str:
     return ("rank " if len(rs) == 1 else "ranks ") + ",".join(map(str, rs))
 
 
-def load(directory: str, exits: Optional[Dict[int, str]] = None
+def load(directory: str, exits: Optional[Dict[int, str]] = None, job: Optional[str] = None
          ) -> Tuple[str, Dict[str, Dict[int, RankView]], Dict[str, int]]:
-    """(job, comm name -> rank -> view, comm name -> size) of the newest job in ``directory``.
+    """(job, comm name -> rank -> view, comm name -> size) of job ``job`` (default: the newest) in ``directory``.
 
     A rank's records come from its ring file when there is one (it is newer than any dump), else from its
     dump; ``exits``: world rank -> what a launcher saw of its end.
@@ -151,7 +151,8 @@ def load(directory: str, exits: Optional[Dict[int, str]] = None
             continue
     if not docs and not snaps:
         raise ValueError(f"{directory!r}: its flight recorder files went away while being read")
-    job = docs[-1]["job"] if docs else snaps[-1]["job"]     # the newest file's job
+    if job is None:
+        job = docs[-1]["job"] if docs else snaps[-1]["job"]     # the newest file's job
     views: Dict[str, Dict[int, RankView]] = {}
     sizes: Dict[str, int] = {}
     said = exits or {}
@@ -246,8 +247,8 @@ def _stuck(views: Dict[int, RankView], now: float) -> List[str]:
                 was = describe_op(rec) + f", {rec['state']}"
                 if rec["state"] == "done" and rec["t_done"]:
                     was += f" {now - rec['t_done']:.1f} s ago"
-            lines.append(f"rank {r} never entered collective #{target} (its last collective: {was}); "
-                         f"it {v.status()}")
+            lines.append(f"rank {r} never entered collective #{target} (its last collective: {was}); now: "
+                         f"{v.status()}")
     return lines
 
 
@@ -261,7 +262,8 @@ def analyse(comm: str, size: int, views: Dict[int, RankView], now: Optional[floa
     """The report lines of one communicator."""
     now = time.time() if now is None else now
     dumped = sorted(r for r, v in views.items() if v.dumped)
-    lines = [f"communicator {comm!r} ({size} ranks): dumps from {_ranks(dumped) if dumped else 'no rank'}"]
+    lines = [f"communicator {comm!r} ({size} ranks): dumps from {_ranks(dumped) if dumped else 'no rank'}"
+             + ("" if len(dumped) == len(views) else f", live records of {_ranks(sorted(views))}")]
     findings = _first_mismatch(views) + _stuck(views, now)
     for r in range(size):
         v = views.get(r)
@@ -283,12 +285,13 @@ def analyse(comm: str, size: int, views: Dict[int, RankView], now: Optional[floa
     return lines
 
 
-def report(directory: str, exits: Optional[Dict[int, str]] = None, now: Optional[float] = None) -> str:
-    """The desync report of the newest job whose flight recorder files are in ``directory``.
+def report(directory: str, exits: Optional[Dict[int, str]] = None, now: Optional[float] = None,
+           job: Optional[str] = None) -> str:
+    """The desync report of job ``job`` (default: the newest) whose flight recorder files are in ``directory``.
 
     ``exits``: world rank -> how a launcher saw it end (``hcomm run`` passes it).
     """
-    job, views, sizes = load(directory, exits)
+    job, views, sizes = load(directory, exits, job)
     now = time.time() if now is None else now
     lines = [f"flight recorder of job {job} ({directory})"]
     reasons = sorted({(r, v.reason) for vs in views.values() for r, v in vs.items() if v.dumped and v.reason})
@@ -309,11 +312,12 @@ def report(directory: str, exits: Optional[Dict[int, str]] = None, now: Optional
     return "\n".join(lines)
 
 
-def stalled(directory: str, threshold: float, now: Optional[float] = None) -> Dict[str, float]:
-    """Communicators of the newest job in ``directory`` on which no rank made progress for ``threshold`` seconds
-    while a live rank waits in an operation: comm name -> seconds without progress."""
+def stalled(directory: str, threshold: float, now: Optional[float] = None, job: Optional[str] = None
+            ) -> Dict[str, float]:
+    """Communicators of job ``job`` (default: the newest) in ``directory`` on which no rank made progress for
+    ``threshold`` seconds while a live rank waits in an operation: comm name -> seconds without progress."""
     try:
-        _job, views, _sizes = load(directory)
+        _job, views, _sizes = load(directory, job=job)
     except (ValueError, OSError):
         return {}
     now = time.time() if now is None else now

@@ -79,9 +79,22 @@ def _b(text: str) -> bytes:
 
 
 def job_id() -> str:
-    """The job's id (HCOMM_JOB_ID / HCOMM_RUN_ID), or 'pid<pid>' outside a launcher."""
+    """The job's id, the same on every rank: HCOMM_JOB_ID / HCOMM_RUN_ID, torchrun's run id, Slurm's job and step,
+    the PMIx namespace (mpirun), else ``MASTER_ADDR_MASTER_PORT`` (env://); 'pid<pid>' when none is known."""
     jid = settings.value("HCOMM_JOB_ID") or settings.value("HCOMM_RUN_ID")
-    return _SAFE.sub("_", jid) if jid else f"pid{os.getpid()}"
+    env = os.environ
+    if not jid:
+        elastic = env.get("TORCHELASTIC_RUN_ID", "")
+        slurm = env.get("SLURM_JOB_ID", "")
+        if elastic and elastic != "none":
+            jid = elastic
+        elif slurm:
+            jid = f"slurm{slurm}.{env.get('SLURM_STEP_ID', '0')}"
+        elif env.get("PMIX_NAMESPACE"):
+            jid = env["PMIX_NAMESPACE"]
+        elif env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+            jid = f"{env['MASTER_ADDR']}_{env['MASTER_PORT']}"
+    return _SAFE.sub("_", jid)[:64] if jid else f"pid{os.getpid()}"
 
 
 def directory() -> Optional[str]:

@@ -12,7 +12,7 @@ import logging
 import sys
 from typing import Any, Optional
 
-from .. import flight, log, settings, trace
+from .. import flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED
 from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH, HcclError
@@ -62,7 +62,9 @@ def created(comm: Any, channels: int) -> Optional[flight.FlightRecorder]:
     capacity = settings.value("HCOMM_FR_SIZE")
     if not capacity:
         return None
-    return flight.FlightRecorder(comm.name, comm.rank, comm.size, world_rank, capacity, flight.directory())
+    recorder = flight.FlightRecorder(comm.name, comm.rank, comm.size, world_rank, capacity, flight.directory())
+    stallwatch.start()          # stall reports of this rank when no launcher watches (HCOMM_STUCK_REPORT_S)
+    return recorder
 
 
 def _shape(topo: Any) -> str:

@@ -110,7 +110,7 @@ def report_lines(directory: str, job_id: str, exits: Optional[Dict[int, str]] = 
                                                  for n in names):
         return []
     try:
-        lines = [f"{title}:"] + report(directory, exits).splitlines()
+        lines = [f"{title}:"] + report(directory, exits, job=job_id).splitlines()
     except (ValueError, OSError) as exc:
         return [f"could not read the flight recorders in {directory}: {exc}"]
     return lines + [f"reproduce this report with: hcomm doctor {directory}"]
@@ -119,8 +119,9 @@ def report_lines(directory: str, job_id: str, exits: Optional[Dict[int, str]] = 
 class StallWatch:
     """Reads the job's rings every POLL_S and says which communicators newly stalled (each stall reported once)."""
 
-    def __init__(self, directory: str, threshold: float) -> None:
+    def __init__(self, directory: str, job_id: str, threshold: float) -> None:
         self.directory = directory
+        self.job_id = job_id
         self.threshold = threshold
         self.next_at = time.monotonic() + POLL_S
         self.reported: Set[str] = set()
@@ -131,7 +132,7 @@ class StallWatch:
             return {}
         self.next_at = time.monotonic() + POLL_S
         from ..desync import stalled
-        now_stalled = stalled(self.directory, self.threshold)
+        now_stalled = stalled(self.directory, self.threshold, job=self.job_id)
         new = {c: t for c, t in now_stalled.items() if c not in self.reported}
         self.reported = set(now_stalled)       # a communicator that moves again is reported again when it stalls
         return new

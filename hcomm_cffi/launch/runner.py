@@ -487,11 +487,11 @@ def _supervise(job: _Job, received: List[int]) -> int:
     result: Optional[int] = None
     handled_signals = 0
     try:
-        stall = flightwatch.StallWatch(job.flight_dir, settings.value("HCOMM_STUCK_REPORT_S",
-                                                                      {**os.environ, **config.env}))
+        stall = flightwatch.StallWatch(job.flight_dir, job.job_id,
+                                       settings.value("HCOMM_STUCK_REPORT_S", {**os.environ, **config.env}))
     except settings.SettingsError as exc:
         job.say(f"warning: {exc}; no stall reports")
-        stall = flightwatch.StallWatch(job.flight_dir, 0.0)
+        stall = flightwatch.StallWatch(job.flight_dir, job.job_id, 0.0)
     while True:
         for rank in job.poll():
             rc = job.exited[rank]
