@@ -71,6 +71,8 @@ class RankView:
         kind = self.end_why.split(":", 1)[0]
         if self.end == "finalised":
             how = "finalised cleanly (destroyed the communicator)"
+        elif self.end == "exited" and self.end_why.startswith("signal "):
+            return self.exit or f"stopped by {self.end_why[7:]}"
         elif self.end == "exited":
             how = f"raised {kind}" if kind else "ended without destroying the communicator"
             return f"{how}; {self.exit}" if self.exit else how + " and exited"
@@ -302,7 +304,7 @@ def report(directory: str, exits: Optional[Dict[int, str]] = None, now: Optional
         said: Dict[str, List[int]] = {}
         first: Dict[str, str] = {}
         for r, why in reasons:
-            key = re.sub(rf"\brank {r}\b", "rank *", why)     # the same failure seen from each rank, once
+            key = re.sub(rf"\brank {r} (of|thread)\b", r"rank * \1", why)   # one failure seen from each rank: once
             if r not in said.setdefault(key, []):
                 said[key].append(r)
                 first.setdefault(key, why)

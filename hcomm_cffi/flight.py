@@ -14,8 +14,8 @@ anonymous memory.
 
 :func:`dump_all` writes every live ring of the process as one JSON file
 (``<job>.rank<R>.json``); it is called on a collective/point-to-point timeout, on a peer's death,
-on ``SIGUSR1`` (the handler is installed only when SIGUSR1 has none) and by
-``Comm.dump_flight_recorder()``.  ``hcomm doctor DIR`` (:mod:`hcomm_cffi.desync`) reads the dumps
+on ``SIGUSR1`` and on ``SIGTERM`` (a launcher stopping the job: the process then dies of SIGTERM as
+before; each handler is installed only where the signal has none) and by ``Comm.dump_flight_recorder()``.  ``hcomm doctor DIR`` (:mod:`hcomm_cffi.desync`) reads the dumps
 and the rings of dead ranks and explains the desync.
 """
 from __future__ import annotations
@@ -185,6 +185,10 @@ class FlightRecorder:
         """Say in the header how this rank ended (FINALISED or EXITED), when and why."""
         END.pack_into(self._mm, _END_AT, how, time.time(), why.encode("utf-8", "replace")[:80])
 
+    def ended(self) -> int:
+        """How this rank ended so far (LIVE until :meth:`end`)."""
+        return int(END.unpack_from(self._mm, _END_AT)[0])
+
     def close(self) -> None:
         """Forget the ring (the communicator was destroyed): its file says so; the last rank to finalise removes all."""
         with _lock:
@@ -319,11 +323,29 @@ def _on_sigusr1(signum: int, frame: Any) -> None:
     dump_all(f"SIGUSR1 (after: {_last_reason[0]})" if _last_reason else "SIGUSR1")
 
 
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (a launcher stopping the job): dump every ring, say so in them, then die of SIGTERM as before."""
+    rings = recorders()
+    path = dump_all(f"SIGTERM (after: {_last_reason[0]})" if _last_reason else "SIGTERM")
+    for ring in rings:
+        if ring.ended() == LIVE:      # an error already ending the process says more
+            ring.end(EXITED, "signal SIGTERM")
+    if path is not None and not settings.value("HCOMM_RUN_JOB_DIR"):    # hcomm run reports itself
+        sys.stderr.write(f"hcomm: rank {min(r.world_rank for r in rings)} stopped by SIGTERM; `hcomm doctor "
+                         f"{os.path.dirname(path)}` explains where every rank was\n")
+        sys.stderr.flush()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _install_sigusr1() -> None:
-    """Install the SIGUSR1 handler once, only if nobody else has one (and only from the main thread)."""
+    """Install the SIGUSR1 (dump) and SIGTERM (dump, then die) handlers once, only where nobody else has one (and
+    only from the main thread)."""
     if _handler["installed"] or threading.current_thread() is not threading.main_thread():
         return
     _handler["installed"] = True
     if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
         signal.signal(signal.SIGUSR1, _on_sigusr1)
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _on_sigterm)
 

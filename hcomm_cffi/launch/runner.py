@@ -267,13 +267,16 @@ def _exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def _describe_exit(returncode: int) -> str:
     if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"was killed by {name} (exit code {128 - returncode})"
+        return f"was killed by {_signal_name(-returncode)} (exit code {128 - returncode})"
     return f"exited with code {returncode}"
 
 
@@ -404,8 +407,8 @@ class _Job:
 
     def exits(self) -> Dict[int, str]:
         """What the launcher saw of each rank's end, for the report."""
-        return {r: f"{_describe_exit(rc)}{', stopped by hcomm run' if r in self.stopped and rc < 0 else ''}"
-                for r, rc in self.exited.items()}
+        return {r: (f"stopped by hcomm run ({_signal_name(-rc)})" if r in self.stopped and rc < 0 else
+                    _describe_exit(rc)) for r, rc in self.exited.items()}
 
     def report(self, title: str) -> bool:
         """Print the desync report of the flight recorders (and keep a copy beside them); True if there was one."""
