@@ -282,3 +282,42 @@ def test_env_mismatch_and_killed(shm, tmp_path):
             assert "ranks 0,2 are in allreduce #4 (4 KiB fp32, op sum); rank 1 is in broadcast #4" in doc, doc
         else:
             assert codes[1] == -9 and "rank 1 is gone (killed: no dump" in doc, doc
+
+
+# ---------------------------------------------------------------------------------------------- one name each
+def _names_body(rank: int, n: int, root_info: bytes) -> List[str]:
+    import numpy as np
+
+    import hcomm_cffi as hcomm
+    w = hcomm.init(rank=rank, world_size=n, root_info=root_info)
+    try:
+        pair = hcomm.Comm("pp", ranks=[0])
+        shown = [repr(pair)]
+        if rank == 1:
+            return shown + [""]
+        x = np.ones(4, np.float32)
+        try:                                 # rank 1 finalises instead: the library's error names the communicator
+            w.allreduce(x)
+        except hcomm.CommError as exc:
+            return shown + [str(exc)]
+        return shown + ["no error"]
+    finally:
+        hcomm.finalize()
+
+
+def test_one_name_per_communicator_and_a_null_comm_says_it_is_null(tmp_path):
+    from multiproc import run_ranks
+    lib_ids = re.compile(r"communicator [0-9a-f]{16,}")
+    ok, null = run_ranks(2, _names_body, timeout=60)
+    assert null[0] == "<Comm 'pp' null: this rank is not in ranks [0]>", null
+    assert "peer rank 1 of communicator 'world' is gone" in ok[1], ok
+    assert not lib_ids.search(ok[1]), ok[1]                 # the library's id never beside the Comm's name
+    assert ok[0] == "<Comm 'pp' rank 0/1 live>", ok
+
+
+def test_example_names_the_backend_as_hcomm_info_does(shm):
+    proc = start([sys.executable, "-m", "hcomm_cffi", "run", "-n", "2", "--", sys.executable, "-m",
+                  "hcomm_cffi.examples.allreduce"], {**_env(shm), "HCOMM_BACKEND": ""})
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "backend sim," in out and "SimLibrary" not in out, out

@@ -283,6 +283,8 @@ class Comm:
         return self._member
 
     def __repr__(self) -> str:
+        if not self._member:
+            return f"<Comm {self.name!r} null: this rank is not in ranks {self.parent_ranks}>"
         state = "destroyed" if self._destroyed else ("broken" if self._broken else "live")
         return f"<Comm {self.name!r} rank {self.rank}/{self.size} {state}>"
 
