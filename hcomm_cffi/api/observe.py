@@ -99,7 +99,8 @@ def issue(comm: Any, seq: int, op: str, algorithm: str, count: int, nbytes: int,
                     "" if peer < 0 else (f", root {peer}" if op in ROOTED else f", peer {peer}"), algorithm)
     if trace.ACTIVE:
         trace.op_begin(comm.name, op, seq, {"algorithm": algorithm, "count": count, "bytes": nbytes,
-                                            "dtype": dtype.name.lower(), "peer": peer})
+                                            "dtype": dtype.name.lower(), "peer": peer,
+                                            "signature check": "on" if comm._check_signatures else "off"})
     fr = comm._flight
     if fr is None:
         return NO_SLOT
