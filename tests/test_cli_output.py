@@ -18,7 +18,7 @@ def _run(*args: str, env=None) -> subprocess.CompletedProcess:
 def test_plan_compare_has_a_title_and_a_legend():
     out = _run("plan", "--servers", "2", "--devices", "8", "--op", "allreduce", "--size", "64M", "--compare").stdout
     lines = out.splitlines()
-    assert lines[0] == ("allreduce of 64 MiB FP32 on 16 ranks (2 server(s)): every algorithm planned, the fastest "
+    assert lines[0] == ("allreduce of 64 MiB FP32 on 16 ranks (2 server(s)): every algorithm planned, the quickest "
                         "modelled time marked"), out
     assert lines[2].split()[:3] == ["algorithm", "threads", "chans"]
     assert lines[-1].startswith("columns: threads, chans (channels), ch ntf (channel notifies)"), out

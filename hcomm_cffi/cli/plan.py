@@ -335,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print(_render_compare(cands, f"{args.op or 'allreduce'} of {_fmt_bytes(size)} "
                                              f"{parse_dtype(args.dtype).name} on {topo.n_ranks} ranks "
-                                             f"({topo.n_servers} server(s)): every algorithm planned, the fastest "
+                                             f"({topo.n_servers} server(s)): every algorithm planned, the quickest "
                                              "modelled time marked"))
             return 0
         plan = make_plan(args.op or "allreduce", topo, size, algo, **kwargs)
