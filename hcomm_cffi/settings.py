@@ -198,6 +198,8 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("HCOMM_BENCH_CORRUPT", "bench_corrupt", _text, None, "hcomm bench internal: corrupt a rank's result"),
     Variable("HCOMM_BENCH_SIM_CHECK_DEFAULTED", "bench_sim_check_defaulted", _flag, False,
              "hcomm bench internal: HCOMM_SIM_CHECK was defaulted to off by hcomm bench"),
+    Variable("HCOMM_BENCH_SIGNATURE_CHECK_DEFAULTED", "bench_signature_check_defaulted", _flag, False,
+             "hcomm bench internal: HCOMM_CHECK_COLLECTIVES was defaulted to 0 by hcomm bench"),
     Variable("HCOMM_MAX_RANKS", "max_ranks", lambda n, r: parse_int(n, r, 1, None, " number of ranks"), None,
              "most local ranks hcomm run / hcomm bench start (default: a multiple of the CPU count)"),
     Variable("HCOMM_MAX_STREAMS", "max_streams", lambda n, r: parse_int(n, r, 1, 64, " number of streams"), 4,
@@ -251,6 +253,7 @@ class Settings:
     bench_progress: Optional[str]
     bench_corrupt: Optional[str]
     bench_sim_check_defaulted: bool
+    bench_signature_check_defaulted: bool
     max_ranks: Optional[int]
     max_streams: int
     debug: Optional[str]

@@ -56,3 +56,22 @@ def test_a_cli_piped_into_head_exits_quietly(args):
     assert first, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert proc.returncode in (0, 141), (proc.returncode, err)
+
+
+@pytest.mark.slow
+def test_bench_header_says_which_checks_are_off_and_what_the_time_includes(shm):
+    env = {"HCOMM_SIM_SHM_DIR": shm, "HCOMM_BACKEND": "sim", "HCOMM_SIM_CHECK": "", "HCOMM_CHECK_COLLECTIVES": ""}
+    out = _run("bench", "-b", "8", "-e", "8", "-N", "2", "--algo", "native,ring", "-n", "5", "-w", "1", env=env)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "# signature check (Comm API paths; --algo native calls the library directly): HCOMM_CHECK_COLLECTIVES=0 " \
+           "(set by hcomm bench" in text, text
+    assert "# emulator schedule checker: HCOMM_SIM_CHECK=off (set by hcomm bench" in text, text
+    assert "# time: iters back-to-back library calls on one stream, then one stream synchronisation" in text, text
+    assert "# time: iters back-to-back blocking Comm API calls" in text, text
+    kept = _run("bench", "-b", "8", "-e", "8", "-N", "2", "--algo", "ring", "-n", "5", "-w", "1",
+                env={**env, "HCOMM_CHECK_COLLECTIVES": "1"})
+    assert "HCOMM_CHECK_COLLECTIVES=1" in kept.stdout and "set by hcomm bench: it is" not in kept.stdout, kept.stdout
+    # the README says the same
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8").read()
+    assert "`HCOMM_SIM_CHECK=off` and the signature check `HCOMM_CHECK_COLLECTIVES=0`" in readme
