@@ -98,7 +98,8 @@ def job_id() -> str:
 
 
 def directory() -> Optional[str]:
-    """Where dumps go: HCOMM_FR_DIR, else ``<job directory>/flight`` under ``hcomm run``, else None."""
+    """Where rings and dumps go: HCOMM_FR_DIR (``hcomm run`` sets one it keeps after the job), else
+    ``<job directory>/flight`` of a launcher that sets only HCOMM_RUN_JOB_DIR, else None."""
     found = settings.value("HCOMM_FR_DIR")
     if found is None:
         job = settings.value("HCOMM_RUN_JOB_DIR")
@@ -319,23 +320,30 @@ def _install_exit_hook() -> None:
 
 
 def _on_sigusr1(signum: int, frame: Any) -> None:
-    """SIGUSR1: dump every ring (what a launcher or a user asks of a hung rank)."""
-    dump_all(f"SIGUSR1 (after: {_last_reason[0]})" if _last_reason else "SIGUSR1")
+    """SIGUSR1: dump every ring (what a launcher or a user asks of a hung rank); never raises into the program."""
+    try:
+        dump_all(f"SIGUSR1 (after: {_last_reason[0]})" if _last_reason else "SIGUSR1")
+    except (OSError, ValueError, TypeError) as exc:
+        sys.stderr.write(f"hcomm: SIGUSR1: could not write the flight recorder: {exc}\n")
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     """SIGTERM (a launcher stopping the job): dump every ring, say so in them, then die of SIGTERM as before."""
-    rings = recorders()
-    path = dump_all(f"SIGTERM (after: {_last_reason[0]})" if _last_reason else "SIGTERM")
-    for ring in rings:
-        if ring.ended() == LIVE:      # an error already ending the process says more
-            ring.end(EXITED, "signal SIGTERM")
-    if path is not None and not settings.value("HCOMM_RUN_JOB_DIR"):    # hcomm run reports itself
-        sys.stderr.write(f"hcomm: rank {min(r.world_rank for r in rings)} stopped by SIGTERM; `hcomm doctor "
-                         f"{os.path.dirname(path)}` explains where every rank was\n")
-        sys.stderr.flush()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
+    try:
+        rings = recorders()
+        path = dump_all(f"SIGTERM (after: {_last_reason[0]})" if _last_reason else "SIGTERM")
+        for ring in rings:
+            if ring.ended() == LIVE:      # an error already ending the process says more
+                ring.end(EXITED, "signal SIGTERM")
+        if path is not None and not settings.value("HCOMM_RUN_JOB_DIR"):    # hcomm run reports itself
+            sys.stderr.write(f"hcomm: rank {min(r.world_rank for r in rings)} stopped by SIGTERM; `hcomm doctor "
+                             f"{os.path.dirname(path)}` explains where every rank was\n")
+            sys.stderr.flush()
+    except Exception:                     # noqa: BLE001 - nothing may keep SIGTERM from ending the process
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _install_sigusr1() -> None:
