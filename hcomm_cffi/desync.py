@@ -70,7 +70,9 @@ class RankView:
         """How the rank ended, as a reader says it: 'finalised cleanly', 'raised X; exited with code 1', 'alive', ..."""
         kind = self.end_why.split(":", 1)[0]
         if self.end == "finalised":
-            how = "finalised cleanly (destroyed the communicator)"
+            failed = any(r["state"] == "failed" for r in self.records)
+            how = ("finalised after its failure (destroyed the communicator)" if failed else
+                   "finalised cleanly (destroyed the communicator)")
         elif self.end == "exited" and self.end_why.startswith("signal "):
             return self.exit or f"stopped by {self.end_why[7:]}"
         elif self.end == "exited":

@@ -323,3 +323,46 @@ def test_example_names_the_backend_as_hcomm_info_does(shm):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "backend sim," in out and "SimLibrary" not in out, out
+
+
+def test_doctor_tells_each_end_apart_from_the_rings_alone(tmp_path):
+    """Rings written by hand (no launcher): finalised cleanly, finalised after a failure, exited after an error,
+    killed, alive and never created are each said so."""
+    import os as _os
+
+    from hcomm_cffi import flight
+    from hcomm_cffi.desync import report
+    where = str(tmp_path)
+    _os.environ["HCOMM_JOB_ID"], old = "handmade", _os.environ.get("HCOMM_JOB_ID")
+    try:
+        rings = [flight.FlightRecorder("world", r, 6, r, 8, where) for r in range(5)]
+        for r, ring in enumerate(rings):
+            for seq in (1, 2) if r else (1,):
+                slot = ring.issue(seq, "allreduce", "native", 1024, 4096, 4, 0, -1)
+                ring.running(slot)
+                if seq == 1:
+                    ring.done(slot)
+        rings[2].fail_open()
+        # rank 0 finalised after #1; rank 2 failed and finalised; rank 3 raised and exited; rank 4 was killed
+        rings[0].close()
+        rings[2].close()
+        rings[3].end(flight.EXITED, "CollectiveMismatchError: rank 3 of communicator 'world': ...")
+        with open(rings[4].path, "r+b") as f:        # a killed rank: its pid is gone
+            f.seek(flight.HEADER.size - 128 - 4)
+            f.write((2 ** 31 - 2).to_bytes(4, "little"))
+        text = report(where)
+        for ring in (rings[1], rings[3], rings[4]):
+            ring.close()
+    finally:
+        if old is None:
+            del _os.environ["HCOMM_JOB_ID"]
+        else:
+            _os.environ["HCOMM_JOB_ID"] = old
+    assert "rank 0: allreduce #1 (4 KiB fp32, op sum) done; finalised cleanly (destroyed the communicator)" in text
+    assert re.search(r"rank 1: allreduce #2 \(4 KiB fp32, op sum\) running for [0-9.]+ s; alive \(pid \d+\)", text)
+    assert "rank 2: allreduce #2 (4 KiB fp32, op sum) failed" in text and "finalised after its failure" in text
+    assert "rank 3: allreduce #2 (4 KiB fp32, op sum) running" in text and "raised CollectiveMismatchError and " \
+        "exited" in text, text
+    assert "rank 4 is gone (killed: no dump, its process ended without an exit record)" in text, text
+    assert "rank 5 left no flight record (it never created this communicator" in text, text
+    assert "rank 0 never entered collective #2 (its last collective: allreduce #1" in text, text
