@@ -19,12 +19,13 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from .enums import DataType, ReduceOp
-from .flight import DUMP_SUFFIX, RING_SUFFIX, read_ring
+from .flight import DUMP_SUFFIX, RING_SUFFIX, pid_alive, read_ring
 
 __all__ = ["report", "load", "analyse", "describe_op", "RankView"]
 
@@ -35,13 +36,19 @@ _OPEN = ("issued", "running", "failed")
 
 @dataclass
 class RankView:
-    """What is known of one rank of one communicator: its records and where they came from."""
+    """What is known of one rank of one communicator: its records, where they came from and how the rank ended."""
 
     rank: int
     records: List[Dict[str, Any]]
-    dumped: bool                   # a JSON dump (the rank was alive to write it) vs only its ring file
+    dumped: bool                   # a JSON dump (the rank was alive to write it)
     reason: str = ""
     pid: int = 0
+    world_rank: int = -1
+    end: str = "live"              # from its ring: live, finalised (communicator destroyed) or exited (without it)
+    end_time: Optional[float] = None
+    end_why: str = ""
+    alive: Optional[bool] = None   # its process exists (checked for a live ring only; None: unknown)
+    exit: str = ""                 # what the launcher saw ("exited with code 1"), when it says
     collectives: Dict[int, Dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -53,6 +60,29 @@ class RankView:
             if r["state"] in _OPEN:
                 return r
         return self.records[-1] if self.records else None
+
+    @property
+    def killed(self) -> bool:
+        """Its ring is still live but its process is gone: killed (SIGKILL, OOM) or stopped by a signal."""
+        return self.end == "live" and self.alive is False
+
+    def status(self) -> str:
+        """How the rank ended, as a reader says it: 'finalised cleanly', 'raised X; exited with code 1', 'alive', ..."""
+        kind = self.end_why.split(":", 1)[0]
+        if self.end == "finalised":
+            failed = any(r["state"] == "failed" for r in self.records)
+            how = ("finalised after its failure (destroyed the communicator)" if failed else
+                   "finalised cleanly (destroyed the communicator)")
+        elif self.end == "exited" and self.end_why.startswith("signal "):
+            return self.exit or f"stopped by {self.end_why[7:]}"
+        elif self.end == "exited":
+            how = f"raised {kind}" if kind else "ended without destroying the communicator"
+            return f"{how}; {self.exit}" if self.exit else how + " and exited"
+        elif self.killed:
+            return f"gone: {self.exit}" if self.exit else "gone: killed (its process ended without an exit record)"
+        else:
+            how = f"alive (pid {self.pid})" if self.alive else "state unknown (its process is not on this machine)"
+        return f"{how}; {self.exit}" if self.exit else how
 
 
 def _size(n: int) -> str:
@@ -99,8 +129,13 @@ def _ranks(rs: List[int]) -> str:
     return ("rank " if len(rs) == 1 else "ranks ") + ",".join(map(str, rs))
 
 
-def load(directory: str) -> Tuple[str, Dict[str, Dict[int, RankView]], Dict[str, int]]:
-    """(job, comm name -> rank -> view, comm name -> size) of the newest job in ``directory``."""
+def load(directory: str, exits: Optional[Dict[int, str]] = None, job: Optional[str] = None
+         ) -> Tuple[str, Dict[str, Dict[int, RankView]], Dict[str, int]]:
+    """(job, comm name -> rank -> view, comm name -> size) of job ``job`` (default: the newest) in ``directory``.
+
+    A rank's records come from its ring file when there is one (it is newer than any dump), else from its
+    dump; ``exits``: world rank -> what a launcher saw of its end.
+    """
     if not os.path.isdir(directory):
         raise ValueError(f"{directory!r} is not a directory; expected a flight recorder directory (HCOMM_FR_DIR)")
     dumps = sorted(glob.glob(os.path.join(directory, "*" + DUMP_SUFFIX)), key=os.path.getmtime)
@@ -111,26 +146,56 @@ def load(directory: str) -> Tuple[str, Dict[str, Dict[int, RankView]], Dict[str,
     docs = []
     for path in dumps:
         with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        docs.append(doc)
-    snaps = [read_ring(p) for p in rings]
-    job = (docs[-1]["job"] if docs else snaps[-1]["job"])
+            docs.append(json.load(f))
+    snaps = []
+    for path in rings:
+        try:
+            snaps.append(read_ring(path))
+        except (OSError, ValueError):      # removed or half-written meanwhile (the job is still running)
+            continue
+    if not docs and not snaps:
+        raise ValueError(f"{directory!r}: its flight recorder files went away while being read")
+    if job is None:
+        job = docs[-1]["job"] if docs else snaps[-1]["job"]     # the newest file's job
     views: Dict[str, Dict[int, RankView]] = {}
     sizes: Dict[str, int] = {}
+    said = exits or {}
+    for snap in snaps:
+        if snap["job"] != job:
+            continue
+        sizes[snap["comm"]] = snap["size"]
+        views.setdefault(snap["comm"], {})[snap["rank"]] = RankView(
+            snap["rank"], snap["records"], False, "", snap["pid"], snap["world_rank"], snap["end"], snap["end_time"],
+            snap["end_why"], pid_alive(snap["pid"]) if snap["end"] == "live" else False,
+            said.get(snap["world_rank"], ""))
     for doc in docs:
         if doc["job"] != job:
             continue
         for snap in doc["comms"]:
-            sizes[snap["comm"]] = snap["size"]
-            views.setdefault(snap["comm"], {})[snap["rank"]] = RankView(snap["rank"], snap["records"], True,
-                                                                        doc.get("reason", ""), doc.get("pid", 0))
-    for snap in snaps:
-        if snap["job"] != job:
-            continue
-        sizes.setdefault(snap["comm"], snap["size"])
-        views.setdefault(snap["comm"], {}).setdefault(snap["rank"], RankView(snap["rank"], snap["records"], False,
-                                                                            "", snap["pid"]))
+            sizes.setdefault(snap["comm"], snap["size"])
+            view = views.setdefault(snap["comm"], {}).get(snap["rank"])
+            if view is None:
+                view = views[snap["comm"]][snap["rank"]] = RankView(
+                    snap["rank"], snap["records"], True, pid=doc.get("pid", 0), world_rank=snap["world_rank"],
+                    end=snap.get("end", "live"), alive=pid_alive(doc.get("pid", 0)),
+                    exit=said.get(snap["world_rank"], ""))
+            view.dumped, view.reason = True, doc.get("reason", "")
     return job, views, sizes
+
+
+def idle_for(views: Dict[int, RankView], now: float) -> Optional[float]:
+    """Seconds since any rank of a communicator last made progress, when a rank still alive is inside an operation
+    (None: nothing is waiting)."""
+    waiting = False
+    latest = 0.0
+    for v in views.values():
+        for rec in v.records:
+            latest = max(latest, rec["t_issued"], rec["t_running"] or 0.0, rec["t_done"] or 0.0)
+        latest = max(latest, v.end_time or 0.0)
+        cur = v.current()
+        if cur is not None and cur["state"] in ("issued", "running") and v.end == "live" and v.alive:
+            waiting = True
+    return now - latest if waiting and latest else None
 
 
 def _first_mismatch(views: Dict[int, RankView]) -> List[str]:
@@ -163,64 +228,102 @@ def _first_mismatch(views: Dict[int, RankView]) -> List[str]:
     return []
 
 
-def _stuck(views: Dict[int, RankView]) -> List[str]:
-    """Ranks that never entered the latest collective another rank is stuck in."""
+def _stuck(views: Dict[int, RankView], now: float) -> List[str]:
+    """Who waits in the latest collective a rank is stuck in, for how long, and who never entered it."""
     open_seqs = [cur["seq"] for cur in (v.current() for v in views.values())
                  if cur is not None and cur["state"] in _OPEN and cur["algorithm"] != "p2p"]
     if not open_seqs:
         return []
     target = max(open_seqs)
     lines = []
+    waiting = sorted(r for r, v in views.items() if target in v.collectives
+                     and v.collectives[target]["state"] in ("issued", "running") and not v.killed)
+    if waiting:
+        since = min(v.collectives[target]["t_issued"] for r, v in views.items() if r in waiting)
+        lines.append(f"{_ranks(waiting)} {'have' if len(waiting) > 1 else 'has'} waited {now - since:.1f} s in "
+                     f"{describe_op(views[waiting[0]].collectives[target])}")
     for r, v in sorted(views.items()):
         last = max(v.collectives) if v.collectives else 0
         if last < target:
-            was = describe_op(v.collectives[last]) + f", {v.collectives[last]['state']}" if last else "none"
-            lines.append(f"rank {r} never entered collective #{target} (its last collective: {was})")
+            was = "none"
+            if last:
+                rec = v.collectives[last]
+                was = describe_op(rec) + f", {rec['state']}"
+                if rec["state"] == "done" and rec["t_done"]:
+                    was += f" {now - rec['t_done']:.1f} s ago"
+            lines.append(f"rank {r} never entered collective #{target} (its last collective: {was}); now: "
+                         f"{v.status()}")
     return lines
+
+
+def _gone(r: int, v: RankView) -> str:
+    cur = v.current()
+    last = f"{describe_op(cur)}, {cur['state']}" if cur is not None else "none recorded"
+    return f"rank {r} is gone (killed: no dump, its process ended without an exit record); its last operation: {last}"
 
 
 def analyse(comm: str, size: int, views: Dict[int, RankView], now: Optional[float] = None) -> List[str]:
     """The report lines of one communicator."""
     now = time.time() if now is None else now
     dumped = sorted(r for r, v in views.items() if v.dumped)
-    lines = [f"communicator {comm!r} ({size} ranks): dumps from {_ranks(dumped) if dumped else 'no rank'}"]
-    findings = _first_mismatch(views) + _stuck(views)
+    lines = [f"communicator {comm!r} ({size} ranks): dumps from {_ranks(dumped) if dumped else 'no rank'}"
+             + ("" if len(dumped) == len(views) else f", live records of {_ranks(sorted(views))}")]
+    findings = _first_mismatch(views) + _stuck(views, now)
     for r in range(size):
         v = views.get(r)
         if v is None:
             findings.append(f"rank {r} left no flight record (it never created this communicator, or wrote "
                             "elsewhere)")
-        elif not v.dumped:
-            cur = v.current()
-            last = f"{describe_op(cur)}, {cur['state']}" if cur is not None else "none recorded"
-            findings.append(f"rank {r} is gone (no dump: killed or exited before writing one); its last "
-                            f"operation: {last}")
+        elif v.killed and not v.dumped:
+            findings.append(_gone(r, v))
     lines += [f"  {f}" for f in findings] or ["  no divergence found: every rank recorded the same collectives"]
     lines.append("  where each rank is:")
     for r, v in sorted(views.items()):
         cur = v.current()
         if cur is None:
-            lines.append(f"    rank {r}: no operation recorded")
+            lines.append(f"    rank {r}: no operation recorded; {v.status()}")
             continue
         since = cur["t_running"] or cur["t_issued"]
         age = f" for {(cur['t_done'] or now) - since:.1f} s" if cur["state"] in _OPEN else ""
-        src = "" if v.dumped else " [ring of a dead rank]"
-        lines.append(f"    rank {r}: {describe_op(cur)} {cur['state']}{age}{src}")
+        lines.append(f"    rank {r}: {describe_op(cur)} {cur['state']}{age}; {v.status()}")
     return lines
 
 
-def report(directory: str) -> str:
-    """The desync report of the newest job whose flight recorder files are in ``directory``."""
-    job, views, sizes = load(directory)
+def report(directory: str, exits: Optional[Dict[int, str]] = None, now: Optional[float] = None,
+           job: Optional[str] = None) -> str:
+    """The desync report of job ``job`` (default: the newest) whose flight recorder files are in ``directory``.
+
+    ``exits``: world rank -> how a launcher saw it end (``hcomm run`` passes it).
+    """
+    job, views, sizes = load(directory, exits, job)
+    now = time.time() if now is None else now
     lines = [f"flight recorder of job {job} ({directory})"]
     reasons = sorted({(r, v.reason) for vs in views.values() for r, v in vs.items() if v.dumped and v.reason})
     for comm in sorted(views, key=lambda c: (c != "world", c)):
-        lines += analyse(comm, sizes[comm], views[comm])
+        lines += analyse(comm, sizes[comm], views[comm], now)
     if reasons:
         lines.append("why each rank dumped:")
-        seen = set()
+        said: Dict[str, List[int]] = {}
+        first: Dict[str, str] = {}
         for r, why in reasons:
-            if r not in seen:
-                seen.add(r)
-                lines.append(f"  rank {r}: {why if len(why) <= 300 else why[:297] + '...'}")
+            key = re.sub(rf"\brank {r} (of|thread)\b", r"rank * \1", why)   # one failure seen from each rank: once
+            if r not in said.setdefault(key, []):
+                said[key].append(r)
+                first.setdefault(key, why)
+        for key, rs in said.items():
+            why = first[key]
+            lines.append(f"  {_ranks(rs)}: {why if len(why) <= 400 else why[:397] + '...'}")
     return "\n".join(lines)
+
+
+def stalled(directory: str, threshold: float, now: Optional[float] = None, job: Optional[str] = None
+            ) -> Dict[str, float]:
+    """Communicators of job ``job`` (default: the newest) in ``directory`` on which no rank made progress for
+    ``threshold`` seconds while a live rank waits in an operation: comm name -> seconds without progress."""
+    try:
+        _job, views, _sizes = load(directory, job=job)
+    except (ValueError, OSError):
+        return {}
+    now = time.time() if now is None else now
+    idle = {comm: idle_for(vs, now) for comm, vs in views.items()}
+    return {comm: t for comm, t in idle.items() if t is not None and t >= threshold}

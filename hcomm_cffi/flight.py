@@ -4,24 +4,32 @@ Each communicator owns one :class:`FlightRecorder`: a preallocated ring of fixed
 (``struct.pack_into`` into an ``mmap``; no allocation per call) holding, per collective or
 point-to-point operation, its sequence number, name, algorithm, count, bytes, dtype, reduce op,
 root/peer, state (issued / running / done / failed) and the three timestamps.  When a directory
-is known (``HCOMM_FR_DIR``, else the job directory of ``hcomm run``) the ring is a file there, so
-the records of a rank that is killed outright (SIGKILL, OOM) survive it; it is removed when the
-communicator is destroyed.  Without a directory it is anonymous memory.
+is known (``HCOMM_FR_DIR``; ``hcomm run`` sets one it keeps after the job) the ring is a file there,
+so the records of a rank that is killed outright (SIGKILL, OOM) survive it.  The header also says
+how the rank ended: ``finalised`` (the communicator was destroyed) or ``exited`` (the process ended
+without destroying it, with the exception that ended it); a ring still ``live`` whose process is
+gone was killed.  The rings of a communicator are removed once every rank has finalised it (the
+last to finalise removes them), so a clean job leaves nothing.  Without a directory the ring is
+anonymous memory.
 
 :func:`dump_all` writes every live ring of the process as one JSON file
 (``<job>.rank<R>.json``); it is called on a collective/point-to-point timeout, on a peer's death,
-on ``SIGUSR1`` (the handler is installed only when SIGUSR1 has none) and by
-``Comm.dump_flight_recorder()``.  ``hcomm doctor DIR`` (:mod:`hcomm_cffi.desync`) reads the dumps
+on ``SIGUSR1`` and on ``SIGTERM`` (a launcher stopping the job: the process then dies of SIGTERM as
+before; each handler is installed only where the signal has none) and by ``Comm.dump_flight_recorder()``.  ``hcomm doctor DIR`` (:mod:`hcomm_cffi.desync`) reads the dumps
 and the rings of dead ranks and explains the desync.
 """
 from __future__ import annotations
 
+import atexit
+import errno
+import glob
 import json
 import mmap
 import os
 import re
 import signal
 import struct
+import sys
 import threading
 import time
 from typing import Any, Dict, List, Optional
@@ -29,7 +37,8 @@ from typing import Any, Dict, List, Optional
 from . import settings
 
 __all__ = ["FlightRecorder", "RECORD", "HEADER", "STATES", "ISSUED", "RUNNING", "DONE", "FAILED", "MAGIC",
-           "directory", "dump_all", "read_ring", "recorders", "DUMP_SUFFIX", "RING_SUFFIX", "job_id"]
+           "directory", "dump_all", "read_ring", "recorders", "DUMP_SUFFIX", "RING_SUFFIX", "job_id", "ENDS",
+           "LIVE", "FINALISED", "EXITED", "pid_alive"]
 
 MAGIC = b"HCOMMFR1"
 #: ordinal (1-based write count; 0 = empty slot), seq, op, algorithm, count, nbytes, dtype, reduce op,
@@ -41,7 +50,12 @@ HEADER = struct.Struct("<8siiiii64s64s")
 _T_RUNNING_AT, _T_DONE_AT = RECORD.size - 16, RECORD.size - 8
 _TIME = struct.Struct("<d")
 _ORDINAL = struct.Struct("<q")
+#: how the rank ended (LIVE, FINALISED, EXITED), when, and what ended the process (an exception, in short)
+END = struct.Struct("<qd80s")
+_END_AT = 160
 HEADER_SIZE = 256
+LIVE, FINALISED, EXITED = range(3)
+ENDS = ("live", "finalised", "exited")
 ISSUED, RUNNING, DONE, FAILED = range(4)
 STATES = ("issued", "running", "done", "failed")
 DUMP_SUFFIX = ".json"
@@ -53,6 +67,7 @@ _lock = threading.Lock()
 _names: Dict[str, bytes] = {}
 _handler = {"installed": False}
 _last_reason: List[str] = []        # why this process last dumped (a later SIGUSR1 dump keeps it)
+_exit_hook = {"installed": False}
 
 
 def _b(text: str) -> bytes:
@@ -64,13 +79,27 @@ def _b(text: str) -> bytes:
 
 
 def job_id() -> str:
-    """The job's id (HCOMM_JOB_ID / HCOMM_RUN_ID), or 'pid<pid>' outside a launcher."""
+    """The job's id, the same on every rank: HCOMM_JOB_ID / HCOMM_RUN_ID, torchrun's run id, Slurm's job and step,
+    the PMIx namespace (mpirun), else ``MASTER_ADDR_MASTER_PORT`` (env://); 'pid<pid>' when none is known."""
     jid = settings.value("HCOMM_JOB_ID") or settings.value("HCOMM_RUN_ID")
-    return _SAFE.sub("_", jid) if jid else f"pid{os.getpid()}"
+    env = os.environ
+    if not jid:
+        elastic = env.get("TORCHELASTIC_RUN_ID", "")
+        slurm = env.get("SLURM_JOB_ID", "")
+        if elastic and elastic != "none":
+            jid = elastic
+        elif slurm:
+            jid = f"slurm{slurm}.{env.get('SLURM_STEP_ID', '0')}"
+        elif env.get("PMIX_NAMESPACE"):
+            jid = env["PMIX_NAMESPACE"]
+        elif env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+            jid = f"{env['MASTER_ADDR']}_{env['MASTER_PORT']}"
+    return _SAFE.sub("_", jid)[:64] if jid else f"pid{os.getpid()}"
 
 
 def directory() -> Optional[str]:
-    """Where dumps go: HCOMM_FR_DIR, else ``<job directory>/flight`` under ``hcomm run``, else None."""
+    """Where rings and dumps go: HCOMM_FR_DIR (``hcomm run`` sets one it keeps after the job), else
+    ``<job directory>/flight`` of a launcher that sets only HCOMM_RUN_JOB_DIR, else None."""
     found = settings.value("HCOMM_FR_DIR")
     if found is None:
         job = settings.value("HCOMM_RUN_JOB_DIR")
@@ -81,7 +110,7 @@ def directory() -> Optional[str]:
 class FlightRecorder:
     """The ring of one communicator on this rank (see the module docstring)."""
 
-    __slots__ = ("capacity", "head", "path", "_mm", "comm", "rank", "size", "world_rank")
+    __slots__ = ("capacity", "head", "path", "_mm", "comm", "rank", "size", "world_rank", "nth")
 
     def __init__(self, comm: str, rank: int, size: int, world_rank: int, capacity: int,
                  where: Optional[str] = None) -> None:
@@ -91,11 +120,11 @@ class FlightRecorder:
         self.world_rank = world_rank
         length = HEADER_SIZE + capacity * RECORD.size
         self.path: Optional[str] = None
+        with _lock:
+            self.nth = sum(1 for r in _live if r.comm == comm)
         if where is not None:
             os.makedirs(where, mode=0o700, exist_ok=True)
-            with _lock:
-                nth = sum(1 for r in _live if r.comm == comm)
-            self.path = os.path.join(where, f"{job_id()}.rank{world_rank}.{_SAFE.sub('_', comm)}.{nth}{RING_SUFFIX}")
+            self.path = os.path.join(where, _ring_name(job_id(), str(world_rank), comm, self.nth))
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             try:
                 os.ftruncate(fd, length)
@@ -109,6 +138,7 @@ class FlightRecorder:
         with _lock:
             _live.append(self)
         _install_sigusr1()
+        _install_exit_hook()
 
     # ------------------------------------------------------------------ the hot path
     def issue(self, seq: int, op: str, algorithm: str, count: int, nbytes: int, dtype: int, redop: int,
@@ -144,22 +174,78 @@ class FlightRecorder:
         """The header and the records, oldest first, as plain data (what a dump holds per communicator)."""
         return _parse(bytes(self._mm))
 
+    def last_activity(self) -> float:
+        """The latest time anything happened on this ring (an operation issued, launched or finished), 0 if none."""
+        if not self.head:
+            return 0.0
+        slot = HEADER_SIZE + (self.head % self.capacity) * RECORD.size
+        t0, t1, t2 = struct.unpack_from("<ddd", self._mm, slot + RECORD.size - 24)
+        return max(t0, t1, abs(t2))
+
+    def end(self, how: int, why: str = "") -> None:
+        """Say in the header how this rank ended (FINALISED or EXITED), when and why."""
+        END.pack_into(self._mm, _END_AT, how, time.time(), why.encode("utf-8", "replace")[:80])
+
+    def ended(self) -> int:
+        """How this rank ended so far (LIVE until :meth:`end`)."""
+        return int(END.unpack_from(self._mm, _END_AT)[0])
+
     def close(self) -> None:
-        """Forget the ring (the communicator was destroyed cleanly): its file is removed."""
+        """Forget the ring (the communicator was destroyed): its file says so; the last rank to finalise removes all."""
         with _lock:
             if self in _live:
                 _live.remove(self)
+        self.end(FINALISED)
+        self._mm.close()
         if self.path is not None:
+            _remove_if_all_finalised(os.path.dirname(self.path), self.comm, self.nth, self.size)
+
+
+def _ring_name(job: str, world_rank: str, comm: str, nth: Any) -> str:
+    return f"{job}.rank{world_rank}.{_SAFE.sub('_', comm)}.{nth}{RING_SUFFIX}"
+
+
+def _remove_if_all_finalised(where: str, comm: str, nth: int, size: int) -> None:
+    """Remove the rings of communicator ``comm`` once all ``size`` ranks finalised it (each checks after its own mark,
+    so the last one to finalise sees every mark)."""
+    paths = glob.glob(os.path.join(glob.escape(where), _ring_name(glob.escape(job_id()), "*", comm, nth)))
+    ends = []
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(HEADER_SIZE)
+        except OSError:
+            return
+        if len(head) < HEADER_SIZE or HEADER.unpack_from(head, 0)[0] != MAGIC:
+            return
+        ends.append(END.unpack_from(head, _END_AT)[0])
+    if len(ends) >= size and all(e == FINALISED for e in ends):
+        for path in paths:
             try:
-                os.unlink(self.path)
+                os.unlink(path)
             except FileNotFoundError:
                 pass
-        self._mm.close()
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process ``pid`` exists on this machine (a live ring whose process is gone was killed)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        return exc.errno == errno.EPERM
+    return True
+
+
+def _text(raw: bytes) -> str:
+    return raw.rstrip(b"\0").decode("utf-8", "replace")
 
 
 def _parse(raw: bytes) -> Dict[str, Any]:
     """Header + records of a ring image (a live ring or a file left by a dead rank)."""
     magic, cap, rank, size, world_rank, pid, comm, job = HEADER.unpack_from(raw, 0)
+    end, end_time, why = END.unpack_from(raw, _END_AT)
     if magic != MAGIC:
         raise ValueError(f"not a flight recorder ring (magic {magic!r}, expected {MAGIC!r})")
     rows = sorted(RECORD.unpack_from(raw, HEADER_SIZE + k * RECORD.size) for k in range(cap))
@@ -168,12 +254,13 @@ def _parse(raw: bytes) -> Dict[str, Any]:
         if not ordinal:
             continue
         state = FAILED if t2 < 0 else DONE if t2 else RUNNING if t1 else ISSUED
-        records.append({"seq": seq, "op": op.rstrip(b"\0").decode(), "algorithm": alg.rstrip(b"\0").decode(),
+        records.append({"seq": seq, "op": _text(op), "algorithm": _text(alg),
                         "count": count, "nbytes": nbytes, "dtype": dtype, "redop": redop, "peer": peer,
                         "state": STATES[state], "t_issued": t0, "t_running": t1 or None, "t_done": abs(t2) or None})
-    return {"comm": comm.rstrip(b"\0").decode(), "rank": rank, "size": size, "world_rank": world_rank, "pid": pid,
-            "job": job.rstrip(b"\0").decode(), "capacity": cap, "recorded": rows[-1][0] if rows else 0,
-            "records": records}
+    return {"comm": _text(comm), "rank": rank, "size": size, "world_rank": world_rank, "pid": pid,
+            "job": _text(job), "capacity": cap, "recorded": rows[-1][0] if rows else 0,
+            "end": ENDS[end] if 0 <= end < len(ENDS) else ENDS[LIVE], "end_time": end_time or None,
+            "end_why": _text(why), "records": records}
 
 
 def read_ring(path: str) -> Dict[str, Any]:
@@ -214,16 +301,59 @@ def dump_all(reason: str, where: Optional[str] = None, failed_comm: Optional[str
     return path
 
 
+def _at_exit() -> None:
+    """The process is ending with communicators never destroyed: say so in their rings, with the exception if any."""
+    exc = getattr(sys, "last_value", None)
+    why = f"{type(exc).__name__}: {exc}" if exc is not None else ""
+    for ring in recorders():
+        try:
+            ring.end(EXITED, why)
+        except ValueError:          # already unmapped
+            pass
+
+
+def _install_exit_hook() -> None:
+    """Register :func:`_at_exit` once per process."""
+    if not _exit_hook["installed"]:
+        _exit_hook["installed"] = True
+        atexit.register(_at_exit)
+
+
 def _on_sigusr1(signum: int, frame: Any) -> None:
-    """SIGUSR1: dump every ring (what a launcher or a user asks of a hung rank)."""
-    dump_all(f"SIGUSR1 (after: {_last_reason[0]})" if _last_reason else "SIGUSR1")
+    """SIGUSR1: dump every ring (what a launcher or a user asks of a hung rank); never raises into the program."""
+    try:
+        dump_all(f"SIGUSR1 (after: {_last_reason[0]})" if _last_reason else "SIGUSR1")
+    except (OSError, ValueError, TypeError) as exc:
+        sys.stderr.write(f"hcomm: SIGUSR1: could not write the flight recorder: {exc}\n")
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (a launcher stopping the job): dump every ring, say so in them, then die of SIGTERM as before."""
+    try:
+        rings = recorders()
+        path = dump_all(f"SIGTERM (after: {_last_reason[0]})" if _last_reason else "SIGTERM")
+        for ring in rings:
+            if ring.ended() == LIVE:      # an error already ending the process says more
+                ring.end(EXITED, "signal SIGTERM")
+        if path is not None and not settings.value("HCOMM_RUN_JOB_DIR"):    # hcomm run reports itself
+            sys.stderr.write(f"hcomm: rank {min(r.world_rank for r in rings)} stopped by SIGTERM; `hcomm doctor "
+                             f"{os.path.dirname(path)}` explains where every rank was\n")
+            sys.stderr.flush()
+    except Exception:                     # noqa: BLE001 - nothing may keep SIGTERM from ending the process
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _install_sigusr1() -> None:
-    """Install the SIGUSR1 handler once, only if nobody else has one (and only from the main thread)."""
+    """Install the SIGUSR1 (dump) and SIGTERM (dump, then die) handlers once, only where nobody else has one (and
+    only from the main thread)."""
     if _handler["installed"] or threading.current_thread() is not threading.main_thread():
         return
     _handler["installed"] = True
     if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
         signal.signal(signal.SIGUSR1, _on_sigusr1)
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _on_sigterm)
 

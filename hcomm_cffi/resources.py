@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import trace
 from .binding import Binding
 from .enums import Engine, Protocol
 from .initializers import make_channel_descs, make_comm_config
@@ -98,6 +99,9 @@ class ResourceCache:
         if res is None:
             res = self._acquire(spec)
             self._cache[key] = res
+            if trace.ACTIVE:                      # name the trace lanes of these threads by their role
+                for i, handle in enumerate(res.slaves, 1):
+                    trace.name_thread(handle, f"{algorithm} thread {i}")
         return res
 
     def _acquire(self, spec: RankResources) -> Resources:

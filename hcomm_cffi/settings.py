@@ -198,6 +198,8 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("HCOMM_BENCH_CORRUPT", "bench_corrupt", _text, None, "hcomm bench internal: corrupt a rank's result"),
     Variable("HCOMM_BENCH_SIM_CHECK_DEFAULTED", "bench_sim_check_defaulted", _flag, False,
              "hcomm bench internal: HCOMM_SIM_CHECK was defaulted to off by hcomm bench"),
+    Variable("HCOMM_BENCH_SIGNATURE_CHECK_DEFAULTED", "bench_signature_check_defaulted", _flag, False,
+             "hcomm bench internal: HCOMM_CHECK_COLLECTIVES was defaulted to 0 by hcomm bench"),
     Variable("HCOMM_MAX_RANKS", "max_ranks", lambda n, r: parse_int(n, r, 1, None, " number of ranks"), None,
              "most local ranks hcomm run / hcomm bench start (default: a multiple of the CPU count)"),
     Variable("HCOMM_MAX_STREAMS", "max_streams", lambda n, r: parse_int(n, r, 1, 64, " number of streams"), 4,
@@ -211,7 +213,10 @@ VARIABLES: Tuple[Variable, ...] = (
              "operations the flight recorder keeps per communicator (0: off)"),
     Variable("HCOMM_FR_DIR", "fr_dir", _path, None,
              "where every rank writes its flight recorder on a timeout, a peer's death or SIGUSR1 (default: "
-             "the job directory under hcomm run)"),
+             "a directory hcomm run keeps after the job, hcomm-<uid>/flight-<job id> in the temp dir)"),
+    Variable("HCOMM_STUCK_REPORT_S", "stuck_report_s", lambda n, r: _seconds(n, r, 0, EXEC_TIMEOUT_MAX_S, False, False),
+             60.0, "seconds without progress on any rank of a communicator after which the desync report is "
+             "written (by hcomm run, else by each rank) while the job keeps waiting; 0 = never"),
     Variable("HCOMM_TRACE", "trace", _path, None,
              "write a Chrome trace-event timeline of every task per rank into this directory"),
 )
@@ -248,12 +253,14 @@ class Settings:
     bench_progress: Optional[str]
     bench_corrupt: Optional[str]
     bench_sim_check_defaulted: bool
+    bench_signature_check_defaulted: bool
     max_ranks: Optional[int]
     max_streams: int
     debug: Optional[str]
     debug_file: Optional[str]
     fr_size: int
     fr_dir: Optional[str]
+    stuck_report_s: float
     trace: Optional[str]
     raw: Tuple[Tuple[str, str], ...] = ()
 

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional
 from . import settings
 
 __all__ = ["ACTIVE", "HOST", "start", "now", "task", "op_begin", "op_end", "flow_id", "flush", "events", "TRACE_SUFFIX",
-           "current_op"]
+           "current_op", "name_thread", "thread_name"]
 
 TRACE_SUFFIX = ".trace.json"
 ACTIVE = False
@@ -31,6 +31,7 @@ ACTIVE = False
 HOST = False
 _state: Dict[str, Any] = {"rank": 0, "dir": None, "tids": {}, "open": {}, "current": None, "flushed": 0}
 _events: List[Dict[str, Any]] = []
+_thread_names: Dict[int, str] = {}     # thread handle -> its role ("ring thread 1"), named by whoever acquired it
 
 
 def now() -> float:
@@ -63,6 +64,16 @@ def start(world_rank: int, host_side: bool = False) -> bool:
     HOST = host_side
     atexit.register(flush)
     return True
+
+
+def name_thread(handle: int, role: str) -> None:
+    """Say what a thread is for ("ring thread 1", "mesh main thread"): its trace lane is named so."""
+    _thread_names[int(handle)] = role
+
+
+def thread_name(handle: int) -> Optional[str]:
+    """The role :func:`name_thread` gave thread ``handle`` (None if none)."""
+    return _thread_names.get(int(handle))
 
 
 def _tid(track: str) -> int:

@@ -98,7 +98,7 @@ def test_killed_rank_is_named_as_gone_with_its_last_operation(job):
     rc, out, err = _run(job, "kill")
     assert rc == 128 + 9, err
     for text in (err, _doctor(job.fr).stdout):
-        assert ("rank 2 is gone (no dump: killed or exited before writing one); its last operation: "
+        assert ("rank 2 is gone (killed: no dump, its process ended without an exit record); its last operation: "
                 "allreduce #4 (4 KiB fp32, op sum), running") in text, text
         assert "rank 2 never entered collective #5" in text
         assert "dumps from ranks 0,1,3" in text
@@ -158,7 +158,11 @@ def test_ring_keeps_the_last_n_with_states_and_survives_in_its_file(tmp_path):
         assert snap["recorded"] == 6
     finally:
         fr.close()
-    assert not os.path.exists(fr.path)
+    assert flight.read_ring(fr.path)["end"] == "finalised"      # says so while its peer has not finalised
+    peer = flight.FlightRecorder("pp", 0, 2, 2, 4, str(tmp_path))
+    assert flight.read_ring(peer.path)["end"] == "live"
+    peer.close()                                                # the last rank to finalise removes every ring
+    assert not os.path.exists(fr.path) and not os.path.exists(peer.path)
 
 
 def test_bad_inputs_are_named(tmp_path):

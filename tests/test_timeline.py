@@ -5,6 +5,7 @@ import collections
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -126,3 +127,29 @@ def test_clear_errors(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)             # as if it were not installed
     with pytest.raises(RuntimeError, match="pip install matplotlib"):
         timeline.render(plan_events(_planned(2)), str(tmp_path / "x.png"))
+
+
+def test_lanes_are_named_by_role(traced):
+    with open(sorted(glob.glob(os.path.join(traced, "*.rank*.trace.json")))[0]) as fh:
+        events = json.load(fh)["traceEvents"]
+    names = [e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert any(re.fullmatch(r"ring thread 1 \(thread 0x[0-9a-f]+\)", n) for n in names), names
+    assert any(n.endswith(": main threads, library collectives, signature check") for n in names), names
+    assert "ops world" in names, names
+
+
+def test_hcomm_trace_without_matplotlib_writes_the_json_and_exits_0(traced, tmp_path):
+    # a sitecustomize that hides matplotlib, as on an install without the [plot] extra
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['matplotlib'] = None\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hide), os.environ.get("PYTHONPATH", "")])}
+    out_json = tmp_path / "m.json"
+    proc = subprocess.run([sys.executable, "-m", "hcomm_cffi", "trace", traced, "--json", str(out_json)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "no PNG drawn: it needs matplotlib (pip install 'hcomm_cffi[plot]')" in proc.stdout, proc.stdout
+    assert json.loads(out_json.read_text())["traceEvents"]
+    asked = subprocess.run([sys.executable, "-m", "hcomm_cffi", "trace", traced, "--json", str(out_json), "-o",
+                            str(tmp_path / "x.png")], capture_output=True, text=True, timeout=120, env=env)
+    assert asked.returncode == 2 and "the merged trace was written" in asked.stderr

@@ -283,6 +283,8 @@ class Comm:
         return self._member
 
     def __repr__(self) -> str:
+        if not self._member:
+            return f"<Comm {self.name!r} null: this rank is not in ranks {self.parent_ranks}>"
         state = "destroyed" if self._destroyed else ("broken" if self._broken else "live")
         return f"<Comm {self.name!r} rank {self.rank}/{self.size} {state}>"
 
@@ -661,7 +663,9 @@ class Comm:
         if msg is not None:
             if started:
                 self._broken = msg
-            raise consistency.CollectiveMismatchError(msg)
+            err = consistency.CollectiveMismatchError(msg)
+            observe.failed(self, None, err)     # the flight records say so, and every rank dumps them
+            raise err
 
     def _compare_signatures(self, sig: np.ndarray, what: str, target: Target) -> None:
         """Allgather every rank's signature and raise on all ranks if any differs, before anything is issued."""

@@ -26,6 +26,26 @@ class NotInitializedError(CommError):
 
 
 def wrap_failure(exc: BaseException, where: str) -> CommError:
-    """A CommError (CommTimeoutError for timeouts) saying where, keeping the library's text."""
+    """A CommError (CommTimeoutError for timeouts) saying where, keeping the library's text.
+
+    The library names communicators by its own id (``HcclGetCommName``); the text says the Comm's name
+    instead, so one message never gives one communicator two names.
+    """
     cls = CommTimeoutError if isinstance(exc, TimeoutError) else CommError
-    return cls(f"{where} failed: {exc}")
+    return cls(_one_name(f"{where} failed: {exc}"))
+
+
+def _one_name(text: str) -> str:
+    """``text`` with every live communicator's library id replaced by its Comm name."""
+    from . import live       # lazy: live imports this module
+    for comm in [live.current_world(), *live.registered()]:
+        handle = getattr(comm, "handle", None)
+        if handle is None:
+            continue
+        try:
+            lib_name = comm.binding.get_comm_name(handle)
+        except Exception:    # noqa: BLE001 - a failing library must not hide the failure being reported
+            continue
+        if lib_name and lib_name in text:
+            text = text.replace(f"communicator {lib_name}", f"communicator {comm.name!r}")
+    return text

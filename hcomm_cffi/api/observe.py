@@ -9,13 +9,15 @@ a peer's death, every rank's recorder is dumped for ``hcomm doctor``).
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any, Optional
 
-from .. import flight, log, settings, trace
+from .. import flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED
 from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH, HcclError
 from . import live
+from .consistency import CollectiveMismatchError
 
 __all__ = ["created", "destroyed", "chose", "issue", "done", "failed", "root_of", "NO_SLOT"]
 
@@ -60,7 +62,9 @@ def created(comm: Any, channels: int) -> Optional[flight.FlightRecorder]:
     capacity = settings.value("HCOMM_FR_SIZE")
     if not capacity:
         return None
-    return flight.FlightRecorder(comm.name, comm.rank, comm.size, world_rank, capacity, flight.directory())
+    recorder = flight.FlightRecorder(comm.name, comm.rank, comm.size, world_rank, capacity, flight.directory())
+    stallwatch.start()          # stall reports of this rank when no launcher watches (HCOMM_STUCK_REPORT_S)
+    return recorder
 
 
 def _shape(topo: Any) -> str:
@@ -95,7 +99,8 @@ def issue(comm: Any, seq: int, op: str, algorithm: str, count: int, nbytes: int,
                     "" if peer < 0 else (f", root {peer}" if op in ROOTED else f", peer {peer}"), algorithm)
     if trace.ACTIVE:
         trace.op_begin(comm.name, op, seq, {"algorithm": algorithm, "count": count, "bytes": nbytes,
-                                            "dtype": dtype.name.lower(), "peer": peer})
+                                            "dtype": dtype.name.lower(), "peer": peer,
+                                            "signature check": "on" if comm._check_signatures else "off"})
     fr = comm._flight
     if fr is None:
         return NO_SLOT
@@ -122,9 +127,15 @@ def failed(comm: Any, exc: Optional[HcclError], err: BaseException) -> None:
         fr.fail_open()
     timeout = isinstance(err, TimeoutError) or isinstance(exc, TimeoutError)
     gone = exc is not None and exc.code in _PEER_GONE_CODES
-    desync = exc is not None and COLLECTIVE_MISMATCH in (exc.library_message or "")
+    desync = isinstance(err, CollectiveMismatchError) or (
+        exc is not None and COLLECTIVE_MISMATCH in (exc.library_message or ""))
     if not (timeout or gone or desync):
         return
-    path = flight.dump_all(str(err), failed_comm=comm.name)
+    path = flight.dump_all(f"{type(err).__name__}: {err}", failed_comm=comm.name)
     LOG.warning("%s; flight recorder %s", err, f"written to {path}" if path else
                 "not written (set HCOMM_FR_DIR to keep it)")
+    if path is not None and not settings.value("HCOMM_RUN_JOB_DIR"):   # hcomm run prints the report itself
+        world = live.current_world()
+        sys.stderr.write(f"hcomm: rank {world.rank if world is not None else comm.rank} wrote its flight recorder to "
+                         f"{path}; `hcomm doctor {flight.directory()}` explains the failure once every rank wrote "
+                         "its own\n")

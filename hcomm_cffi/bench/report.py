@@ -23,7 +23,7 @@ from typing import IO, Any, Dict, List, Optional, Sequence
 
 from .runner import BenchConfig, SizeResult
 
-__all__ = ["JSON_FORMAT", "CSV_COLUMNS", "header_lines", "format_row", "footer_lines", "environment",
+__all__ = ["JSON_FORMAT", "CSV_COLUMNS", "TIMING", "header_lines", "format_row", "footer_lines", "environment",
            "write_json", "read_json", "write_csv", "read_csv", "document", "print_table", "algorithms_of"]
 
 JSON_FORMAT = "hcomm-bench/1"
@@ -49,6 +49,15 @@ def environment(ops_info: Dict[str, Any], nranks: int, versions: Dict[str, Any],
     }
 
 
+#: what the time column includes, per execution path (printed in the header)
+TIMING = {
+    "binding/native": ("iters back-to-back library calls on one stream, then one stream synchronisation, divided by "
+                       "iters; the slowest rank (as nccl-tests; each call includes its Python binding)"),
+    "comm-api": ("iters back-to-back blocking Comm API calls (each waits for its own completion: the stream "
+                 "synchronisation and the flight record are in every call), divided by iters; the slowest rank"),
+}
+
+
 def header_lines(cfg: BenchConfig, nranks: int, env: Dict[str, Any], notes: Sequence[str] = ()) -> List[str]:
     """The comment block and column titles printed before the first row."""
     lines = [
@@ -58,6 +67,7 @@ def header_lines(cfg: BenchConfig, nranks: int, env: Dict[str, Any], notes: Sequ
         f"warmup {cfg.warmup}  check {int(cfg.check)}",
     ]
     lines += [f"# {note}" for note in notes]
+    lines.append(f"# time: {TIMING.get(str(env.get('path')), TIMING['comm-api'])}")
     lines += ["#", "#" + _ROW.format("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong")[1:],
               "#" + _ROW.format("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "")[1:]]
     return lines

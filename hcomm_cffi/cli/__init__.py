@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import List, Optional
 
@@ -16,6 +17,9 @@ SUBCOMMANDS = {
     "trace": ".trace",
     "sim": ".sim",
 }
+
+
+EXIT_BROKEN_PIPE = 128 + 13   # as a program killed by SIGPIPE, which a shell pipeline expects
 
 
 class CliError(Exception):
@@ -45,7 +49,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()                  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:                 # `hcomm info | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())   # nothing left to flush at exit
+        return EXIT_BROKEN_PIPE
     except CliError as exc:
         print(f"hcomm {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -24,7 +24,7 @@ import argparse
 import os
 import sys
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, MutableMapping, Optional, Tuple
 
 from .. import settings
 from ..bench import factors, sizes
@@ -34,6 +34,7 @@ from . import CliError
 __all__ = ["add_parser", "run", "parse_config"]
 
 ENV_SIM_CHECK_DEFAULTED = "HCOMM_BENCH_SIM_CHECK_DEFAULTED"
+ENV_SIGNATURE_CHECK_DEFAULTED = "HCOMM_BENCH_SIGNATURE_CHECK_DEFAULTED"
 DTYPES = ("int8", "int16", "int32", "fp16", "fp32", "int64", "uint64", "uint8", "uint16", "uint32", "fp64", "bfp16")
 
 
@@ -206,9 +207,7 @@ def _launch(args: argparse.Namespace, extras: Dict[str, Any]) -> int:
 
     nranks = extras["ranks"] or 2
     env: Dict[str, str] = {}
-    if "HCOMM_SIM_CHECK" not in dict(settings.current().raw):
-        env["HCOMM_SIM_CHECK"] = "off"
-        env[ENV_SIM_CHECK_DEFAULTED] = "1"
+    _default_checks_off(env)
     stdout: Any = None
     stderr: Any = None
     relays: List[Relay] = []
@@ -229,8 +228,24 @@ def _launch(args: argparse.Namespace, extras: Dict[str, Any]) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- one rank
+def _default_checks_off(env: MutableMapping[str, str]) -> None:
+    """Benchmark runs measure the algorithms: the emulator's checker and the signature check are off unless set."""
+    raw = dict(settings.current().raw)
+    if "HCOMM_SIM_CHECK" not in raw:
+        env["HCOMM_SIM_CHECK"] = "off"
+        env[ENV_SIM_CHECK_DEFAULTED] = "1"
+    if "HCOMM_CHECK_COLLECTIVES" not in raw:
+        env["HCOMM_CHECK_COLLECTIVES"] = "0"
+        env[ENV_SIGNATURE_CHECK_DEFAULTED] = "1"
+
+
 def _notes(backend: str) -> List[str]:
-    notes = []
+    current = settings.current()
+    on = current.check_collectives
+    said = ("HCOMM_CHECK_COLLECTIVES=0 (set by hcomm bench: it is one allgather more per call; export "
+            "HCOMM_CHECK_COLLECTIVES=1 to measure with it)" if current.bench_signature_check_defaulted else
+            f"HCOMM_CHECK_COLLECTIVES={'unset (the backend default)' if on is None else int(on)}")
+    notes = [f"signature check (Comm API paths; --algo native calls the library directly): {said}"]
     if backend == "sim":
         current = settings.current()
         check = current.sim_check
@@ -312,9 +327,7 @@ def _run_rank(cfg: Any, extras: Dict[str, Any]) -> int:
     from ..bench.ops import hccl_environment, versions
     from ..lib import choose_backend
 
-    if "HCOMM_SIM_CHECK" not in dict(settings.current().raw):
-        os.environ["HCOMM_SIM_CHECK"] = "off"
-        os.environ[ENV_SIM_CHECK_DEFAULTED] = "1"
+    _default_checks_off(os.environ)
     try:
         backend = choose_backend().name
     except ValueError as exc:

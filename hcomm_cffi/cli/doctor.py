@@ -1,9 +1,11 @@
 """``hcomm doctor FR_DIR``: read every rank's flight recorder and print the desync report.
 
-FR_DIR is where the ranks wrote their flight recorders (``HCOMM_FR_DIR``): the dumps written on a
-timeout, a peer's death, SIGUSR1 or ``comm.dump_flight_recorder()``, and the rings of ranks that
-died without dumping.  The report names the first collective the ranks disagree on, the ranks
-that never entered it or are gone, and where each rank was (:mod:`hcomm_cffi.desync`).
+FR_DIR is where the ranks wrote their flight recorders (``HCOMM_FR_DIR``; the directory ``hcomm
+run`` prints in its report): the dumps written on a timeout, a peer's death, a collective mismatch,
+SIGUSR1, SIGTERM or ``comm.dump_flight_recorder()``, and every rank's ring.  The report names the
+first collective the ranks disagree on, who waits in which operation and for how long, the ranks
+that never entered it, and how each rank ended: finalised cleanly, raised an error and exited,
+killed (gone), or still alive (:mod:`hcomm_cffi.desync`).
 """
 from __future__ import annotations
 

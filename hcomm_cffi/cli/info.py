@@ -117,6 +117,7 @@ def _format_text(info: Dict[str, Any]) -> str:
     lines.append(f"backend: {backend['name'] or 'invalid'} ({backend['reason']})")
     lines.append(f"emulator: {'installed' if backend['emulator_installed'] else 'not installed'}")
     lines.append("CANN libraries:")
+    searched: Optional[List[str]] = None
     for key, lib in info["libraries"].items():
         if lib["path"]:
             version = (f"EMULATED by {lib['emulated'].get('version', 'hcomm_cffi')} (hcomm sim build-libs), not CANN"
@@ -125,9 +126,12 @@ def _format_text(info: Dict[str, Any]) -> str:
             if lib["needs"]:
                 lines.append("    needs: " + ", ".join(f"{name} ({where or 'MISSING'})"
                                                      for name, where in lib["needs"].items()))
+        elif lib["searched"] == searched:
+            lines.append(f"  {' / '.join(lib['sonames'])}: not found in the same places")
         else:
             lines.append(f"  {' / '.join(lib['sonames'])}: not found; searched:")
             lines.extend(f"    - {place}" for place in lib["searched"])
+            searched = lib["searched"]
     bind = info["cpu_binding"]
     lines.append(f"cpu binding: {bind['launcher']} (cores this process may use: {bind['affinity']})")
     lines.append("environment:")

@@ -142,6 +142,16 @@ def _fmt_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
+#: what the columns of the role table mean (printed under it)
+ROLE_LEGEND = ("columns: ranks = ranks in the role, then per rank: threads = HCOMM threads acquired; ntf/thr = notifies per thread; "
+               "thr ntf = thread notifies in all; host = host-sync notifies; chans = channels; ch ntf = channel "
+               "notifies; total = every notify; channels by link = channels per link class")
+#: what the columns of --compare mean (printed under it)
+COMPARE_LEGEND = ("columns: threads, chans (channels), ch ntf (channel notifies), thr ntf (thread notifies) = the most "
+                  "any rank acquires; steps = transfer steps per piece; pieces = parts the message is cut into to fit "
+                  "the HCCL buffer; time = the cost model's estimate (hcomm plan --algo NAME shows its breakdown)")
+
+
 def _render(plan: Plan) -> str:
     topo = plan.topology.summary()
     algo = plan.algorithm + (f" (inter {plan.inter_algorithm})" if plan.inter_algorithm else "")
@@ -158,13 +168,14 @@ def _render(plan: Plan) -> str:
         lines.append(f"{r.name:<24} {r.n_ranks:>7} {r.threads:>7} {r.notifies_per_thread:>7} "
                      f"{r.thread_notifies:>7} {r.host_sync_notifies:>4} {r.n_channels:>6} "
                      f"{r.channel_notifies:>7} {r.total_notifies:>7}  {by}")
-    lines += ["", f"steps {plan.steps} per piece x {plan.pieces} piece(s) = {plan.total_steps}"]
+    lines += [ROLE_LEGEND, "", f"steps {plan.steps} per piece x {plan.pieces} piece(s) = {plan.total_steps}"]
     for name, steps, t in plan.phases:
         lines.append(f"  {name:<36} {steps:>6} steps {t:>12.1f} us")
     traffic = ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in plan.bytes_per_link_class) or "none"
     lines += [f"bytes sent by the busiest rank per link class: {traffic}",
-              f"HCCL buffer: needs {_fmt_bytes(plan.buffer_bytes_needed)} per half, configured "
-              f"{_fmt_bytes(plan.buffer_half_bytes)} -> {'fits' if plan.buffer_fits else 'does not fit'}; "
+              f"HCCL buffer (formula): one piece needs {_fmt_bytes(plan.buffer_bytes_needed)} in each of its two "
+              f"halves, configured {_fmt_bytes(plan.buffer_half_bytes)} per half -> "
+              f"{'fits' if plan.buffer_fits else 'does not fit'}; "
               f"suggested hcclBufferSize {plan.comm_config_buffer_mb()} MiB",
               f"modelled time: {plan.modelled_time_us:.1f} us"]
     if plan.explanation:
@@ -173,10 +184,10 @@ def _render(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _render_compare(cands: Sequence[Any]) -> str:
+def _render_compare(cands: Sequence[Any], title: str = "") -> str:
     head = (f"{'algorithm':<13} {'threads':>7} {'chans':>6} {'ch ntf':>7} {'thr ntf':>7} {'steps':>6} "
             f"{'pieces':>6} {'time (us)':>12}  note")
-    lines = [head]
+    lines = ([title, ""] if title else []) + [head]
     valid = [c for c in cands if c.plan is not None]
     best = min(valid, key=lambda c: c.plan.modelled_time_us) if valid else None
     for c in cands:
@@ -190,7 +201,7 @@ def _render_compare(cands: Sequence[Any]) -> str:
             note = (note + "; " if note else "") + f"{len(p.warnings)} warning(s)"
         lines.append(f"{c.algorithm:<13} {p.threads:>7} {p.n_channels:>6} {p.channel_notifies:>7} "
                      f"{p.thread_notifies:>7} {p.steps:>6} {p.pieces:>6} {p.modelled_time_us:>12.1f}  {note}")
-    return "\n".join(lines)
+    return "\n".join(lines + [COMPARE_LEGEND])
 
 
 #: Above this many ranks the dry run (O(ranks x tasks)) is skipped and only the formula is shown.
@@ -239,7 +250,8 @@ def _render_derived(d: DryRun) -> str:
     return (f"derived from a dry run of the {d.algorithm} schedule: {_n(s['threads'], 'thread')}, "
             f"{_n(s['notifies'], 'channel notify', 'channel notifies')}, {_n(s['channels'], 'channel')}, "
             f"{_n(s['steps'], 'step')}, {_n(s['tasks'], 'task')} on all ranks, "
-            f"{_fmt_bytes(s['buffer_bytes'])} of HCCL buffer touched (the busiest rank)")
+            f"writes up to {_fmt_bytes(s['buffer_bytes'])} into the HCCL buffer (the highest offset in both halves "
+            "together, on the busiest rank: what the schedule touches, not what one piece needs)")
 
 
 def _user_algorithm(alg: Algorithm, topo: Topology, size: int, args: argparse.Namespace) -> int:
@@ -327,7 +339,10 @@ def run(args: argparse.Namespace) -> int:
                 json.dump(out, sys.stdout, indent=2)
                 print()
             else:
-                print(_render_compare(cands))
+                print(_render_compare(cands, f"{args.op or 'allreduce'} of {_fmt_bytes(size)} "
+                                             f"{parse_dtype(args.dtype).name} on {topo.n_ranks} ranks "
+                                             f"({topo.n_servers} server(s)): every algorithm planned, the quickest "
+                                             "modelled time marked"))
                 print(f"resources: profile {args.platform} ({PLATFORM_NAMES[args.platform]}); --platform doc for the "
                       "seed document's model")
             return 0

@@ -30,13 +30,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Merge, then draw; one-line errors for a bad directory or a missing matplotlib."""
+    """Merge, then draw; one-line errors for a bad directory.  The merged JSON is the product: without matplotlib
+    the PNG is skipped with a note (exit 0), unless ``-o`` asked for it (exit 2)."""
     try:
         merged, events = merge(args.directory, args.json)
-        png = render(events, args.output or os.path.join(args.directory, "timeline.png"),
-                     args.title or f"hcomm timeline of {os.path.basename(os.path.abspath(args.directory))}")
-    except (ValueError, OSError, RuntimeError) as exc:
+    except (ValueError, OSError) as exc:
         raise CliError(str(exc)) from None
     print(f"merged trace: {merged} (open in https://ui.perfetto.dev)")
+    try:
+        png = render(events, args.output or os.path.join(args.directory, "timeline.png"),
+                     args.title or f"hcomm timeline of {os.path.basename(os.path.abspath(args.directory))}")
+    except RuntimeError as exc:        # no matplotlib
+        if args.output:
+            raise CliError(f"{exc}; the merged trace was written") from None
+        print("timeline: no PNG drawn: it needs matplotlib (pip install 'hcomm_cffi[plot]'); the merged trace above "
+              "has everything")
+        return 0
+    except (ValueError, OSError) as exc:
+        raise CliError(str(exc)) from None
     print(f"timeline: {png}")
     return 0

@@ -22,7 +22,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .. import api, settings
+from .. import api
 
 __all__ = ["main"]
 
@@ -58,7 +58,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         agree = world.allreduce(np.array([1 if ok else 0], dtype=np.int32))
         if rank == 0:
             spec = api.world.bootstrap_spec()
-            backend = settings.value("HCOMM_BACKEND") or type(world.binding.lib).__name__
+            backend = getattr(world.binding.lib, "backend_name", "cann")     # sim or cann, as hcomm info says
             good = int(agree[0])
             _say(f"allreduce: {good}/{size} ranks OK ({'PASS' if good == size else 'FAIL'}); backend {backend}, "
                  f"launcher {spec.source if spec else 'explicit'}, job {spec.job_id if spec else '-'}, "

@@ -1,27 +1,58 @@
-"""What ``hcomm run`` does with the ranks' flight recorders when a job fails: collect every rank's, print the report.
+"""What ``hcomm run`` does with the ranks' flight recorders: keep them past the job, report failures and stalls.
 
-When a rank fails after dumping its flight recorder (a collective timed out, a peer died), the
-launcher sends SIGUSR1 to the ranks still running so they dump theirs too (the handler
-:mod:`hcomm_cffi.flight` installs), waits briefly for them, and only then stops the job; once
-every rank is gone it prints the desync report (:mod:`hcomm_cffi.desync`) on stderr.
+* Where: the ranks' ``HCOMM_FR_DIR``; when the user set none, ``<temp dir>/hcomm-<uid>/flight-<job id>``
+  (exported to the ranks), outside the job directory so that what the report names is still there
+  after the job: ``hcomm doctor DIR`` reproduces the report.  It is removed at the end unless a
+  report named it; kept directories older than :data:`KEEP_DAYS` are swept by later launches.
+* A failure: when a rank fails after dumping its flight recorder (a collective timed out, a peer
+  died, the signature check found a mismatch) or was killed, the launcher asks the ranks still
+  running for their dumps (SIGUSR1, the handler :mod:`hcomm_cffi.flight` installs), lets ranks that
+  dumped exit by themselves for up to :data:`COLLECT_S`, and only then stops the job; once every rank
+  is gone it prints the desync report (:mod:`hcomm_cffi.desync`) with what it saw of each rank's end.
+* A stall: when no rank of a communicator made progress for ``HCOMM_STUCK_REPORT_S`` seconds while
+  a live rank waits in an operation (:func:`hcomm_cffi.desync.stalled`, read from the live rings),
+  and on SIGUSR1 to the launcher, it prints the report and keeps waiting.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
-from typing import Any, Mapping, Set
+from typing import Any, Dict, List, Mapping, Optional, Set
 
 from .. import settings
+from ..bootstrap.file_store import user_dir
 
-__all__ = ["flight_dir", "dumped", "collect", "report_lines", "COLLECT_S"]
+__all__ = ["flight_dir", "dumped", "collect", "report_lines", "sweep_old", "StallWatch", "COLLECT_S", "KEEP_DAYS",
+           "FLIGHT_PREFIX"]
 
-COLLECT_S = 3.0   # most seconds the launcher waits for the other ranks' dumps
+COLLECT_S = 3.0        # most seconds the launcher waits for the other ranks' dumps (and their own exit)
+KEEP_DAYS = 7.0        # kept flight directories older than this are removed by a later launch
+FLIGHT_PREFIX = "flight-"
+POLL_S = 1.0           # how often the launcher reads the rings for a stall
 
 
-def flight_dir(env: Mapping[str, str], job_dir: str) -> str:
-    """Where the ranks dump: HCOMM_FR_DIR of their environment, else ``<job dir>/flight`` (as flight.directory)."""
-    return settings.value("HCOMM_FR_DIR", env) or os.path.join(job_dir, "flight")
+def flight_dir(env: Mapping[str, str], job_id: str) -> str:
+    """Where the ranks write: HCOMM_FR_DIR of their environment, else ``<user dir>/flight-<job id>``."""
+    return settings.value("HCOMM_FR_DIR", env) or os.path.join(user_dir(), FLIGHT_PREFIX + job_id)
+
+
+def sweep_old(now: Optional[float] = None) -> List[str]:
+    """Remove this user's kept flight directories older than KEEP_DAYS; returns the paths removed."""
+    base = user_dir()
+    cutoff = (time.time() if now is None else now) - KEEP_DAYS * 86400
+    removed = []
+    for name in os.listdir(base):
+        path = os.path.join(base, name)
+        try:
+            old = name.startswith(FLIGHT_PREFIX) and not os.path.islink(path) and os.path.getmtime(path) < cutoff
+        except OSError:
+            continue
+        if old:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def dumped(directory: str, job_id: str) -> Set[int]:
@@ -37,7 +68,8 @@ def dumped(directory: str, job_id: str) -> Set[int]:
 
 
 def collect(job: Any, directory: str, failed: int) -> bool:
-    """Ask the running ranks for their dumps (SIGUSR1) and wait up to COLLECT_S; True if asked.
+    """Ask the running ranks for their dumps (SIGUSR1), then let the ranks that dumped exit by themselves; True if
+    asked.  Waits up to COLLECT_S in all.
 
     Only when rank ``failed`` dumped its own (a communication failure) or was killed by a signal
     (it could not dump: the others' records are then all there is).
@@ -58,15 +90,49 @@ def collect(job: Any, directory: str, failed: int) -> bool:
         if all(r in have or r not in job.running() for r in missing):
             break
         time.sleep(0.02)
+    # a rank that dumped because of its own failure is on its way out: its clean exit says more than our SIGTERM
+    while time.monotonic() < deadline and any(r in have and r not in missing for r in job.running()):
+        job.poll()
+        time.sleep(0.02)
     return True
 
 
-def report_lines(directory: str, job_id: str) -> list:
-    """The desync report as lines (empty when no rank dumped)."""
-    if not dumped(directory, job_id):
-        return []
+def report_lines(directory: str, job_id: str, exits: Optional[Dict[int, str]] = None,
+                 title: str = "desync report") -> List[str]:
+    """The desync report as lines, ending with the command that reproduces it (empty when there is nothing to read)."""
     from ..desync import report
+    from ..flight import RING_SUFFIX
     try:
-        return ["desync report (hcomm doctor):"] + report(directory).splitlines()
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    if not dumped(directory, job_id) and not any(n.startswith(job_id + ".") and n.endswith(RING_SUFFIX)
+                                                 for n in names):
+        return []
+    try:
+        lines = [f"{title}:"] + report(directory, exits, job=job_id).splitlines()
     except (ValueError, OSError) as exc:
         return [f"could not read the flight recorders in {directory}: {exc}"]
+    return lines + [f"reproduce this report with: hcomm doctor {directory}"]
+
+
+class StallWatch:
+    """Reads the job's rings every POLL_S and says which communicators newly stalled (each stall reported once)."""
+
+    def __init__(self, directory: str, job_id: str, threshold: float) -> None:
+        self.directory = directory
+        self.job_id = job_id
+        self.threshold = threshold
+        self.next_at = time.monotonic() + POLL_S
+        self.reported: Set[str] = set()
+
+    def check(self) -> Dict[str, float]:
+        """Communicators that stalled since the last report -> seconds without progress (empty if none or off)."""
+        if not self.threshold or time.monotonic() < self.next_at:
+            return {}
+        self.next_at = time.monotonic() + POLL_S
+        from ..desync import stalled
+        now_stalled = stalled(self.directory, self.threshold, job=self.job_id)
+        new = {c: t for c, t in now_stalled.items() if c not in self.reported}
+        self.reported = set(now_stalled)       # a communicator that moves again is reported again when it stalls
+        return new

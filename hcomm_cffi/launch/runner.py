@@ -18,7 +18,13 @@ Behaviour:
   ``HCOMM_JOB_SECRET`` (random per launch: ranks prove membership of this job with it), ``HCOMM_RUN_NPROCS=N``, ``HCOMM_BACKEND`` (inherited,
   else the backend this machine selects: ``sim`` without CANN), ``MASTER_ADDR=127.0.0.1`` and a free
   ``MASTER_PORT`` (for scripts that also use torch.distributed), ``PYTHONUNBUFFERED=1`` unless set.
-  ``TORCHELASTIC_*`` variables of an enclosing torchrun job are removed.
+  ``TORCHELASTIC_*`` variables of an enclosing torchrun job are removed.  ``HCOMM_FR_DIR`` (the flight
+  recorders), unless set: ``<temp dir>/hcomm-<uid>/flight-<job id>``, kept after the job when it holds
+  anything (``flightwatch.py``).
+* Reports: when a rank fails, the desync report (who is in which operation, who never arrived, who
+  finalised, exited or is gone) and the ``hcomm doctor DIR`` command that reproduces it; while ranks
+  run, the same report when no rank of a communicator made progress for ``HCOMM_STUCK_REPORT_S``
+  seconds (the job keeps waiting) and whenever the launcher gets SIGUSR1.
 * Output: every line of a rank's stdout/stderr goes to the launcher's stdout/stderr as ``[r] line``
   (``--no-prefix``: unchanged), written whole, never interleaved inside a line.
 * Stopping: when a rank exits non-zero or is killed, on SIGINT/SIGTERM/SIGHUP to the launcher, or after
@@ -261,13 +267,16 @@ def _exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def _describe_exit(returncode: int) -> str:
     if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"was killed by {name} (exit code {128 - returncode})"
+        return f"was killed by {_signal_name(-returncode)} (exit code {128 - returncode})"
     return f"exited with code {returncode}"
 
 
@@ -290,6 +299,10 @@ class _Job:
         self.killed = False
         self.backend = ""
         self.flight_dir = ""
+        self.own_flight_dir = False            # the launcher chose it (the user set no HCOMM_FR_DIR)
+        self.stopped: set = set()              # ranks the launcher sent SIGTERM to
+        self.reported = False                  # a report named the flight directory: keep it
+        self.failure_report = False            # the failure is a communication failure: report it at the end
 
     def say(self, text: str) -> None:
         self.err.write(f"hcomm run: {text}\n".encode())
@@ -298,7 +311,10 @@ class _Job:
         base = dict(os.environ)
         base.update(self.config.env)
         base["HCOMM_BACKEND"] = self.backend
-        self.flight_dir = flightwatch.flight_dir(base, self.job_dir)
+        self.flight_dir = flightwatch.flight_dir(base, self.job_id)
+        if not settings.value("HCOMM_FR_DIR", base):
+            base["HCOMM_FR_DIR"] = self.flight_dir
+            self.own_flight_dir = True
         port = _free_port()
         binds = affinity.plan(self.config.bind_to, self.config.nprocs)
         command = list(self.config.command)
@@ -346,6 +362,7 @@ class _Job:
     def begin_stop(self) -> None:
         if self.kill_at is not None:
             return
+        self.stopped.update(self.running())
         self.signal_groups(signal.SIGTERM, self.running())
         self.kill_at = time.monotonic() + self.config.grace
 
@@ -388,6 +405,25 @@ class _Job:
                 self.watchdog.wait()
         os.close(self.lock_fd)
 
+    def exits(self) -> Dict[int, str]:
+        """What the launcher saw of each rank's end, for the report."""
+        return {r: (f"stopped by hcomm run ({_signal_name(-rc)})" if r in self.stopped and rc < 0 else
+                    _describe_exit(rc)) for r, rc in self.exited.items()}
+
+    def report(self, title: str) -> bool:
+        """Print the desync report of the flight recorders (and keep a copy beside them); True if there was one."""
+        lines = flightwatch.report_lines(self.flight_dir, self.job_id, self.exits(), title)
+        for line in lines:
+            self.say(line)
+        if lines:
+            try:
+                with open(os.path.join(self.flight_dir, "report.txt"), "w", encoding="utf-8") as f:
+                    f.write("\n".join(lines) + "\n")
+            except OSError:
+                pass
+        self.reported = self.reported or bool(lines)
+        return bool(lines)
+
     def _tell_watchdog(self, line: str) -> None:
         if self.watchdog is None or self.watchdog.stdin is None:
             return
@@ -419,12 +455,14 @@ def launch(config: LaunchConfig, stdout: Optional[IO[Any]] = None, stderr: Optio
     received: List[int] = []
     previous: Dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        for sig in _STOP_SIGNALS:
+        for sig in _STOP_SIGNALS + (signal.SIGUSR1,):
             previous[sig] = signal.signal(sig, lambda signum, frame: received.append(int(signum)))
     try:
         return _supervise(job, received)
     finally:
         job.finish()
+        if job.own_flight_dir and not job.reported:
+            shutil.rmtree(job.flight_dir, ignore_errors=True)   # nothing named it: the job's rings go with it
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
@@ -432,6 +470,7 @@ def launch(config: LaunchConfig, stdout: Optional[IO[Any]] = None, stderr: Optio
 def _sweep_dead_jobs() -> None:
     """What dead jobs of this user left: job directories whose launcher is gone, segments whose owner is gone."""
     sweep_dead_job_dirs()
+    flightwatch.sweep_old()
     from ..sim.shm import sweep_stale
 
     sweep_stale()
@@ -450,6 +489,12 @@ def _supervise(job: _Job, received: List[int]) -> int:
     started = time.monotonic()
     result: Optional[int] = None
     handled_signals = 0
+    try:
+        stall = flightwatch.StallWatch(job.flight_dir, job.job_id,
+                                       settings.value("HCOMM_STUCK_REPORT_S", {**os.environ, **config.env}))
+    except settings.SettingsError as exc:
+        job.say(f"warning: {exc}; no stall reports")
+        stall = flightwatch.StallWatch(job.flight_dir, job.job_id, 0.0)
     while True:
         for rank in job.poll():
             rc = job.exited[rank]
@@ -458,14 +503,18 @@ def _supervise(job: _Job, received: List[int]) -> int:
                 others = job.running()
                 job.say(f"rank {rank} {_describe_exit(rc)}"
                         + (f"; stopping rank(s) {format_ranks(others)}" if others else ""))
-                flightwatch.collect(job, job.flight_dir, rank)   # the other ranks' flight recorders, before they stop
+                # the other ranks' flight recorders, before they stop
+                job.failure_report = flightwatch.collect(job, job.flight_dir, rank)
                 job.begin_stop()
         if not job.running():
             break
         if len(received) > handled_signals:
             sig = received[handled_signals]
-            handled_signals = len(received)
-            if job.kill_at is None:
+            handled_signals += 1
+            if sig == signal.SIGUSR1:
+                if not job.report("report on SIGUSR1 (the job keeps running)"):
+                    job.say(f"SIGUSR1: no flight recorder in {job.flight_dir} yet (no communicator created)")
+            elif job.kill_at is None:
                 job.say(f"received {signal.Signals(sig).name}; stopping rank(s) {format_ranks(job.running())}")
                 if result is None:
                     result = 128 + sig
@@ -478,14 +527,17 @@ def _supervise(job: _Job, received: List[int]) -> int:
                     f"stopping rank(s) {format_ranks(job.running())}")
             result = EXIT_TIMEOUT
             job.begin_stop()
+        if result is None and job.kill_at is None:
+            for comm, idle in sorted(stall.check().items()):
+                job.report(f"stuck: no rank of communicator {comm!r} made progress for {idle:.0f} s "
+                           f"(HCOMM_STUCK_REPORT_S={stall.threshold:g}); the job keeps waiting")
         if job.kill_at is not None and not job.killed and time.monotonic() >= job.kill_at:
             job.say(f"rank(s) {format_ranks(job.running())} still running {config.grace:g} s after SIGTERM; "
                     "sending SIGKILL")
             job.kill_now()
         time.sleep(0.02)
-    if result is not None:
-        for line in flightwatch.report_lines(job.flight_dir, job.job_id):
-            job.say(line)
+    if job.failure_report:
+        job.report("desync report (hcomm doctor)")
     return 0 if result is None else result
 
 

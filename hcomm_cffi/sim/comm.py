@@ -423,10 +423,12 @@ class SimComm:
         """Every thread of this rank: acquired ones and the stream-bound ones."""
         return list(self.threads) + list(self.stream_threads.values())
 
-    def unconsumed_channel_records(self) -> List[str]:
-        """Channel notifies of this rank still set (recorded by a peer, never waited on)."""
+    def unconsumed_channel_records(self, skip_protocol: Optional[int] = None) -> List[str]:
+        """Channel notifies of this rank still set (recorded by a peer, never waited on), except on ``skip_protocol``."""
         found = []
         for ch in self.channels.values():
+            if ch.protocol == skip_protocol:
+                continue
             for idx in range(ch.notify_num):
                 if ch.local_words[ch.local_base + idx]:
                     found.append(f"channel notify {idx} from rank {ch.peer} (engine {ch.engine}, "

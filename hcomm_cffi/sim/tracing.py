@@ -23,6 +23,7 @@ __all__ = ["record", "KINDS"]
 KINDS = {COPY: "copy", REDUCE: "reduce", WRITE: "write", WRITE_REDUCE: "write_reduce", READ: "read",
          READ_REDUCE: "read_reduce", C_RECORD: "record", C_WAIT: "wait", T_RECORD: "trecord", T_WAIT: "twait"}
 _counts: Dict[Tuple[Any, ...], int] = {}
+_lanes: Dict[str, str] = {}
 
 
 def _nth(side: str, key: Tuple[Any, ...]) -> int:
@@ -58,4 +59,17 @@ def record(q: "Queue", t: Task, t0: float, t1: float) -> None:
             into = trace.flow_id(*key, _nth("w", key))
     elif kind in (WRITE, READ, WRITE_REDUCE, READ_REDUCE):
         peer = t.channel.peer
-    trace.task(q.name, name, t0, t1, task_bytes(t), peer, q.executed, out, into)
+    trace.task(_lane(q, t[1]), name, t0, t1, task_bytes(t), peer, q.executed, out, into)
+
+
+def _lane(q: Queue, th: Any) -> str:
+    """The lane of a queue, named by its role: an algorithm's thread, or the stream (the rank is the process)."""
+    name = _lanes.get(q.name)
+    if name is None:
+        if th is not None and not th.main:
+            role = trace.thread_name(th.handle)
+            name = f"{role} (thread 0x{th.handle:x})" if role else f"thread 0x{th.handle:x}"
+        else:
+            name = f"{q.name}: main threads, library collectives, signature check"
+        _lanes[q.name] = name
+    return name

@@ -1,0 +1,101 @@
+"""The README's "When a job hangs or fails" shows real output: run each command it lists and find the lines it shows."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Tuple
+
+import pytest
+
+from test_launch_helpers import start
+
+pytestmark = pytest.mark.slow
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _blocks() -> List[Tuple[str, List[str]]]:
+    """(command, lines shown) of every console block of the section."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## When a job hangs or fails"):]
+    section = section[:section.index("\n## ", 1)]
+    found = []
+    for block in re.findall(r"```console\n(.*?)```", section, re.S):
+        lines = block.rstrip("\n").split("\n")
+        assert lines[0].startswith("$ "), lines[0]
+        found.append((lines[0][2:], lines[1:]))
+    return found
+
+
+def _normal(line: str) -> str:
+    """A line with what changes from run to run replaced: times, pids, job ids, the temp directory."""
+    line = re.sub(r"\S*/hcomm-\d+/flight-[0-9a-f]{12}", "DIR", line)
+    line = re.sub(r"\b[0-9a-f]{12}\b", "JOB", line)
+    line = re.sub(r"\bpid \d+", "pid N", line)
+    return re.sub(r"\b\d+(\.\d+)? s\b", "N s", line)
+
+
+def _run(command: str, shm: str) -> List[str]:
+    words = shlex.split(command)
+    env = {"HCOMM_SIM_SHM_DIR": shm, "OMP_NUM_THREADS": "1"}
+    while "=" in words[0]:
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    argv = [sys.executable if w == "python" else w for w in words]
+    assert argv[0] == "hcomm", command
+    proc = start([sys.executable, "-m", "hcomm_cffi", *argv[1:]], env)
+    out, err = proc.communicate(timeout=180)
+    lines = [line for line in (out + err).splitlines() if line.startswith("hcomm run:")]
+    for path in set(re.findall(r"hcomm doctor (\S+)", err)):
+        shutil.rmtree(path, ignore_errors=True)
+    return lines
+
+
+def test_the_section_lists_the_four_scenarios():
+    assert [c.split()[-1] for c, _ in _blocks()] == ["mismatch", "straggler", "absent", "killed"]
+
+
+@pytest.mark.parametrize("command,shown", _blocks(), ids=lambda v: v.split()[-1] if isinstance(v, str) else "")
+def test_readme_output_is_what_the_command_prints(command, shown, shm):
+    real = [_normal(line) for line in _run(command, shm)]
+    at = 0
+    for line in shown:
+        if line == "…":
+            continue
+        want = _normal(line)
+        assert want in real[at:], f"README line not printed (in this order) by `{command}`:\n{line}\n\nprinted:\n" + \
+            "\n".join(real)
+        at = real.index(want, at) + 1
+
+
+def test_quickstart_runs_on_the_two_ranks_the_readme_asks_for(shm, tmp_path):
+    text = README.read_text(encoding="utf-8")
+    quick = text[text.index("## Quickstart"):]
+    code = re.search(r"```python\n(.*?)```", quick, re.S).group(1)
+    assert "It needs two ranks or more" in quick and "hcomm run -n 2 -- python quickstart.py" in quick
+    script = tmp_path / "quickstart.py"
+    script.write_text(code)
+    proc = start([sys.executable, "-m", "hcomm_cffi", "run", "-n", "2", "--", sys.executable, str(script)],
+                 {"HCOMM_SIM_SHM_DIR": shm})
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    one = start([sys.executable, "-m", "hcomm_cffi", "run", "-n", "1", "--", sys.executable, str(script)],
+                {"HCOMM_SIM_SHM_DIR": shm})
+    out, err = one.communicate(timeout=120)
+    assert one.returncode == 1 and "sending to oneself is not supported" in err, err      # what the README says
+
+
+def test_readme_names_the_extra_of_each_optional_feature():
+    text = README.read_text(encoding="utf-8")
+    for extra, what in (("torch", "torch.distributed backend"), ("plot", "matplotlib"), ("mpi", "mpi4py"),
+                        ("npu", "torch_npu")):
+        assert re.search(rf'pip install "hcomm_cffi\[{extra}\]"\s+# .*{what}', text), extra
+    assert "--index-url https://download.pytorch.org/whl/cpu" in text
+    import tomllib
+    extras = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {"torch", "plot", "mpi", "npu"} <= set(extras)
