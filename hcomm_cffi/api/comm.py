@@ -430,7 +430,7 @@ class Comm:
         return res
 
     def _fail(self, exc: HcclError, where: str) -> CommError:
-        err = wrap_failure(exc, f"rank {self.rank} of communicator {self.name!r}: {where}")
+        err = wrap_failure(exc, f"rank {self.rank} of communicator {self.name!r}: {where}", live.library_names())
         self._broken = str(err)
         observe.failed(self, exc, err)
         return err

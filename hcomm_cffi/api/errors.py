@@ -1,6 +1,8 @@
 """Errors raised by the Comm API (library failures keep their typed HcclError as ``__cause__``)."""
 from __future__ import annotations
 
+from typing import Mapping
+
 __all__ = ["CommError", "CommTimeoutError", "MessageMismatchError", "NotMemberError", "NotInitializedError",
            "wrap_failure"]
 
@@ -25,27 +27,14 @@ class NotInitializedError(CommError):
     """hcomm.init() has not been called (or hcomm.finalize() already was)."""
 
 
-def wrap_failure(exc: BaseException, where: str) -> CommError:
+def wrap_failure(exc: BaseException, where: str, names: Mapping[str, str]) -> CommError:
     """A CommError (CommTimeoutError for timeouts) saying where, keeping the library's text.
 
-    The library names communicators by its own id (``HcclGetCommName``); the text says the Comm's name
-    instead, so one message never gives one communicator two names.
+    The library names communicators by its own id (``HcclGetCommName``); ``names`` maps those ids to the
+    Comm names (``live.library_names()``), so one message never gives one communicator two names.
     """
     cls = CommTimeoutError if isinstance(exc, TimeoutError) else CommError
-    return cls(_one_name(f"{where} failed: {exc}"))
-
-
-def _one_name(text: str) -> str:
-    """``text`` with every live communicator's library id replaced by its Comm name."""
-    from . import live       # lazy: live imports this module
-    for comm in [live.current_world(), *live.registered()]:
-        handle = getattr(comm, "handle", None)
-        if handle is None:
-            continue
-        try:
-            lib_name = comm.binding.get_comm_name(handle)
-        except Exception:    # noqa: BLE001 - a failing library must not hide the failure being reported
-            continue
-        if lib_name and lib_name in text:
-            text = text.replace(f"communicator {lib_name}", f"communicator {comm.name!r}")
-    return text
+    text = f"{where} failed: {exc}"
+    for lib_name, name in names.items():
+        text = text.replace(f"communicator {lib_name}", f"communicator {name!r}")
+    return cls(text)

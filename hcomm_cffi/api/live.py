@@ -5,11 +5,11 @@ parent and register itself without importing ``world.py``: no import cycle.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .errors import NotInitializedError
 
-__all__ = ["get_world", "current_world", "set_world", "register", "unregister", "registered"]
+__all__ = ["get_world", "current_world", "set_world", "register", "unregister", "registered", "library_names"]
 
 _world: Optional[Any] = None
 _comms: List[Any] = []
@@ -48,3 +48,18 @@ def unregister(comm: Any) -> None:
 def registered() -> List[Any]:
     """The live sub-communicators, oldest first (a copy)."""
     return list(_comms)
+
+
+def library_names() -> Dict[str, str]:
+    """The library's id of each live communicator (``HcclGetCommName``) -> its Comm name, for error texts."""
+    names: Dict[str, str] = {}
+    for comm in [current_world(), *registered()]:
+        if getattr(comm, "handle", None) is None:
+            continue
+        try:
+            lib_name = comm.binding.get_comm_name(comm.handle)
+        except Exception:    # noqa: BLE001 - a failing library must not hide the failure being reported
+            continue
+        if lib_name:
+            names[lib_name] = comm.name
+    return names

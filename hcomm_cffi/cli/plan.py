@@ -184,7 +184,8 @@ def _render(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _render_compare(cands: Sequence[Any], title: str = "") -> str:
+def _render_compare(cands: Sequence[Any], title: str = "", footer: str = "") -> str:
+    """The --compare table: the title, one row per algorithm, the footer (the profile), the column legend."""
     head = (f"{'algorithm':<13} {'threads':>7} {'chans':>6} {'ch ntf':>7} {'thr ntf':>7} {'steps':>6} "
             f"{'pieces':>6} {'time (us)':>12}  note")
     lines = ([title, ""] if title else []) + [head]
@@ -201,7 +202,7 @@ def _render_compare(cands: Sequence[Any], title: str = "") -> str:
             note = (note + "; " if note else "") + f"{len(p.warnings)} warning(s)"
         lines.append(f"{c.algorithm:<13} {p.threads:>7} {p.n_channels:>6} {p.channel_notifies:>7} "
                      f"{p.thread_notifies:>7} {p.steps:>6} {p.pieces:>6} {p.modelled_time_us:>12.1f}  {note}")
-    return "\n".join(lines + [COMPARE_LEGEND])
+    return "\n".join(lines + ([footer] if footer else []) + [COMPARE_LEGEND])
 
 
 #: Above this many ranks the dry run (O(ranks x tasks)) is skipped and only the formula is shown.
@@ -342,9 +343,9 @@ def run(args: argparse.Namespace) -> int:
                 print(_render_compare(cands, f"{args.op or 'allreduce'} of {_fmt_bytes(size)} "
                                              f"{parse_dtype(args.dtype).name} on {topo.n_ranks} ranks "
                                              f"({topo.n_servers} server(s)): every algorithm planned, the quickest "
-                                             "modelled time marked"))
-                print(f"resources: profile {args.platform} ({PLATFORM_NAMES[args.platform]}); --platform doc for the "
-                      "seed document's model")
+                                             "modelled time marked",
+                                      f"resources: profile {args.platform} ({PLATFORM_NAMES[args.platform]}); "
+                                      "--platform doc for the seed document's model"))
             return 0
         plan = make_plan(args.op or "allreduce", topo, size, algo, **kwargs)
     except InvalidAlgorithm as exc:
