@@ -85,7 +85,7 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
         if _device is None:
             device = local_rank % max(1, b.get_device_count())
             b.set_device(device)
-            if getattr(b.lib, "backend_name", "cann") != "sim":
+            if not b.lib.capabilities.emulator:
                 pin_to_device(device)
 
     if rank is not None and world_size is not None and root_info is not None:

@@ -167,14 +167,13 @@ class _Plan:
         self.ch = channels
         self.tasks: List[Task] = []
         self.half = comm.buffer_bytes // 2
-        self.signature: Any = None           # checker on: int64[8] every peer's call must match (sign())
+        self.signature: Any = None           # int64[8] every peer's call must match (sign())
         self.seq0 = comm.native.seq          # symmetric chunks issued before this call (its first parity)
 
     def sign(self, kind: str, count: int, dt: DataType, op: int = -1, root: int = -1) -> None:
-        """Checker: what every rank's call must agree on, compared at each data-ready handshake (off: nothing)."""
-        if self.comm.config.check != "off":
-            self.signature = ffi.new("int64_t[8]", [SIG_MAGIC, _SIG_KINDS.index(kind), count, int(dt), int(op),
-                                                    root])
+        """What every rank's call must agree on, compared at each data-ready handshake (whatever HCOMM_SIM_CHECK says:
+        the backend contract promises the in-band check, lib/contract.py)."""
+        self.signature = ffi.new("int64_t[8]", [SIG_MAGIC, _SIG_KINDS.index(kind), count, int(dt), int(op), root])
 
     def _sig_at(self, slot: int) -> int:
         """Offset of signature slot ``slot`` in a rank's scratch (after the parity regions)."""
