@@ -114,6 +114,10 @@ class IssueContext:
                                    f"{self.dtype.name} element; raise HCCL_BUFFSIZE")
         return n
 
+    def slot_bytes(self, elems: int) -> int:
+        """Bytes a landing slot of ``elems`` elements takes in the region (rounded up to ALIGN)."""
+        return -(-elems * self.esz // ALIGN) * ALIGN
+
     def scratch(self, nbytes: int) -> CData:
         """Device scratch memory of at least ``nbytes`` (owned by the communicator)."""
         if self._scratch is None:
