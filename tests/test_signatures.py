@@ -110,3 +110,26 @@ def agree_body(rank: int, n: int, root_info: bytes) -> List[float]:
 def test_agreeing_calls_pass_the_handshake() -> None:
     for sums in run_ranks(N, agree_body, timeout=240):
         assert sums == [N * (N + 1) / 2] * len(sums)
+
+
+def cann_like_body(rank: int, n: int, root_info: bytes) -> List[Tuple[str, str, str, str, float]]:
+    """The emulator answering the contract as CANN does (no host tasks, no in-band check): the handshake is
+    compared after the stream completes (or fails), and library collectives carry it too."""
+    import dataclasses
+
+    from hcomm_cffi.sim import library
+    library.SimLibrary.capabilities = dataclasses.replace(library.SIM_CAPABILITIES, host_tasks=False,
+                                                          checks_signatures_in_band=False)
+    return body(rank, n, root_info)
+
+
+@pytest.mark.parametrize("check", ["0", "1"])
+def test_backend_without_host_tasks_compares_after_completion(check: str) -> None:
+    env = {"HCOMM_CHECK_COLLECTIVES": check, "HCCL_EXEC_TIMEOUT": "5"}
+    results = run_ranks(N, cann_like_body, env=env, timeout=600)
+    for rank, rows in enumerate(results):
+        for algo, case, kind, msg, took in rows:
+            if algo == "native" and check == "0":
+                continue          # left to the library (CANN's own behaviour; the emulator still checks in-band)
+            assert kind == "CollectiveMismatchError", (rank, algo, case, msg)
+            assert "ranks disagree on" in msg, (rank, algo, case, msg)

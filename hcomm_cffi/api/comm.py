@@ -194,7 +194,7 @@ class Comm:
         self._caps: Capabilities = CANN
 
     @classmethod
-    def _from_handle(cls, binding: Binding, handle: Any, name: str, topology: TopologyArg = None,
+    def _from_handle(cls, binding: Binding, handle: Any, name: str, *, topology: TopologyArg = None,
                      eager_limit: Optional[int] = None, timeout: Optional[float] = None) -> "Comm":
         self = cls.__new__(cls)
         self._blank(binding, name)

@@ -107,7 +107,7 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
             raise CommError("bootstrap returned neither a root info nor a ranktable")
         handle = b.comm_init_root_info(size, root_info, rank, config)
     try:
-        world = Comm._from_handle(b, handle, "world", topology, eager_limit, exec_timeout)
+        world = Comm._from_handle(b, handle, "world", topology=topology, eager_limit=eager_limit, timeout=exec_timeout)
     except BaseException:
         b.comm_destroy(handle)
         raise
