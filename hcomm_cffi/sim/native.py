@@ -178,13 +178,27 @@ class _Plan:
         """Offset of signature slot ``slot`` in a rank's scratch (after the parity regions)."""
         return self.comm.buffer_bytes - (len(_SIG_SLOT) - slot) * SIG_BYTES
 
+    def _owner(self, dst: Any, src: Any, n: int) -> Optional[SimThread]:
+        """The thread a data task carries: this plan's when it touches the rank's HCCL buffer (the race checker
+        logs that access), else None -- the native scratch and user buffers are no checker business, so the
+        task then skips the checker's bookkeeping on every run (the cached small calls run their lists often)."""
+        if self.comm.race is None:
+            return self.th
+        lo = self.comm.buf.addr
+        hi = lo + self.comm.buffer_bytes
+        for p in (dst, src):
+            at = int(ffi.cast("uintptr_t", p))
+            if at < hi and at + n > lo:
+                return self.th
+        return None
+
     def copy(self, dst: Any, src: Any, n: int) -> None:
         if n:
-            self.tasks.append(LocalCopy(self.th, dst, src, n))
+            self.tasks.append(LocalCopy(self._owner(dst, src, n), dst, src, n))
 
     def reduce(self, dst: Any, src: Any, count: int, dt: DataType, op: ReduceOp) -> None:
         if count:
-            self.tasks.append(LocalReduce(self.th, dst, src, count, dt, op))
+            self.tasks.append(LocalReduce(self._owner(dst, src, count * dt.itemsize), dst, src, count, dt, op))
 
     def handshake(self, peers: Sequence[int], idx: int, record: bool = True, wait: bool = True) -> None:
         slot = _SIG_SLOT.get(idx) if self.signature is not None else None
