@@ -133,3 +133,26 @@ def test_backend_without_host_tasks_compares_after_completion(check: str) -> Non
                 continue          # left to the library (CANN's own behaviour; the emulator still checks in-band)
             assert kind == "CollectiveMismatchError", (rank, algo, case, msg)
             assert "ranks disagree on" in msg, (rank, algo, case, msg)
+
+
+def table_body(rank: int, n: int, root_info: bytes) -> int:
+    """More distinct call signatures than the signature table holds: it starts over, no false mismatch, right sums."""
+    import hcomm_cffi as hcomm
+    from hcomm_cffi.api.signatures import TABLE_SLOTS
+    w = hcomm.init(rank=rank, world_size=n, root_info=root_info)
+    try:
+        wrong = 0
+        counts = list(range(1, TABLE_SLOTS + 40)) + [1, 2, 3, TABLE_SLOTS + 1]   # repeats after the start-over
+        for count in counts:
+            x = np.full(count, rank + 1, np.float32)
+            for _ in range(2):                       # the second call replays a bound batch
+                x[:] = rank + 1
+                w.allreduce(x, algorithm="ring")
+                wrong += int((x != n * (n + 1) / 2).sum())
+        return wrong
+    finally:
+        hcomm.finalize()
+
+
+def test_signature_table_starts_over_without_false_mismatches() -> None:
+    assert run_ranks(2, table_body, timeout=300) == [0, 0]

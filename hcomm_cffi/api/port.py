@@ -127,6 +127,15 @@ class CommPort:
         """A started collective is known complete (its resources may go)."""
         self._c._inflight.discard(pending)
 
+    @property
+    def idle(self) -> bool:
+        """No started collective is in flight (nothing queued can still read memory the communicator owns)."""
+        return not self._c._inflight
+
+    def invalidate(self) -> None:
+        """Bound batches may name memory that changes (a new generation of the communicator's cache)."""
+        self._c._cache.invalidate()
+
     def check_exchange(self, exchange: Any) -> None:
         """Compare a completed call's signature handshake (backends without host tasks); raises on a mismatch."""
         self._c._check_exchange(exchange, started=True)

@@ -20,7 +20,7 @@ peers the algorithm talks to.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -57,6 +57,7 @@ class Signer:
     """One communicator's signature handshakes: its table of signatures in device memory and its parity."""
 
     def __init__(self, port: Any) -> None:
+        self.port = port
         self.b = port.binding
         self.rank: int = port.rank
         self.size: int = port.size
@@ -68,7 +69,7 @@ class Signer:
         self.seq = 0                                 # the running collective's sequence number (messages only)
         self._table: Any = None                      # device memory: TABLE_SLOTS signatures
         self._rows: Dict[bytes, int] = {}            # signature words -> table slot
-        self.generation = 0                          # bumped when the table starts over (slots reused)
+        self._retired: List[Any] = []                # full tables a started collective may still read
 
     # ------------------------------------------------------------------ resources
     def resources(self, cache: ResourceCache, peers: Sequence[int], thread: bool) -> Resources:
@@ -87,11 +88,17 @@ class Signer:
         key = words.tobytes()
         slot = self._rows.get(key)
         if slot is None:
+            if len(self._rows) >= TABLE_SLOTS:       # start over in a fresh table: bound batches name the old one
+                self._retired.append(self._table)
+                self._table = None
+                self._rows.clear()
+                self.port.invalidate()
+                if self.port.idle:                   # nothing queued can read the old tables any more
+                    for table in self._retired:
+                        self.b.free(table)
+                    self._retired.clear()
             if self._table is None:
                 self._table = self.b.malloc(TABLE_SLOTS * SIG_SLOT_BYTES)
-            if len(self._rows) >= TABLE_SLOTS:
-                self._rows.clear()
-                self.generation += 1                 # batches naming reused slots must be rebuilt
             slot = self._rows[key] = len(self._rows)
             dst = self._table + slot * SIG_SLOT_BYTES
             self.b.memcpy(dst, SIG_SLOT_BYTES, ffi.from_buffer(words), words.nbytes, MemcpyKind.HOST_TO_DEVICE)
@@ -99,9 +106,10 @@ class Signer:
 
     def release(self) -> None:
         """Free the table (the communicator is destroyed)."""
-        if self._table is not None:
-            self.b.free(self._table)
-            self._table = None
+        for table in self._retired + ([self._table] if self._table is not None else []):
+            self.b.free(table)
+        self._retired.clear()
+        self._table = None
         self._rows.clear()
 
     # ------------------------------------------------------------------ one handshake
