@@ -54,7 +54,8 @@ def _backend(comm: Any) -> None:
     from ..lib import backend_reason      # the choice load() made (never loads anything)
     paths = getattr(lib, "paths", None)
     libs = ", ".join(f"{k}={v}" for k, v in sorted(paths.items())) if paths else "the emulator (hcomm_cffi.sim)"
-    LOG.info("backend %s; libraries: %s", backend_reason(), libs)
+    name, _, why = backend_reason().partition(": ")
+    LOG.info("backend %s (%s); libraries: %s", name, why, libs)
 
 
 def created(comm: Any, channels: int) -> Optional[flight.FlightRecorder]:
