@@ -542,9 +542,11 @@ class Comm:
             return
         msg = self._signer.check(exchange)
         if msg is not None:
-            if started:
+            err = consistency.CollectiveMismatchError(msg)
+            if started:       # the call's data may have moved: the communicator is unusable, as after any failure
                 self._broken = msg
-            raise consistency.CollectiveMismatchError(msg)
+                observe.failed(self._port, None, err)
+            raise err
 
     def _start(self, c: Call) -> Pending:
         """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait."""

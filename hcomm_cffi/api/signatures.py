@@ -28,7 +28,7 @@ from .._ffi import ffi
 from ..algorithms.context import NOTIFIES_PER_CHANNEL, SIG_NOTIFIES, SIG_SLOT_BYTES, region_bytes, signature_area
 from ..algorithms.tasks import TaskBatch
 from ..enums import MemcpyKind
-from ..errors import COLLECTIVE_MISMATCH
+from ..errors import COLLECTIVE_MISMATCH, HcclError
 from ..plan import ChannelSpec, Topology
 from ..plan.planner import rank_resources
 from ..resources import ResourceCache, Resources
@@ -165,5 +165,8 @@ class Signer:
     def check(self, ex: Exchange) -> Optional[str]:
         """After the stream completed (backends without host tasks): the mismatch message, or None."""
         host = np.empty(self.size * consistency.SIG_WORDS, np.int64)
-        self.b.memcpy(ffi.from_buffer(host), host.nbytes, ex.local, host.nbytes, MemcpyKind.DEVICE_TO_HOST)
+        try:
+            self.b.memcpy(ffi.from_buffer(host), host.nbytes, ex.local, host.nbytes, MemcpyKind.DEVICE_TO_HOST)
+        except HcclError:       # the device is gone with the failure being reported: nothing to add to it
+            return None
         return consistency.compare(self._rows_of(ex, host.tobytes()), self.rank, self.name, self.seq, ex.peers)
