@@ -55,7 +55,7 @@ class Call:
         self.recv_count: Optional[int] = None
         self.result: Any = None               # what a blocking call returns (and Request.wait())
         self.fast_key: Optional[tuple] = None  # its key in the fast-call cache (fastcalls.py), when it has one
-        # resolved by Comm._prepare
+        # resolved by Issuer._prepare (issue.py)
         self.alg: Algorithm
         self.what = coll                       # the description errors carry
         self.in_place = False

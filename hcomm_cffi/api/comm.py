@@ -17,39 +17,28 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..algorithms import registry
-from ..algorithms.context import NOTIFIES_PER_CHANNEL, IssueContext
-from ..algorithms.dryrun import dry_run
-from ..algorithms.interface import Algorithm, CollectiveCall
-from ..algorithms.replay import Schedule, capture
-from ..algorithms.tasks import TaskBatch
-from .._ffi import ffi
+from ..algorithms.context import NOTIFIES_PER_CHANNEL
 from ..binding import Binding
 from .. import flight, settings
 from ..enums import ReduceOp, parse_reduce_op
 from ..errors import COLLECTIVE_MISMATCH, HcclError
 from ..initializers import make_channel_descs, make_comm_config
-from ..lib.contract import CANN, Capabilities
-from ..plan import MIB, Topology
-from ..resources import ENGINE, Resources
+from ..plan import Topology
+from ..resources import ENGINE
 from . import consistency, live, membership, observe
-from .buffers import NO_STAGING, Buffer, Staging, as_buffer, new_like, overlaps
-from .call import (CHOICES_MAX, DEVICE_RANGES_MAX, RESOURCES_MAX, SCHEDULES_MAX, Call, CommCache, Ready)
+from .buffers import Buffer, as_buffer, new_like, overlaps
+from .call import Call
 from .errors import CommError, NotMemberError, wrap_failure
-from .fastcalls import FastCall, key_of
-from .nonblocking import Pending, request_for
+from .issue import Issuer
 from .point_to_point import DRAIN_TIMEOUT_S, PointToPoint
 from .port import CommPort
 from .request import Request
-from .signatures import Exchange, Signer
-from .streams import StreamTargets, Target
 
 __all__ = ["Comm", "DEFAULT_EAGER_LIMIT"]
 
 DEFAULT_EAGER_LIMIT = 64 << 10
 #: Communicators up to this size connect every peer at creation so point-to-point never waits on setup.
 P2P_PRECONNECT_MAX = 256
-#: The smallest scratch allocation (bytes); larger ones double.
-SCRATCH_MIN = 4096
 TopologyArg = Union[None, Topology, Tuple[int, int]]
 
 
@@ -180,18 +169,9 @@ class Comm:
         self.parent_ranks = []
         self._port = CommPort(self)
         self._p2p = PointToPoint(self._port)
-        self._seq = 0                      # collectives issued on this communicator (signature, flight recorder)
-        self._check_native = False           # library collectives carry a signature handshake of the package's
-        self._scratch_ptr: Any = None
-        self._scratch_size = 0
-        self._retired: List[Any] = []          # scratch buffers a started collective may still use
-        self._inflight: "set[Pending]" = set()  # started collectives not yet seen complete
         self._splits = 0                        # split() calls so far (collective: equal on every rank)
         self._flight: Any = None                # flight recorder ring (observe.created), None when off
-        self._cache = CommCache()               # choices, bound batches, fast calls: one generation
-        self._fast_ok = False                   # set in _setup: host buffers used in place (no staging)
-        self._signer: Optional[Signer] = None
-        self._caps: Capabilities = CANN
+        self._issuer: Any = None                # the collective machinery (issue.py), set in _setup
 
     @classmethod
     def _from_handle(cls, binding: Binding, handle: Any, name: str, *, topology: TopologyArg = None,
@@ -211,17 +191,7 @@ class Comm:
         self._eager_limit = _eager(eager_limit)
         self.topology = _topology(topology, self.size)
         self._stream = b.create_stream()
-        self._targets = StreamTargets(b, handle, self._stream, self.name)
-        self._buffer_bytes = self._targets.own.cache.local_buffer()[1]
-        caps = self._caps = b.lib.capabilities           # the backend contract (lib/contract.py)
-        self._staging = not caps.host_memory_as_device
-        step = settings.value("HCOMM_STEP_BYTES")
-        self._step_bytes = (caps.step_bytes if step is None else step) or None
-        self._on_device: Dict[Tuple[Any, int], int] = {}     # (char *, bytes) -> address, declared on the emulator
-        # library collectives: the backend's own in-band check, else (with the check on) the package's handshake
-        self._check_native = bool(settings.value("HCOMM_CHECK_COLLECTIVES")) and not caps.checks_signatures_in_band
-        self._fast_ok = not self._staging
-        self._signer = Signer(self._port)
+        self._issuer = Issuer(self._port, self._stream)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
         self._flight = observe.created(self._port, self.size - 1 if self.size <= P2P_PRECONNECT_MAX else 0)
@@ -278,7 +248,7 @@ class Comm:
     @property
     def buffer_bytes(self) -> int:
         """Size of this rank's HCCL buffer in bytes (2 x the buffer size in MiB)."""
-        return self._buffer_bytes
+        return self._issuer.buffer_bytes
 
     def __bool__(self) -> bool:
         return self._member
@@ -317,12 +287,7 @@ class Comm:
         finally:
             live.unregister(self)
             handle, self._handle = self._handle, None
-            for ptr in self._retired + ([self._scratch_ptr] if self._scratch_ptr is not None else []):
-                b.free(ptr)
-            self._retired.clear()
-            self._scratch_ptr = None
-            if self._signer is not None:
-                self._signer.release()
+            self._issuer.release()
             try:
                 b.comm_destroy(handle)
                 failed: Optional[HcclError] = None
@@ -332,9 +297,6 @@ class Comm:
                 b.destroy_stream(lane.stream)
             self._p2p.lanes.clear()
             b.destroy_stream(self._stream)
-            self._targets.clear()
-            self._forget_device_memory()
-            self._cache.clear()
             observe.destroyed(self._port)
             if failed is not None:
                 if not self._broken:
@@ -343,35 +305,9 @@ class Comm:
                 warnings.warn(f"rank {self.rank}: destroy of {self.name!r} after an earlier failure: {failed}",
                               RuntimeWarning, stacklevel=2)
 
-    def _declare_device_memory(self, buf: Optional[Buffer]) -> None:
-        """Declare a host buffer device memory where the backend takes host memory so (once per address range).
-
-        The emulator rejects host memory as a local copy/reduce operand (sim/devmem.py); the Comm API
-        hands NumPy buffers to it directly instead of copying them into aclrtMalloc memory, so it says
-        so here.  A range already declared costs one dict lookup.
-        """
-        if buf is None or self._staging or buf.device == "npu" or not buf.nbytes:
-            return
-        key = (buf.ptr, buf.nbytes)         # cffi pointers hash and compare by address
-        if key in self._on_device:
-            return
-        if len(self._on_device) >= DEVICE_RANGES_MAX:        # many short-lived arrays: start over
-            self._forget_device_memory()
-        addr = int(ffi.cast("uintptr_t", buf.ptr))
-        self.binding.lib.declare_device_memory(addr, buf.nbytes)
-        self._on_device[key] = addr
-
-    def _forget_device_memory(self) -> None:
-        """Withdraw every range _declare_device_memory declared (bound batches were validated on them)."""
-        if self._on_device:
-            self._cache.invalidate()
-            for addr in self._on_device.values():
-                self.binding.lib.withdraw_device_memory(addr)
-            self._on_device.clear()
-
     def _drain_inflight(self) -> None:
         """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
-        for pending in list(self._inflight):
+        for pending in list(self._issuer.inflight):
             try:
                 if not pending.sync(min(DRAIN_TIMEOUT_S, self.timeout or DRAIN_TIMEOUT_S)):
                     warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: {pending.what} never completed",
@@ -395,43 +331,10 @@ class Comm:
                              "directory is set; expected a directory to write to")
         return path
 
-    # ------------------------------------------------------------------ machinery
-    def _scratch(self, nbytes: int) -> Any:
-        """Scratch memory of at least ``nbytes``; a smaller old one is retired (a started collective may use it)."""
-        if nbytes > self._scratch_size:
-            if self._scratch_ptr is not None:
-                self._retired.append(self._scratch_ptr)
-                self._scratch_ptr = None
-            size = max(nbytes, SCRATCH_MIN, 2 * self._scratch_size)  # doubling: retired buffers total < the live one
-            self._cache.invalidate()       # bound batches address the retired scratch
-            self._scratch_ptr = self.binding.malloc(size)
-            self._scratch_size = size
-        return self._scratch_ptr
-
-    def _free_retired(self) -> None:
-        """Free retired scratch once no started collective can still use it."""
-        if self._retired and not self._inflight:
-            for ptr in self._retired:
-                self.binding.free(ptr)
-            self._retired.clear()
-
-    def _resources(self, alg: Algorithm, call: CollectiveCall, target: Target) -> Resources:
-        """What ``alg`` declares for this call on ``target``'s stream, or what a dry run of its schedule derives."""
-        key = (alg, call.signature)
-        res = target.res.get(key)
-        if res is None:
-            spec = alg.resources(self.topology, call, self.rank)
-            if spec is None:
-                spec = dry_run(alg, self.topology, call, self._buffer_bytes, declared=False).resources_for(self.rank)
-            if len(target.res) >= RESOURCES_MAX:
-                target.forget_resources()
-                self._cache.invalidate()
-            res = target.res[key] = target.cache.get(alg.name, spec)
-        return res
-
+    # ------------------------------------------------------------------ failures and arguments
     def _fail(self, exc: HcclError, where: str) -> CommError:
         """The communicator failed in ``where``: it becomes unusable; the error (a mismatch when the handshake saw one)."""
-        mismatch = self._signer.mismatch if self._signer is not None else None
+        mismatch = self._issuer.signer.mismatch if self._issuer is not None else None
         if mismatch is not None:
             err: CommError = consistency.CollectiveMismatchError(mismatch)
         elif COLLECTIVE_MISMATCH in (getattr(exc, "library_message", None) or ""):   # the backend's in-band check
@@ -451,239 +354,6 @@ class Comm:
                              f"expected 0..{self.size - 1}")
         return int(value)
 
-    def _call(self, c: Call) -> Any:
-        """Blocking: run ``c`` and return its result; ``async_op`` or ``stream``: start it and return a Request."""
-        if c.blocking:
-            self._run(c)
-            return c.result
-        return request_for(self._start(c), c.result)
-
-    def _run(self, c: Call) -> str:
-        """Run ``c`` and wait for it; returns the algorithm's name (the caller checked the communicator).
-
-        The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
-        Everything derived from the call's signature (the algorithm, its resources, its recorded
-        schedule) is cached; a replayed call with a fast-call key (see :mod:`.fastcalls`) is stored
-        whole, so the next identical call skips even the lookups (:meth:`_fast_call`).
-        """
-        self._prepare(c)
-        target = self._targets.own
-        record = observe.record_of(c)
-        slot = observe.issue(self._port, self._seq, record)
-        try:
-            ready = self._batch_for(c, target)
-        except HcclError as exc:
-            raise self._fail(exc, c.what) from exc
-        self._launch_and_wait(ready, slot, c.coll, c.what)
-        if c.staging is not NO_STAGING:
-            c.staging.finish()
-        elif ready.replayed and c.fast_key is not None:
-            self._remember_fast(c, ready, record)
-        return c.alg.name
-
-    def _remember_fast(self, c: Call, ready: Ready, record: observe.Record) -> None:
-        """Keep the bound batch of a replayed blocking call for its repeats (under its handshake parity)."""
-        fast = self._cache.fast.entries.get(c.fast_key) if c.fast_key is not None else None
-        if fast is None:
-            fast = FastCall(c.alg.name, c.what, [None, None], ready.parity >= 0, record)
-            self._cache.fast.store(c.fast_key, fast)    # type: ignore[arg-type]
-        fast.batches[max(ready.parity, 0)] = ready
-
-    def _fast_call(self, c: Call, x: Any, x_written: bool, out: Any, rest: Tuple[Any, Any, int]) -> bool:
-        """Whether a stored blocking call ran ``c`` (its flight record and its batch; nothing re-derived).
-
-        ``rest``: (op, algorithm, root) as the caller passed them; sets ``c.fast_key`` when the call has one.
-        """
-        if not c.blocking or not self._fast_ok:
-            return False
-        key = key_of(c.coll, x, x_written, out, rest)
-        if key is None:
-            return False
-        try:
-            fast = self._cache.fast.entries.get(key)
-        except TypeError:               # an unhashable op or algorithm object: the full path serves it
-            return False
-        c.fast_key = key
-        if fast is None:
-            return False
-        signer = self._signer
-        parity = signer.count & 1 if fast.handshake else 0     # type: ignore[union-attr]
-        ready = fast.batches[parity]
-        if ready is None:
-            return False
-        self._seq += 1
-        if fast.handshake:
-            signer.seq = self._seq                              # type: ignore[union-attr]
-            signer.count += 1                                   # type: ignore[union-attr]
-        slot = observe.issue(self._port, self._seq, fast.record)
-        self._launch_and_wait(ready, slot, c.coll, fast.what)
-        return True
-
-    def _launch_and_wait(self, ready: Ready, slot: int, coll: str, what: str) -> None:
-        """Launch ``ready`` on the communicator's stream after the previous collective and wait for it."""
-        target = self._targets.own
-        try:
-            self._targets.order(target)
-            ready.batch.launch()
-            if slot >= 0:
-                self._flight.running(slot)
-            self.binding.synchronize_stream(target.stream)
-        except HcclError as exc:
-            self._check_exchange(ready.exchange, started=True)    # a mismatch explains the failure better
-            raise self._fail(exc, what) from exc
-        self._check_exchange(ready.exchange, started=True)
-        observe.done(self._port, slot, coll, self._seq)
-        if self._retired:
-            self._free_retired()
-
-    def _check_exchange(self, exchange: Optional[Exchange], started: bool) -> None:
-        """Backends without host tasks: compare the handshake's slots now (its stream has passed them)."""
-        if exchange is None or self._signer is None:
-            return
-        msg = self._signer.check(exchange)
-        if msg is not None:
-            err = consistency.CollectiveMismatchError(msg)
-            if started:       # the call's data may have moved: the communicator is unusable, as after any failure
-                self._broken = msg
-                observe.failed(self._port, None, err)
-            raise err
-
-    def _start(self, c: Call) -> Pending:
-        """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait."""
-        self._check_usable(c.coll)
-        self._prepare(c)
-        target = self._targets.get(c.stream)
-        record = observe.record_of(c)
-        slot = observe.issue(self._port, self._seq, record)
-        try:
-            ready = self._batch_for(c, target)
-            self._targets.order(target)
-            ready.batch.launch()
-            if slot >= 0:
-                self._flight.running(slot)
-        except HcclError as exc:
-            raise self._fail(exc, c.what) from exc
-        pending = Pending(self._port, c, target.stream, ready.exchange, slot)
-        self._inflight.add(pending)
-        return pending
-
-    def _prepare(self, c: Call) -> None:
-        """Resolve ``c``: the algorithm (cached per signature), the call with device pointers, the sequence number."""
-        key = (c.algorithm, c.coll, c.nbytes, c.dtype, c.op, c.root)
-        choice = self._cache.choices.get(key)
-        if choice is None:
-            if len(self._cache.choices) >= CHOICES_MAX:
-                self._cache.choices.clear()
-            alg, why = registry.explain(c.algorithm, c.coll, self.topology, c.nbytes, c.dtype, c.op, c.root,
-                                        max(1, self._buffer_bytes // 2 // MIB))
-            what = f"{c.coll} (algorithm={alg.name}, {c.nbytes} bytes, {self.size} ranks)"
-            choice = self._cache.choices[key] = (alg, what)      # the description too: no formatting per call
-            observe.chose(self._port, c.coll, c.nbytes, alg, why)
-        c.alg, c.what = choice
-        send, recv = c.send, c.recv
-        c.in_place = send is not None and recv is not None and recv.ptr == send.ptr
-        if self._staging:
-            c.staging = staging = Staging(self.binding, True)
-            sp = staging.device_ptr(send) if send is not None else None
-            if c.in_place:
-                rp = staging.in_place(recv, sp)     # type: ignore[arg-type]
-            else:
-                rp = staging.device_ptr(recv, copy_in=c.coll == "broadcast", copy_out=True) if recv else None
-        else:
-            sp = send.ptr if send is not None else None
-            rp = recv.ptr if recv is not None else None
-            self._declare_device_memory(send)
-            if recv is not send:
-                self._declare_device_memory(recv)
-        c.lib = CollectiveCall(c.coll, sp, rp, c.count, c.dtype, ReduceOp.SUM if c.op is None else c.op, c.root,
-                               c.recv_count)
-        self._seq += 1
-        if self._signer is not None:
-            self._signer.seq = self._seq
-
-    def _batch_for(self, c: Call, target: Target) -> Ready:
-        """The batch of ``c`` on ``target`` (its signature handshake first, when it carries one): issued the first
-        time only, then replayed."""
-        lc = c.lib
-        key = (c.alg, lc.coll, lc.count, lc.dtype, lc.op, lc.root, lc.recv_count, c.in_place)
-        known = target.schedules.get(key)
-        if known is not None:
-            handshake = self._cache.handshakes.get(key, False)
-            parity = self._signer.count & 1 if handshake else -1      # type: ignore[union-attr]
-            ready = self._cache.prepared.get((known, lc.send, lc.recv, self._scratch_ptr, parity))
-            if ready is None:
-                ready = self._bound(known, c, target, parity)
-            if handshake:
-                self._signer.count += 1                                # type: ignore[union-attr]
-            return ready
-        res = self._resources(c.alg, lc, target)
-        handshake = self.size > 1 and (bool(res.channels) or self._check_native)
-        batch = TaskBatch(self.binding)
-        exchange = self._handshake(batch, c, res, target) if handshake else None
-        body = TaskBatch(self.binding)
-        ctx = IssueContext(body, res, rank=self.rank, size=self.size, topology=self.topology, timeout_s=self.timeout,
-                           dtype=lc.dtype, op=lc.op, comm=self._handle, stream=target.stream, scratch=self._scratch,
-                           step_bytes=self._step_bytes)
-        c.alg.issue(ctx, lc)
-        if c.alg.replayable:
-            if len(target.schedules) >= SCHEDULES_MAX:
-                target.schedules.clear()
-                self._cache.invalidate()
-            # issue() may have allocated the scratch memory
-            target.schedules[key] = capture(body, self._bases(c))
-            self._cache.handshakes[key] = handshake
-        batch.extend(body)
-        parity = -1
-        if handshake:
-            parity = self._signer.count & 1                            # type: ignore[union-attr]
-            self._signer.count += 1                                    # type: ignore[union-attr]
-        return Ready(batch, exchange, False, parity)
-
-    def _handshake(self, sink: TaskBatch, c: Call, res: Resources, target: Target) -> Optional[Exchange]:
-        """Issue the signature handshake of ``c`` into ``sink``, on the thread the call's tasks run on."""
-        signer = self._signer
-        assert signer is not None
-        own_thread = bool(res.spec.threads)
-        peers = signer.peers_for(res.channels)
-        key = ("signature", peers, own_thread)
-        links = target.res.get(key)
-        if links is None:
-            links = target.res[key] = signer.resources(target.cache, peers, not own_thread)
-        words = consistency.signature(c.lib, c.alg.name)
-        host_task = self.binding.lib.host_task if self._caps.host_tasks else None
-        return signer.issue(sink, links, res.main if own_thread else links.main, words, host_task)
-
-    def _bases(self, c: Call) -> Tuple[Tuple[Any, int], ...]:
-        """The buffers a schedule's addresses are relative to: (pointer, bytes) of send, receive and scratch."""
-        return ((c.lib.send, 0 if c.send is None else c.send.nbytes), (c.lib.recv, 0 if c.recv is None else c.recv.nbytes),
-                (self._scratch_ptr, self._scratch_size))
-
-    def _bound(self, known: Schedule, c: Call, target: Target, parity: int) -> Ready:
-        """A replay of ``known`` on this call's buffers (after the handshake of ``parity``), kept for the next call.
-
-        Where the backend prepares batches (the emulator) a schedule of data-plane calls becomes a
-        prepared task list (validated once, then launched without the per-call entry points; issue 16);
-        elsewhere the bound TaskBatch is kept (launch only reads it). Keyed by the schedule object, so a
-        schedule dropped with its resources never matches again.
-        """
-        batch = TaskBatch(self.binding)
-        exchange = None
-        if parity >= 0:
-            res = self._resources(c.alg, c.lib, target)
-            exchange = self._handshake(batch, c, res, target)
-        batch.extend(known.bind(self.binding, self._bases(c)))
-        bound: Any = batch
-        if self._caps.prepares_batches and not known.unbatched:
-            bound = self.binding.lib.prepare_batch(self.binding, batch.calls)
-        ready = Ready(bound, exchange, True, parity)
-        self._cache.keep_prepared((known, c.lib.send, c.lib.recv, self._scratch_ptr, parity), ready)
-        return ready
-
-    def _forget_resources(self) -> None:
-        """Drop every cached resource set and the schedules recorded on them (they name their handles)."""
-        self._targets.forget_resources()
-        self._cache.invalidate()
-
     # ------------------------------------------------------------------ collectives
     def allreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
                   stream: Any = None) -> Any:
@@ -696,13 +366,13 @@ class Comm:
         self._check_usable("allreduce")
         c = Call("allreduce", algorithm, async_op, stream)
         c.result = x if out is None else out
-        if self._fast_call(c, x, out is None, out, (op, algorithm, 0)):
+        if self._issuer.fast(c, x, out is None, out, (op, algorithm, 0)):
             return c.result
         c.op = _op(op)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x", writable=out is None)
         ob = xb if out is None else self._out(out, xb.count, xb, "allreduce")
-        return self._call(c.data(xb, ob, xb.count, xb.nbytes))
+        return self._issuer.call(c.data(xb, ob, xb.count, xb.nbytes))
 
     def broadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto", async_op: bool = False,
                   stream: Any = None) -> Any:
@@ -710,19 +380,19 @@ class Comm:
         self._check_usable("broadcast")
         c = Call("broadcast", algorithm, async_op, stream)
         c.result = x
-        if self._fast_call(c, x, self.rank != root, None, (None, algorithm, root)):
+        if self._issuer.fast(c, x, self.rank != root, None, (None, algorithm, root)):
             return x
         c.root = self._rank_arg("root", root)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x", writable=self.rank != c.root)
-        return self._call(c.data(xb, xb, xb.count, xb.nbytes))
+        return self._issuer.call(c.data(xb, xb, xb.count, xb.nbytes))
 
     def allgather(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
                   stream: Any = None) -> Any:
         """Every rank's ``x`` stacked in rank order: ``out`` has shape (size, *x.shape)."""
         self._check_usable("allgather")
         c = Call("allgather", algorithm, async_op, stream)
-        if out is not None and self._fast_call(c, x, False, out, (None, algorithm, 0)):
+        if out is not None and self._issuer.fast(c, x, False, out, (None, algorithm, 0)):
             return out
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x")
@@ -730,14 +400,14 @@ class Comm:
             out = new_like(x, (self.size,) + xb.shape, xb.dtype)
         ob = self._out(out, self.size * xb.count, xb, "allgather", exclusive=True)
         c.result = out
-        return self._call(c.data(xb, ob, xb.count, ob.nbytes))
+        return self._issuer.call(c.data(xb, ob, xb.count, ob.nbytes))
 
     def reduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
                        async_op: bool = False, stream: Any = None) -> Any:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
         self._check_usable("reduce_scatter")
         c = Call("reduce_scatter", algorithm, async_op, stream)
-        if out is not None and self._fast_call(c, x, False, out, (op, algorithm, 0)):
+        if out is not None and self._issuer.fast(c, x, False, out, (op, algorithm, 0)):
             return out
         c.op = _op(op)
         registry.check_algorithm(algorithm)
@@ -749,7 +419,7 @@ class Comm:
             out = new_like(x, shape, xb.dtype)
         ob = self._out(out, block, xb, "reduce_scatter", exclusive=True)
         c.result = out
-        return self._call(c.data(xb, ob, block, xb.nbytes))
+        return self._issuer.call(c.data(xb, ob, block, xb.nbytes))
 
     def reduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
                async_op: bool = False, stream: Any = None) -> Any:
@@ -757,7 +427,7 @@ class Comm:
         self._check_usable("reduce")
         c = Call("reduce", algorithm, async_op, stream)
         c.result = None if self.rank != root else (x if out is None else out)
-        if self._fast_call(c, x, self.rank == root and out is None, out, (op, algorithm, root)):
+        if self._issuer.fast(c, x, self.rank == root and out is None, out, (op, algorithm, root)):
             return c.result
         c.root = self._rank_arg("root", root)
         c.op = _op(op)
@@ -767,14 +437,14 @@ class Comm:
         ob: Optional[Buffer] = None
         if is_root:
             ob = xb if out is None else self._out(out, xb.count, xb, "reduce")
-        return self._call(c.data(xb, ob, xb.count, xb.nbytes))
+        return self._issuer.call(c.data(xb, ob, xb.count, xb.nbytes))
 
     def alltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
                  stream: Any = None) -> Any:
         """Block j of ``x`` goes to rank j; block i of ``out`` comes from rank i."""
         self._check_usable("alltoall")
         c = Call("alltoall", algorithm, async_op, stream)
-        if out is not None and self._fast_call(c, x, False, out, (None, algorithm, 0)):
+        if out is not None and self._issuer.fast(c, x, False, out, (None, algorithm, 0)):
             return out
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x")
@@ -783,13 +453,13 @@ class Comm:
             out = new_like(x, xb.shape, xb.dtype)
         ob = self._out(out, xb.count, xb, "alltoall", exclusive=True)
         c.result = out
-        return self._call(c.data(xb, ob, block, xb.nbytes))
+        return self._issuer.call(c.data(xb, ob, block, xb.nbytes))
 
     def barrier(self, *, algorithm: str = "auto", async_op: bool = False, stream: Any = None) -> Any:
         """Return once every rank has entered the barrier (None; a Request with ``async_op``/``stream``)."""
         self._check_usable("barrier")
         registry.check_algorithm(algorithm)
-        return self._call(Call("barrier", algorithm, async_op, stream))
+        return self._issuer.call(Call("barrier", algorithm, async_op, stream))
 
     # ------------------------------------------------------------------ nonblocking (MPI names)
     def iallreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
@@ -850,7 +520,7 @@ class Comm:
             raise ValueError("run_algorithm: out overlaps x; expected separate buffers (or out=None for in place)")
         c = Call(collective, alg).data(xb, ob, xb.count, xb.nbytes)
         c.op, c.root, c.recv_count = rop, root, ob.count
-        self._run(c)
+        self._issuer.run(c)
         return x if out is None else out
 
     # ------------------------------------------------------------------ split (MPI_Comm_split)

@@ -2,7 +2,7 @@
 
 Issue 16: the Comm API may add at most 30 % to the library call it makes, so nothing is rebuilt
 per call.  The first *replayed* call of a signature -- collective, each buffer's address, size and
-dtype, the op, root and algorithm exactly as the caller spelled them -- stores what ``Comm._run``
+dtype, the op, root and algorithm exactly as the caller spelled them -- stores what ``Issuer.run``
 derived for it (the algorithm, the description, the bound batch).  A later call with the same
 arguments finds it with one ``ffi.from_buffer`` per array, which also checks what ``as_buffer``
 checks for a NumPy array of a dtype seen before: C-contiguity and, for a buffer the call writes,

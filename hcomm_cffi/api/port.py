@@ -80,12 +80,12 @@ class CommPort:
     @property
     def stages(self) -> bool:
         """Host buffers are copied into device memory for the engines (CANN), not declared (the emulator)."""
-        return self._c._staging
+        return self._c._issuer.staging
 
     @property
     def checks_library_collectives(self) -> bool:
         """Library collectives carry the package's signature handshake (else: the backend's own check)."""
-        return self._c._check_native
+        return self._c._issuer.check_native
 
     @property
     def flight(self) -> Any:
@@ -113,7 +113,7 @@ class CommPort:
 
     def declare_device_memory(self, buf: Optional[Buffer]) -> None:
         """Declare ``buf`` device memory where the backend takes host memory so (no-op where it stages)."""
-        self._c._declare_device_memory(buf)
+        self._c._issuer.declare_device_memory(buf)
 
     def fail(self, exc: HcclError, where: str) -> CommError:
         """The library failed in ``where``: the communicator becomes unusable; returns the error to raise."""
@@ -125,17 +125,17 @@ class CommPort:
 
     def completed(self, pending: Any) -> None:
         """A started collective is known complete (its resources may go)."""
-        self._c._inflight.discard(pending)
+        self._c._issuer.inflight.discard(pending)
 
     @property
     def idle(self) -> bool:
         """No started collective is in flight (nothing queued can still read memory the communicator owns)."""
-        return not self._c._inflight
+        return not self._c._issuer.inflight
 
     def invalidate(self) -> None:
         """Bound batches may name memory that changes (a new generation of the communicator's cache)."""
-        self._c._cache.invalidate()
+        self._c._issuer.cache.invalidate()
 
     def check_exchange(self, exchange: Any) -> None:
         """Compare a completed call's signature handshake (backends without host tasks); raises on a mismatch."""
-        self._c._check_exchange(exchange, started=True)
+        self._c._issuer.check_exchange(exchange, started=True)
