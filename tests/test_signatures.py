@@ -102,13 +102,16 @@ def agree_body(rank: int, n: int, root_info: bytes) -> List[float]:
             sums.append(float(x[0]))
             req = w.iallreduce(np.full(16, rank + 1, np.float32), algorithm=algo)
             sums.append(float(req.wait()[0]))
+        reports = w.binding.lib.checker_reports() if hasattr(w.binding.lib, "checker_reports") else []
+        assert not reports, reports       # the handshake's writes and waits are clean for the race checker
         return sums
     finally:
         hcomm.finalize()
 
 
-def test_agreeing_calls_pass_the_handshake() -> None:
-    for sums in run_ranks(N, agree_body, timeout=240):
+@pytest.mark.parametrize("sim_check", ["warn", "strict"])
+def test_agreeing_calls_pass_the_handshake(sim_check: str) -> None:
+    for sums in run_ranks(N, agree_body, timeout=240, env={"HCOMM_SIM_CHECK": sim_check}):
         assert sums == [N * (N + 1) / 2] * len(sums)
 
 
