@@ -34,33 +34,33 @@ DEVICE_RANGES_MAX = 4096
 
 
 class Call:
-    """One collective as the caller made it, then as the communicator resolved it."""
+    """One collective as the caller made it, then as the communicator resolved it.
 
-    __slots__ = ("coll", "algorithm", "send", "recv", "count", "dtype", "op", "root", "nbytes", "recv_count",
-                 "result", "async_op", "stream", "fast_key",
-                 "alg", "what", "in_place", "staging", "lib")
+    The fields a call may leave unset default at class level (no per-call cost for them).
+    """
+
+    send: Optional[Buffer] = None
+    recv: Optional[Buffer] = None
+    count = 0
+    dtype = DataType.INT8
+    op: Optional[ReduceOp] = None
+    root = 0
+    nbytes = 0
+    recv_count: Optional[int] = None
+    result: Any = None               # what a blocking call returns (and Request.wait())
+    fast_key: Optional[tuple] = None  # its key in the fast-call cache (fastcalls.py), when it has one
+    # resolved by Issuer._prepare (issue.py)
+    alg: Algorithm
+    what = ""                        # the description errors carry
+    in_place = False
+    staging: Staging = NO_STAGING
+    lib: CollectiveCall              # the call with the pointers the engines use
 
     def __init__(self, coll: str, algorithm: Any, async_op: bool = False, stream: Any = None) -> None:
         self.coll = coll
         self.algorithm = algorithm            # as the caller spelled it ("auto", a name, an Algorithm)
         self.async_op = async_op
         self.stream = stream
-        self.send: Optional[Buffer] = None
-        self.recv: Optional[Buffer] = None
-        self.count = 0
-        self.dtype = DataType.INT8
-        self.op: Optional[ReduceOp] = None
-        self.root = 0
-        self.nbytes = 0
-        self.recv_count: Optional[int] = None
-        self.result: Any = None               # what a blocking call returns (and Request.wait())
-        self.fast_key: Optional[tuple] = None  # its key in the fast-call cache (fastcalls.py), when it has one
-        # resolved by Issuer._prepare (issue.py)
-        self.alg: Algorithm
-        self.what = coll                       # the description errors carry
-        self.in_place = False
-        self.staging: Staging = NO_STAGING
-        self.lib: CollectiveCall               # the call with the pointers the engines use
 
     def data(self, send: Optional[Buffer], recv: Optional[Buffer], count: int, nbytes: int) -> "Call":
         """Set the buffers, the element count the library takes and the bytes that choose the algorithm."""

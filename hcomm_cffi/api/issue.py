@@ -178,7 +178,7 @@ class Issuer:
 
         ``rest``: (op, algorithm, root) as the caller passed them; sets ``c.fast_key`` when the call has one.
         """
-        if not c.blocking or not self.fast_ok:
+        if c.async_op or c.stream is not None or not self.fast_ok:
             return False
         key = key_of(c.coll, x, x_written, out, rest)
         if key is None:
@@ -191,14 +191,14 @@ class Issuer:
         if fast is None:
             return False
         signer = self.signer
-        parity = signer.count & 1 if fast.handshake else 0     # type: ignore[union-attr]
+        parity = signer.count & 1 if fast.handshake else 0
         ready = fast.batches[parity]
         if ready is None:
             return False
         self.seq += 1
         if fast.handshake:
-            signer.seq = self.seq                              # type: ignore[union-attr]
-            signer.count += 1                                   # type: ignore[union-attr]
+            signer.seq = self.seq
+            signer.count += 1
         slot = observe.issue(self.port, self.seq, fast.record)
         self._launch_and_wait(ready, slot, c.coll, fast.what)
         return True
@@ -209,12 +209,14 @@ class Issuer:
         try:
             self.targets.order(target)
             ready.batch.launch()
-            observe.running(self.port, slot)
+            if slot >= 0:
+                observe.running(self.port, slot)
             self.b.synchronize_stream(target.stream)
         except HcclError as exc:
             self.check_exchange(ready.exchange, started=True)    # a mismatch explains the failure better
             raise self.port.fail(exc, what) from exc
-        self.check_exchange(ready.exchange, started=True)
+        if ready.exchange is not None:
+            self.check_exchange(ready.exchange, started=True)
         observe.done(self.port, slot, coll, self.seq)
         if self.retired:
             self._free_retired()
