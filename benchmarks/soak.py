@@ -168,7 +168,8 @@ def check_cost(w: Any, calls: int) -> Tuple[float, float]:
         plain = hcomm.Comm("soak-nocheck")
     finally:
         del os.environ["HCOMM_CHECK_COLLECTIVES"]
-    assert plain._check_signatures is False and w._check_signatures is True, "the check must differ between them"
+    # on the emulator both carry the in-band check of its library collectives (it cannot be turned off);
+    # the setting only adds the package's handshake to them on a backend without one (CANN)
     x = np.ones(1, np.float64)   # 8 bytes
     on, off = (lambda: w.allreduce(x, algorithm="native")), (lambda: plain.allreduce(x, algorithm="native"))
     block = max(10, calls // 10)

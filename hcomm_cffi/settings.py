@@ -168,9 +168,9 @@ VARIABLES: Tuple[Variable, ...] = (
              "most bytes an algorithm stages per step and peer (its landing slot); 0: as many as the HCCL buffer "
              "holds; unset: the backend's preference (1M on the emulator, the HCCL buffer on CANN)"),
     Variable("HCOMM_TOPOLOGY", "topology", _shape, None, "SERVERSxDEVICES shape of the world communicator"),
-    Variable("HCOMM_CHECK_COLLECTIVES", "check_collectives", _flag, None,
-             "compare every collective's signature across ranks before data moves (unset: on for the emulator, "
-             "off on CANN)"),
+    Variable("HCOMM_CHECK_COLLECTIVES", "check_collectives", _flag, True,
+             "library collectives carry the package's signature handshake where the backend does not check them "
+             "itself (CANN); the package's algorithms always carry it, and the emulator's collectives always check"),
     Variable("HCOMM_BACKEND", "backend", lambda n, r: _choice(n, r, BACKENDS, "a backend"), None, "force sim or cann"),
     Variable("HCOMM_CANN_LIB_DIR", "cann_lib_dir", _path, None, "directory holding the CANN libraries"),
     Variable("HCOMM_SIM_CHECK", "sim_check", lambda n, r: _choice(n, r, CHECK_MODES, "a checker mode"), "warn",

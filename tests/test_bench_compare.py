@@ -43,14 +43,17 @@ def test_target_verdicts() -> None:
     t = _table(2, {"hcomm-sim/native": ([0.001, 4.0, 6.0], [9.0, 16.0, 11000.0]),
                    "hcomm-sim/auto": ([0.001, 4.0, 6.0], [11.0, 16.0, 11000.0]),
                    "hcomm-sim/ring": ([0.001, 1.0, 5.8], [30.0, 40.0, 11500.0]),
+                   "hcomm-sim/defaults": ([0.001, 4.0, 6.0], [18.0, 16.0, 11000.0]),
                    "openmpi": ([0.01, 3.0, 7.0], [2.0, 20.0, 9000.0])})
-    lines = _module().targets([t], ["native", "auto", "ring"])
+    lines = _module().targets([t], ["native", "auto", "defaults", "ring"])
     assert "allreduce n=2  64K: native busbw >= Open MPI (4.000 vs 3.000 GB/s, 1.33x): ok" in lines
     assert "allreduce n=2  64M: native busbw >= Open MPI (6.000 vs 7.000 GB/s, 0.86x): MISS" in lines
     assert "allreduce n=2    8: native time <= 3x Open MPI (9.0 vs 2.0 us, 4.5x): MISS" in lines
     assert "allreduce n=2  64M: native busbw >= 3.5 GB/s and >= 2.5x Open MPI (6.00 GB/s, 0.86x): MISS" in lines
     assert "allreduce n=2    8: the Comm API (auto) adds <= 30% to native (11.0 vs 9.0 us, +22%): ok" in lines
     assert "allreduce n=2    8: ring time <= 2x native (30.0 vs 9.0 us, 3.33x): MISS" in lines
+    assert "allreduce n=2    8: auto <= 1.5x native (11.0 vs 9.0 us, 1.22x): ok" in lines
+    assert "allreduce n=2    8: the defaults (both checks on) <= 1.5x both off (18.0 vs 11.0 us, 1.64x): MISS" in lines
     assert "allreduce n=2  64M: ring within 10% of native (11500 vs 11000 us, 1.05x): ok" in lines
     assert not any(" 8: native busbw" in line for line in lines)     # the bandwidth goals start at 64 KiB
 

@@ -186,12 +186,12 @@ def test_stream_ordered_collectives() -> None:
     assert res[0][0] < 0.5, res
 
 
-def _mismatch_body(rank: int, n: int, root: bytes) -> List[str]:
-    """iallreduce of different counts: the signatures queued ahead are compared at wait(), on every rank."""
+def _mismatch_body(rank: int, n: int, root: bytes, algo: str) -> List[str]:
+    """iallreduce of different counts: the signature travelling ahead of the data fails the stream, raised at wait()."""
     import hcomm_cffi as hcomm
     w = hcomm.init(rank=rank, world_size=n, root_info=root)
     try:
-        first = w.iallreduce(np.ones(4 + 2 * rank, np.float32))
+        first = w.iallreduce(np.ones(4 + 2 * rank, np.float32), algorithm=algo)
         second = w.iallreduce(np.ones(3, np.float32))      # queued behind it: not valid either
         with pytest.raises(hcomm.CollectiveMismatchError) as info:
             first.wait(30)
@@ -204,6 +204,11 @@ def _mismatch_body(rank: int, n: int, root: bytes) -> List[str]:
         hcomm.finalize()
 
 
-def test_nonblocking_mismatch_is_raised_from_wait() -> None:
-    for rank, msg in enumerate(run_ranks(2, _mismatch_body, timeout=60)):
-        assert msg.startswith(f"rank {rank} of communicator 'world': ranks disagree on the count of allreduce"), msg
+@pytest.mark.parametrize("algo", ["ring", "native"])
+def test_nonblocking_mismatch_is_raised_from_wait(algo: str) -> None:
+    for rank, msg in enumerate(run_ranks(2, _mismatch_body, algo, timeout=60)):
+        assert msg.startswith(f"rank {rank} of communicator 'world': "), msg
+        if algo == "ring":    # the package's handshake
+            assert "ranks disagree on the count of allreduce" in msg, msg
+        else:                 # the emulator's in-band check of its library collective
+            assert "collective mismatch" in msg and "allreduce of 4 x fp32" in msg and "6 x fp32" in msg, msg

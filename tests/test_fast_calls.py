@@ -34,11 +34,11 @@ def body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, Any]:
         x = np.empty(12, np.float32)
         for step in range(4):                                # in place: issued once, replayed, then served
             x[:] = _values(rank, step, 12, np.float32)
-            seq = w._seq
+            seq = w._issuer.seq
             assert w.allreduce(x, algorithm=algo) is x
-            assert w._seq == seq + 1                          # one flight record per call, fast or not
+            assert w._issuer.seq == seq + 1                          # one flight record per call, fast or not
             np.testing.assert_array_equal(x, sum(_values(r, step, 12, np.float32) for r in ranks))
-        seen["entries_in_place"] = len(w._fast.entries)
+        seen["entries_in_place"] = len(w._issuer.cache.fast.entries)
         seen["issued_in_place"] = issued[0]
 
         as_int = x.view(np.int32)                            # same address and bytes, another dtype
@@ -95,7 +95,7 @@ def body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, Any]:
                 np.testing.assert_array_equal(x, sum(_values(r, step, 12, np.float32) for r in ranks))
             else:
                 assert got is None
-        seen["entries"] = len(w._fast.entries)
+        seen["entries"] = len(w._issuer.cache.fast.entries)
 
         x.flags.writeable = False                            # a cached buffer made read-only: refused
         with pytest.raises(ValueError, match="read-only"):
@@ -106,8 +106,8 @@ def body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, Any]:
         with pytest.raises(ValueError, match="C-contiguous"):   # same first address, not contiguous
             w.allreduce(grid.T, algorithm=algo)
 
-        w._forget_resources()                                # resources re-acquired: nothing stale is served
-        seen["entries_after_forget"] = len(w._fast.entries)
+        w._issuer.forget_resources()                                # resources re-acquired: nothing stale is served
+        seen["entries_after_forget"] = len(w._issuer.cache.fast.entries)
         before = issued[0]
         for step in range(3):
             x[:] = _values(rank, step, 12, np.float32)
@@ -138,27 +138,27 @@ def test_repeated_calls_are_served_from_the_cache_and_stay_right(algo: str) -> N
         assert not seen["kept_alive"]
 
 
-def mismatch_body(rank: int, n: int, root_info: bytes) -> str:
-    """With the signature check on, a rank that changes its op on a cached call is caught on every rank."""
+def mismatch_body(rank: int, n: int, root_info: bytes, algo: str) -> str:
+    """A rank that changes its op on a cached call is caught on every rank (the handshake, or the native in-band check)."""
     import hcomm_cffi as hcomm
     from hcomm_cffi.api.consistency import CollectiveMismatchError
     w = hcomm.init(rank=rank, world_size=n, root_info=root_info)
     try:
-        assert w._check_signatures
         x = np.ones(8, np.float32)
         for _ in range(3):
-            w.allreduce(x, algorithm="native")
-        assert len(w._fast.entries) == 1
+            w.allreduce(x, algorithm=algo)
+        assert len(w._issuer.cache.fast.entries) == 1
         x[:] = 1
         with pytest.raises(CollectiveMismatchError) as info:
-            w.allreduce(x, "max" if rank == 1 else "sum", algorithm="native")
+            w.allreduce(x, "max" if rank == 1 else "sum", algorithm=algo)
         np.testing.assert_array_equal(x, 1)                  # caught before any data moved
         return str(info.value)
     finally:
         hcomm.finalize()
 
 
-def test_signature_check_still_runs_on_cached_calls(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("HCOMM_CHECK_COLLECTIVES", raising=False)   # the emulator's default: on
-    for msg in run_ranks(2, mismatch_body, timeout=120):
+@pytest.mark.parametrize("check", ["0", "1"])
+@pytest.mark.parametrize("algo", ["native", "ring"])
+def test_signature_check_still_runs_on_cached_calls(algo: str, check: str) -> None:
+    for msg in run_ranks(2, mismatch_body, algo, timeout=120, env={"HCOMM_CHECK_COLLECTIVES": check}):
         assert "op" in msg

@@ -179,3 +179,42 @@ def test_the_checker_sees_imports(module: str) -> None:
     """The test reads real imports (a guard against a parser that finds nothing)."""
     mods = _modules()
     assert len(_imports(mods[module], module)) > 3
+
+
+#: the layers above the backends, which reach a backend only through the lib contract (lib/contract.py)
+CONTRACT_USERS = ("api", "algorithms", "plan", "resources", "bootstrap", "binding", "initializers", "calltable")
+#: what the contract replaces: a backend's name, unwrapping the ABI-check wrapper, the emulator's own helpers
+BACKEND_SPECIFIC = frozenset({"backend_name", "raw", "preferred_step_bytes", "checker_reports"})
+
+
+def _backend_specific(path: Path) -> List[Tuple[int, str]]:
+    """(line, name) of every attribute use or getattr() string in ``path`` that names a backend-specific member."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute):
+            name = node.attr
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            name = node.args[1].value
+        else:
+            continue
+        if name in BACKEND_SPECIFIC or name.startswith("sim_"):
+            found.append((node.lineno, name))
+    return found
+
+
+def test_layers_above_the_backends_use_only_the_lib_contract() -> None:
+    """No backend-name tests, no unwrapping, no emulator-only methods above lib/ and sim/ (they use lib.capabilities)."""
+    bad = []
+    for module, path in sorted(_modules().items()):
+        first = module.split(".")[1] if "." in module else ""
+        if first in CONTRACT_USERS:
+            bad += [f"{path.relative_to(PKG.parent)}:{line} uses {name}" for line, name in _backend_specific(path)]
+    assert not bad, "backend-specific members used outside lib/ and sim/:\n" + "\n".join(bad)
+
+
+def test_the_contract_check_sees_backend_specific_uses(tmp_path: Path) -> None:
+    """The scan finds each kind of use (a guard against a check that can never fail)."""
+    sample = tmp_path / "sample.py"
+    sample.write_text("a = lib.raw\nb = getattr(lib, 'backend_name', 'cann')\nlib.sim_prepare_batch(1)\nc = lib.capabilities\n")
+    assert [name for _, name in _backend_specific(sample)] == ["raw", "backend_name", "sim_prepare_batch"]

@@ -5,11 +5,14 @@ Conventions (every built-in algorithm, every rank, every channel; a user's algor
 * Channel notify indices: ``ACK = 0`` ("my landing zone for you is free"), ``DATA = 1`` ("what
   I wrote to you is complete").  Indices below ``P2P_DATA`` are the algorithms'; ``P2P_DATA`` and
   ``P2P_CREDIT`` (the last two) are reserved for point-to-point so it can run concurrently with a
-  collective on the same channel.  Every channel is acquired with ``NOTIFIES_PER_CHANNEL``.
+  collective on the same channel; ``SIG_NOTIFIES`` (the two before them) carry the signature handshake
+  the Comm API issues ahead of every call (api/signatures.py).  Every channel is acquired with
+  ``NOTIFIES_PER_CHANNEL``.
 * A transfer to a peer is always ``wait(ACK) -> write -> record(DATA)`` and the matching receive
   ``record(ACK) -> wait(DATA)``; so each notify is recorded once and waited once per step and no
   write lands in memory the peer has not released (HCOMM_SEMANTICS.md §3.3).
-* HCCL buffer layout: collectives use the first half ``[0, region_bytes)``; point-to-point the second.
+* HCCL buffer layout: collectives use the first half ``[0, region_bytes)``; point-to-point the second,
+  except its last :func:`signature_area` bytes (the signature slots).
 * Thread notify indices: thread ``t`` (1-based) waits its notify 0 (fork) and records main's
   notify ``t - 1`` (join).
 """
@@ -22,13 +25,15 @@ from ..plan import Topology
 from .interface import UnsupportedError
 from .tasks import TaskSink
 
-__all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "NOTIFIES_PER_CHANNEL", "ALIGN", "IssueContext",
-           "split_even", "region_bytes"]
+__all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "SIG_NOTIFIES", "SIG_SLOT_BYTES", "NOTIFIES_PER_CHANNEL",
+           "ALIGN", "IssueContext", "split_even", "region_bytes", "signature_area"]
 
 #: Notifies on every channel of a communicator (all users of a channel must agree on the count).
 NOTIFIES_PER_CHANNEL = 8
 ACK, DATA = 0, 1
 P2P_DATA, P2P_CREDIT = NOTIFIES_PER_CHANNEL - 2, NOTIFIES_PER_CHANNEL - 1
+SIG_NOTIFIES = (NOTIFIES_PER_CHANNEL - 4, NOTIFIES_PER_CHANNEL - 3)   # signature handshake, by parity
+SIG_SLOT_BYTES = 64    # one rank's call signature (8 int64)
 ALIGN = 128            # byte alignment of slots inside the HCCL buffer
 
 CData = Any
@@ -48,6 +53,11 @@ def split_even(total: int, parts: int) -> List[Tuple[int, int]]:
 def region_bytes(smallest_buffer: int) -> int:
     """Bytes of the collective region: half the smallest HCCL buffer of the ranks involved, aligned."""
     return (smallest_buffer // 2) // ALIGN * ALIGN
+
+
+def signature_area(n_ranks: int) -> int:
+    """Bytes at the end of the HCCL buffer's second half kept for signature slots (2 parities x n_ranks)."""
+    return -(-2 * n_ranks * SIG_SLOT_BYTES // ALIGN) * ALIGN
 
 
 class IssueContext:
@@ -103,6 +113,10 @@ class IssueContext:
             raise UnsupportedError(f"HCCL buffer half of {self.region_bytes} bytes cannot hold {nslots} slots of one "
                                    f"{self.dtype.name} element; raise HCCL_BUFFSIZE")
         return n
+
+    def slot_bytes(self, elems: int) -> int:
+        """Bytes a landing slot of ``elems`` elements takes in the region (rounded up to ALIGN)."""
+        return -(-elems * self.esz // ALIGN) * ALIGN
 
     def scratch(self, nbytes: int) -> CData:
         """Device scratch memory of at least ``nbytes`` (owned by the communicator)."""

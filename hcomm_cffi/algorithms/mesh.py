@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Sequence
 
-from .context import ACK, ALIGN, DATA, IssueContext, split_even
+from .context import ACK, DATA, IssueContext, split_even
 from .formulas import formula_resources
 from .interface import CollectiveCall, UnsupportedError, define
 
@@ -20,9 +20,6 @@ __all__ = ["mesh", "run", "mesh_rs", "mesh_ag", "mesh_broadcast", "mesh_reduce",
 ONE_SHOT_BYTES = 64 << 10
 CData = Any
 
-
-def _sb(ctx: IssueContext, slot: int) -> int:
-    return -(-slot * ctx.esz // ALIGN) * ALIGN
 
 
 def _phase(ctx: IssueContext, peers: Sequence[int], body: Callable[[int, int], None]) -> None:
@@ -49,7 +46,7 @@ def mesh_rs(ctx: IssueContext, group: Sequence[int], srcs: List[CData], lens: Li
         ctx.copy(main, out, srcs[0], lens[0] * esz)
         return
     slot = ctx.slot_elems(n)
-    sb = _sb(ctx, slot)
+    sb = ctx.slot_bytes(slot)
     peers = [p for p in group if p != ctx.rank]
     for po in range(0, max(lens), slot):
         ln = [max(0, min(slot, l - po)) for l in lens]
@@ -71,7 +68,7 @@ def mesh_ag(ctx: IssueContext, group: Sequence[int], own: CData, lens: List[int]
     n, esz, main = len(group), ctx.esz, ctx.threads[0]
     me = group.index(ctx.rank)
     slot = ctx.slot_elems(n)
-    sb = _sb(ctx, slot)
+    sb = ctx.slot_bytes(slot)
     peers = [p for p in group if p != ctx.rank]
     for po in range(0, max(lens), slot):
         ln = [max(0, min(slot, l - po)) for l in lens]
@@ -112,7 +109,7 @@ def mesh_reduce(ctx: IssueContext, group: Sequence[int], send: CData, recv: CDat
         return
     me = group.index(ctx.rank)
     slot = ctx.slot_elems(n)
-    sb = _sb(ctx, slot)
+    sb = ctx.slot_bytes(slot)
     peers = [p for p in group if p != root]
     for po in range(0, count, slot):
         cnt = min(slot, count - po)
@@ -144,7 +141,7 @@ def _one_shot(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> Non
     n, esz, main = len(group), ctx.esz, ctx.threads[0]
     me = group.index(ctx.rank)
     slot = ctx.slot_elems(n)
-    sb = _sb(ctx, slot)
+    sb = ctx.slot_bytes(slot)
     peers = [p for p in group if p != ctx.rank]
     for po in range(0, a.count, slot):
         cnt = min(slot, a.count - po)
@@ -195,7 +192,7 @@ def _alltoall(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> Non
     n, esz, main = len(group), ctx.esz, ctx.threads[0]
     me = group.index(ctx.rank)
     slot = ctx.slot_elems(n)
-    sb = _sb(ctx, slot)
+    sb = ctx.slot_bytes(slot)
     peers = [p for p in group if p != ctx.rank]
     blk = a.count
     for po in range(0, blk, slot):

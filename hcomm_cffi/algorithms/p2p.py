@@ -21,7 +21,7 @@ from typing import Any, List, Tuple
 import numpy as np
 
 from ..enums import DataType
-from .context import ALIGN, P2P_CREDIT, P2P_DATA, IssueContext
+from .context import ALIGN, P2P_CREDIT, P2P_DATA, IssueContext, signature_area
 
 __all__ = ["HEADER_BYTES", "MAGIC", "LaneState", "inbox", "pieces", "make_header", "parse_header",
            "issue_send", "issue_recv", "drain"]
@@ -42,8 +42,8 @@ class LaneState:
 
 
 def inbox(ctx: IssueContext, sender: int, n_ranks: int) -> Tuple[int, int]:
-    """(byte offset, size) of ``sender``'s inbox in a receiver's HCCL buffer."""
-    size = (ctx.region_bytes // n_ranks) // ALIGN * ALIGN
+    """(byte offset, size) of ``sender``'s inbox in a receiver's HCCL buffer (the half's end holds signature slots)."""
+    size = ((ctx.region_bytes - signature_area(n_ranks)) // n_ranks) // ALIGN * ALIGN
     if size <= HEADER_BYTES:
         raise ValueError(f"HCCL buffer too small for point-to-point inboxes ({ctx.region_bytes} bytes per half, "
                          f"{n_ranks} ranks); raise HCCL_BUFFSIZE")

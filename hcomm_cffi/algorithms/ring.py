@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
-from .context import ACK, ALIGN, DATA, IssueContext, split_even
+from .context import ACK, DATA, IssueContext, split_even
 from .formulas import formula_resources
 from .interface import CollectiveCall, UnsupportedError, define
 
@@ -22,9 +22,6 @@ __all__ = ["ring", "run", "COLLECTIVES", "ring_pass", "ring_broadcast", "ring_re
 COLLECTIVES = ("allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "alltoall", "barrier")
 CData = Any
 
-
-def _slot_bytes(ctx: IssueContext, elems: int) -> int:
-    return -(-elems * ctx.esz // ALIGN) * ALIGN
 
 
 def ring_pass(ctx: IssueContext, th: int, ring: Sequence[int], srcs: List[Optional[CData]], outs: List[Optional[CData]],
@@ -39,7 +36,7 @@ def ring_pass(ctx: IssueContext, th: int, ring: Sequence[int], srcs: List[Option
     i = ring.index(ctx.rank)
     left, right = ring[(i - 1) % n], ring[(i + 1) % n]
     esz = ctx.esz
-    sb = _slot_bytes(ctx, slot)
+    sb = ctx.slot_bytes(slot)
     offs = (region, region + sb)
     for po in range(0, max(lens), slot):
         ln = [max(0, min(slot, l - po)) for l in lens]
@@ -91,7 +88,7 @@ def _chunked(ctx: IssueContext, group: Sequence[int], a: CollectiveCall, rs: boo
     for li, ((off, cnt), (d, ack, data)) in enumerate(zip(parts, lanes)):
         th = ctx.threads[li]
         ring = list(group) if d == 0 else list(group)[::-1]
-        region = li * 2 * _slot_bytes(ctx, slot)
+        region = li * 2 * ctx.slot_bytes(slot)
         if a.coll == "allreduce":
             chunks = split_even(cnt, n)
             srcs = [a.send + (off + o) * esz for o, _ in chunks]
@@ -172,7 +169,7 @@ def ring_alltoall(ctx: IssueContext, group: Sequence[int], send: CData, recv: CD
     i = group.index(ctx.rank)
     left, right = group[(i - 1) % n], group[(i + 1) % n]
     slot = ctx.slot_elems(2 * max(1, n - 1))
-    sb = _slot_bytes(ctx, slot)
+    sb = ctx.slot_bytes(slot)
     ctx.copy(th, recv + i * block * esz, send + i * block * esz, block * esz)
     if n == 1:
         return

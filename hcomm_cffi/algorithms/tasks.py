@@ -101,6 +101,12 @@ class TaskBatch:
         self._unbatched.add(len(self.calls))
         self.calls.append((getattr(self._b, name), args))
 
+    def extend(self, other: "TaskBatch") -> None:
+        """Append ``other``'s calls after this batch's (library calls stay outside batch mode)."""
+        base = len(self.calls)
+        self._unbatched.update(base + i for i in other._unbatched)
+        self.calls.extend(other.calls)
+
     def __len__(self) -> int:
         return len(self.calls)
 

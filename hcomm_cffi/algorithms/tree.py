@@ -14,7 +14,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from ..plan.algos.common import ceil_log2, floor_log2
 from ..plan.algos.tree import binomial_children
-from .context import ACK, ALIGN, DATA, IssueContext
+from .context import ACK, DATA, IssueContext
 from .formulas import formula_resources
 from .interface import COLLECTIVES, CollectiveCall, UnsupportedError, define
 
@@ -22,9 +22,6 @@ __all__ = ["tree", "run", "rd_allreduce", "rd_barrier", "binomial_broadcast", "b
 
 CData = Any
 
-
-def _sb(ctx: IssueContext, slot: int) -> int:
-    return -(-slot * ctx.esz // ALIGN) * ALIGN
 
 
 def _geometry(n: int, i: int) -> Tuple[int, int, int, bool]:
@@ -51,7 +48,7 @@ def rd_allreduce(ctx: IssueContext, group: Sequence[int], send: CData, acc: Opti
     i = group.index(ctx.rank)
     k, e, c, has_odd = _geometry(n, i)
     slot = ctx.slot_elems(k + 2)
-    sb = _sb(ctx, slot)
+    sb = ctx.slot_bytes(slot)
     for po in range(0, count, slot):
         cnt = min(slot, count - po)
         nb = cnt * esz
@@ -109,7 +106,7 @@ def rd_allgather(ctx: IssueContext, group: Sequence[int], send: CData, recv: CDa
     i = group.index(ctx.rank)
     k, e, c, has_odd = _geometry(n, i)
     slot = ctx.slot_elems(n)
-    sb = _sb(ctx, slot)
+    sb = ctx.slot_bytes(slot)
     for po in range(0, block, slot):
         nb = min(slot, block - po) * esz
         if c < 0:
@@ -170,7 +167,7 @@ def binomial_reduce(ctx: IssueContext, group: Sequence[int], send: CData, recv: 
         return
     parent, kids, my_idx = _tree_links(group, root, ctx.rank)
     slot = ctx.slot_elems(ceil_log2(n) + 1)
-    sb = _sb(ctx, slot)
+    sb = ctx.slot_bytes(slot)
     for po in range(0, count, slot):
         cnt = min(slot, count - po)
         acc = recv + po * esz if parent is None else ctx.mine(0)

@@ -154,6 +154,12 @@ class Staging:
             self._back.append((buf.ptr, dev, buf.nbytes))
         return dev
 
+    def in_place(self, buf: Buffer, dev: CData) -> CData:
+        """``dev`` (the staged copy of the send buffer) is also the result: copy it back into ``buf`` at finish()."""
+        if self.needed and buf.device != "npu" and buf.nbytes:
+            self._back.append((buf.ptr, dev, buf.nbytes))    # pragma: no cover - CANN backend only
+        return dev
+
     def finish(self) -> None:
         """Copy results back to host buffers and free the staging memory."""
         for host, dev, n in self._back:  # pragma: no cover - CANN backend only

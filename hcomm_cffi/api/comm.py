@@ -17,35 +17,28 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..algorithms import registry
-from ..algorithms.context import NOTIFIES_PER_CHANNEL, IssueContext
-from ..algorithms.dryrun import dry_run
-from ..algorithms.interface import Algorithm, CollectiveCall
-from ..algorithms.replay import Schedule, capture
-from ..algorithms.tasks import TaskBatch
-from .._ffi import ffi
+from ..algorithms.context import NOTIFIES_PER_CHANNEL
 from ..binding import Binding
 from .. import flight, settings
-from ..enums import DataType, ReduceOp, parse_reduce_op
-from ..errors import HcclError
+from ..enums import ReduceOp, parse_reduce_op
+from ..errors import COLLECTIVE_MISMATCH, HcclError
 from ..initializers import make_channel_descs, make_comm_config
-from ..plan import MIB, Topology
-from ..resources import ENGINE, Resources
+from ..plan import Topology
+from ..resources import ENGINE
 from . import consistency, live, membership, observe
-from .buffers import NO_STAGING, Buffer, Staging, as_buffer, new_like, overlaps
+from .buffers import Buffer, as_buffer, new_like, overlaps
+from .call import Call
 from .errors import CommError, NotMemberError, wrap_failure
-from .fastcalls import FastCall, FastCalls, key_of
-from .nonblocking import Pending, request_for
+from .issue import Issuer
 from .point_to_point import DRAIN_TIMEOUT_S, PointToPoint
+from .port import CommPort
 from .request import Request
-from .streams import StreamTargets, Target, sync_stream
 
 __all__ = ["Comm", "DEFAULT_EAGER_LIMIT"]
 
 DEFAULT_EAGER_LIMIT = 64 << 10
 #: Communicators up to this size connect every peer at creation so point-to-point never waits on setup.
 P2P_PRECONNECT_MAX = 256
-#: Replayed schedules kept bound to their buffers (emulator: prepared task lists) before the cache starts over.
-PREPARED_MAX = 256
 TopologyArg = Union[None, Topology, Tuple[int, int]]
 
 
@@ -174,22 +167,14 @@ class Comm:
         self._broken: Optional[str] = None
         self._children: Dict[Tuple[str, tuple], int] = {}
         self.parent_ranks = []
-        self._p2p = PointToPoint(self)
-        self._seq = 0                      # collectives issued on this communicator (signature, flight recorder)
-        self._check_signatures = False
-        self._choices: Dict[tuple, Tuple[Algorithm, str]] = {}   # call signature -> (algorithm, description)
-        self._scratch_ptr: Any = None
-        self._scratch_size = 0
-        self._retired: List[Any] = []          # scratch buffers a started collective may still use
-        self._inflight: "set[Pending]" = set()  # started collectives not yet seen complete
+        self._port = CommPort(self)
+        self._p2p = PointToPoint(self._port)
         self._splits = 0                        # split() calls so far (collective: equal on every rank)
         self._flight: Any = None                # flight recorder ring (observe.created), None when off
-        self._prepared: Dict[tuple, Any] = {}   # (schedule, buffers) -> its bound batch (emulator: prepared tasks)
-        self._fast = FastCalls()                # blocking calls on NumPy buffers seen before -> their batch
-        self._fast_ok = False                   # set in _setup: host buffers used in place (no staging)
+        self._issuer: Any = None                # the collective machinery (issue.py), set in _setup
 
     @classmethod
-    def _from_handle(cls, binding: Binding, handle: Any, name: str, topology: TopologyArg = None,
+    def _from_handle(cls, binding: Binding, handle: Any, name: str, *, topology: TopologyArg = None,
                      eager_limit: Optional[int] = None, timeout: Optional[float] = None) -> "Comm":
         self = cls.__new__(cls)
         self._blank(binding, name)
@@ -206,24 +191,10 @@ class Comm:
         self._eager_limit = _eager(eager_limit)
         self.topology = _topology(topology, self.size)
         self._stream = b.create_stream()
-        self._targets = StreamTargets(b, handle, self._stream, self.name)
-        self._buffer_bytes = self._targets.own.cache.local_buffer()[1]
-        self._staging = getattr(b.lib, "backend_name", "cann") != "sim"
-        self._sim_lib = None if self._staging else getattr(b.lib, "raw", b.lib)    # the SimLibrary under an ABI check
-        step = settings.value("HCOMM_STEP_BYTES")
-        self._step_bytes = (getattr(self._sim_lib, "preferred_step_bytes", None) if step is None else step) or None
-        self._on_device: Dict[Tuple[Any, int], int] = {}     # (char *, bytes) -> address, declared on the emulator
-        check = settings.value("HCOMM_CHECK_COLLECTIVES")
-        self._check_signatures = (not self._staging) if check is None else bool(check)
-        self._fast_ok = not self._staging
+        self._issuer = Issuer(self._port, self._stream)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
-        if self._check_signatures:
-            # the signature allgather is a library collective: set up its links now, while every rank is
-            # here, so a rank that later never calls a collective is a notify timeout naming it, not a hang
-            b.barrier(handle, self._stream)
-            b.synchronize_stream(self._stream)
-        self._flight = observe.created(self, self.size - 1 if self.size <= P2P_PRECONNECT_MAX else 0)
+        self._flight = observe.created(self._port, self.size - 1 if self.size <= P2P_PRECONNECT_MAX else 0)
 
     def _connect_peers(self) -> None:
         """Open the channel to every peer now (communicator creation is collective, p2p is not).
@@ -277,7 +248,7 @@ class Comm:
     @property
     def buffer_bytes(self) -> int:
         """Size of this rank's HCCL buffer in bytes (2 x the buffer size in MiB)."""
-        return self._buffer_bytes
+        return self._issuer.buffer_bytes
 
     def __bool__(self) -> bool:
         return self._member
@@ -318,10 +289,7 @@ class Comm:
         finally:
             live.unregister(self)
             handle, self._handle = self._handle, None
-            for ptr in self._retired + ([self._scratch_ptr] if self._scratch_ptr is not None else []):
-                b.free(ptr)
-            self._retired.clear()
-            self._scratch_ptr = None
+            self._issuer.release()
             try:
                 b.comm_destroy(handle)
                 failed: Optional[HcclError] = None
@@ -331,11 +299,7 @@ class Comm:
                 b.destroy_stream(lane.stream)
             self._p2p.lanes.clear()
             b.destroy_stream(self._stream)
-            self._targets.clear()
-            self._forget_prepared()
-            observe.destroyed(self)
-            if self._sim_lib is not None:
-                self._forget_device_memory()
+            observe.destroyed(self._port)
             if failed is not None:
                 if not self._broken:
                     raise failed
@@ -343,35 +307,9 @@ class Comm:
                 warnings.warn(f"rank {self.rank}: destroy of {self.name!r} after an earlier failure: {failed}",
                               RuntimeWarning, stacklevel=2)
 
-    def _declare_device_memory(self, buf: Optional[Buffer]) -> None:
-        """Emulator: declare a host buffer device memory, as staging makes it on CANN (once per address range).
-
-        The emulator rejects host memory as a local copy/reduce operand (sim/devmem.py); the Comm API
-        hands NumPy buffers to it directly instead of copying them into aclrtMalloc memory, so it says
-        so here.  A range already declared costs one dict lookup.
-        """
-        if buf is None or self._sim_lib is None or buf.device == "npu" or not buf.nbytes:
-            return
-        key = (buf.ptr, buf.nbytes)         # cffi pointers hash and compare by address
-        if key in self._on_device:
-            return
-        if len(self._on_device) > 4096:        # many short-lived arrays: start over
-            self._forget_device_memory()
-        addr = int(ffi.cast("uintptr_t", buf.ptr))
-        self._sim_lib.sim_register_device_memory(addr, buf.nbytes)
-        self._on_device[key] = addr
-
-    def _forget_device_memory(self) -> None:
-        """Emulator: withdraw every range _declare_device_memory declared (prepared batches were validated on them)."""
-        self._forget_prepared()
-        if self._sim_lib is not None:          # only the emulator has ranges declared
-            for addr in self._on_device.values():
-                self._sim_lib.sim_unregister_device_memory(addr)
-        self._on_device.clear()
-
     def _drain_inflight(self) -> None:
         """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
-        for pending in list(self._inflight):
+        for pending in list(self._issuer.inflight):
             try:
                 if not pending.sync(min(DRAIN_TIMEOUT_S, self.timeout or DRAIN_TIMEOUT_S)):
                     warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: {pending.what} never completed",
@@ -395,44 +333,20 @@ class Comm:
                              "directory is set; expected a directory to write to")
         return path
 
-    # ------------------------------------------------------------------ machinery
-    def _scratch(self, nbytes: int) -> Any:
-        """Scratch memory of at least ``nbytes``; a smaller old one is retired (a started collective may use it)."""
-        if nbytes > self._scratch_size:
-            if self._scratch_ptr is not None:
-                self._retired.append(self._scratch_ptr)
-                self._scratch_ptr = None
-            size = max(nbytes, 4096, 2 * self._scratch_size)  # doubling: retired buffers total < the live one
-            self._forget_prepared()       # their batches address the retired scratch
-            self._scratch_ptr = self.binding.malloc(size)
-            self._scratch_size = size
-        return self._scratch_ptr
-
-    def _free_retired(self) -> None:
-        """Free retired scratch once no started collective can still use it."""
-        if self._retired and not self._inflight:
-            for ptr in self._retired:
-                self.binding.free(ptr)
-            self._retired.clear()
-
-    def _resources(self, alg: Algorithm, call: CollectiveCall, target: Target) -> Resources:
-        """What ``alg`` declares for this call on ``target``'s stream, or what a dry run of its schedule derives."""
-        key = (alg, call.signature)
-        res = target.res.get(key)
-        if res is None:
-            spec = alg.resources(self.topology, call, self.rank)
-            if spec is None:
-                spec = dry_run(alg, self.topology, call, self._buffer_bytes, declared=False).resources_for(self.rank)
-            if len(target.res) > 4096:
-                target.forget_resources()
-                self._forget_prepared()
-            res = target.res[key] = target.cache.get(alg.name, spec)
-        return res
-
+    # ------------------------------------------------------------------ failures and arguments
     def _fail(self, exc: HcclError, where: str) -> CommError:
-        err = wrap_failure(exc, f"rank {self.rank} of communicator {self.name!r}: {where}", live.library_names())
+        """The communicator failed in ``where``: it becomes unusable; the error (a mismatch when the handshake saw one)."""
+        mismatch = self._issuer.signer.mismatch if self._issuer is not None else None
+        if mismatch is not None:
+            err: CommError = consistency.CollectiveMismatchError(mismatch)
+        elif COLLECTIVE_MISMATCH in (getattr(exc, "library_message", None) or ""):   # the backend's in-band check
+            err = consistency.CollectiveMismatchError(f"rank {self.rank} of communicator {self.name!r}: {where} "
+                                                      f"failed: {exc}")
+        else:
+            err = wrap_failure(exc, f"rank {self.rank} of communicator {self.name!r}: {where}",
+                               live.library_names())
         self._broken = str(err)
-        observe.failed(self, exc, err)
+        observe.failed(self._port, exc, err)
         return err
 
     def _rank_arg(self, name: str, value: Any) -> int:
@@ -442,239 +356,6 @@ class Comm:
             raise ValueError(f"{name}={value} is out of range for communicator {self.name!r} of {self.size} ranks; "
                              f"expected 0..{self.size - 1}")
         return int(value)
-
-    def _run(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
-             dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0,
-             recv_count: Optional[int] = None, fast_key: Optional[tuple] = None) -> str:
-        """Run ``coll`` and wait for it; returns the algorithm's name (the caller checked the communicator).
-
-        The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
-        Everything derived from the call's signature (the algorithm, its resources, its recorded
-        schedule) is cached; a replayed call with a ``fast_key`` (see :mod:`.fastcalls`) is stored
-        whole, so the next identical call skips even the lookups (:meth:`_fast_call`).
-        """
-        alg, call, in_place, staging, what = self._prepare(coll, algorithm, send, recv, count, dtype, op, root,
-                                                           nbytes, recv_count)
-        target = self._targets.own
-        recorded_root = observe.root_of(coll, root)
-        slot = observe.issue(self, self._seq, coll, alg.name, count, nbytes, dtype, op, recorded_root)
-        if self._check_signatures:
-            self._compare_signatures(consistency.signature(self._seq, call, alg.name), what, target)
-        try:
-            batch, replayed = self._batch_for(alg, call, in_place, send, recv, target)
-        except HcclError as exc:
-            raise self._fail(exc, what) from exc
-        self._launch_and_wait(batch, slot, coll, what)
-        if staging is not NO_STAGING:
-            staging.finish()
-        elif replayed and fast_key is not None:
-            self._fast.store(fast_key, FastCall(coll, alg.name, what, batch, count, nbytes, dtype, op, recorded_root,
-                                                call))
-        return alg.name
-
-    def _fast_call(self, coll: str, x: Any, x_written: bool, out: Any, op: Any, algorithm: Any, root: int,
-                   async_op: bool, stream: Any) -> Tuple[Optional[tuple], bool]:
-        """(the fast-call key of a blocking call, whether a stored call ran it): the stored call's flight
-        record, its signature check when on, and its batch -- nothing re-derived."""
-        if async_op or stream is not None or not self._fast_ok:
-            return None, False
-        key = key_of(coll, x, x_written, out, op, algorithm, root)
-        if key is None:
-            return None, False
-        try:
-            fast = self._fast.entries.get(key)
-        except TypeError:               # an unhashable op or algorithm object: the full path serves it
-            return None, False
-        if fast is None:
-            return key, False
-        self._seq += 1
-        slot = observe.issue(self, self._seq, coll, fast.algorithm, fast.count, fast.nbytes, fast.dtype, fast.op,
-                             fast.root)
-        if self._check_signatures:
-            self._compare_signatures(consistency.signature(self._seq, fast.call, fast.algorithm), fast.what,
-                                     self._targets.own)
-        self._launch_and_wait(fast.batch, slot, coll, fast.what)
-        return key, True
-
-    def _launch_and_wait(self, batch: Any, slot: int, coll: str, what: str) -> None:
-        """Launch ``batch`` on the communicator's stream after the previous collective and wait for it."""
-        target = self._targets.own
-        try:
-            self._targets.order(target)
-            batch.launch()
-            if slot >= 0:
-                self._flight.running(slot)
-            self.binding.synchronize_stream(target.stream)
-        except HcclError as exc:
-            raise self._fail(exc, what) from exc
-        observe.done(self, slot, coll, self._seq)
-        if self._retired:
-            self._free_retired()
-
-    def _start(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
-               dtype: DataType, op: Optional[ReduceOp] = None, root: int = 0, nbytes: int = 0,
-               recv_count: Optional[int] = None, stream: Any = None) -> Pending:
-        """Issue (or replay) ``coll`` into one batch and launch it on the stream; do not wait."""
-        self._check_usable(coll)
-        alg, call, in_place, staging, what = self._prepare(coll, algorithm, send, recv, count, dtype, op, root,
-                                                           nbytes, recv_count)
-        target = self._targets.get(stream)
-        signatures = sig = None
-        slot = observe.issue(self, self._seq, coll, alg.name, count, nbytes, dtype, op, observe.root_of(coll, root))
-        try:
-            batch, _ = self._batch_for(alg, call, in_place, send, recv, target)
-            self._targets.order(target)
-            if self._check_signatures:   # compared when the request completes: a started call must not block
-                sig = consistency.signature(self._seq, call, alg.name)
-                signatures = self._gather_signatures(sig, target)
-            batch.launch()
-            if slot >= 0:
-                self._flight.running(slot)
-        except HcclError as exc:
-            raise self._fail(exc, what) from exc
-        # ``sig`` is kept too: the queued allgather reads it when it runs (on the emulator: in place, no copy)
-        pending = Pending(self, what, target.stream, staging, (send, recv, sig), alg.name, signatures, slot)
-        self._inflight.add(pending)
-        return pending
-
-    def _prepare(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
-                 dtype: DataType, op: Optional[ReduceOp], root: int, nbytes: int, recv_count: Optional[int]
-                 ) -> Tuple[Algorithm, CollectiveCall, bool, Staging, str]:
-        """The algorithm (cached per signature), the call with device pointers, and the next sequence number."""
-        key = (algorithm, coll, nbytes, dtype, op, root)
-        choice = self._choices.get(key)
-        if choice is None:
-            if len(self._choices) > 4096:
-                self._choices.clear()
-            alg, why = registry.explain(algorithm, coll, self.topology, nbytes, dtype, op, root,
-                                        max(1, self._buffer_bytes // 2 // MIB))
-            what = f"{coll} (algorithm={alg.name}, {nbytes} bytes, {self.size} ranks)"
-            choice = self._choices[key] = (alg, what)      # the description too: no formatting per call
-            observe.chose(self, coll, nbytes, alg, why)
-        alg, what = choice
-        in_place = send is not None and recv is not None and recv.ptr == send.ptr
-        staging: Staging = NO_STAGING
-        if self._staging:
-            staging = Staging(self.binding, True)
-            sp = staging.device_ptr(send) if send is not None else None
-            if in_place:
-                rp = sp
-                if recv.device != "npu":   # type: ignore[union-attr]
-                    staging._back.append((recv.ptr, sp, recv.nbytes))   # type: ignore[union-attr]
-            else:
-                rp = staging.device_ptr(recv, copy_in=coll == "broadcast", copy_out=True) if recv else None
-        else:
-            sp = send.ptr if send is not None else None
-            rp = recv.ptr if recv is not None else None
-            self._declare_device_memory(send)
-            if recv is not send:
-                self._declare_device_memory(recv)
-        call = CollectiveCall(coll, sp, rp, count, dtype, ReduceOp.SUM if op is None else op, root, recv_count)
-        self._seq += 1
-        return alg, call, in_place, staging, what
-
-    def _call(self, coll: str, algorithm: Any, send: Optional[Buffer], recv: Optional[Buffer], count: int,
-              dtype: DataType, op: Optional[ReduceOp], root: int, nbytes: int, result: Any, async_op: bool,
-              stream: Any, fast_key: Optional[tuple] = None) -> Any:
-        """Blocking: run and return ``result``; ``async_op`` or ``stream``: start and return a Request for it."""
-        if not async_op and stream is None:
-            self._run(coll, algorithm, send, recv, count, dtype, op, root, nbytes, None, fast_key)
-            return result
-        return request_for(self._start(coll, algorithm, send, recv, count, dtype, op, root, nbytes, None, stream),
-                           result)
-
-    def _batch_for(self, alg: Algorithm, call: CollectiveCall, in_place: bool, send: Optional[Buffer],
-                   recv: Optional[Buffer], target: Target) -> Tuple[Any, bool]:
-        """(the batch of ``call`` on ``target``, whether it replays a schedule): issued the first time only."""
-        key = (alg, call.coll, call.count, call.dtype, call.op, call.root, call.recv_count, in_place)
-        known = target.schedules.get(key)
-        if known is not None:
-            batch = self._prepared.get((known, call.send, call.recv, self._scratch_ptr))
-            return (batch if batch is not None else self._bound(known, call, send, recv)), True
-        bases = self._bases(call, send, recv)
-        batch = TaskBatch(self.binding)
-        ctx = IssueContext(batch, self._resources(alg, call, target), rank=self.rank, size=self.size,
-                           topology=self.topology, timeout_s=self.timeout, dtype=call.dtype, op=call.op,
-                           comm=self._handle, stream=target.stream, scratch=self._scratch,
-                           step_bytes=self._step_bytes)
-        alg.issue(ctx, call)
-        if alg.replayable:
-            if len(target.schedules) > 4096:
-                target.schedules.clear()
-                self._forget_prepared()
-            # issue() may have allocated the scratch memory
-            target.schedules[key] = capture(batch, self._bases(call, send, recv))
-        return batch, False
-
-    def _bases(self, call: CollectiveCall, send: Optional[Buffer], recv: Optional[Buffer]
-               ) -> Tuple[Tuple[Any, int], ...]:
-        """The buffers a schedule's addresses are relative to: (pointer, bytes) of send, receive and scratch."""
-        return ((call.send, 0 if send is None else send.nbytes), (call.recv, 0 if recv is None else recv.nbytes),
-                (self._scratch_ptr, self._scratch_size))
-
-    def _bound(self, known: Schedule, call: CollectiveCall, send: Optional[Buffer], recv: Optional[Buffer]) -> Any:
-        """A replay of ``known`` on this call's buffers, kept for the next call on the same buffers.
-
-        On the emulator a schedule of data-plane calls becomes a prepared task list (sim_prepare_batch:
-        validated once, then launched without the per-call entry points; issue 16); elsewhere the
-        bound TaskBatch is kept (launch only reads it). Keyed by the schedule object, so a schedule
-        dropped with its resources never matches again; bounded like the other per-signature caches.
-        """
-        bases = self._bases(call, send, recv)
-        batch = known.bind(self.binding, bases)
-        if self._sim_lib is not None and not known.unbatched:
-            batch = self._sim_lib.sim_prepare_batch(self.binding, batch.calls)
-        if len(self._prepared) >= PREPARED_MAX:
-            self._forget_prepared()
-        self._prepared[(known, call.send, call.recv, self._scratch_ptr)] = batch
-        return batch
-
-    def _forget_resources(self) -> None:
-        """Drop every cached resource set and the schedules recorded on them (they name their handles)."""
-        self._targets.forget_resources()
-        self._forget_prepared()
-
-    def _forget_prepared(self) -> None:
-        """Drop every bound batch: the prepared ones and the fast calls holding them."""
-        self._prepared.clear()
-        self._fast.clear()
-
-    def _gather_signatures(self, sig: np.ndarray, target: Target) -> Tuple[np.ndarray, Staging]:
-        """Enqueue the allgather of every rank's signature of this call on ``target``'s stream."""
-        rows = np.full((self.size, consistency.SIG_WORDS), -1, np.int64)
-        if self._staging:
-            staging = Staging(self.binding, True)
-            sp = staging.device_ptr(as_buffer(sig, "signature"))
-            rp = staging.device_ptr(as_buffer(rows, "signatures", writable=True), copy_in=False, copy_out=True)
-        else:   # the emulator: our own two arrays, used in place (every collective pays for this call)
-            staging = NO_STAGING
-            sp, rp = ffi.cast("char *", ffi.from_buffer(sig)), ffi.cast("char *", ffi.from_buffer(rows))
-        self.binding.all_gather(sp, rp, consistency.SIG_WORDS, int(DataType.INT64), self._handle, target.stream)
-        return rows, staging
-
-    def _check_signatures_of(self, rows: np.ndarray, staging: Staging, started: bool) -> None:
-        """Raise CollectiveMismatchError when the gathered signatures differ (after the stream passed them).
-
-        ``started``: the collective was launched behind the signatures (a nonblocking call), so its data
-        may have moved: the communicator is then unusable, as after any failure.
-        """
-        staging.finish()
-        msg = consistency.compare(rows, self.rank, self.name)
-        if msg is not None:
-            if started:
-                self._broken = msg
-            err = consistency.CollectiveMismatchError(msg)
-            observe.failed(self, None, err)     # the flight records say so, and every rank dumps them
-            raise err
-
-    def _compare_signatures(self, sig: np.ndarray, what: str, target: Target) -> None:
-        """Allgather every rank's signature and raise on all ranks if any differs, before anything is issued."""
-        try:
-            rows, staging = self._gather_signatures(sig, target)
-            self.binding.synchronize_stream(target.stream)
-        except HcclError as exc:
-            raise self._fail(exc, f"{what}, comparing the signatures of collective #{self._seq}") from exc
-        self._check_signatures_of(rows, staging, started=False)
 
     # ------------------------------------------------------------------ collectives
     def allreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
@@ -686,52 +367,52 @@ class Comm:
         synchronising (see :mod:`hcomm_cffi.api.streams`).  The same two keywords exist on every collective.
         """
         self._check_usable("allreduce")
-        key, ran = self._fast_call("allreduce", x, out is None, out, op, algorithm, 0, async_op, stream)
-        if ran:
-            return x if out is None else out
-        rop = _op(op)
+        c = Call("allreduce", algorithm, async_op, stream)
+        c.result = x if out is None else out
+        if self._issuer.fast(c, x, out is None, out, (op, algorithm, 0)):
+            return c.result
+        c.op = _op(op)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x", writable=out is None)
         ob = xb if out is None else self._out(out, xb.count, xb, "allreduce")
-        return self._call("allreduce", algorithm, xb, ob, xb.count, xb.dtype, rop, 0, xb.nbytes,
-                           x if out is None else out, async_op, stream, key)
+        return self._issuer.call(c.data(xb, ob, xb.count, xb.nbytes))
 
     def broadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto", async_op: bool = False,
                   stream: Any = None) -> Any:
         """Copy ``x`` of rank ``root`` into ``x`` on every rank (in place); returns ``x``."""
         self._check_usable("broadcast")
-        key, ran = self._fast_call("broadcast", x, self.rank != root, None, None, algorithm, root, async_op, stream)
-        if ran:
+        c = Call("broadcast", algorithm, async_op, stream)
+        c.result = x
+        if self._issuer.fast(c, x, self.rank != root, None, (None, algorithm, root)):
             return x
-        root = self._rank_arg("root", root)
+        c.root = self._rank_arg("root", root)
         registry.check_algorithm(algorithm)
-        xb = as_buffer(x, "x", writable=self.rank != root)
-        return self._call("broadcast", algorithm, xb, xb, xb.count, xb.dtype, None, root, xb.nbytes, x, async_op,
-                           stream, key)
+        xb = as_buffer(x, "x", writable=self.rank != c.root)
+        return self._issuer.call(c.data(xb, xb, xb.count, xb.nbytes))
 
     def allgather(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
                   stream: Any = None) -> Any:
         """Every rank's ``x`` stacked in rank order: ``out`` has shape (size, *x.shape)."""
         self._check_usable("allgather")
-        key, ran = self._fast_call("allgather", x, False, out, None, algorithm, 0, out is None or async_op, stream)
-        if ran:
+        c = Call("allgather", algorithm, async_op, stream)
+        if out is not None and self._issuer.fast(c, x, False, out, (None, algorithm, 0)):
             return out
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x")
         if out is None:
             out = new_like(x, (self.size,) + xb.shape, xb.dtype)
         ob = self._out(out, self.size * xb.count, xb, "allgather", exclusive=True)
-        return self._call("allgather", algorithm, xb, ob, xb.count, xb.dtype, None, 0, ob.nbytes, out, async_op,
-                           stream, key)
+        c.result = out
+        return self._issuer.call(c.data(xb, ob, xb.count, ob.nbytes))
 
     def reduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
                        async_op: bool = False, stream: Any = None) -> Any:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
         self._check_usable("reduce_scatter")
-        key, ran = self._fast_call("reduce_scatter", x, False, out, op, algorithm, 0, out is None or async_op, stream)
-        if ran:
+        c = Call("reduce_scatter", algorithm, async_op, stream)
+        if out is not None and self._issuer.fast(c, x, False, out, (op, algorithm, 0)):
             return out
-        rop = _op(op)
+        c.op = _op(op)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x")
         block = self._blocks(xb, "reduce_scatter")
@@ -740,35 +421,33 @@ class Comm:
                 else (block,)
             out = new_like(x, shape, xb.dtype)
         ob = self._out(out, block, xb, "reduce_scatter", exclusive=True)
-        return self._call("reduce_scatter", algorithm, xb, ob, block, xb.dtype, rop, 0, xb.nbytes, out, async_op,
-                           stream, key)
+        c.result = out
+        return self._issuer.call(c.data(xb, ob, block, xb.nbytes))
 
     def reduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
                async_op: bool = False, stream: Any = None) -> Any:
         """Reduce ``x`` onto ``root`` (into ``out``, or ``x`` in place there); returns the result on root, else None."""
         self._check_usable("reduce")
-        key, ran = self._fast_call("reduce", x, self.rank == root and out is None, out, op, algorithm, root, async_op,
-                                   stream)
-        if ran:
-            return None if self.rank != root else (x if out is None else out)
-        root = self._rank_arg("root", root)
-        rop = _op(op)
+        c = Call("reduce", algorithm, async_op, stream)
+        c.result = None if self.rank != root else (x if out is None else out)
+        if self._issuer.fast(c, x, self.rank == root and out is None, out, (op, algorithm, root)):
+            return c.result
+        c.root = self._rank_arg("root", root)
+        c.op = _op(op)
         registry.check_algorithm(algorithm)
-        is_root = self.rank == root
+        is_root = self.rank == c.root
         xb = as_buffer(x, "x", writable=is_root and out is None)
         ob: Optional[Buffer] = None
         if is_root:
             ob = xb if out is None else self._out(out, xb.count, xb, "reduce")
-        result = None if not is_root else (x if out is None else out)
-        return self._call("reduce", algorithm, xb, ob, xb.count, xb.dtype, rop, root, xb.nbytes, result, async_op,
-                           stream, key)
+        return self._issuer.call(c.data(xb, ob, xb.count, xb.nbytes))
 
     def alltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
                  stream: Any = None) -> Any:
         """Block j of ``x`` goes to rank j; block i of ``out`` comes from rank i."""
         self._check_usable("alltoall")
-        key, ran = self._fast_call("alltoall", x, False, out, None, algorithm, 0, out is None or async_op, stream)
-        if ran:
+        c = Call("alltoall", algorithm, async_op, stream)
+        if out is not None and self._issuer.fast(c, x, False, out, (None, algorithm, 0)):
             return out
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x")
@@ -776,14 +455,14 @@ class Comm:
         if out is None:
             out = new_like(x, xb.shape, xb.dtype)
         ob = self._out(out, xb.count, xb, "alltoall", exclusive=True)
-        return self._call("alltoall", algorithm, xb, ob, block, xb.dtype, None, 0, xb.nbytes, out, async_op,
-                           stream, key)
+        c.result = out
+        return self._issuer.call(c.data(xb, ob, block, xb.nbytes))
 
     def barrier(self, *, algorithm: str = "auto", async_op: bool = False, stream: Any = None) -> Any:
         """Return once every rank has entered the barrier (None; a Request with ``async_op``/``stream``)."""
         self._check_usable("barrier")
         registry.check_algorithm(algorithm)
-        return self._call("barrier", algorithm, None, None, 0, DataType.INT8, None, 0, 0, None, async_op, stream)
+        return self._issuer.call(Call("barrier", algorithm, async_op, stream))
 
     # ------------------------------------------------------------------ nonblocking (MPI names)
     def iallreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
@@ -842,7 +521,9 @@ class Comm:
                              f"{xb.dtype.name.lower()}; expected the same dtype")
         if ob is not xb and overlaps(ob, xb) and ob.ptr != xb.ptr:
             raise ValueError("run_algorithm: out overlaps x; expected separate buffers (or out=None for in place)")
-        self._run(collective, alg, xb, ob, xb.count, xb.dtype, rop, root, xb.nbytes, ob.count)
+        c = Call(collective, alg).data(xb, ob, xb.count, xb.nbytes)
+        c.op, c.root, c.recv_count = rop, root, ob.count
+        self._issuer.run(c)
         return x if out is None else out
 
     # ------------------------------------------------------------------ split (MPI_Comm_split)

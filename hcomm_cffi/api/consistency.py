@@ -1,13 +1,11 @@
-"""Collective signatures compared across ranks before any data moves: a mismatch raises on every rank.
+"""Collective signatures: what every rank's call must agree on, and the message naming who disagrees.
 
-Every collective of a communicator carries a signature — sequence number, collective, count,
-dtype, reduce op, root, algorithm, output count — and, when the check is on, the ranks allgather
-their signatures (one small library allgather of ``SIG_WORDS`` int64 per rank) before the
-algorithm issues anything.  Every rank then sees every other rank's call, so all of them raise
-the same :class:`CollectiveMismatchError` naming the ranks and both values, at once, instead of a
-hang or silently wrong data (a broadcast whose counts differ zero-fills the tail; ring on one rank
-and mesh on another corrupts).  On by default on the emulator; on CANN with
-``HCOMM_CHECK_COLLECTIVES=1`` (like torch's ``TORCH_DISTRIBUTED_DEBUG=DETAIL``).
+Every collective carries a signature -- collective, count, dtype, reduce op, root, algorithm,
+output count -- of ``SIG_WORDS`` int64 words (the first is ``SIG_MAGIC``: the slot holds one).
+:mod:`.signatures` carries it to every peer in the call's first handshake; :func:`compare` turns
+the words every rank sent into the same :class:`CollectiveMismatchError` text on every rank,
+naming the ranks and both values (a broadcast whose counts differ would zero-fill the tail; ring
+on one rank and mesh on another would corrupt; alltoall blocks that differ would mix).
 """
 from __future__ import annotations
 
@@ -22,9 +20,11 @@ from ..algorithms.interface import COLLECTIVES, REDUCING, ROOTED, CollectiveCall
 from ..enums import DataType, ReduceOp
 from .errors import CommError
 
-__all__ = ["SIG_WORDS", "CollectiveMismatchError", "signature", "describe", "compare"]
+__all__ = ["SIG_WORDS", "SIG_MAGIC", "NOT_ARRIVED", "CollectiveMismatchError", "signature", "describe", "compare"]
 
 SIG_WORDS = 8
+SIG_MAGIC = 0x48534947       # "HSIG": word 0 of a signature slot that holds one
+NOT_ARRIVED = -1             # the row of a rank this one did not exchange with
 _SEQ, _COLL, _COUNT, _DTYPE, _OP, _ROOT, _ALGO, _OUT = range(SIG_WORDS)
 _NAMES: Dict[int, str] = {}
 _FIELDS = {_COUNT: "count", _DTYPE: "dtype", _OP: "reduce op", _ROOT: "root", _ALGO: "algorithm",
@@ -48,9 +48,9 @@ def _id(name: str) -> int:
     return key
 
 
-def signature(seq: int, call: CollectiveCall, algorithm: str) -> np.ndarray:
+def signature(call: CollectiveCall, algorithm: str) -> np.ndarray:
     """The ``SIG_WORDS`` int64 words of one call (op and root only where they mean something)."""
-    return np.array([seq, _id(call.coll), call.count, int(call.dtype),
+    return np.array([SIG_MAGIC, _id(call.coll), call.count, int(call.dtype),
                      int(call.op) if call.coll in REDUCING else -1, call.root if call.coll in ROOTED else -1,
                      _id(algorithm), -1 if call.recv_count is None else call.recv_count], np.int64)
 
@@ -79,20 +79,27 @@ def _ranks(ranks: List[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(map(str, ranks))
 
 
-def compare(rows: np.ndarray, rank: int, comm: str) -> Optional[str]:
-    """None when every rank's row is the same, else the message (identical on every rank)."""
+def compare(rows: np.ndarray, rank: int, comm: str, seq: int, ranks: Sequence[int] = ()) -> Optional[str]:
+    """None when the rows of this rank and ``ranks`` (default: all) agree, else the message naming who differs.
+
+    Word 0 of a row is SIG_MAGIC when a signature arrived; it is shown as the call's sequence
+    number ``seq`` (every rank counts its collectives alike), anything else as no collective.
+    """
+    rows = rows.copy()
+    rows[:, _SEQ] = np.where(rows[:, _SEQ] == SIG_MAGIC, seq, -1)
+    members = sorted(set(ranks) | {rank}) if ranks else list(range(rows.shape[0]))
     groups: Dict[bytes, List[int]] = {}
-    for r in range(rows.shape[0]):
+    for r in members:
         groups.setdefault(rows[r].tobytes(), []).append(r)
     if len(groups) == 1:
         return None
     ordered = sorted(groups.values(), key=lambda rs: (-len(rs), rs[0]))
     calls = "; ".join(f"{_ranks(rs)} {'call' if len(rs) > 1 else 'calls'} {describe(rows[rs[0]])}" for rs in ordered)
-    differ = [f for f in range(SIG_WORDS) if len(set(rows[:, f].tolist())) > 1]
+    differ = [f for f in range(SIG_WORDS) if len(set(rows[members, f].tolist())) > 1]
     if _SEQ in differ or _COLL in differ:
         what = "the collective they are in"
     else:
-        name = _NAMES.get(int(rows[0, _COLL]), "a collective")
-        what = f"the {' and '.join(_FIELDS[f] for f in differ)} of {name} #{int(rows[0, _SEQ])}"
+        name = _NAMES.get(int(rows[rank, _COLL]), "a collective")
+        what = f"the {' and '.join(_FIELDS[f] for f in differ)} of {name} #{seq}"
     return (f"rank {rank} of communicator {comm!r}: ranks disagree on {what}: {calls}. Every rank must make the "
             "same collective calls in the same order with the same count, dtype, op, root and algorithm")

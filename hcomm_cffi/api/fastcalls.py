@@ -2,23 +2,21 @@
 
 Issue 16: the Comm API may add at most 30 % to the library call it makes, so nothing is rebuilt
 per call.  The first *replayed* call of a signature -- collective, each buffer's address, size and
-dtype, the op, root and algorithm exactly as the caller spelled them -- stores what ``Comm._run``
+dtype, the op, root and algorithm exactly as the caller spelled them -- stores what ``Issuer.run``
 derived for it (the algorithm, the description, the bound batch).  A later call with the same
 arguments finds it with one ``ffi.from_buffer`` per array, which also checks what ``as_buffer``
 checks for a NumPy array of a dtype seen before: C-contiguity and, for a buffer the call writes,
 writability.  Anything else (another buffer type, an unhashable op, a new address) takes the full
-path, which validates the arguments and may store an entry.  ``Comm`` drops the cache whenever the
-batches it holds could go stale, together with its prepared batches.
+path, which validates the arguments and may store an entry.  The communicator's cache (api/call.py)
+drops these entries with its bound batches whenever they could go stale.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from .._ffi import ffi
-from ..algorithms.interface import CollectiveCall
-from ..enums import DataType, ReduceOp
 
 __all__ = ["FastCall", "FastCalls", "key_of"]
 
@@ -30,22 +28,21 @@ _NOT_A_BUFFER = (ValueError, TypeError, BufferError)
 
 
 class FastCall(NamedTuple):
-    """What a blocking call of one signature needs at run time: its flight record fields and its batch."""
+    """What a blocking call of one signature needs at run time: its flight record and its batches."""
 
-    coll: str
     algorithm: str       # the chosen algorithm's name
     what: str            # the description errors carry
-    batch: Any           # a bound TaskBatch, or the emulator's prepared batch: launch() runs it
-    count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
-    nbytes: int
-    dtype: DataType
-    op: Optional[ReduceOp]
-    root: int            # as the flight recorder keeps it (-1 for collectives without one)
-    call: CollectiveCall  # what the signature check compares across ranks
+    #: the Ready batch (api/call.py) for each parity of the signature handshake count (index 0 only for calls
+    #: without a handshake); None: not built yet (the full path builds and stores it)
+    batches: List[Any]
+    handshake: bool      # the batch starts with a signature handshake (the parity advances)
+    record: Any          # its flight record fields (observe.Record)
 
 
-def key_of(coll: str, x: Any, x_written: bool, out: Any, op: Any, algorithm: Any, root: int) -> Optional[tuple]:
+def key_of(coll: str, x: Any, x_written: bool, out: Any, rest: Tuple[Any, Any, int]) -> Optional[tuple]:
     """The cache key of a call on NumPy ``x`` (and ``out``), or None when it is not one the cache can serve.
+
+    ``rest``: (op, algorithm, root) exactly as the caller passed them.
 
     The key holds ``from_buffer`` views (they keep the arrays alive only as long as the key lives);
     :meth:`FastCalls.store` keeps plain pointers instead, which hash and compare equal to them.
@@ -55,13 +52,13 @@ def key_of(coll: str, x: Any, x_written: bool, out: Any, op: Any, algorithm: Any
     try:
         xv = _from_buffer("char[]", x, x_written)
         if out is None:
-            return (coll, xv, len(xv), x.dtype, None, 0, op, algorithm, root)
+            return (coll, xv, len(xv), x.dtype, None, 0) + rest
         if type(out) is not _ndarray:
             return None
         ov = _from_buffer("char[]", out, True)
     except _NOT_A_BUFFER:          # not C-contiguous, read-only: the full path says so
         return None
-    return (coll, xv, len(xv), x.dtype, ov, len(ov), op, algorithm, root)
+    return (coll, xv, len(xv), x.dtype, ov, len(ov)) + rest
 
 
 def _unowned(view: Any) -> Any:

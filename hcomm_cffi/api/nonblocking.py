@@ -31,18 +31,16 @@ __all__ = ["Pending", "request_for"]
 class Pending:
     """One started collective: its stream, its buffers and staging until :meth:`sync` sees it done."""
 
-    __slots__ = ("comm", "what", "stream", "staging", "keep", "algorithm", "done", "signatures", "slot", "error")
+    __slots__ = ("port", "what", "stream", "staging", "keep", "done", "exchange", "slot", "error")
 
-    def __init__(self, comm: Any, what: str, stream: Any, staging: Staging, keep: Tuple[Any, ...],
-                 algorithm: str, signatures: Optional[Tuple[Any, Staging]] = None, slot: int = -1) -> None:
-        self.comm = comm
-        self.what = what
+    def __init__(self, port: Any, call: Any, stream: Any, exchange: Any, slot: int = -1) -> None:
+        self.port = port               # the communicator's CommPort
+        self.what = call.what
         self.stream = stream
-        self.staging = staging
-        self.keep = keep
-        self.algorithm = algorithm
+        self.staging: Staging = call.staging
+        self.keep: Tuple[Any, ...] = (call.send, call.recv)   # the user's buffers stay alive until it completes
         self.done = False
-        self.signatures = signatures   # (rows, staging) of the signature allgather queued ahead of the call
+        self.exchange = exchange       # its signature handshake, compared at completion (backends without host tasks)
         self.slot = slot               # its flight-recorder slot (-1: none)
         self.error: Optional[BaseException] = None   # the failure, raised again by every later sync
 
@@ -55,34 +53,33 @@ class Pending:
             raise self.error
         if self.done:
             return True
+        port = self.port
         try:
-            finished = sync_stream(self.comm.binding, self.stream, timeout)
+            finished = sync_stream(port.binding, self.stream, timeout)
         except HcclError as exc:
             self._forget()
-            self._check_signatures()          # a mismatch explains the failure better than its symptom
-            self.error = self.comm._fail(exc, self.what)
+            self._check_exchange()          # a mismatch explains the failure better than its symptom
+            self.error = port.fail(exc, self.what)
             raise self.error from exc
         if finished:
-            if self.slot >= 0 and self.comm._flight is not None:
-                self.comm._flight.done(self.slot)
+            if self.slot >= 0 and port.flight is not None:
+                port.flight.done(self.slot)
             self._forget()
-            self._check_signatures()
-            broken = self.comm._broken
+            self._check_exchange()
+            broken = port.broken
             if broken:   # the stream failed while this was queued, and an earlier wait took the error
-                self.error = CommError(f"rank {self.comm.rank} of communicator {self.comm.name!r}: {self.what} was in "
+                self.error = CommError(f"rank {port.rank} of communicator {port.name!r}: {self.what} was in "
                                        f"flight when the communicator failed ({broken}); its result is not valid")
                 raise self.error
             self.staging.finish()
         return finished
 
-    def _check_signatures(self) -> None:
-        """Raise the mismatch of the signatures gathered ahead of this call, if they arrived and differ."""
-        sig, self.signatures = self.signatures, None
-        # arrived: every row's first word (the sequence number, never negative) was written; other
-        # words are -1 where they mean nothing (op, root, output count), so they cannot tell
-        if sig is not None and (sig[0][:, 0] >= 0).all():
+    def _check_exchange(self) -> None:
+        """Raise the mismatch the call's signature handshake found, if any (compared once)."""
+        exchange, self.exchange = self.exchange, None
+        if exchange is not None:
             try:
-                self.comm._check_signatures_of(sig[0], sig[1], started=True)
+                self.port.check_exchange(exchange)
             except BaseException as mismatch:
                 self.error = mismatch
                 raise
@@ -90,11 +87,11 @@ class Pending:
     def _forget(self) -> None:
         self.done = True
         self.keep = ()
-        self.comm._inflight.discard(self)
+        self.port.completed(self)
 
 
 def request_for(pending: Pending, result: Any) -> Request:
     """A Request completing with ``pending``; wait() returns ``result`` (the output buffer)."""
-    comm = pending.comm
-    what = f"rank {comm.rank} of communicator {comm.name!r}: {pending.what}"
+    port = pending.port
+    what = f"rank {port.rank} of communicator {port.name!r}: {pending.what}"
     return Request(what, pending.sync, lambda: result)

@@ -2,15 +2,16 @@
 
 Events: a communicator was created (:func:`created`) or destroyed (:func:`destroyed`), an
 algorithm was chosen for a new call signature (:func:`chose`), an operation was issued
-(:func:`issue`, returning the flight-recorder slot the caller marks ``running`` / ``done``), and
-a communicator failed (:func:`failed`: the open records are marked failed and, on a timeout or
-a peer's death, every rank's recorder is dumped for ``hcomm doctor``).
+(:func:`issue` of a :class:`Record`, returning the flight-recorder slot the caller marks ``running``
+/ ``done``), and a communicator failed (:func:`failed`: the open records are marked failed and, on
+a timeout or a peer's death, every rank's recorder is dumped for ``hcomm doctor``).  Every
+function takes the communicator's :class:`~hcomm_cffi.api.port.CommPort`.
 """
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from .. import flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED
@@ -19,7 +20,7 @@ from ..errors import COLLECTIVE_MISMATCH, HcclError
 from . import live
 from .consistency import CollectiveMismatchError
 
-__all__ = ["created", "destroyed", "chose", "issue", "done", "failed", "root_of", "NO_SLOT"]
+__all__ = ["Record", "record_of", "created", "destroyed", "chose", "issue", "done", "failed", "NO_SLOT"]
 
 LOG = log.get("comm")
 CALLS = log.get("calls")
@@ -30,19 +31,33 @@ _PEER_GONE_CODES = frozenset({21, 13, 14, 507056, 507057})   # HCCL_E_REMOTE, tr
 _logged_backend = [False]
 
 
+class Record(NamedTuple):
+    """What the flight recorder and the DEBUG line keep of one operation."""
+
+    collective: str          # the operation: a collective name, or send/recv/send_multi/recv_multi
+    algorithm: str
+    count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
+    nbytes: int
+    dtype: DataType
+    redop: Optional[ReduceOp]
+    peer: int                # the root of a rooted collective, the peer of a send/recv; -1: none
+
+
+def record_of(call: Any) -> Record:
+    """The record of a resolved collective :class:`~hcomm_cffi.api.call.Call`."""
+    return Record(call.coll, call.alg.name, call.count, call.nbytes, call.dtype, call.op,
+                  call.root if call.coll in ROOTED else -1)
+
+
 def _backend(comm: Any) -> None:
     """INFO, once per process: the backend, its libraries and why it was chosen."""
     _logged_backend[0] = True
     lib = comm.binding.lib
-    name = getattr(lib, "backend_name", "cann")
-    try:
-        from ..lib import choose_backend
-        reason = choose_backend().reason
-    except (ValueError, OSError) as exc:   # the environment changed since the library was loaded
-        reason = f"(reason unavailable: {exc})"
+    from ..lib import backend_reason      # the choice load() made (never loads anything)
     paths = getattr(lib, "paths", None)
     libs = ", ".join(f"{k}={v}" for k, v in sorted(paths.items())) if paths else "the emulator (hcomm_cffi.sim)"
-    LOG.info("backend %s (%s); libraries: %s", name, reason, libs)
+    name, _, why = backend_reason().partition(": ")
+    LOG.info("backend %s (%s); libraries: %s", name, why, libs)
 
 
 def created(comm: Any, channels: int) -> Optional[flight.FlightRecorder]:
@@ -50,15 +65,16 @@ def created(comm: Any, channels: int) -> Optional[flight.FlightRecorder]:
     world = live.current_world()
     world_rank = world.rank if world is not None else comm.rank
     log.configure(world_rank)
-    trace.start(world_rank, host_side=getattr(comm.binding.lib, "backend_name", "cann") != "sim")
+    trace.start(world_rank, host_side=not comm.binding.lib.capabilities.emulator)
     if LOG.isEnabledFor(logging.INFO):
         if not _logged_backend[0]:
             _backend(comm)
         LOG.info("communicator %r created: rank %d of %d (parent ranks %s), topology %s, HCCL buffer %d bytes, "
-                 "1 stream, %d peer channel(s) opened, exec timeout %s s, eager limit %d bytes, signature check %s",
+                 "1 stream, %d peer channel(s) opened, exec timeout %s s, eager limit %d bytes, signatures of library "
+                 "collectives checked by %s",
                  comm.name, comm.rank, comm.size, comm.parent_ranks or "all", _shape(comm.topology),
                  comm.buffer_bytes, channels, comm.timeout or "never", comm.eager_limit,
-                 "on" if comm._check_signatures else "off")
+                 "the package's handshake" if comm.checks_library_collectives else "the backend (or not at all)")
     capacity = settings.value("HCOMM_FR_SIZE")
     if not capacity:
         return None
@@ -75,9 +91,8 @@ def _shape(topo: Any) -> str:
 
 def destroyed(comm: Any) -> None:
     """The communicator is gone: its ring is dropped (kept only in a dump already written)."""
-    fr = comm._flight
+    fr = comm.drop_flight()
     if fr is not None:
-        comm._flight = None
         fr.close()
     LOG.info("communicator %r destroyed (rank %d)", comm.name, comm.rank)
     if trace.ACTIVE:
@@ -90,39 +105,42 @@ def chose(comm: Any, coll: str, nbytes: int, alg: Any, reason: str) -> None:
              reason)
 
 
-def issue(comm: Any, seq: int, op: str, algorithm: str, count: int, nbytes: int, dtype: Any, redop: Any,
-          peer: int) -> int:
-    """An operation starts: its flight record (the slot, or NO_SLOT when the recorder is off) and a DEBUG line."""
+def issue(comm: Any, seq: int, rec: Record) -> int:
+    """Operation #``seq`` starts: its flight record (the slot, or NO_SLOT when the recorder is off) and a DEBUG line."""
     if CALLS.isEnabledFor(logging.DEBUG):
-        CALLS.debug("%s #%d on %r: %d x %s = %d bytes%s%s, algorithm %s", op, seq, comm.name, count,
-                    dtype.name.lower(), nbytes, "" if redop is None else f", op {redop.name.lower()}",
-                    "" if peer < 0 else (f", root {peer}" if op in ROOTED else f", peer {peer}"), algorithm)
+        peer = rec.peer
+        CALLS.debug("%s #%d on %r: %d x %s = %d bytes%s%s, algorithm %s", rec.collective, seq, comm.name, rec.count,
+                    rec.dtype.name.lower(), rec.nbytes, "" if rec.redop is None else f", op {rec.redop.name.lower()}",
+                    "" if peer < 0 else (f", root {peer}" if rec.collective in ROOTED else f", peer {peer}"),
+                    rec.algorithm)
     if trace.ACTIVE:
-        trace.op_begin(comm.name, op, seq, {"algorithm": algorithm, "count": count, "bytes": nbytes,
-                                            "dtype": dtype.name.lower(), "peer": peer,
-                                            "signature check": "on" if comm._check_signatures else "off"})
-    fr = comm._flight
+        trace.op_begin(comm.name, rec.collective, seq, {"algorithm": rec.algorithm, "count": rec.count,
+                                                        "bytes": rec.nbytes, "dtype": rec.dtype.name.lower(),
+                                                        "peer": rec.peer})
+    fr = comm.flight
     if fr is None:
         return NO_SLOT
-    return fr.issue(seq, op, algorithm, count, nbytes, _CODE[dtype], -1 if redop is None else _CODE[redop], peer)
+    return fr.issue(seq, rec.collective, rec.algorithm, rec.count, rec.nbytes, _CODE[rec.dtype],
+                    -1 if rec.redop is None else _CODE[rec.redop], rec.peer)
 
 
-def done(comm: Any, slot: int, op: str, seq: int) -> None:
+def running(comm: Any, slot: int) -> None:
+    """The operation of ``slot`` was launched."""
+    if slot >= 0:
+        comm.flight.running(slot)
+
+
+def done(comm: Any, slot: int, collective: str, seq: int) -> None:
     """A blocking operation completed: its flight record, and its enclosing trace slice."""
     if slot >= 0:
-        comm._flight.done(slot)
+        comm.flight.done(slot)
     if trace.ACTIVE:
-        trace.op_end(comm.name, op, seq)
-
-
-def root_of(coll: str, root: int) -> int:
-    """The root recorded for ``coll`` (-1 for collectives without one)."""
-    return root if coll in ROOTED else -1
+        trace.op_end(comm.name, collective, seq)
 
 
 def failed(comm: Any, exc: Optional[HcclError], err: BaseException) -> None:
     """The communicator failed with ``err``: open records fail; a timeout, a dead peer or a detected desync dumps every ring."""
-    fr = comm._flight
+    fr = comm.flight
     if fr is not None:
         fr.fail_open()
     timeout = isinstance(err, TimeoutError) or isinstance(exc, TimeoutError)

@@ -48,7 +48,7 @@ class PointToPoint:
     """send/recv/isend/irecv/send_multi/recv_multi of one :class:`Comm` (which delegates to it)."""
 
     def __init__(self, comm: Any) -> None:
-        self.comm = comm
+        self.comm = comm          # the communicator's CommPort (api/port.py)
         self.lanes: Dict[Tuple[int, str], Lane] = {}
 
     # ------------------------------------------------------------------ public API
@@ -88,11 +88,11 @@ class PointToPoint:
         try:
             return req.wait(timeout)
         except CommTimeoutError:
-            if timeout is None or self.comm._broken:   # the library's own timeout: already says everything
+            if timeout is None or self.comm.broken:   # the library's own timeout: already says everything
                 raise
             msg = (f"rank {self.comm.rank} of communicator {self.comm.name!r}: {req.what} did not complete within "
                    f"{timeout:g} s; check that rank {peer} posts the matching {matching}")
-            self.comm._broken = msg
+            self.comm.mark_broken(msg)
             err = CommTimeoutError(msg)
             observe.failed(self.comm, None, err)
             raise err from None
@@ -106,7 +106,7 @@ class PointToPoint:
         return list(items)
 
     def _peer_arg(self, name: str, value: Any, what: str) -> int:
-        peer = self.comm._rank_arg(name, value)
+        peer = self.comm.rank_arg(name, value)
         if peer == self.comm.rank:
             raise ValueError(f"{what}: {name}={peer} is this rank; sending to oneself is not supported "
                              "(copy locally instead)")
@@ -120,7 +120,7 @@ class PointToPoint:
             stream = b.create_stream()
             src, dst = (self.comm.rank, peer) if direction == "send" else (peer, self.comm.rank)
             spec = p2p_plan(self.comm.topology, src, dst).resources_for(self.comm.rank)
-            cache = ResourceCache(b, self.comm._handle, stream)
+            cache = ResourceCache(b, self.comm.handle, stream)
             try:
                 res = cache.get("p2p", spec)
             except BaseException:
@@ -141,30 +141,30 @@ class PointToPoint:
                 done = sync_stream(self.comm.binding, lane.stream, timeout)
                 if done:
                     lane.inflight.clear()  # everything issued on the lane so far has completed
-                    if slot >= 0 and self.comm._flight is not None:
-                        self.comm._flight.done(slot)
+                    if slot >= 0 and self.comm.flight is not None:
+                        self.comm.flight.done(slot)
                 return done
             except HcclError as exc:
-                raise self.comm._fail(exc, what) from exc
+                raise self.comm.fail(exc, what) from exc
         return Request(what, sync, finish)
 
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request:
-        self.comm._check_usable(what)
+        self.comm.check_usable(what)
         dst = self._peer_arg("dst", dst, what)
         bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
         lane = self._lane(dst, "send")
         slot = self._record("send" if single else "send_multi", lane, bufs)
         ctx, batch = self._ctx(lane)
-        staging = Staging(self.comm.binding, self.comm._staging)
+        staging = Staging(self.comm.binding, self.comm.stages)
         keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
         for buf in bufs:
             header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.comm.rank)
             keep.append(header)
             hb = as_buffer(header.view(np.uint8), "header")
-            self.comm._declare_device_memory(hb)      # emulator: what staging makes them on CANN
-            self.comm._declare_device_memory(buf)
+            self.comm.declare_device_memory(hb)      # emulator: what staging makes them on CANN
+            self.comm.declare_device_memory(buf)
             p2p.issue_send(ctx, lane.res.main, dst, self.comm.size, lane.state, staging.device_ptr(hb),
-                           staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.comm._eager_limit)
+                           staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.comm.eager_limit)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
         self._launch(batch, desc, slot)
         lane.inflight.append(keep)
@@ -175,19 +175,19 @@ class PointToPoint:
         return self._request(lane, desc, finish, slot)
 
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request:
-        self.comm._check_usable(what)
+        self.comm.check_usable(what)
         src = self._peer_arg("src", src, what)
         bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
         lane = self._lane(src, "recv")
         slot = self._record("recv" if single else "recv_multi", lane, bufs)
         ctx, batch = self._ctx(lane)
-        staging = Staging(self.comm.binding, self.comm._staging)
+        staging = Staging(self.comm.binding, self.comm.stages)
         headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
         first_seq = lane.state.seq
         for k, buf in enumerate(bufs):
             hb = as_buffer(headers[k], "header", writable=True)
-            self.comm._declare_device_memory(hb)      # emulator: what staging makes them on CANN
-            self.comm._declare_device_memory(buf)
+            self.comm.declare_device_memory(hb)      # emulator: what staging makes them on CANN
+            self.comm.declare_device_memory(buf)
             p2p.issue_recv(ctx, lane.res.main, src, self.comm.size, lane.state, staging.device_ptr(hb, False, True),
                            staging.device_ptr(buf, False, True), buf.nbytes)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
@@ -203,26 +203,25 @@ class PointToPoint:
 
     def _record(self, op: str, lane: Lane, bufs: List[Buffer]) -> int:
         """The flight record (and DEBUG line) of a send/recv of ``bufs`` on ``lane``; its slot."""
-        return observe.issue(self.comm, lane.state.seq, op, "p2p", sum(b.count for b in bufs),
-                             sum(b.nbytes for b in bufs), bufs[0].dtype, None, lane.peer)
+        return observe.issue(self.comm, lane.state.seq, observe.Record(op, "p2p", sum(b.count for b in bufs),
+                             sum(b.nbytes for b in bufs), bufs[0].dtype, None, lane.peer))
 
     def _launch(self, batch: TaskBatch, desc: str, slot: int = observe.NO_SLOT) -> None:
         try:
             batch.launch()
         except HcclError as exc:
-            raise self.comm._fail(exc, desc) from exc
-        if slot >= 0:
-            self.comm._flight.running(slot)
+            raise self.comm.fail(exc, desc) from exc
+        observe.running(self.comm, slot)
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)
         where = f"rank {self.comm.rank} of communicator {self.comm.name!r}: {what} from rank {src}"
         if h["magic"] != p2p.MAGIC:
-            self.comm._broken = f"{where}: corrupt message header"
+            self.comm.mark_broken(f"{where}: corrupt message header")
             raise MessageMismatchError(f"{where}: no valid message header arrived (magic 0x{h['magic']:08x}); "
                                        "the sender did not send a message of this kind")
         if h["nbytes"] != buf.nbytes or h["dtype"] != int(buf.dtype) or h["seq"] != (seq & 0xFFFFFFFF):
-            self.comm._broken = f"{where}: message/buffer mismatch"
+            self.comm.mark_broken(f"{where}: message/buffer mismatch")
             try:
                 sent = DataType(h["dtype"]).name.lower()
             except ValueError:

@@ -88,7 +88,7 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
         if _device is None:
             device = local_rank % max(1, b.get_device_count())
             b.set_device(device)
-            if getattr(b.lib, "backend_name", "cann") != "sim":
+            if not b.lib.capabilities.emulator:
                 pin_to_device(device)
 
     if rank is not None and world_size is not None and root_info is not None:
@@ -110,7 +110,7 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
             raise CommError("bootstrap returned neither a root info nor a ranktable")
         handle = b.comm_init_root_info(size, root_info, rank, config)
     try:
-        world = Comm._from_handle(b, handle, "world", topology, eager_limit, exec_timeout)
+        world = Comm._from_handle(b, handle, "world", topology=topology, eager_limit=eager_limit, timeout=exec_timeout)
     except BaseException:
         b.comm_destroy(handle)
         raise

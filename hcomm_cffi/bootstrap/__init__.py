@@ -218,7 +218,7 @@ def _exchange(make_blob: Callable[[], bytes], rank: int, size: int, local_size: 
 
 def _needs_job_secret(binding: Any) -> bool:
     """The emulator keys ranktable communicators by the job secret; CANN's HCCL never reads it."""
-    return getattr(getattr(binding, "lib", None), "backend_name", "cann") == "sim"
+    return bool(binding.lib.capabilities.emulator)
 
 
 def _random_blob() -> bytes:

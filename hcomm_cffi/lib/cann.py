@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from .._ffi import ffi
 from ..errors import MissingSymbolError
+from .contract import CANN, Backend, Capabilities
 from .emulated import emulated_install, load_failure_message, start_embedded
 from .loader import LibraryLoadError, open_library, require_libraries
 
@@ -39,12 +40,15 @@ def library_for(name: str) -> str:
     return "hcomm"
 
 
-class CannLibrary:
+class CannLibrary(Backend):
     """The C functions of an installed CANN, dlopen'ed with RTLD_NOW | RTLD_GLOBAL (libhcomm first).
 
     A library that fails to load raises :class:`~hcomm_cffi.lib.loader.LibraryLoadError` naming
-    the missing dependency and the fix; there is no fallback to the emulator.
+    the missing dependency and the fix; there is no fallback to the emulator.  The backend
+    contract's answers are CANN's (:data:`~hcomm_cffi.lib.contract.CANN`): nothing beyond the C functions.
     """
+
+    capabilities: Capabilities = CANN
 
     def __init__(
         self,

@@ -11,11 +11,12 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from .._cdef import CDEF
 from .._ffi import ffi
 from ..enums import HcclResult
+from ..lib.contract import Backend, Call, Capabilities
 
 _DECL = re.compile(r"^\s*([A-Za-z_][\w \*]*?[\s\*])([A-Za-z_]\w*)\s*\(([^;]*)\)\s*;\s*$", re.M)
 
@@ -51,8 +52,11 @@ def declared_functions() -> "frozenset[str]":
     return frozenset(name for name in dir(ffi.dlopen(None)) if name.startswith(("Hccl", "Hcomm", "acl")))
 
 
-class AbiCheckedLibrary:
-    """Wraps a SimLibrary: attribute ``F`` is a C function pointer of F's declared type."""
+class AbiCheckedLibrary(Backend):
+    """Wraps a SimLibrary: attribute ``F`` is a C function pointer of F's declared type.
+
+    The backend contract (lib/contract.py) is the wrapped library's: its capabilities and methods.
+    """
 
     backend_name = "sim"
 
@@ -60,6 +64,23 @@ class AbiCheckedLibrary:
         self._lib = lib
         self._types = function_types()
         self._callbacks: Dict[str, Any] = {}
+        self.capabilities: Capabilities = lib.capabilities
+
+    def declare_device_memory(self, addr: int, size: int) -> None:
+        """The wrapped library's."""
+        self._lib.declare_device_memory(addr, size)
+
+    def withdraw_device_memory(self, addr: int) -> bool:
+        """The wrapped library's."""
+        return bool(self._lib.withdraw_device_memory(addr))
+
+    def prepare_batch(self, binding: Any, calls: Sequence[Call]) -> Any:
+        """The wrapped library's."""
+        return self._lib.prepare_batch(binding, calls)
+
+    def host_task(self, binding: Any, thread: int, fn: Callable[[], None]) -> Call:
+        """The wrapped library's."""
+        return self._lib.host_task(binding, thread, fn)
 
     def __getattr__(self, name: str) -> Any:
         ctype = self._types.get(name)

@@ -16,11 +16,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .._ffi import ffi
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, Protocol, ReduceOp
-from .errors import HcclResult, SimError, entry, warn_caller
-from .runtime import EXECUTOR, CheckerWarning, SimThread
+from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
+from .runtime import EXECUTOR, CheckerWarning, SimThread, TaskFailure
 from .tasks import (
     C_RECORD, C_WAIT, COPY, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE, ChannelRecord,
-    ChannelWait, LocalCopy, LocalReduce, Read, ReadReduce, Task, ThreadRecord, ThreadWait, Write, WriteReduce,
+    ChannelWait, HostCall, LocalCopy, LocalReduce, Read, ReadReduce, Task, ThreadRecord, ThreadWait, Write,
+    WriteReduce,
 )
 from .state import SimState, c_string
 
@@ -319,6 +320,18 @@ class DataPlane:
             self._in_peer_buffer(ch, src, count * dt.itemsize, "src")
             self._issue(th, _new(ReadReduce, (READ_REDUCE, th, ch, dst, src, count, dt, op)))
         return 0
+
+    # ------------------------------------------------------------------ host tasks (Backend.host_task)
+    def sim_host_task(self, thread: int, fn: Callable[[], None]) -> None:
+        """Emulator only: run ``fn`` on ``thread``'s queue in order; an exception fails the queue with its text."""
+        def run() -> None:
+            try:
+                fn()
+            except TaskFailure:
+                raise
+            except Exception as exc:
+                raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, str(exc)) from None
+        self._issue(self.state.thread(thread), HostCall(run))
 
     # ------------------------------------------------------------------ prepared batches (schedule replay)
     def sim_prepare_batch(self, binding: Any, calls: Sequence[Tuple[Callable[..., None], tuple]]) -> PreparedBatch:

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import atexit
-from typing import Any, List
+from typing import Any, Callable, List, Sequence
 
+from ..lib.contract import Backend, Call, Capabilities
 from .abi_check import declared_functions
 from .acl import AclRuntime
 from .client_api import ClientCalls
@@ -44,17 +45,23 @@ def shared_state() -> SimState:
     return _STATE
 
 
-class SimLibrary(ControlPlane, DataPlane, AclRuntime, ClientCalls, GroupCalls, NativeCollectives):
+#: The emulator's answers to the backend contract (lib/contract.py).  Its step: what the Comm API's
+#: algorithms stage per step and peer unless HCOMM_STEP_BYTES says otherwise: a step this size is still in
+#: the CPU's cache when the peer process reads it (64 MiB ring allreduce, 2 ranks: 21-26 ms in whole-chunk
+#: steps, 14-16 ms in 512 KiB-1 MiB steps, as fast as the native one-shot).  Its library collectives
+#: compare every rank's call at their first handshake (sim/native.py), whatever HCOMM_SIM_CHECK says.
+SIM_CAPABILITIES = Capabilities(emulator=True, host_memory_as_device=True, step_bytes=1 << 20,
+                                checks_signatures_in_band=True, host_tasks=True, prepares_batches=True)
+
+
+class SimLibrary(ControlPlane, DataPlane, AclRuntime, ClientCalls, GroupCalls, NativeCollectives, Backend):
     """Drop-in for the dlopen'ed CANN libraries: same function names, cdata arguments, return codes.
 
     All instances in a process share one state, as all handles into one real library would.
     """
 
     backend_name = "sim"
-    #: what the Comm API's algorithms stage per step and peer unless HCOMM_STEP_BYTES says otherwise: a step
-    #: this size is still in the CPU's cache when the peer process reads it (64 MiB ring allreduce, 2 ranks:
-    #: 21-26 ms in whole-chunk steps, 14-16 ms in 512 KiB-1 MiB steps, as fast as the native one-shot)
-    preferred_step_bytes = 1 << 20
+    capabilities = SIM_CAPABILITIES
 
     def __init__(self) -> None:
         self.state = _STATE
@@ -72,6 +79,23 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, ClientCalls, GroupCalls, N
     def sim_unregister_device_memory(self, addr: int) -> bool:
         """Emulator only: forget a range registered at ``addr``; False when there was none."""
         return self.state.device.remove(int(addr))
+
+    # the backend contract (lib/contract.py)
+    def declare_device_memory(self, addr: int, size: int) -> None:
+        """Host range [addr, addr+size) stands for device memory (sim_register_device_memory)."""
+        self.sim_register_device_memory(addr, size)
+
+    def withdraw_device_memory(self, addr: int) -> bool:
+        """Forget a range :meth:`declare_device_memory` declared at ``addr``."""
+        return self.sim_unregister_device_memory(addr)
+
+    def prepare_batch(self, binding: Any, calls: Sequence[Call]) -> Any:
+        """A prepared task list of ``calls`` (sim_prepare_batch)."""
+        return self.sim_prepare_batch(binding, calls)
+
+    def host_task(self, binding: Any, thread: int, fn: Callable[[], None]) -> Call:
+        """The call that queues ``fn`` on ``thread`` (sim_host_task)."""
+        return (self.sim_host_task, (thread, fn))
 
     def checker_reports(self) -> List[str]:
         """Every checker finding of this process so far, oldest first."""

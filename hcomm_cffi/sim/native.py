@@ -53,7 +53,7 @@ NATIVE_PROTOCOL = 0x4E41     # private protocol id: never matches a user channel
 NATIVE_NOTIFIES = 8          # 0 ready, 1 done (two-phase); 2 data, 3 done (send/recv); 4-7 parity
 READY, DONE, SENDRECV_STAGED, SENDRECV_TAKEN, PARITY, PARITY_RESULT = 0, 1, 2, 3, 4, 6
 TWO_SHOT_ABOVE = 256 << 10   # allreduce on 3+ ranks: two-shot above this many bytes
-SMALL_CACHED = 64 << 10      # allreduces up to this many bytes reuse their task list
+SMALL_CACHED = 64 << 10      # symmetric calls up to this many bytes keep their task list for repeats (_keep)
 CALL_CACHE_MAX = 64          # HcclAllReduce fast-path entries (argument tuples) kept per process
 # The checker's collective signatures: every rank writes its call's signature (SIG_BYTES) into a slot
 # at the end of its scratch before a data-ready record, and checks its peers' after the wait -- the
@@ -150,12 +150,11 @@ def _part(count: int, lo: int, cap: int) -> int:
 
 
 class NativeState:
-    """Per-communicator state of the native collectives: their channels, chunk parity, task cache."""
+    """Per-communicator state of the native collectives: their channels and chunk parity."""
 
     def __init__(self) -> None:
         self.channels: Dict[int, SimChannel] = {}
         self.seq = 0                           # symmetric chunks issued so far (parity = seq & 1)
-        self.cache: Dict[tuple, Tuple[Task, ...]] = {}    # small allreduce task lists (key: call)
 
 
 class _Plan:
@@ -167,26 +166,39 @@ class _Plan:
         self.ch = channels
         self.tasks: List[Task] = []
         self.half = comm.buffer_bytes // 2
-        self.signature: Any = None           # checker on: int64[8] every peer's call must match (sign())
+        self.signature: Any = None           # int64[8] every peer's call must match (sign())
         self.seq0 = comm.native.seq          # symmetric chunks issued before this call (its first parity)
 
     def sign(self, kind: str, count: int, dt: DataType, op: int = -1, root: int = -1) -> None:
-        """Checker: what every rank's call must agree on, compared at each data-ready handshake (off: nothing)."""
-        if self.comm.config.check != "off":
-            self.signature = ffi.new("int64_t[8]", [SIG_MAGIC, _SIG_KINDS.index(kind), count, int(dt), int(op),
-                                                    root])
+        """What every rank's call must agree on, compared at each data-ready handshake (whatever HCOMM_SIM_CHECK says:
+        the backend contract promises the in-band check, lib/contract.py)."""
+        self.signature = ffi.new("int64_t[8]", [SIG_MAGIC, _SIG_KINDS.index(kind), count, int(dt), int(op), root])
 
     def _sig_at(self, slot: int) -> int:
         """Offset of signature slot ``slot`` in a rank's scratch (after the parity regions)."""
         return self.comm.buffer_bytes - (len(_SIG_SLOT) - slot) * SIG_BYTES
 
+    def _owner(self, dst: Any, src: Any, n: int) -> Optional[SimThread]:
+        """The thread a data task carries: this plan's when it touches the rank's HCCL buffer (the race checker
+        logs that access), else None -- the native scratch and user buffers are no checker business, so the
+        task then skips the checker's bookkeeping on every run (the cached small calls run their lists often)."""
+        if self.comm.race is None:
+            return self.th
+        lo = self.comm.buf.addr
+        hi = lo + self.comm.buffer_bytes
+        for p in (dst, src):
+            at = int(ffi.cast("uintptr_t", p))
+            if at < hi and at + n > lo:
+                return self.th
+        return None
+
     def copy(self, dst: Any, src: Any, n: int) -> None:
         if n:
-            self.tasks.append(LocalCopy(self.th, dst, src, n))
+            self.tasks.append(LocalCopy(self._owner(dst, src, n), dst, src, n))
 
     def reduce(self, dst: Any, src: Any, count: int, dt: DataType, op: ReduceOp) -> None:
         if count:
-            self.tasks.append(LocalReduce(self.th, dst, src, count, dt, op))
+            self.tasks.append(LocalReduce(self._owner(dst, src, count * dt.itemsize), dst, src, count, dt, op))
 
     def handshake(self, peers: Sequence[int], idx: int, record: bool = True, wait: bool = True) -> None:
         slot = _SIG_SLOT.get(idx) if self.signature is not None else None
@@ -374,10 +386,6 @@ class NativeCollectives:
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
         plan.sign("allreduce", count, dt, rop)
-        if 0 < count * dt.itemsize <= SMALL_CACHED:
-            tasks = self._small_allreduce(plan, peers, send, recv, count, dt, rop)
-            self._keep(plan, "HcclAllReduce", (sendBuf, recvBuf, count, dataType, op, comm, stream), tasks)
-            return 0
         esz = dt.itemsize
         if c.nranks >= 3 and count * esz > TWO_SHOT_ABOVE:
             return self._two_shot_allreduce(plan, peers, send, recv, count, dt, rop)
@@ -389,7 +397,8 @@ class NativeCollectives:
             plan.copy(plan.ccl(c.rank) + region, send + b, n * esz)
             plan.handshake(peers, idx)
             plan.reduce_all(recv + b, region, n, dt, rop)
-        return self._launch(plan)
+        return self._launch_small(plan, "HcclAllReduce", (sendBuf, recvBuf, count, dataType, op, comm, stream),
+                                  count * esz)
 
     _all_reduce = entry(_all_reduce, "HcclAllReduce")
 
@@ -413,33 +422,6 @@ class NativeCollectives:
                 r_lo = min(r * blk, n)
                 plan.copy(recv + (off + r_lo) * esz, plan.ccl(r) + result, min(blk, n - r_lo) * esz)
         return self._launch(plan)
-
-    def _small_allreduce(self, plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
-                         rop: ReduceOp) -> Tuple[Task, ...]:
-        """One-chunk allreduce whose task list is reused while the buffers and parity repeat.
-
-        Repeated small collectives on the same buffers are the latency-bound case; building the
-        list costs more than running it, so it is cached (keyed by addresses, count, type, op, parity).
-        Returns the task list it launched.
-        """
-        c = plan.comm
-        cache = c.native.cache
-        parity = c.native.seq & 1
-        key = (int(ffi.cast("uintptr_t", send)), int(ffi.cast("uintptr_t", recv)), count, dt, rop, parity,
-               id(plan.th))
-        tasks = cache.get(key)
-        if tasks is None:
-            idx, region, _ = plan.parity_region()
-            plan.copy(plan.ccl(c.rank) + region, send, count * dt.itemsize)
-            plan.handshake(peers, idx)
-            plan.reduce_all(recv, region, count, dt, rop)
-            if len(cache) >= 64:
-                cache.clear()
-            tasks = cache[key] = tuple(plan.tasks)
-        else:
-            c.native.seq += 1
-        EXECUTOR.launch(plan.th.queue, tasks)
-        return tasks
 
     @entry
     def HcclReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, root: int, comm: Any,

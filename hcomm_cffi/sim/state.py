@@ -140,10 +140,8 @@ class SimState:
                 th = c.stream_threads.pop(id(q), None)
                 if th is not None:
                     self.threads.pop(th.handle, None)
-                    if c.native is not None:
-                        c.native.cache.clear()     # its task lists name that thread
         self._last_stream = (None, None)
-        self.call_cache.clear()     # its entries hold the queues of streams
+        self.call_cache.clear()     # the one small-call cache: its task lists name threads and queues of streams
 
     def release_stream(self, key: int, why: str) -> None:
         """Drop a stream that died with its owner; later uses of the handle are told ``why``."""

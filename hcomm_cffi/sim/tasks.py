@@ -73,7 +73,7 @@ class LocalCopy(_Kinded, _LocalCopy):
 
 class _LocalReduce(NamedTuple):
     kind: int
-    thread: "SimThread"
+    thread: Optional["SimThread"]   # None: touches no HCCL buffer (the race checker skips it)
     dst: Any
     src: Any
     count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
@@ -86,7 +86,7 @@ class LocalReduce(_Kinded, _LocalReduce):
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", dst: Any, src: Any, count: int, dtype: "DataType",
+    def __new__(cls, thread: Optional["SimThread"], dst: Any, src: Any, count: int, dtype: "DataType",
                 op: "ReduceOp") -> "LocalReduce":
         return _new(cls, (REDUCE, thread, dst, src, count, dtype, op))
 

@@ -1,0 +1,172 @@
+"""The signature handshake: every collective's signature travels to every peer in stream order, ahead of its data.
+
+Before the tasks of a call, each rank writes the call's signature (``SIG_WORDS`` int64:
+collective, count, dtype, op, root, algorithm, output count; :mod:`.consistency`) into its slot
+of every peer's HCCL buffer and records a channel notify; it then waits for every peer's notify
+and compares the slots with its own.  Ranks in different calls -- another count, dtype, op, root,
+algorithm, collective, alltoall block -- all fail there, naming the ranks and both values, before
+any data of the call moves: the comparison runs in stream order between the waits and the data
+(a host task, on a backend that has them) or, where the backend cannot run host code in stream
+order (CANN), right after the stream completes and before the call returns its result.
+
+Slots and notifies alternate by the parity of the handshake count, which every rank advances
+identically: a rank can only reach handshake k+2 after every peer recorded handshake k+1, which
+each peer does after comparing handshake k, so a slot and a notify are never reused early.  The
+slots are the last :func:`~hcomm_cffi.algorithms.context.signature_area` bytes of the HCCL buffer's
+second half (point-to-point inboxes stop short of them).  Communicators of up to
+``ALL_PEERS_MAX`` ranks exchange with every rank (each rank sees every call); larger ones with the
+peers the algorithm talks to.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .._ffi import ffi
+from ..algorithms.context import NOTIFIES_PER_CHANNEL, SIG_NOTIFIES, SIG_SLOT_BYTES, region_bytes, signature_area
+from ..algorithms.tasks import TaskBatch
+from ..enums import MemcpyKind
+from ..errors import COLLECTIVE_MISMATCH, HcclError
+from ..plan import ChannelSpec, Topology
+from ..plan.planner import rank_resources
+from ..resources import ResourceCache, Resources
+from . import consistency
+
+__all__ = ["ALL_PEERS_MAX", "TABLE_SLOTS", "Exchange", "Signer", "CollectiveMismatchError"]
+
+#: communicators up to this size exchange signatures with every rank (as they preconnect every peer)
+ALL_PEERS_MAX = 256
+#: distinct call signatures whose words stay in device memory before the table starts over
+TABLE_SLOTS = 256
+CollectiveMismatchError = consistency.CollectiveMismatchError
+
+
+@dataclass
+class Exchange:
+    """One handshake as issued: where the peers' slots land here, and the words this rank sent."""
+
+    local: Any                  # char * of this rank's slot row of this parity (one slot per sender rank)
+    peers: Tuple[int, ...]
+    words: np.ndarray           # this rank's signature (SIG_WORDS int64)
+    mine: bytes                 # the same, as the bytes every peer's slot must hold
+
+
+class Signer:
+    """One communicator's signature handshakes: its table of signatures in device memory and its parity."""
+
+    def __init__(self, port: Any) -> None:
+        self.port = port
+        self.b = port.binding
+        self.rank: int = port.rank
+        self.size: int = port.size
+        self.topology: Topology = port.topology
+        self.name: str = port.name
+        self.timeout: int = port.timeout
+        self.mismatch: Optional[str] = None          # what the in-stream comparison found (then the stream failed)
+        self.count = 0                               # handshakes issued so far (parity = count & 1)
+        self.seq = 0                                 # the running collective's sequence number (messages only)
+        self._table: Any = None                      # device memory: TABLE_SLOTS signatures
+        self._rows: Dict[bytes, int] = {}            # signature words -> table slot
+        self._retired: List[Any] = []                # full tables a started collective may still read
+
+    # ------------------------------------------------------------------ resources
+    def resources(self, cache: ResourceCache, peers: Sequence[int], thread: bool) -> Resources:
+        """Channels to ``peers`` (and with ``thread``, the stream's thread) for the handshake, from ``cache``."""
+        channels = tuple(ChannelSpec(p, self.topology.link(self.rank, p), NOTIFIES_PER_CHANNEL) for p in peers)
+        return cache.get("signature", rank_resources(self.rank, "signature", (0,) if thread else (), channels))
+
+    def peers_for(self, algorithm_peers: Iterable[int]) -> Tuple[int, ...]:
+        """Every other rank (communicators up to ALL_PEERS_MAX ranks), else the algorithm's peers."""
+        if self.size <= ALL_PEERS_MAX:
+            return tuple(p for p in range(self.size) if p != self.rank)
+        return tuple(sorted(p for p in algorithm_peers if p != self.rank))
+
+    def source(self, words: np.ndarray) -> Any:
+        """Device address of ``words`` in the table (written once per distinct signature)."""
+        key = words.tobytes()
+        slot = self._rows.get(key)
+        if slot is None:
+            if len(self._rows) >= TABLE_SLOTS:       # start over in a fresh table: bound batches name the old one
+                self._retired.append(self._table)
+                self._table = None
+                self._rows.clear()
+                self.port.invalidate()
+                if self.port.idle:                   # nothing queued can read the old tables any more
+                    for table in self._retired:
+                        self.b.free(table)
+                    self._retired.clear()
+            if self._table is None:
+                self._table = self.b.malloc(TABLE_SLOTS * SIG_SLOT_BYTES)
+            slot = self._rows[key] = len(self._rows)
+            dst = self._table + slot * SIG_SLOT_BYTES
+            self.b.memcpy(dst, SIG_SLOT_BYTES, ffi.from_buffer(words), words.nbytes, MemcpyKind.HOST_TO_DEVICE)
+        return self._table + slot * SIG_SLOT_BYTES
+
+    def release(self) -> None:
+        """Free the table (the communicator is destroyed)."""
+        for table in self._retired + ([self._table] if self._table is not None else []):
+            self.b.free(table)
+        self._retired.clear()
+        self._table = None
+        self._rows.clear()
+
+    # ------------------------------------------------------------------ one handshake
+    def issue(self, sink: TaskBatch, links: Resources, thread: int, words: np.ndarray,
+              host_task: Optional[Callable[[Any, int, Callable[[], None]], Any]]) -> Optional[Exchange]:
+        """Issue the handshake of the current parity into ``sink`` on ``thread``: write my slot at every peer of
+        ``links``, record, wait; the caller advances :attr:`count` when it launches it.
+
+        ``host_task``: the backend's maker of in-stream host tasks; the comparison then runs right after the
+        waits and fails the stream on a mismatch (returns None).  Without it, the returned Exchange is
+        compared with :meth:`check` once the stream has completed.
+        """
+        parity = self.count & 1
+        peers = tuple(sorted(links.channels))
+        row = self._area(links) + parity * self.size * SIG_SLOT_BYTES
+        src = self.source(words)
+        for p in peers:
+            ch = links.channels[p]
+            sink.write(thread, ch, links.peer_buffers[p][0] + row + self.rank * SIG_SLOT_BYTES, src, SIG_SLOT_BYTES)
+            sink.channel_notify_record(thread, ch, SIG_NOTIFIES[parity])
+        for p in peers:
+            sink.channel_notify_wait(thread, links.channels[p], SIG_NOTIFIES[parity], self.timeout)
+        ex = Exchange(links.local_buffer + row, peers, words, words.tobytes())
+        if host_task is None:
+            return ex
+        sink.calls.append(host_task(self.b, thread, lambda: self._compare_in_place(ex)))
+        return None
+
+    def _area(self, res: Resources) -> int:
+        """Byte offset of the signature slots in every rank's HCCL buffer (the end of its second half)."""
+        return 2 * region_bytes(res.smallest_buffer) - signature_area(self.size)
+
+    # ------------------------------------------------------------------ comparing
+    def _rows_of(self, ex: Exchange, raw: bytes) -> np.ndarray:
+        got = np.frombuffer(raw, np.int64).reshape(self.size, consistency.SIG_WORDS)
+        rows = np.full((self.size, consistency.SIG_WORDS), consistency.NOT_ARRIVED, np.int64)
+        for p in ex.peers:
+            rows[p] = got[p]
+        rows[self.rank] = ex.words
+        return rows
+
+    def _compare_in_place(self, ex: Exchange) -> None:
+        """In stream order (host task): the slots are host-readable memory on a backend with host tasks."""
+        raw = ffi.buffer(ex.local, self.size * SIG_SLOT_BYTES)[:]
+        mine = ex.mine
+        if all(raw[p * SIG_SLOT_BYTES:(p + 1) * SIG_SLOT_BYTES] == mine for p in ex.peers):
+            return
+        msg = consistency.compare(self._rows_of(ex, raw), self.rank, self.name, self.seq, ex.peers)
+        if msg is not None:
+            self.mismatch = msg
+            raise CollectiveMismatchError(f"{COLLECTIVE_MISMATCH}: {msg}")
+
+    def check(self, ex: Exchange) -> Optional[str]:
+        """After the stream completed (backends without host tasks): the mismatch message, or None."""
+        host = np.empty(self.size * consistency.SIG_WORDS, np.int64)
+        try:
+            self.b.memcpy(ffi.from_buffer(host), host.nbytes, ex.local, host.nbytes, MemcpyKind.DEVICE_TO_HOST)
+        except HcclError:       # the device is gone with the failure being reported: nothing to add to it
+            return None
+        return consistency.compare(self._rows_of(ex, host.tobytes()), self.rank, self.name, self.seq, ex.peers)

@@ -1,0 +1,68 @@
+"""What a backend offers beyond its C functions: :class:`Capabilities`, and :class:`Backend`, the methods for them.
+
+Every lib object :func:`hcomm_cffi.lib.load` returns (``CannLibrary``, the emulator's ``SimLibrary``
+and its ABI-checking wrapper) derives from :class:`Backend`, so the layers above ask *what* it can
+do (``lib.capabilities``) and call the same methods on either, instead of testing its name or
+reaching into an emulator-only helper.  Imports nothing from the package.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+__all__ = ["Capabilities", "Backend", "CANN", "Call"]
+
+Call = Tuple[Callable[..., None], tuple]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one backend is and does (read once per communicator; never a backend's name)."""
+
+    #: the C functions are the emulator (host processes over /dev/shm): no device, no NPU binding
+    emulator: bool
+    #: host arrays can be handed to the data plane once declared device memory (:meth:`Backend.declare_device_memory`);
+    #: False: the Comm API stages them into aclrtMalloc memory (CANN)
+    host_memory_as_device: bool
+    #: bytes the package's algorithms should move per step and peer (None: as many as the buffer allows)
+    step_bytes: Optional[int]
+    #: the library collectives (HcclAllReduce, ...) compare every rank's call in their first handshake
+    #: and fail all ranks of a mismatch themselves
+    checks_signatures_in_band: bool
+    #: a host function can run in stream order between data-plane tasks (:meth:`Backend.host_task`)
+    host_tasks: bool
+    #: a replayed batch can be prepared once and launched cheaply (:meth:`Backend.prepare_batch`)
+    prepares_batches: bool
+
+
+#: a real CANN installation: nothing beyond its C functions
+CANN = Capabilities(emulator=False, host_memory_as_device=False, step_bytes=None,
+                    checks_signatures_in_band=False, host_tasks=False, prepares_batches=False)
+
+
+class Backend:
+    """The contract every lib object implements next to its C functions (defaults: CANN's answers)."""
+
+    capabilities: Capabilities = CANN
+
+    def declare_device_memory(self, addr: int, size: int) -> None:
+        """Say that host range [addr, addr+size) stands for device memory (only with ``host_memory_as_device``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no host memory usable as device memory")
+
+    def withdraw_device_memory(self, addr: int) -> bool:
+        """Undo :meth:`declare_device_memory` of the range at ``addr``; False when there was none."""
+        return False
+
+    def prepare_batch(self, binding: Any, calls: Sequence[Call]) -> Any:
+        """A launchable form of ``calls`` (Binding data-plane methods and arguments), validated once.
+
+        Only with ``prepares_batches``; the result has ``launch()``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not prepare batches")
+
+    def host_task(self, binding: Any, thread: int, fn: Callable[[], None]) -> Any:
+        """A data-plane call (Binding method, arguments) that runs ``fn`` on ``thread`` in stream order.
+
+        Only with ``host_tasks``; ``fn`` raising fails the stream, with its message, like a failed task.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot run host functions in stream order")
