@@ -5,6 +5,12 @@ exception and ``wait()`` returns True, while the errors here must reach the call
 work raises its error from every ``wait()``; an expired ``wait(timeout)`` leaves it pending.
 ``get_future()`` returns at once: the Future is completed by the backend's progress thread
 (:mod:`hcomm_cffi.torch.progress`), so DDP's bucket allreduces overlap the backward pass.
+
+A failure must reach C++ readers of the Future (DDP's reducer) as an error, not as a value:
+Python's ``Future.set_exception`` stores the exception object as the *value* (only Python
+unwraps it), and the reducer then read it as a tensor list and crashed with SIGSEGV.  So the
+Future handed out is ``gate.then(outcome)``: completing the gate runs ``outcome``, whose raise
+marks the returned Future failed in C++ (``c10::ivalue::Future::setError``).
 """
 from __future__ import annotations
 
@@ -49,6 +55,7 @@ class HcommWork(dist._Work):
         self._error: Optional[BaseException] = None
         self._done = False
         self._future: Any = None
+        self._gate: Any = None     # completed by publish(); self._future follows it
         self._published: Optional[threading.Lock] = None   # made with the Future; taken once to complete it
         self._limit = limit
         self._deadline = None if limit is None else time.monotonic() + limit
@@ -86,10 +93,13 @@ class HcommWork(dist._Work):
         once = self._published
         if once is None or not (self._done or self._error is not None) or not once.acquire(False):
             return
+        self._gate.set_result(None)
+
+    def _outcome(self, _: Any) -> List[Any]:
+        """The Future's value, or (raised here) its error: a C++-level failure DDP's reducer sees as one."""
         if self._error is not None:
-            self._future.set_exception(self._error)
-        else:
-            self._future.set_result(self._result)
+            raise self._error
+        return self._result
 
     def overdue(self, now: float) -> bool:
         """True when the process group's timeout has passed and the work is still pending."""
@@ -158,7 +168,8 @@ class HcommWork(dist._Work):
         """A Future of the output tensors, completed (or failed) by the progress thread; returns at once."""
         with LOCK:
             if self._future is None:
-                self._future = torch.futures.Future()
+                self._gate = torch.futures.Future()
+                self._future = self._gate.then(self._outcome)
                 self._published = threading.Lock()
                 if not self._done and self._error is None:
                     PROGRESS.add(self)
