@@ -174,6 +174,10 @@ def _rank(mod: Any, case_cls: type, name: str, backend: str, rank: int, n: int, 
 def run_test(mod: Any, case_cls: type, name: str, backend: str, n: int) -> Dict[str, Any]:
     """Fork ``n`` ranks of test ``name`` on ``backend``; its outcome (pass, skip, fail or hang) and time."""
     start = time.monotonic()
+    method = getattr(case_cls, name)
+    if getattr(method, "__unittest_skip__", False):   # unittest.skip* and torch's skip_but_pass_in_sandcastle_if
+        return {"test": name, "backend": backend, "world_size": n, "seconds": 0.0, "status": "skip",
+                "why": getattr(method, "__unittest_skip_why__", "")}
     with tempfile.TemporaryDirectory(prefix="hcomm-suite-") as tmp:
         for sub in ("barrier", "test_dir", "init_dir"):
             os.mkdir(os.path.join(tmp, sub))

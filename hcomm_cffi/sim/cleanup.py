@@ -7,21 +7,27 @@ failed rank so).  So with the first segment a process creates, two more hooks ar
 a ``multiprocessing.util.Finalize`` (run by a multiprocessing child as it exits, also after
 an exception) and, when SIGTERM still has its default action, a handler that unlinks the
 segments and then dies of SIGTERM as before.  Unlinking is all they do: a segment's name goes,
-peers keep their mappings and see the owner's lock drop when the process is gone.  After SIGKILL
-the survivors' destroy, or the next communicator of the user, sweeps the dead owner's segments
-(:func:`hcomm_cffi.sim.shm.sweep_stale`).
+peers keep their mappings and see the owner's lock drop when the process is gone.  Both hooks also
+sweep the segments of owners already dead (:func:`hcomm_cffi.sim.shm.sweep_stale`): a peer killed
+by SIGKILL cannot unlink its own, and torchrun stops the survivor before its destroy would.
 """
 from __future__ import annotations
 
 import os
 import signal
 import threading
-from typing import Any, Optional, Set
+from typing import Any, Callable, List, Optional, Set
 
-__all__ = ["owned", "disowned", "unlink_owned"]
+__all__ = ["owned", "disowned", "unlink_owned", "set_sweeper"]
 
 _OWNED: Set[str] = set()          # paths of the segments this process created and has not unlinked
 _HOOKED_PID: Optional[int] = None  # the process whose hooks are installed (a forked child installs its own)
+_SWEEP: List[Callable[[], Any]] = []  # shm.sweep_stale, registered by shm (which imports this module)
+
+
+def set_sweeper(sweep: Callable[[], Any]) -> None:
+    """The function that removes segments of dead owners (shm.sweep_stale)."""
+    _SWEEP[:] = [sweep]
 
 
 def owned(path: str) -> None:
@@ -37,13 +43,19 @@ def disowned(path: str) -> None:
 
 
 def unlink_owned() -> None:
-    """Unlink every segment this process still owns (names only; safe at any point of an exit)."""
+    """Unlink every segment this process still owns, then those of dead owners (names only; safe at any point
+    of an exit)."""
     for path in list(_OWNED):
         try:
             os.unlink(path)
         except OSError:
             pass
         _OWNED.discard(path)
+    for sweep in _SWEEP:
+        try:
+            sweep()
+        except Exception:
+            pass
 
 
 def _install() -> None:

@@ -186,3 +186,6 @@ def sweep_stale(prefix: Optional[str] = None) -> List[str]:
             except OSError:
                 pass
     return removed
+
+
+cleanup.set_sweeper(sweep_stale)

@@ -22,6 +22,7 @@ from ..api.comm import Comm
 from ..api.errors import CommError
 from ..api.request import Request
 from ..enums import dtype_from_torch
+from .profiling import profiled
 from .progress import serialised
 from .work import HcommWork, seconds_of
 
@@ -80,6 +81,9 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     def _tensor(self, t: Any, what: str, arg: str) -> torch.Tensor:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{self._label(what)}: {arg} is a {type(t).__name__}; expected a torch.Tensor")
+        if t.layout != torch.strided:
+            raise ValueError(f"{self._label(what)}: {arg} is a {str(t.layout).replace('torch.', '')} tensor; sparse "
+                             "tensors are not supported (expected a dense, strided tensor: call .to_dense())")
         if not t.is_cpu and t.device.type not in DEVICES:
             raise ValueError(f"{self._label(what)}: {arg} is on device {t.device}; expected a cpu (or npu) tensor")
         if dtype_from_torch(t.dtype) is None:
@@ -166,6 +170,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # torch's stub overloads allreduce, broadcast, reduce, allgather, reduce_scatter, gather and scatter with
     # (tensor, op/root, timeout) forms that the C++ ProcessGroup's binding accepts for direct calls; torch's
     # dispatch into a Python backend uses only the (tensors, opts) form, the one these overrides take.
+    @profiled("all_reduce")
     @serialised
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:  # type: ignore[override]
         opts = opts if opts is not None else dist.AllreduceOptions()
@@ -173,6 +178,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         op, avg = self._op(opts, "allreduce", t)
         return self._collective("allreduce", opts, lambda a: self.comm.allreduce(t, op, async_op=a), tensors, avg)
 
+    @profiled("all_reduce_coalesced")
     @serialised
     def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
@@ -192,12 +198,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._collective("allreduce_coalesced", opts, lambda a: self.comm.allreduce(flat, op, async_op=a),
                                 tensors, unpack)
 
+    @profiled("broadcast")
     @serialised
     def broadcast(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:  # type: ignore[override]
         opts = opts if opts is not None else dist.BroadcastOptions()
         t = self._one(tensors, "broadcast")
         return self._collective("broadcast", opts, lambda a: self.comm.broadcast(t, opts.rootRank, async_op=a), tensors)
 
+    @profiled("reduce")
     @serialised
     def reduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:  # type: ignore[override]
         opts = opts if opts is not None else dist.ReduceOptions()
@@ -207,6 +215,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._collective("reduce", opts, lambda a: self.comm.reduce(t, opts.rootRank, op, async_op=a), tensors,
                                 avg)
 
+    @profiled("all_gather")
     @serialised
     def allgather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],  # type: ignore[override]
                   opts: Any = None) -> HcommWork:
@@ -224,6 +233,40 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._collective("allgather", opts, lambda a: self.comm.allgather(t, out=stacked, async_op=a),
                                 output_lists, unpack)
 
+    @profiled("all_gather_coalesced")
+    @serialised
+    def allgather_coalesced(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],
+                            opts: Any = None) -> HcommWork:
+        """Every rank's ``input_list`` into ``output_lists[rank]``: one allgather of the concatenated inputs."""
+        what = "all_gather_coalesced"
+        ins = [self._tensor(t, what, f"input_tensor_list[{i}]") for i, t in enumerate(input_list)]
+        n = self.comm.size
+        if len(output_lists) != n:
+            raise ValueError(f"{self._label(what)}: output_tensor_lists has {len(output_lists)} lists; expected {n}, "
+                             "one per rank")
+        if len({t.dtype for t in ins}) > 1:
+            raise ValueError(f"{self._label(what)}: input tensors have different dtypes; expected one dtype")
+        for r, outs in enumerate(output_lists):
+            if len(outs) != len(ins):
+                raise ValueError(f"{self._label(what)}: output_tensor_lists[{r}] has {len(outs)} tensors; expected "
+                                 f"{len(ins)}, one per input tensor")
+            for i, (o, t) in enumerate(zip(outs, ins)):
+                self._tensor(o, what, f"output_tensor_lists[{r}][{i}]")
+                self._size_check(what, f"output_tensor_lists[{r}][{i}]", o.numel(), t.numel())
+        dtype = ins[0].dtype if ins else torch.float32
+        flat = torch.cat([t.reshape(-1) for t in ins]) if ins else torch.empty(0, dtype=dtype)
+        stacked = torch.empty((n, flat.numel()), dtype=dtype)
+
+        def unpack() -> None:
+            for r, outs in enumerate(output_lists):
+                offset = 0
+                for o in outs:
+                    o.copy_(stacked[r, offset:offset + o.numel()].view_as(o))
+                    offset += o.numel()
+        return self._collective(what, opts, lambda a: self.comm.allgather(flat, out=stacked, async_op=a), output_lists,
+                                unpack)
+
+    @profiled("all_gather_into_tensor")
     @serialised
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
         what = "all_gather_into_tensor"
@@ -234,6 +277,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
     _allgather_base = all_gather_single
 
+    @profiled("all_gather_into_tensor_coalesced")
     @serialised
     def allgather_into_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
@@ -243,6 +287,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # torch's stub names the arguments output_lists/input_list, its binding (like this method) outputs/inputs
     all_gather_single_coalesced = allgather_into_tensor_coalesced  # type: ignore[assignment]
 
+    @profiled("reduce_scatter")
     @serialised
     def reduce_scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],  # type: ignore[override]
                        opts: Any = None) -> HcommWork:
@@ -260,6 +305,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                                 lambda a: self.comm.reduce_scatter(flat, op, out=out.view(-1), async_op=a), output_list,
                                 avg)
 
+    @profiled("reduce_scatter_tensor")
     @serialised
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ReduceScatterOptions()
@@ -275,6 +321,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # torch names the arguments outputTensor/inputTensor and passes them by position: this method's names stay
     _reduce_scatter_base = reduce_scatter_single  # type: ignore[assignment]
 
+    @profiled("reduce_scatter_tensor_coalesced")
     @serialised
     def reduce_scatter_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
@@ -284,6 +331,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # torch's stub names the arguments outputTensors/inputTensors, its binding (like this method) outputs/inputs
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced  # type: ignore[assignment]
 
+    @profiled("all_to_all")
     @serialised
     def alltoall(self, output_list: List[torch.Tensor], input_list: List[torch.Tensor],
                  opts: Any = None) -> HcommWork:
@@ -303,6 +351,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 offset += o.numel()
         return self._work("alltoall", reqs, output_list, unpack)
 
+    @profiled("all_to_all")
     @serialised
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: List[int],
                           input_split_sizes: List[int], opts: Any = None) -> HcommWork:
@@ -343,6 +392,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 reqs.append(self.comm.isend(flat_in[so[dst]:so[dst + 1]], dst))
         return reqs
 
+    @profiled("gather")
     @serialised
     def gather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],  # type: ignore[override]
                opts: Any = None) -> HcommWork:
@@ -359,6 +409,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 o.copy_(stacked[i].view_as(o))
         return self._work("gather", [self.comm.iallgather(t, out=stacked)], output_lists, unpack)
 
+    @profiled("scatter")
     @serialised
     def scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],  # type: ignore[override]
                 opts: Any = None) -> HcommWork:
@@ -377,6 +428,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._work("scatter", [self.comm.isend(x, r) for r, x in enumerate(ins) if r != me], output_list)
 
     # ------------------------------------------------------------------ point-to-point
+    @profiled("send")
     @serialised
     def send(self, tensors: List[torch.Tensor], dst: int, tag: int = 0) -> HcommWork:
         t = self._one(tensors, "send")
@@ -384,6 +436,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._work(f"send to rank {dst} (tag {tag})", [self.comm.isend(header, dst), self.comm.isend(t, dst)],
                           tensors)
 
+    @profiled("recv")
     @serialised
     def recv(self, tensors: List[torch.Tensor], src: int, tag: int = 0) -> HcommWork:
         t = self._one(tensors, "recv")
@@ -402,6 +455,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         raise NotImplementedError(f"{self._label('recv')}: receiving from any source is not supported; pass src=")
 
     # ------------------------------------------------------------------ barrier
+    @profiled("barrier")
     @serialised
     def barrier(self, opts: Any = None) -> HcommWork:
         seq = self._barriers

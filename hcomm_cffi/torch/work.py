@@ -59,6 +59,7 @@ class HcommWork(dist._Work):
         self._published: Optional[threading.Lock] = None   # made with the Future; taken once to complete it
         self._limit = limit
         self._deadline = None if limit is None else time.monotonic() + limit
+        self._finish_hooks: List[Callable[[], None]] = []   # run once when the work completes or fails
 
     @classmethod
     def finished(cls, what: str, result: List[Any], error: Optional[BaseException] = None) -> "HcommWork":
@@ -84,9 +85,23 @@ class HcommWork(dist._Work):
                 self._then()
         except BaseException as exc:
             self._error = exc
+            self._finished()
             raise
         self._done = True
+        self._finished()
         return True
+
+    def when_finished(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once the work has completed or failed (now if it has)."""
+        if self._done or self._error is not None:
+            hook()
+        else:
+            self._finish_hooks.append(hook)
+
+    def _finished(self) -> None:
+        hooks, self._finish_hooks = self._finish_hooks, []
+        for hook in hooks:
+            hook()
 
     def publish(self) -> None:
         """Complete the Future once with the outcome; called outside the library lock (its callbacks run here)."""
@@ -110,6 +125,7 @@ class HcommWork(dist._Work):
         extra = self._on_timeout(self._limit) if self._on_timeout is not None else ""  # type: ignore[arg-type]
         self._error = CommTimeoutError(f"{self.what} did not complete within {self._limit:g} s (its timeout: "
                                        f"the process group's, or the barrier's own){extra}")
+        self._finished()
 
     # ------------------------------------------------------------------ torch's Work interface
     def wait(self, timeout: Any = None) -> bool:
