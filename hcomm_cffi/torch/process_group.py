@@ -451,8 +451,28 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                                  "so tags must match in order too")
         return self._work(what, [head, self.comm.irecv(t, src)], tensors, check)
 
+    @profiled("recvAnySource")
+    @serialised
     def recv_anysource(self, tensors: List[torch.Tensor], tag: int = 0) -> HcommWork:
-        raise NotImplementedError(f"{self._label('recv')}: receiving from any source is not supported; pass src=")
+        """Receive from whichever rank's send arrives first; the work's ``_source_rank()`` names it."""
+        t = self._one(tensors, "recv")
+        header = torch.empty(2, dtype=torch.int64)
+        head = self.comm._p2p.irecv_any(header)
+        body: List[Request] = []
+
+        def step(timeout: Optional[float]) -> bool:   # the header from some rank, then the tensor from that rank
+            if not head.poll(timeout):
+                return False
+            if not body:
+                if int(header[0]) != tag:
+                    raise ValueError(f"rank {self.comm.rank}: hcomm recv from any source (tag {tag}): the next "
+                                     f"message from rank {head.source} was sent with tag {int(header[0])}; tags "
+                                     "must match in order")
+                body.append(self.comm.irecv(t, head.source))   # type: ignore[arg-type]
+            return body[0].poll(timeout)
+        work = self._work(f"recv from any source (tag {tag})", [Request("recv from any source", step)], tensors)
+        work.source = head
+        return work
 
     # ------------------------------------------------------------------ barrier
     @profiled("barrier")

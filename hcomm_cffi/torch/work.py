@@ -60,6 +60,7 @@ class HcommWork(dist._Work):
         self._limit = limit
         self._deadline = None if limit is None else time.monotonic() + limit
         self._finish_hooks: List[Callable[[], None]] = []   # run once when the work completes or fails
+        self.source: Any = None   # a receive from any source: its request, whose ``source`` is the sender
 
     @classmethod
     def finished(cls, what: str, result: List[Any], error: Optional[BaseException] = None) -> "HcommWork":
@@ -175,6 +176,13 @@ class HcommWork(dist._Work):
     def exception(self) -> Optional[BaseException]:
         """The error this work failed with, if any."""
         return self._error
+
+    def _source_rank(self) -> int:
+        """The rank a receive from any source got its message from (torch's ``dist.recv`` returns it)."""
+        src = getattr(self.source, "source", None)
+        if src is None:
+            raise RuntimeError(f"{self.what}: no source rank (not a completed receive from any source)")
+        return int(src)
 
     def result(self) -> List[Any]:
         """The output tensors."""
