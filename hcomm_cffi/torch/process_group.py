@@ -10,6 +10,7 @@ not a reordering).  ``gather`` is an allgather kept on the root; uneven ``all_to
 """
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -19,7 +20,7 @@ import torch.distributed as dist
 from ..api import live
 from ..api import world as world_api
 from ..api.comm import Comm
-from ..api.errors import CommError
+from ..api.errors import CommError, CommTimeoutError
 from ..api.request import Request
 from ..enums import dtype_from_torch
 from .profiling import profiled
@@ -484,11 +485,21 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self._store.set(key(self.comm.rank), b"1")
         size = self.comm.size
 
+        def absent() -> List[int]:
+            return [r for r in range(size) if not self._store.check([key(r)])]
+
         def missing(_: float) -> str:
-            gone = [r for r in range(size) if not self._store.check([key(r)])]
+            gone = absent()
             return f"; ranks that never entered it: {gone}" if gone else ""
         limit = seconds_of(opts.timeout) if opts is not None else None   # dist.barrier(timeout=...)
-        return self._work(f"barrier #{seq}", [self.comm.ibarrier()], [], None, missing, limit)
+        work = self._work(f"barrier #{seq}", [self.comm.ibarrier()], [], None, missing, limit)
+        work.absent = absent
+        return work
+
+    @staticmethod
+    def _absent(work: HcommWork) -> List[int]:
+        """The ranks that had not entered the barrier of ``work``."""
+        return work.absent() if work.absent is not None else []
 
     @serialised
     def shutdown(self) -> None:
@@ -503,5 +514,27 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self.shutdown()
 
     def monitored_barrier(self, timeout: Any = None, wait_all_ranks: bool = False) -> None:
-        """A barrier whose timeout names the ranks that never entered it."""
-        self.barrier().wait(timeout)
+        """A barrier whose timeout names the ranks that never entered it, as gloo's does.
+
+        ``timeout`` as torch's: None is the process group's timeout, zero expires at once (gloo's reading; a
+        Work's ``wait(0)`` instead means no timeout, as c10d's ``kNoTimeout``).
+        """
+        limit = self.timeout if timeout is None else (timeout.total_seconds() if isinstance(timeout, timedelta)
+                                                      else float(timeout))
+        work = self.barrier()
+        if limit is None:
+            work.wait()
+            return
+        if not work.is_completed() and limit > 0:
+            try:
+                work.wait(timedelta(seconds=limit))
+            except CommTimeoutError:
+                pass
+        if work.is_success():
+            return
+        if work.exception() is not None:
+            raise work.exception()  # type: ignore[misc]
+        gone = self._absent(work)
+        shown = gone if wait_all_ranks else gone[:1]
+        raise CommTimeoutError(f"{self._label('monitored_barrier')}: " + "; ".join(
+            f"Rank {r} failed to pass monitoredBarrier in {limit * 1000:.0f} ms" for r in shown))

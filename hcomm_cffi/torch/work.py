@@ -61,6 +61,7 @@ class HcommWork(dist._Work):
         self._deadline = None if limit is None else time.monotonic() + limit
         self._finish_hooks: List[Callable[[], None]] = []   # run once when the work completes or fails
         self.source: Any = None   # a receive from any source: its request, whose ``source`` is the sender
+        self.absent: Optional[Callable[[], List[int]]] = None   # a barrier: the ranks that have not entered it
 
     @classmethod
     def finished(cls, what: str, result: List[Any], error: Optional[BaseException] = None) -> "HcommWork":
@@ -124,8 +125,9 @@ class HcommWork(dist._Work):
     def expire(self) -> None:
         """Fail the work (and its Future) for exceeding the process group's timeout."""
         extra = self._on_timeout(self._limit) if self._on_timeout is not None else ""  # type: ignore[arg-type]
-        self._error = CommTimeoutError(f"{self.what} did not complete within {self._limit:g} s (its timeout: "
-                                       f"the process group's, or the barrier's own){extra}")
+        self._error = CommTimeoutError(f"{self.what} did not complete within {self._limit:g} s: Timed out waiting "
+                                       f"{self._limit * 1000:.0f} ms (the process group's timeout, or the barrier's "
+                                       f"own){extra}")
         self._finished()
 
     # ------------------------------------------------------------------ torch's Work interface
@@ -153,8 +155,8 @@ class HcommWork(dist._Work):
             self.publish()
         if not finished:
             extra = self._on_timeout(seconds) if self._on_timeout is not None else ""  # type: ignore[arg-type]
-            raise CommTimeoutError(f"{self.what} did not complete within {seconds:g} s{extra} (the work is still "
-                                   "pending; wait again)")
+            raise CommTimeoutError(f"{self.what} did not complete within {seconds:g} s: Timed out waiting "
+                                   f"{seconds * 1000:.0f} ms{extra} (the work is still pending; wait again)")
         return True
 
     def is_completed(self) -> bool:
