@@ -124,9 +124,10 @@ class HcommWork(dist._Work):
 
     def expire(self) -> None:
         """Fail the work (and its Future) for exceeding the process group's timeout."""
-        extra = self._on_timeout(self._limit) if self._on_timeout is not None else ""  # type: ignore[arg-type]
-        self._error = CommTimeoutError(f"{self.what} did not complete within {self._limit:g} s: Timed out waiting "
-                                       f"{self._limit * 1000:.0f} ms (the process group's timeout, or the barrier's "
+        limit = self._limit or 0.0
+        extra = self._on_timeout(limit) if self._on_timeout is not None else ""
+        self._error = CommTimeoutError(f"{self.what} did not complete within {limit:g} s: Timed out waiting "
+                                       f"{limit * 1000:.0f} ms (the process group's timeout, or the barrier's "
                                        f"own){extra}")
         self._finished()
 
@@ -154,9 +155,10 @@ class HcommWork(dist._Work):
         finally:
             self.publish()
         if not finished:
-            extra = self._on_timeout(seconds) if self._on_timeout is not None else ""  # type: ignore[arg-type]
-            raise CommTimeoutError(f"{self.what} did not complete within {seconds:g} s: Timed out waiting "
-                                   f"{seconds * 1000:.0f} ms{extra} (the work is still pending; wait again)")
+            secs = seconds or 0.0
+            extra = self._on_timeout(secs) if self._on_timeout is not None else ""
+            raise CommTimeoutError(f"{self.what} did not complete within {secs:g} s: Timed out waiting "
+                                   f"{secs * 1000:.0f} ms{extra} (the work is still pending; wait again)")
         return True
 
     def is_completed(self) -> bool:
