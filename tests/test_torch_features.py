@@ -1,6 +1,6 @@
 """Backend "hcomm" features PyTorch's suite exercises, checked on their own: profiler events of a DDP step,
-receive from any source (3 ranks, eager and rendezvous sizes), all_gather_coalesced, sparse tensors refused
-as such, monitored_barrier's timeout conventions."""
+receive from any source (3 ranks, eager and rendezvous sizes), all_gather_coalesced, sparse allreduce (SUM,
+as gloo) and sparse tensors refused elsewhere, monitored_barrier's timeout conventions."""
 from __future__ import annotations
 
 import datetime
@@ -100,9 +100,13 @@ def _misc_body(rank: int, n: int, root: bytes, port: int) -> Any:
         dist.all_gather_coalesced(outs, [torch.full((2,), float(rank)), torch.full((3,), 10.0 + rank)])
         assert all(torch.equal(outs[r][0], torch.full((2,), float(r))) and
                    torch.equal(outs[r][1], torch.full((3,), 10.0 + r)) for r in range(n)), outs
-        sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (4,))
-        with pytest.raises(ValueError, match="sparse tensors are not supported"):
-            dist.all_reduce(sparse)
+        sparse = torch.sparse_coo_tensor([[0, 2 + rank]], [1.0, 2.0], (4,))   # SUM as gloo: [2, 0, 2, 2]
+        dist.all_reduce(sparse)
+        assert sparse.is_sparse and sparse.to_dense().tolist() == [2.0, 0.0, 2.0, 2.0], sparse
+        with pytest.raises(ValueError, match="sparse tensors are not supported here"):
+            dist.broadcast(sparse, 0)
+        with pytest.raises(ValueError, match="sparse tensors support ReduceOp.SUM only"):
+            dist.all_reduce(sparse, dist.ReduceOp.MAX)
         pg = dist.distributed_c10d._get_default_group()   # the ProcessGroupHcomm itself
         store = dist.distributed_c10d._get_default_store()
         if rank == 0:   # rank 1 stays out: zero expires at once, naming it (gloo's reading of timeout=0)
@@ -119,5 +123,5 @@ def _misc_body(rank: int, n: int, root: bytes, port: int) -> Any:
         dist.destroy_process_group()
 
 
-def test_all_gather_coalesced_sparse_refusal_and_monitored_barrier_timeouts() -> None:
+def test_all_gather_coalesced_sparse_allreduce_and_monitored_barrier_timeouts() -> None:
     assert run_ranks(2, _misc_body, _port(), timeout=120) == ["ok", "ok"]

@@ -96,7 +96,7 @@ GLOO_GUARDED: List[str] = [
     "test_all_reduce_coalesced_max", "test_all_reduce_coalesced_min", "test_all_reduce_coalesced_product",
     "test_all_reduce_coalesced_sum", "test_barrier_timeout_full_group", "test_batch_isend_irecv_gloo",
     "test_batch_isend_irecv_gloo_tags", "test_get_future", "test_grads_same_across_ranks_with_no_sync",
-    "test_scatter_object_list",
+    "test_scatter_object_list", "test_sparse_all_reduce_sum",
 ]
 
 #: hcomm's named exceptions: test -> why hcomm does not pass what gloo passes (not run on hcomm).
@@ -105,8 +105,6 @@ EXCEPTIONS: Dict[str, str] = {
                                    "'monitored_barrier is only implemented for GLOO backend')",
     "test_monitored_barrier_gloo_rank_0_timeout": "torch's dist.monitored_barrier refuses every backend but gloo",
     "test_monitored_barrier_gloo_subgroup": "torch's dist.monitored_barrier refuses every backend but gloo",
-    "test_sparse_all_reduce_sum": "sparse tensors are not supported by hcomm (refused with 'sparse tensors are not "
-                                  "supported'; gloo implements sparse allreduce as an allgather of indices and values)",
 }
 
 

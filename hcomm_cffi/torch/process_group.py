@@ -84,7 +84,8 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             raise TypeError(f"{self._label(what)}: {arg} is a {type(t).__name__}; expected a torch.Tensor")
         if t.layout != torch.strided:
             raise ValueError(f"{self._label(what)}: {arg} is a {str(t.layout).replace('torch.', '')} tensor; sparse "
-                             "tensors are not supported (expected a dense, strided tensor: call .to_dense())")
+                             "tensors are not supported here (only allreduce SUM of sparse COO tensors is, as on "
+                             "gloo; expected a dense, strided tensor: call .to_dense())")
         if not t.is_cpu and t.device.type not in DEVICES:
             raise ValueError(f"{self._label(what)}: {arg} is on device {t.device}; expected a cpu (or npu) tensor")
         if dtype_from_torch(t.dtype) is None:
@@ -175,9 +176,47 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     @serialised
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:  # type: ignore[override]
         opts = opts if opts is not None else dist.AllreduceOptions()
+        if len(tensors) == 1 and isinstance(tensors[0], torch.Tensor) and tensors[0].layout == torch.sparse_coo:
+            return self._sparse_allreduce(tensors[0], opts)
         t = self._one(tensors, "allreduce")
         op, avg = self._op(opts, "allreduce", t)
         return self._collective("allreduce", opts, lambda a: self.comm.allreduce(t, op, async_op=a), tensors, avg)
+
+    def _sparse_allreduce(self, t: torch.Tensor, opts: Any) -> HcommWork:
+        """SUM of sparse COO tensors, as gloo does it: every rank's indices and values gathered, then summed
+        (coalesced) locally; ``t`` receives the result.  Three blocking allgathers (sizes, indices, values)."""
+        what = "allreduce"
+        if _op_kind(opts.reduceOp) != _KIND.SUM:
+            raise ValueError(f"{self._label(what)}: sparse tensors support ReduceOp.SUM only, got "
+                             f"ReduceOp.{_op_name(opts.reduceOp)}")
+        local = t.coalesce()
+        idx, vals = local.indices(), local.values().contiguous()
+        self._tensor(vals, what, "tensor.values()")
+        n = self.comm.size
+        meta = torch.tensor([idx.shape[1], local.sparse_dim()] + list(t.shape), dtype=torch.int64)
+        metas = torch.empty((n, meta.numel()), dtype=torch.int64)
+        try:
+            self.comm.allgather(meta, out=metas)
+            if not bool((metas[:, 1:] == meta[1:]).all()):
+                raise ValueError(f"{self._label(what)}: the ranks' sparse tensors differ in shape or sparse "
+                                 f"dimensions: {metas[:, 1:].tolist()}; expected the same on every rank")
+            counts = metas[:, 0].tolist()
+            most = max(counts)
+            pad_idx = torch.zeros((idx.shape[0], most), dtype=torch.int64)
+            pad_idx[:, :idx.shape[1]] = idx
+            pad_vals = torch.zeros((most,) + tuple(vals.shape[1:]), dtype=vals.dtype)
+            pad_vals[:vals.shape[0]] = vals
+            all_idx = torch.empty((n,) + tuple(pad_idx.shape), dtype=torch.int64)
+            all_vals = torch.empty((n,) + tuple(pad_vals.shape), dtype=vals.dtype)
+            self.comm.allgather(pad_idx, out=all_idx)
+            self.comm.allgather(pad_vals, out=all_vals)
+        except CommError as exc:
+            return HcommWork.finished(self._label(what), [t], exc)
+        summed = torch.sparse_coo_tensor(torch.cat([all_idx[r][:, :c] for r, c in enumerate(counts)], 1),
+                                         torch.cat([all_vals[r][:c] for r, c in enumerate(counts)]),
+                                         t.shape).coalesce()
+        t.copy_(summed)
+        return HcommWork.finished(self._label(what), [t])
 
     @profiled("all_reduce_coalesced")
     @serialised
