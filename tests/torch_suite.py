@@ -81,17 +81,28 @@ SELECTED: List[str] = [
     "test_sparse_all_reduce_sum", "test_static_graph_api_cpu",
 ]
 
-#: Tests that need more ranks (the group tests use ranks [1, 2]): (world size, names).
-WIDE: List[Tuple[int, List[str]]] = []
+#: Tests that need more ranks: the group tests (a new_group of ranks [1, 2]) skip below 8 ranks
+#: (``skip_if_small_worldsize``): (world size, names gloo passes there).
+WIDE: List[Tuple[int, List[str]]] = [(8, [
+    "test_all_gather_coalesced_group", "test_all_gather_group", "test_all_reduce_coalesced_group_max",
+    "test_all_reduce_coalesced_group_min", "test_all_reduce_coalesced_group_product",
+    "test_all_reduce_coalesced_group_sum", "test_all_reduce_group_max", "test_all_reduce_group_min",
+    "test_all_reduce_group_product", "test_all_reduce_group_sum", "test_barrier_group", "test_barrier_timeout_group",
+    "test_broadcast_group", "test_destroy_group", "test_gather_group", "test_get_rank_size_group",
+    "test_reduce_group_max", "test_reduce_group_min", "test_reduce_group_product", "test_reduce_group_sum",
+    "test_scatter_group",
+])]
 
-#: Bodies of the selection guarded by ``BACKEND == "gloo"`` (or a list of backends without plugins) that test
+#: Bodies of the selection (any world size) guarded by ``BACKEND == "gloo"`` (or a list of backends without plugins) that test
 #: generic behaviour (coalesced allreduce, object collectives, batched p2p, get_future, no_sync, timeouts):
 #: run on hcomm with gloo's guards and gloo's runtime branches (variant ``hcomm-as-gloo``, :class:`AsGloo`).
 GLOO_GUARDED: List[str] = [
     "test_accumulate_gradients_no_sync", "test_accumulate_gradients_no_sync_allreduce_hook",
     "test_accumulate_gradients_no_sync_allreduce_with_then_hook", "test_accumulate_gradients_no_sync_grad_is_view",
     "test_all_gather_object_default_pg", "test_all_gather_object_subgroup",
-    "test_all_reduce_coalesced_full_group_max", "test_all_reduce_coalesced_full_group_min",
+    "test_all_reduce_coalesced_full_group_max", "test_all_reduce_coalesced_group_max",
+    "test_all_reduce_coalesced_group_min", "test_all_reduce_coalesced_group_product",
+    "test_all_reduce_coalesced_group_sum", "test_barrier_timeout_group", "test_all_reduce_coalesced_full_group_min",
     "test_all_reduce_coalesced_full_group_product", "test_all_reduce_coalesced_full_group_sum",
     "test_all_reduce_coalesced_max", "test_all_reduce_coalesced_min", "test_all_reduce_coalesced_product",
     "test_all_reduce_coalesced_sum", "test_barrier_timeout_full_group", "test_batch_isend_irecv_gloo",
@@ -376,11 +387,11 @@ def all_tests() -> List[str]:
 
 def default_selection() -> List[Tuple[str, str, int, List[str]]]:
     """The project test's selection: gloo and hcomm on :data:`SELECTED` and :data:`WIDE`, plus the gloo-guarded bodies."""
-    own = [t for t in SELECTED if t not in GLOO_GUARDED and t not in EXCEPTIONS]
-    sel = [("gloo", "gloo", 2, SELECTED), ("hcomm", "hcomm", 2, own)]
-    for n, names in WIDE:
-        sel += [("gloo", "gloo", n, names), ("hcomm", "hcomm", n, [t for t in names if t not in EXCEPTIONS])]
-    sel.append(("hcomm-as-gloo", "hcomm", 2, GLOO_GUARDED))
+    sel = []
+    for n, names in [(2, SELECTED)] + WIDE:
+        sel += [("gloo", "gloo", n, names),
+                ("hcomm", "hcomm", n, [t for t in names if t not in GLOO_GUARDED and t not in EXCEPTIONS]),
+                ("hcomm-as-gloo", "hcomm", n, [t for t in names if t in GLOO_GUARDED])]
     return sel
 
 
