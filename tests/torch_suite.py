@@ -35,6 +35,7 @@ from datetime import timedelta
 from typing import Any, Dict, List, Optional, Tuple
 
 os.environ.setdefault("HCOMM_BACKEND", "sim")
+os.environ.setdefault("HCOMM_SIM_CHECK", "strict")   # as the test session (tests/conftest.py)
 os.environ.setdefault("HCCL_CONNECT_TIMEOUT", "30")
 os.environ.setdefault("HCCL_EXEC_TIMEOUT", "60")
 os.environ.setdefault("HCCL_BUFFSIZE", "8")
@@ -119,6 +120,15 @@ EXCEPTIONS: Dict[str, str] = {
 }
 
 
+#: Settings some bodies run with, and why (the rest run with the test session's: the strict checker).
+SETTINGS: Dict[str, Dict[str, str]] = {
+    # rank 0 alone enters a barrier and times out: its notify to the absent ranks is never waited on, which
+    # the strict checker reports as an error at HcclCommDestroy on those ranks; the default (warn) warns
+    "test_barrier_timeout_full_group": {"HCOMM_SIM_CHECK": "warn"},
+    "test_barrier_timeout_group": {"HCOMM_SIM_CHECK": "warn"},
+}
+
+
 def _load(variant: str, world_size: int) -> Any:
     """Import torch's distributed_test module for ``variant`` (its guards read BACKEND/WORLD_SIZE now)."""
     import torch.testing._internal.common_distributed as cd
@@ -196,6 +206,7 @@ def _rank(mod: Any, case_cls: type, name: str, backend: str, rank: int, n: int, 
     env = {"BACKEND": backend, "WORLD_SIZE": str(n), "RANK": str(rank), "TEMP_DIR": tmp,
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "INIT_METHOD": "env://"}
     os.environ.update(env)
+    os.environ.update(SETTINGS.get(name, {}))
     logfd = os.open(os.path.join(tmp, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(logfd, 1)
     os.dup2(logfd, 2)
