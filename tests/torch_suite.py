@@ -9,7 +9,7 @@ file under another module name:
 
 * ``gloo``: gloo's guards, run on gloo (the reference);
 * ``hcomm``: hcomm's guards ("hcomm" joins the ``plugin``, ``ddp`` and ``subgroup`` feature sets, as a
-  third-party backend does), run on hcomm;
+  third-party backend does, and the lists of backends whose profiler events the bodies check), run on hcomm;
 * ``hcomm-as-gloo``: gloo's guards, run on hcomm, for the :data:`GLOO_GUARDED` bodies whose guard names
   gloo but whose body tests generic behaviour.
 
@@ -147,6 +147,8 @@ def _load(variant: str, world_size: int) -> Any:
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
+    for allow in (mod.PROFILING_SUPPORTED_BACKENDS, mod.SEND_RECV_PROFILING_SUPPORTED_BACKENDS):
+        allow.append("hcomm")   # the bodies then check hcomm's profiler events as they do gloo's
     for skip in cd.TEST_SKIPS.values():
         SKIP_EXIT_CODES[skip.exit_code] = skip.message
     return mod

@@ -255,7 +255,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._collective("reduce", opts, lambda a: self.comm.reduce(t, opts.rootRank, op, async_op=a), tensors,
                                 avg)
 
-    @profiled("all_gather")
+    @profiled("all_gather", inputs=1)
     @serialised
     def allgather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],  # type: ignore[override]
                   opts: Any = None) -> HcommWork:
@@ -273,7 +273,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._collective("allgather", opts, lambda a: self.comm.allgather(t, out=stacked, async_op=a),
                                 output_lists, unpack)
 
-    @profiled("all_gather_coalesced")
+    @profiled("all_gather_coalesced", inputs=1)
     @serialised
     def allgather_coalesced(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],
                             opts: Any = None) -> HcommWork:
@@ -306,7 +306,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._collective(what, opts, lambda a: self.comm.allgather(flat, out=stacked, async_op=a), output_lists,
                                 unpack)
 
-    @profiled("all_gather_into_tensor")
+    @profiled("all_gather_into_tensor", inputs=1)
     @serialised
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
         what = "all_gather_into_tensor"
@@ -317,7 +317,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
     _allgather_base = all_gather_single
 
-    @profiled("all_gather_into_tensor_coalesced")
+    @profiled("all_gather_into_tensor_coalesced", inputs=1)
     @serialised
     def allgather_into_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
@@ -327,7 +327,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # torch's stub names the arguments output_lists/input_list, its binding (like this method) outputs/inputs
     all_gather_single_coalesced = allgather_into_tensor_coalesced  # type: ignore[assignment]
 
-    @profiled("reduce_scatter")
+    @profiled("reduce_scatter", inputs=1)
     @serialised
     def reduce_scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],  # type: ignore[override]
                        opts: Any = None) -> HcommWork:
@@ -345,7 +345,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                                 lambda a: self.comm.reduce_scatter(flat, op, out=out.view(-1), async_op=a), output_list,
                                 avg)
 
-    @profiled("reduce_scatter_tensor")
+    @profiled("reduce_scatter_tensor", inputs=1)
     @serialised
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ReduceScatterOptions()
@@ -361,7 +361,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # torch names the arguments outputTensor/inputTensor and passes them by position: this method's names stay
     _reduce_scatter_base = reduce_scatter_single  # type: ignore[assignment]
 
-    @profiled("reduce_scatter_tensor_coalesced")
+    @profiled("reduce_scatter_tensor_coalesced", inputs=1)
     @serialised
     def reduce_scatter_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
@@ -371,7 +371,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # torch's stub names the arguments outputTensors/inputTensors, its binding (like this method) outputs/inputs
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced  # type: ignore[assignment]
 
-    @profiled("all_to_all")
+    @profiled("all_to_all", inputs=1)
     @serialised
     def alltoall(self, output_list: List[torch.Tensor], input_list: List[torch.Tensor],
                  opts: Any = None) -> HcommWork:
@@ -391,7 +391,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 offset += o.numel()
         return self._work("alltoall", reqs, output_list, unpack)
 
-    @profiled("all_to_all")
+    @profiled("all_to_all", inputs=1)
     @serialised
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: List[int],
                           input_split_sizes: List[int], opts: Any = None) -> HcommWork:
@@ -432,7 +432,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 reqs.append(self.comm.isend(flat_in[so[dst]:so[dst + 1]], dst))
         return reqs
 
-    @profiled("gather")
+    @profiled("gather", inputs=1)
     @serialised
     def gather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],  # type: ignore[override]
                opts: Any = None) -> HcommWork:
@@ -449,7 +449,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 o.copy_(stacked[i].view_as(o))
         return self._work("gather", [self.comm.iallgather(t, out=stacked)], output_lists, unpack)
 
-    @profiled("scatter")
+    @profiled("scatter", inputs=1)
     @serialised
     def scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],  # type: ignore[override]
                 opts: Any = None) -> HcommWork:
