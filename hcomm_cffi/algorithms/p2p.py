@@ -23,8 +23,8 @@ import numpy as np
 from ..enums import DataType
 from .context import ALIGN, P2P_CREDIT, P2P_DATA, IssueContext, signature_area
 
-__all__ = ["HEADER_BYTES", "MAGIC", "LaneState", "inbox", "pieces", "make_header", "parse_header",
-           "issue_send", "issue_recv", "drain"]
+__all__ = ["HEADER_BYTES", "MAGIC", "LaneState", "inbox", "inbox_at", "announces", "pieces", "make_header",
+           "parse_header", "issue_send", "issue_recv", "drain"]
 
 HEADER_BYTES = 64
 MAGIC = 0x50325048  # "HP2P"
@@ -42,12 +42,24 @@ class LaneState:
 
 
 def inbox(ctx: IssueContext, sender: int, n_ranks: int) -> Tuple[int, int]:
-    """(byte offset, size) of ``sender``'s inbox in a receiver's HCCL buffer (the half's end holds signature slots)."""
-    size = ((ctx.region_bytes - signature_area(n_ranks)) // n_ranks) // ALIGN * ALIGN
+    """(byte offset, size) of ``sender``'s inbox in a receiver's HCCL buffer."""
+    return inbox_at(ctx.region_bytes, sender, n_ranks)
+
+
+def inbox_at(region: int, sender: int, n_ranks: int) -> Tuple[int, int]:
+    """(byte offset, size) of ``sender``'s inbox when the collective region is ``region`` bytes (the half's end
+    holds signature slots)."""
+    size = ((region - signature_area(n_ranks)) // n_ranks) // ALIGN * ALIGN
     if size <= HEADER_BYTES:
-        raise ValueError(f"HCCL buffer too small for point-to-point inboxes ({ctx.region_bytes} bytes per half, "
+        raise ValueError(f"HCCL buffer too small for point-to-point inboxes ({region} bytes per half, "
                          f"{n_ranks} ranks); raise HCCL_BUFFSIZE")
-    return ctx.region_bytes + sender * size, size
+    return region + sender * size, size
+
+
+def announces(raw: np.ndarray, sender: int, seq: int) -> bool:
+    """True when an inbox's header is that of message ``seq`` from ``sender`` (it has been sent, at least begun)."""
+    h = parse_header(raw)
+    return h["magic"] == MAGIC and h["seq"] == seq & 0xFFFFFFFF and h["src"] == sender
 
 
 def pieces(nbytes: int, cap: int) -> List[Tuple[int, int]]:

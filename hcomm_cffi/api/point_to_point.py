@@ -4,20 +4,26 @@ Lanes let sends to one peer proceed while a receive from another is pending, so 
 "everyone sends right, then receives left" pattern cannot block behind another operation.  The
 protocol (eager up to ``eager_limit`` bytes, rendezvous above; headers checked on receipt) is in
 :mod:`hcomm_cffi.algorithms.p2p`.
+
+A receive from any source (:meth:`PointToPoint.irecv_any`) first watches the inboxes in this rank's
+HCCL buffer (one device-to-host copy of each header) for the next message of some peer, then posts
+an ordinary receive from that peer: the sender is whoever's message arrives first.
 """
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .._ffi import ffi
 from ..algorithms import p2p
-from ..algorithms.context import IssueContext
+from ..algorithms.context import IssueContext, region_bytes
 from ..algorithms.formulas import p2p_plan
 from ..algorithms.tasks import TaskBatch
-from ..enums import DataType
+from ..enums import DataType, MemcpyKind
 from ..errors import HcclError
 from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
@@ -26,9 +32,10 @@ from .errors import CommTimeoutError, MessageMismatchError
 from .request import Request
 from .streams import sync_stream
 
-__all__ = ["PointToPoint", "Lane"]
+__all__ = ["PointToPoint", "Lane", "AnySourceRequest"]
 
 DRAIN_TIMEOUT_S = 10.0
+PROBE_SLEEP_S = (20e-6, 1e-3)   # first and longest pause between two looks at the inboxes
 
 
 @dataclass
@@ -77,6 +84,41 @@ class PointToPoint:
         """Receive consecutive messages from ``src`` into the given buffers; returns them."""
         return self._blocking(self._post_recv(self._items(items, "recv_multi"), src, "recv_multi", single=False),
                               timeout, src, "send_multi")
+
+    def irecv_any(self, buf: Any) -> "AnySourceRequest":
+        """Start receiving into ``buf`` from whichever rank's next message arrives first (its ``source`` once done)."""
+        self.comm._check_usable("irecv_any")
+        as_buffer(buf, "buf", writable=True)   # the argument is checked before anything is waited for
+        if self.comm.size < 2:
+            raise ValueError("irecv_any: the communicator has one rank; there is no other rank to receive from")
+        return AnySourceRequest(self, buf)
+
+    def announced(self, start: int = 0) -> Optional[int]:
+        """The first peer (from ``start`` on, cyclically) whose next unreceived message has reached this rank's inbox."""
+        c = self.comm
+        local, local_size = self._local_buffer()
+        raw = np.zeros(p2p.HEADER_BYTES, np.uint8)
+        dst = ffi.from_buffer(raw)
+        for k in range(c.size):
+            peer = (start + k) % c.size
+            if peer == c.rank:
+                continue
+            lane = self.lanes.get((peer, "recv"))
+            smallest = lane.res.smallest_buffer if lane is not None else local_size
+            off, _ = p2p.inbox_at(region_bytes(smallest), peer, c.size)
+            try:
+                c.binding.memcpy(dst, p2p.HEADER_BYTES, local + off, p2p.HEADER_BYTES, MemcpyKind.DEVICE_TO_HOST)
+            except HcclError as exc:
+                raise c._fail(exc, "irecv_any (reading the inbox headers)") from exc
+            if p2p.announces(raw, peer, lane.state.seq if lane is not None else 0):
+                return peer
+        return None
+
+    def _local_buffer(self) -> Tuple[Any, int]:
+        """This rank's HCCL buffer (address, bytes)."""
+        if self.lanes:
+            return next(iter(self.lanes.values())).cache.local_buffer()
+        return self.comm.binding.get_hccl_buffer(self.comm._handle)
 
     # ------------------------------------------------------------------ helpers
     def _blocking(self, req: Request, timeout: Optional[float], peer: int, matching: str) -> Any:
@@ -246,3 +288,37 @@ class PointToPoint:
             except HcclError as exc:
                 warnings.warn(f"rank {self.comm.rank}: destroy of {self.comm.name!r}: draining the lane to rank {lane.peer} "
                               f"failed: {exc}", RuntimeWarning, stacklevel=3)
+
+
+class AnySourceRequest(Request):
+    """A receive from any source: watches the inboxes until a peer's message arrives, then receives it from that peer."""
+
+    def __init__(self, p2p_: PointToPoint, buf: Any) -> None:
+        super().__init__(f"irecv_any on rank {p2p_.comm.rank}", self._step, lambda: buf)
+        self._p2p = p2p_
+        self._buf = buf
+        self._inner: Optional[Request] = None
+        self._limit = p2p_.comm.timeout          # a message from nobody fails after the communicator's timeout
+        self._began = time.monotonic()
+        self.source: Optional[int] = None        # the sender, once its message was seen
+
+    def _step(self, timeout: Optional[float]) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = PROBE_SLEEP_S[0]
+        while self._inner is None:
+            peer = self._p2p.announced((self._p2p.comm.rank + 1) % self._p2p.comm.size)
+            if peer is not None:
+                self.source = peer
+                self._inner = self._p2p.irecv(self._buf, peer)
+                self.what = f"irecv_any (from rank {peer}) on rank {self._p2p.comm.rank}"
+                break
+            now = time.monotonic()
+            if self._limit and now - self._began > self._limit:
+                c = self._p2p.comm
+                raise CommTimeoutError(f"rank {c.rank} of communicator {c.name!r}: irecv_any: no message from any "
+                                       f"rank arrived within {self._limit:g} s (the communicator's timeout)")
+            if deadline is not None and now >= deadline:
+                return False
+            time.sleep(pause if deadline is None else min(pause, max(0.0, deadline - now)))
+            pause = min(pause * 2, PROBE_SLEEP_S[1])
+        return self._inner.poll(None if deadline is None else max(0.0, deadline - time.monotonic()))

@@ -18,6 +18,7 @@ from typing import List, Optional
 
 from .. import settings
 from .._ffi import ffi
+from . import cleanup
 from .errors import HcclResult, SimError
 
 SHM_DIR = str(settings.value("HCOMM_SIM_SHM_DIR"))  # read once: segments of one process live in one directory
@@ -67,6 +68,7 @@ class Segment:
             raise
         if create:
             self._fd: Optional[int] = fd  # keeps the liveness lock
+            cleanup.owned(self.path)
         else:
             os.close(fd)
             self._fd = None
@@ -93,6 +95,8 @@ class Segment:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+        if self.owner:
+            cleanup.disowned(self.path)
 
 
 def _too_big(exc: OSError, name: str, size: int) -> Optional[SimError]:
@@ -182,3 +186,6 @@ def sweep_stale(prefix: Optional[str] = None) -> List[str]:
             except OSError:
                 pass
     return removed
+
+
+cleanup.set_sweeper(sweep_stale)

@@ -10,6 +10,7 @@ not a reordering).  ``gather`` is an allgather kept on the root; uneven ``all_to
 """
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -19,9 +20,10 @@ import torch.distributed as dist
 from ..api import live
 from ..api import world as world_api
 from ..api.comm import Comm
-from ..api.errors import CommError
+from ..api.errors import CommError, CommTimeoutError
 from ..api.request import Request
 from ..enums import dtype_from_torch
+from .profiling import profiled
 from .progress import serialised
 from .work import HcommWork, seconds_of
 
@@ -80,6 +82,10 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     def _tensor(self, t: Any, what: str, arg: str) -> torch.Tensor:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{self._label(what)}: {arg} is a {type(t).__name__}; expected a torch.Tensor")
+        if t.layout != torch.strided:
+            raise ValueError(f"{self._label(what)}: {arg} is a {str(t.layout).replace('torch.', '')} tensor; sparse "
+                             "tensors are not supported here (only allreduce SUM of sparse COO tensors is, as on "
+                             "gloo; expected a dense, strided tensor: call .to_dense())")
         if not t.is_cpu and t.device.type not in DEVICES:
             raise ValueError(f"{self._label(what)}: {arg} is on device {t.device}; expected a cpu (or npu) tensor")
         if dtype_from_torch(t.dtype) is None:
@@ -166,13 +172,53 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # torch's stub overloads allreduce, broadcast, reduce, allgather, reduce_scatter, gather and scatter with
     # (tensor, op/root, timeout) forms that the C++ ProcessGroup's binding accepts for direct calls; torch's
     # dispatch into a Python backend uses only the (tensors, opts) form, the one these overrides take.
+    @profiled("all_reduce")
     @serialised
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:  # type: ignore[override]
         opts = opts if opts is not None else dist.AllreduceOptions()
+        if len(tensors) == 1 and isinstance(tensors[0], torch.Tensor) and tensors[0].layout == torch.sparse_coo:
+            return self._sparse_allreduce(tensors[0], opts)
         t = self._one(tensors, "allreduce")
         op, avg = self._op(opts, "allreduce", t)
         return self._collective("allreduce", opts, lambda a: self.comm.allreduce(t, op, async_op=a), tensors, avg)
 
+    def _sparse_allreduce(self, t: torch.Tensor, opts: Any) -> HcommWork:
+        """SUM of sparse COO tensors, as gloo does it: every rank's indices and values gathered, then summed
+        (coalesced) locally; ``t`` receives the result.  Three blocking allgathers (sizes, indices, values)."""
+        what = "allreduce"
+        if _op_kind(opts.reduceOp) != _KIND.SUM:
+            raise ValueError(f"{self._label(what)}: sparse tensors support ReduceOp.SUM only, got "
+                             f"ReduceOp.{_op_name(opts.reduceOp)}")
+        local = t.coalesce()
+        idx, vals = local.indices(), local.values().contiguous()
+        self._tensor(vals, what, "tensor.values()")
+        n = self.comm.size
+        meta = torch.tensor([idx.shape[1], local.sparse_dim()] + list(t.shape), dtype=torch.int64)
+        metas = torch.empty((n, meta.numel()), dtype=torch.int64)
+        try:
+            self.comm.allgather(meta, out=metas)
+            if not bool((metas[:, 1:] == meta[1:]).all()):
+                raise ValueError(f"{self._label(what)}: the ranks' sparse tensors differ in shape or sparse "
+                                 f"dimensions: {metas[:, 1:].tolist()}; expected the same on every rank")
+            counts = metas[:, 0].tolist()
+            most = max(counts)
+            pad_idx = torch.zeros((idx.shape[0], most), dtype=torch.int64)
+            pad_idx[:, :idx.shape[1]] = idx
+            pad_vals = torch.zeros((most,) + tuple(vals.shape[1:]), dtype=vals.dtype)
+            pad_vals[:vals.shape[0]] = vals
+            all_idx = torch.empty((n,) + tuple(pad_idx.shape), dtype=torch.int64)
+            all_vals = torch.empty((n,) + tuple(pad_vals.shape), dtype=vals.dtype)
+            self.comm.allgather(pad_idx, out=all_idx)
+            self.comm.allgather(pad_vals, out=all_vals)
+        except CommError as exc:
+            return HcommWork.finished(self._label(what), [t], exc)
+        summed = torch.sparse_coo_tensor(torch.cat([all_idx[r][:, :c] for r, c in enumerate(counts)], 1),
+                                         torch.cat([all_vals[r][:c] for r, c in enumerate(counts)]),
+                                         t.shape).coalesce()
+        t.copy_(summed)
+        return HcommWork.finished(self._label(what), [t])
+
+    @profiled("all_reduce_coalesced")
     @serialised
     def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
@@ -192,12 +238,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._collective("allreduce_coalesced", opts, lambda a: self.comm.allreduce(flat, op, async_op=a),
                                 tensors, unpack)
 
+    @profiled("broadcast")
     @serialised
     def broadcast(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:  # type: ignore[override]
         opts = opts if opts is not None else dist.BroadcastOptions()
         t = self._one(tensors, "broadcast")
         return self._collective("broadcast", opts, lambda a: self.comm.broadcast(t, opts.rootRank, async_op=a), tensors)
 
+    @profiled("reduce")
     @serialised
     def reduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HcommWork:  # type: ignore[override]
         opts = opts if opts is not None else dist.ReduceOptions()
@@ -207,6 +255,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._collective("reduce", opts, lambda a: self.comm.reduce(t, opts.rootRank, op, async_op=a), tensors,
                                 avg)
 
+    @profiled("all_gather", inputs=1)
     @serialised
     def allgather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],  # type: ignore[override]
                   opts: Any = None) -> HcommWork:
@@ -224,6 +273,40 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._collective("allgather", opts, lambda a: self.comm.allgather(t, out=stacked, async_op=a),
                                 output_lists, unpack)
 
+    @profiled("all_gather_coalesced", inputs=1)
+    @serialised
+    def allgather_coalesced(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],
+                            opts: Any = None) -> HcommWork:
+        """Every rank's ``input_list`` into ``output_lists[rank]``: one allgather of the concatenated inputs."""
+        what = "all_gather_coalesced"
+        ins = [self._tensor(t, what, f"input_tensor_list[{i}]") for i, t in enumerate(input_list)]
+        n = self.comm.size
+        if len(output_lists) != n:
+            raise ValueError(f"{self._label(what)}: output_tensor_lists has {len(output_lists)} lists; expected {n}, "
+                             "one per rank")
+        if len({t.dtype for t in ins}) > 1:
+            raise ValueError(f"{self._label(what)}: input tensors have different dtypes; expected one dtype")
+        for r, outs in enumerate(output_lists):
+            if len(outs) != len(ins):
+                raise ValueError(f"{self._label(what)}: output_tensor_lists[{r}] has {len(outs)} tensors; expected "
+                                 f"{len(ins)}, one per input tensor")
+            for i, (o, t) in enumerate(zip(outs, ins)):
+                self._tensor(o, what, f"output_tensor_lists[{r}][{i}]")
+                self._size_check(what, f"output_tensor_lists[{r}][{i}]", o.numel(), t.numel())
+        dtype = ins[0].dtype if ins else torch.float32
+        flat = torch.cat([t.reshape(-1) for t in ins]) if ins else torch.empty(0, dtype=dtype)
+        stacked = torch.empty((n, flat.numel()), dtype=dtype)
+
+        def unpack() -> None:
+            for r, outs in enumerate(output_lists):
+                offset = 0
+                for o in outs:
+                    o.copy_(stacked[r, offset:offset + o.numel()].view_as(o))
+                    offset += o.numel()
+        return self._collective(what, opts, lambda a: self.comm.allgather(flat, out=stacked, async_op=a), output_lists,
+                                unpack)
+
+    @profiled("all_gather_into_tensor", inputs=1)
     @serialised
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
         what = "all_gather_into_tensor"
@@ -234,6 +317,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
     _allgather_base = all_gather_single
 
+    @profiled("all_gather_into_tensor_coalesced", inputs=1)
     @serialised
     def allgather_into_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
@@ -243,6 +327,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # torch's stub names the arguments output_lists/input_list, its binding (like this method) outputs/inputs
     all_gather_single_coalesced = allgather_into_tensor_coalesced  # type: ignore[assignment]
 
+    @profiled("reduce_scatter", inputs=1)
     @serialised
     def reduce_scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],  # type: ignore[override]
                        opts: Any = None) -> HcommWork:
@@ -260,6 +345,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                                 lambda a: self.comm.reduce_scatter(flat, op, out=out.view(-1), async_op=a), output_list,
                                 avg)
 
+    @profiled("reduce_scatter_tensor", inputs=1)
     @serialised
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
         opts = opts if opts is not None else dist.ReduceScatterOptions()
@@ -275,6 +361,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # torch names the arguments outputTensor/inputTensor and passes them by position: this method's names stay
     _reduce_scatter_base = reduce_scatter_single  # type: ignore[assignment]
 
+    @profiled("reduce_scatter_tensor_coalesced", inputs=1)
     @serialised
     def reduce_scatter_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
@@ -284,6 +371,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # torch's stub names the arguments outputTensors/inputTensors, its binding (like this method) outputs/inputs
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced  # type: ignore[assignment]
 
+    @profiled("all_to_all", inputs=1)
     @serialised
     def alltoall(self, output_list: List[torch.Tensor], input_list: List[torch.Tensor],
                  opts: Any = None) -> HcommWork:
@@ -303,6 +391,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 offset += o.numel()
         return self._work("alltoall", reqs, output_list, unpack)
 
+    @profiled("all_to_all", inputs=1)
     @serialised
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: List[int],
                           input_split_sizes: List[int], opts: Any = None) -> HcommWork:
@@ -343,6 +432,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 reqs.append(self.comm.isend(flat_in[so[dst]:so[dst + 1]], dst))
         return reqs
 
+    @profiled("gather", inputs=1)
     @serialised
     def gather(self, output_lists: List[List[torch.Tensor]], input_list: List[torch.Tensor],  # type: ignore[override]
                opts: Any = None) -> HcommWork:
@@ -359,6 +449,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 o.copy_(stacked[i].view_as(o))
         return self._work("gather", [self.comm.iallgather(t, out=stacked)], output_lists, unpack)
 
+    @profiled("scatter", inputs=1)
     @serialised
     def scatter(self, output_list: List[torch.Tensor], input_lists: List[List[torch.Tensor]],  # type: ignore[override]
                 opts: Any = None) -> HcommWork:
@@ -377,6 +468,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._work("scatter", [self.comm.isend(x, r) for r, x in enumerate(ins) if r != me], output_list)
 
     # ------------------------------------------------------------------ point-to-point
+    @profiled("send")
     @serialised
     def send(self, tensors: List[torch.Tensor], dst: int, tag: int = 0) -> HcommWork:
         t = self._one(tensors, "send")
@@ -384,6 +476,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._work(f"send to rank {dst} (tag {tag})", [self.comm.isend(header, dst), self.comm.isend(t, dst)],
                           tensors)
 
+    @profiled("recv")
     @serialised
     def recv(self, tensors: List[torch.Tensor], src: int, tag: int = 0) -> HcommWork:
         t = self._one(tensors, "recv")
@@ -398,10 +491,31 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                                  "so tags must match in order too")
         return self._work(what, [head, self.comm.irecv(t, src)], tensors, check)
 
+    @profiled("recvAnySource")
+    @serialised
     def recv_anysource(self, tensors: List[torch.Tensor], tag: int = 0) -> HcommWork:
-        raise NotImplementedError(f"{self._label('recv')}: receiving from any source is not supported; pass src=")
+        """Receive from whichever rank's send arrives first; the work's ``_source_rank()`` names it."""
+        t = self._one(tensors, "recv")
+        header = torch.empty(2, dtype=torch.int64)
+        head = self.comm._p2p.irecv_any(header)
+        body: List[Request] = []
+
+        def step(timeout: Optional[float]) -> bool:   # the header from some rank, then the tensor from that rank
+            if not head.poll(timeout):
+                return False
+            if not body:
+                if int(header[0]) != tag:
+                    raise ValueError(f"rank {self.comm.rank}: hcomm recv from any source (tag {tag}): the next "
+                                     f"message from rank {head.source} was sent with tag {int(header[0])}; tags "
+                                     "must match in order")
+                body.append(self.comm.irecv(t, head.source))   # type: ignore[arg-type]
+            return body[0].poll(timeout)
+        work = self._work(f"recv from any source (tag {tag})", [Request("recv from any source", step)], tensors)
+        work.source = head
+        return work
 
     # ------------------------------------------------------------------ barrier
+    @profiled("barrier")
     @serialised
     def barrier(self, opts: Any = None) -> HcommWork:
         seq = self._barriers
@@ -410,11 +524,21 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self._store.set(key(self.comm.rank), b"1")
         size = self.comm.size
 
+        def absent() -> List[int]:
+            return [r for r in range(size) if not self._store.check([key(r)])]
+
         def missing(_: float) -> str:
-            gone = [r for r in range(size) if not self._store.check([key(r)])]
+            gone = absent()
             return f"; ranks that never entered it: {gone}" if gone else ""
         limit = seconds_of(opts.timeout) if opts is not None else None   # dist.barrier(timeout=...)
-        return self._work(f"barrier #{seq}", [self.comm.ibarrier()], [], None, missing, limit)
+        work = self._work(f"barrier #{seq}", [self.comm.ibarrier()], [], None, missing, limit)
+        work.absent = absent
+        return work
+
+    @staticmethod
+    def _absent(work: HcommWork) -> List[int]:
+        """The ranks that had not entered the barrier of ``work``."""
+        return work.absent() if work.absent is not None else []
 
     @serialised
     def shutdown(self) -> None:
@@ -429,5 +553,27 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self.shutdown()
 
     def monitored_barrier(self, timeout: Any = None, wait_all_ranks: bool = False) -> None:
-        """A barrier whose timeout names the ranks that never entered it."""
-        self.barrier().wait(timeout)
+        """A barrier whose timeout names the ranks that never entered it, as gloo's does.
+
+        ``timeout`` as torch's: None is the process group's timeout, zero expires at once (gloo's reading; a
+        Work's ``wait(0)`` instead means no timeout, as c10d's ``kNoTimeout``).
+        """
+        limit = self.timeout if timeout is None else (timeout.total_seconds() if isinstance(timeout, timedelta)
+                                                      else float(timeout))
+        work = self.barrier()
+        if limit is None:
+            work.wait()
+            return
+        if not work.is_completed() and limit > 0:
+            try:
+                work.wait(timedelta(seconds=limit))
+            except CommTimeoutError:
+                pass
+        if work.is_success():
+            return
+        if work.exception() is not None:
+            raise work.exception()  # type: ignore[misc]
+        gone = self._absent(work)
+        shown = gone if wait_all_ranks else gone[:1]
+        raise CommTimeoutError(f"{self._label('monitored_barrier')}: " + "; ".join(
+            f"Rank {r} failed to pass monitoredBarrier in {limit * 1000:.0f} ms" for r in shown))

@@ -30,12 +30,14 @@ import warnings
 from collections import deque
 from typing import Any, Callable, Deque, Optional, Protocol, TypeVar
 
-__all__ = ["LOCK", "PROGRESS", "SLICE_S", "serialised", "Progress", "LibraryLock"]
+__all__ = ["LOCK", "PROGRESS", "SLICE_S", "THREAD_NAME", "serialised", "Progress", "LibraryLock"]
 
 #: How long the background thread drives the library per turn (the lock is held that long at most).
 SLICE_S = 0.002
 #: The thread exits after this long without pending works (it restarts on the next get_future).
 IDLE_EXIT_S = 0.5
+#: The background thread's name.
+THREAD_NAME = "hcomm-progress"
 #: How long the thread sleeps between turns while the caller's thread wants the lock.
 YIELD_S = 50e-6
 
@@ -73,7 +75,11 @@ def serialised(method: F) -> F:
 
 
 class Advancing(Protocol):
-    """What the thread needs of a work: advance it a while, fail it when overdue, complete its Future."""
+    """What the thread needs of a work: advance it a while, fail it when overdue, complete its Future.
+
+    An item whose ``library`` attribute is False calls no library function: it is not run under :data:`LOCK`
+    (so a caller holding the lock may wait for it).
+    """
 
     def advance(self, seconds: Optional[float]) -> bool: ...
 
@@ -98,7 +104,7 @@ class Progress:
         with self._cond:
             self._works.append(work)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="hcomm-progress", daemon=True)
+                self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
                 self._thread.start()
             self._cond.notify()
 
@@ -122,14 +128,11 @@ class Progress:
             work = self._next()
             if work is None:
                 return
-            with LOCK.lock:
-                try:
-                    finished = work.advance(SLICE_S)
-                except BaseException:   # the work recorded its error; publish() hands it to the Future
-                    finished = True
-                if not finished and work.overdue(time.monotonic()):
-                    work.expire()
-                    finished = True
+            if getattr(work, "library", True):
+                with LOCK.lock:
+                    finished = self._turn(work)
+            else:                          # calls no library function (ends a profiler record)
+                finished = self._turn(work)
             if finished:
                 try:
                     work.publish()             # outside the lock: the Future's callbacks run here
@@ -140,6 +143,18 @@ class Progress:
                     self._works.append(work)   # round robin: the others get their turn
             while LOCK.wanted:
                 time.sleep(YIELD_S)
+
+    @staticmethod
+    def _turn(work: Advancing) -> bool:
+        """One slice of ``work``; True once it is finished (done, failed or expired)."""
+        try:
+            finished = work.advance(SLICE_S)
+        except BaseException:   # the work recorded its error; publish() hands it to the Future
+            finished = True
+        if not finished and work.overdue(time.monotonic()):
+            work.expire()
+            finished = True
+        return finished
 
     def stop(self) -> None:
         """At interpreter exit: end the thread (after its current slice) before the library is torn down."""

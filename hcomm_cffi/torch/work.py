@@ -5,6 +5,12 @@ exception and ``wait()`` returns True, while the errors here must reach the call
 work raises its error from every ``wait()``; an expired ``wait(timeout)`` leaves it pending.
 ``get_future()`` returns at once: the Future is completed by the backend's progress thread
 (:mod:`hcomm_cffi.torch.progress`), so DDP's bucket allreduces overlap the backward pass.
+
+A failure must reach C++ readers of the Future (DDP's reducer) as an error, not as a value:
+Python's ``Future.set_exception`` stores the exception object as the *value* (only Python
+unwraps it), and the reducer then read it as a tensor list and crashed with SIGSEGV.  So the
+Future handed out is ``gate.then(outcome)``: completing the gate runs ``outcome``, whose raise
+marks the returned Future failed in C++ (``c10::ivalue::Future::setError``).
 """
 from __future__ import annotations
 
@@ -49,9 +55,13 @@ class HcommWork(dist._Work):
         self._error: Optional[BaseException] = None
         self._done = False
         self._future: Any = None
+        self._gate: Any = None     # completed by publish(); self._future follows it
         self._published: Optional[threading.Lock] = None   # made with the Future; taken once to complete it
         self._limit = limit
         self._deadline = None if limit is None else time.monotonic() + limit
+        self._finish_hooks: List[Callable[[], None]] = []   # run once when the work completes or fails
+        self.source: Any = None   # a receive from any source: its request, whose ``source`` is the sender
+        self.absent: Optional[Callable[[], List[int]]] = None   # a barrier: the ranks that have not entered it
 
     @classmethod
     def finished(cls, what: str, result: List[Any], error: Optional[BaseException] = None) -> "HcommWork":
@@ -77,19 +87,36 @@ class HcommWork(dist._Work):
                 self._then()
         except BaseException as exc:
             self._error = exc
+            self._finished()
             raise
         self._done = True
+        self._finished()
         return True
+
+    def when_finished(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once the work has completed or failed (now if it has)."""
+        if self._done or self._error is not None:
+            hook()
+        else:
+            self._finish_hooks.append(hook)
+
+    def _finished(self) -> None:
+        hooks, self._finish_hooks = self._finish_hooks, []
+        for hook in hooks:
+            hook()
 
     def publish(self) -> None:
         """Complete the Future once with the outcome; called outside the library lock (its callbacks run here)."""
         once = self._published
         if once is None or not (self._done or self._error is not None) or not once.acquire(False):
             return
+        self._gate.set_result(None)
+
+    def _outcome(self, _: Any) -> List[Any]:
+        """The Future's value, or (raised here) its error: a C++-level failure DDP's reducer sees as one."""
         if self._error is not None:
-            self._future.set_exception(self._error)
-        else:
-            self._future.set_result(self._result)
+            raise self._error
+        return self._result
 
     def overdue(self, now: float) -> bool:
         """True when the process group's timeout has passed and the work is still pending."""
@@ -97,9 +124,12 @@ class HcommWork(dist._Work):
 
     def expire(self) -> None:
         """Fail the work (and its Future) for exceeding the process group's timeout."""
-        extra = self._on_timeout(self._limit) if self._on_timeout is not None else ""  # type: ignore[arg-type]
-        self._error = CommTimeoutError(f"{self.what} did not complete within {self._limit:g} s (its timeout: "
-                                       f"the process group's, or the barrier's own){extra}")
+        limit = self._limit or 0.0
+        extra = self._on_timeout(limit) if self._on_timeout is not None else ""
+        self._error = CommTimeoutError(f"{self.what} did not complete within {limit:g} s: Timed out waiting "
+                                       f"{limit * 1000:.0f} ms (the process group's timeout, or the barrier's "
+                                       f"own){extra}")
+        self._finished()
 
     # ------------------------------------------------------------------ torch's Work interface
     def wait(self, timeout: Any = None) -> bool:
@@ -125,9 +155,10 @@ class HcommWork(dist._Work):
         finally:
             self.publish()
         if not finished:
-            extra = self._on_timeout(seconds) if self._on_timeout is not None else ""  # type: ignore[arg-type]
-            raise CommTimeoutError(f"{self.what} did not complete within {seconds:g} s{extra} (the work is still "
-                                   "pending; wait again)")
+            secs = seconds or 0.0
+            extra = self._on_timeout(secs) if self._on_timeout is not None else ""
+            raise CommTimeoutError(f"{self.what} did not complete within {secs:g} s: Timed out waiting "
+                                   f"{secs * 1000:.0f} ms{extra} (the work is still pending; wait again)")
         return True
 
     def is_completed(self) -> bool:
@@ -150,6 +181,13 @@ class HcommWork(dist._Work):
         """The error this work failed with, if any."""
         return self._error
 
+    def _source_rank(self) -> int:
+        """The rank a receive from any source got its message from (torch's ``dist.recv`` returns it)."""
+        src = getattr(self.source, "source", None)
+        if src is None:
+            raise RuntimeError(f"{self.what}: no source rank (not a completed receive from any source)")
+        return int(src)
+
     def result(self) -> List[Any]:
         """The output tensors."""
         return self._result
@@ -158,7 +196,8 @@ class HcommWork(dist._Work):
         """A Future of the output tensors, completed (or failed) by the progress thread; returns at once."""
         with LOCK:
             if self._future is None:
-                self._future = torch.futures.Future()
+                self._gate = torch.futures.Future()
+                self._future = self._gate.then(self._outcome)
                 self._published = threading.Lock()
                 if not self._done and self._error is None:
                     PROGRESS.add(self)

@@ -1,0 +1,96 @@
+"""torch.profiler events for the backend's operations, named as gloo's are (``hcomm:all_reduce``, ``hcomm:send``...).
+
+An event starts when the operation is started and ends, on the backend's progress thread, once its
+work has completed: an asynchronous event, as gloo's (which end on gloo's worker threads).  It
+carries the operation's input tensors (``input_shapes`` with ``record_shapes=True``) and their
+total ``bytes`` as a keyword input.  Nothing is done while no profiler is on.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable, Iterator, TypeVar
+
+import torch
+from torch._C._profiler import _RecordFunctionFast
+
+from .progress import PROGRESS, THREAD_NAME as PROGRESS_THREAD
+
+END_WAIT_S = 1.0
+
+__all__ = ["profiled"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_NESTED = threading.local()   # an operation built of others (the coalesced forms) records one event
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v)
+
+
+class _End:
+    """Ends a record on the progress thread (so every event is asynchronous, as gloo's end on its worker).
+
+    Called on another thread, :meth:`now` waits until the progress thread has ended it (at most
+    ``END_WAIT_S``; then it ends here): the event is complete when the operation returns, so a
+    profiler stopped right after still records it.
+    """
+
+    library = False   # the progress thread runs it without the library lock (the caller may hold it)
+
+    def __init__(self, record: Any) -> None:
+        self.record = record
+        self._once = threading.Lock()
+        self._ended = threading.Event()
+
+    def now(self) -> None:
+        if threading.current_thread().name == PROGRESS_THREAD:
+            self.publish()
+            return
+        PROGRESS.add(self)
+        if not self._ended.wait(END_WAIT_S):
+            self.publish()
+
+    def advance(self, seconds: Any) -> bool:
+        return True
+
+    def overdue(self, now: float) -> bool:
+        return False
+
+    def expire(self) -> None:
+        pass
+
+    def publish(self) -> None:
+        if self._once.acquire(False):
+            self.record.__exit__(None, None, None)
+            self._ended.set()
+
+
+def profiled(title: str, inputs: int = 0) -> Callable[[F], F]:
+    """Record ``hcomm:<title>`` around the operation until its work completes (only while profiling); the
+    event's inputs are the tensors of positional argument ``inputs`` (as gloo's: the inputs, not the outputs)."""
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not torch.autograd._profiler_enabled() or getattr(_NESTED, "on", False):
+                return method(self, *args, **kwargs)
+            ts = list(_tensors(args[inputs] if len(args) > inputs else ()))
+            record = _RecordFunctionFast(f"hcomm:{title}", input_values=ts,
+                                         keyword_values={"bytes": sum(t.numel() * t.element_size() for t in ts)})
+            record.__enter__()
+            _NESTED.on = True
+            try:
+                work = method(self, *args, **kwargs)
+            except BaseException:
+                record.__exit__(None, None, None)
+                raise
+            finally:
+                _NESTED.on = False
+            work.when_finished(_End(record).now)
+            return work
+        return run  # type: ignore[return-value]
+    return wrap
