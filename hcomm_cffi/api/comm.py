@@ -30,7 +30,7 @@ from .buffers import Buffer, as_buffer, new_like, overlaps
 from .call import Call
 from .errors import CommError, NotMemberError, wrap_failure
 from .issue import Issuer
-from .point_to_point import DRAIN_TIMEOUT_S, PointToPoint
+from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
 from .port import CommPort
 from .request import Request
 
@@ -576,6 +576,11 @@ class Comm:
     def irecv(self, buf: Any, src: int) -> Request:
         """Start receiving into ``buf`` from ``src``; wait() returns ``buf``."""
         return self._p2p.irecv(buf, src)
+
+    def irecv_any(self, buf: Any) -> AnySourceRequest:
+        """Start receiving into ``buf`` from whichever rank's next message arrives first (``MPI_ANY_SOURCE``);
+        the request's ``source`` names the sender once it is done."""
+        return self._p2p.irecv_any(buf)
 
     def send_multi(self, items: Sequence[Any], dst: int, *, timeout: Optional[float] = None) -> None:
         """Send several buffers to ``dst`` as consecutive messages in one launch."""

@@ -87,7 +87,7 @@ class PointToPoint:
 
     def irecv_any(self, buf: Any) -> "AnySourceRequest":
         """Start receiving into ``buf`` from whichever rank's next message arrives first (its ``source`` once done)."""
-        self.comm._check_usable("irecv_any")
+        self.comm.check_usable("irecv_any")
         as_buffer(buf, "buf", writable=True)   # the argument is checked before anything is waited for
         if self.comm.size < 2:
             raise ValueError("irecv_any: the communicator has one rank; there is no other rank to receive from")
@@ -109,7 +109,7 @@ class PointToPoint:
             try:
                 c.binding.memcpy(dst, p2p.HEADER_BYTES, local + off, p2p.HEADER_BYTES, MemcpyKind.DEVICE_TO_HOST)
             except HcclError as exc:
-                raise c._fail(exc, "irecv_any (reading the inbox headers)") from exc
+                raise c.fail(exc, "irecv_any (reading the inbox headers)") from exc
             if p2p.announces(raw, peer, lane.state.seq if lane is not None else 0):
                 return peer
         return None
@@ -118,7 +118,7 @@ class PointToPoint:
         """This rank's HCCL buffer (address, bytes)."""
         if self.lanes:
             return next(iter(self.lanes.values())).cache.local_buffer()
-        return self.comm.binding.get_hccl_buffer(self.comm._handle)
+        return self.comm.binding.get_hccl_buffer(self.comm.handle)
 
     # ------------------------------------------------------------------ helpers
     def _blocking(self, req: Request, timeout: Optional[float], peer: int, matching: str) -> Any:

@@ -497,7 +497,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         """Receive from whichever rank's send arrives first; the work's ``_source_rank()`` names it."""
         t = self._one(tensors, "recv")
         header = torch.empty(2, dtype=torch.int64)
-        head = self.comm._p2p.irecv_any(header)
+        head = self.comm.irecv_any(header)
         body: List[Request] = []
 
         def step(timeout: Optional[float]) -> bool:   # the header from some rank, then the tensor from that rank
