@@ -10,6 +10,7 @@ ranks unchanged.  Arguments are validated before any library call.
 """
 from __future__ import annotations
 
+import math
 import warnings
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -53,8 +54,9 @@ def _exec_timeout(value: Optional[float]) -> int:
     """Seconds each notify wait may take (HCCL_EXEC_TIMEOUT by default); 0 means never, as for the vendor."""
     if value is None:
         value = settings.value("HCCL_EXEC_TIMEOUT")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"timeout={value!r}; expected seconds >= 0 (0 = never, as HCCL_EXEC_TIMEOUT=0)")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"timeout={value!r}; expected a finite number of seconds >= 0 (0 = never, as "
+                         "HCCL_EXEC_TIMEOUT=0)")
     return 0 if value == 0 else max(1, int(round(value)))
 
 
