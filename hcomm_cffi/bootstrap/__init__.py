@@ -60,17 +60,18 @@ from .env import (
     ENV_JOB_ID, ENV_JOB_SECRET, ENV_MASTER_ADDR, ENV_MASTER_PORT, ENV_RENDEZVOUS, ENV_RENDEZVOUS_DIR, ENV_RUN_JOB_DIR, SOURCES,
     EnvError, LaunchEnv, detect, int_var, safe_job_id,
 )
-from .errors import BootstrapError, RendezvousTimeout, StoreUnavailable, format_ranks
-from .file_store import FileStore, private_dir, user_dir
+from .errors import BootstrapError, JobClash, RendezvousTimeout, StoreUnavailable, format_ranks
+from .file_store import FileStore, held_by_launcher, private_dir, user_dir
 from .kvstore import KeyValueStore
 from .mpi import mpi_exchange
-from .rendezvous import exchange_root_info, next_generation
+from .rendezvous import exchange_root_info, next_generation, release_claims
 from .tcp_store import TcpStore, TcpStoreServer, serve_tcp_store
 from .torch_store import TorchStore
 
-__all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "RendezvousTimeout", "EnvError", "CHANNELS",
+__all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "JobClash", "RendezvousTimeout", "EnvError", "CHANNELS",
            "StoreUnavailable", "format_ranks", "KeyValueStore", "FileStore", "TcpStore", "TcpStoreServer",
            "TorchStore", "serve_tcp_store", "exchange_root_info", "mpi_exchange", "next_generation", "private_dir",
+           "release_claims",
            "user_dir"]
 
 CHANNELS = settings.RENDEZVOUS_CHANNELS
@@ -209,11 +210,21 @@ def _exchange(make_blob: Callable[[], bytes], rank: int, size: int, local_size: 
         store = _tcp_store(rank, launch)
     else:
         store = _file_store(job_id, size, local_size)
-    namespace = f"{generation}" if isinstance(store, FileStore) else f"hcomm/{job_id or 'job'}/{generation}"
+    # a job secret (hcomm run exports one per launch) keys the namespace: jobs with different secrets never
+    # meet.  Claims tell concurrent jobs apart, are held and watched after the exchange; unless this is the
+    # private directory of a live hcomm run launcher, rank 0 also lets a complete cohort settle before anyone
+    # proceeds, so the ranks of a second job sharing the rendezvous stop both jobs first (rendezvous.py)
+    secret = settings.value(ENV_JOB_SECRET)
+    tag = hashlib.sha256(str(secret).encode()).hexdigest()[:12] + "-" if secret else ""
+    namespace = f"{tag}{generation}" if isinstance(store, FileStore) else f"hcomm/{job_id or 'job'}/{tag}{generation}"
+    watch = 0.0 if isinstance(store, TorchStore) else timeout     # torch's store is the job's own
+    private = bool(secret) and source == "hcomm-run" and held_by_launcher(str(settings.value(ENV_RUN_JOB_DIR)))
     try:
-        return exchange_root_info(store, rank, size, make_blob, timeout, namespace, timeout_src)
+        return exchange_root_info(store, rank, size, make_blob, timeout, namespace, timeout_src, watch=watch,
+                                  settle=watch > 0 and not private)
     finally:
-        store.close()
+        if not watch:
+            store.close()
 
 
 def _needs_job_secret(binding: Any) -> bool:

@@ -82,12 +82,18 @@ class TcpStoreServer(socketserver.ThreadingTCPServer):
                 "choose another port with HCOMM_MASTER_PORT (or a free MASTER_PORT)") from None
 
     def apply(self, req: Dict[str, Any]) -> Dict[str, Any]:
-        """Execute one request: set / get / missing / delete_prefix."""
+        """Execute one request: set / claim / get / missing / delete_prefix."""
         op = req["op"]
         with self.data_lock:
             if op == "set":
                 self.data[str(req["key"])] = base64.b64decode(req["value"])
                 return {"ok": True}
+            if op == "claim":
+                key = str(req["key"])
+                held = self.data.get(key)
+                if held is None:
+                    self.data[key] = base64.b64decode(req["value"])
+                return {"ok": True, "value": None if held is None else base64.b64encode(held).decode()}
             if op == "get":
                 value = self.data.get(str(req["key"]))
                 return {"ok": True, "value": None if value is None else base64.b64encode(value).decode()}
@@ -156,6 +162,10 @@ class TcpStore(KeyValueStore):
     def get(self, key: str) -> Optional[bytes]:
         value = self._call({"op": "get", "key": key}).get("value")
         return None if value is None else base64.b64decode(value)
+
+    def claim(self, key: str, value: bytes) -> Optional[bytes]:
+        held = self._call({"op": "claim", "key": key, "value": base64.b64encode(value).decode()}).get("value")
+        return None if held is None else base64.b64decode(held)
 
     def missing(self, keys: Sequence[str]) -> List[str]:
         return list(self._call({"op": "missing", "keys": list(keys)})["keys"])

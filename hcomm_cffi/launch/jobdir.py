@@ -14,11 +14,11 @@ import shutil
 import tempfile
 from typing import List, Optional, Tuple
 
-from ..bootstrap.file_store import user_dir
+from ..bootstrap.file_store import JOB_LOCK_NAME, user_dir
 
 __all__ = ["create_job_dir", "sweep_dead_job_dirs", "LOCK_NAME"]
 
-LOCK_NAME = ".lock"
+LOCK_NAME = JOB_LOCK_NAME
 _PREFIX = "run-"
 
 
