@@ -219,10 +219,16 @@ def test_kill_9_of_the_launcher_leaves_no_process_segment_or_job_dir(tmp_path, s
                                                                         "HCOMM_BACKEND": "sim"})
     try:
         wait_files(str(state), "ready.", 2)
-        # ctl, buf, nat of both ranks, and chk (the race checker's log) unless the checker is off
-        assert len(os.listdir(shm)) == (6 if os.environ.get("HCOMM_SIM_CHECK") == "off" else 8)
+        # once connected, the segments have no names (nobody outside the job can attach): ctl, buf, nat and
+        # chk (the race checker's log, unless it is off) live on only in the ranks' mappings
+        assert os.listdir(shm) == []
         read = {name: (state / name).read_text() for name in os.listdir(state)}
         procs = [int(v) for k, v in read.items() if k.startswith(("pid.", "child."))]
+        for rank_pid in (int(v) for k, v in read.items() if k.startswith("pid.")):
+            with open(f"/proc/{rank_pid}/maps") as fh:
+                mapped = {line.split()[-2].rsplit("/", 1)[1] for line in fh
+                          if f"{shm}/" in line and line.rstrip().endswith("(deleted)")}
+            assert len(mapped) == (6 if os.environ.get("HCOMM_SIM_CHECK") == "off" else 8), mapped
         job_dirs = {v for k, v in read.items() if k.startswith("jobdir.")}
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()

@@ -173,7 +173,8 @@ class _Cohort:
     def stale(self, present: Sequence[int]) -> List[int]:
         """Of the ranks whose claim is there, those whose process is dead (left by an earlier job).
 
-        Raises BootstrapError naming a rank this rank saw alive that has died since: it will never finish.
+        Raises BootstrapError naming a rank of this cohort that died (seen alive, or arrived after this process
+        started): it will never finish.
         """
         found = []
         for r in present:
@@ -185,8 +186,11 @@ class _Cohort:
             elif state is False and self.finished(r):
                 self.seen_alive.add(r)      # finished (or failed, which clash() reports) and released its claim
             elif state is False:
-                if r in self.seen_alive:
-                    raise BootstrapError(f"bootstrap rendezvous: rank {r} ({_who(self.ident_seen(r))}) exited during "
+                ident = _parse(self.store.get(self.claim_key(r)))
+                # it arrived after this process started: a member of this cohort (an earlier job's rank arrived
+                # before), so it died here rather than being left over
+                if r in self.seen_alive or float(ident.get("arrived", 0)) >= float(self.idents[self.rank]["start"]):
+                    raise BootstrapError(f"bootstrap rendezvous: rank {r} ({_who(ident)}) exited during "
                                          f"the rendezvous in the {self.store.description}; it will never finish it: "
                                          "look at its own output for why")
                 found.append(r)
@@ -197,8 +201,6 @@ class _Cohort:
         keys = [f"{self.ens}/left/{r}", f"{self.ens}/failed/{r}"] + ([f"{self.ens}/done"] if r == 0 else [])
         return len(self.store.missing(keys)) < len(keys)
 
-    def ident_seen(self, r: int) -> Dict[str, Any]:
-        return self.idents.get(r, {})
 
 
 def _clash_text(store: KeyValueStore, rank: int, holder: Dict[str, Any], ns: str) -> str:

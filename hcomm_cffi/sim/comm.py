@@ -43,7 +43,7 @@ H_MAGIC, H_VERSION, H_STATE, H_NRANKS, H_RANK, H_PID, H_BELL, H_SLEEPING, H_SLOT
 H_BUF_LO, H_BUF_HI = 9, 10
 H_CONNECTED = 11            # set once this rank has mapped every peer (second phase of the rendezvous)
 H_JOB_TAG = 12              # 4 words: proof of membership of the job (job_tag(secret, comm_id)), checked at attach
-STATE_READY, STATE_DESTROYED = 1, 2
+STATE_READY, STATE_DESTROYED, STATE_FAILED = 1, 2, 3   # FAILED: an operation of this rank failed
 # slot word indices
 S_STATE, S_PEER, S_ENGINE, S_PROTOCOL, S_NOTIFY_NUM = range(5)
 SLOT_PUBLISHED = 1
@@ -89,7 +89,7 @@ class SimChannel:
         self.local_base = HEADER_WORDS + local_slot * SLOT_WORDS + 16
         peer_ctl = comm.peer_ctl[peer]
         self.peer_ctl = peer_ctl
-        self.peer_ctl_path = peer_ctl.path
+        self.peer_ctl_path = peer_ctl.path   # the name is unlinked once connected: liveness goes by peer_ctl
         self.remote_words = ffi.cast("uint32_t *", peer_ctl.ptr)
         self.remote_base = HEADER_WORDS + remote_slot * SLOT_WORDS + 16
         self.peer_bell_addr = peer_ctl.addr + 4 * H_BELL
@@ -207,6 +207,16 @@ class SimComm:
         deadline = time.monotonic() + self.config.connect_timeout_s
         self.map_peers(deadline)
         self.wait_connected(deadline)
+        self.unlink_names()
+
+    def unlink_names(self) -> None:
+        """Once every rank has mapped everyone, this rank's segments need no names: unlinked, nobody outside
+        the communicator can attach to them any more, and the memory goes with the last process that maps it
+        (even when every rank dies without a launcher)."""
+        for seg in (self.ctl, self.buf, self.scratch):
+            seg.unlink()
+        if self.race is not None:
+            self.race.logs[self.rank].seg.unlink()
 
     def map_peers(self, deadline: float) -> None:
         """Wait until every peer's segments exist and agree on the rank count, and map them."""
@@ -220,6 +230,10 @@ class SimComm:
                     still.append(r)
                     continue
                 pw = ffi.cast("uint32_t *", seg.ptr)
+                if not seg.owner_alive():
+                    seg.close()
+                    raise SimError(HcclResult.E_REMOTE, f"rank {self.rank} of communicator {self.name}: rank {r} "
+                                                        "died while connecting (its process exited or was killed)")
                 if pw[H_NRANKS] != self.nranks:
                     seg.close()
                     raise SimError(HcclResult.E_PARA, f"rank {r} of communicator {self.name} was created with "
@@ -261,6 +275,10 @@ class SimComm:
                        if not ffi.cast("uint32_t *", self.peer_ctl[r].ptr)[H_CONNECTED]]
             if not waiting:
                 break
+            dead = [r for r in waiting if not self.peer_ctl[r].owner_alive()]
+            if dead:
+                raise SimError(HcclResult.E_REMOTE, f"rank {self.rank} of communicator {self.name}: rank(s) {dead} "
+                                                    "died while connecting (their processes exited or were killed)")
             if time.monotonic() >= deadline:
                 raise SimError(HcclResult.E_TIMEOUT,
                                f"rank {self.rank} of communicator {self.name}: ranks {waiting} of {self.nranks} "
@@ -272,7 +290,7 @@ class SimComm:
     def _open_peer_ctl(self, rank: int) -> Optional[Segment]:
         name = segment_names(self.comm_id, rank)[0]
         try:
-            seg = Segment(name)
+            seg = Segment(name, keep_fd=True)    # kept open: the peer's liveness lock, after the name is gone
         except (FileNotFoundError, ValueError):  # ValueError: created but not sized yet
             return None
         words = ffi.cast("uint32_t *", seg.ptr)
@@ -324,7 +342,7 @@ class SimComm:
                 i, peer, engine, protocol, notify_num, slot = t
                 remote = self._find_remote_slot(peer, engine, protocol)
                 if remote is None:
-                    if not owner_alive(self.peer_ctl[peer].path):
+                    if not self.peer_ctl[peer].owner_alive():
                         raise SimError(HcclResult.E_REMOTE, f"peer rank {peer} of communicator {self.name} is gone")
                     still.append(t)
                     continue
@@ -412,6 +430,17 @@ class SimComm:
         if not self.async_error:
             self.async_error = code
             self.failure = message
+            if not self.destroyed:
+                self.words[H_STATE] = STATE_FAILED   # peers blocked on this rank stop waiting (peer_left)
+
+    def peer_left(self, rank: int) -> Optional[str]:
+        """Why peer ``rank`` will never signal again though its process lives (finalised or failed), or None."""
+        state = ffi.cast("uint32_t *", self.peer_ctl[rank].ptr)[H_STATE]
+        if state == STATE_DESTROYED:
+            return "destroyed its communicator (finalised)"
+        if state == STATE_FAILED:
+            return "failed an operation of this communicator (its own error says why) and will not take part again"
+        return None
 
     def all_threads(self) -> List[SimThread]:
         """Every thread of this rank: acquired ones and the stream-bound ones."""

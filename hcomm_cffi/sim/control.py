@@ -248,6 +248,8 @@ class ControlPlane:
                 c.map_peers(deadline)
             for c in made:
                 c.wait_connected(deadline)
+            for c in made:
+                c.unlink_names()
         except BaseException:
             for c in made:
                 self.state.comms.pop(c.handle, None)

@@ -34,10 +34,13 @@ def user_prefix() -> str:
 class Segment:
     """One mapped /dev/shm file; ``ptr`` is a ``char *`` to its first byte in this process."""
 
-    __slots__ = ("name", "path", "size", "owner", "_fd", "_mm", "ptr", "addr")
+    __slots__ = ("name", "path", "size", "owner", "_fd", "_probe", "_mm", "ptr", "addr")
 
-    def __init__(self, name: str, size: int = 0, create: bool = False) -> None:
+    def __init__(self, name: str, size: int = 0, create: bool = False, keep_fd: bool = False) -> None:
+        """Create (and lock) or map an existing segment; ``keep_fd`` keeps a mapped segment's file open so
+        :meth:`owner_alive` works after the name is unlinked."""
         self.name = name
+        self._probe: Optional[int] = None
         self.path = os.path.join(SHM_DIR, name)
         self.owner = create
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
@@ -68,13 +71,32 @@ class Segment:
         if create:
             self._fd: Optional[int] = fd  # keeps the liveness lock
         else:
-            os.close(fd)
             self._fd = None
+            if keep_fd:
+                self._probe = fd
+            else:
+                os.close(fd)
         self.ptr = ffi.cast("char *", ffi.from_buffer(self._mm))
         self.addr = int(ffi.cast("uintptr_t", self.ptr))
 
+    def owner_alive(self) -> bool:
+        """True while the creator holds its lock; needs ``keep_fd`` (checks the path otherwise)."""
+        if self._probe is None:
+            return owner_alive(self.path)
+        try:
+            fcntl.flock(self._probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return True
+            raise
+        fcntl.flock(self._probe, fcntl.LOCK_UN)
+        return False
+
     def close(self) -> None:
         """Unmap (and, for the owner, drop the lock).  Safe to call twice."""
+        if self._probe is not None:
+            os.close(self._probe)
+            self._probe = None
         if self._mm is None:
             return
         self.ptr = ffi.NULL
