@@ -443,6 +443,13 @@ class Executor:
             t = q.tasks[0]
             if t[0] == C_WAIT:
                 ch = t.channel
+                left = ch.comm.peer_left(ch.peer)    # its header stays readable: the mapping outlives its owner
+                if left is not None and left.startswith("destroyed") and not ch.local_words[ch.local_base + t.index]:
+                    self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
+                                    f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
+                                    f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
+                                    f"(step {q.executed}): every rank must issue the same operations")
+                    continue
                 if not ch.peer_ctl.owner_alive():
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} is gone (its process "
