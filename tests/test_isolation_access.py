@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -248,3 +249,30 @@ os.kill(os.getpid(), signal.SIGKILL)
     with pytest.raises(BootstrapError, match=r"rank 1 \(pid \d+ on h\) exited during the rendezvous"):
         exchange_root_info(FileStore(str(tmp_path)), 0, 2, lambda: b"\0" * 4108, 120.0, "ns", started=started - 5)
     assert time.monotonic() - t0 < 5
+
+
+# ------------------------------------------------------------------ item 7: squatted per-user directories
+@needs_root
+@pytest.mark.parametrize("via", ["TMPDIR", "HCOMM_RENDEZVOUS_DIR"])
+def test_another_user_squatting_hcomm_uid_cannot_stop_hcomm_run(via: str, shm: str) -> None:
+    from test_launch_helpers import launcher, start
+
+    parent = tempfile.mkdtemp(prefix="hcomm-squat-")
+    os.chmod(parent, 0o1777)                           # a shared /tmp-like directory
+    try:
+        squatted = os.path.join(parent, f"hcomm-{os.getuid()}")
+        got = _as_nobody(lambda: os.mkdir(squatted, 0o755))     # the name every earlier release used
+        assert got.startswith("ok"), got
+        script = ("import hcomm_cffi as h, numpy as np; w = h.init(); x = np.ones(4); w.allreduce(x); "
+                  "print('sum', x[0], __import__('os').environ['HCOMM_RUN_JOB_DIR']); h.finalize()")
+        proc = start(launcher(2, sys.executable, "-c", script),
+                     {via: parent, "HCOMM_SIM_SHM_DIR": shm, "HCOMM_BACKEND": "sim"})
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert out.count("sum 2.0") == 2, out
+        job_dir = out.split("sum 2.0 ")[1].split()[0]
+        assert os.path.dirname(job_dir) == parent and os.path.basename(job_dir).startswith(f"hcomm-{os.getuid()}-run-")
+        assert not os.path.exists(job_dir)             # removed at the end
+        assert os.stat(squatted).st_uid == NOBODY       # and the squatter's directory was left alone
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)

@@ -246,9 +246,9 @@ def test_kill_9_of_the_launcher_leaves_no_process_segment_or_job_dir(tmp_path, s
 def test_next_launch_sweeps_a_dead_jobs_directory():
     from hcomm_cffi.launch.jobdir import LOCK_NAME, sweep_dead_job_dirs
 
-    dead = tempfile.mkdtemp(prefix="run-deadjob-", dir=user_dir())
+    dead = tempfile.mkdtemp(prefix=f"hcomm-{os.getuid()}-run-deadjob-")
     open(os.path.join(dead, LOCK_NAME), "w").close()      # nobody holds its lock
-    live = tempfile.mkdtemp(prefix="run-livejob-", dir=user_dir())
+    live = tempfile.mkdtemp(prefix=f"hcomm-{os.getuid()}-run-livejob-")
     fd = os.open(os.path.join(live, LOCK_NAME), os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
