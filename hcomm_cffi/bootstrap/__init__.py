@@ -60,6 +60,7 @@ from .env import (
     ENV_JOB_ID, ENV_JOB_SECRET, ENV_MASTER_ADDR, ENV_MASTER_PORT, ENV_RENDEZVOUS, ENV_RENDEZVOUS_DIR, ENV_RUN_JOB_DIR, SOURCES,
     EnvError, LaunchEnv, detect, int_var, safe_job_id,
 )
+from .agreement import SettingsDisagree, local_settings
 from .errors import BootstrapError, JobClash, RendezvousTimeout, StoreUnavailable, format_ranks
 from .file_store import FileStore, held_by_launcher, private_dir, user_dir
 from .kvstore import KeyValueStore
@@ -68,7 +69,7 @@ from .rendezvous import exchange_root_info, next_generation, release_claims
 from .tcp_store import TcpStore, TcpStoreServer, serve_tcp_store
 from .torch_store import TorchStore
 
-__all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "JobClash", "RendezvousTimeout", "EnvError", "CHANNELS",
+__all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "JobClash", "SettingsDisagree", "RendezvousTimeout", "EnvError", "CHANNELS",
            "StoreUnavailable", "format_ranks", "KeyValueStore", "FileStore", "TcpStore", "TcpStoreServer",
            "TorchStore", "serve_tcp_store", "exchange_root_info", "mpi_exchange", "next_generation", "private_dir",
            "release_claims",
@@ -221,7 +222,7 @@ def _exchange(make_blob: Callable[[], bytes], rank: int, size: int, local_size: 
     private = bool(secret) and source == "hcomm-run" and held_by_launcher(str(settings.value(ENV_RUN_JOB_DIR)))
     try:
         return exchange_root_info(store, rank, size, make_blob, timeout, namespace, timeout_src, watch=watch,
-                                  settle=watch > 0 and not private)
+                                  settle=watch > 0 and not private, agree=local_settings())
     finally:
         if not watch:
             store.close()

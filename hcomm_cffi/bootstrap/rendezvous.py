@@ -36,6 +36,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from ..enums import HCCL_ROOT_INFO_BYTES
+from .agreement import SettingsDisagree, disagreement
 from .errors import BootstrapError, JobClash, RendezvousTimeout, StoreUnavailable, format_ranks
 from .kvstore import KeyValueStore
 
@@ -159,8 +160,8 @@ class _Cohort:
 
     def fail(self, exc: BaseException) -> None:
         """Tell the others at once that this rank failed its rendezvous (it stays alive, so no lock says so)."""
-        if isinstance(exc, JobClash) or self.reported:
-            return      # they see the same clash, or rank 0's error, themselves
+        if isinstance(exc, (JobClash, SettingsDisagree)) or self.reported:
+            return      # they see the same clash or difference, or rank 0's error, themselves
         text = (f"bootstrap rendezvous: rank {self.rank} ({_who(self.idents[self.rank])}) failed its rendezvous in the "
                 f"{self.store.description}: {type(exc).__name__}: {exc}")
         try:
@@ -197,8 +198,9 @@ class _Cohort:
         return found
 
     def finished(self, r: int) -> bool:
-        """Rank ``r`` is past its part of the exchange (left, rank 0's done, or failed)."""
-        keys = [f"{self.ens}/left/{r}", f"{self.ens}/failed/{r}"] + ([f"{self.ens}/done"] if r == 0 else [])
+        """Rank ``r`` is past its part of the exchange (left, rank 0's done or error, or failed)."""
+        keys = [f"{self.ens}/left/{r}", f"{self.ens}/failed/{r}"] + (
+            [f"{self.ens}/done", f"{self.ens}/error"] if r == 0 else [])
         return len(self.store.missing(keys)) < len(keys)
 
 
@@ -241,12 +243,15 @@ def _claim_slot(store: KeyValueStore, ns: str, rank: int, me: Dict[str, Any], de
 def exchange_root_info(store: KeyValueStore, rank: int, size: int, make_root_info: Callable[[], bytes],
                        timeout: float, namespace: str, timeout_src: str = "HCCL_CONNECT_TIMEOUT", *,
                        watch: float = 0.0, settle: bool = False, started: Optional[float] = None,
-                       on_clash: Optional[Callable[[str], None]] = None) -> bytes:
+                       on_clash: Optional[Callable[[str], None]] = None,
+                       agree: Optional[Dict[str, str]] = None) -> bytes:
     """Claim this rank's slot, publish (rank 0) or fetch the root info, and wait for every rank.
 
     Returns the root info once all ``size`` ranks have arrived.  Raises JobClash when another job holds
     a slot of this rendezvous (on every rank of both jobs), RendezvousTimeout naming the missing ranks
     after ``timeout`` seconds, BootstrapError if rank 0 failed to make the root info or a rank died.
+    ``agree``: this rank's settings that must be equal on every rank (``agreement.local_settings``);
+    a difference raises SettingsDisagree on every rank, naming the variable, the ranks and the values.
     ``watch``, ``settle``, ``started`` and ``on_clash``: see the module doc (``started`` defaults to this process's
     start time).  With ``watch`` the store must stay usable after the call (the caller must not close it).
     """
@@ -254,6 +259,8 @@ def exchange_root_info(store: KeyValueStore, rank: int, size: int, make_root_inf
     ns = namespace.strip("/")
     me = {"host": socket.gethostname(), "pid": os.getpid(), "token": secrets.token_hex(_TOKEN_CHARS // 2),
           "start": process_start_time() if started is None else started, "arrived": time.time()}
+    if agree is not None:
+        me["settings"] = dict(agree)
     ens = _claim_slot(store, ns, rank, me, deadline, timeout, timeout_src, size)
     cohort = _Cohort(store, ens, rank, size, me)
     try:
@@ -308,6 +315,10 @@ def _wait_for_all(cohort: _Cohort, make_root_info: Callable[[], bytes], deadline
                 raise (BootstrapError if "failed its rendezvous" in reason else JobClash)(reason)
             if blob is None:
                 blob = _published(cohort)
+            if not absent:      # everyone is here: the same verdict on every rank, before anyone may leave
+                reason = disagreement({r: cohort.ident(r).get("settings", {}) for r in range(size)})
+                if reason is not None:
+                    raise SettingsDisagree(reason)
             now = time.monotonic()
             if now - probed >= _LIVENESS_EVERY_S or not absent:
                 probed = now

@@ -24,7 +24,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .._ffi import ffi
-from .config import SimConfig
+from .config import CHECK_MODES, SimConfig
 from .errors import HcclResult, SimError, warn_caller
 from .futex import futex_wait, futex_wake
 from .races import RaceState, chk_bytes
@@ -33,8 +33,8 @@ from .shm import SHM_DIR, Segment, owner_alive, sweep_stale, user_prefix
 from .tasks import Task
 
 MAGIC = 0x4D534348          # "HCSM"
-LAYOUT_VERSION = 1
-HEADER_WORDS = 16
+LAYOUT_VERSION = 2
+HEADER_WORDS = 20
 SLOT_WORDS = 16 + 64        # slot header + 64 notify words
 MAX_NOTIFIES_PER_CHANNEL = 64
 
@@ -43,6 +43,9 @@ H_MAGIC, H_VERSION, H_STATE, H_NRANKS, H_RANK, H_PID, H_BELL, H_SLEEPING, H_SLOT
 H_BUF_LO, H_BUF_HI = 9, 10
 H_CONNECTED = 11            # set once this rank has mapped every peer (second phase of the rendezvous)
 H_JOB_TAG = 12              # 4 words: proof of membership of the job (job_tag(secret, comm_id)), checked at attach
+H_CHECK = 16                # 1 + index of this rank's HCOMM_SIM_CHECK mode in CHECK_MODES, compared at attach
+H_REFUSED = 17              # set when this rank found a peer's settings different (the peer waits to see it too)
+REFUSE_LINGER_S = 3.0       # how long a rank that refused a peer keeps its segments for that peer to notice
 STATE_READY, STATE_DESTROYED, STATE_FAILED = 1, 2, 3   # FAILED: an operation of this rank failed
 # slot word indices
 S_STATE, S_PEER, S_ENGINE, S_PROTOCOL, S_NOTIFY_NUM = range(5)
@@ -196,6 +199,7 @@ class SimComm:
         w[H_BUF_LO], w[H_BUF_HI] = self.buffer_bytes & 0xFFFFFFFF, self.buffer_bytes >> 32
         for i, word in enumerate(self.tag):
             w[H_JOB_TAG + i] = word
+        w[H_CHECK] = 1 + CHECK_MODES.index(config.check)
         w[H_STATE] = STATE_READY
         self.peer_ctl[rank] = self.ctl
         self._peer_buf[rank] = self.buf
@@ -238,6 +242,11 @@ class SimComm:
                     seg.close()
                     raise SimError(HcclResult.E_PARA, f"rank {r} of communicator {self.name} was created with "
                                                       f"nRanks={pw[H_NRANKS]}, this rank with {self.nranks}")
+                differs = self._settings_differ(r, pw)
+                if differs:
+                    self._linger(seg)
+                    seg.close()
+                    raise SimError(HcclResult.E_PARA, differs)
                 self.peer_ctl[r] = seg
                 try:
                     self.peer_buffer(r)  # map now, while every rank is known to be alive
@@ -256,6 +265,34 @@ class SimComm:
             time.sleep(delay)
             delay = min(delay * 2, 0.02)
         self.words[H_CONNECTED] = 1
+
+    def _settings_differ(self, rank: int, pw: Any) -> Optional[str]:
+        """The settings in which peer ``rank``'s header differs from this rank's, as an error text, or None.
+
+        The HCCL buffer size and the checker mode decide where data lands and what is written beside it:
+        ranks that differ would mix data or report mismatches that are not there.
+        """
+        theirs = pw[H_BUF_LO] | (pw[H_BUF_HI] << 32)
+        if theirs != self.buffer_bytes:
+            return (f"rank {self.rank} of communicator {self.name}: HCCL_BUFFSIZE (or config.hcclBufferSize) differs "
+                    f"between ranks: rank {rank} has {theirs // (2 << 20)} MiB, rank {self.rank} has "
+                    f"{self.buffer_bytes // (2 << 20)} MiB; every rank must use the same value")
+        mode = pw[H_CHECK]
+        if mode != self.words[H_CHECK]:
+            theirs_mode = CHECK_MODES[mode - 1] if 1 <= mode <= len(CHECK_MODES) else f"mode {mode}"
+            return (f"rank {self.rank} of communicator {self.name}: HCOMM_SIM_CHECK differs between ranks: rank {rank} "
+                    f"has HCOMM_SIM_CHECK={theirs_mode}, rank {self.rank} has HCOMM_SIM_CHECK={self.config.check}; "
+                    "every rank must run the checker in the same mode")
+        return None
+
+    def _linger(self, peer: Segment) -> None:
+        """Keep this rank's segments up until the refused peer has seen the difference too (or a short while),
+        so it fails with the same text instead of waiting for a rank that is gone."""
+        self.words[H_REFUSED] = 1
+        pw = ffi.cast("uint32_t *", peer.ptr)
+        end = time.monotonic() + REFUSE_LINGER_S
+        while not pw[H_REFUSED] and peer.owner_alive() and time.monotonic() < end:
+            time.sleep(0.005)
 
     def _map_peer_log(self, rank: int) -> None:
         """Map a peer's race-checker segment when both ends check (a peer with the checker off has none)."""
