@@ -19,6 +19,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -99,6 +100,22 @@ def _ranks(rs: List[int]) -> str:
     return ("rank " if len(rs) == 1 else "ranks ") + ",".join(map(str, rs))
 
 
+def _read_dump(path: str) -> Dict[str, Any]:
+    """One rank's dump; ValueError naming the file when it is not one (unrelated JSON, a truncated file)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        if not isinstance(doc, dict) or not isinstance(doc.get("job"), str) or not isinstance(doc.get("comms"), list):
+            raise ValueError("it has no 'job' string and 'comms' list")
+        for snap in doc["comms"]:
+            if not isinstance(snap, dict) or not {"comm", "size", "rank", "records"} <= set(snap):
+                raise ValueError("a 'comms' entry lacks comm, size, rank or records")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path} is not a flight recorder dump ({exc}); expected the JSON a rank of an hcomm job "
+                         f"writes as *{DUMP_SUFFIX}; remove it from {os.path.dirname(path) or '.'!r}") from None
+    return doc
+
+
 def load(directory: str) -> Tuple[str, Dict[str, Dict[int, RankView]], Dict[str, int]]:
     """(job, comm name -> rank -> view, comm name -> size) of the newest job in ``directory``."""
     if not os.path.isdir(directory):
@@ -108,12 +125,14 @@ def load(directory: str) -> Tuple[str, Dict[str, Dict[int, RankView]], Dict[str,
     if not dumps and not rings:
         raise ValueError(f"{directory!r} holds no flight recorder files (*{DUMP_SUFFIX}, *{RING_SUFFIX}); expected "
                          "the HCOMM_FR_DIR of a job that timed out, lost a peer or got SIGUSR1")
-    docs = []
-    for path in dumps:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        docs.append(doc)
-    snaps = [read_ring(p) for p in rings]
+    docs = [_read_dump(path) for path in dumps]
+    snaps = []
+    for path in rings:
+        try:
+            snaps.append(read_ring(path))
+        except (ValueError, KeyError, TypeError, struct.error) as exc:
+            raise ValueError(f"{path} is not a flight recorder ring ({type(exc).__name__}: {exc}); expected the "
+                             f"*{RING_SUFFIX} file a rank of an hcomm job writes; remove it from {directory!r}") from None
     job = (docs[-1]["job"] if docs else snaps[-1]["job"])
     views: Dict[str, Dict[int, RankView]] = {}
     sizes: Dict[str, int] = {}

@@ -858,7 +858,12 @@ class Comm:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -2**62 < value < 2**62:
                 raise TypeError(f"split: {arg}={value!r}; expected an int" + (" (or None)" if arg == "color" else ""))
         mine = -1 if color is None or color < 0 else int(color)
-        table = self.allgather(np.array([mine, int(key)], np.int64))
+        try:
+            table = self.allgather(np.array([mine, int(key)], np.int64))
+        except CommError as exc:   # name the user's call, not the allgather inside it
+            raise type(exc)(f"rank {self.rank} of communicator {self.name!r}: split(color={color!r}, key={key!r}) "
+                            f"could not exchange the colours: every rank of {self.name!r} must call split() at the "
+                            f"same point (the same number of times); {exc}") from exc
         nth = self._splits
         self._splits += 1
         label = name if name is not None else f"split{nth}.{mine}"

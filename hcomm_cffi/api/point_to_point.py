@@ -22,7 +22,7 @@ from ..errors import HcclError
 from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
 from . import observe
-from .errors import CommTimeoutError, MessageMismatchError
+from .errors import CommError, CommTimeoutError, MessageMismatchError
 from .request import Request, timeout_arg
 from .streams import sync_stream
 
@@ -141,6 +141,10 @@ class PointToPoint:
 
     def _request(self, lane: Lane, what: str, finish: Any, slot: int = observe.NO_SLOT) -> Request:
         def sync(timeout: Optional[float]) -> bool:
+            if self.comm._destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
+                raise CommError(f"rank {self.comm.rank}: {what} on communicator {self.comm.name!r} can no longer "
+                                "complete: the communicator was destroyed (hcomm.finalize() or destroy()) while it "
+                                "was pending; wait for requests before destroying their communicator")
             try:
                 done = sync_stream(self.comm.binding, lane.stream, timeout)
                 if done:

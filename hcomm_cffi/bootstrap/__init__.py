@@ -273,6 +273,11 @@ def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int]
                              "missing one; pass both rank and world_size")
         if me >= size:
             raise ValueError(f"rank={me} is not below world_size={size}; expected 0 <= rank < world_size")
+        if launch is not None and root_info is None and (launch.size, launch.rank) != (size, me):
+            # the ranks would rendezvous for a world the launcher did not start: say so instead of timing out
+            raise ValueError(f"rank={me} world_size={size} contradicts the launcher ({launch.source}), which started "
+                             f"this process as rank {launch.rank} of {launch.size}; pass the launcher's numbers (or "
+                             "none), or pass root_info= as well to build a world of your own")
         source = "explicit"
         same_world = launch is not None and launch.size == size and launch.rank == me
         local_rank, local_size = (launch.local_rank, launch.local_size) if same_world and launch else (me, size)

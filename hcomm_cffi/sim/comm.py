@@ -29,7 +29,7 @@ from .errors import HcclResult, SimError, warn_caller
 from .futex import futex_wait, futex_wake
 from .races import RaceState, chk_bytes
 from .runtime import Queue, SimThread
-from .shm import SHM_DIR, Segment, owner_alive, sweep_stale, user_prefix
+from .shm import SHM_DIR, Segment, check_dir, owner_alive, sweep_stale, user_prefix
 from .tasks import Task
 
 MAGIC = 0x4D534348          # "HCSM"
@@ -169,6 +169,7 @@ class SimComm:
         self._used_slots = 0
         self.native: Any = None  # state of the native collectives, created on first use
         self.race: Optional[RaceState] = None   # the read/write race checker (HCOMM_SIM_CHECK warn/strict)
+        check_dir()
         sweep_stale()
         ctl_name, buf_name, nat_name = segment_names(comm_id, rank)
         try:

@@ -443,6 +443,8 @@ class Executor:
             t = q.tasks[0]
             if t[0] == C_WAIT:
                 ch = t.channel
+                if ch.local_words[ch.local_base + t.index]:
+                    continue     # the peer signalled before it went: the wait completes at the next step
                 left = ch.comm.peer_left(ch.peer)    # its header stays readable: the mapping outlives its owner
                 if left is not None and left.startswith("destroyed") and not ch.local_words[ch.local_base + t.index]:
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
@@ -450,7 +452,7 @@ class Executor:
                                     f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
                                     f"(step {q.executed}): every rank must issue the same operations")
                     continue
-                if not ch.peer_ctl.owner_alive():
+                if not ch.peer_ctl.owner_alive() and not ch.local_words[ch.local_base + t.index]:   # read again
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} is gone (its process "
                                     f"exited or was killed) while rank {ch.comm.rank} {t.thread.label} waited on "
@@ -458,9 +460,8 @@ class Executor:
                     continue
                 # alive but out of the communicator (finalised, or failed and carrying on): it will never signal;
                 # after a grace, so a peer's own, more precise error (e.g. a mismatch it found) comes first
-                if now - q.blocked_since < PEER_LEFT_GRACE_S or ch.local_words[ch.local_base + t.index]:
+                if now - q.blocked_since < PEER_LEFT_GRACE_S:
                     continue
-                left = ch.comm.peer_left(ch.peer)
                 if left is not None and not ch.local_words[ch.local_base + t.index]:
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "

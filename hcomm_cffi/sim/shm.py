@@ -23,7 +23,17 @@ from .errors import HcclResult, SimError
 SHM_DIR = str(settings.value("HCOMM_SIM_SHM_DIR"))  # read once: segments of one process live in one directory
 PREFIX = "hcomm_"
 
-__all__ = ["Segment", "owner_alive", "sweep_stale", "list_segments", "user_prefix", "SHM_DIR", "PREFIX"]
+__all__ = ["Segment", "owner_alive", "sweep_stale", "list_segments", "user_prefix", "check_dir", "SHM_DIR", "PREFIX"]
+
+
+def check_dir() -> None:
+    """SimError naming HCOMM_SIM_SHM_DIR when it is not a directory this process can create segments in."""
+    what = ("a file" if os.path.exists(SHM_DIR) else "missing") if not os.path.isdir(SHM_DIR) else (
+        "not writable by this user" if not os.access(SHM_DIR, os.W_OK | os.X_OK) else "")
+    if what:
+        raise SimError(HcclResult.E_PARA, f"HCOMM_SIM_SHM_DIR={SHM_DIR!r} is {what}; expected an existing directory "
+                                          "this user can write, for the emulator's shared-memory segments (default "
+                                          "/dev/shm, a tmpfs)")
 
 
 def user_prefix() -> str:
@@ -176,7 +186,7 @@ def list_segments(prefix: Optional[str] = None) -> List[str]:
     start = user_prefix() if prefix is None else prefix
     try:
         return sorted(n for n in os.listdir(SHM_DIR) if n.startswith(start))
-    except (FileNotFoundError, PermissionError):
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
         return []
 
 
