@@ -114,10 +114,13 @@ from hcomm_cffi.bootstrap import discover
 from hcomm_cffi.enums import DataType, ReduceOp
 scale = float(sys.argv[1])
 b = get_binding()
-spec = discover(b)
 b.acl_init()
-b.set_device(spec.rank)
-comm = b.comm_init_cluster_info(spec.ranktable, spec.rank)
+b.set_device(int(os.environ.get("RANK_ID") or os.environ.get("RANK") or 0))  # before any root info, as on CANN
+spec = discover(b)
+if spec.ranktable is not None:
+    comm = b.comm_init_cluster_info(spec.ranktable, spec.rank)
+else:
+    comm = b.comm_init_root_info(spec.size, spec.root_info, spec.rank)
 stream = b.create_stream()
 for i in range(30):
     x = np.full(256, scale * (spec.rank + 1), np.float32)

@@ -23,7 +23,7 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("binding", "initializers", "calltable"),
     ("lib", "sim"),
     ("_ffi", "_hcomm_ffi", "_cdef", "enums", "errors", "settings", "constants", "cpus", "log", "flight", "trace",
-     "desync", "timeline"),
+     "desync", "timeline", "flocks"),
 )
 
 

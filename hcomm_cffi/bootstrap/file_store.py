@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Dict, List, Optional, Sequence
 
+from ..flocks import lock_held
 from .errors import BootstrapError
 from .kvstore import KeyValueStore
 
@@ -50,17 +51,7 @@ def private_dir(path: str) -> str:
 
 def held_by_launcher(job_dir: str) -> bool:
     """True when ``job_dir`` is a live ``hcomm run`` job directory: its lock file is held by the launcher."""
-    try:
-        fd = os.open(os.path.join(job_dir, JOB_LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return lock_held(os.path.join(job_dir, JOB_LOCK_NAME)) is True
 
 
 def user_dir(parent: Optional[str] = None) -> str:
@@ -189,18 +180,7 @@ class FileStore(KeyValueStore):
             os.close(fd)
 
     def alive(self, key: str) -> Optional[bool]:
-        path = self._path(key)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        finally:
-            os.close(fd)     # closing drops a lock we may have taken
-        return False
+        return lock_held(self._path(key))
 
     def release(self, key: str) -> None:
         """Drop the claim's lock; the file stays (slower ranks still count it) until the epoch is deleted."""

@@ -20,6 +20,7 @@ from typing import List, Optional, Tuple
 from .. import settings
 from ..bootstrap.errors import BootstrapError
 from ..bootstrap.file_store import JOB_LOCK_NAME, private_dir
+from ..flocks import lock_held
 
 __all__ = ["create_job_dir", "sweep_dead_job_dirs", "job_dir_parent", "LOCK_NAME"]
 
@@ -54,26 +55,15 @@ def create_job_dir(job_id: str, parent: Optional[str] = None) -> Tuple[str, int]
 
 
 def _dead(path: str) -> bool:
-    """True when nobody holds the directory's lock (its launcher and watchdog are gone)."""
-    try:
-        fd = os.open(os.path.join(path, LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return True  # never got its lock (a launcher killed in the middle of creating it)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+    """True when nobody holds the directory's lock (its launcher and watchdog are gone, or it never got one:
+    a launcher killed in the middle of creating it)."""
+    return lock_held(os.path.join(path, LOCK_NAME)) is not True
 
 
 def sweep_dead_job_dirs(parent: Optional[str] = None) -> List[str]:
     """Remove this user's job directories whose launcher is dead; returns the paths removed."""
     base = job_dir_parent(parent)
-    removed = []
+    removed: List[str] = []
     try:
         names = sorted(os.listdir(base))
     except OSError:

@@ -18,6 +18,7 @@ from typing import List, Optional
 
 from .. import settings
 from .._ffi import ffi
+from ..flocks import lock_held
 from .errors import HcclResult, SimError
 
 SHM_DIR = str(settings.value("HCOMM_SIM_SHM_DIR"))  # read once: segments of one process live in one directory
@@ -164,21 +165,7 @@ def owner_alive(path: str) -> bool:
 
     A file this user cannot open (another user's) counts as alive: it is never ours to remove.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            return True
-        raise
-    finally:
-        os.close(fd)  # closing releases a lock we may have taken
-    return False
+    return bool(lock_held(path))
 
 
 def list_segments(prefix: Optional[str] = None) -> List[str]:
