@@ -43,6 +43,13 @@ and every rank waits until all have arrived, so a rank that never calls ``discov
 emulator, ranks of a ranktable job without ``HCOMM_JOB_SECRET`` (torchrun, mpirun, srun; ``hcomm run``
 exports one) exchange a random job secret over the same channel instead — rank 0 draws it — and export
 it, so two jobs with the same ranktable and job id never join each other's communicators.
+
+Every rank claims its slot of the rendezvous atomically (``rendezvous.py``): two jobs that reach the
+same rendezvous at once (same job id or ranktable, same job directory, same master address) both
+stop with :class:`JobClash` naming the other's process instead of mixing; a ``HCOMM_JOB_SECRET``
+keys the namespace, so jobs with different secrets never meet.  The claims also carry the settings
+every rank must share (``agreement.py``): a difference raises :class:`SettingsDisagree` on every rank.
+An explicit ``rank``/``world_size`` that contradicts the launcher (without ``root_info``) is refused.
 """
 from __future__ import annotations
 
