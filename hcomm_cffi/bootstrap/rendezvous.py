@@ -5,7 +5,8 @@ Protocol (:func:`exchange_root_info`), under ``<namespace>/e<epoch>/``:
 * every rank claims ``claim/<rank>`` atomically (:meth:`KeyValueStore.claim`) with its identity: host,
   pid, a random token and its process start time.  A slot already held by a live process means two jobs
   share this rendezvous (same job id, ranktable, job directory or master address): the loser writes
-  ``clash/<rank>`` naming the holder's token and fails at once naming both; every member of the holder's
+  ``clash/<rank>`` naming the holder's token (and ``alarm``, the one key everyone polls) and fails at
+  once naming both; every member of the holder's
   cohort that sees it fails too, so two jobs never join each other's communicators.  A loser whose
   process started after the holder's cohort completed (``done``) is a later job, not a missing member:
   it moves to the next epoch and forms its own cohort.
@@ -17,10 +18,11 @@ Protocol (:func:`exchange_root_info`), under ``<namespace>/e<epoch>/``:
 
 With ``settle`` (jobs with no ``HCOMM_JOB_SECRET`` to tell them apart) rank 0 keeps a complete cohort open
 for the longest start-up time of its members (:func:`_settle`) before it writes ``done``, so a clash stops
-both jobs before any data moves.  With ``watch`` > 0 claims are held for the life of the process (so a late
-rank of another job finds them instead of forming a cohort with other late ranks) and a daemon thread watches the cohort's ``clash/`` keys for ``watch`` seconds: a member of
-another job that arrives late is then still detected, and ``on_clash`` (default: print the reason and
-terminate) stops this process before it can mix data with the other job.
+both jobs before any data moves.  With ``watch`` > 0 claims are held for the life of the process (so a
+late rank of another job finds them instead of forming a cohort with other late ranks) and a daemon
+thread watches the cohort's clash keys for ``watch`` seconds: a member of another job that arrives later
+still is then detected, and ``on_clash`` (default: print the reason and terminate) stops this process
+before it mixes more data with the other job.
 """
 from __future__ import annotations
 
@@ -146,6 +148,8 @@ class _Cohort:
     def clash(self, failures: bool = False) -> Optional[str]:
         """The reason another job's rank lost a slot to a member of this cohort (or, with ``failures``, a
         member failed its rendezvous), or None."""
+        if self.store.get(f"{self.ens}/alarm") is None:
+            return None     # one key to poll: every clash or failure raises it first
         kinds = ("clash", "failed") if failures else ("clash",)
         keys = [f"{self.ens}/{kind}/{r}" for kind in kinds for r in range(self.size)]
         absent = set(self.store.missing(keys))
@@ -168,6 +172,7 @@ class _Cohort:
             self.store.set(f"{self.ens}/failed/{self.rank}",
                            json.dumps({"holder": self.idents[self.rank]["token"], "message": text,
                                        "timeout": isinstance(exc, RendezvousTimeout)}).encode())
+            self.store.set(f"{self.ens}/alarm", b"1")
         except BootstrapError:
             pass
 
@@ -237,6 +242,7 @@ def _claim_slot(store: KeyValueStore, ns: str, rank: int, me: Dict[str, Any], de
             continue
         message = _clash_text(store, rank, holder, ns)
         store.set(f"{ens}/clash/{rank}", json.dumps({"holder": holder.get("token"), "message": message}).encode())
+        store.set(f"{ens}/alarm", b"1")
         raise JobClash(message)
 
 
@@ -406,6 +412,8 @@ def _watch(cohort: _Cohort, seconds: float, on_clash: Callable[[str], None]) -> 
         atexit.register(_release_all)
     _WATCHED.append(cohort)
 
+    interval = min(5.0, 0.1 * max(1.0, cohort.size / 16))   # about ten looks a second at the store, job-wide
+
     def run() -> None:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -417,7 +425,7 @@ def _watch(cohort: _Cohort, seconds: float, on_clash: Callable[[str], None]) -> 
             if reason is not None:
                 on_clash(reason)
                 return
-            time.sleep(0.1)
+            time.sleep(interval)
 
     threading.Thread(target=run, name="hcomm-rendezvous-watch", daemon=True).start()
 
