@@ -276,3 +276,37 @@ def test_another_user_squatting_hcomm_uid_cannot_stop_hcomm_run(via: str, shm: s
         assert os.stat(squatted).st_uid == NOBODY       # and the squatter's directory was left alone
     finally:
         shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_a_rank_killed_while_the_communicator_connects_is_named_at_once() -> None:
+    """Rank 1 creates its segments and is SIGKILLed before it connects; rank 0 (120 s connect timeout) names it."""
+    import uuid
+
+    from hcomm_cffi.sim.comm import SimComm
+    from hcomm_cffi.sim.config import read_config
+    from hcomm_cffi.sim.errors import SimError
+
+    comm_id = uuid.uuid4().hex[:20]
+    child = ("import sys, time; from hcomm_cffi.sim.comm import SimComm; from hcomm_cffi.sim.config import read_config;"
+             f"c = SimComm(1, {comm_id!r}, 'victim', 1, 2, read_config(), b's'); print('ready', flush=True); "
+             "time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": REPO})
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        os.environ["HCCL_CONNECT_TIMEOUT"], old = "120", os.environ.get("HCCL_CONNECT_TIMEOUT")
+        try:
+            mine = SimComm(2, comm_id, "victim", 0, 2, read_config(), b"s")
+        finally:
+            os.environ["HCCL_CONNECT_TIMEOUT"] = old or "30"
+        threading.Timer(1.0, proc.kill).start()
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(SimError, match=r"rank\(s\) \[1\] died while connecting"):
+                mine.connect()
+        finally:
+            mine.destroy()
+        assert time.monotonic() - t0 < 10
+    finally:
+        proc.kill()
+        proc.wait(10)
