@@ -20,6 +20,7 @@ import glob
 import json
 import os
 import re
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -129,6 +130,22 @@ def _ranks(rs: List[int]) -> str:
     return ("rank " if len(rs) == 1 else "ranks ") + ",".join(map(str, rs))
 
 
+def _read_dump(path: str) -> Dict[str, Any]:
+    """One rank's dump; ValueError naming the file when it is not one (unrelated JSON, a truncated file)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        if not isinstance(doc, dict) or not isinstance(doc.get("job"), str) or not isinstance(doc.get("comms"), list):
+            raise ValueError("it has no 'job' string and 'comms' list")
+        for snap in doc["comms"]:
+            if not isinstance(snap, dict) or not {"comm", "size", "rank", "records"} <= set(snap):
+                raise ValueError("a 'comms' entry lacks comm, size, rank or records")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{path} is not a flight recorder dump ({exc}); expected the JSON a rank of an hcomm job "
+                         f"writes as *{DUMP_SUFFIX}; remove it from {os.path.dirname(path) or '.'!r}") from None
+    return doc
+
+
 def load(directory: str, exits: Optional[Dict[int, str]] = None, job: Optional[str] = None
          ) -> Tuple[str, Dict[str, Dict[int, RankView]], Dict[str, int]]:
     """(job, comm name -> rank -> view, comm name -> size) of job ``job`` (default: the newest) in ``directory``.
@@ -143,18 +160,20 @@ def load(directory: str, exits: Optional[Dict[int, str]] = None, job: Optional[s
     if not dumps and not rings:
         raise ValueError(f"{directory!r} holds no flight recorder files (*{DUMP_SUFFIX}, *{RING_SUFFIX}); expected "
                          "the HCOMM_FR_DIR of a job that timed out, lost a peer or got SIGUSR1")
-    docs = []
-    for path in dumps:
-        with open(path, encoding="utf-8") as f:
-            docs.append(json.load(f))
+    docs = [_read_dump(path) for path in dumps]
     snaps = []
+    unreadable: List[str] = []
     for path in rings:
         try:
             snaps.append(read_ring(path))
-        except (OSError, ValueError):      # removed or half-written meanwhile (the job is still running)
+        except OSError:                    # removed meanwhile (the job is still running)
             continue
+        except (ValueError, KeyError, TypeError, struct.error) as exc:   # half-written meanwhile, or not a ring
+            unreadable.append(f"{path} is not a flight recorder ring ({type(exc).__name__}: {exc}); expected the "
+                              f"*{RING_SUFFIX} file a rank of an hcomm job writes; remove it from {directory!r}")
     if not docs and not snaps:
-        raise ValueError(f"{directory!r}: its flight recorder files went away while being read")
+        raise ValueError(unreadable[0] if unreadable else
+                         f"{directory!r}: its flight recorder files went away while being read")
     if job is None:
         job = docs[-1]["job"] if docs else snaps[-1]["job"]     # the newest file's job
     views: Dict[str, Dict[int, RankView]] = {}

@@ -11,7 +11,7 @@ import pytest
 from multiproc import run_ranks
 
 import hcomm_cffi.bootstrap as bootstrap
-from hcomm_cffi.bootstrap import BootstrapError, EnvError, RendezvousTimeout, WorldSpec, discover
+from hcomm_cffi.bootstrap import BootstrapError, EnvError, RendezvousTimeout, WorldSpec, discover, release_claims
 
 LAUNCHER_VARS = ("HCOMM_RUN_ID", "HCOMM_RUN_JOB_DIR", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                  "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
@@ -150,6 +150,7 @@ def _discover_as(rank: int, n: int, _root: bytes, env: dict, timeout: float = 10
     binding = FakeBinding()
     spec = discover(binding, timeout=timeout)
     again = discover(binding, timeout=timeout)  # a second bootstrap in the same job uses fresh keys
+    release_claims()                            # what exit (or hcomm.finalize) does; forked ranks skip atexit
     return spec.rank, spec.size, spec.local_rank, spec.source, spec.job_id, spec.root_info, again.root_info, binding.calls
 
 

@@ -114,10 +114,13 @@ from hcomm_cffi.bootstrap import discover
 from hcomm_cffi.enums import DataType, ReduceOp
 scale = float(sys.argv[1])
 b = get_binding()
-spec = discover(b)
 b.acl_init()
-b.set_device(spec.rank)
-comm = b.comm_init_cluster_info(spec.ranktable, spec.rank)
+b.set_device(int(os.environ.get("RANK_ID") or os.environ.get("RANK") or 0))  # before any root info, as on CANN
+spec = discover(b)
+if spec.ranktable is not None:
+    comm = b.comm_init_cluster_info(spec.ranktable, spec.rank)
+else:
+    comm = b.comm_init_root_info(spec.size, spec.root_info, spec.rank)
 stream = b.create_stream()
 for i in range(30):
     x = np.full(256, scale * (spec.rank + 1), np.float32)
@@ -219,10 +222,16 @@ def test_kill_9_of_the_launcher_leaves_no_process_segment_or_job_dir(tmp_path, s
                                                                         "HCOMM_BACKEND": "sim"})
     try:
         wait_files(str(state), "ready.", 2)
-        # ctl, buf, nat of both ranks, and chk (the race checker's log) unless the checker is off
-        assert len(os.listdir(shm)) == (6 if os.environ.get("HCOMM_SIM_CHECK") == "off" else 8)
+        # once connected, the segments have no names (nobody outside the job can attach): ctl, buf, nat and
+        # chk (the race checker's log, unless it is off) live on only in the ranks' mappings
+        assert os.listdir(shm) == []
         read = {name: (state / name).read_text() for name in os.listdir(state)}
         procs = [int(v) for k, v in read.items() if k.startswith(("pid.", "child."))]
+        for rank_pid in (int(v) for k, v in read.items() if k.startswith("pid.")):
+            with open(f"/proc/{rank_pid}/maps") as fh:
+                mapped = {line.split()[-2].rsplit("/", 1)[1] for line in fh
+                          if f"{shm}/" in line and line.rstrip().endswith("(deleted)")}
+            assert len(mapped) == (6 if os.environ.get("HCOMM_SIM_CHECK") == "off" else 8), mapped
         job_dirs = {v for k, v in read.items() if k.startswith("jobdir.")}
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
@@ -240,9 +249,9 @@ def test_kill_9_of_the_launcher_leaves_no_process_segment_or_job_dir(tmp_path, s
 def test_next_launch_sweeps_a_dead_jobs_directory():
     from hcomm_cffi.launch.jobdir import LOCK_NAME, sweep_dead_job_dirs
 
-    dead = tempfile.mkdtemp(prefix="run-deadjob-", dir=user_dir())
+    dead = tempfile.mkdtemp(prefix=f"hcomm-{os.getuid()}-run-deadjob-")
     open(os.path.join(dead, LOCK_NAME), "w").close()      # nobody holds its lock
-    live = tempfile.mkdtemp(prefix="run-livejob-", dir=user_dir())
+    live = tempfile.mkdtemp(prefix=f"hcomm-{os.getuid()}-run-livejob-")
     fd = os.open(os.path.join(live, LOCK_NAME), os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:

@@ -55,7 +55,7 @@ EXPECTED: Dict[str, Tuple[str, str]] = {
     "topology_mismatch": ("ValueError", r"topology has 6 ranks but the communicator has 2"),
     "set_device_negative": ("ValueError", r"device=-1; expected a device index >= 0"),
     "eager_negative": ("ValueError", r"eager_limit=-5; expected bytes >= 0"),
-    "wait_negative_timeout": ("ValueError", r"timeout=-1; expected None or a number of seconds >= 0"),
+    "wait_negative_timeout": ("ValueError", r"timeout=-1; expected None \(no limit\) or a finite number of seconds >= 0"),
     "wait_all_not_request": ("TypeError", r"requests\[0\] is a int; expected a Request"),
     "bucket_bytes_zero": ("ValueError", r"bucket_bytes=0; expected a positive number of bytes"),
     "use_after_destroy": ("CommError", r"allreduce: communicator 'tmp' was destroyed; create a new one"),

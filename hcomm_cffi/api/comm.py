@@ -10,6 +10,7 @@ ranks unchanged.  Arguments are validated before any library call.
 """
 from __future__ import annotations
 
+import math
 import warnings
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -46,8 +47,9 @@ def _exec_timeout(value: Optional[float]) -> int:
     """Seconds each notify wait may take (HCCL_EXEC_TIMEOUT by default); 0 means never, as for the vendor."""
     if value is None:
         value = settings.value("HCCL_EXEC_TIMEOUT")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"timeout={value!r}; expected seconds >= 0 (0 = never, as HCCL_EXEC_TIMEOUT=0)")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"timeout={value!r}; expected a finite number of seconds >= 0 (0 = never, as "
+                         "HCCL_EXEC_TIMEOUT=0)")
     return 0 if value == 0 else max(1, int(round(value)))
 
 
@@ -541,7 +543,12 @@ class Comm:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -2**62 < value < 2**62:
                 raise TypeError(f"split: {arg}={value!r}; expected an int" + (" (or None)" if arg == "color" else ""))
         mine = -1 if color is None or color < 0 else int(color)
-        table = self.allgather(np.array([mine, int(key)], np.int64))
+        try:
+            table = self.allgather(np.array([mine, int(key)], np.int64))
+        except CommError as exc:   # name the user's call, not the allgather inside it
+            raise type(exc)(f"rank {self.rank} of communicator {self.name!r}: split(color={color!r}, key={key!r}) "
+                            f"could not exchange the colours: every rank of {self.name!r} must call split() at the "
+                            f"same point (the same number of times); {exc}") from exc
         nth = self._splits
         self._splits += 1
         label = name if name is not None else f"split{nth}.{mine}"

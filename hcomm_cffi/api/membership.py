@@ -128,6 +128,10 @@ def agree(parent: Any, name: str, nth: int, ranks: List[int]) -> None:
             except MessageMismatchError as exc:
                 raise MembershipError(f"{where}: {exc}; point-to-point traffic between members on the parent "
                                       "must be complete before a sub-communicator is created") from exc
+            except CommError as exc:    # the library's wait gave up first: name the user's call and the rank
+                parent._broken = f"{where}: rank {p} never sent its rank list"
+                raise CommTimeoutError(f"{where}: rank {p} did not send its rank list ({exc}); every listed rank "
+                                       f"must call Comm({name!r}) with the same ranks in the same order") from exc
             if done:
                 bad = _bad_message(inbox[p], p, where)
                 if bad:

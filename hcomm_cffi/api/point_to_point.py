@@ -28,8 +28,8 @@ from ..errors import HcclError
 from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
 from . import observe
-from .errors import CommTimeoutError, MessageMismatchError
-from .request import Request
+from .errors import CommError, CommTimeoutError, MessageMismatchError
+from .request import Request, timeout_arg
 from .streams import sync_stream
 
 __all__ = ["PointToPoint", "Lane", "AnySourceRequest"]
@@ -61,10 +61,12 @@ class PointToPoint:
     # ------------------------------------------------------------------ public API
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
         """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous)."""
+        timeout = timeout_arg(timeout)   # every argument is checked before anything is posted
         self._blocking(self.isend(x, dst), timeout, dst, "recv")
 
     def recv(self, buf: Any, src: int, *, timeout: Optional[float] = None) -> Any:
         """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``."""
+        timeout = timeout_arg(timeout)
         return self._blocking(self.irecv(buf, src), timeout, src, "send")
 
     def isend(self, x: Any, dst: int) -> Request:
@@ -77,11 +79,13 @@ class PointToPoint:
 
     def send_multi(self, items: Sequence[Any], dst: int, *, timeout: Optional[float] = None) -> None:
         """Send several buffers to ``dst`` as consecutive messages in one launch."""
+        timeout = timeout_arg(timeout)
         self._blocking(self._post_send(self._items(items, "send_multi"), dst, "send_multi", single=False), timeout,
                        dst, "recv_multi")
 
     def recv_multi(self, items: Sequence[Any], src: int, *, timeout: Optional[float] = None) -> List[Any]:
         """Receive consecutive messages from ``src`` into the given buffers; returns them."""
+        timeout = timeout_arg(timeout)
         return self._blocking(self._post_recv(self._items(items, "recv_multi"), src, "recv_multi", single=False),
                               timeout, src, "send_multi")
 
@@ -179,6 +183,10 @@ class PointToPoint:
 
     def _request(self, lane: Lane, what: str, finish: Any, slot: int = observe.NO_SLOT) -> Request:
         def sync(timeout: Optional[float]) -> bool:
+            if self.comm._destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
+                raise CommError(f"rank {self.comm.rank}: {what} on communicator {self.comm.name!r} can no longer "
+                                "complete: the communicator was destroyed (hcomm.finalize() or destroy()) while it "
+                                "was pending; wait for requests before destroying their communicator")
             try:
                 done = sync_stream(self.comm.binding, lane.stream, timeout)
                 if done:

@@ -1,10 +1,24 @@
 """Request: a handle to a non-blocking operation (isend/irecv), with wait/test and wait_all."""
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable, Generic, Iterable, List, Optional, TypeVar, cast
 
-__all__ = ["Request", "wait_all"]
+__all__ = ["Request", "wait_all", "timeout_arg"]
+
+
+def timeout_arg(value: Any, name: str = "timeout") -> Optional[float]:
+    """``value`` as a wait limit in seconds (None: no limit of ours); ValueError naming ``name`` otherwise.
+
+    Checked before anything is posted, so a refused call moves nothing (nan and inf are refused: a wait
+    converts its limit to integer milliseconds).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name}={value!r}; expected None (no limit) or a finite number of seconds >= 0")
+    return float(value)
 
 T = TypeVar("T")
 
@@ -44,8 +58,7 @@ class Request(Generic[T]):
 
         Unlike wait(), an expired wait is not an exception: only a failure of the operation raises.
         """
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
-            raise ValueError(f"timeout={timeout!r}; expected None or a number of seconds >= 0")
+        timeout = timeout_arg(timeout)
         if self._done:
             return True
         if not self._sync(timeout):
@@ -65,6 +78,7 @@ class Request(Generic[T]):
 
 def wait_all(requests: Iterable[Request[Any]], timeout: Optional[float] = None) -> List[Any]:
     """Wait for every request (one overall ``timeout``); returns their results in order."""
+    timeout = timeout_arg(timeout)
     reqs = list(requests)
     for i, r in enumerate(reqs):
         if not isinstance(r, Request):

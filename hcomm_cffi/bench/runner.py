@@ -24,7 +24,7 @@ from .check import count_wrong, disabled_reason, fill, pattern, perturb
 from .factors import OPS, REDUCING_OPS, ROOTED_OPS, algbw_gbps, busbw_gbps
 from .model import modelled_time_us
 from .ops import Ops
-from .sizes import layout
+from .sizes import check_memory, layout
 
 __all__ = ["BenchConfig", "SizeResult", "run_sweep", "corrupt_hook", "ENV_CORRUPT", "Progress"]
 
@@ -47,8 +47,8 @@ class BenchConfig:
     root: int = 0
     algorithm: str = "native"
 
-    def validate(self, nranks: int) -> None:
-        """ValueError naming the flag for anything this job cannot run."""
+    def validate(self, nranks: int, local_ranks: Optional[int] = None) -> None:
+        """ValueError naming the flag for anything this job cannot run (sizes beyond this host's memory too)."""
         if self.op not in OPS:
             raise ValueError(f"--op={self.op!r}; expected one of {', '.join(OPS)}")
         if self.iters < 1:
@@ -61,6 +61,13 @@ class BenchConfig:
             raise ValueError(f"-r/--root={self.root}; expected a rank in [0, {nranks})")
         if self.op == "sendrecv" and nranks < 2:
             raise ValueError("--op sendrecv needs at least 2 ranks (each rank sends to its right neighbour)")
+        if local_ranks is None:
+            from ..bootstrap import detect   # the ranks on this host, as the launcher says (else all of them)
+
+            launch = detect()
+            local_ranks = min(launch.local_size, nranks) if launch is not None else nranks
+        check_memory(self.op, max(self.sizes), self.dtype.itemsize, nranks, local_ranks,
+                     int(settings.value("HCCL_BUFFSIZE")))
 
     @property
     def redop_name(self) -> str:

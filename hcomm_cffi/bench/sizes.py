@@ -19,7 +19,7 @@ from typing import List, Optional, Union
 from ..plan import parse_size as plan_parse_size
 
 __all__ = ["SizeError", "parse_size", "format_size", "size_sweep", "Layout", "layout", "MAX_SIZES",
-           "GATHER_TYPE_OPS"]
+           "GATHER_TYPE_OPS", "bytes_per_rank", "available_memory", "check_memory"]
 
 MAX_SIZES = 10_000
 #: Operations whose size is a total over n per-rank blocks.
@@ -116,3 +116,47 @@ def layout(op: str, nbytes: int, itemsize: int, nranks: int) -> Layout:
     if op == "broadcast":
         return Layout(op, count * itemsize, count, count, 0, count, itemsize)  # in place: one buffer
     return Layout(op, count * itemsize, count, count, count, count, itemsize)
+
+
+def bytes_per_rank(op: str, nbytes: int, itemsize: int, nranks: int, buffsize_mb: int) -> int:
+    """Memory one rank needs for ``op`` at ``nbytes``: its send and receive buffers, the host copies the bench
+    fills and checks (as many again), and the emulator's HCCL buffer and scratch (2 x 2 x HCCL_BUFFSIZE MiB)."""
+    lay = layout(op, nbytes, itemsize, nranks)
+    return 2 * (lay.send_count + lay.recv_count) * itemsize + 4 * buffsize_mb * (1 << 20)
+
+
+def available_memory() -> Optional[int]:
+    """Bytes of memory this host can still give (MemAvailable of /proc/meminfo; else free pages), or None."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import os
+
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def check_memory(op: str, maxbytes: int, itemsize: int, nranks: int, local_ranks: int, buffsize_mb: int,
+                 available: Optional[int] = None) -> None:
+    """SizeError naming -e/--maxbytes when ``local_ranks`` ranks of this host cannot hold the largest size.
+
+    Checked before anything is allocated: a size the machine cannot hold is refused with the numbers,
+    instead of allocating until the kernel's OOM killer ends the job.
+    """
+    avail = available_memory() if available is None else available
+    if avail is None:
+        return
+    per_rank = bytes_per_rank(op, maxbytes, itemsize, nranks, buffsize_mb)
+    need = per_rank * local_ranks
+    if need > avail:
+        raise SizeError(f"-e/--maxbytes={format_size(maxbytes)} ({maxbytes} bytes): {op} on {nranks} ranks needs "
+                        f"{per_rank} bytes per rank (send and receive buffers, their checked host copies, and "
+                        f"4 x HCCL_BUFFSIZE={buffsize_mb} MiB of HCCL buffer and scratch), {need} bytes for the "
+                        f"{local_ranks} rank(s) on this host, but only {avail} bytes of memory are available; "
+                        "expected a smaller -e (or fewer ranks per host)")

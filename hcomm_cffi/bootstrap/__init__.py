@@ -43,6 +43,13 @@ and every rank waits until all have arrived, so a rank that never calls ``discov
 emulator, ranks of a ranktable job without ``HCOMM_JOB_SECRET`` (torchrun, mpirun, srun; ``hcomm run``
 exports one) exchange a random job secret over the same channel instead — rank 0 draws it — and export
 it, so two jobs with the same ranktable and job id never join each other's communicators.
+
+Every rank claims its slot of the rendezvous atomically (``rendezvous.py``): two jobs that reach the
+same rendezvous at once (same job id or ranktable, same job directory, same master address) both
+stop with :class:`JobClash` naming the other's process instead of mixing; a ``HCOMM_JOB_SECRET``
+keys the namespace, so jobs with different secrets never meet.  The claims also carry the settings
+every rank must share (``agreement.py``): a difference raises :class:`SettingsDisagree` on every rank.
+An explicit ``rank``/``world_size`` that contradicts the launcher (without ``root_info``) is refused.
 """
 from __future__ import annotations
 
@@ -60,17 +67,19 @@ from .env import (
     ENV_JOB_ID, ENV_JOB_SECRET, ENV_MASTER_ADDR, ENV_MASTER_PORT, ENV_RENDEZVOUS, ENV_RENDEZVOUS_DIR, ENV_RUN_JOB_DIR, SOURCES,
     EnvError, LaunchEnv, detect, int_var, safe_job_id,
 )
-from .errors import BootstrapError, RendezvousTimeout, StoreUnavailable, format_ranks
-from .file_store import FileStore, private_dir, user_dir
+from .agreement import SettingsDisagree, local_settings
+from .errors import BootstrapError, JobClash, RendezvousTimeout, StoreUnavailable, format_ranks
+from .file_store import FileStore, held_by_launcher, private_dir, user_dir
 from .kvstore import KeyValueStore
 from .mpi import mpi_exchange
-from .rendezvous import exchange_root_info, next_generation
+from .rendezvous import exchange_root_info, next_generation, release_claims
 from .tcp_store import TcpStore, TcpStoreServer, serve_tcp_store
 from .torch_store import TorchStore
 
-__all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "RendezvousTimeout", "EnvError", "CHANNELS",
+__all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "JobClash", "SettingsDisagree", "RendezvousTimeout", "EnvError", "CHANNELS",
            "StoreUnavailable", "format_ranks", "KeyValueStore", "FileStore", "TcpStore", "TcpStoreServer",
            "TorchStore", "serve_tcp_store", "exchange_root_info", "mpi_exchange", "next_generation", "private_dir",
+           "release_claims",
            "user_dir"]
 
 CHANNELS = settings.RENDEZVOUS_CHANNELS
@@ -209,11 +218,21 @@ def _exchange(make_blob: Callable[[], bytes], rank: int, size: int, local_size: 
         store = _tcp_store(rank, launch)
     else:
         store = _file_store(job_id, size, local_size)
-    namespace = f"{generation}" if isinstance(store, FileStore) else f"hcomm/{job_id or 'job'}/{generation}"
+    # a job secret (hcomm run exports one per launch) keys the namespace: jobs with different secrets never
+    # meet.  Claims tell concurrent jobs apart, are held and watched after the exchange; unless this is the
+    # private directory of a live hcomm run launcher, rank 0 also lets a complete cohort settle before anyone
+    # proceeds, so the ranks of a second job sharing the rendezvous stop both jobs first (rendezvous.py)
+    secret = settings.value(ENV_JOB_SECRET)
+    tag = hashlib.sha256(str(secret).encode()).hexdigest()[:12] + "-" if secret else ""
+    namespace = f"{tag}{generation}" if isinstance(store, FileStore) else f"hcomm/{job_id or 'job'}/{tag}{generation}"
+    watch = 0.0 if isinstance(store, TorchStore) else timeout     # torch's store is the job's own
+    private = bool(secret) and source == "hcomm-run" and held_by_launcher(str(settings.value(ENV_RUN_JOB_DIR)))
     try:
-        return exchange_root_info(store, rank, size, make_blob, timeout, namespace, timeout_src)
+        return exchange_root_info(store, rank, size, make_blob, timeout, namespace, timeout_src, watch=watch,
+                                  settle=watch > 0 and not private, agree=local_settings())
     finally:
-        store.close()
+        if not watch:
+            store.close()
 
 
 def _needs_job_secret(binding: Any) -> bool:
@@ -261,6 +280,11 @@ def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int]
                              "missing one; pass both rank and world_size")
         if me >= size:
             raise ValueError(f"rank={me} is not below world_size={size}; expected 0 <= rank < world_size")
+        if launch is not None and root_info is None and (launch.size, launch.rank) != (size, me):
+            # the ranks would rendezvous for a world the launcher did not start: say so instead of timing out
+            raise ValueError(f"rank={me} world_size={size} contradicts the launcher ({launch.source}), which started "
+                             f"this process as rank {launch.rank} of {launch.size}; pass the launcher's numbers (or "
+                             "none), or pass root_info= as well to build a world of your own")
         source = "explicit"
         same_world = launch is not None and launch.size == size and launch.rank == me
         local_rank, local_size = (launch.local_rank, launch.local_size) if same_world and launch else (me, size)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from typing import List, Sequence
 
-__all__ = ["BootstrapError", "RendezvousTimeout", "StoreUnavailable", "format_ranks"]
+__all__ = ["BootstrapError", "JobClash", "RendezvousTimeout", "StoreUnavailable", "format_ranks"]
 
 
 class BootstrapError(RuntimeError):
@@ -18,6 +18,10 @@ class RendezvousTimeout(BootstrapError, TimeoutError):
         super().__init__(message)
         self.missing = list(missing)
         self.arrived = list(arrived)
+
+
+class JobClash(BootstrapError):
+    """Two jobs reached the same rendezvous (a slot held by another job's live process): both stop."""
 
 
 class StoreUnavailable(BootstrapError):

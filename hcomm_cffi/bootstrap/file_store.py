@@ -7,17 +7,23 @@ is :func:`user_dir` (``<temp dir>/hcomm-<uid>``).
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import shutil
 import stat
 import tempfile
 import threading
-from typing import List, Optional, Sequence
+import time
+from typing import Dict, List, Optional, Sequence
 
+from ..flocks import lock_held
 from .errors import BootstrapError
 from .kvstore import KeyValueStore
 
-__all__ = ["FileStore", "private_dir", "user_dir"]
+__all__ = ["FileStore", "private_dir", "user_dir", "JOB_LOCK_NAME", "held_by_launcher"]
+
+JOB_LOCK_NAME = ".lock"   # in an hcomm run job directory: flock'ed by the launcher (and its watchdog) for life
 
 
 def private_dir(path: str) -> str:
@@ -43,18 +49,26 @@ def private_dir(path: str) -> str:
     return path
 
 
+def held_by_launcher(job_dir: str) -> bool:
+    """True when ``job_dir`` is a live ``hcomm run`` job directory: its lock file is held by the launcher."""
+    return lock_held(os.path.join(job_dir, JOB_LOCK_NAME)) is True
+
+
 def user_dir(parent: Optional[str] = None) -> str:
     """This user's private directory ``<parent or temp dir>/hcomm-<uid>`` (created and checked)."""
     return private_dir(os.path.join(parent or tempfile.gettempdir(), f"hcomm-{os.getuid()}"))
 
 
 class FileStore(KeyValueStore):
-    """Keys are files under ``root``; a value is published by an atomic rename."""
+    """Keys are files under ``root``; a value is published by an atomic rename, a claim by an exclusive link."""
+
+    persistent = True
 
     def __init__(self, root: str, remove_root: bool = False) -> None:
         self.root = private_dir(root)
         self.remove_root = remove_root  # delete_prefix also removes ``root`` once it is empty
         self.description = f"file rendezvous in {self.root}"
+        self._held: Dict[str, int] = {}   # claims of this store object: key -> fd holding the claim's flock
 
     def _path(self, key: str) -> str:
         if key.startswith("/") or ".." in key.split("/"):
@@ -95,8 +109,101 @@ class FileStore(KeyValueStore):
     def missing(self, keys: Sequence[str]) -> List[str]:
         return [k for k in keys if not os.path.exists(self._path(k))]
 
+    def claim(self, key: str, value: bytes) -> Optional[bytes]:
+        """Create ``key`` exclusively, locked (``flock``) for as long as this process holds the claim.
+
+        A claim file whose lock nobody holds is a dead (or finished) process's: it is removed while we hold
+        its lock, so two processes never both remove a live one, and the claim is retried.
+        """
+        path = self._path(key)
+        for _ in range(50):
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.claim"
+            try:
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except FileNotFoundError:
+                continue            # a concurrent delete_prefix removed the directory: again
+            except OSError as exc:
+                raise BootstrapError(f"{self.description}: cannot claim {path}: {exc.strerror}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.write(fd, value)
+                os.link(tmp, path)          # appears complete and locked, or not at all (like O_EXCL)
+            except (FileExistsError, FileNotFoundError) as exc:
+                os.close(fd)
+                if isinstance(exc, FileNotFoundError):
+                    continue
+            except BaseException:
+                os.close(fd)
+                raise
+            else:
+                self._held[key] = fd
+                return None
+            finally:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+            held = self._stale_or_value(path)
+            if held is not None:
+                return held
+        raise BootstrapError(f"{self.description}: cannot claim {path}: it keeps changing hands")
+
+    def _stale_or_value(self, path: str) -> Optional[bytes]:
+        """The value of a live claim at ``path``; None after removing a dead one (or if it vanished)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            owner = os.fstat(fd).st_uid
+            if owner != os.getuid():
+                raise BootstrapError(f"{self.description}: {path} is owned by uid {owner}, not by this user "
+                                     f"(uid {os.getuid()}): refusing a claim planted by another user")
+            for attempt in range(4):    # a brief probe by alive() holds the lock too: only a lasting lock is a holder
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                        raise
+                    if attempt == 3:
+                        return os.pread(fd, 1 << 16, 0) or b"{}"   # alive: its holder wrote it before linking
+                    time.sleep(0.005)
+            try:                                            # dead, and we hold its lock: remove that very file
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+            return None
+        finally:
+            os.close(fd)
+
+    def alive(self, key: str) -> Optional[bool]:
+        return lock_held(self._path(key))
+
+    def release(self, key: str) -> None:
+        """Drop the claim's lock; the file stays (slower ranks still count it) until the epoch is deleted."""
+        fd = self._held.pop(key, None)
+        if fd is not None:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Drop the locks of the claims this object holds (their files stay, as a finished rank's)."""
+        for fd in self._held.values():
+            os.close(fd)
+        self._held.clear()
+
     def delete_prefix(self, prefix: str) -> None:
-        shutil.rmtree(self._path(prefix), ignore_errors=True)
+        path = self._path(prefix)
+        shutil.rmtree(path, ignore_errors=True)
+        parent = os.path.dirname(path)
+        while parent != self.root and parent.startswith(self.root + os.sep):   # parents left empty go too
+            try:
+                os.rmdir(parent)
+            except OSError:
+                return  # not empty: another epoch or generation is in use
+            parent = os.path.dirname(parent)
         if self.remove_root:
             try:
                 os.rmdir(self.root)

@@ -23,6 +23,10 @@ class TorchStore(KeyValueStore):
             return None
         return bytes(self.store.get(key))
 
+    def claim(self, key: str, value: bytes) -> Optional[bytes]:
+        held = bytes(self.store.compare_set(key, b"", value))   # torch sets it only when the key is absent
+        return None if held == value else held
+
     def missing(self, keys: Sequence[str]) -> List[str]:
         if self.store.check(list(keys)):
             return []

@@ -14,7 +14,7 @@ Behaviour:
 * At start the launcher removes this user's job directories and emulator segments left by dead jobs.
 * Environment of rank r: ``RANK=r``, ``WORLD_SIZE=N``, ``LOCAL_RANK=r``, ``LOCAL_WORLD_SIZE=N``,
   ``HCOMM_RUN_ID`` and ``HCOMM_JOB_ID`` (the job id), ``HCOMM_RUN_JOB_DIR`` (a private directory
-  ``<temp dir>/hcomm-<uid>/run-<job id>-*`` for the root-info rendezvous, removed at the end),
+  ``<temp dir or HCOMM_RENDEZVOUS_DIR>/hcomm-<uid>-run-<job id>-*`` for the root-info rendezvous, removed at the end),
   ``HCOMM_JOB_SECRET`` (random per launch: ranks prove membership of this job with it), ``HCOMM_RUN_NPROCS=N``, ``HCOMM_BACKEND`` (inherited,
   else the backend this machine selects: ``sim`` without CANN), ``MASTER_ADDR=127.0.0.1`` and a free
   ``MASTER_PORT`` (for scripts that also use torch.distributed), ``PYTHONUNBUFFERED=1`` unless set.

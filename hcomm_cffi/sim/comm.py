@@ -24,17 +24,17 @@ import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .._ffi import ffi
-from .config import SimConfig
+from .config import CHECK_MODES, SimConfig
 from .errors import HcclResult, SimError, warn_caller
 from .futex import futex_wait, futex_wake
 from .races import RaceState, chk_bytes
 from .runtime import Queue, SimThread
-from .shm import SHM_DIR, Segment, owner_alive, sweep_stale, user_prefix
+from .shm import SHM_DIR, Segment, check_dir, owner_alive, sweep_stale, user_prefix
 from .tasks import Task
 
 MAGIC = 0x4D534348          # "HCSM"
-LAYOUT_VERSION = 1
-HEADER_WORDS = 16
+LAYOUT_VERSION = 2
+HEADER_WORDS = 20
 SLOT_WORDS = 16 + 64        # slot header + 64 notify words
 MAX_NOTIFIES_PER_CHANNEL = 64
 
@@ -43,7 +43,10 @@ H_MAGIC, H_VERSION, H_STATE, H_NRANKS, H_RANK, H_PID, H_BELL, H_SLEEPING, H_SLOT
 H_BUF_LO, H_BUF_HI = 9, 10
 H_CONNECTED = 11            # set once this rank has mapped every peer (second phase of the rendezvous)
 H_JOB_TAG = 12              # 4 words: proof of membership of the job (job_tag(secret, comm_id)), checked at attach
-STATE_READY, STATE_DESTROYED = 1, 2
+H_CHECK = 16                # 1 + index of this rank's HCOMM_SIM_CHECK mode in CHECK_MODES, compared at attach
+H_REFUSED = 17              # set when this rank found a peer's settings different (the peer waits to see it too)
+REFUSE_LINGER_S = 3.0       # how long a rank that refused a peer keeps its segments for that peer to notice
+STATE_READY, STATE_DESTROYED, STATE_FAILED = 1, 2, 3   # FAILED: an operation of this rank failed
 # slot word indices
 S_STATE, S_PEER, S_ENGINE, S_PROTOCOL, S_NOTIFY_NUM = range(5)
 SLOT_PUBLISHED = 1
@@ -89,7 +92,7 @@ class SimChannel:
         self.local_base = HEADER_WORDS + local_slot * SLOT_WORDS + 16
         peer_ctl = comm.peer_ctl[peer]
         self.peer_ctl = peer_ctl
-        self.peer_ctl_path = peer_ctl.path
+        self.peer_ctl_path = peer_ctl.path   # the name is unlinked once connected: liveness goes by peer_ctl
         self.remote_words = ffi.cast("uint32_t *", peer_ctl.ptr)
         self.remote_base = HEADER_WORDS + remote_slot * SLOT_WORDS + 16
         self.peer_bell_addr = peer_ctl.addr + 4 * H_BELL
@@ -172,6 +175,7 @@ class SimComm:
         self._used_slots = 0
         self.native: Any = None  # state of the native collectives, created on first use
         self.race: Optional[RaceState] = None   # the read/write race checker (HCOMM_SIM_CHECK warn/strict)
+        check_dir()
         sweep_stale()
         ctl_name, buf_name, nat_name = segment_names(comm_id, rank)
         try:
@@ -202,6 +206,7 @@ class SimComm:
         w[H_BUF_LO], w[H_BUF_HI] = self.buffer_bytes & 0xFFFFFFFF, self.buffer_bytes >> 32
         for i, word in enumerate(self.tag):
             w[H_JOB_TAG + i] = word
+        w[H_CHECK] = 1 + CHECK_MODES.index(config.check)
         w[H_STATE] = STATE_READY
         self.peer_ctl[rank] = self.ctl
         self._peer_buf[rank] = self.buf
@@ -213,6 +218,16 @@ class SimComm:
         deadline = time.monotonic() + self.config.connect_timeout_s
         self.map_peers(deadline)
         self.wait_connected(deadline)
+        self.unlink_names()
+
+    def unlink_names(self) -> None:
+        """Once every rank has mapped everyone, this rank's segments need no names: unlinked, nobody outside
+        the communicator can attach to them any more, and the memory goes with the last process that maps it
+        (even when every rank dies without a launcher)."""
+        for seg in (self.ctl, self.buf, self.scratch):
+            seg.unlink()
+        if self.race is not None:
+            self.race.logs[self.rank].seg.unlink()
 
     def map_peers(self, deadline: float) -> None:
         """Wait until every peer's segments exist and agree on the rank count, and map them."""
@@ -226,10 +241,19 @@ class SimComm:
                     still.append(r)
                     continue
                 pw = ffi.cast("uint32_t *", seg.ptr)
+                if not seg.owner_alive():
+                    seg.close()
+                    raise SimError(HcclResult.E_REMOTE, f"rank {self.rank} of communicator {self.name}: rank {r} "
+                                                        "died while connecting (its process exited or was killed)")
                 if pw[H_NRANKS] != self.nranks:
                     seg.close()
                     raise SimError(HcclResult.E_PARA, f"rank {r} of communicator {self.name} was created with "
                                                       f"nRanks={pw[H_NRANKS]}, this rank with {self.nranks}")
+                differs = self._settings_differ(r, pw)
+                if differs:
+                    self._linger(seg)
+                    seg.close()
+                    raise SimError(HcclResult.E_PARA, differs)
                 self.peer_ctl[r] = seg
                 try:
                     self.peer_buffer(r)  # map now, while every rank is known to be alive
@@ -249,6 +273,34 @@ class SimComm:
             delay = min(delay * 2, 0.02)
         self.words[H_CONNECTED] = 1
 
+    def _settings_differ(self, rank: int, pw: Any) -> Optional[str]:
+        """The settings in which peer ``rank``'s header differs from this rank's, as an error text, or None.
+
+        The HCCL buffer size and the checker mode decide where data lands and what is written beside it:
+        ranks that differ would mix data or report mismatches that are not there.
+        """
+        theirs = pw[H_BUF_LO] | (pw[H_BUF_HI] << 32)
+        if theirs != self.buffer_bytes:
+            return (f"rank {self.rank} of communicator {self.name}: HCCL_BUFFSIZE (or config.hcclBufferSize) differs "
+                    f"between ranks: rank {rank} has {theirs // (2 << 20)} MiB, rank {self.rank} has "
+                    f"{self.buffer_bytes // (2 << 20)} MiB; every rank must use the same value")
+        mode = pw[H_CHECK]
+        if mode != self.words[H_CHECK]:
+            theirs_mode = CHECK_MODES[mode - 1] if 1 <= mode <= len(CHECK_MODES) else f"mode {mode}"
+            return (f"rank {self.rank} of communicator {self.name}: HCOMM_SIM_CHECK differs between ranks: rank {rank} "
+                    f"has HCOMM_SIM_CHECK={theirs_mode}, rank {self.rank} has HCOMM_SIM_CHECK={self.config.check}; "
+                    "every rank must run the checker in the same mode")
+        return None
+
+    def _linger(self, peer: Segment) -> None:
+        """Keep this rank's segments up until the refused peer has seen the difference too (or a short while),
+        so it fails with the same text instead of waiting for a rank that is gone."""
+        self.words[H_REFUSED] = 1
+        pw = ffi.cast("uint32_t *", peer.ptr)
+        end = time.monotonic() + REFUSE_LINGER_S
+        while not pw[H_REFUSED] and peer.owner_alive() and time.monotonic() < end:
+            time.sleep(0.005)
+
     def _map_peer_log(self, rank: int) -> None:
         """Map a peer's race-checker segment when both ends check (a peer with the checker off has none)."""
         if self.race is None:
@@ -267,6 +319,10 @@ class SimComm:
                        if not ffi.cast("uint32_t *", self.peer_ctl[r].ptr)[H_CONNECTED]]
             if not waiting:
                 break
+            dead = [r for r in waiting if not self.peer_ctl[r].owner_alive()]
+            if dead:
+                raise SimError(HcclResult.E_REMOTE, f"rank {self.rank} of communicator {self.name}: rank(s) {dead} "
+                                                    "died while connecting (their processes exited or were killed)")
             if time.monotonic() >= deadline:
                 raise SimError(HcclResult.E_TIMEOUT,
                                f"rank {self.rank} of communicator {self.name}: ranks {waiting} of {self.nranks} "
@@ -278,7 +334,7 @@ class SimComm:
     def _open_peer_ctl(self, rank: int) -> Optional[Segment]:
         name = segment_names(self.comm_id, rank)[0]
         try:
-            seg = Segment(name)
+            seg = Segment(name, keep_fd=True)    # kept open: the peer's liveness lock, after the name is gone
         except (FileNotFoundError, ValueError):  # ValueError: created but not sized yet
             return None
         words = ffi.cast("uint32_t *", seg.ptr)
@@ -330,7 +386,7 @@ class SimComm:
                 i, peer, engine, protocol, notify_num, slot = t
                 remote = self._find_remote_slot(peer, engine, protocol)
                 if remote is None:
-                    if not owner_alive(self.peer_ctl[peer].path):
+                    if not self.peer_ctl[peer].owner_alive():
                         raise SimError(HcclResult.E_REMOTE, f"peer rank {peer} of communicator {self.name} is gone")
                     still.append(t)
                     continue
@@ -418,6 +474,17 @@ class SimComm:
         if not self.async_error:
             self.async_error = code
             self.failure = message
+            if not self.destroyed:
+                self.words[H_STATE] = STATE_FAILED   # peers blocked on this rank stop waiting (peer_left)
+
+    def peer_left(self, rank: int) -> Optional[str]:
+        """Why peer ``rank`` will never signal again though its process lives (finalised or failed), or None."""
+        state = ffi.cast("uint32_t *", self.peer_ctl[rank].ptr)[H_STATE]
+        if state == STATE_DESTROYED:
+            return "destroyed its communicator (finalised)"
+        if state == STATE_FAILED:
+            return "failed an operation of this communicator (its own error says why) and will not take part again"
+        return None
 
     def all_threads(self) -> List[SimThread]:
         """Every thread of this rank: acquired ones and the stream-bound ones."""

@@ -122,7 +122,9 @@ class ControlPlane:
             raise SimError(HcclResult.E_PARA, "rootInfo was not produced by HcclGetRootInfo of the emulator "
                                               "(bad magic); pass the 4108 bytes unchanged to every rank")
         comm_id = blob[16:36].decode("ascii", "replace")
-        secret = blob[36:36 + ROOT_SECRET_BYTES]
+        # the root info's secret, and the job's (hcomm run exports one per launch): a rank of another job that
+        # got hold of this root info (e.g. through a shared HCOMM_RUN_JOB_DIR) is still refused at attach
+        secret = blob[36:36 + ROOT_SECRET_BYTES] + (settings.value("HCOMM_JOB_SECRET") or "").encode()
         if n < 1:
             raise SimError(HcclResult.E_PARA, f"nRanks={n}; expected at least 1")
         cfg, name = self._config(config, comm_id)
@@ -249,6 +251,8 @@ class ControlPlane:
                 c.map_peers(deadline)
             for c in made:
                 c.wait_connected(deadline)
+            for c in made:
+                c.unlink_names()
         except BaseException:
             for c in made:
                 self.state.comms.pop(c.handle, None)

@@ -22,7 +22,6 @@ from .errors import (
 )
 from .._ffi import ffi
 from .futex import sched_yield
-from .shm import owner_alive
 from .tasks import (  # the kind codes and names are re-exported: runtime.py named them first
     C_RECORD, C_WAIT, CALL, COPY, EVENT_RECORD, EVENT_WAIT, KIND_NAMES, READ, READ_REDUCE, REDUCE, REDUCE3, T_RECORD,
     T_WAIT, UFUNC, WRITE, WRITE_REDUCE, Task, task_bytes,
@@ -36,6 +35,7 @@ _cast = ffi.cast
 SPIN_ROUNDS = 200           # sched_yield polls of the awaited words before sleeping on the doorbell
 MAX_SLEEP_S = 0.02          # bound on one futex sleep (guards against a lost wake-up)
 LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers still exist
+PEER_LEFT_GRACE_S = 1.0     # a wait blocked this long on a peer that left its communicator fails naming it
 
 __all__ = ["Queue", "SimThread", "SimEvent", "Executor", "CheckerWarning", "EXECUTOR", "KIND_NAMES",
            "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
@@ -180,7 +180,7 @@ class Executor:
                     self._expire(now)
                     if now - self.last_liveness >= LIVENESS_EVERY_S:
                         self.last_liveness = now
-                        self._check_peers()
+                        self._check_peers(now)
                 if done():
                     return True
                 if deadline is not None and now >= deadline:
@@ -489,18 +489,37 @@ class Executor:
             return "no thread of this rank is waiting on a peer"
         return "this rank's threads wait on peers: " + "; ".join(sorted(waits))
 
-    def _check_peers(self) -> None:
+    def _check_peers(self, now: float) -> None:
         for q in list(self.active):
             if not q.blocked_since or not q.tasks:
                 continue
             t = q.tasks[0]
             if t[0] == C_WAIT:
                 ch = t.channel
-                if not owner_alive(ch.peer_ctl_path):
+                if ch.local_words[ch.local_base + t.index]:
+                    continue     # the peer signalled before it went: the wait completes at the next step
+                left = ch.comm.peer_left(ch.peer)    # its header stays readable: the mapping outlives its owner
+                if left is not None and left.startswith("destroyed") and not ch.local_words[ch.local_base + t.index]:
+                    self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
+                                    f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
+                                    f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
+                                    f"(step {q.executed}): every rank must issue the same operations")
+                    continue
+                if not ch.peer_ctl.owner_alive() and not ch.local_words[ch.local_base + t.index]:   # read again
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} is gone (its process "
                                     f"exited or was killed) while rank {ch.comm.rank} {t.thread.label} waited on "
                                     f"channel notify {t.index}")
+                    continue
+                # alive but out of the communicator (finalised, or failed and carrying on): it will never signal;
+                # after a grace, so a peer's own, more precise error (e.g. a mismatch it found) comes first
+                if now - q.blocked_since < PEER_LEFT_GRACE_S:
+                    continue
+                if left is not None and not ch.local_words[ch.local_base + t.index]:
+                    self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
+                                    f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
+                                    f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
+                                    f"(step {q.executed}): every rank must issue the same operations")
 
     # ------------------------------------------------------------------ sleeping
     def _doorbells(self) -> List[Tuple[Any, int]]:

@@ -18,13 +18,24 @@ from typing import List, Optional
 
 from .. import settings
 from .._ffi import ffi
+from ..flocks import lock_held
 from . import cleanup
 from .errors import HcclResult, SimError
 
 SHM_DIR = str(settings.value("HCOMM_SIM_SHM_DIR"))  # read once: segments of one process live in one directory
 PREFIX = "hcomm_"
 
-__all__ = ["Segment", "owner_alive", "sweep_stale", "list_segments", "user_prefix", "SHM_DIR", "PREFIX"]
+__all__ = ["Segment", "owner_alive", "sweep_stale", "list_segments", "user_prefix", "check_dir", "SHM_DIR", "PREFIX"]
+
+
+def check_dir() -> None:
+    """SimError naming HCOMM_SIM_SHM_DIR when it is not a directory this process can create segments in."""
+    what = ("a file" if os.path.exists(SHM_DIR) else "missing") if not os.path.isdir(SHM_DIR) else (
+        "not writable by this user" if not os.access(SHM_DIR, os.W_OK | os.X_OK) else "")
+    if what:
+        raise SimError(HcclResult.E_PARA, f"HCOMM_SIM_SHM_DIR={SHM_DIR!r} is {what}; expected an existing directory "
+                                          "this user can write, for the emulator's shared-memory segments (default "
+                                          "/dev/shm, a tmpfs)")
 
 
 def user_prefix() -> str:
@@ -35,10 +46,13 @@ def user_prefix() -> str:
 class Segment:
     """One mapped /dev/shm file; ``ptr`` is a ``char *`` to its first byte in this process."""
 
-    __slots__ = ("name", "path", "size", "owner", "_fd", "_mm", "ptr", "addr")
+    __slots__ = ("name", "path", "size", "owner", "_fd", "_probe", "_mm", "ptr", "addr")
 
-    def __init__(self, name: str, size: int = 0, create: bool = False) -> None:
+    def __init__(self, name: str, size: int = 0, create: bool = False, keep_fd: bool = False) -> None:
+        """Create (and lock) or map an existing segment; ``keep_fd`` keeps a mapped segment's file open so
+        :meth:`owner_alive` works after the name is unlinked."""
         self.name = name
+        self._probe: Optional[int] = None
         self.path = os.path.join(SHM_DIR, name)
         self.owner = create
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
@@ -70,13 +84,32 @@ class Segment:
             self._fd: Optional[int] = fd  # keeps the liveness lock
             cleanup.owned(self.path)
         else:
-            os.close(fd)
             self._fd = None
+            if keep_fd:
+                self._probe = fd
+            else:
+                os.close(fd)
         self.ptr = ffi.cast("char *", ffi.from_buffer(self._mm))
         self.addr = int(ffi.cast("uintptr_t", self.ptr))
 
+    def owner_alive(self) -> bool:
+        """True while the creator holds its lock; needs ``keep_fd`` (checks the path otherwise)."""
+        if self._probe is None:
+            return owner_alive(self.path)
+        try:
+            fcntl.flock(self._probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return True
+            raise
+        fcntl.flock(self._probe, fcntl.LOCK_UN)
+        return False
+
     def close(self) -> None:
         """Unmap (and, for the owner, drop the lock).  Safe to call twice."""
+        if self._probe is not None:
+            os.close(self._probe)
+            self._probe = None
         if self._mm is None:
             return
         self.ptr = ffi.NULL
@@ -136,21 +169,7 @@ def owner_alive(path: str) -> bool:
 
     A file this user cannot open (another user's) counts as alive: it is never ours to remove.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            return True
-        raise
-    finally:
-        os.close(fd)  # closing releases a lock we may have taken
-    return False
+    return bool(lock_held(path))
 
 
 def list_segments(prefix: Optional[str] = None) -> List[str]:
@@ -158,7 +177,7 @@ def list_segments(prefix: Optional[str] = None) -> List[str]:
     start = user_prefix() if prefix is None else prefix
     try:
         return sorted(n for n in os.listdir(SHM_DIR) if n.startswith(start))
-    except (FileNotFoundError, PermissionError):
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
         return []
 
 
