@@ -183,7 +183,7 @@ class PointToPoint:
 
     def _request(self, lane: Lane, what: str, finish: Any, slot: int = observe.NO_SLOT) -> Request:
         def sync(timeout: Optional[float]) -> bool:
-            if self.comm._destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
+            if self.comm.destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
                 raise CommError(f"rank {self.comm.rank}: {what} on communicator {self.comm.name!r} can no longer "
                                 "complete: the communicator was destroyed (hcomm.finalize() or destroy()) while it "
                                 "was pending; wait for requests before destroying their communicator")

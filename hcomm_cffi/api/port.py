@@ -98,6 +98,11 @@ class CommPort:
         return fr
 
     @property
+    def destroyed(self) -> bool:
+        """It was destroyed (finalize() or destroy())."""
+        return self._c._destroyed
+
+    @property
     def broken(self) -> Optional[str]:
         """Why it is unusable after a failure (None while it works)."""
         return self._c._broken

@@ -386,8 +386,11 @@ class SimComm:
                 i, peer, engine, protocol, notify_num, slot = t
                 remote = self._find_remote_slot(peer, engine, protocol)
                 if remote is None:
-                    if not self.peer_ctl[peer].owner_alive():
-                        raise SimError(HcclResult.E_REMOTE, f"peer rank {peer} of communicator {self.name} is gone")
+                    left = self.peer_left(peer)      # finalised or failed: it will never answer either
+                    if left is not None or not self.peer_ctl[peer].owner_alive():
+                        raise SimError(HcclResult.E_REMOTE, f"peer rank {peer} of communicator {self.name} "
+                                                            f"{left or 'is gone'}, while this rank connected a "
+                                                            "channel to it")
                     still.append(t)
                     continue
                 remote_slot, remote_notify = remote
