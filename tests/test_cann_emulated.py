@@ -192,6 +192,33 @@ def test_cann_backend_runs_every_collective_and_algorithm(install: Any) -> None:
         assert out["p2p"] == xs[(rank - 1) % n].tolist()
 
 
+def _mismatch_body(rank: int, n: int, root: bytes) -> List[str]:
+    """The cann backend (staging, no host tasks): the signature handshake is compared once the call completed."""
+    import hcomm_cffi as hcomm
+
+    w = hcomm.init(rank=rank, world_size=n, root_info=root)
+    out = []
+    try:
+        for algo in ("ring", "native"):
+            comm = hcomm.Comm(f"mismatch-{algo}")
+            try:
+                comm.allreduce(np.ones(4 if rank else 8, np.float32), algorithm=algo)
+                out.append("no error")
+            except hcomm.CollectiveMismatchError as exc:
+                out.append(str(exc))
+    finally:
+        hcomm.finalize()
+    return out
+
+
+def test_cann_backend_catches_mismatched_collectives(install: Any) -> None:
+    results = run_ranks(2, _mismatch_body, timeout=120, env={**_cann_env(install), "HCCL_EXEC_TIMEOUT": "10"})
+    for rank, msgs in enumerate(results):
+        for algo, msg in zip(("ring", "native"), msgs):
+            assert msg.startswith(f"rank {rank} of communicator 'mismatch-{algo}': ranks disagree on the count"), msg
+            assert "count 8 fp32" in msg and "count 4 fp32" in msg, msg
+
+
 def _error_body(rank: int, n: int, root: bytes) -> str:
     from hcomm_cffi._ffi import ffi
     from hcomm_cffi.binding import Binding

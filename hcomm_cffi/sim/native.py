@@ -132,11 +132,11 @@ def _describe(sig: bytes) -> str:
     return text + (f", root {root}" if root >= 0 else "")
 
 
-def _compare_signatures(c: SimComm, peers: List[int], at: int, mine: Any) -> None:
-    """Checker task: every peer's signature slot equals this rank's (else the queue fails, naming both calls)."""
-    want = ffi.buffer(mine)[:]
-    for p in peers:
-        got = ffi.buffer(c.peer_scratch[p].ptr + at, SIG_BYTES)[:]
+def _compare_signatures(c: SimComm, peers: List[int], slots: List[Any], want: bytes) -> None:
+    """Checker task: every peer's signature slot (``slots``: buffers over them, made once) equals this rank's
+    ``want`` (else the queue fails, naming both calls)."""
+    for p, slot in zip(peers, slots):
+        got = slot[:]
         if got != want:
             raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
                               f"checker: {COLLECTIVE_MISMATCH}: rank {c.rank} of communicator {c.name} is in "
@@ -211,8 +211,10 @@ class _Plan:
             for p in peers:
                 self.tasks.append(ChannelWait(self.th, self.ch[p], idx, 0.0))
             if slot is not None:
-                self.tasks.append(HostCall(partial(_compare_signatures, self.comm, list(peers), self._sig_at(slot),
-                                                   self.signature)))
+                at = self._sig_at(slot)
+                slots = [ffi.buffer(self.comm.peer_scratch[p].ptr + at, SIG_BYTES) for p in peers]
+                self.tasks.append(HostCall(partial(_compare_signatures, self.comm, list(peers), slots,
+                                                   bytes(ffi.buffer(self.signature)))))
 
     def reduce_all(self, dst: Any, offset: int, n: int, dt: DataType, op: ReduceOp, own: Any = None) -> None:
         """``dst`` = the ``op``-reduction, in rank order, of ``n`` elements at ``offset`` of every rank's scratch.
