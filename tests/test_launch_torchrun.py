@@ -23,7 +23,7 @@ rc = main([])
 from torch.distributed import distributed_c10d
 store = distributed_c10d._get_default_store()
 job = os.environ["TORCHELASTIC_RUN_ID"]
-key = f"hcomm/torchrun-{job}/0/arrived/{dist.get_rank()}"
+key = f"hcomm/torchrun-{job}/0/e0/claim/{dist.get_rank()}"   # the rank's claim of its rendezvous slot
 print(f"torch store holds {key}: {store.check([key])}", flush=True)
 dist.destroy_process_group()
 sys.exit(rc)
