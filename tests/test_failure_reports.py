@@ -282,6 +282,34 @@ def test_env_straggler_and_absent_rank(shm, tmp_path):
         _sweep(shm)
 
 
+def test_env_sigterm_dumps_every_rank_and_leaves_no_segment(shm, tmp_path):
+    """SIGTERM (what torchrun sends the survivors) runs every hook of the package: the flight recorder's dump and
+    the emulator's unlinking (each once kept the other's handler out), then the rank still dies of SIGTERM."""
+    fr = str(tmp_path / "fr")
+    procs = _env_ranks(3, "absent", _env(shm, HCOMM_FR_DIR=fr), ["--sleep", "30"])
+    lines = _Lines(procs)
+    try:
+        for r in range(3):
+            lines.first(rf"rank {r}: 3 allreduces done", 60)
+        time.sleep(0.5)                         # ranks 0 and 2 wait in allreduce #4, rank 1 sleeps
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        codes = [p.wait(timeout=30) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+    assert codes == [-signal.SIGTERM] * 3, (codes, lines.text())
+    for t in lines.threads:
+        t.join(timeout=10)
+    assert lines.text().count(f"stopped by SIGTERM; `hcomm doctor {fr}` explains") == 3, lines.text()
+    doc = _doctor(fr)
+    assert "dumps from ranks 0,1,2" in doc and "ranks 0,1,2: SIGTERM" in doc, doc
+    assert all(f"rank {r}: allreduce #{4 if r != 1 else 3} (4 KiB fp32, op sum) " in doc for r in range(3)), doc
+    assert os.listdir(shm) == [], os.listdir(shm)
+
+
 def test_env_mismatch_and_killed(shm, tmp_path):
     for mode in ("mismatch", "killed"):
         fr = str(tmp_path / mode)
