@@ -15,7 +15,8 @@ anonymous memory.
 :func:`dump_all` writes every live ring of the process as one JSON file
 (``<job>.rank<R>.json``); it is called on a collective/point-to-point timeout, on a peer's death,
 on ``SIGUSR1`` and on ``SIGTERM`` (a launcher stopping the job: the process then dies of SIGTERM as
-before; each handler is installed only where the signal has none) and by ``Comm.dump_flight_recorder()``.  ``hcomm doctor DIR`` (:mod:`hcomm_cffi.desync`) reads the dumps
+before; with the package's other SIGTERM hooks, :mod:`hcomm_cffi.sigterm`; each handler is installed only
+where the signal has none) and by ``Comm.dump_flight_recorder()``.  ``hcomm doctor DIR`` (:mod:`hcomm_cffi.desync`) reads the dumps
 and the rings of dead ranks and explains the desync.
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from . import settings
+from . import settings, sigterm
 
 __all__ = ["FlightRecorder", "RECORD", "HEADER", "STATES", "ISSUED", "RUNNING", "DONE", "FAILED", "MAGIC",
            "directory", "dump_all", "read_ring", "recorders", "DUMP_SUFFIX", "RING_SUFFIX", "job_id", "ENDS",
@@ -327,23 +328,18 @@ def _on_sigusr1(signum: int, frame: Any) -> None:
         sys.stderr.write(f"hcomm: SIGUSR1: could not write the flight recorder: {exc}\n")
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    """SIGTERM (a launcher stopping the job): dump every ring, say so in them, then die of SIGTERM as before."""
-    try:
-        rings = recorders()
-        path = dump_all(f"SIGTERM (after: {_last_reason[0]})" if _last_reason else "SIGTERM")
-        for ring in rings:
-            if ring.ended() == LIVE:      # an error already ending the process says more
-                ring.end(EXITED, "signal SIGTERM")
-        if path is not None and not settings.value("HCOMM_RUN_JOB_DIR"):    # hcomm run reports itself
-            sys.stderr.write(f"hcomm: rank {min(r.world_rank for r in rings)} stopped by SIGTERM; `hcomm doctor "
-                             f"{os.path.dirname(path)}` explains where every rank was\n")
-            sys.stderr.flush()
-    except Exception:                     # noqa: BLE001 - nothing may keep SIGTERM from ending the process
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+def _on_sigterm() -> None:
+    """SIGTERM (a launcher stopping the job): dump every ring and say so in them (the process then dies of SIGTERM,
+    see :mod:`hcomm_cffi.sigterm`)."""
+    rings = recorders()
+    path = dump_all(f"SIGTERM (after: {_last_reason[0]})" if _last_reason else "SIGTERM")
+    for ring in rings:
+        if ring.ended() == LIVE:      # an error already ending the process says more
+            ring.end(EXITED, "signal SIGTERM")
+    if path is not None and not settings.value("HCOMM_RUN_JOB_DIR"):    # hcomm run reports itself
+        sys.stderr.write(f"hcomm: rank {min(r.world_rank for r in rings)} stopped by SIGTERM; `hcomm doctor "
+                         f"{os.path.dirname(path)}` explains where every rank was\n")
+        sys.stderr.flush()
 
 
 def _install_sigusr1() -> None:
@@ -354,6 +350,5 @@ def _install_sigusr1() -> None:
     _handler["installed"] = True
     if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
         signal.signal(signal.SIGUSR1, _on_sigusr1)
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    sigterm.add_hook(_on_sigterm)
 

@@ -5,8 +5,8 @@ process started by multiprocessing (fork, forkserver or spawn: its children end 
 ``os._exit``) nor in one ended by SIGTERM (torchrun and ``hcomm run`` stop the survivors of a
 failed rank so).  So with the first segment a process creates, two more hooks are installed:
 a ``multiprocessing.util.Finalize`` (run by a multiprocessing child as it exits, also after
-an exception) and, when SIGTERM still has its default action, a handler that unlinks the
-segments and then dies of SIGTERM as before.  Unlinking is all they do: a segment's name goes,
+an exception) and a SIGTERM hook (:mod:`hcomm_cffi.sigterm`: installed when SIGTERM still has its
+default action) that unlinks the segments before the process dies of SIGTERM as before.  Unlinking is all they do: a segment's name goes,
 peers keep their mappings and see the owner's lock drop when the process is gone.  Both hooks also
 sweep the segments of owners already dead (:func:`hcomm_cffi.sim.shm.sweep_stale`): a peer killed
 by SIGKILL cannot unlink its own, and torchrun stops the survivor before its destroy would.
@@ -14,9 +14,9 @@ by SIGKILL cannot unlink its own, and torchrun stops the survivor before its des
 from __future__ import annotations
 
 import os
-import signal
-import threading
 from typing import Any, Callable, List, Optional, Set
+
+from .. import sigterm
 
 __all__ = ["owned", "disowned", "unlink_owned", "set_sweeper"]
 
@@ -64,15 +64,7 @@ def _install() -> None:
     import multiprocessing.util
 
     multiprocessing.util.Finalize(None, unlink_owned, exitpriority=0)
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _on_sigterm)
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    """Unlink, then end of SIGTERM as the default action would (same exit status for the launcher)."""
-    unlink_owned()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
+    sigterm.add_hook(unlink_owned)        # with the package's other SIGTERM hooks (the flight recorder's dump)
 
 
 def _after_fork() -> None:
