@@ -196,6 +196,8 @@ class Comm:
         self._issuer = Issuer(self._port, self._stream)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
+        if self.size > 1:
+            self._connect_library_collectives()
         self._flight = observe.created(self._port, self.size - 1 if self.size <= P2P_PRECONNECT_MAX else 0)
 
     def _connect_peers(self) -> None:
@@ -212,6 +214,17 @@ class Comm:
         for proto, peers in sorted(by_proto.items()):
             descs = make_channel_descs(peers, proto, NOTIFIES_PER_CHANNEL)
             self.binding.channel_acquire(self._handle, ENGINE, descs, len(peers))
+
+    def _connect_library_collectives(self) -> None:
+        """Set up the library collectives' links now (one library barrier), while every rank is here.
+
+        The library sets them up at a communicator's first library collective (algorithm=native) and
+        blocks that call until every peer makes its own first one (up to HCCL_CONNECT_TIMEOUT): a
+        started collective (``async_op``, torch's works) would block in its start, past the caller's
+        timeout, and a rank that never calls one would be a link-setup timeout, not a wait naming it.
+        """
+        self.binding.barrier(self._handle, self._stream)
+        self.binding.synchronize_stream(self._stream)
 
     # ------------------------------------------------------------------ basics
     def get_rank(self) -> int:
