@@ -62,7 +62,7 @@ from . import affinity, flightwatch
 from .jobdir import create_job_dir, sweep_dead_job_dirs
 from .watchdog import DONE
 
-__all__ = ["LaunchConfig", "launch", "add_arguments", "config_from_args", "main", "ENV_RUN_NPROCS",
+__all__ = ["LaunchConfig", "launch", "add_arguments", "config_from_args", "main", "check_local_ranks", "ENV_RUN_NPROCS",
            "EXIT_TIMEOUT", "LaunchError"]
 
 ENV_RUN_NPROCS = "HCOMM_RUN_NPROCS"
@@ -107,12 +107,17 @@ class LaunchConfig:
             raise LaunchError(f"--grace={self.grace!r}; expected a number of seconds >= 0")
         if self.job_id is not None and not _JOB_ID_RE.match(self.job_id):
             raise LaunchError(f"--job-id={self.job_id!r}; expected 1-64 characters from [A-Za-z0-9_.-]")
-        limit, why = max_ranks({**os.environ, **self.env})
-        if self.nprocs > limit:
-            raise LaunchError(f"{self.nprocs} ranks exceed the limit of {limit} local ranks ({why}): every rank is "
-                              f"a process, more only oversubscribe the cores; set HCOMM_MAX_RANKS={self.nprocs} to "
-                              "start them anyway")
+        check_local_ranks(self.nprocs, {**os.environ, **self.env})
         _check_ranktable({**os.environ, **self.env}, self.nprocs)
+
+
+def check_local_ranks(nprocs: int, environ: Optional[Mapping[str, str]] = None) -> None:
+    """LaunchError when ``nprocs`` local ranks exceed :func:`max_ranks` (checked before anything else needs them)."""
+    limit, why = max_ranks(environ)
+    if nprocs > limit:
+        raise LaunchError(f"{nprocs} ranks exceed the limit of {limit} local ranks ({why}): every rank is "
+                          f"a process, more only oversubscribe the cores; set HCOMM_MAX_RANKS={nprocs} to "
+                          "start them anyway")
 
 
 def max_ranks(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, str]:
