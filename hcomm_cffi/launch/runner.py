@@ -19,7 +19,7 @@ Behaviour:
   else the backend this machine selects: ``sim`` without CANN), ``MASTER_ADDR=127.0.0.1`` and a free
   ``MASTER_PORT`` (for scripts that also use torch.distributed), ``PYTHONUNBUFFERED=1`` unless set.
   ``TORCHELASTIC_*`` variables of an enclosing torchrun job are removed.  ``HCOMM_FR_DIR`` (the flight
-  recorders), unless set: ``<temp dir>/hcomm-<uid>/flight-<job id>``, kept after the job when it holds
+  recorders), unless set: ``<temp dir>/hcomm-<uid>-flight-<job id>-XXXXXXXX``, kept after the job when it holds
   anything (``flightwatch.py``).
 * Reports: when a rank fails, the desync report (who is in which operation, who never arrived, who
   finalised, exited or is gone) and the ``hcomm doctor DIR`` command that reproduces it; while ranks
@@ -316,7 +316,10 @@ class _Job:
         base = dict(os.environ)
         base.update(self.config.env)
         base["HCOMM_BACKEND"] = self.backend
-        self.flight_dir = flightwatch.flight_dir(base, self.job_id)
+        try:
+            self.flight_dir = flightwatch.flight_dir(base, self.job_id)
+        except BootstrapError as exc:
+            raise LaunchError(str(exc)) from None
         if not settings.value("HCOMM_FR_DIR", base):
             base["HCOMM_FR_DIR"] = self.flight_dir
             self.own_flight_dir = True
