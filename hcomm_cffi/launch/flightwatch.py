@@ -59,7 +59,7 @@ def sweep_old(now: Optional[float] = None) -> List[str]:
     """Remove this user's kept flight directories older than KEEP_DAYS; returns the paths removed."""
     base = tempfile.gettempdir()
     cutoff = (time.time() if now is None else now) - KEEP_DAYS * 86400
-    removed = []
+    removed: List[str] = []
     try:
         names = os.listdir(base)
     except OSError:
