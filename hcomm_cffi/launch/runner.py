@@ -330,7 +330,8 @@ class _Job:
             command.insert(0, sys.executable)
         n = self.config.nprocs
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-m", "hcomm_cffi.launch.watchdog", self.job_dir], env=base, stdin=subprocess.PIPE,
+            [sys.executable, "-m", "hcomm_cffi.launch.watchdog", self.job_dir,
+             *([self.flight_dir] if self.own_flight_dir else [])], env=base, stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
             pass_fds=(self.lock_fd,), text=True)
         for rank in range(n):
