@@ -213,7 +213,7 @@ VARIABLES: Tuple[Variable, ...] = (
              "operations the flight recorder keeps per communicator (0: off)"),
     Variable("HCOMM_FR_DIR", "fr_dir", _path, None,
              "where every rank writes its flight recorder on a timeout, a peer's death or SIGUSR1 (default: "
-             "a directory hcomm run keeps after the job, hcomm-<uid>/flight-<job id> in the temp dir)"),
+             "a directory hcomm run keeps after the job, hcomm-<uid>-flight-<job id>-XXXXXXXX in the temp dir)"),
     Variable("HCOMM_STUCK_REPORT_S", "stuck_report_s", lambda n, r: _seconds(n, r, 0, EXEC_TIMEOUT_MAX_S, False, False),
              60.0, "seconds without progress on any rank of a communicator after which the desync report is "
              "written (by hcomm run, else by each rank) while the job keeps waiting; 0 = never"),

@@ -144,6 +144,32 @@ def test_ranktable_needs_no_exchange(tmp_path, monkeypatch):
     assert os.environ["HCOMM_JOB_ID"] == spec.job_id  # the emulator mixes it into ranktable comm ids
 
 
+@pytest.mark.parametrize("emulator", [False, True])
+def test_ranktable_job_secret_is_exchanged_only_for_the_emulator(tmp_path, monkeypatch, emulator):
+    """The backend contract decides: CANN never reads a job secret; the emulator's ranks exchange one (here rank 0
+    never comes, so rank 1 times out naming it)."""
+    from dataclasses import replace
+
+    from hcomm_cffi.lib.contract import CANN
+
+    table = {"status": "completed", "version": "1.0", "server_count": "1", "server_list": [
+        {"server_id": "s", "device": [{"device_id": str(d), "rank_id": str(d)} for d in range(2)]}]}
+    (tmp_path / "rt.json").write_text(json.dumps(table))
+    monkeypatch.setenv("RANK_TABLE_FILE", str(tmp_path / "rt.json"))
+    monkeypatch.setenv("RANK_ID", "1")
+    monkeypatch.setenv("HCOMM_RENDEZVOUS_DIR", str(tmp_path))
+    monkeypatch.delenv("HCOMM_JOB_SECRET", raising=False)
+    binding = FakeBinding()
+    binding.lib = types.SimpleNamespace(capabilities=replace(CANN, emulator=emulator))
+    if emulator:
+        with pytest.raises(RendezvousTimeout, match=r"rank\(s\) 0 of 2 did not arrive"):
+            discover(binding, timeout=1)
+        release_claims()
+    else:
+        assert discover(binding).ranktable == str(tmp_path / "rt.json") and "HCOMM_JOB_SECRET" not in os.environ
+    assert binding.calls == 0
+
+
 # ---------------------------------------------------------------------------------------------- one process per rank
 def _discover_as(rank: int, n: int, _root: bytes, env: dict, timeout: float = 10):
     os.environ.update({k: v.format(rank=rank) for k, v in env.items()})

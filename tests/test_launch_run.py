@@ -136,8 +136,17 @@ def test_launcher_killed_takes_its_ranks_along(job):
     os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up: PR_SET_PDEATHSIG must do it
     proc.communicate()
     assert wait_gone(pids(job.state)) == []
+    flight = f"hcomm-{os.getuid()}-flight-orphans-"     # the launcher made it; no rank wrote to it
+
+    def flight_left() -> list:
+        return [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(flight)]
+
+    end = time.monotonic() + 15
+    while flight_left() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert flight_left() == [], "the watchdog removes the empty flight recorder directory of a killed launcher"
     for leftover in os.listdir(tempfile.gettempdir()):
-        if leftover.startswith("hcomm-run-orphans-"):
+        if leftover.startswith(f"hcomm-{os.getuid()}-run-orphans-"):
             shutil.rmtree(os.path.join(tempfile.gettempdir(), leftover), ignore_errors=True)
 
 

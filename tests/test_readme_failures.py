@@ -34,7 +34,7 @@ def _blocks() -> List[Tuple[str, List[str]]]:
 
 def _normal(line: str) -> str:
     """A line with what changes from run to run replaced: times, pids, job ids, the temp directory."""
-    line = re.sub(r"\S*/hcomm-\d+/flight-[0-9a-f]{12}", "DIR", line)
+    line = re.sub(r"\S*/hcomm-\d+-flight-[0-9a-f]{12}-\w+", "DIR", line)
     line = re.sub(r"\b[0-9a-f]{12}\b", "JOB", line)
     line = re.sub(r"\bpid \d+", "pid N", line)
     return re.sub(r"\b\d+(\.\d+)? s\b", "N s", line)

@@ -1,6 +1,7 @@
 """Build the wheel in a fresh venv, check it is pure Python with the generated cffi module, install and import it."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -11,7 +12,9 @@ from srccopy import copy_sources
 
 
 def run(cmd: list, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    # without PYTHONPATH: a checkout on it (how the suite runs a worktree) would shadow the installed wheel
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
 

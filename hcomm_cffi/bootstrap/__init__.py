@@ -236,8 +236,13 @@ def _exchange(make_blob: Callable[[], bytes], rank: int, size: int, local_size: 
 
 
 def _needs_job_secret(binding: Any) -> bool:
-    """The emulator keys ranktable communicators by the job secret; CANN's HCCL never reads it."""
-    return bool(binding.lib.capabilities.emulator)
+    """The emulator keys ranktable communicators by the job secret; CANN's HCCL never reads it.
+
+    Asked of the library behind ``binding`` (its ``lib.capabilities``, lib/contract.py); a binding without
+    one only makes root infos and creates no communicator, so nothing of it reads a secret.
+    """
+    lib = getattr(binding, "lib", None)
+    return lib is not None and bool(lib.capabilities.emulator)
 
 
 def _random_blob() -> bytes:
@@ -255,7 +260,8 @@ def discover(binding: Any, rank: Optional[int] = None, world_size: Optional[int]
              select_device: Optional[Callable[[int], None]] = None) -> WorldSpec:
     """This process's :class:`WorldSpec`, with the root info exchanged among all ranks (see module doc).
 
-    ``binding`` needs ``get_root_info()`` (called on rank 0 only, and only when an exchange is needed).
+    ``binding`` needs ``get_root_info()`` (called on rank 0 only, and only when an exchange is needed); on a
+    ranktable job of several ranks its ``lib.capabilities`` (when it has a lib) say whether a job secret is exchanged.
     ``select_device(local_rank)``, when given, is called once this rank's local rank is known and before
     any root info is asked for: CANN's HcclGetRootInfo fails (HCCL_E_RUNTIME) without a device.
     Collective: every rank of the job calls it, the same number of times.  Raises ValueError/EnvError for

@@ -170,6 +170,13 @@ def parse_config(args: argparse.Namespace, nranks: Optional[int] = None) -> Tupl
     cfg = BenchConfig(op=op, sizes=tuple(sweep), iters=iters, warmup=warmup, check=bool(check), dtype=dtype,
                       redop=redop, root=root, algorithm=algos[0])
     n = nranks if nranks is not None else (ranks if ranks is not None else 2)
+    if nranks is None and ranks is not None:   # this command will start -N local ranks: the launcher's bound first
+        from ..launch.runner import LaunchError, check_local_ranks
+
+        try:
+            check_local_ranks(ranks)
+        except LaunchError as exc:
+            raise CliError(f"-N/--ranks {ranks}: {exc}") from None
     try:
         cfg.validate(n)
     except ValueError as exc:

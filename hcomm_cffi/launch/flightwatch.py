@@ -1,9 +1,11 @@
 """What ``hcomm run`` does with the ranks' flight recorders: keep them past the job, report failures and stalls.
 
-* Where: the ranks' ``HCOMM_FR_DIR``; when the user set none, ``<temp dir>/hcomm-<uid>/flight-<job id>``
-  (exported to the ranks), outside the job directory so that what the report names is still there
-  after the job: ``hcomm doctor DIR`` reproduces the report.  It is removed at the end unless a
-  report named it; kept directories older than :data:`KEEP_DAYS` are swept by later launches.
+* Where: the ranks' ``HCOMM_FR_DIR``; when the user set none, a new ``<temp dir>/hcomm-<uid>-flight-<job
+  id>-XXXXXXXX`` (``mkdtemp``: created exclusively, ``0700``, so no directory another user made first stands
+  in the way, as for job directories), exported to the ranks, outside the job directory so that what the
+  report names is still there after the job: ``hcomm doctor DIR`` reproduces the report.  It is removed
+  at the end unless a report named it; kept directories older than :data:`KEEP_DAYS` are swept by later
+  launches.
 * A failure: when a rank fails after dumping its flight recorder (a collective timed out, a peer
   died, the signature check found a mismatch) or was killed, the launcher asks the ranks still
   running for their dumps (SIGUSR1, the handler :mod:`hcomm_cffi.flight` installs), lets ranks that
@@ -18,11 +20,14 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import stat
+import tempfile
 import time
 from typing import Any, Dict, List, Mapping, Optional, Set
 
 from .. import settings
-from ..bootstrap.file_store import user_dir
+from ..bootstrap.errors import BootstrapError
+from ..bootstrap.file_store import private_dir
 
 __all__ = ["flight_dir", "dumped", "collect", "report_lines", "sweep_old", "StallWatch", "COLLECT_S", "KEEP_DAYS",
            "FLIGHT_PREFIX"]
@@ -33,23 +38,40 @@ FLIGHT_PREFIX = "flight-"
 POLL_S = 1.0           # how often the launcher reads the rings for a stall
 
 
+def _prefix() -> str:
+    return f"hcomm-{os.getuid()}-{FLIGHT_PREFIX}"
+
+
 def flight_dir(env: Mapping[str, str], job_id: str) -> str:
-    """Where the ranks write: HCOMM_FR_DIR of their environment, else ``<user dir>/flight-<job id>``."""
-    return settings.value("HCOMM_FR_DIR", env) or os.path.join(user_dir(), FLIGHT_PREFIX + job_id)
+    """Where the ranks write: HCOMM_FR_DIR of their environment, else a new private directory in the temp dir."""
+    chosen = settings.value("HCOMM_FR_DIR", env)
+    if chosen:
+        return str(chosen)
+    base = tempfile.gettempdir()
+    try:
+        return private_dir(tempfile.mkdtemp(prefix=f"{_prefix()}{job_id}-", dir=base))
+    except OSError as exc:
+        raise BootstrapError(f"cannot create the flight recorder directory in {base}: {exc.strerror}; set "
+                             "HCOMM_FR_DIR (or TMPDIR) to a directory this user can write") from None
 
 
 def sweep_old(now: Optional[float] = None) -> List[str]:
     """Remove this user's kept flight directories older than KEEP_DAYS; returns the paths removed."""
-    base = user_dir()
+    base = tempfile.gettempdir()
     cutoff = (time.time() if now is None else now) - KEEP_DAYS * 86400
-    removed = []
-    for name in os.listdir(base):
+    removed: List[str] = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
         path = os.path.join(base, name)
         try:
-            old = name.startswith(FLIGHT_PREFIX) and not os.path.islink(path) and os.path.getmtime(path) < cutoff
+            st = os.lstat(path)
         except OSError:
             continue
-        if old:
+        if name.startswith(_prefix()) and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() \
+                and st.st_mtime < cutoff:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

@@ -19,7 +19,7 @@ Behaviour:
   else the backend this machine selects: ``sim`` without CANN), ``MASTER_ADDR=127.0.0.1`` and a free
   ``MASTER_PORT`` (for scripts that also use torch.distributed), ``PYTHONUNBUFFERED=1`` unless set.
   ``TORCHELASTIC_*`` variables of an enclosing torchrun job are removed.  ``HCOMM_FR_DIR`` (the flight
-  recorders), unless set: ``<temp dir>/hcomm-<uid>/flight-<job id>``, kept after the job when it holds
+  recorders), unless set: ``<temp dir>/hcomm-<uid>-flight-<job id>-XXXXXXXX``, kept after the job when it holds
   anything (``flightwatch.py``).
 * Reports: when a rank fails, the desync report (who is in which operation, who never arrived, who
   finalised, exited or is gone) and the ``hcomm doctor DIR`` command that reproduces it; while ranks
@@ -62,7 +62,7 @@ from . import affinity, flightwatch
 from .jobdir import create_job_dir, sweep_dead_job_dirs
 from .watchdog import DONE
 
-__all__ = ["LaunchConfig", "launch", "add_arguments", "config_from_args", "main", "ENV_RUN_NPROCS",
+__all__ = ["LaunchConfig", "launch", "add_arguments", "config_from_args", "main", "check_local_ranks", "ENV_RUN_NPROCS",
            "EXIT_TIMEOUT", "LaunchError"]
 
 ENV_RUN_NPROCS = "HCOMM_RUN_NPROCS"
@@ -107,12 +107,17 @@ class LaunchConfig:
             raise LaunchError(f"--grace={self.grace!r}; expected a number of seconds >= 0")
         if self.job_id is not None and not _JOB_ID_RE.match(self.job_id):
             raise LaunchError(f"--job-id={self.job_id!r}; expected 1-64 characters from [A-Za-z0-9_.-]")
-        limit, why = max_ranks({**os.environ, **self.env})
-        if self.nprocs > limit:
-            raise LaunchError(f"{self.nprocs} ranks exceed the limit of {limit} local ranks ({why}): every rank is "
-                              f"a process, more only oversubscribe the cores; set HCOMM_MAX_RANKS={self.nprocs} to "
-                              "start them anyway")
+        check_local_ranks(self.nprocs, {**os.environ, **self.env})
         _check_ranktable({**os.environ, **self.env}, self.nprocs)
+
+
+def check_local_ranks(nprocs: int, environ: Optional[Mapping[str, str]] = None) -> None:
+    """LaunchError when ``nprocs`` local ranks exceed :func:`max_ranks` (checked before anything else needs them)."""
+    limit, why = max_ranks(environ)
+    if nprocs > limit:
+        raise LaunchError(f"{nprocs} ranks exceed the limit of {limit} local ranks ({why}): every rank is "
+                          f"a process, more only oversubscribe the cores; set HCOMM_MAX_RANKS={nprocs} to "
+                          "start them anyway")
 
 
 def max_ranks(environ: Optional[Mapping[str, str]] = None) -> Tuple[int, str]:
@@ -311,7 +316,10 @@ class _Job:
         base = dict(os.environ)
         base.update(self.config.env)
         base["HCOMM_BACKEND"] = self.backend
-        self.flight_dir = flightwatch.flight_dir(base, self.job_id)
+        try:
+            self.flight_dir = flightwatch.flight_dir(base, self.job_id)
+        except BootstrapError as exc:
+            raise LaunchError(str(exc)) from None
         if not settings.value("HCOMM_FR_DIR", base):
             base["HCOMM_FR_DIR"] = self.flight_dir
             self.own_flight_dir = True
@@ -322,7 +330,8 @@ class _Job:
             command.insert(0, sys.executable)
         n = self.config.nprocs
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-m", "hcomm_cffi.launch.watchdog", self.job_dir], env=base, stdin=subprocess.PIPE,
+            [sys.executable, "-m", "hcomm_cffi.launch.watchdog", self.job_dir,
+             *([self.flight_dir] if self.own_flight_dir else [])], env=base, stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
             pass_fds=(self.lock_fd,), text=True)
         for rank in range(n):

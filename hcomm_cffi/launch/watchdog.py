@@ -4,9 +4,10 @@ The launcher starts it in its own session with a pipe on its stdin and writes th
 every rank it starts, one per line.  When the launcher ends normally it writes ``done`` and the watchdog
 exits.  When the pipe closes without ``done`` (the launcher died), the watchdog kills every rank's
 process group (the rank and all it started: ``PR_SET_PDEATHSIG`` alone would leave the ranks' children
-behind), waits for them, sweeps this user's dead emulator segments and removes the job directory.
+behind), waits for them, sweeps this user's dead emulator segments and removes the job directory, and
+the flight recorder directory the launcher made when the ranks left nothing in it.
 
-Run as ``python -m hcomm_cffi.launch.watchdog JOB_DIR``; it inherits the fd holding the job directory's
+Run as ``python -m hcomm_cffi.launch.watchdog JOB_DIR [FLIGHT_DIR]``; it inherits the fd holding the job directory's
 lock, so another ``hcomm run`` never sweeps the directory while the watchdog may still clean it.
 """
 from __future__ import annotations
@@ -53,6 +54,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Wait for the launcher's pipe to close; clean up unless it said ``done`` first."""
     args = sys.argv[1:] if argv is None else argv
     job_dir = args[0]
+    flight_dir = args[1] if len(args) > 1 else ""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the launcher's to handle
     pgids: List[int] = []
     for line in sys.stdin:
@@ -69,6 +71,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Exception:
         pass  # nothing to report to: the launcher is gone
     shutil.rmtree(job_dir, ignore_errors=True)
+    if flight_dir:
+        try:
+            os.rmdir(flight_dir)   # only when empty: rings the ranks wrote stay for `hcomm doctor`
+        except OSError:
+            pass
     return 0
 
 
