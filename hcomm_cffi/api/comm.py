@@ -10,7 +10,6 @@ ranks unchanged.  Arguments are validated before any library call.
 """
 from __future__ import annotations
 
-import math
 import warnings
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -33,7 +32,7 @@ from .errors import CommError, NotMemberError, with_comm_names, wrap_failure
 from .issue import Issuer
 from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
 from .port import CommPort
-from .request import Request
+from .request import Request, is_seconds
 
 __all__ = ["Comm", "DEFAULT_EAGER_LIMIT"]
 
@@ -47,7 +46,7 @@ def _exec_timeout(value: Optional[float]) -> int:
     """Seconds each notify wait may take (HCCL_EXEC_TIMEOUT by default); 0 means never, as for the vendor."""
     if value is None:
         value = settings.value("HCCL_EXEC_TIMEOUT")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_seconds(value):
         raise ValueError(f"timeout={value!r}; expected a finite number of seconds >= 0 (0 = never, as "
                          "HCCL_EXEC_TIMEOUT=0)")
     return 0 if value == 0 else max(1, int(round(value)))

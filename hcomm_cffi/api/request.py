@@ -5,7 +5,7 @@ import math
 import time
 from typing import Any, Callable, Generic, Iterable, List, Optional, TypeVar, cast
 
-__all__ = ["Request", "wait_all", "timeout_arg"]
+__all__ = ["Request", "wait_all", "timeout_arg", "is_seconds"]
 
 
 def timeout_arg(value: Any, name: str = "timeout") -> Optional[float]:
@@ -16,9 +16,14 @@ def timeout_arg(value: Any, name: str = "timeout") -> Optional[float]:
     """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_seconds(value):
         raise ValueError(f"{name}={value!r}; expected None (no limit) or a finite number of seconds >= 0")
     return float(value)
+
+
+def is_seconds(value: Any) -> bool:
+    """True for a finite, non-negative int or float that is not a bool (a duration in seconds)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
 
 T = TypeVar("T")
 
