@@ -174,7 +174,7 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("HCOMM_BACKEND", "backend", lambda n, r: _choice(n, r, BACKENDS, "a backend"), None, "force sim or cann"),
     Variable("HCOMM_CANN_LIB_DIR", "cann_lib_dir", _path, None, "directory holding the CANN libraries"),
     Variable("HCOMM_SIM_CHECK", "sim_check", lambda n, r: _choice(n, r, CHECK_MODES, "a checker mode"), "warn",
-             "emulator schedule checker mode"),
+             "emulator checker: off, warn (reports; no race analysis) or strict (fails; adds the race analysis)"),
     Variable("HCOMM_SIM_SHM_DIR", "sim_shm_dir", _path, "/dev/shm", "directory of the emulator's segments"),
     Variable("HCOMM_SIM_DEVICE_COUNT", "sim_device_count",
              lambda n, r: parse_int(n, r, 1, 1 << 16, " number of devices"), 16, "devices the emulator reports"),

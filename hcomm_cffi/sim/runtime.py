@@ -294,7 +294,13 @@ class Executor:
         it stays set.  Strict mode also fails the rank's streams (their next synchronisation reports it).
         """
         threads = comm.all_threads()
-        if any(th.queue.tasks for th in threads):
+        anything_set = False
+        for th in threads:
+            if th.queue.tasks:
+                return
+            if not anything_set and any(th.notifies):
+                anything_set = True
+        if not anything_set and not comm.idle_notifies_reported:    # the common case: nothing to say
             return
         left = {(th.handle, idx) for th in threads for idx, value in enumerate(th.notifies) if value}
         reported = comm.idle_notifies_reported
