@@ -262,7 +262,7 @@ class DataPlane:
         if remoteNotifyIdx >= ch.notify_num:
             raise SimError(HcclResult.E_INTERNAL, f"remoteNotifyIdx={remoteNotifyIdx} is out of range: the channel "
                                                   f"to rank {ch.peer} has {ch.notify_num} notifies")
-        self._issue(th, _new(ChannelRecord, (C_RECORD, th, ch, remoteNotifyIdx)))
+        self._issue(th, _new(ChannelRecord, (C_RECORD, th, ch, remoteNotifyIdx, 1)))
         return 0
 
     @entry
@@ -271,7 +271,7 @@ class DataPlane:
         if localNotifyIdx >= ch.notify_num:
             raise SimError(HcclResult.E_INTERNAL, f"localNotifyIdx={localNotifyIdx} is out of range: the channel "
                                                   f"to rank {ch.peer} has {ch.notify_num} notifies")
-        self._issue(th, _new(ChannelWait, (C_WAIT, th, ch, localNotifyIdx, float(timeOut))))
+        self._issue(th, _new(ChannelWait, (C_WAIT, th, ch, localNotifyIdx, float(timeOut), 0)))
         return 0
 
     # ------------------------------------------------------------------ remote

@@ -33,7 +33,8 @@ reduce-scatter reads its own operand straight from its send buffer (neither is s
 """
 from __future__ import annotations
 
-from functools import partial
+import struct
+import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -42,10 +43,10 @@ from .._ffi import ffi
 from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH
 from .comm import SimChannel, SimComm
-from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, failure_code
+from .errors import HcclResult, SimError, entry, failure_code
 from . import kernels
-from .runtime import EXECUTOR, SimThread, TaskFailure
-from .tasks import ChannelRecord, ChannelWait, HostCall, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
+from .runtime import EXECUTOR, SimThread
+from .tasks import ChannelRecord, ChannelWait, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
 from .state import SimState
 
 NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
@@ -55,16 +56,21 @@ READY, DONE, SENDRECV_STAGED, SENDRECV_TAKEN, PARITY, PARITY_RESULT = 0, 1, 2, 3
 TWO_SHOT_ABOVE = 256 << 10   # allreduce on 3+ ranks: two-shot above this many bytes
 SMALL_CACHED = 64 << 10      # symmetric calls up to this many bytes keep their task list for repeats (_keep)
 CALL_CACHE_MAX = 64          # HcclAllReduce fast-path entries (argument tuples) kept per process
-# The checker's collective signatures: every rank writes its call's signature (SIG_BYTES) into a slot
-# at the end of its scratch before a data-ready record, and checks its peers' after the wait -- the
-# slot of the parity (PARITY, PARITY + 1) or of the two-phase READY, which its writer cannot reuse
-# before every reader has signalled back.  Ranks in different collectives (an allreduce against a
-# broadcast whose handshakes pair up) fail at once instead of mixing their data.
+# The collective signatures (whatever HCOMM_SIM_CHECK says: the backend contract promises the in-band check,
+# lib/contract.py): every data-ready record of a call (the parity notifies, the two-phase READY) writes the
+# call's signature value into the peer's notify word instead of 1, and the matching wait fails unless the word
+# holds its own call's value -- no task is added, and ranks in different collectives (an allreduce against a
+# broadcast whose handshakes pair up) fail at once instead of mixing their data.  The value is 31 bits of a
+# CRC of the signature (a different call is missed with probability 2**-31); to name the peer's call in the
+# message each rank also keeps the signature itself in a table at the end of its scratch, written when the
+# call is planned (read only to explain a mismatch).
 SIG_BYTES = 64
-SIG_MAGIC = 0x5349474E       # "SIGN": the slot holds a signature
-_SIG_SLOT = {PARITY: 0, PARITY + 1: 1, READY: 2}
+SIG_MAGIC = 0x5349474E       # "SIGN": a table entry holds a signature
+SIG_TABLE = 256              # signature table entries per rank (indexed by value % SIG_TABLE)
+_SIGNED = frozenset((READY, PARITY, PARITY + 1))
 _SIG_KINDS = ("allreduce", "reduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "scatter",
               "allgatherv", "reduce_scatterv", "alltoallvc", "barrier")
+_SIG_FIELDS = struct.Struct("<6q")
 PIECE_BYTES = 512 << 10      # bytes one rank stages per piece of the pipelined symmetric ops (L2/L3-sized)
 
 _SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, DataType.FP32, DataType.INT64,
@@ -117,11 +123,11 @@ def _overlap(a: Any, b: Any, nbytes: int) -> bool:
     return nbytes > 0 and abs(lo - hi) < nbytes
 
 
-def _describe(sig: bytes) -> str:
-    """'allreduce of 1024 x fp32, op sum' from a signature slot's bytes."""
-    magic, kind, count, dtype, op, root = np.frombuffer(sig, np.int64)[:6].tolist()
-    if magic != SIG_MAGIC or not 0 <= kind < len(_SIG_KINDS):
-        return "no native collective"
+def _describe(fields: Optional[Sequence[int]]) -> str:
+    """'allreduce of 1024 x fp32, op sum' from a signature's fields (magic, kind, count, dtype, op, root)."""
+    if fields is None or fields[0] != SIG_MAGIC or not 0 <= fields[1] < len(_SIG_KINDS):
+        return "a call whose signature is not known here"
+    _, kind, count, dtype, op, root = fields[:6]
     try:
         dname = DataType(dtype).name.lower()
     except ValueError:
@@ -132,16 +138,9 @@ def _describe(sig: bytes) -> str:
     return text + (f", root {root}" if root >= 0 else "")
 
 
-def _compare_signatures(c: SimComm, peers: List[int], slots: List[Any], want: bytes) -> None:
-    """Checker task: every peer's signature slot (``slots``: buffers over them, made once) equals this rank's
-    ``want`` (else the queue fails, naming both calls)."""
-    for p, slot in zip(peers, slots):
-        got = slot[:]
-        if got != want:
-            raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
-                              f"checker: {COLLECTIVE_MISMATCH}: rank {c.rank} of communicator {c.name} is in "
-                              f"{_describe(want)} but rank {p} is in {_describe(got)} (every rank must call the "
-                              "same collectives in the same order)")
+def _table_at(comm: SimComm, value: int) -> int:
+    """Offset in a rank's scratch of the signature table entry of ``value``."""
+    return comm.buffer_bytes - (SIG_TABLE - value % SIG_TABLE) * SIG_BYTES
 
 
 def _part(count: int, lo: int, cap: int) -> int:
@@ -150,11 +149,36 @@ def _part(count: int, lo: int, cap: int) -> int:
 
 
 class NativeState:
-    """Per-communicator state of the native collectives: their channels and chunk parity."""
+    """Per-communicator state of the native collectives: their channels, chunk parity and signatures."""
 
     def __init__(self) -> None:
         self.channels: Dict[int, SimChannel] = {}
         self.seq = 0                           # symmetric chunks issued so far (parity = seq & 1)
+        self.signatures: Dict[int, Tuple[int, ...]] = {}   # value -> fields, of this rank's calls (bounded)
+
+    def sign(self, comm: SimComm, fields: Tuple[int, ...]) -> int:
+        """The notify value of a call with signature ``fields``; publishes the fields in this rank's table."""
+        value = 0x80000000 | (zlib.crc32(_SIG_FIELDS.pack(*fields)) & 0x7FFFFFFF)
+        if value not in self.signatures:
+            if len(self.signatures) >= 4 * SIG_TABLE:
+                self.signatures.clear()
+            self.signatures[value] = fields
+        entry = ffi.cast("int64_t *", comm.peer_scratch[comm.rank].ptr + _table_at(comm, value))
+        entry[6] = 0                           # being rewritten: a reader sees no value, not a torn entry
+        for i, f in enumerate(fields):
+            entry[i] = f
+        entry[6] = value
+        return value
+
+    def mismatch(self, comm: SimComm, peer: int, got: int, want: int) -> str:
+        """The message of a wait whose record carried ``got`` where this rank's call has ``want`` (runtime.py)."""
+        entry = ffi.cast("int64_t *", comm.peer_scratch[peer].ptr + _table_at(comm, got))
+        theirs = [int(entry[i]) for i in range(7)]
+        peer_call = _describe(theirs[:6]) if theirs[6] == got else (
+            "a call without a signature" if got == 1 else f"another call (signature 0x{got:08x})")
+        return (f"checker: {COLLECTIVE_MISMATCH}: rank {comm.rank} of communicator {comm.name} is in "
+                f"{_describe(self.signatures.get(want))} but rank {peer} is in {peer_call} (every rank must call "
+                "the same collectives in the same order)")
 
 
 class _Plan:
@@ -166,17 +190,13 @@ class _Plan:
         self.ch = channels
         self.tasks: List[Task] = []
         self.half = comm.buffer_bytes // 2
-        self.signature: Any = None           # int64[8] every peer's call must match (sign())
+        self.signature = 0                   # the notify value every peer's call must match (sign()); 0: none
         self.seq0 = comm.native.seq          # symmetric chunks issued before this call (its first parity)
 
     def sign(self, kind: str, count: int, dt: DataType, op: int = -1, root: int = -1) -> None:
-        """What every rank's call must agree on, compared at each data-ready handshake (whatever HCOMM_SIM_CHECK says:
-        the backend contract promises the in-band check, lib/contract.py)."""
-        self.signature = ffi.new("int64_t[8]", [SIG_MAGIC, _SIG_KINDS.index(kind), count, int(dt), int(op), root])
-
-    def _sig_at(self, slot: int) -> int:
-        """Offset of signature slot ``slot`` in a rank's scratch (after the parity regions)."""
-        return self.comm.buffer_bytes - (len(_SIG_SLOT) - slot) * SIG_BYTES
+        """What every rank's call must agree on, carried by each data-ready record (the module's comment)."""
+        self.signature = self.comm.native.sign(self.comm, (SIG_MAGIC, _SIG_KINDS.index(kind), count, int(dt), int(op),
+                                                           root))
 
     def _owner(self, dst: Any, src: Any, n: int) -> Optional[SimThread]:
         """The thread a data task carries: this plan's when it touches the rank's HCCL buffer (the race checker
@@ -201,20 +221,13 @@ class _Plan:
             self.tasks.append(LocalReduce(self._owner(dst, src, count * dt.itemsize), dst, src, count, dt, op))
 
     def handshake(self, peers: Sequence[int], idx: int, record: bool = True, wait: bool = True) -> None:
-        slot = _SIG_SLOT.get(idx) if self.signature is not None else None
+        signed = self.signature if idx in _SIGNED else 0
         if record:
-            if slot is not None:
-                self.copy(self.ccl(self.comm.rank) + self._sig_at(slot), self.signature, SIG_BYTES)
             for p in peers:
-                self.tasks.append(ChannelRecord(self.th, self.ch[p], idx))
+                self.tasks.append(ChannelRecord(self.th, self.ch[p], idx, signed or 1))
         if wait:
             for p in peers:
-                self.tasks.append(ChannelWait(self.th, self.ch[p], idx, 0.0))
-            if slot is not None:
-                at = self._sig_at(slot)
-                slots = [ffi.buffer(self.comm.peer_scratch[p].ptr + at, SIG_BYTES) for p in peers]
-                self.tasks.append(HostCall(partial(_compare_signatures, self.comm, list(peers), slots,
-                                                   bytes(ffi.buffer(self.signature)))))
+                self.tasks.append(ChannelWait(self.th, self.ch[p], idx, 0.0, signed))
 
     def reduce_all(self, dst: Any, offset: int, n: int, dt: DataType, op: ReduceOp, own: Any = None) -> None:
         """``dst`` = the ``op``-reduction, in rank order, of ``n`` elements at ``offset`` of every rank's scratch.
@@ -271,8 +284,8 @@ class _Plan:
 
     def region_bytes(self) -> int:
         """Size of each of the four parity regions (staging and result, for parities 0 and 1; the signature
-        slots follow them)."""
-        return (self.half // 8 - SIG_BYTES) // 64 * 64
+        table follows them)."""
+        return (self.half // 8 - SIG_TABLE * SIG_BYTES // 4) // 64 * 64
 
     def ccl(self, rank: int) -> Any:
         """Start of ``rank``'s native scratch memory as mapped here."""

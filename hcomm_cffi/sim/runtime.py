@@ -366,9 +366,13 @@ class Executor:
             ch = t.channel
             words = ch.local_words
             i = ch.local_base + t.index
-            if words[i]:
+            got = words[i]
+            if got:
                 words[i] = 0
                 ch.on_wait_done()
+                if got != t.expect and t.expect:      # a signed wait: the peer's record carried another call's signature
+                    raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
+                                      ch.comm.native.mismatch(ch.comm, ch.peer, got, t.expect))
                 return True
             return False
         if kind == C_RECORD:
@@ -378,7 +382,7 @@ class Executor:
             if words[i]:
                 self.report(t.thread, q, t, f"record of channel notify {t.index} to rank {ch.peer} was absorbed: "
                                             "the notify was still set (the peer has not waited on it yet)")
-            words[i] = 1
+            words[i] = t.value
             ch.on_record()
             ch.ring_peer()
             return True

@@ -227,15 +227,16 @@ class _ChannelRecord(NamedTuple):
     thread: "SimThread"
     channel: "SimChannel"
     index: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.index on purpose
+    value: int   # what the peer's notify word is set to: 1, or a native collective's signature (sim/native.py)
 
 
 class ChannelRecord(_Kinded, _ChannelRecord):
-    """HcommChannelNotifyRecordOnThread: set the peer's notify ``index`` of this channel."""
+    """HcommChannelNotifyRecordOnThread: set the peer's notify ``index`` of this channel (to ``value``)."""
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", channel: "SimChannel", index: int) -> "ChannelRecord":
-        return _new(cls, (C_RECORD, thread, channel, index))
+    def __new__(cls, thread: "SimThread", channel: "SimChannel", index: int, value: int = 1) -> "ChannelRecord":
+        return _new(cls, (C_RECORD, thread, channel, index, value))
 
 
 class _ChannelWait(NamedTuple):
@@ -244,15 +245,21 @@ class _ChannelWait(NamedTuple):
     channel: "SimChannel"
     index: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.index on purpose
     timeout: float
+    expect: int   # 0: any record; else the value the record must carry (a native collective's signature)
 
 
 class ChannelWait(_Kinded, _ChannelWait):
-    """HcommChannelNotifyWaitOnThread: wait for (and clear) local notify ``index`` of the channel; timeout 0 = default."""
+    """HcommChannelNotifyWaitOnThread: wait for (and clear) local notify ``index`` of the channel; timeout 0 = default.
+
+    ``expect``: the value the peer's record must have written (else the queue fails: the two ranks are in
+    different calls).
+    """
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", channel: "SimChannel", index: int, timeout: float) -> "ChannelWait":
-        return _new(cls, (C_WAIT, thread, channel, index, timeout))
+    def __new__(cls, thread: "SimThread", channel: "SimChannel", index: int, timeout: float,
+                expect: int = 0) -> "ChannelWait":
+        return _new(cls, (C_WAIT, thread, channel, index, timeout, expect))
 
 
 # ---------------------------------------------------------------------- ACL stream tasks
