@@ -33,11 +33,11 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import settings, sigterm
 
-__all__ = ["FlightRecorder", "RECORD", "HEADER", "STATES", "ISSUED", "RUNNING", "DONE", "FAILED", "MAGIC",
+__all__ = ["FlightRecorder", "fixed_fields", "RECORD", "HEADER", "STATES", "ISSUED", "RUNNING", "DONE", "FAILED", "MAGIC",
            "directory", "dump_all", "read_ring", "recorders", "DUMP_SUFFIX", "RING_SUFFIX", "job_id", "ENDS",
            "LIVE", "FINALISED", "EXITED", "pid_alive"]
 
@@ -77,6 +77,12 @@ def _b(text: str) -> bytes:
     if got is None:
         got = _names[text] = text.encode("utf-8", "replace")[:16]
     return got
+
+
+def fixed_fields(op: str, algorithm: str, count: int, nbytes: int, dtype: int, redop: int,
+                 peer: int) -> Tuple[Any, ...]:
+    """The fields of a record that a repeat of the same call keeps, encoded as :data:`RECORD` packs them."""
+    return (_b(op), _b(algorithm), count, nbytes, dtype, redop, peer)
 
 
 def job_id() -> str:
@@ -145,11 +151,14 @@ class FlightRecorder:
     def issue(self, seq: int, op: str, algorithm: str, count: int, nbytes: int, dtype: int, redop: int,
               peer: int) -> int:
         """Record a new operation as issued; returns its slot (for :meth:`running` and :meth:`done`)."""
+        return self.issue_fixed(seq, fixed_fields(op, algorithm, count, nbytes, dtype, redop, peer))
+
+    def issue_fixed(self, seq: int, fixed: Tuple[Any, ...]) -> int:
+        """:meth:`issue` with the fields :func:`fixed_fields` encoded (once, for a call repeated many times)."""
         h = self.head + 1
         self.head = h
         slot = HEADER_SIZE + (h % self.capacity) * RECORD.size
-        RECORD.pack_into(self._mm, slot, h, seq, _names.get(op) or _b(op), _names.get(algorithm) or _b(algorithm),
-                         count, nbytes, dtype, redop, peer, time.time(), 0.0, 0.0)
+        RECORD.pack_into(self._mm, slot, h, seq, *fixed, time.time(), 0.0, 0.0)
         return slot
 
     def running(self, slot: int) -> None:

@@ -37,6 +37,7 @@ class FastCall(NamedTuple):
     batches: List[Any]
     handshake: bool      # the batch starts with a signature handshake (the parity advances)
     record: Any          # its flight record fields (observe.Record)
+    fixed: Any           # the same, encoded once for the flight recorder (observe.fixed_of)
 
 
 def key_of(coll: str, x: Any, x_written: bool, out: Any, rest: Tuple[Any, Any, int]) -> Optional[tuple]:

@@ -169,7 +169,7 @@ class Issuer:
         """Keep the bound batch of a replayed blocking call for its repeats (under its handshake parity)."""
         fast = self.cache.fast.entries.get(c.fast_key) if c.fast_key is not None else None
         if fast is None:
-            fast = FastCall(c.alg.name, c.what, [None, None], ready.parity >= 0, record)
+            fast = FastCall(c.alg.name, c.what, [None, None], ready.parity >= 0, record, observe.fixed_of(record))
             self.cache.fast.store(c.fast_key, fast)    # type: ignore[arg-type]
         fast.batches[max(ready.parity, 0)] = ready
 
@@ -199,7 +199,7 @@ class Issuer:
         if fast.handshake:
             signer.seq = self.seq
             signer.count += 1
-        slot = observe.issue(self.port, self.seq, fast.record)
+        slot = observe.issue(self.port, self.seq, fast.record, fast.fixed)
         self._launch_and_wait(ready, slot, c.coll, fast.what)
         return True
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Tuple
 
 from .. import flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED
@@ -20,7 +20,7 @@ from ..errors import COLLECTIVE_MISMATCH, HcclError
 from . import live
 from .consistency import CollectiveMismatchError
 
-__all__ = ["Record", "record_of", "created", "destroyed", "chose", "issue", "done", "failed", "NO_SLOT"]
+__all__ = ["Record", "record_of", "fixed_of", "created", "destroyed", "chose", "issue", "done", "failed", "NO_SLOT"]
 
 LOG = log.get("comm")
 CALLS = log.get("calls")
@@ -105,8 +105,17 @@ def chose(comm: Any, coll: str, nbytes: int, alg: Any, reason: str) -> None:
              reason)
 
 
-def issue(comm: Any, seq: int, rec: Record) -> int:
-    """Operation #``seq`` starts: its flight record (the slot, or NO_SLOT when the recorder is off) and a DEBUG line."""
+def fixed_of(rec: Record) -> Tuple[Any, ...]:
+    """The flight-record fields of ``rec`` encoded once (a blocking call repeated on the fast path keeps them)."""
+    return flight.fixed_fields(rec.collective, rec.algorithm, rec.count, rec.nbytes, _CODE[rec.dtype],
+                               -1 if rec.redop is None else _CODE[rec.redop], rec.peer)
+
+
+def issue(comm: Any, seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None) -> int:
+    """Operation #``seq`` starts: its flight record (the slot, or NO_SLOT when the recorder is off) and a DEBUG line.
+
+    ``fixed``: ``fixed_of(rec)``, when the caller kept it.
+    """
     if CALLS.isEnabledFor(logging.DEBUG):
         peer = rec.peer
         CALLS.debug("%s #%d on %r: %d x %s = %d bytes%s%s, algorithm %s", rec.collective, seq, comm.name, rec.count,
@@ -120,8 +129,7 @@ def issue(comm: Any, seq: int, rec: Record) -> int:
     fr = comm.flight
     if fr is None:
         return NO_SLOT
-    return fr.issue(seq, rec.collective, rec.algorithm, rec.count, rec.nbytes, _CODE[rec.dtype],
-                    -1 if rec.redop is None else _CODE[rec.redop], rec.peer)
+    return fr.issue_fixed(seq, fixed_of(rec) if fixed is None else fixed)
 
 
 def running(comm: Any, slot: int) -> None:
