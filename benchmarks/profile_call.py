@@ -1,0 +1,88 @@
+"""Where the time of one blocking 8-byte ``Comm.allreduce`` goes, step by step (issue 21's profile).
+
+    hcomm run -n 2 -- python benchmarks/profile_call.py [--iters 5000] [--algorithm auto]
+    HCOMM_SIM_CHECK=off HCOMM_CHECK_COLLECTIVES=0 hcomm run -n 2 -- python benchmarks/profile_call.py
+
+After a warm-up (so the call is served by the fast path of ``api/fastcalls.py``), every rank runs
+the steps of ``Issuer.fast`` one by one with a clock read between them -- the usability check and
+the ``Call``, the fast-call key and lookup, the flight record, the launch, ``running``, the stream
+synchronisation, ``done`` -- then times the plain call the same number of times.  Rank 0 prints µs
+per call for each step and both totals.  It reaches into the communicator's internals on purpose:
+it profiles them, and the step list must follow ``Issuer.fast`` when that changes.  The launch
+includes waiting for the peers, which run the same loop; the checkers are as the environment sets
+them (the defaults unless told otherwise).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import hcomm_cffi.api as api
+from hcomm_cffi.api import observe
+from hcomm_cffi.api.call import Call
+from hcomm_cffi.api.fastcalls import key_of
+
+STEPS = ("check + Call", "key + lookup", "flight issue", "launch (+ wait)", "running", "synchronize", "done")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iters", type=int, default=5000)
+    ap.add_argument("--algorithm", default="auto")
+    args = ap.parse_args()
+    world = api.init()
+    x, y = np.ones(2, np.float32), np.zeros(2, np.float32)
+    rest = ("sum", args.algorithm, 0)
+    for _ in range(300):
+        world.allreduce(x, "sum", out=y, algorithm=args.algorithm)
+    world.barrier()
+    issuer = world._issuer
+    key = key_of("allreduce", x, False, y, rest)
+    fast = issuer.cache.fast.entries.get(key)
+    if fast is None or fast.handshake:
+        raise SystemExit(f"the call is not served by the fast path without a handshake here ({fast}); nothing to profile")
+    clock = time.perf_counter_ns
+    spent = [0] * len(STEPS)
+    for _ in range(args.iters):
+        t0 = clock()
+        world._check_usable("allreduce")
+        c = Call("allreduce", args.algorithm)
+        c.result = y
+        t1 = clock()
+        entry = issuer.cache.fast.entries.get(key_of("allreduce", x, False, y, rest))
+        t2 = clock()
+        issuer.seq += 1
+        slot = observe.issue(issuer.port, issuer.seq, entry.record, entry.fixed)
+        t3 = clock()
+        target = issuer.targets.own
+        issuer.targets.order(target)
+        entry.batches[0].batch.launch()
+        t4 = clock()
+        observe.running(issuer.port, slot)
+        t5 = clock()
+        issuer.b.synchronize_stream(target.stream)
+        t6 = clock()
+        observe.done(issuer.port, slot, "allreduce", issuer.seq)
+        t7 = clock()
+        for i, (a, b) in enumerate(((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6), (t6, t7))):
+            spent[i] += b - a
+    world.barrier()
+    start = time.perf_counter()
+    for _ in range(args.iters):
+        world.allreduce(x, "sum", out=y, algorithm=args.algorithm)
+    plain = (time.perf_counter() - start) / args.iters * 1e6
+    if world.get_rank() == 0:
+        print(f"# blocking 8-byte allreduce, algorithm={args.algorithm} ({fast.algorithm}), {world.get_size()} ranks, "
+              f"µs per call on rank 0, {args.iters} calls")
+        for name, ns in zip(STEPS, spent):
+            print(f"{name:>16s} {ns / args.iters / 1e3:7.2f}")
+        print(f"{'sum of steps':>16s} {sum(spent) / args.iters / 1e3:7.2f}")
+        print(f"{'plain call':>16s} {plain:7.2f}")
+    world.barrier()
+    api.finalize()
+
+
+if __name__ == "__main__":
+    main()
