@@ -37,8 +37,6 @@ import struct
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH
