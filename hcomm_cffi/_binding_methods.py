@@ -550,6 +550,72 @@ class BindingMethods:
             C: const char* aclrtGetSocName(void)
             """
 
+        def capture_begin(self, stream: CData, mode: int = ...) -> None:
+            """aclmdlRICaptureBegin: record what is launched on ``stream`` instead of running it (``mode`` an aclmdlRICaptureMode).
+
+            C: aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode)
+            """
+
+        def capture_get_info(self, stream: CData) -> Tuple[int, CData]:
+            """aclmdlRICaptureGetInfo: (aclmdlRICaptureStatus, the aclmdlRI under capture or NULL) of ``stream``.
+
+            C: aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus* status, aclmdlRI* modelRI)
+            """
+
+        def capture_end(self, stream: CData) -> CData:
+            """aclmdlRICaptureEnd: end the capture of ``stream``: the graph (``aclmdlRI``).
+
+            C: aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI* modelRI)
+            """
+
+        def capture_thread_exchange_mode(self, mode: int) -> int:
+            """aclmdlRICaptureThreadExchangeMode: set this OS thread's capture mode to ``mode``; returns the previous one.
+
+            C: aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode* mode)
+            """
+
+        def graph_execute_async(self, model: CData, stream: CData) -> None:
+            """aclmdlRIExecuteAsync: replay the graph ``model`` on ``stream`` (one launch).
+
+            C: aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream)
+            """
+
+        def graph_execute(self, model: CData, timeout_ms: int = ...) -> None:
+            """aclmdlRIExecute: replay ``model`` and wait for it (-1 = no time limit).
+
+            C: aclError aclmdlRIExecute(aclmdlRI modelRI, int32_t timeout)
+            """
+
+        def graph_destroy(self, model: CData) -> None:
+            """aclmdlRIDestroy: release the graph ``model``.
+
+            C: aclError aclmdlRIDestroy(aclmdlRI modelRI)
+            """
+
+        def capture_task_group_begin(self, stream: CData) -> None:
+            """aclmdlRICaptureTaskGrpBegin: start a task group in the capture of ``stream`` (its tasks can be updated after the capture).
+
+            C: aclError aclmdlRICaptureTaskGrpBegin(aclrtStream stream)
+            """
+
+        def capture_task_group_end(self, stream: CData) -> CData:
+            """aclmdlRICaptureTaskGrpEnd: end the task group: its handle (``aclrtTaskGrp``).
+
+            C: aclError aclmdlRICaptureTaskGrpEnd(aclrtStream stream, aclrtTaskGrp* handle)
+            """
+
+        def capture_task_update_begin(self, stream: CData, group: CData) -> None:
+            """aclmdlRICaptureTaskUpdateBegin: what is launched on ``stream`` until capture_task_update_end replaces the tasks of ``group``.
+
+            C: aclError aclmdlRICaptureTaskUpdateBegin(aclrtStream stream, aclrtTaskGrp handle)
+            """
+
+        def capture_task_update_end(self, stream: CData) -> None:
+            """aclmdlRICaptureTaskUpdateEnd: apply the task update of ``stream``.
+
+            C: aclError aclmdlRICaptureTaskUpdateEnd(aclrtStream stream)
+            """
+
         def all_reduce(
             self,
             send: CData,

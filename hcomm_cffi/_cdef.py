@@ -210,6 +210,17 @@ typedef enum {
     ACL_MEM_MALLOC_HUGE1G_ONLY_P2P = 7, ACL_MEM_TYPE_LOW_BAND_WIDTH = 256,
     ACL_MEM_TYPE_HIGH_BAND_WIDTH = 4096, ACL_MEM_ACCESS_USER_SPACE_READONLY = 1048576
 } aclrtMemMallocPolicy;
+/* ---- ACL graphs (acl/acl_rt.h:405-417, 4700-4833): handles and the capture enums ---- */
+typedef void *aclmdlRI;
+typedef void *aclrtTaskGrp;
+typedef enum {
+    ACL_MODEL_RI_CAPTURE_MODE_GLOBAL = 0, ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL = 1,
+    ACL_MODEL_RI_CAPTURE_MODE_RELAXED = 2
+} aclmdlRICaptureMode;
+typedef enum {
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE = 0, ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE = 1,
+    ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED = 2
+} aclmdlRICaptureStatus;
 
 typedef aclrtStream ThreadResTypeStream;
 typedef HcclOpExpansionMode HcclConfigTypeOpExpansionMode;
@@ -623,6 +634,18 @@ aclError aclrtDestroyStream(aclrtStream stream);
 aclError aclrtSynchronizeStream(aclrtStream stream);
 aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
 aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
+/* ---- ACL graphs (acl/acl_rt.h) ---- */
+aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode);
+aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus* status, aclmdlRI* modelRI);
+aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI* modelRI);
+aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode* mode);
+aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream);
+aclError aclmdlRIExecute(aclmdlRI modelRI, int32_t timeout);
+aclError aclmdlRIDestroy(aclmdlRI modelRI);
+aclError aclmdlRICaptureTaskGrpBegin(aclrtStream stream);
+aclError aclmdlRICaptureTaskGrpEnd(aclrtStream stream, aclrtTaskGrp* handle);
+aclError aclmdlRICaptureTaskUpdateBegin(aclrtStream stream, aclrtTaskGrp handle);
+aclError aclmdlRICaptureTaskUpdateEnd(aclrtStream stream);
 /* acl/acl_base_rt.h */
 const char* aclrtGetSocName(void);
 """

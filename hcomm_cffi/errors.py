@@ -143,6 +143,26 @@ _ACL_TABLE: Tuple[Tuple[str, int, Optional[str], Optional[str]], ...] = (
     ("ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", 507057, "AclRtSuspectRemoteError", _HINT_REMOTE),
     ("ACL_ERROR_RT_COMM_OP_RETRY_FAIL", 507904, "AclRtCommOpRetryFailError",
      "operator retry (HCCL_OP_RETRY_ENABLE) could not recover from a link fault"),
+    # ---- ACL graphs (rt_error_codes.h:48-59, 154): the capture rules of aclmdlRICaptureBegin..End
+    ("ACL_ERROR_RT_STREAM_CAPTURED", 107027, "AclRtStreamCapturedError",
+     "the stream is capturing an ACL graph: it cannot be synchronised or destroyed until aclmdlRICaptureEnd"),
+    ("ACL_ERROR_RT_EVENT_CAPTURED", 107028, "AclRtEventCapturedError",
+     "the event was recorded inside an ACL graph capture: it cannot be synchronised until the capture ends"),
+    ("ACL_ERROR_RT_STREAM_NOT_CAPTURED", 107029, "AclRtStreamNotCapturedError",
+     "the stream is not capturing: call aclmdlRICaptureBegin first"),
+    ("ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT", 107030, "AclRtCaptureModeNotSupportError",
+     "a synchronous operation during a GLOBAL/THREAD_LOCAL capture: do it before the capture, or switch this "
+     "thread to RELAXED with aclmdlRICaptureThreadExchangeMode"),
+    ("ACL_ERROR_STREAM_TASK_GROUP_STATUS", 107033, "AclStreamTaskGroupStatusError",
+     "task groups: aclmdlRICaptureTaskGrpBegin/End and TaskUpdateBegin/End must pair up on one stream"),
+    ("ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED", 107036, "AclRtStreamCaptureUnmatchedError",
+     "end the capture on the stream that began it"),
+    ("ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD", 107038, "AclRtStreamCaptureWrongThreadError",
+     "end the capture on the OS thread that began it (or capture in RELAXED mode)"),
+    ("ACL_ERROR_RT_MODEL_UPDATE_FAILED", 107040, "AclRtModelUpdateFailedError",
+     "a task update must launch the same operations as the task group, with new arguments"),
+    ("ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED", 507903, "AclRtStreamCaptureInvalidatedError",
+     "an operation refused during the capture invalidated it: fix that operation and capture again"),
 )
 
 # code -> (C name, class name, hint), like _HCCL_CODES
@@ -178,6 +198,15 @@ ACL_ERROR_RT_FFTS_PLUS_TIMEOUT: int = ACL_CODES["ACL_ERROR_RT_FFTS_PLUS_TIMEOUT"
 ACL_ERROR_RT_LINK_ERROR: int = ACL_CODES["ACL_ERROR_RT_LINK_ERROR"]
 ACL_ERROR_RT_SUSPECT_REMOTE_ERROR: int = ACL_CODES["ACL_ERROR_RT_SUSPECT_REMOTE_ERROR"]
 ACL_ERROR_RT_COMM_OP_RETRY_FAIL: int = ACL_CODES["ACL_ERROR_RT_COMM_OP_RETRY_FAIL"]
+ACL_ERROR_RT_STREAM_CAPTURED: int = ACL_CODES["ACL_ERROR_RT_STREAM_CAPTURED"]
+ACL_ERROR_RT_EVENT_CAPTURED: int = ACL_CODES["ACL_ERROR_RT_EVENT_CAPTURED"]
+ACL_ERROR_RT_STREAM_NOT_CAPTURED: int = ACL_CODES["ACL_ERROR_RT_STREAM_NOT_CAPTURED"]
+ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT: int = ACL_CODES["ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT"]
+ACL_ERROR_STREAM_TASK_GROUP_STATUS: int = ACL_CODES["ACL_ERROR_STREAM_TASK_GROUP_STATUS"]
+ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED: int = ACL_CODES["ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED"]
+ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD: int = ACL_CODES["ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD"]
+ACL_ERROR_RT_MODEL_UPDATE_FAILED: int = ACL_CODES["ACL_ERROR_RT_MODEL_UPDATE_FAILED"]
+ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED: int = ACL_CODES["ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED"]
 __all__ += list(ACL_CODES)
 
 _TIMEOUT_CODES = frozenset({9, 107019, 107020, 507046, 507047, 507048})
@@ -573,6 +602,60 @@ class AclRtCommOpRetryFailError(AclError):
     """ACL_ERROR_RT_COMM_OP_RETRY_FAIL (507904)."""
 
     default_code = 507904
+
+
+class AclRtStreamCapturedError(AclError):
+    """ACL_ERROR_RT_STREAM_CAPTURED (107027)."""
+
+    default_code = 107027
+
+
+class AclRtEventCapturedError(AclError):
+    """ACL_ERROR_RT_EVENT_CAPTURED (107028)."""
+
+    default_code = 107028
+
+
+class AclRtStreamNotCapturedError(AclError):
+    """ACL_ERROR_RT_STREAM_NOT_CAPTURED (107029)."""
+
+    default_code = 107029
+
+
+class AclRtCaptureModeNotSupportError(AclError):
+    """ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT (107030)."""
+
+    default_code = 107030
+
+
+class AclStreamTaskGroupStatusError(AclError):
+    """ACL_ERROR_STREAM_TASK_GROUP_STATUS (107033)."""
+
+    default_code = 107033
+
+
+class AclRtStreamCaptureUnmatchedError(AclError):
+    """ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED (107036)."""
+
+    default_code = 107036
+
+
+class AclRtStreamCaptureWrongThreadError(AclError):
+    """ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD (107038)."""
+
+    default_code = 107038
+
+
+class AclRtModelUpdateFailedError(AclError):
+    """ACL_ERROR_RT_MODEL_UPDATE_FAILED (107040)."""
+
+    default_code = 107040
+
+
+class AclRtStreamCaptureInvalidatedError(AclError):
+    """ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED (507903)."""
+
+    default_code = 507903
 
 
 # ---- end of the generated classes ----

@@ -21,6 +21,7 @@ from .errors import (
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
     SimError, entry, last_error, set_last_error,
 )
+from . import graphs
 from .runtime import EXECUTOR, Queue, SimEvent
 from .tasks import EventRecord, EventWait, HostCall
 from .state import SimState, key_of
@@ -113,6 +114,7 @@ class AclRuntime:
         rtDeviceSynchronize -> ApiImpl::DeviceSynchronize (src/runtime/api/impl/api_impl.cc:3975), which needs a
         current context and returns Context::Synchronize's error (src/runtime/core/src/context/context.cc:1219).
         """
+        graphs.refuse_sync("aclrtSynchronizeDevice")
         if self._device.current < 0:
             raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
         EXECUTOR.run_until(lambda: not EXECUTOR.active)
@@ -172,6 +174,7 @@ class AclRuntime:
 
     @entry
     def aclrtMemcpy(self, dst: Any, destMax: int, src: Any, count: int, kind: int) -> int:
+        graphs.refuse_unsafe("aclrtMemcpy")
         self._check_copy(dst, destMax, src, count, kind)
         if count:
             ffi.memmove(dst, src, count)
@@ -197,6 +200,7 @@ class AclRuntime:
 
     @entry
     def aclrtMemset(self, devPtr: Any, maxCount: int, value: int, count: int) -> int:
+        graphs.refuse_unsafe("aclrtMemset")
         if devPtr == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
         if count > maxCount:
@@ -221,6 +225,7 @@ class AclRuntime:
         q = self.state.streams.get(key)
         if q is None or key == 0:
             raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"stream 0x{key:x} is not a stream of this process")
+        graphs.refuse_sync("aclrtDestroyStream", queue=q)
         if q.tasks:
             EXECUTOR.settle()
         self.state.forget_stream(key)
@@ -258,11 +263,13 @@ class AclRuntime:
     @entry
     def aclrtSynchronizeStream(self, stream: Any) -> int:
         q = self._stream(stream)
+        graphs.refuse_sync("aclrtSynchronizeStream", queue=q)
         return self._sync(q, None, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
     @entry
     def aclrtSynchronizeStreamWithTimeout(self, stream: Any, timeout: int) -> int:
         q = self._stream(stream)
+        graphs.refuse_sync("aclrtSynchronizeStreamWithTimeout", queue=q)
         deadline = None if timeout < 0 else time.monotonic() + timeout / 1000.0
         return self._sync(q, deadline, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
@@ -305,6 +312,7 @@ class AclRuntime:
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
         ev = self._event(event)
         q = self._stream(stream)
+        graphs.join_event(q, ev)        # waiting on an event recorded in a capture joins that capture
         EXECUTOR.submit(q, [EventWait(ev, ev.recorded)])
         EXECUTOR.settle()
         return 0
@@ -312,6 +320,7 @@ class AclRuntime:
     @entry
     def aclrtSynchronizeEvent(self, event: Any) -> int:
         ev = self._event(event)
+        graphs.refuse_sync("aclrtSynchronizeEvent", event=ev)
         target = ev.recorded
         EXECUTOR.run_until(lambda: ev.completed >= target)
         if ev.error is not None:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from .._ffi import ffi
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, Protocol, ReduceOp
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
+from .graphs import join_batch
 from .runtime import EXECUTOR, CheckerWarning, SimThread, TaskFailure
 from .tasks import (
     C_RECORD, C_WAIT, COPY, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE, ChannelRecord,
@@ -381,6 +382,7 @@ class DataPlane:
         if not tasks:
             return 0
         self._check_fork_join(tasks)
+        join_batch([th.queue for th in tasks])      # threads launched with a capturing stream join its capture
         _host_issues(list(tasks))
         for th, lst in tasks.items():
             EXECUTOR.submit(th.queue, lst)

@@ -11,6 +11,7 @@ from .client_api import ClientCalls
 from .control import ControlPlane
 from .dataplane import DataPlane
 from .errors import HcclResult, set_last_error
+from .graphs import GraphCalls
 from .group import GroupCalls
 from .native import NativeCollectives
 from .state import SimState
@@ -54,7 +55,7 @@ SIM_CAPABILITIES = Capabilities(emulator=True, host_memory_as_device=True, step_
                                 checks_signatures_in_band=True, host_tasks=True, prepares_batches=True)
 
 
-class SimLibrary(ControlPlane, DataPlane, AclRuntime, ClientCalls, GroupCalls, NativeCollectives, Backend):
+class SimLibrary(ControlPlane, DataPlane, AclRuntime, GraphCalls, ClientCalls, GroupCalls, NativeCollectives, Backend):
     """Drop-in for the dlopen'ed CANN libraries: same function names, cdata arguments, return codes.
 
     All instances in a process share one state, as all handles into one real library would.

@@ -43,6 +43,7 @@ from ..errors import COLLECTIVE_MISMATCH
 from .comm import SimChannel, SimComm
 from .errors import HcclResult, SimError, entry, failure_code
 from . import kernels
+from .graphs import capturable
 from .runtime import EXECUTOR, SimThread
 from .tasks import ChannelRecord, ChannelWait, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
 from .state import SimState
@@ -385,6 +386,7 @@ class NativeCollectives:
             self._keep(plan, name, args, plan.tasks)
         return self._launch(plan)
 
+    @capturable
     def HcclAllReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
                       stream: Any) -> int:
         args = (sendBuf, recvBuf, count, dataType, op, comm, stream)
@@ -436,6 +438,7 @@ class NativeCollectives:
                 plan.copy(recv + (off + r_lo) * esz, plan.ccl(r) + result, min(blk, n - r_lo) * esz)
         return self._launch(plan)
 
+    @capturable
     @entry
     def HcclReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, root: int, comm: Any,
                    stream: Any) -> int:
@@ -461,6 +464,7 @@ class NativeCollectives:
                 plan.handshake([root], DONE, record=False)
         return self._launch(plan)
 
+    @capturable
     def HcclBroadcast(self, buf: Any, count: int, dataType: int, root: int, comm: Any, stream: Any) -> int:
         args = (buf, count, dataType, root, comm, stream)
         rc = self._repeat("HcclBroadcast", args, count)
@@ -489,6 +493,7 @@ class NativeCollectives:
 
     _broadcast = entry(_broadcast, "HcclBroadcast")
 
+    @capturable
     def HcclAllGather(self, sendBuf: Any, recvBuf: Any, sendCount: int, dataType: int, comm: Any,
                       stream: Any) -> int:
         args = (sendBuf, recvBuf, sendCount, dataType, comm, stream)
@@ -522,6 +527,7 @@ class NativeCollectives:
 
     _all_gather = entry(_all_gather, "HcclAllGather")
 
+    @capturable
     def HcclReduceScatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, op: int, comm: Any,
                           stream: Any) -> int:
         args = (sendBuf, recvBuf, recvCount, dataType, op, comm, stream)
@@ -552,6 +558,7 @@ class NativeCollectives:
 
     _reduce_scatter = entry(_reduce_scatter, "HcclReduceScatter")
 
+    @capturable
     @entry
     def HcclAlltoAll(self, sendBuf: Any, sendCount: int, sendType: int, recvBuf: Any, recvCount: int,
                      recvType: int, comm: Any, stream: Any) -> int:
@@ -575,6 +582,7 @@ class NativeCollectives:
         return self._launch(plan)
 
     # ------------------------------------------------------------------ scatter and the V variants
+    @capturable
     @entry
     def HcclScatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, root: int, comm: Any,
                     stream: Any) -> int:
@@ -600,6 +608,7 @@ class NativeCollectives:
                 plan.handshake([root], DONE, wait=False)
         return self._launch(plan)
 
+    @capturable
     @entry
     def HcclAllGatherV(self, sendBuf: Any, sendCount: int, recvBuf: Any, recvCounts: Any, recvDispls: Any,
                        dataType: int, comm: Any, stream: Any) -> int:
@@ -623,6 +632,7 @@ class NativeCollectives:
             plan.handshake(peers, DONE)
         return self._launch(plan)
 
+    @capturable
     @entry
     def HcclReduceScatterV(self, sendBuf: Any, sendCounts: Any, sendDispls: Any, recvBuf: Any, recvCount: int,
                            dataType: int, op: int, comm: Any, stream: Any) -> int:
@@ -647,6 +657,7 @@ class NativeCollectives:
             plan.handshake(peers, DONE)
         return self._launch(plan)
 
+    @capturable
     @entry
     def HcclAlltoAllVC(self, sendBuf: Any, sendCountMatrix: Any, sendType: int, recvBuf: Any, recvType: int,
                        comm: Any, stream: Any) -> int:
@@ -677,6 +688,7 @@ class NativeCollectives:
             plan.handshake(peers, DONE)
         return self._launch(plan)
 
+    @capturable
     @entry
     def HcclAlltoAllV(self, sendBuf: Any, sendCounts: Any, sdispls: Any, sendType: int, recvBuf: Any,
                       recvCounts: Any, rdispls: Any, recvType: int, comm: Any, stream: Any) -> int:
@@ -701,6 +713,7 @@ class NativeCollectives:
             EXECUTOR.submit(q, [LocalCopy(None, recv + rd[me] * esz, send + sd[me] * esz, sc[me] * esz)])
         return self._p2p(items, comm, stream) if items else 0
 
+    @capturable
     def HcclBarrier(self, comm: Any, stream: Any) -> int:
         args = (comm, stream)
         rc = self._repeat("HcclBarrier", args, 0)
@@ -718,14 +731,17 @@ class NativeCollectives:
     _barrier = entry(_barrier, "HcclBarrier")
 
     # ------------------------------------------------------------------ point to point
+    @capturable
     @entry
     def HcclSend(self, sendBuf: Any, count: int, dataType: int, destRank: int, comm: Any, stream: Any) -> int:
         return self._p2p([(0, sendBuf, count, dataType, destRank)], comm, stream)
 
+    @capturable
     @entry
     def HcclRecv(self, recvBuf: Any, count: int, dataType: int, srcRank: int, comm: Any, stream: Any) -> int:
         return self._p2p([(1, recvBuf, count, dataType, srcRank)], comm, stream)
 
+    @capturable
     @entry
     def HcclBatchSendRecv(self, sendRecvInfo: Any, itemNum: int, comm: Any, stream: Any) -> int:
         items_c = ffi.cast("HcclSendRecvItem *", _ptr(sendRecvInfo, "sendRecvInfo", itemNum > 0))

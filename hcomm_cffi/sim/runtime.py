@@ -53,7 +53,7 @@ class CheckerWarning(UserWarning):
 class Queue:
     """An ordered task queue: the execution context of a Thread or a stream."""
 
-    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked")
+    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked", "capture")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -63,6 +63,7 @@ class Queue:
         self.blocked_since = 0.0
         self.executed = 0
         self.comm: Optional["SimComm"] = None
+        self.capture: Any = None   # an ACL graph capture records what is launched here instead (sim/graphs.py)
 
 
 class SimThread:
@@ -114,6 +115,9 @@ class Executor:
     def submit(self, queue: Queue, tasks: Sequence[Task]) -> None:
         """Append tasks to a queue and make it runnable (a failed queue drops them)."""
         with self.lock:
+            if queue.capture is not None:
+                queue.capture.record(queue, tasks)
+                return
             if queue.error is not None:
                 return
             queue.tasks.extend(tasks)
@@ -125,6 +129,9 @@ class Executor:
         The tasks go behind whatever the queue already holds: stream order is kept, never run ahead.
         """
         with self.lock:
+            if queue.capture is not None:
+                queue.capture.record(queue, tasks)
+                return
             if queue.error is not None:
                 return
             queue.tasks.extend(tasks)
