@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover  (what __getattr__ below returns, spelled 
     from .api import (CollectiveMismatchError, Comm, CommError, CommTimeoutError, MembershipError, MessageMismatchError,
                       NotInitializedError, NotMemberError, Request, finalize, get_world, init, is_initialized,
                       set_device, wait_all)
+    from .api import Graph, Stream, graph
     from .constants import *  # noqa: F401,F403  (constants.__all__)
     from .initializers import (CommLinkInit, EndpointDescInit, HcclChannelDescInit, HcclCommConfigInit,
                                HcclKernelLaunchCfgInit, HcclOpDescInit, HcclTeamCreateChannelsDescInit,
@@ -28,7 +29,7 @@ __version__ = "0.1.0"
 
 _API = ("init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
         "CommError", "CommTimeoutError", "MessageMismatchError", "NotInitializedError", "NotMemberError",
-        "CollectiveMismatchError", "MembershipError")
+        "CollectiveMismatchError", "MembershipError", "Stream", "Graph", "graph")
 #: Writing one's own algorithm (hcomm_cffi.algorithms; docs/ALGORITHMS.md).
 _ALGORITHMS = ("algorithm", "Algorithm", "IssueContext", "CollectiveCall", "register_algorithm")
 _C_INITIALIZERS = ("HcclCommConfigInit", "HcclChannelDescInit", "EndpointDescInit", "ThreadConfigInit",

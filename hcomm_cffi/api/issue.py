@@ -26,7 +26,7 @@ from ..errors import HcclError
 from ..lib.contract import Capabilities
 from ..plan import MIB
 from ..resources import Resources
-from . import consistency, observe
+from . import consistency, graphs, observe
 from .buffers import NO_STAGING, Buffer, Staging
 from .call import CHOICES_MAX, DEVICE_RANGES_MAX, RESOURCES_MAX, SCHEDULES_MAX, Call, CommCache, Ready
 from .fastcalls import FastCall, key_of
@@ -239,7 +239,9 @@ class Issuer:
         self._prepare(c)
         target = self.targets.get(c.stream)
         record = observe.record_of(c)
-        slot = observe.issue(self.port, self.seq, record)
+        graph = graphs.capturing(c.stream)      # an ACL graph captures the stream: recorded (api/graphs.py)
+        slot = observe.issue(self.port, self.seq, record) if graph is None else graph.captured(self.port, record,
+                                                                                                  self.take_seq)
         try:
             ready = self._batch_for(c, target)
             self.targets.order(target)
@@ -249,7 +251,14 @@ class Issuer:
             raise self.port.fail(exc, c.what) from exc
         pending = Pending(self.port, c, target.stream, ready.exchange, slot)
         self.inflight.add(pending)
+        if graph is not None:
+            graph.keep(pending)
         return pending
+
+    def take_seq(self) -> int:
+        """The next operation number (a graph replay is one operation)."""
+        self.seq += 1
+        return self.seq
 
     def _prepare(self, c: Call) -> None:
         """Resolve ``c``: the algorithm (cached per signature), the call with device pointers, the sequence number."""

@@ -22,6 +22,7 @@ from typing import Any, Optional, Tuple
 from ..errors import HcclError
 from .buffers import Staging
 from .errors import CommError
+from .graphs import refusal
 from .request import Request
 from .streams import sync_stream
 
@@ -57,6 +58,7 @@ class Pending:
         try:
             finished = sync_stream(port.binding, self.stream, timeout)
         except HcclError as exc:
+            refusal(exc)             # refused because an ACL graph captures the stream: the communicator is fine
             self._forget()
             self._check_exchange()          # a mismatch explains the failure better than its symptom
             self.error = port.fail(exc, self.what)

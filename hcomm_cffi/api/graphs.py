@@ -1,0 +1,225 @@
+"""ACL graphs from Python: :class:`Graph`, the context manager :func:`graph` (torch's shape) and ``g.replay()``.
+
+Capture is decided below the Python call path: ``aclmdlRICaptureBegin`` puts the stream in capture
+mode, and whatever is then launched on it -- a library collective, the tasks of a package algorithm
+and of the threads its batch uses -- is recorded by the runtime (CANN's, or the emulator's
+:mod:`hcomm_cffi.sim.graphs`), whatever the algorithm.  The Comm API only keeps the books: a call
+issued on a capturing stream gets no flight record of its own (it runs at each replay), its buffers
+stay alive as long as the graph, and a replay is ONE flight-recorder operation (``replay``, the
+graph's name, the number of captured operations) per communicator, done when the stream is
+synchronised through :class:`~hcomm_cffi.api.stream.Stream`.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from .._ffi import ffi
+from ..binding import Binding, get_binding
+from ..errors import (
+    ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT, ACL_ERROR_RT_EVENT_CAPTURED, ACL_ERROR_RT_STREAM_CAPTURED, HcclError,
+)
+from . import observe
+from .errors import CommError
+from .stream import Stream
+from .streams import stream_handle
+
+__all__ = ["Graph", "graph", "capturing", "refusal", "CAPTURE_MODES"]
+
+#: torch's ``capture_error_mode`` spellings -> aclmdlRICaptureMode
+CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
+#: the codes of a call refused because a stream captures (the communicator is not at fault)
+_REFUSALS = frozenset({ACL_ERROR_RT_STREAM_CAPTURED, ACL_ERROR_RT_EVENT_CAPTURED, ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT})
+_CAPTURING: Dict[int, "Graph"] = {}      # stream address -> the Graph capturing on it (this process)
+_NAMES = itertools.count()
+
+
+def _key(stream: Any) -> int:
+    return int(ffi.cast("uintptr_t", stream_handle(stream)))
+
+
+def capturing(stream: Any) -> Optional["Graph"]:
+    """The Graph capturing ``stream`` (None: no capture, the common case, costs one test)."""
+    if not _CAPTURING or stream is None:
+        return None
+    return _CAPTURING.get(_key(stream))
+
+
+def refusal(exc: HcclError) -> None:
+    """Re-raise ``exc`` if it is a capture refusal (a blocking wait on a capturing stream): the communicator is fine."""
+    if exc.code in _REFUSALS:
+        raise exc
+
+
+class _Captured:
+    """What one communicator issued into a graph: its port, how it numbers operations, the records."""
+
+    def __init__(self, port: Any, take_seq: Any) -> None:
+        self.port = port
+        self.take_seq = take_seq
+        self.records: List[observe.Record] = []
+
+
+class Graph:
+    """An ACL graph (``aclmdlRI``): capture once with :func:`graph`, run it again with :meth:`replay`.
+
+    ``torch.npu.NPUGraph``'s shape: ``capture_begin(stream)``, ``capture_end()``, ``replay()``,
+    ``reset()``.  Captured buffers are kept alive until :meth:`reset`.
+    """
+
+    def __init__(self, name: Optional[str] = None, binding: Optional[Binding] = None) -> None:
+        self.name = name or f"graph{next(_NAMES)}"
+        self.binding = binding if binding is not None else get_binding()
+        self.model: Any = None
+        self.stream: Optional[Any] = None          # the Stream or aclrtStream it was captured on (replays go there)
+        self._own_stream: Optional[Stream] = None  # made for it when none was given
+        self._comms: Dict[int, _Captured] = {}
+        self._pendings: List[Any] = []             # captured calls: their buffers stay alive with the graph
+        self._saved_mode: Optional[int] = None     # this thread's capture mode while a call sets itself up
+
+    # ------------------------------------------------------------------ capture
+    def capture_begin(self, stream: Any = None, capture_error_mode: str = "global") -> None:
+        """Start capturing ``stream`` (None: a new Stream of the graph's own)."""
+        if self.model is not None or self.stream is not None:
+            raise RuntimeError(f"graph {self.name!r} was already captured; reset() it first")
+        mode = CAPTURE_MODES.get(capture_error_mode)
+        if mode is None:
+            raise ValueError(f"capture_error_mode={capture_error_mode!r}; expected one of {sorted(CAPTURE_MODES)}")
+        if stream is None:
+            stream = self._own_stream = Stream(self.binding)
+        handle = stream_handle(stream)
+        self.binding.capture_begin(handle, mode)
+        self.stream = stream
+        _CAPTURING[_key(handle)] = self
+
+    def capture_end(self) -> None:
+        """End the capture: the graph is ready to replay (an invalidated capture raises its error)."""
+        handle = self._handle()
+        _CAPTURING.pop(_key(handle), None)
+        self._restore_mode()
+        try:
+            self.model = self.binding.capture_end(handle)
+        except BaseException:
+            self._forget_captured()
+            self.stream = None
+            raise
+
+    def _abort(self) -> None:
+        """The capture block raised: end the capture and drop what it recorded."""
+        handle = self._handle()
+        _CAPTURING.pop(_key(handle), None)
+        self._restore_mode()
+        try:
+            model = self.binding.capture_end(handle)
+            self.binding.graph_destroy(model)
+        except HcclError:
+            pass                  # invalidated by the refused call: nothing was made
+        self._forget_captured()
+        self.stream = None
+
+    def _handle(self) -> Any:
+        if self.stream is None:
+            raise RuntimeError(f"graph {self.name!r} is not capturing")
+        return stream_handle(self.stream)
+
+    def captured(self, port: Any, record: observe.Record, take_seq: Any) -> int:
+        """A Comm call issued on the capturing stream (api/issue.py's hook): no flight record of its own."""
+        book = self._comms.get(id(port))
+        if book is None:
+            book = self._comms[id(port)] = _Captured(port, take_seq)
+        book.records.append(record)
+        # the call's own set-up (scratch, resources, a signature row written once with aclrtMemcpy) is host work
+        # that does not affect the capture: RELAXED for this thread until it is launched, as the vendor documents
+        # (hicann/runtime@681ef76:docs/zh/dev_guide/04-01_single_stream_capture.md:15)
+        if self._saved_mode is None:
+            self._saved_mode = self.binding.capture_thread_exchange_mode(CAPTURE_MODES["relaxed"])
+        return observe.NO_SLOT
+
+    def keep(self, pending: Any) -> None:
+        """Keep a captured call's buffers (and the communicator's scratch) until the graph is reset."""
+        self._restore_mode()
+        self._pendings.append(pending)
+
+    def _restore_mode(self) -> None:
+        if self._saved_mode is not None:
+            mode, self._saved_mode = self._saved_mode, None
+            self.binding.capture_thread_exchange_mode(mode)
+
+    @property
+    def operations(self) -> List[str]:
+        """What was captured: 'allreduce (algorithm ring, 4096 bytes)' per Comm call, in issue order."""
+        return [f"{r.collective} (algorithm {r.algorithm}, {r.nbytes} bytes)"
+                for book in self._comms.values() for r in book.records]
+
+    # ------------------------------------------------------------------ replay
+    def replay(self) -> None:
+        """Run the whole recording on the stream it was captured on: one launch, stream-ordered (no wait)."""
+        if self.model is None:
+            raise RuntimeError(f"graph {self.name!r} has nothing to replay; capture it first")
+        books = list(self._comms.values())
+        for book in books:
+            port = book.port
+            if port.destroyed or port.broken:
+                raise CommError(f"graph {self.name!r} replays operations of communicator {port.name!r}, which "
+                                f"{'was destroyed' if port.destroyed else 'failed: ' + str(port.broken)}; capture "
+                                "again on a working communicator")
+        try:
+            self.binding.graph_execute_async(self.model, self._handle())
+        except HcclError as exc:
+            raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
+        opened: List[Tuple[Any, int, int]] = []
+        for book in books:      # one operation per communicator: the replay, naming the graph and its contents
+            port, seq, first = book.port, book.take_seq(), book.records[0]
+            rec = observe.Record("replay", self.name, len(book.records), sum(r.nbytes for r in book.records),
+                                 first.dtype, None, -1)
+            slot = observe.issue(port, seq, rec)
+            observe.running(port, slot)
+            opened.append((port, slot, seq))
+        if isinstance(self.stream, Stream) and opened:
+            self.stream.on_synchronized.append(lambda: _done(opened))
+
+    def reset(self) -> None:
+        """Destroy the graph; its captured buffers are released and it may be captured again."""
+        if self.model is not None:
+            model, self.model = self.model, None
+            self.binding.graph_destroy(model)
+        self._forget_captured()
+        self.stream = None
+        if self._own_stream is not None:
+            own, self._own_stream = self._own_stream, None
+            own.close()
+
+    def _forget_captured(self) -> None:
+        for pending in self._pendings:
+            if not pending.done:
+                pending._forget()         # never waited on: the graph held it
+        self._pendings.clear()
+        self._comms.clear()
+
+    def __repr__(self) -> str:
+        state = "captured" if self.model is not None else ("capturing" if self.stream is not None else "empty")
+        return f"Graph({self.name!r}, {state}, {sum(len(b.records) for b in self._comms.values())} operations)"
+
+
+def _done(opened: List[Tuple[Any, int, int]]) -> None:
+    """The stream passed a replay: its flight records are done."""
+    for port, slot, seq in opened:
+        if not port.destroyed:
+            observe.done(port, slot, "replay", seq)
+
+
+@contextlib.contextmanager
+def graph(g: Graph, stream: Any = None, capture_error_mode: str = "global") -> Iterator[Graph]:
+    """Capture what the block issues on ``stream`` into ``g`` (torch.npu.graph's shape).
+
+    Collectives issued with ``stream=`` that stream are recorded, not run; ``g.replay()`` runs them.
+    An exception in the block ends the capture, drops it and propagates.
+    """
+    g.capture_begin(stream, capture_error_mode)
+    try:
+        yield g
+    except BaseException:
+        g._abort()
+        raise
+    g.capture_end()

@@ -1,0 +1,61 @@
+"""``hcomm_cffi.Stream``: an ACL stream the package owns, accepted wherever ``stream=`` is.
+
+Like ``torch.npu.Stream``: it exposes its ``aclrtStream`` address as ``npu_stream`` (what
+:func:`~hcomm_cffi.api.streams.stream_handle` reads), so collectives, :func:`hcomm_cffi.graph` and
+torch_npu-style code take it as they take a torch_npu stream.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional
+
+from .._ffi import ffi
+from ..binding import Binding, get_binding
+from .streams import sync_stream
+
+__all__ = ["Stream"]
+
+
+class Stream:
+    """An ``aclrtStream`` created on the current device; ``close()`` (or the ``with`` block's end) destroys it."""
+
+    def __init__(self, binding: Optional[Binding] = None) -> None:
+        self.binding = binding if binding is not None else get_binding()
+        self.handle: Any = self.binding.create_stream()
+        #: called after each successful synchronize(): what completed on the stream (replayed graphs' records)
+        self.on_synchronized: List[Callable[[], None]] = []
+
+    @property
+    def npu_stream(self) -> int:
+        """The ``aclrtStream`` address (torch_npu's attribute name)."""
+        if self.handle is None:
+            raise ValueError("the stream was closed")
+        return int(ffi.cast("uintptr_t", self.handle))
+
+    def synchronize(self, timeout: Optional[float] = None) -> bool:
+        """Wait for everything queued on the stream: True, or False if ``timeout`` s passed first.
+
+        Refused with ``AclRtStreamCapturedError`` while an ACL graph captures the stream (as on CANN).
+        """
+        if self.handle is None:
+            raise ValueError("the stream was closed")
+        done = sync_stream(self.binding, self.handle, timeout)
+        if done and self.on_synchronized:
+            callbacks, self.on_synchronized = self.on_synchronized, []
+            for fn in callbacks:
+                fn()
+        return done
+
+    def close(self) -> None:
+        """Destroy the stream (its queued work runs first); later uses raise."""
+        if self.handle is not None:
+            handle, self.handle = self.handle, None
+            self.binding.destroy_stream(handle)
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Stream(0x{self.npu_stream:x})" if self.handle is not None else "Stream(closed)"
