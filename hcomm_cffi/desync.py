@@ -115,6 +115,9 @@ def _value(rec: Dict[str, Any], key: str) -> str:
 
 def describe_op(rec: Dict[str, Any]) -> str:
     """'allreduce #18 (4 MiB fp32, op sum)', 'broadcast #18 (16 B fp32, root 0)', 'send #3 (64 B fp32 to rank 1)'."""
+    if rec["op"] == "replay":     # an ACL graph replay (api/graphs.py): the algorithm field is the graph's name
+        return (f"replay #{rec['seq']} of ACL graph {rec['algorithm']!r} ({rec['count']} captured operation"
+                f"{'s' if rec['count'] != 1 else ''}, {_size(rec['nbytes'])})")
     parts = [f"{_size(rec['nbytes'])} {_dtype(rec['dtype'])}"]
     if rec["algorithm"] == "p2p":
         parts[0] += (" to" if rec["op"].startswith("send") else " from") + f" rank {rec['peer']}"

@@ -15,6 +15,7 @@ import contextlib
 import itertools
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from .. import trace
 from .._ffi import ffi
 from ..binding import Binding, get_binding
 from ..errors import (
@@ -174,6 +175,9 @@ class Graph:
             rec = observe.Record("replay", self.name, len(book.records), sum(r.nbytes for r in book.records),
                                  first.dtype, None, -1)
             slot = observe.issue(port, seq, rec)
+            if trace.ACTIVE:    # the replay's slice lists what it contains; its tasks are tagged with it
+                trace.op_begin(port.name, "replay", seq, {"graph": self.name, "captured": [
+                    f"{r.collective} ({r.algorithm}, {r.nbytes} bytes)" for r in book.records]})
             observe.running(port, slot)
             opened.append((port, slot, seq))
         if isinstance(self.stream, Stream) and opened:

@@ -1,0 +1,182 @@
+"""ACL graphs: capture once, replay N times == N eager calls (every built-in and a user algorithm, 2/3/4 ranks,
+strict checker); nothing runs during capture; the capture rules; replay after free / after the communicator died."""
+from __future__ import annotations
+
+from typing import Any, List
+
+import numpy as np
+import pytest
+
+from multiproc import run_ranks
+
+STRICT = {"HCOMM_SIM_CHECK": "strict"}
+TOPO = {2: (2, 1), 3: (3, 1), 4: (2, 2)}     # multi-server shapes so that hierarchical runs too
+USER_ALGORITHM = "hcomm_cffi.examples.pairwise:pairwise"
+REPLAYS = 3
+
+
+def _replays_match_eager(rank: int, n: int, root: bytes) -> List[str]:
+    """Per algorithm: capture one call, replay it REPLAYS times feeding each output back; eager calls must agree."""
+    import hcomm_cffi as hcomm
+    from hcomm_cffi.algorithms import resolve
+    from hcomm_cffi.algorithms.registry import BUILTINS
+    from hcomm_cffi.enums import DataType, ReduceOp
+
+    w = hcomm.init(rank=rank, world_size=n, root_info=root, topology=TOPO[n])
+    ran = []
+    try:
+        s = hcomm.Stream()
+        for name in BUILTINS + (USER_ALGORITHM,):
+            alg = resolve(name)
+            coll = "allreduce" if alg.collectives is None or "allreduce" in alg.collectives else "alltoall"
+            op = ReduceOp.SUM if coll == "allreduce" else None
+            if alg.unsupported(coll, DataType.FP32, op, w.topology) is not None:
+                continue
+            x = (np.arange(64 * n, dtype=np.float32) % 7) + rank
+            y = np.zeros_like(x)
+            run = getattr(w, coll)
+            g = hcomm.Graph(f"g_{alg.name}")
+            with hcomm.graph(g, stream=s):
+                run(x, out=y, algorithm=name, stream=s)
+            assert not y.any(), f"{name}: the captured {coll} ran during the capture"
+            for _ in range(REPLAYS):
+                g.replay()
+                s.synchronize()
+                x[:] = y
+            eager = (np.arange(64 * n, dtype=np.float32) % 7) + rank
+            for _ in range(REPLAYS):
+                eager = run(eager, algorithm=name)
+            assert eager.tobytes() == y.tobytes(), f"{name}: {REPLAYS} replays differ from {REPLAYS} eager calls"
+            g.reset()
+            ran.append(name)
+        s.close()
+    finally:
+        hcomm.finalize()
+    return ran
+
+
+@pytest.mark.parametrize("n", [2, 3, pytest.param(4, marks=pytest.mark.slow)])
+def test_replays_equal_eager_calls_for_every_algorithm(n: int) -> None:
+    from hcomm_cffi.algorithms.registry import BUILTINS
+
+    ran = run_ranks(n, _replays_match_eager, timeout=180, env=STRICT)
+    assert all(r == ran[0] for r in ran)
+    expected = {"ring", "mesh", "tree", "hierarchical", "native", USER_ALGORITHM}
+    assert expected <= set(ran[0]), ran[0]
+    assert set(ran[0]) <= set(BUILTINS) | {USER_ALGORITHM}
+
+
+def _refusals(rank: int, n: int, root: bytes) -> List[Any]:
+    """A blocking wait on the capturing stream is refused (the capture fails, the communicator works on);
+    a replay is one flight-recorder operation naming the graph."""
+    import hcomm_cffi as hcomm
+    from hcomm_cffi import flight
+    from hcomm_cffi.desync import describe_op
+    from hcomm_cffi.errors import AclRtStreamCapturedError
+
+    w = hcomm.init(rank=rank, world_size=n, root_info=root)
+    try:
+        s = hcomm.Stream()
+        x = np.full(8, rank + 1, np.float32)
+        g = hcomm.Graph("refused")
+        with pytest.raises(AclRtStreamCapturedError, match="capture"):
+            with hcomm.graph(g, stream=s):
+                w.allreduce(x, algorithm="ring", stream=s).wait()
+        assert g.model is None
+        total = w.allreduce(x.copy(), algorithm="ring")   # the communicator is usable (in place: a copy)
+        g = hcomm.Graph("twice")
+        y = np.zeros(8, np.float32)
+        with hcomm.graph(g, stream=s):
+            w.allreduce(x, out=y, algorithm="ring", stream=s)
+            w.allreduce(x, out=y, algorithm="native", stream=s)
+        g.replay()
+        s.synchronize()
+        recs = [r for fr in flight.recorders() for r in fr.snapshot()["records"] if r["op"] == "replay"]
+        g.reset()
+        s.close()
+        return [float(total[0]), float(y[0]), [(r["count"], r["state"], describe_op(r)) for r in recs]]
+    finally:
+        hcomm.finalize()
+
+
+def test_refused_wait_leaves_the_comm_usable_and_a_replay_is_one_operation() -> None:
+    res = run_ranks(2, _refusals, timeout=60, env={**STRICT, "HCOMM_FR_SIZE": "64"})
+    for total, y, recs in res:
+        assert total == 3.0 and y == 3.0
+        assert recs == [(2, "done", "replay #5 of ACL graph 'twice' (2 captured operations, 64 B)")]
+
+
+def _binding_rules(rank: int, n: int, root: bytes) -> List[str]:
+    """The C API: capture rules, task groups, replay after free and after the communicator was destroyed."""
+    from simhelp import open_rank
+    from hcomm_cffi._ffi import ffi
+    from hcomm_cffi.errors import HcclError
+
+    env = open_rank(rank, n, root)
+    b, s = env.b, env.stream
+    out: List[str] = []
+
+    def code(call: Any, *args: Any) -> str:
+        try:
+            call(*args)
+        except HcclError as exc:
+            return exc.code_name or str(exc.code)
+        return "ok"
+
+    send, recv = b.malloc(64), b.malloc(64)
+    host = np.full(16, rank + 1, np.float32)
+    b.memcpy(send, 64, ffi.from_buffer(host), 64, 1)
+    # GLOBAL: a synchronous copy is refused and fails the capture; RELAXED on this thread allows it
+    b.capture_begin(s, 0)
+    out.append(code(b.memcpy, recv, 64, send, 64, 3))
+    out.append(code(b.capture_end, s))
+    b.capture_begin(s, 0)
+    old = b.capture_thread_exchange_mode(2)
+    out.append(code(b.memcpy, recv, 64, send, 64, 3))
+    b.capture_thread_exchange_mode(old)
+    out.append(code(b.capture_begin, s, 0))                 # already capturing
+    out.append(code(b.synchronize_device))
+    out.append(code(b.capture_end, s))                      # invalidated by the device synchronisation
+    # a task group, updated after the capture to other buffers
+    b.capture_begin(s, 0)
+    b.capture_task_group_begin(s)
+    b.all_reduce(send, recv, 16, 4, 0, env.comm, s)
+    group = b.capture_task_group_end(s)
+    status, model = b.capture_get_info(s)
+    graph = b.capture_end(s)
+    out.append(f"status {status}, same model {int(ffi.cast('uintptr_t', model)) == int(ffi.cast('uintptr_t', graph))}")
+    other = b.malloc(64)
+    upd = b.create_stream()
+    b.capture_task_update_begin(upd, group)
+    b.all_reduce(send, other, 16, 4, 0, env.comm, upd)
+    b.capture_task_update_end(upd)
+    b.graph_execute_async(graph, s)
+    b.synchronize_stream(s)
+    got = np.zeros(16, np.float32)
+    b.memcpy(ffi.from_buffer(got), 64, other, 64, 2)
+    out.append(f"updated group wrote {got[0]:g}")
+    b.free(other)
+    out.append(code(b.graph_execute_async, graph, s))          # a captured buffer was freed
+    b.graph_destroy(graph)
+    # replay after the communicator was destroyed
+    b.capture_begin(s, 0)
+    b.all_reduce(send, recv, 16, 4, 0, env.comm, s)
+    graph = b.capture_end(s)
+    b.comm_destroy(env.comm)
+    try:
+        b.graph_execute_async(graph, s)
+        out.append("replayed")
+    except HcclError as exc:
+        out.append("destroyed" if "was destroyed" in str(exc) else str(exc))
+    b.graph_destroy(graph)
+    b.destroy_stream(upd)
+    return out
+
+
+def test_capture_rules_task_update_and_replay_checks() -> None:
+    res = run_ranks(2, _binding_rules, timeout=60, env=STRICT)
+    assert res[0] == res[1]
+    assert res[0] == [
+        "ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT", "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED", "ok",
+        "ACL_ERROR_RT_STREAM_CAPTURED", "ACL_ERROR_RT_STREAM_CAPTURED", "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED",
+        "status 1, same model True", "updated group wrote 3", "ACL_ERROR_RT_PARAM_INVALID", "destroyed"], res[0]
