@@ -75,13 +75,15 @@ class Recorder:
 
     def record(self, queue: Queue, tasks: Sequence[Task]) -> None:
         """Keep ``tasks`` (launched on ``queue``) for the replays; an event record here is the graph's own."""
-        kept = tuple(tasks)
-        for t in kept:
+        kept = list(tasks)
+        for i, t in enumerate(kept):
             if t[0] == EVENT_RECORD:
                 ev = t.event
                 ev.recorded -= 1          # aclrtRecordEvent counted it for eager waiters: it runs at replay only
                 self.event_records[ev] = self.event_records.get(ev, 0) + 1
-        self.items.append(("tasks", queue, kept))
+            elif t[0] == EVENT_WAIT and t.event in self.event_records:
+                kept[i] = EventWait(t.event, self.event_records[t.event])   # waits for the graph's own record
+        self.items.append(("tasks", queue, tuple(kept)))
 
     def join(self, queue: Queue) -> None:
         if queue.capture is None:
