@@ -46,9 +46,15 @@ def test_every_method_of_the_hand_written_binding_keeps_its_signature(method: st
     assert str(inspect.signature(getattr(Binding, method))) == BEFORE["methods"][method]
 
 
+#: methods added to the table since the snapshot, on purpose (one set per topic)
+ADDED_ACL_GRAPHS = {"capture_begin", "capture_get_info", "capture_end", "capture_thread_exchange_mode",
+                    "graph_execute_async", "graph_execute", "graph_destroy", "capture_task_group_begin",
+                    "capture_task_group_end", "capture_task_update_begin", "capture_task_update_end"}
+
+
 def test_no_public_method_was_added_by_accident() -> None:
     public = {n for n in dir(Binding) if not n.startswith("_")}
-    assert public - set(BEFORE["methods"]) == {"lib"}
+    assert public - set(BEFORE["methods"]) == {"lib"} | ADDED_ACL_GRAPHS
 
 
 def _reference(self: Any, thread: Any, dst: Any, src: Any, nbytes: Any) -> None:
