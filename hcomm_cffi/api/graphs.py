@@ -60,6 +60,15 @@ class _Captured:
         self.port = port
         self.take_seq = take_seq
         self.records: List[observe.Record] = []
+        self.replay: Any = None           # the flight record of a replay, and its encoded fields (seal())
+        self.fixed: Any = None
+
+    def seal(self, graph: str) -> None:
+        """The capture ended: a replay's record is one operation naming the graph and counting what it holds."""
+        first = self.records[0]
+        self.replay = observe.Record("replay", graph, len(self.records), sum(r.nbytes for r in self.records),
+                                     first.dtype, None, -1)
+        self.fixed = observe.fixed_of(self.replay)
 
 
 class Graph:
@@ -78,6 +87,9 @@ class Graph:
         self._comms: Dict[int, _Captured] = {}
         self._pendings: List[Any] = []             # captured calls: their buffers stay alive with the graph
         self._saved_mode: Optional[int] = None     # this thread's capture mode while a call sets itself up
+        self._stream_handle: Any = None            # of the captured stream (replays go there)
+        self._books: List[_Captured] = []          # per communicator, once captured
+        self._opened: List[Tuple[Any, int, int]] = []   # replays whose flight records are not done yet
 
     # ------------------------------------------------------------------ capture
     def capture_begin(self, stream: Any = None, capture_error_mode: str = "global") -> None:
@@ -105,6 +117,10 @@ class Graph:
             self._forget_captured()
             self.stream = None
             raise
+        self._stream_handle = handle
+        self._books = [book for book in self._comms.values() if book.records]
+        for book in self._books:
+            book.seal(self.name)
 
     def _abort(self) -> None:
         """The capture block raised: end the capture and drop what it recorded."""
@@ -156,9 +172,10 @@ class Graph:
     # ------------------------------------------------------------------ replay
     def replay(self) -> None:
         """Run the whole recording on the stream it was captured on: one launch, stream-ordered (no wait)."""
-        if self.model is None:
+        model = self.model
+        if model is None:
             raise RuntimeError(f"graph {self.name!r} has nothing to replay; capture it first")
-        books = list(self._comms.values())
+        books = self._books
         for book in books:
             port = book.port
             if port.destroyed or port.broken:
@@ -166,22 +183,28 @@ class Graph:
                                 f"{'was destroyed' if port.destroyed else 'failed: ' + str(port.broken)}; capture "
                                 "again on a working communicator")
         try:
-            self.binding.graph_execute_async(self.model, self._handle())
+            self.binding.graph_execute_async(model, self._stream_handle)
         except HcclError as exc:
             raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
-        opened: List[Tuple[Any, int, int]] = []
+        opened = self._opened
         for book in books:      # one operation per communicator: the replay, naming the graph and its contents
-            port, seq, first = book.port, book.take_seq(), book.records[0]
-            rec = observe.Record("replay", self.name, len(book.records), sum(r.nbytes for r in book.records),
-                                 first.dtype, None, -1)
-            slot = observe.issue(port, seq, rec)
+            port, seq = book.port, book.take_seq()
+            slot = observe.issue(port, seq, book.replay, book.fixed)
             if trace.ACTIVE:    # the replay's slice lists what it contains; its tasks are tagged with it
                 trace.op_begin(port.name, "replay", seq, {"graph": self.name, "captured": [
                     f"{r.collective} ({r.algorithm}, {r.nbytes} bytes)" for r in book.records]})
             observe.running(port, slot)
             opened.append((port, slot, seq))
-        if isinstance(self.stream, Stream) and opened:
-            self.stream.on_synchronized.append(lambda: _done(opened))
+        stream = self.stream
+        if opened and isinstance(stream, Stream) and self._close_opened not in stream.on_synchronized:
+            stream.on_synchronized.append(self._close_opened)
+
+    def _close_opened(self) -> None:
+        """The stream passed the replays launched so far: their flight records are done."""
+        opened, self._opened = self._opened, []
+        for port, slot, seq in opened:
+            if not port.destroyed:
+                observe.done(port, slot, "replay", seq)
 
     def reset(self) -> None:
         """Destroy the graph; its captured buffers are released and it may be captured again."""
@@ -200,17 +223,12 @@ class Graph:
                 pending._forget()         # never waited on: the graph held it
         self._pendings.clear()
         self._comms.clear()
+        self._books = []
+        self._opened = []
 
     def __repr__(self) -> str:
         state = "captured" if self.model is not None else ("capturing" if self.stream is not None else "empty")
         return f"Graph({self.name!r}, {state}, {sum(len(b.records) for b in self._comms.values())} operations)"
-
-
-def _done(opened: List[Tuple[Any, int, int]]) -> None:
-    """The stream passed a replay: its flight records are done."""
-    for port, slot, seq in opened:
-        if not port.destroyed:
-            observe.done(port, slot, "replay", seq)
 
 
 @contextlib.contextmanager

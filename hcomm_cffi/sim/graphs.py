@@ -136,10 +136,13 @@ class SimModel:
         self.blocks: Dict[int, Tuple[Any, int, str]] = {}   # aclrtMalloc blocks the tasks address: start -> block
         self.comms: Set[Any] = set()
         self.replays = 0
+        self.steps: List[Any] = []       # seal(): what a replay launches
+        self.raced = False               # a communicator of the recording has the race checker (strict)
 
     # ------------------------------------------------------------------ what it references
     def note_references(self, state: SimState) -> None:
-        """Remember the communicators and aclrtMalloc blocks the recording uses (checked before each replay)."""
+        """Remember the communicators and aclrtMalloc blocks the recording uses (checked before each replay);
+        make the launch steps."""
         self.blocks.clear()
         self.comms.clear()
         for item in self.items:
@@ -156,6 +159,8 @@ class SimModel:
             for v in values:
                 if isinstance(v, ffi.CData) and ffi.typeof(v).kind == "pointer" and v != ffi.NULL:
                     self._note_block(state, int(ffi.cast("uintptr_t", v)))
+        self.raced = any(c.race is not None for c in self.comms)
+        self.seal()
 
     def _note_block(self, state: SimState, addr: int) -> None:
         found = state.device.find(addr)
@@ -178,23 +183,51 @@ class SimModel:
                                "(keep captured buffers until aclmdlRIDestroy)")
 
     # ------------------------------------------------------------------ replay
-    def replay(self, stream_queue: Queue, stream: Any) -> None:
-        """Queue the recording: the origin stream's tasks on ``stream_queue``, each joined queue's on its own."""
-        fresh: Dict[SimEvent, SimEvent] = {ev: SimEvent(ev.handle) for ev in self.events}
-        origin = self.origin
+    def seal(self) -> None:
+        """Merge the recording into launch steps: between two library calls, one task list per queue (each queue
+        is FIFO and queues order each other only through notifies and events, so this keeps stream order)."""
+        steps: List[Any] = []
+        lists: Dict[Queue, List[Task]] = {}
         for item in self.items:
             if item[0] == "tasks":
-                _, q, tasks = item
-                if fresh:
-                    tasks = _with_events(tasks, fresh)
-                EXECUTOR.submit(stream_queue if q is origin else q, tasks)
+                lists.setdefault(item[1], []).extend(item[2])
+                continue
+            if lists:
+                steps.append(("tasks", [(q, tuple(ts)) for q, ts in lists.items()]))
+                lists = {}
+            steps.append(item)
+        if lists:
+            steps.append(("tasks", [(q, tuple(ts)) for q, ts in lists.items()]))
+        self.steps = steps
+
+    def replay(self, stream_queue: Queue, stream: Any) -> None:
+        """Queue the recording: the origin stream's tasks on ``stream_queue``, each joined queue's on its own."""
+        fresh: Dict[SimEvent, SimEvent] = {ev: SimEvent(ev.handle) for ev in self.events} if self.events else {}
+        origin = self.origin
+        for step in self.steps:
+            if step[0] == "tasks":
+                for q, tasks in step[1]:
+                    if self.raced:
+                        _host_issues(tasks)
+                    EXECUTOR.submit(stream_queue if q is origin else q, _with_events(tasks, fresh) if fresh else tasks)
             else:
-                _, lib, method, args = item
+                _, lib, method, args = step
                 rc = method(lib, *args[:-1], stream)
                 if rc:
                     raise SimError(rc, f"replay of {getattr(method, '__name__', 'a collective')} failed: "
                                        f"{last_error() or 'no message'}")
         self.replays += 1
+
+
+def _host_issues(tasks: Sequence[Task]) -> None:
+    """Race checker: a replay's tasks come after everything the host saw complete (as dataplane._host_issues)."""
+    seen = set()
+    with EXECUTOR.lock:
+        for t in tasks:
+            th = t[1] if t[0] not in (EVENT_RECORD, EVENT_WAIT) else None
+            if th is not None and th not in seen and getattr(th, "comm", None) is not None and th.comm.race is not None:
+                seen.add(th)
+                th.comm.race.host_issues(th)
 
 
 def _with_events(tasks: Tuple[Task, ...], fresh: Dict[SimEvent, SimEvent]) -> List[Task]:
@@ -227,6 +260,7 @@ class _Graphs:
         self.captures: List[Capture] = []
         self.models: Dict[int, SimModel] = {}
         self.groups: Dict[int, Tuple[SimModel, int]] = {}     # aclrtTaskGrp handle -> (model, group key)
+        self.last: Tuple[Any, Any] = (None, None)              # the last aclmdlRI argument and its model
 
 
 _GRAPHS = _Graphs()
@@ -359,22 +393,28 @@ class GraphCalls:
     state: SimState
 
     def _queue(self, stream: Any) -> Queue:
-        if stream is None or stream == ffi.NULL or key_of(stream) == 0:
+        try:
+            q = self.state.stream(stream)
+        except SimError as exc:
+            raise SimError(ACL_ERROR_RT_PARAM_INVALID, exc.message) from None
+        if q is self.state.default_stream:
             # capture on the default stream is illegal (docs/zh/dev_guide/04-01_single_stream_capture.md:18)
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, "stream is the default stream; an ACL graph is captured on a "
                                                        "stream made by aclrtCreateStream")
-        try:
-            return self.state.stream(stream)
-        except SimError as exc:
-            raise SimError(ACL_ERROR_RT_PARAM_INVALID, exc.message) from None
+        return q
 
     def _model(self, modelRI: Any) -> SimModel:
+        last = _GRAPHS.last
+        if last[0] is modelRI and last[1].handle in _GRAPHS.models:      # the same handle object as last time
+            return last[1]
         if modelRI is None or modelRI == ffi.NULL or key_of(modelRI) == 0:
             raise SimError(ACL_ERROR_INVALID_PARAM, "modelRI is NULL")
         model = _GRAPHS.models.get(key_of(modelRI))
         if model is None:
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"modelRI 0x{key_of(modelRI):x} is not an ACL graph of this "
                                                        "process (never captured, or destroyed)")
+        if not isinstance(modelRI, int):
+            _GRAPHS.last = (modelRI, model)
         return model
 
     @entry
