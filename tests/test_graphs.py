@@ -180,3 +180,45 @@ def test_capture_rules_task_update_and_replay_checks() -> None:
         "ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT", "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED", "ok",
         "ACL_ERROR_RT_STREAM_CAPTURED", "ACL_ERROR_RT_STREAM_CAPTURED", "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED",
         "status 1, same model True", "updated group wrote 3", "ACL_ERROR_RT_PARAM_INVALID", "destroyed"], res[0]
+
+
+def _hang(rank: int, n: int, root: bytes) -> str:
+    """Rank 0 replays a graph rank 1 never replays: its wait times out naming the replay and the graph."""
+    import time
+
+    import hcomm_cffi as hcomm
+    from hcomm_cffi.api.errors import CommError
+    from hcomm_cffi.errors import HcclError
+
+    w = hcomm.init(rank=rank, world_size=n, root_info=root)
+    try:
+        s = hcomm.Stream()
+        x = np.ones(8, np.float32)
+        g = hcomm.Graph("stuck")
+        with hcomm.graph(g, stream=s):
+            w.allreduce(x, algorithm="ring", stream=s)
+        w.barrier()
+        if rank == 1:
+            time.sleep(4)                  # never replays; rank 0's replay waits for it
+            return "idle"
+        g.replay()
+        with pytest.raises(CommError) as info:
+            s.synchronize()
+        return str(info.value)
+    finally:
+        try:
+            hcomm.finalize()
+        except HcclError as exc:           # rank 1: the checker names rank 0's record it never waited on
+            assert rank == 1 and "never waited on" in str(exc), exc
+
+
+@pytest.mark.slow
+def test_a_hung_replay_is_reported_naming_the_graph(tmp_path: Any) -> None:
+    from hcomm_cffi import desync
+
+    env = {"HCCL_EXEC_TIMEOUT": "1.5", "HCOMM_FR_DIR": str(tmp_path), "HCOMM_FR_SIZE": "32"}
+    message, idle = run_ranks(2, _hang, timeout=90, env=env)
+    assert idle == "idle"
+    assert "replay #3 of ACL graph 'stuck'" in message and "timed out" in message, message
+    report = desync.report(str(tmp_path))
+    assert "replay #3 of ACL graph 'stuck' (1 captured operation, 32 B)" in report, report

@@ -18,20 +18,16 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from .. import trace
 from .._ffi import ffi
 from ..binding import Binding, get_binding
-from ..errors import (
-    ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT, ACL_ERROR_RT_EVENT_CAPTURED, ACL_ERROR_RT_STREAM_CAPTURED, HcclError,
-)
+from ..errors import HcclError
 from . import observe
 from .errors import CommError
-from .stream import Stream
+from .stream import CAPTURE_REFUSALS, Stream
 from .streams import stream_handle
 
 __all__ = ["Graph", "graph", "capturing", "refusal", "CAPTURE_MODES"]
 
 #: torch's ``capture_error_mode`` spellings -> aclmdlRICaptureMode
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
-#: the codes of a call refused because a stream captures (the communicator is not at fault)
-_REFUSALS = frozenset({ACL_ERROR_RT_STREAM_CAPTURED, ACL_ERROR_RT_EVENT_CAPTURED, ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT})
 _CAPTURING: Dict[int, "Graph"] = {}      # stream address -> the Graph capturing on it (this process)
 _NAMES = itertools.count()
 
@@ -49,7 +45,7 @@ def capturing(stream: Any) -> Optional["Graph"]:
 
 def refusal(exc: HcclError) -> None:
     """Re-raise ``exc`` if it is a capture refusal (a blocking wait on a capturing stream): the communicator is fine."""
-    if exc.code in _REFUSALS:
+    if exc.code in CAPTURE_REFUSALS:
         raise exc
 
 
@@ -199,12 +195,20 @@ class Graph:
         if opened and isinstance(stream, Stream) and self._close_opened not in stream.on_synchronized:
             stream.on_synchronized.append(self._close_opened)
 
-    def _close_opened(self) -> None:
-        """The stream passed the replays launched so far: their flight records are done."""
+    def _close_opened(self, error: Optional[HcclError]) -> None:
+        """The stream passed the replays launched so far (their flight records are done), or failed in them:
+        their communicators fail naming the graph (a timeout or a dead peer dumps every flight recorder)."""
         opened, self._opened = self._opened, []
+        failed: Optional[CommError] = None
         for port, slot, seq in opened:
-            if not port.destroyed:
+            if port.destroyed:
+                continue
+            if error is None:
                 observe.done(port, slot, "replay", seq)
+            elif not port.broken:
+                failed = failed or port.fail(error, f"replay #{seq} of ACL graph {self.name!r}")
+        if failed is not None:
+            raise failed from error
 
     def reset(self) -> None:
         """Destroy the graph; its captured buffers are released and it may be captured again."""

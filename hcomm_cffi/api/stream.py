@@ -10,9 +10,16 @@ from typing import Any, Callable, List, Optional
 
 from .._ffi import ffi
 from ..binding import Binding, get_binding
+from ..errors import (
+    ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT, ACL_ERROR_RT_EVENT_CAPTURED, ACL_ERROR_RT_STREAM_CAPTURED, HcclError,
+)
 from .streams import sync_stream
 
-__all__ = ["Stream"]
+__all__ = ["Stream", "CAPTURE_REFUSALS"]
+
+#: the codes of a call refused because an ACL graph captures (the queued work is not at fault)
+CAPTURE_REFUSALS = frozenset({ACL_ERROR_RT_STREAM_CAPTURED, ACL_ERROR_RT_EVENT_CAPTURED,
+                              ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT})
 
 
 class Stream:
@@ -21,8 +28,9 @@ class Stream:
     def __init__(self, binding: Optional[Binding] = None) -> None:
         self.binding = binding if binding is not None else get_binding()
         self.handle: Any = self.binding.create_stream()
-        #: called after each successful synchronize(): what completed on the stream (replayed graphs' records)
-        self.on_synchronized: List[Callable[[], None]] = []
+        #: told how each synchronize() ended (None: everything queued completed; else the error), once: what was
+        #: queued on the stream and waits for it (a replayed graph's flight records); it may raise a better error
+        self.on_synchronized: List[Callable[[Optional[HcclError]], None]] = []
 
     @property
     def npu_stream(self) -> int:
@@ -38,12 +46,26 @@ class Stream:
         """
         if self.handle is None:
             raise ValueError("the stream was closed")
-        done = sync_stream(self.binding, self.handle, timeout)
-        if done and self.on_synchronized:
-            callbacks, self.on_synchronized = self.on_synchronized, []
-            for fn in callbacks:
-                fn()
+        try:
+            done = sync_stream(self.binding, self.handle, timeout)
+        except HcclError as exc:
+            if exc.code not in CAPTURE_REFUSALS:       # a refused wait says nothing about the queued work
+                self._settle(exc)
+            raise
+        if done:
+            self._settle(None)
         return done
+
+    def _settle(self, error: Optional[HcclError]) -> None:
+        callbacks, self.on_synchronized = self.on_synchronized, []
+        first: Optional[BaseException] = None
+        for fn in callbacks:
+            try:
+                fn(error)
+            except BaseException as exc:        # every callback hears it; the first error is raised
+                first = first or exc
+        if first is not None:
+            raise first
 
     def close(self) -> None:
         """Destroy the stream (its queued work runs first); later uses raise."""
