@@ -138,6 +138,7 @@ class SimModel:
         self.replays = 0
         self.steps: List[Any] = []       # seal(): what a replay launches
         self.raced = False               # a communicator of the recording has the race checker (strict)
+        self.streams: Set[Queue] = set()  # the streams other than the captured one that joined the capture
 
     # ------------------------------------------------------------------ what it references
     def note_references(self, state: SimState) -> None:
@@ -160,6 +161,9 @@ class SimModel:
                 if isinstance(v, ffi.CData) and ffi.typeof(v).kind == "pointer" and v != ffi.NULL:
                     self._note_block(state, int(ffi.cast("uintptr_t", v)))
         self.raced = any(c.race is not None for c in self.comms)
+        streams = {id(q) for q in state.streams.values()}
+        self.streams = {q for item in self.items if item[0] == "tasks"
+                        for q in (item[1],) if q is not self.origin and id(q) in streams}
         self.seal()
 
     def _note_block(self, state: SimState, addr: int) -> None:
@@ -175,6 +179,13 @@ class SimModel:
                                f"checker: aclmdlRI 0x{self.handle:x} was captured on communicator {comm.name}, which "
                                "was destroyed since; a replay would use its freed channels and buffers (destroy the "
                                "graph before the communicator, recapture on a new one)")
+        if self.streams:
+            live = {id(q) for q in state.streams.values()}
+            for q in self.streams:
+                if id(q) not in live:
+                    raise SimError(ACL_ERROR_RT_PARAM_INVALID,
+                                   f"checker: aclmdlRI 0x{self.handle:x} replays tasks captured on {q.name}, which was "
+                                   "destroyed since (keep the streams of a graph until aclmdlRIDestroy)")
         for start, (block, size, name) in self.blocks.items():
             if state.memory.get(start) is not block:
                 raise SimError(ACL_ERROR_RT_PARAM_INVALID,
