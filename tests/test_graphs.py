@@ -61,9 +61,10 @@ def test_replays_equal_eager_calls_for_every_algorithm(n: int) -> None:
 
     ran = run_ranks(n, _replays_match_eager, timeout=180, env=STRICT)
     assert all(r == ran[0] for r in ran)
-    expected = {"ring", "mesh", "tree", "hierarchical", "native", USER_ALGORITHM}
-    assert expected <= set(ran[0]), ran[0]
-    assert set(ran[0]) <= set(BUILTINS) | {USER_ALGORITHM}
+    expected = set(BUILTINS) | {USER_ALGORITHM}
+    if n == 2:
+        expected.discard("double_ring")      # the A3 double ring needs 3 or more ranks
+    assert set(ran[0]) == expected, ran[0]
 
 
 def _refusals(rank: int, n: int, root: bytes) -> List[Any]:
