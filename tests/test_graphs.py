@@ -223,3 +223,39 @@ def test_a_hung_replay_is_reported_naming_the_graph(tmp_path: Any) -> None:
     assert "replay #3 of ACL graph 'stuck'" in message and "timed out" in message, message
     report = desync.report(str(tmp_path))
     assert "replay #3 of ACL graph 'stuck' (1 captured operation, 32 B)" in report, report
+
+
+def _point_to_point(rank: int, n: int, root: bytes) -> List[float]:
+    """Stream-ordered send/recv (the library's) captured in a ring exchange; each replay sends x's current bytes."""
+    import hcomm_cffi as hcomm
+
+    w = hcomm.init(rank=rank, world_size=n, root_info=root)
+    try:
+        s = hcomm.Stream()
+        x = np.arange(16, dtype=np.float32) + 100 * rank
+        y = np.zeros(16, np.float32)
+        dst, src = (rank + 1) % n, (rank - 1) % n
+        g = hcomm.Graph("ring_exchange")
+        with hcomm.graph(g, stream=s):
+            if rank % 2 == 0:
+                w.send(x, dst, stream=s)
+                w.recv(y, src, stream=s)
+            else:
+                w.recv(y, src, stream=s)
+                w.send(x, dst, stream=s)
+        got = [float(y[1])]                  # nothing ran during the capture
+        for _ in range(REPLAYS):
+            g.replay()
+            s.synchronize()
+            got.append(float(y[1]))
+            x += 1
+        g.reset()
+        s.close()
+        return got
+    finally:
+        hcomm.finalize()
+
+
+def test_stream_ordered_send_recv_are_captured() -> None:
+    res = run_ranks(2, _point_to_point, timeout=60, env={**STRICT, "HCCL_EXEC_TIMEOUT": "20"})
+    assert res == [[0.0, 101.0, 102.0, 103.0], [0.0, 1.0, 2.0, 3.0]]

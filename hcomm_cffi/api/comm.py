@@ -25,7 +25,7 @@ from ..errors import COLLECTIVE_MISMATCH, HcclError
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import Topology
 from ..resources import ENGINE
-from . import consistency, live, membership, observe
+from . import consistency, live, membership, observe, stream_p2p
 from .buffers import Buffer, as_buffer, new_like, overlaps
 from .call import Call
 from .errors import CommError, NotMemberError, with_comm_names, wrap_failure
@@ -579,12 +579,23 @@ class Comm:
         return self
 
     # ------------------------------------------------------------------ point-to-point (PointToPoint)
-    def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
-        """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous)."""
-        self._p2p.send(x, dst, timeout=timeout)
+    def send(self, x: Any, dst: int, *, timeout: Optional[float] = None, stream: Any = None) -> Any:
+        """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous).
 
-    def recv(self, buf: Any, src: int, *, timeout: Optional[float] = None) -> Any:
-        """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``."""
+        ``stream=``: the library's HcclSend enqueued on that stream; returns a Request (api/stream_p2p.py).
+        """
+        if stream is not None:
+            return stream_p2p.post(self._port, "send", x, dst, stream)
+        self._p2p.send(x, dst, timeout=timeout)
+        return None
+
+    def recv(self, buf: Any, src: int, *, timeout: Optional[float] = None, stream: Any = None) -> Any:
+        """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``.
+
+        ``stream=``: the library's HcclRecv enqueued on that stream; returns a Request (api/stream_p2p.py).
+        """
+        if stream is not None:
+            return stream_p2p.post(self._port, "recv", buf, src, stream)
         return self._p2p.recv(buf, src, timeout=timeout)
 
     def isend(self, x: Any, dst: int) -> Request:

@@ -150,7 +150,7 @@ class Graph:
         return observe.NO_SLOT
 
     def keep(self, pending: Any) -> None:
-        """Keep a captured call's buffers (and the communicator's scratch) until the graph is reset."""
+        """Keep a captured call (its Pending: buffers and the communicator's scratch; or a buffer) until reset()."""
         self._restore_mode()
         self._pendings.append(pending)
 
@@ -223,8 +223,8 @@ class Graph:
 
     def _forget_captured(self) -> None:
         for pending in self._pendings:
-            if not pending.done:
-                pending._forget()         # never waited on: the graph held it
+            if getattr(pending, "done", True) is False:
+                pending._forget()         # a captured collective never waited on: the graph held it
         self._pendings.clear()
         self._comms.clear()
         self._books = []
