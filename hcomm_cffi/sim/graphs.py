@@ -70,7 +70,7 @@ class Recorder:
     def __init__(self, origin: Queue) -> None:
         self.origin = origin
         self.members: Set[Queue] = {origin}
-        self.items: List[Any] = []          # ("tasks", queue, tasks) or ("call", lib, method, args)
+        self.items: List[Any] = []          # ("tasks", queue, tasks) or ("call", lib, method, args, queue)
         self.event_records: Dict[SimEvent, int] = {}
 
     def record(self, queue: Queue, tasks: Sequence[Task]) -> None:
@@ -96,13 +96,13 @@ class Recorder:
             if q.capture is self:
                 q.capture = None
 
-    def library_call(self, lib: Any, method: Callable[..., int], args: tuple) -> int:
-        """A library collective on a capturing stream: validated (and planned) now, planned again at each replay."""
+    def library_call(self, lib: Any, method: Callable[..., int], args: tuple, queue: Queue) -> int:
+        """A library collective on capturing ``queue``: validated (and planned) now, planned again at each replay."""
         mark = len(self.items)
         rc = method(lib, *args)
         del self.items[mark:]               # its tasks of this parity: the replay plans its own
         if rc == 0:
-            self.items.append(("call", lib, method, args))
+            self.items.append(("call", lib, method, args, queue))
         return rc
 
 
@@ -162,8 +162,7 @@ class SimModel:
                     self._note_block(state, int(ffi.cast("uintptr_t", v)))
         self.raced = any(c.race is not None for c in self.comms)
         streams = {id(q) for q in state.streams.values()}
-        self.streams = {q for item in self.items if item[0] == "tasks"
-                        for q in (item[1],) if q is not self.origin and id(q) in streams}
+        self.streams = {q for q in map(_queue_of, self.items) if q is not self.origin and id(q) in streams}
         self.seal()
 
     def _note_block(self, state: SimState, addr: int) -> None:
@@ -222,8 +221,8 @@ class SimModel:
                         _host_issues(tasks)
                     EXECUTOR.submit(stream_queue if q is origin else q, _with_events(tasks, fresh) if fresh else tasks)
             else:
-                _, lib, method, args = step
-                rc = method(lib, *args[:-1], stream)
+                _, lib, method, args, q = step     # on the replay's stream, or on the joined stream it was on
+                rc = method(lib, *args[:-1], stream if q is origin else args[-1])
                 if rc:
                     raise SimError(rc, f"replay of {getattr(method, '__name__', 'a collective')} failed: "
                                        f"{last_error() or 'no message'}")
@@ -239,6 +238,16 @@ def _host_issues(tasks: Sequence[Task]) -> None:
             if th is not None and th not in seen and getattr(th, "comm", None) is not None and th.comm.race is not None:
                 seen.add(th)
                 th.comm.race.host_issues(th)
+
+
+def _queue_of(item: Any) -> Queue:
+    """The queue a recorded item was launched on."""
+    return item[1] if item[0] == "tasks" else item[4]
+
+
+def _moved(item: Any, queue: Queue) -> Any:
+    """``item`` as launched on ``queue``."""
+    return ("tasks", queue, item[2]) if item[0] == "tasks" else item[:4] + (queue,)
 
 
 def _with_events(tasks: Tuple[Task, ...], fresh: Dict[SimEvent, SimEvent]) -> List[Task]:
@@ -300,7 +309,7 @@ def capturable(method: Callable[..., int]) -> Callable[..., int]:
         rec = q.capture
         if rec is None:
             return method(self, *args)
-        return rec.library_call(self, method, args)
+        return rec.library_call(self, method, args, q)
     return wrapper
 
 
@@ -606,8 +615,7 @@ class _Update(Recorder):
         """Replace the group's items with the update's: the same operations with new arguments, else refused."""
         lo, hi = self.model.groups[self.key]
         old = self.model.items[lo:hi]
-        new = [("tasks", self.model.origin, it[2]) if it[0] == "tasks" and it[1] is self.origin else it
-               for it in self.items]
+        new = [_moved(it, self.model.origin) if _queue_of(it) is self.origin else it for it in self.items]
         shape_old = [(it[0], it[2] if it[0] == "call" else tuple(t[0] for t in it[2])) for it in old]
         shape_new = [(it[0], it[2] if it[0] == "call" else tuple(t[0] for t in it[2])) for it in new]
         if shape_old != shape_new:
