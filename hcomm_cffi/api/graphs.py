@@ -236,12 +236,16 @@ class Graph:
 
 
 @contextlib.contextmanager
-def graph(g: Graph, stream: Any = None, capture_error_mode: str = "global") -> Iterator[Graph]:
-    """Capture what the block issues on ``stream`` into ``g`` (torch.npu.graph's shape).
+def graph(g: Graph, pool: Any = None, stream: Any = None, capture_error_mode: str = "global") -> Iterator[Graph]:
+    """Capture what the block issues on ``stream`` into ``g`` (torch.npu.graph's shape and argument order).
 
     Collectives issued with ``stream=`` that stream are recorded, not run; ``g.replay()`` runs them.
-    An exception in the block ends the capture, drops it and propagates.
+    An exception in the block ends the capture, drops it and propagates.  ``pool`` is torch's memory pool
+    argument: the package allocates no tensors, so only None is accepted.
     """
+    if pool is not None:
+        raise ValueError(f"pool={pool!r}; expected None (hcomm_cffi graphs capture no allocator: the captured "
+                         "buffers are the caller's, kept alive by the graph)")
     g.capture_begin(stream, capture_error_mode)
     try:
         yield g

@@ -615,7 +615,9 @@ class _Update(Recorder):
         """Replace the group's items with the update's: the same operations with new arguments, else refused."""
         lo, hi = self.model.groups[self.key]
         old = self.model.items[lo:hi]
-        new = [_moved(it, self.model.origin) if _queue_of(it) is self.origin else it for it in self.items]
+        origin = self.model.origin
+        assert origin is not None          # a task group exists only in an ended capture
+        new = [_moved(it, origin) if _queue_of(it) is self.origin else it for it in self.items]
         shape_old = [(it[0], it[2] if it[0] == "call" else tuple(t[0] for t in it[2])) for it in old]
         shape_new = [(it[0], it[2] if it[0] == "call" else tuple(t[0] for t in it[2])) for it in new]
         if shape_old != shape_new:
