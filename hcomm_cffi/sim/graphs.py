@@ -589,6 +589,9 @@ class GraphCalls:
         if found is None:
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"handle 0x{key_of(handle):x} is not a task group of a live "
                                                        "ACL graph")
+        if found[0].origin is None:
+            raise SimError(TASK_GROUP_STATUS, "the task group's capture has not ended: update it after "
+                                              "aclmdlRICaptureEnd")
         q.capture = _Update(q, found[0], found[1])
         return 0
 
