@@ -72,6 +72,7 @@ def _refusals(rank: int, n: int, root: bytes) -> List[Any]:
     a replay is one flight-recorder operation naming the graph."""
     import hcomm_cffi as hcomm
     from hcomm_cffi import flight
+    from hcomm_cffi.api.errors import CommError
     from hcomm_cffi.desync import describe_op
     from hcomm_cffi.errors import AclRtStreamCapturedError
 
@@ -94,16 +95,22 @@ def _refusals(rank: int, n: int, root: bytes) -> List[Any]:
         s.synchronize()
         recs = [r for fr in flight.recorders() for r in fr.snapshot()["records"] if r["op"] == "replay"]
         g.reset()
+        with pytest.raises(CommError, match="still capturing"):     # an eager call would order after captured work
+            with hcomm.graph(hcomm.Graph("ordered"), stream=s):
+                w.allreduce(x, out=y, algorithm="ring", stream=s)
+                w.allreduce(x.copy(), algorithm="ring")
+        after = w.allreduce(x.copy(), algorithm="ring")            # refused before anything was issued: usable
         s.close()
-        return [float(total[0]), float(y[0]), [(r["count"], r["state"], describe_op(r)) for r in recs]]
+        return [float(total[0]), float(after[0]), float(y[0]),
+                [(r["count"], r["state"], describe_op(r)) for r in recs]]
     finally:
         hcomm.finalize()
 
 
-def test_refused_wait_leaves_the_comm_usable_and_a_replay_is_one_operation() -> None:
+def test_refusals_leave_the_comm_usable_and_a_replay_is_one_operation() -> None:
     res = run_ranks(2, _refusals, timeout=60, env={**STRICT, "HCOMM_FR_SIZE": "64"})
-    for total, y, recs in res:
-        assert total == 3.0 and y == 3.0
+    for total, after, y, recs in res:
+        assert total == after == y == 3.0
         assert recs == [(2, "done", "replay #5 of ACL graph 'twice' (2 captured operations, 64 B)")]
 
 

@@ -24,11 +24,12 @@ from .errors import CommError
 from .stream import CAPTURE_REFUSALS, Stream
 from .streams import stream_handle
 
-__all__ = ["Graph", "graph", "capturing", "refusal", "CAPTURE_MODES"]
+__all__ = ["Graph", "graph", "capturing", "check_ordered", "holding", "refusal", "CAPTURE_MODES"]
 
 #: torch's ``capture_error_mode`` spellings -> aclmdlRICaptureMode
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 _CAPTURING: Dict[int, "Graph"] = {}      # stream address -> the Graph capturing on it (this process)
+_HOLDING: Dict[int, "Graph"] = {}        # id(CommPort) -> the capturing Graph that holds operations of it
 _NAMES = itertools.count()
 
 
@@ -41,6 +42,29 @@ def capturing(stream: Any) -> Optional["Graph"]:
     if not _CAPTURING or stream is None:
         return None
     return _CAPTURING.get(_key(stream))
+
+
+def check_ordered(port: Any, stream: Any) -> None:
+    """Refuse a call on ``port`` that would be ordered after captured work (api/issue.py's hook; cheap when idle).
+
+    A communicator keeps its calls in one order across streams (api/streams.py): after a call captured on
+    stream s, a call on another stream would wait for s -- for work that only runs at replay (the runtime
+    would pull that stream into the capture).  Refused before anything is issued: the communicator stays usable.
+    """
+    if not _HOLDING:
+        return
+    g = _HOLDING.get(id(port))
+    if g is None or g.stream is None or (stream is not None and _key(stream) == _key(g.stream)):
+        return
+    what = "a blocking call" if stream is None else "a call on another stream"
+    raise CommError(f"rank {port.rank} of communicator {port.name!r}: it has operations captured by ACL graph "
+                    f"{g.name!r}, which is still capturing; {what} would be ordered after work that runs only when "
+                    "the graph is replayed. Issue it before the capture block, after it, or on the capturing stream")
+
+
+def holding(port: Any) -> bool:
+    """Whether a graph still capturing holds operations of ``port`` (the fast path then steps aside)."""
+    return bool(_HOLDING) and id(port) in _HOLDING
 
 
 def refusal(exc: HcclError) -> None:
@@ -106,6 +130,7 @@ class Graph:
         """End the capture: the graph is ready to replay (an invalidated capture raises its error)."""
         handle = self._handle()
         _CAPTURING.pop(_key(handle), None)
+        self._release_ports()
         self._restore_mode()
         try:
             self.model = self.binding.capture_end(handle)
@@ -122,6 +147,7 @@ class Graph:
         """The capture block raised: end the capture and drop what it recorded."""
         handle = self._handle()
         _CAPTURING.pop(_key(handle), None)
+        self._release_ports()
         self._restore_mode()
         try:
             model = self.binding.capture_end(handle)
@@ -141,6 +167,7 @@ class Graph:
         book = self._comms.get(id(port))
         if book is None:
             book = self._comms[id(port)] = _Captured(port, take_seq)
+            _HOLDING[id(port)] = self
         book.records.append(record)
         # the call's own set-up (scratch, resources, a signature row written once with aclrtMemcpy) is host work
         # that does not affect the capture: RELAXED for this thread until it is launched, as the vendor documents
@@ -153,6 +180,10 @@ class Graph:
         """Keep a captured call (its Pending: buffers and the communicator's scratch; or a buffer) until reset()."""
         self._restore_mode()
         self._pendings.append(pending)
+
+    def _release_ports(self) -> None:
+        for key in [k for k, g in _HOLDING.items() if g is self]:
+            del _HOLDING[key]
 
     def _restore_mode(self) -> None:
         if self._saved_mode is not None:

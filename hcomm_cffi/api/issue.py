@@ -150,6 +150,7 @@ class Issuer:
         schedule) is cached; a replayed call with a fast-call key (see :mod:`.fastcalls`) is stored
         whole, so the next identical call skips even the lookups (:meth:`fast`).
         """
+        graphs.check_ordered(self.port, None)     # not after work captured in an open graph (api/graphs.py)
         self._prepare(c)
         target = self.targets.own
         record = observe.record_of(c)
@@ -178,7 +179,7 @@ class Issuer:
 
         ``rest``: (op, algorithm, root) as the caller passed them; sets ``c.fast_key`` when the call has one.
         """
-        if c.async_op or c.stream is not None or not self.fast_ok:
+        if c.async_op or c.stream is not None or not self.fast_ok or graphs.holding(self.port):
             return False
         key = key_of(c.coll, x, x_written, out, rest)
         if key is None:
@@ -236,6 +237,7 @@ class Issuer:
     def start(self, c: Call) -> Pending:
         """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait."""
         self.port.check_usable(c.coll)
+        graphs.check_ordered(self.port, c.stream)
         self._prepare(c)
         target = self.targets.get(c.stream)
         record = observe.record_of(c)

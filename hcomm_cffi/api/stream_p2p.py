@@ -26,6 +26,7 @@ def post(port: Any, direction: str, x: Any, peer: int, stream: Any) -> Request:
     """Enqueue a send (``direction`` "send": ``x`` to ``peer``) or a receive ("recv": into ``x`` from ``peer``)."""
     sending = direction == "send"
     port.check_usable(direction)
+    graphs.check_ordered(port, stream)
     peer = port.rank_arg("dst" if sending else "src", peer)
     if peer == port.rank:
         raise ValueError(f"{'dst' if sending else 'src'}={peer} is this rank; expected another rank of "
