@@ -128,10 +128,7 @@ class Graph:
 
     def capture_end(self) -> None:
         """End the capture: the graph is ready to replay (an invalidated capture raises its error)."""
-        handle = self._handle()
-        _CAPTURING.pop(_key(handle), None)
-        self._release_ports()
-        self._restore_mode()
+        handle = self._stop()
         try:
             self.model = self.binding.capture_end(handle)
         except BaseException:
@@ -145,10 +142,7 @@ class Graph:
 
     def _abort(self) -> None:
         """The capture block raised: end the capture and drop what it recorded."""
-        handle = self._handle()
-        _CAPTURING.pop(_key(handle), None)
-        self._release_ports()
-        self._restore_mode()
+        handle = self._stop()
         try:
             model = self.binding.capture_end(handle)
             self.binding.graph_destroy(model)
@@ -156,6 +150,14 @@ class Graph:
             pass                  # invalidated by the refused call: nothing was made
         self._forget_captured()
         self.stream = None
+
+    def _stop(self) -> Any:
+        """The package's books leave capture mode (the caller ends the runtime's capture); the stream handle."""
+        handle = self._handle()
+        _CAPTURING.pop(_key(handle), None)
+        self._release_ports()
+        self._restore_mode()
+        return handle
 
     def _handle(self) -> Any:
         if self.stream is None:
