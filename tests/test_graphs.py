@@ -240,6 +240,7 @@ def test_a_hung_replay_is_reported_naming_the_graph(tmp_path: Any) -> None:
 def _point_to_point(rank: int, n: int, root: bytes) -> List[float]:
     """Stream-ordered send/recv (the library's) captured in a ring exchange; each replay sends x's current bytes."""
     import hcomm_cffi as hcomm
+    from hcomm_cffi.api.errors import CommError
 
     w = hcomm.init(rank=rank, world_size=n, root_info=root)
     try:
@@ -261,6 +262,9 @@ def _point_to_point(rank: int, n: int, root: bytes) -> List[float]:
             s.synchronize()
             got.append(float(y[1]))
             x += 1
+        w.destroy()
+        with pytest.raises(CommError, match="was destroyed"):     # replay after the communicator is gone
+            g.replay()
         g.reset()
         s.close()
         return got
