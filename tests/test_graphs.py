@@ -171,6 +171,13 @@ def _binding_rules(rank: int, n: int, root: bytes) -> List[str]:
     b.free(other)
     out.append(code(b.graph_execute_async, graph, s))          # a captured buffer was freed
     b.graph_destroy(graph)
+    spare = b.malloc(64)                                      # ... also one an async copy names
+    b.capture_begin(s, 0)
+    b.memcpy_async(recv, 64, spare, 64, 3, s)
+    graph = b.capture_end(s)
+    b.free(spare)
+    out.append(code(b.graph_execute_async, graph, s))
+    b.graph_destroy(graph)
     # replay after the communicator was destroyed
     b.capture_begin(s, 0)
     b.all_reduce(send, recv, 16, 4, 0, env.comm, s)
@@ -192,7 +199,8 @@ def test_capture_rules_task_update_and_replay_checks() -> None:
     assert res[0] == [
         "ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT", "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED", "ok",
         "ACL_ERROR_RT_STREAM_CAPTURED", "ok", "ACL_ERROR_RT_STREAM_CAPTURED", "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED",
-        "status 1, same model True", "updated group wrote 3", "ACL_ERROR_RT_PARAM_INVALID", "destroyed"], res[0]
+        "status 1, same model True", "updated group wrote 3", "ACL_ERROR_RT_PARAM_INVALID",
+        "ACL_ERROR_RT_PARAM_INVALID", "destroyed"], res[0]
 
 
 def _hang(rank: int, n: int, root: bytes) -> str:

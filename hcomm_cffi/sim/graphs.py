@@ -158,8 +158,13 @@ class SimModel:
                 if th is not None and hasattr(th, "comm"):
                     self.comms.add(th.comm)
             for v in values:
-                if isinstance(v, ffi.CData) and ffi.typeof(v).kind == "pointer" and v != ffi.NULL:
-                    self._note_block(state, int(ffi.cast("uintptr_t", v)))
+                if callable(v) and getattr(v, "__closure__", None):    # a host task (an async copy): its operands
+                    values_of_fn = [cell.cell_contents for cell in v.__closure__]   # type: ignore[union-attr]
+                else:
+                    values_of_fn = [v]
+                for w in values_of_fn:
+                    if isinstance(w, ffi.CData) and ffi.typeof(w).kind == "pointer" and w != ffi.NULL:
+                        self._note_block(state, int(ffi.cast("uintptr_t", w)))
         self.raced = any(c.race is not None for c in self.comms)
         streams = {id(q) for q in state.streams.values()}
         self.streams = {q for q in map(_queue_of, self.items) if q is not self.origin and id(q) in streams}
