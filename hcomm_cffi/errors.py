@@ -153,6 +153,8 @@ _ACL_TABLE: Tuple[Tuple[str, int, Optional[str], Optional[str]], ...] = (
     ("ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT", 107030, "AclRtCaptureModeNotSupportError",
      "a synchronous operation during a GLOBAL/THREAD_LOCAL capture: do it before the capture, or switch this "
      "thread to RELAXED with aclmdlRICaptureThreadExchangeMode"),
+    ("ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT", 107031, "AclRtStreamCaptureImplicitError",
+     "the default stream cannot take part in an ACL graph: use a stream made by aclrtCreateStream"),
     ("ACL_ERROR_STREAM_TASK_GROUP_STATUS", 107033, "AclStreamTaskGroupStatusError",
      "task groups: aclmdlRICaptureTaskGrpBegin/End and TaskUpdateBegin/End must pair up on one stream"),
     ("ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED", 107036, "AclRtStreamCaptureUnmatchedError",
@@ -202,6 +204,7 @@ ACL_ERROR_RT_STREAM_CAPTURED: int = ACL_CODES["ACL_ERROR_RT_STREAM_CAPTURED"]
 ACL_ERROR_RT_EVENT_CAPTURED: int = ACL_CODES["ACL_ERROR_RT_EVENT_CAPTURED"]
 ACL_ERROR_RT_STREAM_NOT_CAPTURED: int = ACL_CODES["ACL_ERROR_RT_STREAM_NOT_CAPTURED"]
 ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT: int = ACL_CODES["ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT"]
+ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT: int = ACL_CODES["ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT"]
 ACL_ERROR_STREAM_TASK_GROUP_STATUS: int = ACL_CODES["ACL_ERROR_STREAM_TASK_GROUP_STATUS"]
 ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED: int = ACL_CODES["ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED"]
 ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD: int = ACL_CODES["ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD"]
@@ -626,6 +629,12 @@ class AclRtCaptureModeNotSupportError(AclError):
     """ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT (107030)."""
 
     default_code = 107030
+
+
+class AclRtStreamCaptureImplicitError(AclError):
+    """ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT (107031)."""
+
+    default_code = 107031
 
 
 class AclStreamTaskGroupStatusError(AclError):

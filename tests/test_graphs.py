@@ -143,6 +143,12 @@ def _binding_rules(rank: int, n: int, root: bytes) -> List[str]:
     out.append(code(b.memcpy, recv, 64, send, 64, 3))
     b.capture_thread_exchange_mode(old)
     out.append(code(b.capture_begin, s, 0))                 # already capturing
+    ev = b.create_event()
+    b.record_event(ev, s)
+    out.append(code(b.stream_wait_event, ffi.NULL, ev))    # the default stream may not join
+    b.destroy_event(ev)
+    out.append(code(b.capture_end, s))
+    b.capture_begin(s, 0)
     b.graph_destroy(b.capture_end(s))
     b.capture_begin(s, 2)                                   # a RELAXED capture allows it on every thread
     out.append(code(b.memcpy, recv, 64, send, 64, 3))
@@ -198,7 +204,8 @@ def test_capture_rules_task_update_and_replay_checks() -> None:
     assert res[0] == res[1]
     assert res[0] == [
         "ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT", "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED", "ok",
-        "ACL_ERROR_RT_STREAM_CAPTURED", "ok", "ACL_ERROR_RT_STREAM_CAPTURED", "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED",
+        "ACL_ERROR_RT_STREAM_CAPTURED", "ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT", "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED",
+        "ok", "ACL_ERROR_RT_STREAM_CAPTURED", "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED",
         "status 1, same model True", "updated group wrote 3", "ACL_ERROR_RT_PARAM_INVALID",
         "ACL_ERROR_RT_PARAM_INVALID", "destroyed"], res[0]
 

@@ -312,7 +312,7 @@ class AclRuntime:
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
         ev = self._event(event)
         q = self._stream(stream)
-        graphs.join_event(q, ev)        # waiting on an event recorded in a capture joins that capture
+        graphs.join_event(q, ev, self.state.default_stream)    # waiting on a captured event joins the capture
         EXECUTOR.submit(q, [EventWait(ev, ev.recorded)])
         EXECUTOR.settle()
         return 0

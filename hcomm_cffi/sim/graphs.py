@@ -401,12 +401,19 @@ def join_batch(queues: Sequence[Queue]) -> None:
         rec.join(q)
 
 
-def join_event(queue: Queue, event: SimEvent) -> None:
-    """A stream that waits on an event recorded in a capture joins that capture."""
+def join_event(queue: Queue, event: SimEvent, default: Queue) -> None:
+    """A stream that waits on an event recorded in a capture joins that capture; the default stream may not
+    (runtime@681ef76 src/runtime/api/impl/api_impl.cc:1631: ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT)."""
     if queue.capture is not None or not _GRAPHS.captures:
         return
     for c in _GRAPHS.captures:
         if event in c.event_records:
+            if queue is default:
+                why = (f"the default stream waits on event 0x{event.handle:x}, recorded in the capture of "
+                       f"{c.origin.name}: the default stream cannot be used in an ACL graph (a disallowed implicit "
+                       "dependency); wait on it from a created stream")
+                c.invalidate(why)
+                raise SimError(ACL_CODES["ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT"], why)
             c.join(queue)
             return
 
