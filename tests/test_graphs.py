@@ -290,3 +290,54 @@ def _point_to_point(rank: int, n: int, root: bytes) -> List[float]:
 def test_stream_ordered_send_recv_are_captured() -> None:
     res = run_ranks(2, _point_to_point, timeout=60, env={**STRICT, "HCCL_EXEC_TIMEOUT": "20"})
     assert res == [[0.0, 101.0, 102.0, 103.0], [0.0, 1.0, 2.0, 3.0]]
+
+
+def test_capture_modes_decide_which_threads_may_copy_synchronously() -> None:
+    """GLOBAL forbids a synchronous copy on every thread, THREAD_LOCAL on the capturing thread only, RELAXED
+    nowhere (runtime context_aclgraph.cc:230 IsCaptureModeSupport); a non-RELAXED capture ends on its own thread."""
+    import threading
+
+    from hcomm_cffi.binding import Binding
+    from hcomm_cffi.errors import HcclError
+    from hcomm_cffi.lib import load
+
+    b = Binding(load("sim"))
+    b.set_device(0)
+    s = b.create_stream()
+    src, dst = b.malloc(64), b.malloc(64)
+
+    def copy() -> str:
+        try:
+            b.memcpy(dst, 64, src, 64, 3)
+        except HcclError as exc:
+            return exc.code_name or str(exc.code)
+        return "ok"
+
+    def elsewhere(fn: Any) -> Any:
+        got: List[Any] = []
+        t = threading.Thread(target=lambda: got.append(fn()))
+        t.start()
+        t.join(30)
+        return got[0]
+
+    def end() -> str:
+        try:
+            b.graph_destroy(b.capture_end(s))
+        except HcclError as exc:
+            return exc.code_name or str(exc.code)
+        return "ok"
+
+    seen = {}
+    try:
+        for mode in (0, 1, 2):
+            b.capture_begin(s, mode)
+            seen[mode] = (elsewhere(copy), copy(), end())
+        b.capture_begin(s, 1)
+        seen[3] = (elsewhere(end), end())
+    finally:
+        b.free(src)
+        b.free(dst)
+        b.destroy_stream(s)
+    refused, invalid = "ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT", "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED"
+    assert seen == {0: (refused, refused, invalid), 1: ("ok", refused, invalid), 2: ("ok", "ok", "ok"),
+                    3: ("ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD", "ACL_ERROR_RT_STREAM_NOT_CAPTURED")}
