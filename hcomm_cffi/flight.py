@@ -36,7 +36,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import settings, sigterm
+from . import settings, sigterm, stacks
 from .callsite import SITE_BYTES
 
 __all__ = ["FlightRecorder", "fixed_fields", "RECORD", "HEADER", "STATES", "ISSUED", "RUNNING", "DONE", "FAILED", "MAGIC",
@@ -147,6 +147,8 @@ class FlightRecorder:
                          comm.encode()[:64], job_id().encode()[:64])
         with _lock:
             _live.append(self)
+        if self.path is not None:
+            stacks.install(os.path.dirname(self.path), job_id(), world_rank)   # a report may ask for its stacks
         _install_sigusr1()
         _install_exit_hook()
 
@@ -209,6 +211,9 @@ class FlightRecorder:
         with _lock:
             if self in _live:
                 _live.remove(self)
+            last = not _live
+        if last:
+            stacks.uninstall()
         self.end(FINALISED)
         self._mm.close()
         if self.path is not None:
@@ -325,6 +330,7 @@ def _at_exit() -> None:
             ring.end(EXITED, why)
         except ValueError:          # already unmapped
             pass
+    stacks.uninstall()
 
 
 def _install_exit_hook() -> None:

@@ -21,14 +21,14 @@ from ..algorithms.context import NOTIFIES_PER_CHANNEL
 from ..binding import Binding
 from .. import flight, settings
 from ..enums import ReduceOp, parse_reduce_op
-from ..errors import COLLECTIVE_MISMATCH, HcclError
+from ..errors import HcclError
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import Topology
 from ..resources import ENGINE
 from . import consistency, live, membership, observe
 from .buffers import Buffer, as_buffer, new_like, overlaps
 from .call import Call
-from .errors import CommError, NotMemberError, with_comm_names, wrap_failure
+from .errors import CommError, NotMemberError, failure_error
 from .issue import Issuer
 from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
 from .port import CommPort
@@ -351,13 +351,8 @@ class Comm:
     def _fail(self, exc: HcclError, where: str) -> CommError:
         """The communicator failed in ``where``: it becomes unusable; the error (a mismatch when the handshake saw one)."""
         mismatch = self._issuer.signer.mismatch if self._issuer is not None else None
-        names = live.library_names()       # every branch: the Comm's name, never the library's id beside it
-        if mismatch is not None:
-            err: CommError = consistency.CollectiveMismatchError(with_comm_names(mismatch, names))
-        else:
-            in_band = COLLECTIVE_MISMATCH in (getattr(exc, "library_message", None) or "")   # the backend's check
-            err = wrap_failure(exc, f"rank {self.rank} of communicator {self.name!r}: {where}", names,
-                               consistency.CollectiveMismatchError if in_band else None)
+        err = failure_error(exc, f"rank {self.rank} of communicator {self.name!r}: {where}", live.library_names(),
+                            mismatch, consistency.CollectiveMismatchError)
         self._broken = str(err)
         observe.failed(self._port, exc, err)
         return err

@@ -29,7 +29,7 @@ from .. import settings
 from ..bootstrap.errors import BootstrapError
 from ..bootstrap.file_store import private_dir
 
-__all__ = ["flight_dir", "dumped", "collect", "report_lines", "sweep_old", "StallWatch", "COLLECT_S", "KEEP_DAYS",
+__all__ = ["flight_dir", "dumped", "collect", "report_lines", "summary", "note", "sweep_old", "StallWatch", "COLLECT_S", "KEEP_DAYS",
            "FLIGHT_PREFIX"]
 
 COLLECT_S = 3.0        # most seconds the launcher waits for the other ranks' dumps (and their own exit)
@@ -121,8 +121,9 @@ def collect(job: Any, directory: str, failed: int) -> bool:
 
 def report_lines(directory: str, job_id: str, exits: Optional[Dict[int, str]] = None,
                  title: str = "desync report") -> List[str]:
-    """The desync report as lines, ending with the command that reproduces it (empty when there is nothing to read)."""
-    from ..desync import report
+    """The desync report as lines, with the command that reproduces it and the next step last (empty when there is
+    nothing to read).  The stacks of live ranks that never arrived are taken first (:func:`desync.capture`)."""
+    from ..desync import capture, report
     from ..flight import RING_SUFFIX
     try:
         names = os.listdir(directory)
@@ -132,10 +133,22 @@ def report_lines(directory: str, job_id: str, exits: Optional[Dict[int, str]] = 
                                                  for n in names):
         return []
     try:
-        lines = [f"{title}:"] + report(directory, exits, job=job_id).splitlines()
+        capture(directory, job_id, exits)
+        return [f"{title}:"] + report(directory, job=job_id, command=f"hcomm doctor {directory}").splitlines()
     except (ValueError, OSError) as exc:
         return [f"could not read the flight recorders in {directory}: {exc}"]
-    return lines + [f"reproduce this report with: hcomm doctor {directory}"]
+
+
+def summary(directory: str, job_id: str, exits: Dict[int, str]) -> str:
+    """The flight recorders' part of the job's one-paragraph summary ('' when there are none)."""
+    from ..desync import summary as flight_summary
+    return flight_summary(directory, job_id, exits)
+
+
+def note(directory: str, job_id: str, exits: Dict[int, str]) -> None:
+    """Keep what the launcher saw of each rank's end beside the flight recorders (``hcomm doctor`` reports it)."""
+    from ..desync import capture
+    capture(directory, job_id, exits)
 
 
 class StallWatch:
