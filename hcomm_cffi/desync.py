@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import stacks
-from .callsite import short_path
+from .callsite import is_library, short_path
 from .enums import DataType, ReduceOp
 from .flight import DUMP_SUFFIX, RING_SUFFIX, pid_alive, read_ring
 
@@ -367,6 +367,12 @@ def _first_mismatch(views: Dict[int, RankView]) -> Tuple[List[str], str]:
     return [], ""
 
 
+def _own_thread(frames: List[List[Any]]) -> bool:
+    """A thread of the package itself (a store server, the stall watcher): only its frames and threading's."""
+    return any(is_library(f[0]) for f in frames) and all(is_library(f[0]) or f[0].endswith("threading.py")
+                                                         for f in frames)
+
+
 def _stack_lines(directory: str, job: str, v: RankView, now: float) -> List[str]:
     """The rank's Python stack as last taken (every thread, outermost call first), or why there is none."""
     got = stacks.read(directory, job, v.world_rank)
@@ -379,21 +385,29 @@ def _stack_lines(directory: str, job: str, v: RankView, now: float) -> List[str]
     lines = [f"  rank {v.rank}'s Python stack, taken {max(0.0, now - taken):.1f} s before this report "
              f"({len(threads)} thread{'s' if len(threads) != 1 else ''}, most recent call last):"]
     for t in threads:
-        lines.append(f"    thread {t['thread']}:")
-        lines += [f"      {short_path(path)}:{line} in {func}" for path, line, func in t["frames"]]
-        if not t["frames"]:
+        frames = t["frames"]
+        if _own_thread(frames):
+            inner = [f for f in frames if is_library(f[0])][-1]
+            lines.append(f"    thread {t['thread']}: hcomm_cffi's own ({short_path(inner[0])}:{inner[1]} in {inner[2]})")
+            continue
+        lines.append(f"    thread {t['thread']}{' (the main thread)' if t.get('main') else ''}:")
+        lines += [f"      {short_path(path)}:{line} in {func}" for path, line, func in frames]
+        if not frames:
             lines.append("      (no Python frame)")
     return lines
 
 
 def _innermost_user(directory: str, job: str, v: RankView) -> str:
-    """'failures.py:55 in main': the innermost frame of the rank's main thread outside the library, if known."""
-    from .callsite import is_library
+    """'failures.py:55 in main': the innermost frame outside the library of the rank's first thread (the main one)
+    as last taken, if known."""
     got = stacks.read(directory, job, v.world_rank)
-    if not got or not got[1]:
+    if not got:
         return ""
-    frames = [f for f in got[1][0]["frames"] if not is_library(f[0])]
-    return f"{short_path(frames[-1][0])}:{frames[-1][1]} in {frames[-1][2]}" if frames else ""
+    for t in got[1]:
+        frames = [f for f in t["frames"] if not is_library(f[0])]
+        if frames and not _own_thread(t["frames"]):
+            return f"{short_path(frames[-1][0])}:{frames[-1][1]} in {frames[-1][2]}"
+    return ""
 
 
 def _stuck(directory: str, job: str, views: Dict[int, RankView], now: float) -> Tuple[List[str], str]:
@@ -426,17 +440,27 @@ def _stuck(directory: str, job: str, views: Dict[int, RankView], now: float) -> 
         if step:
             continue
         op = f"{called[0]['op']} #{target}{_sites(called)}" if called else f"collective #{target}"
-        if v.end == "live" and v.alive:
-            where = _innermost_user(directory, job, v)
-            step = (f"rank {r} is alive but never called {op}: it is "
-                    + (f"at {where} (its stack above)" if where else "somewhere in its own code")
-                    + "; make it reach that call, or find what it waits for")
+        where = _innermost_user(directory, job, v)
+        if where:
+            step = (f"rank {r} never called {op}: when its stack was taken it was at {where}; make it reach that "
+                    "call, or find what it waits for there")
+        elif v.end == "live" and v.alive:
+            step = (f"rank {r} is alive but never called {op} (no stack: its process did not answer "
+                    f"{stacks.STACK_SIGNAL.name}); `py-spy dump --pid {v.pid}` shows where it is")
         elif v.killed:
-            step = f"find why rank {r} was killed ({v.exit or 'its process ended without an exit record'})"
+            step = _killed_step(r, v)
         else:
             step = (f"rank {r} {v.status()} after collective #{last} while the others called {op}: make every rank "
                     "issue the same collectives before it finalises or exits")
     return lines, step
+
+
+def _killed_step(r: int, v: RankView) -> str:
+    """What to do about a rank that was killed: find out by whom."""
+    how = v.exit or "ended without an exit record"
+    oom = "; SIGKILL is often the kernel's OOM killer (`dmesg | grep -i -e oom -e killed`)" \
+        if "SIGKILL" in how or not v.exit else ""
+    return f"find why rank {r} died: it {how}{oom}"
 
 
 def _gone(r: int, v: RankView) -> str:
@@ -459,7 +483,7 @@ def _findings(directory: str, job: str, size: int, views: Dict[int, RankView], n
                             "elsewhere)")
         elif v.killed and not v.dumped:
             findings.append(_gone(r, v))
-            step = step or f"find why rank {r} was killed ({v.exit or 'no exit record'})"
+            step = step or _killed_step(r, v)
     return findings, step
 
 

@@ -84,7 +84,8 @@ def _holds(pid: int, path: str) -> bool:
 
 
 def _parse(text: str) -> List[Dict[str, Any]]:
-    """faulthandler's dump as threads (main first), each with its frames outermost first."""
+    """faulthandler's dump as threads, each with its frames outermost first; the main thread (the one threading's
+    ``_bootstrap`` did not start) comes first."""
     threads: List[Dict[str, Any]] = []
     for line in text.splitlines():
         head = _THREAD.match(line)
@@ -96,7 +97,9 @@ def _parse(text: str) -> List[Dict[str, Any]]:
             threads[-1]["frames"].append([frame.group(1), int(frame.group(2)), frame.group(3)])
     for t in threads:
         t["frames"].reverse()
-    threads.sort(key=lambda t: not (t["frames"] and t["frames"][0][2] == "<module>"))
+        bottom = t["frames"][0] if t["frames"] else ["", 0, ""]
+        t["main"] = not (bottom[0].endswith("threading.py") and bottom[2] == "_bootstrap")
+    threads.sort(key=lambda t: not t["main"])
     return threads
 
 

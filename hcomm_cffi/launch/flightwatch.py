@@ -29,7 +29,7 @@ from .. import settings
 from ..bootstrap.errors import BootstrapError
 from ..bootstrap.file_store import private_dir
 
-__all__ = ["flight_dir", "dumped", "collect", "report_lines", "summary", "note", "sweep_old", "StallWatch", "COLLECT_S", "KEEP_DAYS",
+__all__ = ["flight_dir", "kept", "pattern", "dumped", "collect", "report_lines", "summary", "note", "sweep_old", "StallWatch", "COLLECT_S", "KEEP_DAYS",
            "FLIGHT_PREFIX"]
 
 COLLECT_S = 3.0        # most seconds the launcher waits for the other ranks' dumps (and their own exit)
@@ -75,6 +75,34 @@ def sweep_old(now: Optional[float] = None) -> List[str]:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+def kept(base: Optional[str] = None) -> List[str]:
+    """This user's flight directories in ``base`` (default the temp dir) that hold anything, newest first."""
+    base = base or tempfile.gettempdir()
+    found = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    for name in names:
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if name.startswith(_prefix()) and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            try:
+                if os.listdir(path):
+                    found.append((st.st_mtime, path))
+            except OSError:
+                continue
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def pattern() -> str:
+    """Where :func:`kept` looks, as a shell pattern."""
+    return os.path.join(tempfile.gettempdir(), f"{_prefix()}*")
 
 
 def dumped(directory: str, job_id: str) -> Set[int]:

@@ -507,9 +507,10 @@ class _Job:
             text += "".join(f"; rank(s) {format_ranks(rs)} {how}" for how, rs in ends.items())
         with self.pump.lock:
             held = sorted(self.pump.held)
-        text += (f". The error output of {'rank' if len(held) == 1 else 'ranks'} {format_ranks(held)} follows, each "
-                 "rank's whole" if held else ". No rank printed a traceback")
-        text += "; then the flight recorder report." if self.failure_report else "."
+        follows = [f"the error output of {'rank' if len(held) == 1 else 'ranks'} {format_ranks(held)}, each rank's "
+                   "whole"] if held else []
+        follows += ["the flight recorder report"] if self.failure_report else []
+        text += f". Below: {', then '.join(follows)}." if follows else "."
         self.say(text)
         self.pump.release()
 
