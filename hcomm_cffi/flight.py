@@ -328,7 +328,7 @@ def _at_exit() -> None:
     for ring in recorders():
         try:
             ring.end(EXITED, why)
-        except ValueError:          # already unmapped
+        except (ValueError, TypeError):          # already unmapped
             pass
     stacks.uninstall()
 

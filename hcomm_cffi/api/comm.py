@@ -25,7 +25,7 @@ from ..errors import HcclError
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import Topology
 from ..resources import ENGINE
-from . import consistency, live, membership, observe
+from . import average, consistency, live, membership, observe
 from .buffers import Buffer, as_buffer, new_like, overlaps
 from .call import Call
 from .errors import CommError, NotMemberError, failure_error
@@ -89,7 +89,7 @@ def _op(op: Any) -> ReduceOp:
     try:
         return parse_reduce_op(op)
     except ValueError as exc:
-        raise ValueError(str(exc)) from None
+        raise ValueError(f"{exc}, or 'avg' (the sum divided by the number of ranks)") from None
 
 
 class Comm:
@@ -379,6 +379,9 @@ class Comm:
         c.result = x if out is None else out
         if self._issuer.fast(c, x, out is None, out, (op, algorithm, 0)):
             return c.result
+        if average.wanted(op):          # op='avg': the sum, divided by the size (api/average.py)
+            return average.run("allreduce", self.size, x, lambda: self.allreduce(
+                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c.op = _op(op)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x", writable=out is None)
@@ -420,6 +423,9 @@ class Comm:
         c = Call("reduce_scatter", algorithm, async_op, stream)
         if out is not None and self._issuer.fast(c, x, False, out, (op, algorithm, 0)):
             return out
+        if average.wanted(op):
+            return average.run("reduce_scatter", self.size, x, lambda: self.reduce_scatter(
+                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c.op = _op(op)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x")
@@ -441,6 +447,9 @@ class Comm:
         if self._issuer.fast(c, x, self.rank == root and out is None, out, (op, algorithm, root)):
             return c.result
         c.root = self._rank_arg("root", root)
+        if average.wanted(op):
+            return average.run("reduce", self.size, x, lambda: self.reduce(
+                x, root, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream, self.rank == root)
         c.op = _op(op)
         registry.check_algorithm(algorithm)
         is_root = self.rank == c.root
