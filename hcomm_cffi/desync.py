@@ -450,8 +450,8 @@ def _stuck(directory: str, job: str, views: Dict[int, RankView], now: float) -> 
         elif v.killed:
             step = _killed_step(r, v)
         else:
-            step = (f"rank {r} {v.status()} after collective #{last} while the others called {op}: make every rank "
-                    "issue the same collectives before it finalises or exits")
+            step = (f"rank {r} stopped calling collectives after #{last} ({v.status().replace('; ', ', ')}) while the "
+                    f"others called {op}: make every rank issue the same collectives before it finalises or exits")
     return lines, step
 
 
@@ -560,10 +560,13 @@ def summary(directory: str, job: str, exits: Optional[Dict[int, str]] = None) ->
     findings, _step = _findings(directory, job, sizes[comm], views[comm], now)
     ends: Dict[str, List[int]] = {}
     for r, v in sorted(views[comm].items()):
-        ends.setdefault(re.sub(r" \(pid \d+\)", "", v.status()), []).append(r)
-    head = findings[0] if findings else "no rank diverged in the flight records"
-    told = "; ".join(f"{_ranks(rs)} {how}" for how, rs in ends.items())
-    return f"on communicator {comm!r}: {head}; {told}"
+        ends.setdefault(re.sub(r" \(pid \d+\)", "", v.status()).replace("; ", ", "), []).append(r)
+    # the finding that explains most: a mismatch, else a rank gone, else one that never arrived, else the first
+    ranked = sorted(findings, key=lambda f: (" is in " not in f and "disagree" not in f, " is gone " not in f,
+                                             " never entered " not in f))
+    head = ranked[0] if ranked else "no rank diverged in the flight records"
+    told = "; ".join(f"{_ranks(rs)}: {how}" for how, rs in ends.items())
+    return f"on communicator {comm!r}: {head}. How the ranks ended: {told}"
 
 
 def stalled(directory: str, threshold: float, now: Optional[float] = None, job: Optional[str] = None

@@ -77,13 +77,15 @@ def test_quickstart_runs_on_the_two_ranks_the_readme_asks_for(shm, tmp_path):
     text = README.read_text(encoding="utf-8")
     quick = text[text.index("## Quickstart"):]
     code = re.search(r"```python\n(.*?)```", quick, re.S).group(1)
-    assert "It needs two ranks or more" in quick and "hcomm run -n 2 -- python quickstart.py" in quick
+    assert "It needs two ranks or more" in quick and "$ hcomm run -n 2 -- python quickstart.py" in quick
     script = tmp_path / "quickstart.py"
     script.write_text(code)
     proc = start([sys.executable, "-m", "hcomm_cffi", "run", "-n", "2", "--", sys.executable, str(script)],
                  {"HCOMM_SIM_SHM_DIR": shm})
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
+    shown = re.search(r"```console\n\$ hcomm run -n 2 -- python quickstart.py\n(.*?)```", quick, re.S).group(1)
+    assert sorted(out.splitlines()) == sorted(shown.splitlines()), out       # what the README says it prints
     one = start([sys.executable, "-m", "hcomm_cffi", "run", "-n", "1", "--", sys.executable, str(script)],
                 {"HCOMM_SIM_SHM_DIR": shm})
     out, err = one.communicate(timeout=120)

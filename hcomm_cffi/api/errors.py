@@ -6,6 +6,7 @@ and name stay on the ``__cause__`` (printed with ``HCOMM_DEBUG`` set, :mod:`hcom
 """
 from __future__ import annotations
 
+import re
 from typing import Mapping, Optional, Type
 
 from .. import callsite
@@ -15,6 +16,9 @@ __all__ = ["CommError", "CommTimeoutError", "MessageMismatchError", "NotMemberEr
            "wrap_failure", "with_comm_names", "failure_error"]
 
 _CHECKER = "checker: "
+#: the emulator's account of where in its task lists a wait failed ("..., while rank 0 thread 0x7e5d00000001
+#: (stream) waited on channel notify 4 from it (step 40)"): library-internal, left to the cause
+_WHERE_IN_LIBRARY = re.compile(r", while rank \d+ thread \S+ \([^)]*\) waited on [^:]*? \(step \d+\)")
 
 
 class CommError(RuntimeError):
@@ -60,6 +64,7 @@ def wrap_failure(exc: BaseException, where: str, names: Mapping[str, str],
         reason = reason[len(_CHECKER):] if reason.startswith(_CHECKER) else reason
         if reason.startswith(COLLECTIVE_MISMATCH + ": "):       # the user's mistake says it all
             return cls(f"{COLLECTIVE_MISMATCH}{_site()}: {reason[len(COLLECTIVE_MISMATCH) + 2:]}")
+        reason = _WHERE_IN_LIBRARY.sub("", reason)       # which thread, notify and step: the cause keeps it
         if exc.hint:
             reason += f". Hint: {exc.hint}"
     else:
