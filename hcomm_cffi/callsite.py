@@ -36,9 +36,10 @@ def _torch_prefix() -> Optional[str]:
     """torch's package directory once torch is imported (never imports it)."""
     if not _torch_dir:
         mod = sys.modules.get("torch")
-        if mod is None or not getattr(mod, "__file__", None):
+        path: Optional[str] = getattr(mod, "__file__", None) if mod is not None else None
+        if not path:
             return None
-        _torch_dir.append(os.path.dirname(os.path.abspath(mod.__file__)) + os.sep)
+        _torch_dir.append(os.path.dirname(os.path.abspath(path)) + os.sep)
     return _torch_dir[0]
 
 

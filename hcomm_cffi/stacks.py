@@ -97,8 +97,8 @@ def _parse(text: str) -> List[Dict[str, Any]]:
             threads[-1]["frames"].append([frame.group(1), int(frame.group(2)), frame.group(3)])
     for t in threads:
         t["frames"].reverse()
-        bottom = t["frames"][0] if t["frames"] else ["", 0, ""]
-        t["main"] = not (bottom[0].endswith("threading.py") and bottom[2] == "_bootstrap")
+        bottom: List[Any] = t["frames"][0] if t["frames"] else ["", 0, ""]
+        t["main"] = not (str(bottom[0]).endswith("threading.py") and bottom[2] == "_bootstrap")
     threads.sort(key=lambda t: not t["main"])
     return threads
 

@@ -493,7 +493,7 @@ class _Job:
         """After a rank failed: the job's one-paragraph summary, then each rank's held output (tracebacks) whole."""
         if self.pump.is_alive():
             self.pump.join(timeout=3.0)          # the ranks are gone: their pipes end
-        rank = self.first_failure
+        rank = -1 if self.first_failure is None else self.first_failure
         exits = self.exits()
         text = f"job {self.job_id} failed: rank {rank} {exits.get(rank, 'failed')} first"
         found = flightwatch.summary(self.flight_dir, self.job_id, exits) if self.failure_report else ""
