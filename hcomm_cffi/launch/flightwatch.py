@@ -23,7 +23,7 @@ import signal
 import stat
 import tempfile
 import time
-from typing import Any, Dict, List, Mapping, Optional, Set
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from .. import settings
 from ..bootstrap.errors import BootstrapError
@@ -55,36 +55,14 @@ def flight_dir(env: Mapping[str, str], job_id: str) -> str:
                              "HCOMM_FR_DIR (or TMPDIR) to a directory this user can write") from None
 
 
-def sweep_old(now: Optional[float] = None) -> List[str]:
-    """Remove this user's kept flight directories older than KEEP_DAYS; returns the paths removed."""
-    base = tempfile.gettempdir()
-    cutoff = (time.time() if now is None else now) - KEEP_DAYS * 86400
-    removed: List[str] = []
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return removed
-    for name in names:
-        path = os.path.join(base, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if name.startswith(_prefix()) and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() \
-                and st.st_mtime < cutoff:
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    return removed
-
-
-def kept(base: Optional[str] = None) -> List[str]:
-    """This user's flight directories in ``base`` (default the temp dir) that hold anything, newest first."""
+def _own_dirs(base: Optional[str] = None) -> List[Tuple[float, str]]:
+    """(mtime, path) of this user's flight directories in ``base`` (default the temp dir)."""
     base = base or tempfile.gettempdir()
-    found = []
     try:
         names = os.listdir(base)
     except OSError:
         return []
+    found = []
     for name in names:
         path = os.path.join(base, name)
         try:
@@ -92,11 +70,30 @@ def kept(base: Optional[str] = None) -> List[str]:
         except OSError:
             continue
         if name.startswith(_prefix()) and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
-            try:
-                if os.listdir(path):
-                    found.append((st.st_mtime, path))
-            except OSError:
-                continue
+            found.append((st.st_mtime, path))
+    return found
+
+
+def sweep_old(now: Optional[float] = None) -> List[str]:
+    """Remove this user's kept flight directories older than KEEP_DAYS; returns the paths removed."""
+    cutoff = (time.time() if now is None else now) - KEEP_DAYS * 86400
+    removed: List[str] = []
+    for mtime, path in _own_dirs():
+        if mtime < cutoff:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def kept(base: Optional[str] = None) -> List[str]:
+    """This user's flight directories in ``base`` (default the temp dir) that hold anything, newest first."""
+    found = []
+    for mtime, path in _own_dirs(base):
+        try:
+            if os.listdir(path):
+                found.append((mtime, path))
+        except OSError:
+            continue
     return [p for _, p in sorted(found, reverse=True)]
 
 
