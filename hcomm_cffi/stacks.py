@@ -6,7 +6,7 @@ directory) registers :mod:`faulthandler` for ``SIGUSR2`` (only where the signal 
 the program's own) writing into ``<dir>/<job>.rank<R>.stacks``: faulthandler dumps from its C
 signal handler, so the rank answers wherever it is, even inside C code that never returns to
 Python.  :func:`request` (the launcher, or the rank writing a report under torchrun) signals a
-rank that has that file open, waits up to a second for the dump, and keeps it as
+rank that has that file open, waits up to REQUEST_S for the dump, and keeps it as
 ``<job>.rank<R>.stack.json`` (threads, frames, the time taken): :func:`read` gives it to the
 report, so ``hcomm doctor`` shows the same stack again.  The log file goes with the process's
 last flight recorder (:func:`uninstall`).
@@ -26,7 +26,7 @@ __all__ = ["install", "uninstall", "request", "read", "STACK_SIGNAL", "LOG_SUFFI
 STACK_SIGNAL = signal.SIGUSR2
 LOG_SUFFIX = ".stacks"
 SNAPSHOT_SUFFIX = ".stack.json"
-REQUEST_S = 1.0                 # most seconds a report waits for one rank's stacks
+REQUEST_S = 3.0                 # most seconds a report waits for one rank's stacks (a loaded machine)
 _SETTLE_S = 0.05                # the dump is complete when the log stopped growing for this long
 _THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$")
 _FRAME = re.compile(r'^  File "(.*)", line (\d+) in (.*)$')

@@ -85,8 +85,8 @@ def test_op_mismatch_is_named_by_the_launcher_and_by_doctor(job):
     # (before it, the mismatched calls' handshakes paired up and mixed their data); the headline is the user's
     # mistake at the user's line, without the library's code
     assert "rank 2: broadcast #4 (4 KiB fp32, root 0) at worker.py:14 failed" in doc.stdout, doc.stdout
-    assert "CollectiveMismatchError: collective mismatch at worker.py:14: rank 2 of communicator 'world' is in " \
-        "broadcast" in doc.stdout, doc.stdout
+    assert "CollectiveMismatchError: rank 2 of communicator 'world': collective mismatch at worker.py:14: this rank " \
+        "is in broadcast" in doc.stdout, doc.stdout
     assert "is in allreduce of 1024 x fp32, op sum but rank 2 is in broadcast of 1024 x fp32, root 0" in err, err
     assert "507000" not in doc.stdout and "ACL_ERROR" not in doc.stdout, doc.stdout
     assert doc.stdout.rstrip().splitlines()[-1].startswith("next step: make rank 2 call allreduce as collective #4")

@@ -63,7 +63,11 @@ def wrap_failure(exc: BaseException, where: str, names: Mapping[str, str],
         reason = exc.library_message.rstrip(". ")
         reason = reason[len(_CHECKER):] if reason.startswith(_CHECKER) else reason
         if reason.startswith(COLLECTIVE_MISMATCH + ": "):       # the user's mistake says it all
-            return cls(f"{COLLECTIVE_MISMATCH}{_site()}: {reason[len(COLLECTIVE_MISMATCH) + 2:]}")
+            who = where.split(": ", 1)[0]                       # "rank 0 of communicator 'world'"
+            rest = reason[len(COLLECTIVE_MISMATCH) + 2:]
+            if rest.startswith(f"{who} is in "):
+                rest = "this rank is in " + rest[len(who) + len(" is in "):]
+            return cls(f"{who}: {COLLECTIVE_MISMATCH}{_site()}: {rest}")
         reason = _WHERE_IN_LIBRARY.sub("", reason)       # which thread, notify and step: the cause keeps it
         if exc.hint:
             reason += f". Hint: {exc.hint}"

@@ -9,7 +9,8 @@
 * A failure: when a rank fails after dumping its flight recorder (a collective timed out, a peer
   died, the signature check found a mismatch) or was killed, the launcher asks the ranks still
   running for their dumps (SIGUSR1, the handler :mod:`hcomm_cffi.flight` installs), lets ranks that
-  dumped exit by themselves for up to :data:`COLLECT_S`, and only then stops the job; once every rank
+  dumped exit by themselves for up to :data:`COLLECT_S`, takes the stacks of live ranks that never arrived
+  (:func:`hcomm_cffi.desync.capture`), and only then stops the job; once every rank
   is gone it prints the desync report (:mod:`hcomm_cffi.desync`) with what it saw of each rank's end.
 * A stall: when no rank of a communicator made progress for ``HCOMM_STUCK_REPORT_S`` seconds while
   a live rank waits in an operation (:func:`hcomm_cffi.desync.stalled`, read from the live rings),
@@ -141,6 +142,8 @@ def collect(job: Any, directory: str, failed: int) -> bool:
     while time.monotonic() < deadline and any(r in have and r not in missing for r in job.running()):
         job.poll()
         time.sleep(0.02)
+    from ..desync import capture
+    capture(directory, job.job_id, job.exits())   # the stacks of live ranks that never arrived, before the stop
     return True
 
 
