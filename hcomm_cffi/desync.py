@@ -388,7 +388,8 @@ def _stack_lines(directory: str, job: str, v: RankView, now: float) -> List[str]
         frames = t["frames"]
         if _own_thread(frames):
             inner = [f for f in frames if is_library(f[0])][-1]
-            lines.append(f"    thread {t['thread']}: hcomm_cffi's own ({short_path(inner[0])}:{inner[1]} in {inner[2]})")
+            where = f"{short_path(inner[0])}:{inner[1]} in {inner[2]}"
+            lines.append(f"    thread {t['thread']}: hcomm_cffi's own ({where})")
             continue
         lines.append(f"    thread {t['thread']}{' (the main thread)' if t.get('main') else ''}:")
         lines += [f"      {short_path(path)}:{line} in {func}" for path, line, func in frames]

@@ -104,7 +104,8 @@ def _parse(text: str) -> List[Dict[str, Any]]:
 
 
 def request(where: str, job: str, world_rank: int, pid: int, timeout: float = REQUEST_S) -> Optional[str]:
-    """Ask rank ``world_rank`` (process ``pid``) for its stacks now; the snapshot's path, or None if it cannot answer."""
+    """Ask rank ``world_rank`` (process ``pid``) for its stacks now: the snapshot's path, or None if it cannot
+    answer."""
     log = _log_path(where, job, world_rank)
     if pid <= 0 or not _holds(pid, log):
         return None

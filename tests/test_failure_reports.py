@@ -108,7 +108,7 @@ def test_mismatch_under_hcomm_run_prints_the_report_and_doctor_reproduces_it(shm
                               rf"'world': collective mismatch at {SITE}:\d+: this rank is in ", err)) == 4, err
         # the summary first, then each rank's traceback whole (never interleaved), then the report
         lines = err.splitlines()
-        first = next(i for i, line in enumerate(lines) if " failed: rank " in line and line.startswith("hcomm run: job"))
+        first = next(i for i, line in enumerate(lines) if line.startswith("hcomm run: job") and " failed: rank " in line)
         assert finding in lines[first], lines[first]
         tracebacks = [i for i, line in enumerate(lines) if line.endswith("Traceback (most recent call last):")]
         assert len(tracebacks) == 4 and first < tracebacks[0], err
@@ -246,8 +246,8 @@ def test_torchrun_failures_are_explained_by_doctor_on_the_printed_path(shm, tmp_
     assert f"`hcomm doctor {fr}` explains" in err, err
     doc = _doctor(fr)
     if mode == "mismatch":
-        assert (f"ranks 0,2 are in allreduce #4 (4 KiB fp32, op sum){AT_4}; rank 1 is in broadcast #4 (4 KiB fp32, root "
-                f"0) at {SITE}:50") in doc, doc
+        assert (f"ranks 0,2 are in allreduce #4 (4 KiB fp32, op sum){AT_4}; rank 1 is in broadcast #4 (4 KiB fp32, "
+                f"root 0) at {SITE}:50") in doc, doc
         # torchrun stops the others once one exits: each raised the error first, or was stopped by SIGTERM
         assert doc.count("raised CollectiveMismatchError and exited") + doc.count("stopped by SIGTERM") == 3, doc
         # the emulator's native collectives find the mismatch in-band: each rank says what it and its peer are in,

@@ -30,8 +30,8 @@ from .. import settings
 from ..bootstrap.errors import BootstrapError
 from ..bootstrap.file_store import private_dir
 
-__all__ = ["flight_dir", "kept", "pattern", "dumped", "collect", "report_lines", "summary", "note", "sweep_old", "StallWatch", "COLLECT_S", "KEEP_DAYS",
-           "FLIGHT_PREFIX"]
+__all__ = ["flight_dir", "kept", "pattern", "dumped", "collect", "report_lines", "summary", "note", "sweep_old",
+           "StallWatch", "COLLECT_S", "KEEP_DAYS", "FLIGHT_PREFIX"]
 
 COLLECT_S = 3.0        # most seconds the launcher waits for the other ranks' dumps (and their own exit)
 KEEP_DAYS = 7.0        # kept flight directories older than this are removed by a later launch
