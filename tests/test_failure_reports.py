@@ -108,7 +108,8 @@ def test_mismatch_under_hcomm_run_prints_the_report_and_doctor_reproduces_it(shm
                               rf"'world': collective mismatch at {SITE}:\d+: this rank is in ", err)) == 4, err
         # the summary first, then each rank's traceback whole (never interleaved), then the report
         lines = err.splitlines()
-        first = next(i for i, line in enumerate(lines) if line.startswith("hcomm run: job") and " failed: rank " in line)
+        first = next(i for i, line in enumerate(lines)
+                     if line.startswith("hcomm run: job") and " failed: rank " in line)
         assert finding in lines[first], lines[first]
         tracebacks = [i for i, line in enumerate(lines) if line.endswith("Traceback (most recent call last):")]
         assert len(tracebacks) == 4 and first < tracebacks[0], err
