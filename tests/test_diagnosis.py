@@ -249,3 +249,50 @@ def test_bench_takes_avg_and_refuses_it_where_it_cannot_be(tmp_path):
         parse_config(parser.parse_args(["bench", "-o", "avg", "-d", "int32", "-b", "8", "-e", "8"]), 2)
     with pytest.raises(CliError, match=r"-o avg with --algo native: HCCL's reduce ops are sum, prod, max and min"):
         parse_config(parser.parse_args(["bench", "-o", "avg", "--algo", "native", "-b", "8", "-e", "8"]), 2)
+
+
+# ---------------------------------------------------------------------------------------------- hcomm run's output
+_RAISES = textwrap.dedent('''
+    import os, sys, time, traceback
+    rank = int(os.environ["RANK"])
+    try:
+        raise KeyError("logged and survived")
+    except KeyError:
+        traceback.print_exc()                 # a traceback the rank goes on after
+    print(f"after the logged traceback {rank}", file=sys.stderr, flush=True)
+    if sys.argv[1] == "fail" and rank == 0:
+        raise ValueError("the user's own mistake")
+    time.sleep(30 if sys.argv[1] == "fail" else 0)
+''')
+
+
+def _launch(tmp_path, mode: str):
+    script = tmp_path / "ranks.py"
+    script.write_text(_RAISES)
+    return subprocess.run([sys.executable, "-m", "hcomm_cffi", "run", "-n", "2", "--grace", "1", "--", sys.executable,
+                           str(script), mode], capture_output=True, text=True, timeout=120)
+
+
+def test_hcomm_run_prints_the_summary_then_each_ranks_errors_whole(tmp_path):
+    proc = _launch(tmp_path, "fail")
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 1, proc.stderr
+    summary = next(i for i, line in enumerate(lines) if line.startswith("hcomm run: job "))
+    assert re.match(r"hcomm run: job \w+ failed: rank 0 exited with code 1 first; rank\(s\) 1 stopped by hcomm run "
+                    r"\(SIGTERM\)\. Below: the error output of ranks? [0-9, -]+, each rank's whole\.", lines[summary]), \
+        proc.stderr
+    after = lines[summary + 1:]
+    zero = [line for line in after if line.startswith("[0] ")]
+    assert after[:len(zero)] == zero, proc.stderr              # rank 0's held output in one piece, right after
+    assert zero[-1] == "[0] ValueError: the user's own mistake" and "[0] after the logged traceback 0" in zero
+    assert "[1] after the logged traceback 1" in lines       # nothing lost
+
+
+def test_a_traceback_a_rank_goes_on_after_is_written_when_the_job_succeeds(tmp_path):
+    proc = _launch(tmp_path, "ok")
+    assert proc.returncode == 0, proc.stderr
+    for r in (0, 1):
+        mine = [line for line in proc.stderr.splitlines() if line.startswith(f"[{r}] ")]
+        assert mine[0] == f"[{r}] Traceback (most recent call last):" and mine[-1] == \
+            f"[{r}] after the logged traceback {r}", proc.stderr
+    assert "failed" not in proc.stderr
