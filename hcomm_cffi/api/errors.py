@@ -18,7 +18,8 @@ __all__ = ["CommError", "CommTimeoutError", "MessageMismatchError", "NotMemberEr
 _CHECKER = "checker: "
 #: the emulator's account of where in its task lists a wait failed ("..., while rank 0 thread 0x7e5d00000001
 #: (stream) waited on channel notify 4 from it (step 40)"): library-internal, left to the cause
-_WHERE_IN_LIBRARY = re.compile(r", while rank \d+ thread \S+ \([^)]*\) waited on [^:]*? \(step \d+\)")
+_WHERE_IN_LIBRARY = re.compile(r",? while rank \d+ thread \S+ \([^)]*\) waited on channel notify \d+( from it)?"
+                               r"( \(step \d+\))?")
 
 
 class CommError(RuntimeError):
