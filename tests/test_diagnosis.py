@@ -80,6 +80,36 @@ def test_a_sleeping_process_answers_with_every_threads_stack(tmp_path):
         proc.wait(timeout=30)
 
 
+_SPINNER = textwrap.dedent('''
+    import re, sys
+    from hcomm_cffi import stacks
+    stacks.install(sys.argv[1], "job", 3)
+    print("ready", flush=True)
+    re.match(r"(a+)+$", "a" * 40 + "b")       # minutes inside C (the regex engine), holding the GIL
+''')
+
+
+def test_a_process_inside_c_code_holding_the_gil_answers_too(tmp_path):
+    """A Python signal handler would wait for the C call to return; faulthandler's dump runs in the C handler."""
+    script = tmp_path / "spinner.py"
+    script.write_text(_SPINNER)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        frames: list = []
+        for _ in range(20):
+            assert stacks.request(str(tmp_path), "job", 3, proc.pid) is not None
+            threads = stacks.read(str(tmp_path), "job", 3)[1]
+            frames = [(os.path.basename(f), line) for f, line, _ in threads[0]["frames"]]
+            if ("spinner.py", 6) in frames:
+                break
+            time.sleep(0.2)
+        assert ("spinner.py", 6) in frames and proc.poll() is None, frames
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
 # ---------------------------------------------------------------------------------------------- doctor
 def _doctor(*args: str, env=None):
     return subprocess.run([sys.executable, "-m", "hcomm_cffi", "doctor", *args], capture_output=True, text=True,
@@ -269,8 +299,8 @@ _RAISES = textwrap.dedent('''
 def _launch(tmp_path, mode: str):
     script = tmp_path / "ranks.py"
     script.write_text(_RAISES)
-    return subprocess.run([sys.executable, "-m", "hcomm_cffi", "run", "-n", "2", "--grace", "1", "--", sys.executable,
-                           str(script), mode], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "hcomm_cffi", "run", "-n", "2", "--grace", "1", "--",
+                           sys.executable, str(script), mode], capture_output=True, text=True, timeout=120)
 
 
 def test_hcomm_run_prints_the_summary_then_each_ranks_errors_whole(tmp_path):
