@@ -290,7 +290,12 @@ _RAISES = textwrap.dedent('''
     except KeyError:
         traceback.print_exc()                 # a traceback the rank goes on after
     print(f"after the logged traceback {rank}", file=sys.stderr, flush=True)
+    open(f"{sys.argv[2]}/printed{rank}", "w").close()
     if sys.argv[1] == "fail" and rank == 0:
+        for _ in range(300):                  # rank 1 has printed its lines: then fail
+            if os.path.exists(f"{sys.argv[2]}/printed1"):
+                break
+            time.sleep(0.1)
         raise ValueError("the user's own mistake")
     time.sleep(30 if sys.argv[1] == "fail" else 0)
 ''')
@@ -300,7 +305,8 @@ def _launch(tmp_path, mode: str):
     script = tmp_path / "ranks.py"
     script.write_text(_RAISES)
     return subprocess.run([sys.executable, "-m", "hcomm_cffi", "run", "-n", "2", "--grace", "1", "--",
-                           sys.executable, str(script), mode], capture_output=True, text=True, timeout=120)
+                           sys.executable, str(script), mode, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
 
 
 def test_hcomm_run_prints_the_summary_then_each_ranks_errors_whole(tmp_path):
@@ -309,8 +315,8 @@ def test_hcomm_run_prints_the_summary_then_each_ranks_errors_whole(tmp_path):
     assert proc.returncode == 1, proc.stderr
     summary = next(i for i, line in enumerate(lines) if line.startswith("hcomm run: job "))
     assert re.match(r"hcomm run: job \w+ failed: rank 0 exited with code 1 first; rank\(s\) 1 stopped by hcomm run "
-                    r"\(SIGTERM\)\. Below: the error output of ranks? [0-9, -]+, each rank's whole\.", lines[summary]), \
-        proc.stderr
+                    r"\(SIGTERM\)\. Below: the error output of ranks? [0-9, -]+, each rank's whole\.",
+                    lines[summary]), proc.stderr
     after = lines[summary + 1:]
     zero = [line for line in after if line.startswith("[0] ")]
     assert after[:len(zero)] == zero, proc.stderr              # rank 0's held output in one piece, right after
