@@ -22,7 +22,6 @@ fails or stalls.
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re

@@ -2,7 +2,6 @@
 doctor that reads only its own files and finds the newest directory, and op='avg' as the torch backend defines it."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 from hcomm_cffi import callsite, flight, stacks
-from hcomm_cffi.desync import capture, report
+from hcomm_cffi.desync import capture
 
 
 # ---------------------------------------------------------------------------------------------- call sites
