@@ -52,24 +52,37 @@ _SLEEPER = textwrap.dedent('''
         time.sleep(60)
     nap()
 ''')
+_SPINNER = textwrap.dedent('''
+    import re, sys
+    from hcomm_cffi import stacks
+    stacks.install(sys.argv[1], "job", 7)
+    print("ready", flush=True)
+    re.match(r"(a+)+$", "a" * 40 + "b")       # minutes inside C (the regex engine), holding the GIL
+''')
+
+
+def _asked_until(tmp_path, source: str, name: str, line: int):
+    """Start ``source`` as ``name``, ask it for its stacks until its main thread is in ``name:line`` (it prints
+    'ready' just before getting there); returns (process, main thread's frames as (file, line, function))."""
+    script = tmp_path / name
+    script.write_text(source)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    frames: list = []
+    for _ in range(20):
+        assert stacks.request(str(tmp_path), "job", 7, proc.pid) is not None and proc.poll() is None
+        taken, threads = stacks.read(str(tmp_path), "job", 7)
+        assert abs(taken - time.time()) < 30 and threads[0]["main"]
+        frames = [(os.path.basename(f), n, func) for f, n, func in threads[0]["frames"]]
+        if any((name, line) == f[:2] for f in frames):
+            break
+        time.sleep(0.2)
+    return proc, frames
 
 
 def test_a_sleeping_process_answers_with_every_threads_stack(tmp_path):
-    script = tmp_path / "sleeper.py"
-    script.write_text(_SLEEPER)
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    proc, frames = _asked_until(tmp_path, _SLEEPER, "sleeper.py", 7)
     try:
-        assert proc.stdout.readline().strip() == "ready"
-        frames: list = []
-        for _ in range(20):                  # "ready" comes just before the sleep: ask until it sleeps
-            path = stacks.request(str(tmp_path), "job", 7, proc.pid)
-            assert path is not None and proc.poll() is None              # answered, and still running
-            taken, threads = stacks.read(str(tmp_path), "job", 7)
-            assert abs(taken - time.time()) < 30 and threads[0]["main"]
-            frames = [(os.path.basename(f), line, func) for f, line, func in threads[0]["frames"]]
-            if len(frames) == 2:
-                break
-            time.sleep(0.2)
         assert frames == [("sleeper.py", 8, "<module>"), ("sleeper.py", 7, "nap")], frames      # outermost first
         # a process that does not hold the log (a reused pid, another program) is never signalled
         assert stacks.request(str(tmp_path), "job", 8, proc.pid) is None
@@ -79,31 +92,11 @@ def test_a_sleeping_process_answers_with_every_threads_stack(tmp_path):
         proc.wait(timeout=30)
 
 
-_SPINNER = textwrap.dedent('''
-    import re, sys
-    from hcomm_cffi import stacks
-    stacks.install(sys.argv[1], "job", 3)
-    print("ready", flush=True)
-    re.match(r"(a+)+$", "a" * 40 + "b")       # minutes inside C (the regex engine), holding the GIL
-''')
-
-
 def test_a_process_inside_c_code_holding_the_gil_answers_too(tmp_path):
     """A Python signal handler would wait for the C call to return; faulthandler's dump runs in the C handler."""
-    script = tmp_path / "spinner.py"
-    script.write_text(_SPINNER)
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    proc, frames = _asked_until(tmp_path, _SPINNER, "spinner.py", 6)
     try:
-        assert proc.stdout.readline().strip() == "ready"
-        frames: list = []
-        for _ in range(20):
-            assert stacks.request(str(tmp_path), "job", 3, proc.pid) is not None
-            threads = stacks.read(str(tmp_path), "job", 3)[1]
-            frames = [(os.path.basename(f), line) for f, line, _ in threads[0]["frames"]]
-            if ("spinner.py", 6) in frames:
-                break
-            time.sleep(0.2)
-        assert ("spinner.py", 6) in frames and proc.poll() is None, frames
+        assert frames[0] == ("spinner.py", 6, "<module>") and frames[-1][2] == "match" and proc.poll() is None, frames
     finally:
         proc.kill()
         proc.wait(timeout=30)
