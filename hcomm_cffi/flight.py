@@ -6,7 +6,8 @@ point-to-point operation, its sequence number, name, algorithm, count, bytes, dt
 root/peer, state (issued / running / done / failed), the three timestamps and the user's call site
 (``path:line`` of the first frame outside the library, :mod:`hcomm_cffi.callsite`).  When a directory
 is known (``HCOMM_FR_DIR``; ``hcomm run`` sets one it keeps after the job) the ring is a file there,
-so the records of a rank that is killed outright (SIGKILL, OOM) survive it.  The header also says
+so the records of a rank that is killed outright (SIGKILL, OOM) survive it, and the process answers a
+report's request for its Python stacks there (:mod:`hcomm_cffi.stacks`).  The header also says
 how the rank ended: ``finalised`` (the communicator was destroyed) or ``exited`` (the process ended
 without destroying it, with the exception that ended it); a ring still ``live`` whose process is
 gone was killed.  The rings of a communicator are removed once every rank has finalised it (the
