@@ -206,6 +206,10 @@ def main(argv: List[str]) -> int:
     if not 1 <= warmup <= args.ops:
         ap.error(f"--warmup={warmup}; expected 1..--ops ({args.ops})")
     w = hcomm.init()
+    if w.get_size() < 2:
+        hcomm.finalize()
+        ap.error(f"{w.get_size()} rank: the soak needs 2 ranks or more (point-to-point around the ring, "
+                 "sub-communicators over subsets); run it as `hcomm run -n 4 -- python benchmarks/soak.py`")
     try:
         rank, n = w.get_rank(), w.get_size()
         row, elapsed = soak(w, args.ops, args.sample, warmup, args.seed)

@@ -9,7 +9,8 @@ first use from :mod:`hcomm_cffi.initializers` and :mod:`hcomm_cffi.constants`.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Dict
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Dict, List
 
 from . import constants, enums, errors
 
@@ -54,5 +55,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'hcomm_cffi' has no attribute {name!r}")
 
 
-def __dir__() -> list:
-    return sorted(list(globals()) + list(_LAZY))
+def __dir__() -> List[str]:
+    """The package's names: what it exports, its loaded submodules and the module dunders (not the helpers this
+    file imports for itself, such as ``importlib`` or ``typing.Any``)."""
+    here = globals()
+    subs = (n for n, v in here.items() if isinstance(v, ModuleType) and v.__name__ == f"{__name__}.{n}")
+    return sorted({*__all__, *subs, *(n for n in here if n.startswith("__") and n.endswith("__"))})

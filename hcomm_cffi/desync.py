@@ -11,12 +11,17 @@ rings; one whose rank wrote no dump is what a killed rank left).  Per communicat
 * ranks that never entered the collective the others are stuck in, and ranks that are gone
   (no dump) with their last operation;
 
-then one line per rank with the operation it was in and its state.  Used by ``hcomm doctor`` and
-by ``hcomm run`` when a job fails.
+then one line per rank with the operation it was in, the user's ``file:line`` of it (the flight
+record's call site) and its state; for a live rank that never arrived, its Python stack (every
+thread) as last taken by :func:`capture` (:mod:`hcomm_cffi.stacks`); and last, the next step to
+take.  Times are as of the newest file of the job (a dump, a rank's end, or the moment a report was
+captured: ``<job>.report.json``, which also keeps what the launcher saw of each rank's end), never
+as of now, so ``hcomm doctor DIR`` prints the same report every time.  Files that are not the
+package's (any other name) are not read.  Used by ``hcomm doctor`` and by ``hcomm run`` when a job
+fails or stalls.
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
@@ -25,10 +30,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import stacks
+from .callsite import is_library, short_path
 from .enums import DataType, ReduceOp
 from .flight import DUMP_SUFFIX, RING_SUFFIX, pid_alive, read_ring
 
-__all__ = ["report", "load", "analyse", "describe_op", "RankView"]
+__all__ = ["report", "load", "analyse", "describe_op", "RankView", "capture", "summary", "as_of", "MARKER_SUFFIX",
+           "DUMP_NAME", "owned"]
+
+MARKER_SUFFIX = ".report.json"
+#: the name of a rank's dump: ``<job>.rank<R>.json`` (other JSON in the directory is not the package's)
+DUMP_NAME = re.compile(r"^(?P<job>[A-Za-z0-9_.-]+)\.rank(?P<rank>\d+)" + re.escape(DUMP_SUFFIX) + "$")
+_RING_NAME = re.compile(r"^[A-Za-z0-9_.-]+\.rank\d+\..*\.\d+" + re.escape(RING_SUFFIX) + "$")
 
 _FIELDS = (("count", "count"), ("dtype", "dtype"), ("redop", "reduce op"), ("peer", "root"),
            ("algorithm", "algorithm"))
@@ -50,6 +63,7 @@ class RankView:
     end_why: str = ""
     alive: Optional[bool] = None   # its process exists (checked for a live ring only; None: unknown)
     exit: str = ""                 # what the launcher saw ("exited with code 1"), when it says
+    dump_time: float = 0.0         # when its dump was written (0: none)
     collectives: Dict[int, Dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -129,6 +143,12 @@ def describe_op(rec: Dict[str, Any]) -> str:
     return f"{rec['op']} #{rec['seq']} ({', '.join(parts)})"
 
 
+def _at(rec: Dict[str, Any]) -> str:
+    """' at failures.py:50' (the user's line of the operation), or '' when the record has none."""
+    site = rec.get("site") or ""
+    return f" at {site}" if site else ""
+
+
 def _ranks(rs: List[int]) -> str:
     return ("rank " if len(rs) == 1 else "ranks ") + ",".join(map(str, rs))
 
@@ -145,8 +165,28 @@ def _read_dump(path: str) -> Dict[str, Any]:
                 raise ValueError("a 'comms' entry lacks comm, size, rank or records")
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{path} is not a flight recorder dump ({exc}); expected the JSON a rank of an hcomm job "
-                         f"writes as *{DUMP_SUFFIX}; remove it from {os.path.dirname(path) or '.'!r}") from None
+                         f"writes as <job>.rank<R>{DUMP_SUFFIX}") from None
     return doc
+
+
+def owned(directory: str) -> Tuple[List[str], List[str]]:
+    """(dumps, rings) in ``directory`` named as the package names them, oldest first (nothing else is read)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return [], []
+    paths = [os.path.join(directory, n) for n in names]
+
+    def by_age(ps: List[str]) -> List[str]:
+        stamped = []
+        for path in ps:
+            try:
+                stamped.append((os.path.getmtime(path), path))
+            except OSError:                  # removed meanwhile
+                continue
+        return [p for _, p in sorted(stamped)]
+    return (by_age([p for p in paths if DUMP_NAME.match(os.path.basename(p))]),
+            by_age([p for p in paths if _RING_NAME.match(os.path.basename(p))]))
 
 
 def load(directory: str, exits: Optional[Dict[int, str]] = None, job: Optional[str] = None
@@ -158,11 +198,11 @@ def load(directory: str, exits: Optional[Dict[int, str]] = None, job: Optional[s
     """
     if not os.path.isdir(directory):
         raise ValueError(f"{directory!r} is not a directory; expected a flight recorder directory (HCOMM_FR_DIR)")
-    dumps = sorted(glob.glob(os.path.join(directory, "*" + DUMP_SUFFIX)), key=os.path.getmtime)
-    rings = sorted(glob.glob(os.path.join(directory, "*" + RING_SUFFIX)), key=os.path.getmtime)
+    dumps, rings = owned(directory)
     if not dumps and not rings:
-        raise ValueError(f"{directory!r} holds no flight recorder files (*{DUMP_SUFFIX}, *{RING_SUFFIX}); expected "
-                         "the HCOMM_FR_DIR of a job that timed out, lost a peer or got SIGUSR1")
+        raise ValueError(f"{directory!r} holds no flight recorder files (<job>.rank<R>{DUMP_SUFFIX}, "
+                         f"*{RING_SUFFIX}); expected the HCOMM_FR_DIR of a job that timed out, lost a peer or got "
+                         "SIGUSR1")
     docs = [_read_dump(path) for path in dumps]
     snaps = []
     unreadable: List[str] = []
@@ -173,7 +213,7 @@ def load(directory: str, exits: Optional[Dict[int, str]] = None, job: Optional[s
             continue
         except (ValueError, KeyError, TypeError, struct.error) as exc:   # half-written meanwhile, or not a ring
             unreadable.append(f"{path} is not a flight recorder ring ({type(exc).__name__}: {exc}); expected the "
-                              f"*{RING_SUFFIX} file a rank of an hcomm job writes; remove it from {directory!r}")
+                              f"*{RING_SUFFIX} file a rank of an hcomm job writes")
     if not docs and not snaps:
         raise ValueError(unreadable[0] if unreadable else
                          f"{directory!r}: its flight recorder files went away while being read")
@@ -181,7 +221,7 @@ def load(directory: str, exits: Optional[Dict[int, str]] = None, job: Optional[s
         job = docs[-1]["job"] if docs else snaps[-1]["job"]     # the newest file's job
     views: Dict[str, Dict[int, RankView]] = {}
     sizes: Dict[str, int] = {}
-    said = exits or {}
+    said = exits if exits is not None else _marker(directory, job).get("exits", {})
     for snap in snaps:
         if snap["job"] != job:
             continue
@@ -202,7 +242,69 @@ def load(directory: str, exits: Optional[Dict[int, str]] = None, job: Optional[s
                     end=snap.get("end", "live"), alive=pid_alive(doc.get("pid", 0)),
                     exit=said.get(snap["world_rank"], ""))
             view.dumped, view.reason = True, doc.get("reason", "")
+            view.dump_time = float(doc.get("time") or 0.0)
     return job, views, sizes
+
+
+def _marker(directory: str, job: str) -> Dict[str, Any]:
+    """What the last :func:`capture` of job ``job`` kept: its time and the launcher's view of each rank's end."""
+    try:
+        with open(os.path.join(directory, f"{job}{MARKER_SUFFIX}"), encoding="utf-8") as f:
+            doc = json.load(f)
+        return {"time": float(doc["time"]), "exits": {int(k): str(v) for k, v in dict(doc["exits"]).items()}}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def as_of(directory: str, job: str, views: Dict[str, Dict[int, RankView]]) -> float:
+    """The time the report is as of: the newest of the job's capture, its dumps, its ranks' ends and its records."""
+    latest = float(_marker(directory, job).get("time", 0.0))
+    for vs in views.values():
+        for v in vs.values():
+            latest = max(latest, v.dump_time, v.end_time or 0.0)
+            for rec in v.records:
+                latest = max(latest, rec["t_issued"], rec["t_running"] or 0.0, rec["t_done"] or 0.0)
+    return latest
+
+
+def _absent(views: Dict[int, RankView]) -> Tuple[int, List[int]]:
+    """(the latest collective a rank is stuck in, the ranks that never entered it); (0, []) when none is stuck."""
+    open_seqs = [cur["seq"] for cur in (v.current() for v in views.values())
+                 if cur is not None and cur["state"] in _OPEN and cur["algorithm"] != "p2p"]
+    if not open_seqs:
+        return 0, []
+    target = max(open_seqs)
+    return target, [r for r, v in sorted(views.items()) if (max(v.collectives) if v.collectives else 0) < target]
+
+
+def capture(directory: str, job: str, exits: Optional[Dict[int, str]] = None) -> None:
+    """Before a report: take the stacks of the live ranks that never arrived, and keep the time and ``exits``.
+
+    What :func:`report` then prints, ``hcomm doctor`` prints again from the same files.
+    """
+    try:
+        _job, views, _sizes = load(directory, exits if exits is not None else {}, job)
+    except (ValueError, OSError):
+        return
+    asked = set()
+    for vs in views.values():
+        _target, absent = _absent(vs)
+        for r in absent:
+            v = vs[r]
+            if v.end == "live" and v.alive and v.world_rank not in asked:
+                asked.add(v.world_rank)
+                try:
+                    stacks.request(directory, job, v.world_rank, v.pid)
+                except OSError:          # it ended meanwhile
+                    pass
+    path = os.path.join(directory, f"{job}{MARKER_SUFFIX}")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"time": time.time(), "exits": {str(k): v for k, v in (exits or {}).items()}}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def idle_for(views: Dict[int, RankView], now: float) -> Optional[float]:
@@ -220,8 +322,15 @@ def idle_for(views: Dict[int, RankView], now: float) -> Optional[float]:
     return now - latest if waiting and latest else None
 
 
-def _first_mismatch(views: Dict[int, RankView]) -> List[str]:
-    """The first collective (by sequence number) on which the ranks that reached it disagree."""
+def _sites(recs: List[Dict[str, Any]]) -> str:
+    """' at a.py:5' for records called from one line, ' at a.py:5, b.py:7' from several, '' when none is known."""
+    seen = [rec.get("site") or "" for rec in recs]
+    unique = [x for i, x in enumerate(seen) if x and x not in seen[:i]]
+    return f" at {', '.join(unique)}" if unique else ""
+
+
+def _first_mismatch(views: Dict[int, RankView]) -> Tuple[List[str], str]:
+    """The first collective (by sequence number) on which the ranks that reached it disagree, and the next step."""
     seqs = sorted({s for v in views.values() for s in v.collectives})
     for seq in seqs:
         here = {r: v.collectives[seq] for r, v in sorted(views.items()) if seq in v.collectives}
@@ -236,8 +345,13 @@ def _first_mismatch(views: Dict[int, RankView]) -> List[str]:
             for rs in groups:
                 rec = here[rs[0]]
                 verb = ("are in" if len(rs) > 1 else "is in") if rec["state"] in _OPEN else "called"
-                text.append(f"{_ranks(rs)} {verb} {describe_op(rec)}")
-            return ["; ".join(text)]
+                text.append(f"{_ranks(rs)} {verb} {describe_op(rec)}{_sites([here[r] for r in rs])}")
+            odd = groups[-1]
+            step = (f"make {_ranks(odd)} call {here[groups[0][0]]['op']} as collective #{seq}, as "
+                    f"{_ranks(groups[0])} do{'es' if len(groups[0]) == 1 else ''} (every rank must call the same "
+                    f"collectives in the same order): look at {_ranks(odd)}'s "
+                    f"{here[odd[0]]['op']}{_sites([here[r] for r in odd])} first")
+            return ["; ".join(text)], step
         for key, name in _FIELDS:
             by_val: Dict[str, List[int]] = {}
             for r, rec in here.items():
@@ -245,52 +359,126 @@ def _first_mismatch(views: Dict[int, RankView]) -> List[str]:
             if len(by_val) > 1:
                 val_groups = sorted(by_val.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
                 op = next(iter(here.values()))["op"]
-                vs = " vs ".join(f"{val} on {','.join(map(str, rs))}" for val, rs in val_groups)
-                return [f"ranks disagree on the {name} of {op} #{seq}: {vs}"]
-    return []
+                vs = " vs ".join(f"{val} on {','.join(map(str, rs))}{_sites([here[r] for r in rs])}"
+                                 for val, rs in val_groups)
+                odd = val_groups[-1][1]
+                return ([f"ranks disagree on the {name} of {op} #{seq}: {vs}"],
+                        f"make every rank pass the same {name} to {op} #{seq}: {_ranks(odd)} pass"
+                        f"{'es' if len(odd) == 1 else ''} {val_groups[-1][0]}{_sites([here[r] for r in odd])}, "
+                        f"the others {val_groups[0][0]}")
+    return [], ""
 
 
-def _stuck(views: Dict[int, RankView], now: float) -> List[str]:
-    """Who waits in the latest collective a rank is stuck in, for how long, and who never entered it."""
-    open_seqs = [cur["seq"] for cur in (v.current() for v in views.values())
-                 if cur is not None and cur["state"] in _OPEN and cur["algorithm"] != "p2p"]
-    if not open_seqs:
+def _own_thread(frames: List[List[Any]]) -> bool:
+    """A thread of the package itself (a store server, the stall watcher): only its frames and threading's."""
+    return any(is_library(f[0]) for f in frames) and all(is_library(f[0]) or f[0].endswith("threading.py")
+                                                         for f in frames)
+
+
+def _stack_lines(directory: str, job: str, v: RankView, now: float) -> List[str]:
+    """The rank's Python stack as last taken (every thread, outermost call first), or why there is none."""
+    got = stacks.read(directory, job, v.world_rank)
+    if got is None:
+        if v.end == "live" and v.alive:
+            return [f"  rank {v.rank}'s Python stack: not taken (its process did not answer "
+                    f"{stacks.STACK_SIGNAL.name}: a handler of the program's own, or no flight directory)"]
         return []
-    target = max(open_seqs)
+    taken, threads = got
+    lines = [f"  rank {v.rank}'s Python stack, taken {max(0.0, now - taken):.1f} s before this report "
+             f"({len(threads)} thread{'s' if len(threads) != 1 else ''}, most recent call last):"]
+    for t in threads:
+        frames = t["frames"]
+        if _own_thread(frames):
+            inner = [f for f in frames if is_library(f[0])][-1]
+            where = f"{short_path(inner[0])}:{inner[1]} in {inner[2]}"
+            lines.append(f"    thread {t['thread']}: hcomm_cffi's own ({where})")
+            continue
+        lines.append(f"    thread {t['thread']}{' (the main thread)' if t.get('main') else ''}:")
+        lines += [f"      {short_path(path)}:{line} in {func}" for path, line, func in frames]
+        if not frames:
+            lines.append("      (no Python frame)")
+    return lines
+
+
+def _innermost_user(directory: str, job: str, v: RankView) -> str:
+    """'failures.py:55 in main': the innermost frame outside the library of the rank's first thread (the main one)
+    as last taken, if known."""
+    got = stacks.read(directory, job, v.world_rank)
+    if not got:
+        return ""
+    for t in got[1]:
+        frames = [f for f in t["frames"] if not is_library(f[0])]
+        if frames and not _own_thread(t["frames"]):
+            return f"{short_path(frames[-1][0])}:{frames[-1][1]} in {frames[-1][2]}"
+    return ""
+
+
+def _stuck(directory: str, job: str, views: Dict[int, RankView], now: float) -> Tuple[List[str], str]:
+    """Who waits in the latest collective a rank is stuck in, for how long, who never entered it (with its stack),
+    and the next step."""
+    target, absent = _absent(views)
+    if not target:
+        return [], ""
     lines = []
     waiting = sorted(r for r, v in views.items() if target in v.collectives
                      and v.collectives[target]["state"] in ("issued", "running") and not v.killed)
+    called = [v.collectives[target] for v in views.values() if target in v.collectives]
     if waiting:
         since = min(v.collectives[target]["t_issued"] for r, v in views.items() if r in waiting)
-        lines.append(f"{_ranks(waiting)} {'have' if len(waiting) > 1 else 'has'} waited {now - since:.1f} s in "
-                     f"{describe_op(views[waiting[0]].collectives[target])}")
-    for r, v in sorted(views.items()):
+        lines.append(f"{_ranks(waiting)} {'have' if len(waiting) > 1 else 'has'} waited {max(0.0, now - since):.1f} s "
+                     f"in {describe_op(views[waiting[0]].collectives[target])}"
+                     f"{_sites([views[r].collectives[target] for r in waiting])}")
+    step = ""
+    for r in absent:
+        v = views[r]
         last = max(v.collectives) if v.collectives else 0
-        if last < target:
-            was = "none"
-            if last:
-                rec = v.collectives[last]
-                was = describe_op(rec) + f", {rec['state']}"
-                if rec["state"] == "done" and rec["t_done"]:
-                    was += f" {now - rec['t_done']:.1f} s ago"
-            lines.append(f"rank {r} never entered collective #{target} (its last collective: {was}); now: "
-                         f"{v.status()}")
-    return lines
+        was = "none"
+        if last:
+            rec = v.collectives[last]
+            was = describe_op(rec) + _at(rec) + f", {rec['state']}"
+            if rec["state"] == "done" and rec["t_done"]:
+                was += f" {max(0.0, now - rec['t_done']):.1f} s ago"
+        lines.append(f"rank {r} never entered collective #{target} (its last collective: {was}); now: {v.status()}")
+        lines += [line[2:] for line in _stack_lines(directory, job, v, now)]
+        if step:
+            continue
+        op = f"{called[0]['op']} #{target}{_sites(called)}" if called else f"collective #{target}"
+        where = _innermost_user(directory, job, v)
+        if where:
+            step = (f"rank {r} never called {op}: when its stack was taken it was at {where}; make it reach that "
+                    "call, or find what it waits for there")
+        elif v.end == "live" and v.alive:
+            step = (f"rank {r} is alive but never called {op} (no stack: its process did not answer "
+                    f"{stacks.STACK_SIGNAL.name}); `py-spy dump --pid {v.pid}` shows where it is")
+        elif v.killed:
+            step = _killed_step(r, v)
+        else:
+            step = (f"rank {r} stopped calling collectives after #{last} ({v.status().replace('; ', ', ')}) while the "
+                    f"others called {op}: make every rank issue the same collectives before it finalises or exits")
+    return lines, step
+
+
+def _killed_step(r: int, v: RankView) -> str:
+    """What to do about a rank that was killed: find out by whom."""
+    how = v.exit or "ended without an exit record"
+    oom = "; SIGKILL is often the kernel's OOM killer (`dmesg | grep -i -e oom -e killed`)" \
+        if "SIGKILL" in how or not v.exit else ""
+    return f"find why rank {r} died: it {how}{oom}"
 
 
 def _gone(r: int, v: RankView) -> str:
     cur = v.current()
-    last = f"{describe_op(cur)}, {cur['state']}" if cur is not None else "none recorded"
+    last = f"{describe_op(cur)}{_at(cur)}, {cur['state']}" if cur is not None else "none recorded"
     return f"rank {r} is gone (killed: no dump, its process ended without an exit record); its last operation: {last}"
 
 
-def analyse(comm: str, size: int, views: Dict[int, RankView], now: Optional[float] = None) -> List[str]:
-    """The report lines of one communicator."""
-    now = time.time() if now is None else now
-    dumped = sorted(r for r, v in views.items() if v.dumped)
-    lines = [f"communicator {comm!r} ({size} ranks): dumps from {_ranks(dumped) if dumped else 'no rank'}"
-             + ("" if len(dumped) == len(views) else f", live records of {_ranks(sorted(views))}")]
-    findings = _first_mismatch(views) + _stuck(views, now)
+def _findings(directory: str, job: str, size: int, views: Dict[int, RankView], now: float
+              ) -> Tuple[List[str], str]:
+    """The findings of one communicator and the next step they call for ('' when none)."""
+    mismatch, step = _first_mismatch(views)
+    stuck, stuck_step = _stuck(directory, job, views, now)
+    findings = mismatch + stuck
+    step = step or stuck_step
     for r in range(size):
         v = views.get(r)
         if v is None:
@@ -298,6 +486,17 @@ def analyse(comm: str, size: int, views: Dict[int, RankView], now: Optional[floa
                             "elsewhere)")
         elif v.killed and not v.dumped:
             findings.append(_gone(r, v))
+            step = step or _killed_step(r, v)
+    return findings, step
+
+
+def analyse(comm: str, size: int, views: Dict[int, RankView], now: float, directory: str = "", job: str = ""
+            ) -> Tuple[List[str], str]:
+    """The report lines of one communicator (as of ``now``) and the next step they call for."""
+    dumped = sorted(r for r, v in views.items() if v.dumped)
+    lines = [f"communicator {comm!r} ({size} ranks): dumps from {_ranks(dumped) if dumped else 'no rank'}"
+             + ("" if len(dumped) == len(views) else f", live records of {_ranks(sorted(views))}")]
+    findings, step = _findings(directory, job, size, views, now)
     lines += [f"  {f}" for f in findings] or ["  no divergence found: every rank recorded the same collectives"]
     lines.append("  where each rank is:")
     for r, v in sorted(views.items()):
@@ -306,23 +505,32 @@ def analyse(comm: str, size: int, views: Dict[int, RankView], now: Optional[floa
             lines.append(f"    rank {r}: no operation recorded; {v.status()}")
             continue
         since = cur["t_running"] or cur["t_issued"]
-        age = f" for {(cur['t_done'] or now) - since:.1f} s" if cur["state"] in _OPEN else ""
-        lines.append(f"    rank {r}: {describe_op(cur)} {cur['state']}{age}; {v.status()}")
-    return lines
+        age = f" for {max(0.0, (cur['t_done'] or now) - since):.1f} s" if cur["state"] in _OPEN else ""
+        lines.append(f"    rank {r}: {describe_op(cur)}{_at(cur)} {cur['state']}{age}; {v.status()}")
+    return lines, step
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
 def report(directory: str, exits: Optional[Dict[int, str]] = None, now: Optional[float] = None,
-           job: Optional[str] = None) -> str:
+           job: Optional[str] = None, command: str = "") -> str:
     """The desync report of job ``job`` (default: the newest) whose flight recorder files are in ``directory``.
 
-    ``exits``: world rank -> how a launcher saw it end (``hcomm run`` passes it).
+    ``exits``: world rank -> how a launcher saw it end (default: what the last :func:`capture` kept).
+    ``now``: the time the report is as of (default :func:`as_of`: the newest file, so a rerun prints the same).
+    ``command``: the command that prints it again, said before the last line (the next step).
     """
     job, views, sizes = load(directory, exits, job)
-    now = time.time() if now is None else now
-    lines = [f"flight recorder of job {job} ({directory})"]
+    now = as_of(directory, job, views) if now is None else now
+    lines = [f"flight recorder of job {job} ({directory}), as of {_when(now)}"]
     reasons = sorted({(r, v.reason) for vs in views.values() for r, v in vs.items() if v.dumped and v.reason})
+    step = ""
     for comm in sorted(views, key=lambda c: (c != "world", c)):
-        lines += analyse(comm, sizes[comm], views[comm], now)
+        comm_lines, comm_step = analyse(comm, sizes[comm], views[comm], now, directory, job)
+        lines += comm_lines
+        step = step or comm_step
     if reasons:
         lines.append("why each rank dumped:")
         said: Dict[str, List[int]] = {}
@@ -335,7 +543,33 @@ def report(directory: str, exits: Optional[Dict[int, str]] = None, now: Optional
         for key, rs in said.items():
             why = first[key]
             lines.append(f"  {_ranks(rs)}: {why if len(why) <= 400 else why[:397] + '...'}")
+    if command:
+        lines.append(f"reproduce this report with: {command}")
+    lines.append("next step: " + (step or "no rank diverged in the records: if the job is slow rather than stuck, "
+                                  "wait or raise HCOMM_STUCK_REPORT_S; else `kill -USR1` a rank for its dump"))
     return "\n".join(lines)
+
+
+def summary(directory: str, job: str, exits: Optional[Dict[int, str]] = None) -> str:
+    """One paragraph: the job's first finding and how each group of ranks ended (``hcomm run`` prints it first)."""
+    try:
+        job, views, sizes = load(directory, exits, job)
+    except (ValueError, OSError):
+        return ""
+    now = as_of(directory, job, views)
+    comm = min(views, key=lambda c: (c != "world", c)) if views else ""
+    if not comm:
+        return ""
+    findings, _step = _findings(directory, job, sizes[comm], views[comm], now)
+    ends: Dict[str, List[int]] = {}
+    for r, v in sorted(views[comm].items()):
+        ends.setdefault(re.sub(r" \(pid \d+\)", "", v.status()).replace("; ", ", "), []).append(r)
+    # the finding that explains most: a mismatch, else a rank gone, else one that never arrived, else the first
+    ranked = sorted(findings, key=lambda f: (" is in " not in f and "disagree" not in f, " is gone " not in f,
+                                             " never entered " not in f))
+    head = ranked[0] if ranked else "no rank diverged in the flight records"
+    told = "; ".join(f"{_ranks(rs)}: {how}" for how, rs in ends.items())
+    return f"on communicator {comm!r}: {head}. How the ranks ended: {told}"
 
 
 def stalled(directory: str, threshold: float, now: Optional[float] = None, job: Optional[str] = None

@@ -1,11 +1,13 @@
 """Flight recorder: the last N operations of every communicator of this process, cheap enough to leave on.
 
-Each communicator owns one :class:`FlightRecorder`: a preallocated ring of fixed 96-byte records
+Each communicator owns one :class:`FlightRecorder`: a preallocated ring of fixed 180-byte records
 (``struct.pack_into`` into an ``mmap``; no allocation per call) holding, per collective or
 point-to-point operation, its sequence number, name, algorithm, count, bytes, dtype, reduce op,
-root/peer, state (issued / running / done / failed) and the three timestamps.  When a directory
+root/peer, state (issued / running / done / failed), the three timestamps and the user's call site
+(``path:line`` of the first frame outside the library, :mod:`hcomm_cffi.callsite`).  When a directory
 is known (``HCOMM_FR_DIR``; ``hcomm run`` sets one it keeps after the job) the ring is a file there,
-so the records of a rank that is killed outright (SIGKILL, OOM) survive it.  The header also says
+so the records of a rank that is killed outright (SIGKILL, OOM) survive it, and the process answers a
+report's request for its Python stacks there (:mod:`hcomm_cffi.stacks`).  The header also says
 how the rank ended: ``finalised`` (the communicator was destroyed) or ``exited`` (the process ended
 without destroying it, with the exception that ended it); a ring still ``live`` whose process is
 gone was killed.  The rings of a communicator are removed once every rank has finalised it (the
@@ -35,20 +37,22 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import settings, sigterm
+from . import settings, sigterm, stacks
+from .callsite import SITE_BYTES
 
 __all__ = ["FlightRecorder", "fixed_fields", "RECORD", "HEADER", "STATES", "ISSUED", "RUNNING", "DONE", "FAILED", "MAGIC",
            "directory", "dump_all", "read_ring", "recorders", "DUMP_SUFFIX", "RING_SUFFIX", "job_id", "ENDS",
            "LIVE", "FINALISED", "EXITED", "pid_alive"]
 
-MAGIC = b"HCOMMFR1"
+MAGIC = b"HCOMMFR2"
 #: ordinal (1-based write count; 0 = empty slot), seq, op, algorithm, count, nbytes, dtype, reduce op,
-#: root/peer, t_issued, t_running (0: not yet), t_done (0: not yet, negative: failed at -t_done).
+#: root/peer, t_issued, t_running (0: not yet), t_done (0: not yet, negative: failed at -t_done), call site.
 #: The state is derived from the timestamps, so a state change is one 8-byte store.
-RECORD = struct.Struct("<qq16s16sqqiiiddd")
+RECORD = struct.Struct(f"<qq16s16sqqiiiddd{SITE_BYTES}s")
 #: magic, capacity, comm rank, comm size, world rank, pid, comm name, job id
 HEADER = struct.Struct("<8siiiii64s64s")
-_T_RUNNING_AT, _T_DONE_AT = RECORD.size - 16, RECORD.size - 8
+_T_ISSUED_AT = struct.calcsize("<qq16s16sqqiii")
+_T_RUNNING_AT, _T_DONE_AT = _T_ISSUED_AT + 8, _T_ISSUED_AT + 16
 _TIME = struct.Struct("<d")
 _ORDINAL = struct.Struct("<q")
 #: how the rank ended (LIVE, FINALISED, EXITED), when, and what ended the process (an exception, in short)
@@ -144,21 +148,24 @@ class FlightRecorder:
                          comm.encode()[:64], job_id().encode()[:64])
         with _lock:
             _live.append(self)
+        if self.path is not None:
+            stacks.install(os.path.dirname(self.path), job_id(), world_rank)   # a report may ask for its stacks
         _install_sigusr1()
         _install_exit_hook()
 
     # ------------------------------------------------------------------ the hot path
     def issue(self, seq: int, op: str, algorithm: str, count: int, nbytes: int, dtype: int, redop: int,
-              peer: int) -> int:
-        """Record a new operation as issued; returns its slot (for :meth:`running` and :meth:`done`)."""
-        return self.issue_fixed(seq, fixed_fields(op, algorithm, count, nbytes, dtype, redop, peer))
+              peer: int, site: bytes = b"") -> int:
+        """Record a new operation as issued (called at ``site``); returns its slot (for :meth:`running` and
+        :meth:`done`)."""
+        return self.issue_fixed(seq, fixed_fields(op, algorithm, count, nbytes, dtype, redop, peer), site)
 
-    def issue_fixed(self, seq: int, fixed: Tuple[Any, ...]) -> int:
+    def issue_fixed(self, seq: int, fixed: Tuple[Any, ...], site: bytes = b"") -> int:
         """:meth:`issue` with the fields :func:`fixed_fields` encoded (once, for a call repeated many times)."""
         h = self.head + 1
         self.head = h
         slot = HEADER_SIZE + (h % self.capacity) * RECORD.size
-        RECORD.pack_into(self._mm, slot, h, seq, *fixed, time.time(), 0.0, 0.0)
+        RECORD.pack_into(self._mm, slot, h, seq, *fixed, time.time(), 0.0, 0.0, site)
         return slot
 
     def running(self, slot: int) -> None:
@@ -189,7 +196,7 @@ class FlightRecorder:
         if not self.head:
             return 0.0
         slot = HEADER_SIZE + (self.head % self.capacity) * RECORD.size
-        t0, t1, t2 = struct.unpack_from("<ddd", self._mm, slot + RECORD.size - 24)
+        t0, t1, t2 = struct.unpack_from("<ddd", self._mm, slot + _T_ISSUED_AT)
         return max(t0, t1, abs(t2))
 
     def end(self, how: int, why: str = "") -> None:
@@ -205,6 +212,9 @@ class FlightRecorder:
         with _lock:
             if self in _live:
                 _live.remove(self)
+            last = not _live
+        if last:
+            stacks.uninstall()
         self.end(FINALISED)
         self._mm.close()
         if self.path is not None:
@@ -260,13 +270,14 @@ def _parse(raw: bytes) -> Dict[str, Any]:
         raise ValueError(f"not a flight recorder ring (magic {magic!r}, expected {MAGIC!r})")
     rows = sorted(RECORD.unpack_from(raw, HEADER_SIZE + k * RECORD.size) for k in range(cap))
     records = []
-    for (ordinal, seq, op, alg, count, nbytes, dtype, redop, peer, t0, t1, t2) in rows:
+    for (ordinal, seq, op, alg, count, nbytes, dtype, redop, peer, t0, t1, t2, site) in rows:
         if not ordinal:
             continue
         state = FAILED if t2 < 0 else DONE if t2 else RUNNING if t1 else ISSUED
         records.append({"seq": seq, "op": _text(op), "algorithm": _text(alg),
                         "count": count, "nbytes": nbytes, "dtype": dtype, "redop": redop, "peer": peer,
-                        "state": STATES[state], "t_issued": t0, "t_running": t1 or None, "t_done": abs(t2) or None})
+                        "state": STATES[state], "t_issued": t0, "t_running": t1 or None, "t_done": abs(t2) or None,
+                        "site": _text(site)})
     return {"comm": _text(comm), "rank": rank, "size": size, "world_rank": world_rank, "pid": pid,
             "job": _text(job), "capacity": cap, "recorded": rows[-1][0] if rows else 0,
             "end": ENDS[end] if 0 <= end < len(ENDS) else ENDS[LIVE], "end_time": end_time or None,
@@ -318,8 +329,9 @@ def _at_exit() -> None:
     for ring in recorders():
         try:
             ring.end(EXITED, why)
-        except ValueError:          # already unmapped
+        except (ValueError, TypeError):          # already unmapped
             pass
+    stacks.uninstall()
 
 
 def _install_exit_hook() -> None:

@@ -6,8 +6,8 @@ that looks at its own flight recorders every second: when this rank has been ins
 with no progress for ``HCOMM_STUCK_REPORT_S`` seconds it writes one line to stderr (which operation,
 for how long) and keeps waiting.  With ``HCOMM_FR_DIR`` set it also reads the other ranks' rings
 there and only reports when no rank of the communicator made progress; the lowest such rank then
-writes the whole desync report (who is in which operation, who never arrived) and the
-``hcomm doctor`` command.  A stall is reported once; a communicator that moves again re-arms it.
+writes the whole desync report (who is in which operation at which line of the user's code, who
+never arrived and its Python stack, taken then) with the ``hcomm doctor`` command and the next step.  A stall is reported once; a communicator that moves again re-arms it.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import time
 from typing import Dict, Optional, Set
 
 from . import flight, settings
-from .desync import describe_op, load, report
+from .desync import capture, describe_op, load, report
 
 __all__ = ["start", "check_once"]
 
@@ -39,7 +39,9 @@ def _own_stalls(threshold: float, now: float) -> Dict[str, str]:
             continue
         latest = max(max(r["t_issued"], r["t_running"] or 0.0, r["t_done"] or 0.0) for r in records)
         if now - latest >= threshold:
-            found[ring.comm] = f"{describe_op(current)} {current['state']} for {now - current['t_issued']:.1f} s"
+            site = f" at {current['site']}" if current.get("site") else ""
+            found[ring.comm] = (f"{describe_op(current)}{site} {current['state']} for "
+                                f"{now - current['t_issued']:.1f} s")
     return found
 
 
@@ -69,8 +71,9 @@ def check_once(threshold: float, reported: Set[str], now: Optional[float] = None
                  f"(HCOMM_STUCK_REPORT_S): in {mine[comm]}; still waiting"]
         if where is not None and lead:
             try:
-                lines += [f"hcomm: {line}" for line in report(where, job=job).splitlines()]
-                lines.append(f"hcomm: reproduce this report with: hcomm doctor {where}")
+                capture(where, job)             # the stacks of the ranks that never arrived, and the report's time
+                lines += [f"hcomm: {line}" for line in report(where, job=job, command=f"hcomm doctor {where}")
+                          .splitlines()]
             except (ValueError, OSError) as exc:
                 lines.append(f"hcomm: could not read the flight recorders in {where}: {exc}")
         elif where is None:

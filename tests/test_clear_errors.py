@@ -43,13 +43,20 @@ def test_init_world_size_that_contradicts_the_launcher_is_named_at_once(shm) -> 
     assert time.monotonic() - t0 < 60          # not the 120 s connect timeout
 
 
-def test_doctor_on_unrelated_json_names_the_file(tmp_path) -> None:
+def test_doctor_leaves_unrelated_files_alone(tmp_path) -> None:
     (tmp_path / "package.json").write_text('{"name": "not a flight recorder"}')
     proc = subprocess.run([sys.executable, "-m", "hcomm_cffi", "doctor", str(tmp_path)], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": REPO}, timeout=60)
     assert proc.returncode != 0
-    assert f"{tmp_path / 'package.json'} is not a flight recorder dump" in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert f"{str(tmp_path)!r} holds no flight recorder files (<job>.rank<R>.json, *.ring)" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "remove" not in proc.stderr and "package.json" not in proc.stderr
+    assert (tmp_path / "package.json").exists()
+    # a file named as a dump that is not one is named, and nobody is told to delete it
+    (tmp_path / "job.rank0.json").write_text("[1]")
+    proc = subprocess.run([sys.executable, "-m", "hcomm_cffi", "doctor", str(tmp_path)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": REPO}, timeout=60)
+    assert proc.returncode != 0 and f"{tmp_path / 'job.rank0.json'} is not a flight recorder dump" in proc.stderr
+    assert "remove" not in proc.stderr, proc.stderr
 
 
 def _pending_then_destroyed(rank: int, n: int, root: bytes) -> str:

@@ -20,6 +20,9 @@ from test_launch_helpers import start
 pytestmark = pytest.mark.slow
 
 EXAMPLE = ["-m", "hcomm_cffi.examples.failures"]
+SITE = "hcomm_cffi/examples/failures.py"          # how a report names the example's lines (its call sites)
+AT_3 = f" at {SITE}:46"                           # the three agreeing allreduces
+AT_4 = f" at {SITE}:59"                           # the fourth allreduce of the ranks that behave
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 STUCK_S = 2.0
 
@@ -91,16 +94,37 @@ def test_mismatch_under_hcomm_run_prints_the_report_and_doctor_reproduces_it(shm
     path = _reported_dir(err)
     try:
         assert "job_dir" not in path and "/run-" not in path             # not inside the deleted job directory
-        finding = ("ranks 0,2,3 are in allreduce #4 (4 KiB fp32, op sum); rank 1 is in broadcast #4 "
-                   "(4 KiB fp32, root 0)")
+        finding = (f"ranks 0,2,3 are in allreduce #4 (4 KiB fp32, op sum){AT_4}; rank 1 is in broadcast #4 "
+                   f"(4 KiB fp32, root 0) at {SITE}:50")
         assert "hcomm run: desync report (hcomm doctor):" in err and finding in err, err
         for r in range(4):
             assert re.search(rf"rank {r}: \w+ #4 .* failed for [0-9.]+ s; raised CollectiveMismatchError; exited "
                              r"with code 1", err), err
         assert "CheckerWarning" not in err and "gone" not in err
+        # one clean error per rank: the user's mistake at the user's line, no library code, Comm names only
+        assert "507000" not in err and "ACL_ERROR" not in err and "The above exception" not in err, err
+        assert not re.search(r"communicator [0-9a-f]{16,}", err), err
+        assert len(re.findall(r"\] hcomm_cffi\.api\.consistency\.CollectiveMismatchError: rank \d of communicator "
+                              rf"'world': collective mismatch at {SITE}:\d+: this rank is in ", err)) == 4, err
+        # the summary first, then each rank's traceback whole (never interleaved), then the report
+        lines = err.splitlines()
+        first = next(i for i, line in enumerate(lines)
+                     if line.startswith("hcomm run: job") and " failed: rank " in line)
+        assert finding in lines[first], lines[first]
+        tracebacks = [i for i, line in enumerate(lines) if line.endswith("Traceback (most recent call last):")]
+        assert len(tracebacks) == 4 and first < tracebacks[0], err
+        for start, end in zip(tracebacks, tracebacks[1:] + [lines.index("hcomm run: desync report (hcomm doctor):")]):
+            tags = {line.split("]")[0] for line in lines[start:end]}
+            assert len(tags) == 1, lines[start:end]         # one rank's block, whole
+        assert lines[-1].startswith("hcomm run: next step: make rank 1 call allreduce as collective #4"), err
         doc = _doctor(path)
         assert finding in doc and "dumps from ranks 0,1,2,3" in doc, doc
-        assert doc.count("raised CollectiveMismatchError and exited") == 4, doc
+        assert doc.count("raised CollectiveMismatchError; exited with code 1") == 4, doc   # the launcher's view, kept
+        printed = [line[len("hcomm run: "):] for line in lines[lines.index("hcomm run: desync report (hcomm doctor):")
+                                                               + 1:] if "reproduce this report with" not in line]
+        assert doc.splitlines() == printed                                  # doctor reproduces the report
+        time.sleep(1.1)
+        assert _doctor(path) == doc                                         # the same report every time
     finally:
         shutil.rmtree(path, ignore_errors=True)
 
@@ -111,8 +135,10 @@ def test_straggler_that_exits_is_named_as_finalised_without_checker_noise(shm):
     path = _reported_dir(err)
     try:
         assert re.search(r"rank 1 never entered collective #4 \(its last collective: allreduce #3 \(4 KiB fp32, op "
-                         r"sum\), done [0-9.]+ s ago\); now: finalised cleanly \(destroyed the communicator\); exited "
-                         r"with code 0", err), err
+                         rf"sum\){AT_3}, done [0-9.]+ s ago\); now: finalised cleanly \(destroyed the communicator\); "
+                         r"exited with code 0", err), err
+        assert re.search(r"peer rank 1 of communicator 'world' (destroyed its communicator \(finalised\)|is gone)",
+                         err), err
         assert "never created this communicator" not in err
         assert "CheckerWarning" not in err and "protocol 20033" not in err, err
         doc = _doctor(path)
@@ -127,8 +153,11 @@ def test_killed_rank_is_gone_and_the_others_were_stopped(shm):
     path = _reported_dir(err)
     try:
         assert ("rank 1 is gone (killed: no dump, its process ended without an exit record); its last operation: "
-                "allreduce #3 (4 KiB fp32, op sum), done") in err, err
-        assert "rank 1: allreduce #3 (4 KiB fp32, op sum) done; gone: was killed by SIGKILL (exit code 137)" in err
+                f"allreduce #3 (4 KiB fp32, op sum){AT_3}, done") in err, err
+        assert f"rank 1: allreduce #3 (4 KiB fp32, op sum){AT_3} done; gone: was killed by SIGKILL (exit code 137)" \
+            in err
+        assert "next step: find why rank 1 died: it was killed by SIGKILL (exit code 137); SIGKILL is often the " \
+            "kernel's OOM killer" in err, err
         doc = _doctor(path)
         assert "rank 1 is gone (killed" in doc and "dumps from ranks 0,2,3" in doc, doc
     finally:
@@ -170,9 +199,16 @@ class _Lines:
 
 def _check_stuck_report(text: str, n: int) -> None:
     waiting = _others(n)
-    assert re.search(rf"ranks {waiting} have waited [0-9.]+ s in allreduce #4 \(4 KiB fp32, op sum\)", text), text
-    assert re.search(r"rank 1 never entered collective #4 \(its last collective: allreduce #3 \(4 KiB fp32, op sum\), "
-                     r"done [0-9.]+ s ago\); now: alive \(pid \d+\)", text), text
+    assert re.search(rf"ranks {waiting} have waited [0-9.]+ s in allreduce #4 \(4 KiB fp32, op sum\){AT_4}", text), text
+    assert re.search(rf"rank 1 never entered collective #4 \(its last collective: allreduce #3 \(4 KiB fp32, op sum\)"
+                     rf"{AT_3}, done [0-9.]+ s ago\); now: (alive \(pid \d+\)|stopped by SIGTERM)", text), text
+    # where it is: its Python stack, taken when the report was written (it sleeps in failures.py, line 55)
+    assert re.search(r"rank 1's Python stack, taken [0-9.]+ s before this report \(\d threads?, most recent call "
+                     r"last\):", text), text
+    assert re.search(rf"thread 0x[0-9a-f]+ \(the main thread\):\n(.*\n)*?.*      {SITE}:55 in main",
+                     text), text
+    assert f"next step: rank 1 never called allreduce #4{AT_4}: when its stack was taken it was at {SITE}:55 in " \
+           "main" in text, text
 
 
 def test_absent_rank_stuck_report_within_the_limit_while_the_job_waits_and_on_sigusr1(shm):
@@ -212,23 +248,24 @@ def test_torchrun_failures_are_explained_by_doctor_on_the_printed_path(shm, tmp_
     assert f"`hcomm doctor {fr}` explains" in err, err
     doc = _doctor(fr)
     if mode == "mismatch":
-        assert "ranks 0,2 are in allreduce #4 (4 KiB fp32, op sum); rank 1 is in broadcast #4 (4 KiB fp32, root 0)" \
-            in doc, doc
+        assert (f"ranks 0,2 are in allreduce #4 (4 KiB fp32, op sum){AT_4}; rank 1 is in broadcast #4 (4 KiB fp32, "
+                f"root 0) at {SITE}:50") in doc, doc
         # torchrun stops the others once one exits: each raised the error first, or was stopped by SIGTERM
         assert doc.count("raised CollectiveMismatchError and exited") + doc.count("stopped by SIGTERM") == 3, doc
         # the emulator's native collectives find the mismatch in-band: each rank says what it and its peer are in,
         # naming the communicator as the Comm does (never the library's id)
-        assert re.search(r"CollectiveMismatchError: rank [02] of communicator 'world': allreduce \(algorithm=native, "
-                         r"4096 bytes, 3 ranks\) failed: .*collective mismatch: rank [02] of communicator 'world' is in "
-                         r"allreduce of 1024 x fp32, op sum but rank 1 is in broadcast of 1024 x fp32, root 0", doc) \
-            or re.search(r"CollectiveMismatchError: rank 1 of communicator 'world': broadcast .*collective mismatch: "
-                         r"rank 1 of communicator 'world' is in broadcast of 1024 x fp32, root 0 but rank [02] is in "
-                         r"allreduce of 1024 x fp32, op sum", doc), doc
+        assert re.search(rf"CollectiveMismatchError: rank [02] of communicator 'world': collective mismatch{AT_4}: "
+                         r"this rank is in allreduce of 1024 x fp32, op sum but rank 1 is in broadcast of 1024 x fp32, "
+                         r"root 0", doc) \
+            or re.search(rf"CollectiveMismatchError: rank 1 of communicator 'world': collective mismatch at {SITE}:50: "
+                         r"this rank is in broadcast of 1024 x fp32, root 0 but rank [02] is in allreduce of 1024 x "
+                         r"fp32, op sum", doc), doc
         assert not re.search(r"communicator [0-9a-f]{16,}", doc), doc
     else:
         # torchrun's agent stops ranks 0 and 2 with SIGTERM at once: they dump their flight recorders then
         assert "rank 1 is gone (killed: no dump" in doc and "dumps from ranks 0,2" in doc, doc
-        assert "rank 0: allreduce #4 (4 KiB fp32, op sum) running" in doc, doc     # launched, waiting in-band
+        # launched and waiting in-band when the SIGTERM came, or failed first on the peer's death
+        assert re.search(rf"rank 0: allreduce #4 \(4 KiB fp32, op sum\){AT_4} (running|failed)", doc), doc
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install -e .[test])")
@@ -244,8 +281,8 @@ def test_torchrun_absent_rank_is_reported_by_the_ranks_while_they_wait(shm, tmp_
         assert proc.poll() is None
         for r in (0, 2):        # each waiting rank says so itself (within a poll of the others)
             t_line, _ = lines.first(rf"hcomm: rank {r}: no progress on communicator 'world' for 2 s "
-                                    r"\(HCOMM_STUCK_REPORT_S\): in allreduce #4 \(4 KiB fp32, op sum\) running for "
-                                    r"[0-9.]+ s; still waiting", 10)
+                                    rf"\(HCOMM_STUCK_REPORT_S\): in allreduce #4 \(4 KiB fp32, op sum\){AT_4} running "
+                                    r"for [0-9.]+ s; still waiting", 10)
             assert t_line - t_done <= STUCK_S + 5, lines.text()
         text = lines.text()
         _check_stuck_report(text, 3)
@@ -306,7 +343,8 @@ def test_env_sigterm_dumps_every_rank_and_leaves_no_segment(shm, tmp_path):
     assert lines.text().count(f"stopped by SIGTERM; `hcomm doctor {fr}` explains") == 3, lines.text()
     doc = _doctor(fr)
     assert "dumps from ranks 0,1,2" in doc and "ranks 0,1,2: SIGTERM" in doc, doc
-    assert all(f"rank {r}: allreduce #{4 if r != 1 else 3} (4 KiB fp32, op sum) " in doc for r in range(3)), doc
+    assert all(f"rank {r}: allreduce #{4 if r != 1 else 3} (4 KiB fp32, op sum){AT_4 if r != 1 else AT_3} " in doc
+               for r in range(3)), doc
     assert os.listdir(shm) == [], os.listdir(shm)
 
 
@@ -317,7 +355,7 @@ def test_env_mismatch_and_killed(shm, tmp_path):
         assert codes[0] != 0 and codes[2] != 0, (codes, err)
         doc = _doctor(fr)
         if mode == "mismatch":
-            assert "ranks 0,2 are in allreduce #4 (4 KiB fp32, op sum); rank 1 is in broadcast #4" in doc, doc
+            assert f"ranks 0,2 are in allreduce #4 (4 KiB fp32, op sum){AT_4}; rank 1 is in broadcast #4" in doc, doc
         else:
             assert codes[1] == -9 and "rank 1 is gone (killed: no dump" in doc, doc
 

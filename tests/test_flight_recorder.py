@@ -72,7 +72,9 @@ def _doctor(directory: str) -> subprocess.CompletedProcess:
 def test_op_mismatch_is_named_by_the_launcher_and_by_doctor(job):
     rc, out, err = _run(job, "op")
     assert rc != 0, out
-    expected = "ranks 0,1,3 are in allreduce #4 (4 KiB fp32, op sum); rank 2 is in broadcast #4 (4 KiB fp32, root 0)"
+    # each side named with the user's line of its call (the flight record's call site)
+    expected = ("ranks 0,1,3 are in allreduce #4 (4 KiB fp32, op sum) at worker.py:16; rank 2 is in broadcast #4 "
+                "(4 KiB fp32, root 0) at worker.py:14")
     assert "hcomm run: desync report (hcomm doctor):" in err, err
     assert expected in err, err
     doc = _doctor(job.fr)
@@ -80,10 +82,14 @@ def test_op_mismatch_is_named_by_the_launcher_and_by_doctor(job):
     assert expected in doc.stdout
     assert "dumps from ranks 0,1,2,3" in doc.stdout
     # why the ranks dumped: the emulator's checker saw the signatures differ at the first handshake
-    # (before it, the mismatched calls' handshakes paired up and mixed their data)
-    assert "rank 2: broadcast #4 (4 KiB fp32, root 0) failed" in doc.stdout, doc.stdout
-    assert "checker: collective mismatch: rank 2 of communicator" in doc.stdout, doc.stdout
+    # (before it, the mismatched calls' handshakes paired up and mixed their data); the headline is the user's
+    # mistake at the user's line, without the library's code
+    assert "rank 2: broadcast #4 (4 KiB fp32, root 0) at worker.py:14 failed" in doc.stdout, doc.stdout
+    assert "CollectiveMismatchError: rank 2 of communicator 'world': collective mismatch at worker.py:14: this rank " \
+        "is in broadcast" in doc.stdout, doc.stdout
     assert "is in allreduce of 1024 x fp32, op sum but rank 2 is in broadcast of 1024 x fp32, root 0" in err, err
+    assert "507000" not in doc.stdout and "ACL_ERROR" not in doc.stdout, doc.stdout
+    assert doc.stdout.rstrip().splitlines()[-1].startswith("next step: make rank 2 call allreduce as collective #4")
 
 
 
@@ -91,7 +97,9 @@ def test_count_mismatch_is_named_with_both_counts(job):
     rc, out, err = _run(job, "count")
     doc = _doctor(job.fr)
     assert doc.returncode == 0, (doc.stderr, out, err)
-    assert "ranks disagree on the count of allreduce #4: 1024 on 0,1,3 vs 2048 on 2" in doc.stdout, doc.stdout
+    assert "ranks disagree on the count of allreduce #4: 1024 on 0,1,3 at worker.py:19 vs 2048 on 2 at worker.py:19" \
+        in doc.stdout, doc.stdout
+    assert "next step: make every rank pass the same count to allreduce #4: rank 2 passes 2048" in doc.stdout
 
 
 def test_killed_rank_is_named_as_gone_with_its_last_operation(job):
@@ -99,7 +107,7 @@ def test_killed_rank_is_named_as_gone_with_its_last_operation(job):
     assert rc == 128 + 9, err
     for text in (err, _doctor(job.fr).stdout):
         assert ("rank 2 is gone (killed: no dump, its process ended without an exit record); its last operation: "
-                "allreduce #4 (4 KiB fp32, op sum), running") in text, text
+                "allreduce #4 (4 KiB fp32, op sum) at worker.py:23, running") in text, text
         assert "rank 2 never entered collective #5" in text
         assert "dumps from ranks 0,1,3" in text
 

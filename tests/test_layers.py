@@ -25,7 +25,7 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("binding", "_binding_methods", "initializers", "calltable"),
     ("lib", "sim"),
     ("_ffi", "_hcomm_ffi", "_cdef", "enums", "errors", "settings", "constants", "cpus", "log", "flight", "trace",
-     "desync", "stallwatch", "timeline", "types", "flocks", "sigterm"),
+     "desync", "stallwatch", "timeline", "types", "flocks", "sigterm", "callsite", "stacks", "excepthook"),
 )
 
 

@@ -14,7 +14,8 @@ from multiproc import run_ranks
 
 # name -> (exception class name, regex the message must match); the callables live in _cases()
 EXPECTED: Dict[str, Tuple[str, str]] = {
-    "op_unknown": ("ValueError", r"op='avg' is not a reduce op; expected one of 'sum', 'prod', 'max', 'min'"),
+    "op_unknown": ("ValueError", r"op='mean' is not a reduce op; expected one of 'sum', 'prod', 'max', 'min', or "
+                                 r"'avg' \(the sum divided by the number of ranks\)"),
     "algorithm_unknown": ("ValueError", r"algorithm='fastest' is not known; expected one of auto, ring, mesh"),
     "dtype_complex": ("TypeError", r"x has dtype complex64, which HCCL cannot carry"),
     "dtype_bool": ("TypeError", r"x has dtype bool, which HCCL cannot carry"),
@@ -71,7 +72,7 @@ def _cases(hcomm: Any, w: Any, rank: int) -> Dict[str, Callable[[], Any]]:
     tmp = hcomm.Comm("tmp")
     tmp.destroy()
     return {
-        "op_unknown": lambda: w.allreduce(x4, "avg"),
+        "op_unknown": lambda: w.allreduce(x4, "mean"),
         "algorithm_unknown": lambda: w.allreduce(x4, algorithm="fastest"),
         "dtype_complex": lambda: w.allreduce(np.ones(2, np.complex64)),
         "dtype_bool": lambda: w.broadcast(np.ones(2, bool)),

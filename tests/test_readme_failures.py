@@ -33,10 +33,17 @@ def _blocks() -> List[Tuple[str, List[str]]]:
 
 
 def _normal(line: str) -> str:
-    """A line with what changes from run to run replaced: times, pids, job ids, the temp directory."""
+    """A line with what changes from run to run replaced: times, pids, job ids, the temp directory, thread ids,
+    where the package is installed, which rank happened to fail first, how many of the package's frames an
+    error passed through."""
     line = re.sub(r"\S*/hcomm-\d+-flight-[0-9a-f]{12}-\w+", "DIR", line)
     line = re.sub(r"\b[0-9a-f]{12}\b", "JOB", line)
     line = re.sub(r"\bpid \d+", "pid N", line)
+    line = re.sub(r"as of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "as of TIME", line)
+    line = re.sub(r"\bthread 0x[0-9a-f]+", "thread 0xN", line)
+    line = re.sub(r'File "\S*/hcomm_cffi/', 'File ".../hcomm_cffi/', line)
+    line = re.sub(r"rank \d+ exited with code (\d+) first", r"rank N exited with code \1 first", line)
+    line = re.sub(r"\d+ frames? inside hcomm_cffi", "N frames inside hcomm_cffi", line)
     return re.sub(r"\b\d+(\.\d+)? s\b", "N s", line)
 
 
@@ -50,14 +57,21 @@ def _run(command: str, shm: str) -> List[str]:
     assert argv[0] == "hcomm", command
     proc = start([sys.executable, "-m", "hcomm_cffi", *argv[1:]], env)
     out, err = proc.communicate(timeout=180)
-    lines = [line for line in (out + err).splitlines() if line.startswith("hcomm run:")]
+    # the launcher's lines and the ranks' error output (each rank's whole: its order is fixed)
+    lines = [line for line in err.splitlines() if line.startswith("hcomm run:") or re.match(r"\[\d+\] ", line)]
     for path in set(re.findall(r"hcomm doctor (\S+)", err)):
         shutil.rmtree(path, ignore_errors=True)
     return lines
 
 
 def test_the_section_lists_the_four_scenarios():
-    assert [c.split()[-1] for c, _ in _blocks()] == ["mismatch", "straggler", "absent", "killed"]
+    blocks = _blocks()
+    assert [c.split()[-1] for c, _ in blocks] == ["mismatch", "straggler", "absent", "killed"]
+    absent = blocks[2][1]
+    # the stuck rank's Python stack is part of what the README shows (and so of what the test checks)
+    assert "hcomm run:   rank 1's Python stack, taken 0.1 s before this report (2 threads, most recent call last):" \
+        in absent and "hcomm run:       hcomm_cffi/examples/failures.py:55 in main" in absent
+    assert all(lines[-1].startswith("hcomm run: next step: ") or lines[-1] == "…" for _, lines in blocks)
 
 
 @pytest.mark.parametrize("command,shown", _blocks(), ids=lambda v: v.split()[-1] if isinstance(v, str) else "")
@@ -77,13 +91,15 @@ def test_quickstart_runs_on_the_two_ranks_the_readme_asks_for(shm, tmp_path):
     text = README.read_text(encoding="utf-8")
     quick = text[text.index("## Quickstart"):]
     code = re.search(r"```python\n(.*?)```", quick, re.S).group(1)
-    assert "It needs two ranks or more" in quick and "hcomm run -n 2 -- python quickstart.py" in quick
+    assert "It needs two ranks or more" in quick and "$ hcomm run -n 2 -- python quickstart.py" in quick
     script = tmp_path / "quickstart.py"
     script.write_text(code)
     proc = start([sys.executable, "-m", "hcomm_cffi", "run", "-n", "2", "--", sys.executable, str(script)],
                  {"HCOMM_SIM_SHM_DIR": shm})
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
+    shown = re.search(r"```console\n\$ hcomm run -n 2 -- python quickstart.py\n(.*?)```", quick, re.S).group(1)
+    assert sorted(out.splitlines()) == sorted(shown.splitlines()), out       # what the README says it prints
     one = start([sys.executable, "-m", "hcomm_cffi", "run", "-n", "1", "--", sys.executable, str(script)],
                 {"HCOMM_SIM_SHM_DIR": shm})
     out, err = one.communicate(timeout=120)

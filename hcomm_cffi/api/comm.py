@@ -21,14 +21,14 @@ from ..algorithms.context import NOTIFIES_PER_CHANNEL
 from ..binding import Binding
 from .. import flight, settings
 from ..enums import ReduceOp, parse_reduce_op
-from ..errors import COLLECTIVE_MISMATCH, HcclError
+from ..errors import HcclError
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import Topology
 from ..resources import ENGINE
-from . import consistency, live, membership, observe, stream_p2p
+from . import average, consistency, live, membership, observe, stream_p2p
 from .buffers import Buffer, as_buffer, new_like, overlaps
 from .call import Call
-from .errors import CommError, NotMemberError, with_comm_names, wrap_failure
+from .errors import CommError, NotMemberError, failure_error
 from .issue import Issuer
 from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
 from .port import CommPort
@@ -89,7 +89,7 @@ def _op(op: Any) -> ReduceOp:
     try:
         return parse_reduce_op(op)
     except ValueError as exc:
-        raise ValueError(str(exc)) from None
+        raise ValueError(f"{exc}, or 'avg' (the sum divided by the number of ranks)") from None
 
 
 class Comm:
@@ -351,13 +351,8 @@ class Comm:
     def _fail(self, exc: HcclError, where: str) -> CommError:
         """The communicator failed in ``where``: it becomes unusable; the error (a mismatch when the handshake saw one)."""
         mismatch = self._issuer.signer.mismatch if self._issuer is not None else None
-        names = live.library_names()       # every branch: the Comm's name, never the library's id beside it
-        if mismatch is not None:
-            err: CommError = consistency.CollectiveMismatchError(with_comm_names(mismatch, names))
-        else:
-            in_band = COLLECTIVE_MISMATCH in (getattr(exc, "library_message", None) or "")   # the backend's check
-            err = wrap_failure(exc, f"rank {self.rank} of communicator {self.name!r}: {where}", names,
-                               consistency.CollectiveMismatchError if in_band else None)
+        err = failure_error(exc, f"rank {self.rank} of communicator {self.name!r}: {where}", live.library_names(),
+                            mismatch, consistency.CollectiveMismatchError)
         self._broken = str(err)
         observe.failed(self._port, exc, err)
         return err
@@ -384,6 +379,9 @@ class Comm:
         c.result = x if out is None else out
         if self._issuer.fast(c, x, out is None, out, (op, algorithm, 0)):
             return c.result
+        if average.wanted(op):          # op='avg': the sum, divided by the size (api/average.py)
+            return average.run("allreduce", self.size, x, lambda: self.allreduce(
+                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c.op = _op(op)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x", writable=out is None)
@@ -425,6 +423,9 @@ class Comm:
         c = Call("reduce_scatter", algorithm, async_op, stream)
         if out is not None and self._issuer.fast(c, x, False, out, (op, algorithm, 0)):
             return out
+        if average.wanted(op):
+            return average.run("reduce_scatter", self.size, x, lambda: self.reduce_scatter(
+                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c.op = _op(op)
         registry.check_algorithm(algorithm)
         xb = as_buffer(x, "x")
@@ -446,6 +447,9 @@ class Comm:
         if self._issuer.fast(c, x, self.rank == root and out is None, out, (op, algorithm, root)):
             return c.result
         c.root = self._rank_arg("root", root)
+        if average.wanted(op):
+            return average.run("reduce", self.size, x, lambda: self.reduce(
+                x, root, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream, self.rank == root)
         c.op = _op(op)
         registry.check_algorithm(algorithm)
         is_root = self.rank == c.root

@@ -1,10 +1,25 @@
-"""Errors raised by the Comm API (library failures keep their typed HcclError as ``__cause__``)."""
+"""Errors raised by the Comm API (library failures keep their typed HcclError as ``__cause__``).
+
+A failure's message is its headline: what went wrong at the user's line (the call site, as the
+flight recorder keeps it), naming communicators by their Comm names; the library's function, code
+and name stay on the ``__cause__`` (printed with ``HCOMM_DEBUG`` set, :mod:`hcomm_cffi.excepthook`).
+"""
 from __future__ import annotations
 
+import re
 from typing import Mapping, Optional, Type
 
+from .. import callsite
+from ..errors import COLLECTIVE_MISMATCH, HcclError
+
 __all__ = ["CommError", "CommTimeoutError", "MessageMismatchError", "NotMemberError", "NotInitializedError",
-           "wrap_failure", "with_comm_names"]
+           "wrap_failure", "with_comm_names", "failure_error"]
+
+_CHECKER = "checker: "
+#: the emulator's account of where in its task lists a wait failed ("..., while rank 0 thread 0x7e5d00000001
+#: (stream) waited on channel notify 4 from it (step 40)"): library-internal, left to the cause
+_WHERE_IN_LIBRARY = re.compile(r",? while rank \d+ thread \S+ \([^)]*\) waited on channel notify \d+( from it)?"
+                               r"( \(step \d+\))?")
 
 
 class CommError(RuntimeError):
@@ -27,16 +42,49 @@ class NotInitializedError(CommError):
     """hcomm.init() has not been called (or hcomm.finalize() already was)."""
 
 
+def _site() -> str:
+    """' at failures.py:50': the user's line of the call that failed (we are still inside it)."""
+    site = callsite.here(3).decode("utf-8", "replace")
+    return f" at {site}" if site else ""
+
+
 def wrap_failure(exc: BaseException, where: str, names: Mapping[str, str],
                  cls: Optional[Type[CommError]] = None) -> CommError:
-    """A ``cls`` error (default CommError, CommTimeoutError for timeouts) saying where, keeping the library's text.
+    """A ``cls`` error (default CommError, CommTimeoutError for timeouts) saying where and why, at the user's line.
 
     The library names communicators by its own id (``HcclGetCommName``); ``names`` maps those ids to the
-    Comm names (``live.library_names()``), so one message never gives one communicator two names.
+    Comm names (``live.library_names()``), so one message never gives one communicator two names (the
+    library's error, kept as ``__cause__``, is renamed alike).  The message is the library's reason
+    without its function, code and code name (those stay on the cause); a hint is kept.
     """
     if cls is None:
         cls = CommTimeoutError if isinstance(exc, TimeoutError) else CommError
-    return cls(with_comm_names(f"{where} failed: {exc}", names))
+    if isinstance(exc, HcclError) and exc.library_message:
+        exc.library_message = with_comm_names(exc.library_message, names)
+        reason = exc.library_message.rstrip(". ")
+        reason = reason[len(_CHECKER):] if reason.startswith(_CHECKER) else reason
+        if reason.startswith(COLLECTIVE_MISMATCH + ": "):       # the user's mistake says it all
+            who = where.split(": ", 1)[0]                       # "rank 0 of communicator 'world'"
+            rest = reason[len(COLLECTIVE_MISMATCH) + 2:]
+            if rest.startswith(f"{who} is in "):
+                rest = "this rank is in " + rest[len(who) + len(" is in "):]
+            return cls(f"{who}: {COLLECTIVE_MISMATCH}{_site()}: {rest}")
+        reason = _WHERE_IN_LIBRARY.sub("", reason)       # which thread, notify and step: the cause keeps it
+        if exc.hint:
+            reason += f". Hint: {exc.hint}"
+    else:
+        reason = with_comm_names(str(exc), names)
+    return cls(f"{where}{_site()} failed: {reason}")
+
+
+def failure_error(exc: BaseException, where: str, names: Mapping[str, str], mismatch: Optional[str],
+                  mismatch_cls: Type[CommError]) -> CommError:
+    """The error a failed call raises: the handshake's ``mismatch`` when it saw one (a ``mismatch_cls``), else
+    :func:`wrap_failure` (a ``mismatch_cls`` when the backend's own check found ranks in different collectives)."""
+    if mismatch is not None:
+        return mismatch_cls(with_comm_names(mismatch, names) + f" (this rank's call{_site()})")
+    in_band = COLLECTIVE_MISMATCH in (getattr(exc, "library_message", None) or "")
+    return wrap_failure(exc, where, names, mismatch_cls if in_band else None)
 
 
 def with_comm_names(text: str, names: Mapping[str, str]) -> str:

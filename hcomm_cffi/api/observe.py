@@ -2,8 +2,8 @@
 
 Events: a communicator was created (:func:`created`) or destroyed (:func:`destroyed`), an
 algorithm was chosen for a new call signature (:func:`chose`), an operation was issued
-(:func:`issue` of a :class:`Record`, returning the flight-recorder slot the caller marks ``running``
-/ ``done``), and a communicator failed (:func:`failed`: the open records are marked failed and, on
+(:func:`issue` of a :class:`Record` with the user's call site, returning the flight-recorder slot the caller
+marks ``running`` / ``done``), and a communicator failed (:func:`failed`: the open records are marked failed and, on
 a timeout or a peer's death, every rank's recorder is dumped for ``hcomm doctor``).  Every
 function takes the communicator's :class:`~hcomm_cffi.api.port.CommPort`.
 """
@@ -13,7 +13,7 @@ import logging
 import sys
 from typing import Any, NamedTuple, Optional, Tuple
 
-from .. import flight, log, settings, stallwatch, trace
+from .. import callsite, flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED
 from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH, HcclError
@@ -129,7 +129,7 @@ def issue(comm: Any, seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = N
     fr = comm.flight
     if fr is None:
         return NO_SLOT
-    return fr.issue_fixed(seq, fixed_of(rec) if fixed is None else fixed)
+    return fr.issue_fixed(seq, fixed_of(rec) if fixed is None else fixed, callsite.here())
 
 
 def running(comm: Any, slot: int) -> None:

@@ -77,6 +77,19 @@ class Request(Generic[T]):
         """Non-blocking: True (and finished) if the operation has completed."""
         return self.poll(0.0)
 
+    def then(self, step: Callable[[T], T]) -> "Request[T]":
+        """Run ``step`` on the result once, when the operation is seen complete (what wait() returns is its result);
+        returns this request.  E.g. ``op='avg'``'s division after the sum."""
+        if self._done:
+            self._result = step(cast(T, self._result))
+            return self
+        inner = self._finish
+
+        def finish() -> T:
+            return step(cast(T, inner() if inner is not None else None))
+        self._finish = finish
+        return self
+
     def __repr__(self) -> str:
         return f"<Request {self.what} {'done' if self._done else 'pending'}>"
 

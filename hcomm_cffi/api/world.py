@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, List, Optional
 
-from .. import settings
+from .. import excepthook, settings
 from ..binding import Binding, get_binding
 from ..cpus import npu_cpu_affinity
 from ..initializers import make_comm_config
@@ -75,6 +75,7 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
     HcclCommInitClusterInfoConfig ``hcclBufferSize``; default ``HCCL_BUFFSIZE``).
     """
     global _spec
+    excepthook.install()           # an uncaught error of the package is printed at the user's line
     if live.current_world() is not None:
         raise CommError(f"hcomm is already initialised (world of {live.get_world().size} ranks); call hcomm.finalize() "
                         "first")

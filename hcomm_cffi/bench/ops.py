@@ -67,8 +67,10 @@ class Ops(ABC):
     algorithm: str
 
     @abstractmethod
-    def prepare(self, lay: Layout, dtype: DataType, op: ReduceOp, root: int, host_input: np.ndarray) -> Prepared:
-        """Buffers for ``lay`` with ``host_input`` in the send buffer (zeros in the receive buffer)."""
+    def prepare(self, lay: Layout, dtype: DataType, op: ReduceOp, root: int, host_input: np.ndarray,
+                average: bool = False) -> Prepared:
+        """Buffers for ``lay`` with ``host_input`` in the send buffer (zeros in the receive buffer); ``average``:
+        the reduction is ``op`` (sum) divided by the number of ranks (``-o avg``)."""
 
     @abstractmethod
     def barrier(self) -> None:
@@ -184,7 +186,10 @@ class BindingOps(Ops):
         self.stream = b.create_stream()
         self._stats: Dict[int, Any] = {}
 
-    def prepare(self, lay: Layout, dtype: DataType, op: ReduceOp, root: int, host_input: np.ndarray) -> Prepared:
+    def prepare(self, lay: Layout, dtype: DataType, op: ReduceOp, root: int, host_input: np.ndarray,
+                average: bool = False) -> Prepared:
+        if average:
+            raise ValueError("-o avg: HCCL's reduce ops are sum, prod, max and min; expected a Comm API --algo")
         return _BindingPrepared(self, lay, dtype, op, root, host_input)
 
     def barrier(self) -> None:
@@ -236,9 +241,9 @@ class _CommPrepared(Prepared):
     """NumPy buffers; the Comm API's collectives are synchronous, so :meth:`wait` has nothing to do."""
 
     def __init__(self, ops: "CommOps", lay: Layout, dtype: DataType, op: ReduceOp, root: int,
-                 host_input: np.ndarray) -> None:
+                 host_input: np.ndarray, average: bool = False) -> None:
         self.ops, self.lay, self.root = ops, lay, root
-        self.op = op.name.lower()
+        self.op = "avg" if average else op.name.lower()
         self.send = np.array(host_input, copy=True) if lay.send_count else None
         self.recv = np.zeros(lay.recv_count, numpy_dtype(dtype)) if lay.recv_count else None
         self.algorithm = ops.algorithm
@@ -293,8 +298,9 @@ class CommOps(Ops):
         self.world = self.api.init()
         self.rank, self.size = int(self.world.get_rank()), int(self.world.get_size())
 
-    def prepare(self, lay: Layout, dtype: DataType, op: ReduceOp, root: int, host_input: np.ndarray) -> Prepared:
-        return _CommPrepared(self, lay, dtype, op, root, host_input)
+    def prepare(self, lay: Layout, dtype: DataType, op: ReduceOp, root: int, host_input: np.ndarray,
+                average: bool = False) -> Prepared:
+        return _CommPrepared(self, lay, dtype, op, root, host_input, average)
 
     def barrier(self) -> None:
         self.world.barrier()

@@ -20,7 +20,8 @@ import numpy as np
 
 from .. import settings
 from ..enums import DataType, ReduceOp
-from .check import count_wrong, disabled_reason, fill, pattern, perturb
+from ..api.average import AVERAGING_DTYPES
+from .check import Pattern, count_wrong, disabled_reason, fill, pattern, perturb
 from .factors import OPS, REDUCING_OPS, ROOTED_OPS, algbw_gbps, busbw_gbps
 from .model import modelled_time_us
 from .ops import Ops
@@ -46,6 +47,7 @@ class BenchConfig:
     redop: ReduceOp = ReduceOp.SUM
     root: int = 0
     algorithm: str = "native"
+    average: bool = False          # -o avg: the sum divided by the number of ranks (the Comm API's op='avg')
 
     def validate(self, nranks: int, local_ranks: Optional[int] = None) -> None:
         """ValueError naming the flag for anything this job cannot run (sizes beyond this host's memory too)."""
@@ -59,6 +61,16 @@ class BenchConfig:
             raise ValueError("no sizes to run")
         if self.op in ROOTED_OPS and not 0 <= self.root < nranks:
             raise ValueError(f"-r/--root={self.root}; expected a rank in [0, {nranks})")
+        if self.average and self.op in REDUCING_OPS:
+            if self.algorithm == "native":
+                raise ValueError("-o avg with --algo native: HCCL's reduce ops are sum, prod, max and min; the "
+                                 "average is the Comm API's op='avg' (the sum divided by the number of ranks, as the "
+                                 "torch backend's ReduceOp.AVG); expected --algo auto or another of the package's "
+                                 "algorithms")
+            if self.dtype not in AVERAGING_DTYPES:
+                raise ValueError(f"-o avg -d {self.dtype.name.lower()}: the average of {self.dtype.name.lower()} "
+                                 "values is not one (the sum divided by the number of ranks has a fraction); expected "
+                                 f"-d {', '.join(d.name.lower() for d in AVERAGING_DTYPES)}")
         if self.op == "sendrecv" and nranks < 2:
             raise ValueError("--op sendrecv needs at least 2 ranks (each rank sends to its right neighbour)")
         if local_ranks is None:
@@ -72,7 +84,9 @@ class BenchConfig:
     @property
     def redop_name(self) -> str:
         """The reduce op as printed ("none" for operations that do not reduce)."""
-        return self.redop.name.lower() if self.op in REDUCING_OPS else "none"
+        if self.op not in REDUCING_OPS:
+            return "none"
+        return "avg" if self.average else self.redop.name.lower()
 
     @property
     def root_shown(self) -> int:
@@ -140,7 +154,10 @@ def run_size(ops: Ops, cfg: BenchConfig, nbytes: int, index: int = 0, total: int
     host = fill(pat.input, lay.send_count, dt)
     if corrupt and host.size:
         perturb(host, corrupt, dt, op)
-    prep = ops.prepare(lay, dt, op, cfg.root, host)
+    average = cfg.average and cfg.op in REDUCING_OPS
+    if average and pat.expected is not None:        # the sum's pattern, divided by the number of ranks
+        pat = Pattern(pat.input, tuple((a, b, v / n) for a, b, v in pat.expected))
+    prep = ops.prepare(lay, dt, op, cfg.root, host, average)
     try:
         for _ in range(cfg.warmup):
             prep.launch()

@@ -52,12 +52,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="untimed warm-up iterations per size (default 10)")
     p.add_argument("-c", "--check", default="1", help="check the results: 1 or 0 (default 1)")
     p.add_argument("-d", "--datatype", default="fp32", help=f"data type: {' '.join(DTYPES)} (default fp32)")
-    p.add_argument("-o", "--redop", default="sum", help="reduce op: sum, prod, max, min (default sum)")
+    p.add_argument("-o", "--redop", default="sum",
+                   help="reduce op: sum, prod, max, min, avg (the sum divided by the ranks: floating-point types and "
+                        "the Comm API --algo only, as the torch backend's ReduceOp.AVG; default sum)")
     p.add_argument("-r", "--root", default="0", help="root of broadcast/reduce (default 0)")
-    p.add_argument("--algo", default="native",
+    p.add_argument("--algo", default=None,
                    help=f"{', '.join(ALGORITHMS)}: native = the vendor collectives (what hccl_test measures); "
                         "the others run this package's algorithms through the Comm API; a comma-separated list "
-                        "runs each in turn (one table, one plot line each) (default native)")
+                        "runs each in turn (one table, one plot line each) (default native; auto with -o avg, "
+                        "which HCCL's own collectives do not offer)")
     p.add_argument("-N", "--ranks", help="local ranks to start when not inside a launched job (default 2)")
     p.add_argument("--timeout", help="stop the launched job after this many seconds")
     p.add_argument("--json", metavar="FILE", help="write configuration, environment and results as JSON")
@@ -117,7 +120,8 @@ def parse_config(args: argparse.Namespace, nranks: Optional[int] = None) -> Tupl
     ``nranks`` (when known) checks the root and the sendrecv minimum.
     """
     from ..bench.runner import BenchConfig
-    from ..enums import parse_dtype, parse_reduce_op
+    from ..api.average import wanted
+    from ..enums import ReduceOp, parse_dtype, parse_reduce_op
 
     try:
         op = factors.parse_op(args.op)
@@ -148,11 +152,14 @@ def parse_config(args: argparse.Namespace, nranks: Optional[int] = None) -> Tupl
         raise CliError(f"-d/--datatype {args.datatype!r}: expected one of {', '.join(DTYPES)}") from None
     if dtype.name.lower() not in DTYPES:
         raise CliError(f"-d/--datatype {args.datatype!r}: expected one of {', '.join(DTYPES)}")
+    average = wanted(args.redop)
     try:
-        redop = parse_reduce_op(args.redop)
+        redop = ReduceOp.SUM if average else parse_reduce_op(args.redop)
     except ValueError:
-        raise CliError(f"-o/--redop {args.redop!r}: expected sum, prod, max or min") from None
+        raise CliError(f"-o/--redop {args.redop!r}: expected sum, prod, max, min or avg") from None
     root = _int("-r/--root", args.root, 0)
+    if args.algo is None:              # the vendor's collectives, unless -o avg (a Comm API op): then auto
+        args.algo = "auto" if wanted(args.redop) else "native"
     algos = list(dict.fromkeys(_algorithm_arg(a.strip(), args.algo) for a in str(args.algo).split(",") if a.strip()))
     for algo in algos or [_algorithm_arg("", args.algo)]:
         if algo != "native" and not comm_api_available():
@@ -168,7 +175,7 @@ def parse_config(args: argparse.Namespace, nranks: Optional[int] = None) -> Tupl
         if not timeout > 0:
             raise CliError(f"--timeout {args.timeout!r}: expected a number of seconds > 0")
     cfg = BenchConfig(op=op, sizes=tuple(sweep), iters=iters, warmup=warmup, check=bool(check), dtype=dtype,
-                      redop=redop, root=root, algorithm=algos[0])
+                      redop=redop, root=root, algorithm=algos[0], average=average)
     n = nranks if nranks is not None else (ranks if ranks is not None else 2)
     if nranks is None and ranks is not None:   # this command will start -N local ranks: the launcher's bound first
         from ..launch.runner import LaunchError, check_local_ranks

@@ -9,7 +9,8 @@
 * A failure: when a rank fails after dumping its flight recorder (a collective timed out, a peer
   died, the signature check found a mismatch) or was killed, the launcher asks the ranks still
   running for their dumps (SIGUSR1, the handler :mod:`hcomm_cffi.flight` installs), lets ranks that
-  dumped exit by themselves for up to :data:`COLLECT_S`, and only then stops the job; once every rank
+  dumped exit by themselves for up to :data:`COLLECT_S`, takes the stacks of live ranks that never arrived
+  (:func:`hcomm_cffi.desync.capture`), and only then stops the job; once every rank
   is gone it prints the desync report (:mod:`hcomm_cffi.desync`) with what it saw of each rank's end.
 * A stall: when no rank of a communicator made progress for ``HCOMM_STUCK_REPORT_S`` seconds while
   a live rank waits in an operation (:func:`hcomm_cffi.desync.stalled`, read from the live rings),
@@ -23,14 +24,14 @@ import signal
 import stat
 import tempfile
 import time
-from typing import Any, Dict, List, Mapping, Optional, Set
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from .. import settings
 from ..bootstrap.errors import BootstrapError
 from ..bootstrap.file_store import private_dir
 
-__all__ = ["flight_dir", "dumped", "collect", "report_lines", "sweep_old", "StallWatch", "COLLECT_S", "KEEP_DAYS",
-           "FLIGHT_PREFIX"]
+__all__ = ["flight_dir", "kept", "pattern", "dumped", "collect", "report_lines", "summary", "note", "sweep_old",
+           "StallWatch", "COLLECT_S", "KEEP_DAYS", "FLIGHT_PREFIX"]
 
 COLLECT_S = 3.0        # most seconds the launcher waits for the other ranks' dumps (and their own exit)
 KEEP_DAYS = 7.0        # kept flight directories older than this are removed by a later launch
@@ -55,26 +56,51 @@ def flight_dir(env: Mapping[str, str], job_id: str) -> str:
                              "HCOMM_FR_DIR (or TMPDIR) to a directory this user can write") from None
 
 
-def sweep_old(now: Optional[float] = None) -> List[str]:
-    """Remove this user's kept flight directories older than KEEP_DAYS; returns the paths removed."""
-    base = tempfile.gettempdir()
-    cutoff = (time.time() if now is None else now) - KEEP_DAYS * 86400
-    removed: List[str] = []
+def _own_dirs(base: Optional[str] = None) -> List[Tuple[float, str]]:
+    """(mtime, path) of this user's flight directories in ``base`` (default the temp dir)."""
+    base = base or tempfile.gettempdir()
     try:
         names = os.listdir(base)
     except OSError:
-        return removed
+        return []
+    found = []
     for name in names:
         path = os.path.join(base, name)
         try:
             st = os.lstat(path)
         except OSError:
             continue
-        if name.startswith(_prefix()) and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() \
-                and st.st_mtime < cutoff:
+        if name.startswith(_prefix()) and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            found.append((st.st_mtime, path))
+    return found
+
+
+def sweep_old(now: Optional[float] = None) -> List[str]:
+    """Remove this user's kept flight directories older than KEEP_DAYS; returns the paths removed."""
+    cutoff = (time.time() if now is None else now) - KEEP_DAYS * 86400
+    removed: List[str] = []
+    for mtime, path in _own_dirs():
+        if mtime < cutoff:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+def kept(base: Optional[str] = None) -> List[str]:
+    """This user's flight directories in ``base`` (default the temp dir) that hold anything, newest first."""
+    found = []
+    for mtime, path in _own_dirs(base):
+        try:
+            if os.listdir(path):
+                found.append((mtime, path))
+        except OSError:
+            continue
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def pattern() -> str:
+    """Where :func:`kept` looks, as a shell pattern."""
+    return os.path.join(tempfile.gettempdir(), f"{_prefix()}*")
 
 
 def dumped(directory: str, job_id: str) -> Set[int]:
@@ -116,13 +142,16 @@ def collect(job: Any, directory: str, failed: int) -> bool:
     while time.monotonic() < deadline and any(r in have and r not in missing for r in job.running()):
         job.poll()
         time.sleep(0.02)
+    from ..desync import capture
+    capture(directory, job.job_id, job.exits())   # the stacks of live ranks that never arrived, before the stop
     return True
 
 
 def report_lines(directory: str, job_id: str, exits: Optional[Dict[int, str]] = None,
                  title: str = "desync report") -> List[str]:
-    """The desync report as lines, ending with the command that reproduces it (empty when there is nothing to read)."""
-    from ..desync import report
+    """The desync report as lines, with the command that reproduces it and the next step last (empty when there is
+    nothing to read).  The stacks of live ranks that never arrived are taken first (:func:`desync.capture`)."""
+    from ..desync import capture, report
     from ..flight import RING_SUFFIX
     try:
         names = os.listdir(directory)
@@ -132,10 +161,22 @@ def report_lines(directory: str, job_id: str, exits: Optional[Dict[int, str]] = 
                                                  for n in names):
         return []
     try:
-        lines = [f"{title}:"] + report(directory, exits, job=job_id).splitlines()
+        capture(directory, job_id, exits)
+        return [f"{title}:"] + report(directory, job=job_id, command=f"hcomm doctor {directory}").splitlines()
     except (ValueError, OSError) as exc:
         return [f"could not read the flight recorders in {directory}: {exc}"]
-    return lines + [f"reproduce this report with: hcomm doctor {directory}"]
+
+
+def summary(directory: str, job_id: str, exits: Dict[int, str]) -> str:
+    """The flight recorders' part of the job's one-paragraph summary ('' when there are none)."""
+    from ..desync import summary as flight_summary
+    return flight_summary(directory, job_id, exits)
+
+
+def note(directory: str, job_id: str, exits: Dict[int, str]) -> None:
+    """Keep what the launcher saw of each rank's end beside the flight recorders (``hcomm doctor`` reports it)."""
+    from ..desync import capture
+    capture(directory, job_id, exits)
 
 
 class StallWatch:

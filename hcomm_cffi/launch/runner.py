@@ -24,9 +24,14 @@ Behaviour:
 * Reports: when a rank fails, the desync report (who is in which operation, who never arrived, who
   finalised, exited or is gone) and the ``hcomm doctor DIR`` command that reproduces it; while ranks
   run, the same report when no rank of a communicator made progress for ``HCOMM_STUCK_REPORT_S``
-  seconds (the job keeps waiting) and whenever the launcher gets SIGUSR1.
+  seconds (the job keeps waiting), whenever the launcher gets SIGUSR1, and at ``--timeout`` before
+  stopping the ranks; each with the Python stack of every live rank that never arrived.
 * Output: every line of a rank's stdout/stderr goes to the launcher's stdout/stderr as ``[r] line``
-  (``--no-prefix``: unchanged), written whole, never interleaved inside a line.
+  (``--no-prefix``: unchanged), written whole, never interleaved inside a line.  A rank's traceback
+  (its stderr from ``Traceback (most recent call last):`` on) is held: when a rank fails the launcher
+  prints the job's one-paragraph summary (who failed first, the flight recorders' first finding with
+  the user's lines, how each rank ended), then each rank's held output whole, in rank order, then the
+  desync report.
 * Stopping: when a rank exits non-zero or is killed, on SIGINT/SIGTERM/SIGHUP to the launcher, or after
   ``--timeout``, every remaining rank group gets SIGTERM and, after ``--grace`` seconds, SIGKILL (a
   second Ctrl-C skips the grace period).  After the last rank is gone the launcher kills what is left in
@@ -74,6 +79,8 @@ _JOB_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _PR_SET_PDEATHSIG = 1
 _CHUNK = 65536
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+TRACEBACK = b"Traceback (most recent call last):"
+HOLD_S = 2.0           # a traceback of a rank that goes on, the job not failing, is written after this long
 
 
 class LaunchError(ValueError):
@@ -175,7 +182,13 @@ class _Sink:
 
 
 class _Pump(threading.Thread):
-    """One thread moving every rank's pipes to the sinks, line by line, with the rank prefix."""
+    """One thread moving every rank's pipes to the sinks, line by line, with the rank prefix.
+
+    A traceback on a rank's stderr (from a ``Traceback (most recent call last):`` line on) is held,
+    not written: once the job fails the launcher prints its summary, then each rank's held output
+    whole (:meth:`release`), so tracebacks never interleave; a rank that prints a traceback and goes
+    on while the job has not failed gets it written after :data:`HOLD_S`.
+    """
 
     def __init__(self, prefix: bool) -> None:
         super().__init__(name="hcomm-run-output", daemon=True)
@@ -183,11 +196,18 @@ class _Pump(threading.Thread):
         self.selector = selectors.DefaultSelector()
         self.partial: Dict[int, bytes] = {}
         self.count = 0
+        self.failing = False                      # the job failed: hold until release()
+        self.held: Dict[int, List[bytes]] = {}    # rank -> held lines (its stderr from a traceback on)
+        self.holding: Dict[int, float] = {}       # rank -> when its held block started
+        self.sinks: Dict[int, _Sink] = {}
+        self.lock = threading.Lock()
 
-    def add(self, pipe: IO[bytes], rank: int, sink: _Sink) -> None:
-        self.selector.register(pipe, selectors.EVENT_READ, (rank, sink))
+    def add(self, pipe: IO[bytes], rank: int, sink: _Sink, errors: bool = False) -> None:
+        self.selector.register(pipe, selectors.EVENT_READ, (rank, sink, errors))
         self.partial[pipe.fileno()] = b""
         self.count += 1
+        if errors:
+            self.sinks[rank] = sink
 
     def _emit(self, rank: int, sink: _Sink, lines: bytes) -> None:
         if self.prefix:
@@ -195,10 +215,43 @@ class _Pump(threading.Thread):
             lines = b"".join(tag + line for line in lines.splitlines(keepends=True))
         sink.write(lines)
 
+    def _error_lines(self, rank: int, sink: _Sink, lines: bytes) -> None:
+        """Write a rank's stderr lines, holding them from a traceback on."""
+        with self.lock:
+            if rank not in self.holding:
+                at = lines.find(TRACEBACK)
+                if at < 0 or (at and lines[at - 1:at] != b"\n"):
+                    self._emit(rank, sink, lines)
+                    return
+                if at:
+                    self._emit(rank, sink, lines[:at])
+                lines = lines[at:]
+                self.holding[rank] = time.monotonic()
+            self.held.setdefault(rank, []).append(lines)
+
+    def _expire(self) -> None:
+        """Write the held output of ranks that went on HOLD_S after a traceback while the job has not failed."""
+        with self.lock:
+            if self.failing:
+                return
+            now = time.monotonic()
+            for rank in [r for r, t in self.holding.items() if now - t > HOLD_S]:
+                del self.holding[rank]
+                self._emit(rank, self.sinks[rank], b"".join(self.held.pop(rank, [])))
+
+    def release(self) -> None:
+        """Write every rank's held output, whole, in rank order."""
+        with self.lock:
+            for rank in sorted(self.held):
+                self._emit(rank, self.sinks[rank], b"".join(self.held[rank]))
+            self.held.clear()
+            self.holding.clear()
+
     def run(self) -> None:
         while self.count:
             for key, _ in self.selector.select(timeout=0.5):
-                rank, sink = key.data
+                rank, sink, errors = key.data
+                write = self._error_lines if errors else self._emit
                 fd = key.fd
                 try:
                     data = os.read(fd, _CHUNK)
@@ -207,7 +260,7 @@ class _Pump(threading.Thread):
                 if not data:  # EOF: flush a last line without newline, with one added
                     rest = self.partial.pop(fd, b"")
                     if rest:
-                        self._emit(rank, sink, rest + b"\n")
+                        write(rank, sink, rest + b"\n")
                     self.selector.unregister(key.fileobj)
                     self.count -= 1
                     continue
@@ -217,11 +270,12 @@ class _Pump(threading.Thread):
                     cut = len(buf)
                     buf += b"\n"
                     self.partial[fd] = b""
-                    self._emit(rank, sink, buf)
+                    write(rank, sink, buf)
                     continue
                 if cut:
-                    self._emit(rank, sink, buf[:cut])
+                    write(rank, sink, buf[:cut])
                 self.partial[fd] = buf[cut:]
+            self._expire()
 
 
 # ---------------------------------------------------------------------------------------------- children
@@ -308,6 +362,7 @@ class _Job:
         self.stopped: set = set()              # ranks the launcher sent SIGTERM to
         self.reported = False                  # a report named the flight directory: keep it
         self.failure_report = False            # the failure is a communication failure: report it at the end
+        self.first_failure: Optional[int] = None   # the rank whose failure stopped the job
 
     def say(self, text: str) -> None:
         self.err.write(f"hcomm run: {text}\n".encode())
@@ -345,7 +400,7 @@ class _Job:
         for rank, proc in enumerate(self.procs):
             assert proc.stdout is not None and proc.stderr is not None
             self.pump.add(proc.stdout, rank, self.out)
-            self.pump.add(proc.stderr, rank, self.err)
+            self.pump.add(proc.stderr, rank, self.err, errors=True)
         self.pump.start()
 
     def running(self) -> List[int]:
@@ -392,6 +447,7 @@ class _Job:
         self.signal_groups(signal.SIGKILL, range(len(self.procs)))
         if self.pump.is_alive():
             self.pump.join(timeout=3.0)
+        self.pump.release()
         if not self.pump.is_alive():  # else something outside the groups holds a pipe: leave it to exit
             for proc in self.procs:
                 for pipe in (proc.stdout, proc.stderr):
@@ -432,6 +488,31 @@ class _Job:
                 pass
         self.reported = self.reported or bool(lines)
         return bool(lines)
+
+    def summarise(self) -> None:
+        """After a rank failed: the job's one-paragraph summary, then each rank's held output (tracebacks) whole."""
+        if self.pump.is_alive():
+            self.pump.join(timeout=3.0)          # the ranks are gone: their pipes end
+        rank = -1 if self.first_failure is None else self.first_failure
+        exits = self.exits()
+        text = f"job {self.job_id} failed: rank {rank} {exits.get(rank, 'failed')} first"
+        found = flightwatch.summary(self.flight_dir, self.job_id, exits) if self.failure_report else ""
+        if found:
+            text += f"; {found}"
+        else:
+            ends: Dict[str, List[int]] = {}
+            for r, how in sorted(exits.items()):
+                if r != rank:
+                    ends.setdefault(how, []).append(r)
+            text += "".join(f"; rank(s) {format_ranks(rs)} {how}" for how, rs in ends.items())
+        with self.pump.lock:
+            held = sorted(self.pump.held)
+        follows = [f"the error output of {'rank' if len(held) == 1 else 'ranks'} {format_ranks(held)}, each rank's "
+                   "whole"] if held else []
+        follows += ["the flight recorder report"] if self.failure_report else []
+        text += f". Below: {', then '.join(follows)}." if follows else "."
+        self.say(text)
+        self.pump.release()
 
     def _tell_watchdog(self, line: str) -> None:
         if self.watchdog is None or self.watchdog.stdin is None:
@@ -509,6 +590,8 @@ def _supervise(job: _Job, received: List[int]) -> int:
             rc = job.exited[rank]
             if rc != 0 and result is None:
                 result = _exit_code(rc)
+                job.first_failure = rank
+                job.pump.failing = True
                 others = job.running()
                 job.say(f"rank {rank} {_describe_exit(rc)}"
                         + (f"; stopping rank(s) {format_ranks(others)}" if others else ""))
@@ -534,6 +617,7 @@ def _supervise(job: _Job, received: List[int]) -> int:
         if config.timeout is not None and job.kill_at is None and time.monotonic() - started > config.timeout:
             job.say(f"timeout: the job ran longer than --timeout {config.timeout:g} s; "
                     f"stopping rank(s) {format_ranks(job.running())}")
+            job.report(f"report at the timeout (before stopping rank(s) {format_ranks(job.running())})")
             result = EXIT_TIMEOUT
             job.begin_stop()
         if result is None and job.kill_at is None:
@@ -545,8 +629,12 @@ def _supervise(job: _Job, received: List[int]) -> int:
                     "sending SIGKILL")
             job.kill_now()
         time.sleep(0.02)
+    if job.first_failure is not None:
+        job.summarise()
     if job.failure_report:
         job.report("desync report (hcomm doctor)")
+    elif job.reported:
+        flightwatch.note(job.flight_dir, job.job_id, job.exits())   # doctor: the job's end, as the launcher saw it
     return 0 if result is None else result
 
 
