@@ -21,11 +21,11 @@ from .errors import (
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
     SimError, entry, last_error, set_last_error,
 )
+from . import product
 from .runtime import EXECUTOR, Queue, SimEvent
 from .tasks import EventRecord, EventWait, HostCall
 from .state import SimState, key_of
 
-SOC_NAME = b"Ascend910B (hcomm_cffi emulator)"
 
 __all__ = ["AclRuntime"]
 
@@ -75,7 +75,7 @@ class AclRuntime:
         return ffi.NULL if text is None else self._string(text)
 
     def aclrtGetSocName(self) -> Any:
-        return self._string(SOC_NAME.decode())
+        return self._string(product.soc_name())
 
     @entry
     def aclrtSetDevice(self, deviceId: int) -> int:

@@ -21,6 +21,7 @@ from .comm import MAX_NOTIFIES_PER_CHANNEL, SimComm
 from .config import SimConfig, read_config
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
 from .native import NATIVE_PROTOCOL
+from . import product
 from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
 from .state import SimState, c_string
 
@@ -461,7 +462,7 @@ class ControlPlane:
         if engine not in CHANNEL_ENGINES:
             raise SimError(HcclResult.E_PARA, f"engine={engine}: channels exist for COMM_ENGINE_CPU, CPU_TS, AICPU, "
                                               "AICPU_TS and AIV only")
-        protocols = AIV_CHANNEL_PROTOCOLS if engine == Engine.AIV else CHANNEL_PROTOCOLS
+        protocols = AIV_CHANNEL_PROTOCOLS if engine == Engine.AIV else CHANNEL_PROTOCOLS | product.extra_channel_protocols()
         descs = ffi.cast("HcclChannelDesc *", channelDescs)
         requests = []
         for i in range(channelNum):
