@@ -179,6 +179,8 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("HCOMM_SIM_DEVICE_COUNT", "sim_device_count",
              lambda n, r: parse_int(n, r, 1, 1 << 16, " number of devices"), 16, "devices the emulator reports"),
     Variable("HCOMM_SIM_ABI_CHECK", "sim_abi_check", _flag, False, "call the emulator through C function pointers"),
+    Variable("HCOMM_SIM_LEDGER", "sim_ledger", _path, None,
+             "directory where the emulator keeps ledger-<pid>.json: every thread, channel and buffer it handed out"),
     Variable("HCOMM_JOB_ID", "job_id", _text, None, "job id shared by every rank of a job"),
     Variable("HCOMM_JOB_SECRET", "job_secret", _text, None,
              "random secret of one launch (set by hcomm run); ranks prove membership of the job with it"),
@@ -240,6 +242,7 @@ class Settings:
     sim_shm_dir: str
     sim_device_count: int
     sim_abi_check: bool
+    sim_ledger: Optional[str]
     job_id: Optional[str]
     job_secret: Optional[str]
     rendezvous: Optional[str]
