@@ -192,6 +192,8 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("HCOMM_SIM_SOC", "sim_soc", _soc, "Ascend910B",
              "the product the emulator reports (aclrtGetSocName) and whose links it has: Ascend910B and "
              "Ascend910_93 HCCS, Ascend950 UB (custom operators that branch on the SoC)"),
+    Variable("HCOMM_SIM_LEDGER", "sim_ledger", _path, None,
+             "directory where the emulator keeps ledger-<pid>.json: every thread, channel and buffer it handed out"),
     Variable("HCOMM_JOB_ID", "job_id", _text, None, "job id shared by every rank of a job"),
     Variable("HCOMM_JOB_SECRET", "job_secret", _text, None,
              "random secret of one launch (set by hcomm run); ranks prove membership of the job with it"),
@@ -254,6 +256,7 @@ class Settings:
     sim_device_count: int
     sim_soc: str
     sim_abi_check: bool
+    sim_ledger: Optional[str]
     job_id: Optional[str]
     job_secret: Optional[str]
     rendezvous: Optional[str]

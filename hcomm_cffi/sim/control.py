@@ -19,6 +19,7 @@ from ..enums import (
 )
 from .comm import MAX_NOTIFIES_PER_CHANNEL, SimComm
 from .config import SimConfig, read_config
+from . import ledger
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
 from .native import NATIVE_PROTOCOL
 from . import product
@@ -167,6 +168,7 @@ class ControlPlane:
                 del self.state.comms[handle]
             comm.destroy()
             raise
+        _record_buffer(comm, "HcclCommInit")
         return comm
 
     @entry
@@ -260,6 +262,7 @@ class ControlPlane:
                 c.destroy()
             raise
         for r, c in enumerate(made):
+            _record_buffer(c, "HcclCommInitAll")
             comms[r] = ffi.cast("HcclComm", c.handle)
         return 0
 
@@ -405,6 +408,8 @@ class ControlPlane:
                 self.state.threads[handle] = th
                 threads[i] = handle
             c.thread_notifies += threadNum * notifyNumPerThread
+        ledger.record(c.name, "thread", _engine_name(engine), threadNum, notifyNumPerThread, rank=c.rank,
+                      function="HcclThreadAcquire")
         return 0
 
     @entry
@@ -428,10 +433,17 @@ class ControlPlane:
                 th = SimThread(handle, c, int(eng), notifyNum, q, main=True)
                 c.stream_threads[key] = th
                 self.state.threads[handle] = th
+                made = ("thread", 1, notifyNum)
             elif notifyNum > len(th.notifies):
+                made = ("notify", notifyNum - len(th.notifies), 0)
                 th.notifies.extend([0] * (notifyNum - len(th.notifies)))
+            else:
+                made = None
             if q.comm is None:
                 q.comm = c
+        if made is not None:
+            ledger.record(c.name, made[0], _engine_name(engine), made[1], made[2], rank=c.rank,
+                          function="HcclThreadAcquireWithStream")
         thread[0] = th.handle
         return 0
 
@@ -482,11 +494,13 @@ class ControlPlane:
                 raise SimError(HcclResult.E_PARA, f"channelDescs[{i}].notifyNum={d.notifyNum}; expected at most "
                                                   f"{MAX_NOTIFIES_PER_CHANNEL}")
             requests.append((peer, int(engine), proto, int(d.notifyNum)))
+        held = {id(ch) for ch in c.channels.values()}
         made = c.connect_channels(requests, self.state.new_channel_handle)
         with self.state.lock:
             for i, ch in enumerate(made):
                 self.state.channels[ch.handle] = ch
                 channels[i] = ch.handle
+        _record_new_channels(c, engine, made, held)
         return 0
 
     @entry
@@ -494,6 +508,35 @@ class ControlPlane:
         self.state.comm(comm)
         raise SimError(HcclResult.E_NOT_SUPPORT, "HcclChannelDestroy only releases CCU channels (Ascend 950); "
                                                  "A2/A3 channels live until HcclCommDestroy")
+
+
+def _engine_name(engine: int) -> str:
+    """The CommEngine's name as the caller spelled it (CPU_TS stays CPU_TS), for the ledger."""
+    try:
+        return Engine(engine).name
+    except ValueError:
+        return str(engine)
+
+
+def _record_new_channels(c: SimComm, engine: int, made: List[Any], held: "set[int]") -> None:
+    """One ledger record per notify count for the channels this call created (reused ones are not new)."""
+    fresh: "dict[int, list[int]]" = {}
+    seen: "set[int]" = set()
+    for ch in made:
+        if id(ch) in held or id(ch) in seen:
+            continue
+        seen.add(id(ch))
+        fresh.setdefault(ch.notify_num, []).append(ch.peer)
+    for notifies, peers in fresh.items():
+        ledger.record(c.name, "channel", _engine_name(engine), len(peers), notifies, rank=c.rank,
+                      peers=tuple(peers), function="HcclChannelAcquire")
+
+
+def _record_buffer(c: SimComm, function: str) -> None:
+    """The communicator's HCCL buffer, made with it (``2 x HCCL_BUFFSIZE`` per rank; none on one rank, whose
+    HcclGetHcclBuffer answers NULL and 0)."""
+    if c.nranks > 1:
+        ledger.record(c.name, "buffer", "", c.buffer_bytes, 0, rank=c.rank, function=function)
 
 
 def _ranktable_rank_ids(table: Any, path: str) -> List[int]:
