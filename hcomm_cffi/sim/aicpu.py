@@ -121,7 +121,6 @@ class _Registry:
         self.functions: Dict[int, KernelFunction] = {}
         self.args: Dict[int, KernelArgs] = {}
         self.so_handles: Dict[str, Any] = {}
-        self.running = 0          # kernels started and not yet returned (any device)
 
 
 _REG = _Registry()
@@ -129,7 +128,7 @@ _REG = _Registry()
 
 def running_kernels() -> int:
     """How many AICPU kernels of this process are running now (they may still issue tasks)."""
-    return _REG.running
+    return EXECUTOR.kernels_running
 
 
 def _parse_json(path: str) -> Dict[str, Tuple[str, str]]:
@@ -230,8 +229,8 @@ class _KernelRun:
 
     def start(self) -> None:
         """The stream reached the launch: hand the kernel to its device's AICPU thread (never blocks the stream)."""
-        with _REG.lock:
-            _REG.running += 1
+        with EXECUTOR.lock:
+            EXECUTOR.kernels_running += 1
         self.timer = threading.Timer(self.timeout_s, self._expired)
         self.timer.daemon = True
         self.timer.start()
@@ -242,11 +241,10 @@ class _KernelRun:
 
     def finish(self, failure: Optional[str]) -> None:
         """The kernel returned (``failure`` None) or failed: the stream goes on, or fails naming the kernel."""
-        with _REG.lock:
-            _REG.running -= 1
         if self.timer is not None:
             self.timer.cancel()
         with EXECUTOR.lock:
+            EXECUTOR.kernels_running -= 1
             if self.finished:
                 return                     # the timeout already failed the stream
             self.finished = True

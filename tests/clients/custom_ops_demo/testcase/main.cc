@@ -1,0 +1,87 @@
+/* HcclDemoAllGather, checked: one thread per device (as the vendor's testcases), or one process per device
+ * under mpirun (OMPI_COMM_WORLD_RANK set; the root info through HcommSimBootstrapRootInfo).  Two calls with
+ * different data per rank; every rank checks every byte and prints "rank R: ok", else the first mismatch. */
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+#include <acl/acl_rt.h>
+#include <hccl/hccl_types.h>
+#include <hccl_custom_demo.h>
+
+#define CHECK(call) do { int rc_ = (call); if (rc_ != 0) { printf("rank %u: %s returned %d: %s\n", rank, #call, rc_, \
+                         aclGetRecentErrMsg() ? aclGetRecentErrMsg() : ""); return 1; } } while (0)
+
+static int Calls(uint32_t rank, uint32_t nRanks, HcclComm comm, uint64_t count)
+{
+    aclrtStream stream;
+    CHECK(aclrtCreateStream(&stream));
+    uint64_t bytes = count * sizeof(int32_t);
+    void *send, *recv;
+    CHECK(aclrtMalloc(&send, bytes, ACL_MEM_MALLOC_HUGE_ONLY));
+    CHECK(aclrtMalloc(&recv, bytes * nRanks, ACL_MEM_MALLOC_HUGE_ONLY));
+    std::vector<int32_t> in(count), out(count * nRanks);
+    for (int round = 0; round < 2; round++) {
+        for (uint64_t i = 0; i < count; i++) in[i] = static_cast<int32_t>(round * 1000000 + rank * 1000 + i);
+        CHECK(aclrtMemcpy(send, bytes, in.data(), bytes, ACL_MEMCPY_HOST_TO_DEVICE));
+        CHECK(HcclDemoAllGather(send, recv, bytes, comm, stream));
+        CHECK(aclrtSynchronizeStream(stream));
+        CHECK(aclrtMemcpy(out.data(), bytes * nRanks, recv, bytes * nRanks, ACL_MEMCPY_DEVICE_TO_HOST));
+        for (uint32_t r = 0; r < nRanks; r++) {
+            for (uint64_t i = 0; i < count; i++) {
+                int32_t want = static_cast<int32_t>(round * 1000000 + r * 1000 + i);
+                if (out[r * count + i] != want) {
+                    printf("rank %u: round %d: element %llu of rank %u's block is %d, expected %d\n", rank, round,
+                           static_cast<unsigned long long>(i), r, out[r * count + i], want);
+                    return 1;
+                }
+            }
+        }
+    }
+    CHECK(aclrtFree(send));
+    CHECK(aclrtFree(recv));
+    CHECK(aclrtDestroyStream(stream));
+    printf("rank %u: ok\n", rank);
+    return 0;
+}
+
+static int Run(uint32_t rank, uint32_t nRanks, HcclRootInfo* root, uint64_t count)
+{
+    CHECK(aclrtSetDevice(static_cast<int32_t>(rank)));
+    HcclComm comm;
+    CHECK(HcclCommInitRootInfo(nRanks, root, rank, &comm));
+    int failed = Calls(rank, nRanks, comm, count);
+    CHECK(HcclCommDestroy(comm));            /* also after a failure: its shared memory goes with it */
+    return failed;
+}
+
+int main(int argc, char** argv)
+{
+    uint64_t count = argc > 1 ? strtoull(argv[1], nullptr, 10) : 1000;
+    const char* mpiRank = getenv("OMPI_COMM_WORLD_RANK");
+    if (mpiRank != nullptr) {                    /* mpirun: this process is one device */
+        uint32_t rank = static_cast<uint32_t>(atoi(mpiRank));
+        uint32_t nRanks = static_cast<uint32_t>(atoi(getenv("OMPI_COMM_WORLD_SIZE")));
+        HcclRootInfo root;
+        CHECK(aclrtSetDevice(static_cast<int32_t>(rank)));
+        CHECK(HcommSimBootstrapRootInfo(rank, nRanks, &root));
+        return Run(rank, nRanks, &root, count);
+    }
+    uint32_t rank = 0, nRanks = 0;
+    CHECK(aclInit(nullptr));
+    CHECK(aclrtGetDeviceCount(&nRanks));
+    CHECK(aclrtSetDevice(0));
+    HcclRootInfo root;
+    CHECK(HcclGetRootInfo(&root));
+    std::vector<int> results(nRanks, 1);
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < nRanks; r++) {
+        threads.emplace_back([&, r] { results[r] = Run(r, nRanks, &root, count); });
+    }
+    for (auto& t : threads) t.join();
+    for (int failed : results) {
+        if (failed) return 1;
+    }
+    return 0;
+}
