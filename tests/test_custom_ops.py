@@ -87,7 +87,7 @@ def test_under_mpirun(install: Any, programs: Dict[str, Path]) -> None:
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         pytest.skip("mpirun not found (bash scripts/setup-test-env.sh installs Open MPI)")
-    env = child_env(install, str(REPO), HCOMM_RENDEZVOUS_DIR=str(programs["work"]))
+    env = child_env(install, str(REPO), HCOMM_RENDEZVOUS_DIR=str(programs["work"]), HCOMM_RENDEZVOUS="file")
     extra = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     done = _run([mpirun, *extra, "--oversubscribe", "-n", "4", str(programs["good"]), "300"], env, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
