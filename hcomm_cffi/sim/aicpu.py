@@ -17,12 +17,13 @@ fails the stream: ``aclrtSynchronizeStream`` returns the error and ``aclGetRecen
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import cffi
 
@@ -32,7 +33,9 @@ from .errors import (
     ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_INVALID_HANDLE, ACL_ERROR_RT_PARAM_INVALID,
     HcclResult, SimError, entry, last_error,
 )
-from .runtime import EXECUTOR, Queue, SimEvent
+from ..enums import Engine
+from .group import group_depth
+from .runtime import EXECUTOR, Queue, SimEvent, SimThread
 from .state import SimState, c_string, key_of
 from .tasks import EventWait, HostCall
 
@@ -189,6 +192,34 @@ def _resolve(binary: KernelBinary, name: str) -> Tuple[str, str, int]:
     return so_path, symbol, int(_dl.cast("uintptr_t", address))
 
 
+def _builtin(name: str) -> KernelFunction:
+    """One of the HCCL device library's own kernels (emulated in Python: they only issue a notify task)."""
+    binary = KernelBinary(0, "libccl_kernel.so", 0, {})
+    return KernelFunction(0, binary, name, "the HCCL device library", name, 0)
+
+
+def _device_kernel(so_name: str, symbol: str) -> Tuple[str, int]:
+    """(path, address) of ``symbol`` in the kernel .so ``so_name`` of a kernel package the device loaded.
+
+    The device loads the packages of every vendor (opp/vendors/*/aicpu/kernel, unpacked in aicpu_kernels_device/)
+    of the install at ASCEND_HOME_PATH; a path or a name the dynamic loader finds is taken as it is.
+    """
+    candidates = [so_name] if "/" in so_name else []
+    home = os.environ.get("ASCEND_HOME_PATH")
+    if home and "/" not in so_name:
+        candidates += sorted(glob.glob(os.path.join(home, "opp", "vendors", "*", "aicpu", "kernel",
+                                                    "aicpu_kernels_device", so_name)))
+    path = candidates[0] if candidates else so_name
+    # as a mode-1 binary whose JSON sits next to the .so: _resolve opens and checks it like any kernel's
+    binary = KernelBinary(0, os.path.splitext(path)[0] + ".json", 1, {symbol: (so_name, symbol)})
+    try:
+        found, _, address = _resolve(binary, symbol)
+    except SimError as exc:
+        raise SimError(HcclResult.E_RUNTIME, f"funcInfo (kernelSoName={so_name!r}, kernelFuncName={symbol!r}): "
+                                             f"{exc.message}") from None
+    return found, address
+
+
 def _timeout_s(cfg: Any) -> Optional[float]:
     """The launch's ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT (s) or _TIMEOUT_US, or None; both at once is an error."""
     if cfg == ffi.NULL:
@@ -215,10 +246,12 @@ class _KernelRun:
     """One launch: what the stream's tasks start and wait for."""
 
     def __init__(self, lib: "AicpuCalls", function: KernelFunction, args: Any, blocks: int, device: int,
-                 stream: Queue, timeout_s: float) -> None:
+                 stream: Queue, timeout_s: float, body: Optional[Callable[[], Tuple[int, int]]] = None) -> None:
         self.lib = lib                    # whose calls the AICPU thread makes (aclrtSetDevice, its batch)
         self.function = function
         self.args = args                  # the device copy of the arguments: alive until the kernel returns
+        # (return value, signal) of one block: the C function at function.address, or an emulator kernel
+        self.body = body or (lambda: _call_kernel(function.address, args))
         self.blocks = blocks
         self.device = device
         self.stream = stream
@@ -291,9 +324,8 @@ class _AicpuThread:
             run.finish(failure)
 
     def _run(self, run: _KernelRun) -> Optional[str]:
-        fn = run.function
         for block in range(run.blocks):
-            code, signal = _call_kernel(fn.address, run.args)
+            code, signal = run.body()
             self.lib.sim_discard_batch()                 # a kernel that stopped mid-batch launched nothing
             if signal:
                 name = _SIGNALS.get(signal, f"signal {signal}")
@@ -359,6 +391,14 @@ class AicpuCalls:
     # provided by the other mixins of SimLibrary
     def aclrtSetDevice(self, deviceId: int) -> int: ...  # pragma: no cover
     def _stream(self, stream: Any) -> Queue: ...  # pragma: no cover
+    def HcclThreadAcquireWithStream(self, comm: Any, engine: int, stream: Any, notifyNum: int,
+                                    thread: Any) -> int: ...  # pragma: no cover
+    def HcommBatchModeStart(self, batchTag: Any) -> int: ...  # pragma: no cover
+    def HcommBatchModeEnd(self, batchTag: Any) -> int: ...  # pragma: no cover
+    def HcommThreadNotifyRecordOnThread(self, thread: int, dstThread: int, dstNotifyIdx: int) -> int: ...  # pragma: no cover
+    def HcommThreadNotifyWaitOnThread(self, thread: int, notifyIdx: int, timeOut: int) -> int: ...  # pragma: no cover
+    def HcommThreadNotifyWaitOnThreadWithDefaultTimeout(self, thread: int,
+                                                         notifyIdx: int) -> int: ...  # pragma: no cover
 
     def sim_discard_batch(self) -> None:
         """Emulator only: drop this OS thread's open batch (a kernel that stopped before HcommBatchModeEnd)."""
@@ -530,6 +570,71 @@ class AicpuCalls:
         self._launch(_KernelRun(self, function, blob, int(blockDim), device, q,
                                 float(settings.value("HCCL_EXEC_TIMEOUT"))))
         return 0
+
+    # ------------------------------------------------------------------ hccl/hccl_launch.h
+    @entry
+    def HcclAicpuKernelLaunch(self, comm: Any, opInfo: Any, funcInfo: Any, aicpuThreadHandle: int, userStream: Any,
+                              kernelLaunchCfg: Any) -> int:
+        """The user's AICPU kernel between a host-to-device and a device-to-host notify, as the vendor's host does.
+
+        hicann/hcomm (mirror @8958adbf) src/coll_communicator_mgr/resource_mgr/local/my_rank/comm_engine/
+        kernel_launch/hccl_kernel_launch_aicpu.cc:319 HcclAicpuKernelLaunch -> :282 AicpuKernelLaunchDirect: the
+        user stream's thread (CPU_TS, 3 notifies) records the AICPU thread's last notify; on
+        ``opInfo->p2p.unfoldStream`` a kernel waits on it, the user's kernel (``funcInfo``: a .so of the device's
+        kernel packages and its function, called with a copy of ``args``) runs, a kernel records the stream
+        thread's notify 0; the host stream waits on that.  Group mode (inside HcclGroupStart) is not emulated.
+        """
+        for name, value in (("comm", comm), ("opInfo", opInfo), ("funcInfo", funcInfo), ("userStream", userStream),
+                            ("kernelLaunchCfg", kernelLaunchCfg)):
+            if value == ffi.NULL:
+                raise SimError(HcclResult.E_PTR, f"{name} is NULL")
+        c = self.state.comm(comm)
+        size = int(funcInfo.argSize)
+        if size and funcInfo.args == ffi.NULL:
+            raise SimError(HcclResult.E_PTR, f"funcInfo->args is NULL but funcInfo->argSize={size}")
+        if group_depth():
+            raise SimError(HcclResult.E_NOT_SUPPORT, "inside HcclGroupStart/End (group mode) the vendor queues the "
+                                                     "launch as a grouped P2P task; the emulator does not")
+        unfold = opInfo.p2p.unfoldStream
+        if unfold == ffi.NULL:
+            raise SimError(HcclResult.E_PTR, "opInfo->p2p.unfoldStream is NULL (the stream the kernels run on)")
+        aicpu = self.state.thread(aicpuThreadHandle)
+        if aicpu.comm is not c or not aicpu.notifies:
+            raise SimError(HcclResult.E_PARA, f"aicpuThreadHandle 0x{aicpuThreadHandle:x} is not a thread of {c.name} "
+                                              "with a notify (HcclThreadAcquire(comm, COMM_ENGINE_AICPU_TS, ...))")
+        so_name = ffi.string(funcInfo.kernelSoName).decode("utf-8", "replace")
+        symbol = ffi.string(funcInfo.kernelFuncName).decode("utf-8", "replace")
+        so_path, address = _device_kernel(so_name, symbol)
+        device = self._device.current
+        q = self._stream(unfold)
+        out = ffi.new("ThreadHandle *")
+        code = self.HcclThreadAcquireWithStream(comm, int(Engine.CPU_TS), userStream, 3, out)
+        if code:
+            return int(code)
+        cpu = self.state.thread(int(out[0]))
+        last = len(aicpu.notifies) - 1
+        timeout = int(kernelLaunchCfg.timeOut)
+        timeout_s = float(timeout) if 0 < timeout <= 0xFFFF else float(settings.value("HCCL_EXEC_TIMEOUT"))
+        blob = ffi.new("char[]", ffi.buffer(ffi.cast("char *", funcInfo.args), size)[:] if size else b"\0")
+        user = KernelFunction(0, KernelBinary(0, so_path, 0, {}), symbol, so_path, symbol, address)
+        for function, body in (
+                (_builtin("RunAicpuNotifyWait"), lambda: (self._batched(
+                    lambda: self.HcommThreadNotifyWaitOnThread(aicpu.handle, last, 0)), 0)),
+                (user, None),
+                (_builtin("RunAicpuNotifyRecord"), lambda: (self._batched(
+                    lambda: self.HcommThreadNotifyRecordOnThread(aicpu.handle, cpu.handle, 0)), 0))):
+            self._launch(_KernelRun(self, function, blob, 1, device, q, timeout_s, body))
+        # the h2d record and the host's wait, one batch on the user stream (after the launches, which are on the
+        # other stream: the record never sits set on an idle rank, which the checker would report)
+        return self._batched(lambda: self.HcommThreadNotifyRecordOnThread(cpu.handle, aicpu.handle, last),
+                             lambda: self.HcommThreadNotifyWaitOnThreadWithDefaultTimeout(cpu.handle, 0))
+
+    def _batched(self, *issues: Callable[[], int]) -> int:
+        """Each of ``issues`` (data-plane calls) between HcommBatchModeStart and End; the first error, else End's."""
+        self.HcommBatchModeStart(b"hccl_aicpu_kernel_launch")
+        codes = [issue() for issue in issues]
+        end = self.HcommBatchModeEnd(b"hccl_aicpu_kernel_launch")
+        return int(next((code for code in codes if code), end))
 
     def sim_aicpu_abandon_all(self) -> None:
         """Emulator only (tests): forget the AICPU threads (their kernels keep running to completion)."""
