@@ -102,3 +102,59 @@ def test_missing_notify_record_is_named_not_a_hang(install: Any, programs: Dict[
         assert "waits on thread notify 0, which nothing can record any more" in line, line
         assert "a missing HcommThreadNotifyRecordOnThread" in line, line
     assert "checker: rank 0" in done.stderr and "nothing can record any more" in done.stderr
+
+
+# ---------------------------------------------------------------- parity with the same operator in Python
+PYTHON_OPERATOR = REPO / "examples" / "custom_ops" / "demo_allgather.py"
+
+
+def python_operator_body(rank: int, n: int, root_info: bytes, count: int) -> List[bytes]:
+    """The testcase's two rounds with the Python algorithm: each round's output bytes."""
+    import numpy as np
+
+    import hcomm_cffi as hcomm
+    w = hcomm.init(rank=rank, world_size=n, root_info=root_info)
+    try:
+        out = []
+        for round_ in range(2):
+            x = (round_ * 1000000 + rank * 1000 + np.arange(count)).astype(np.int32)
+            out.append(w.allgather(x, algorithm=f"{PYTHON_OPERATOR}:demo_allgather").tobytes())
+        return out
+    finally:
+        hcomm.finalize()
+
+
+def test_c_operator_matches_its_python_twin(install: Any, programs: Dict[str, Path], tmp_path: Path) -> None:
+    """The C operator acquires what `hcomm plan` derives for the Python one (plus the kernel launch's handoff),
+    and both produce the same bytes."""
+    import json
+
+    from hcomm_cffi.sim import ledger
+    from multiproc import run_ranks
+
+    n, count = 4, 300
+    (tmp_path / "c").mkdir()
+    env = child_env(install, str(REPO), HCOMM_SIM_DEVICE_COUNT=str(n), HCOMM_SIM_LEDGER=str(tmp_path / "ledger"),
+                    DEMO_OUTPUT_DIR=str(tmp_path / "c"))
+    done = _run([str(programs["good"]), str(count)], env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (dump,) = (tmp_path / "ledger").glob("ledger-*.json")
+    records = ledger.load(str(dump))
+
+    planned = _hcomm("plan", "--algo", f"{PYTHON_OPERATOR}:demo_allgather", "--op", "allgather", "--ranks", str(n),
+                     "--size", str(count * 4), "--dtype", "int32", "--json", env=child_env(install, str(REPO)))
+    assert planned.returncode == 0, planned.stderr
+    for plan in json.loads(planned.stdout)["derived"]["per_rank"]:
+        mine = [a for a in records if a.rank == plan["rank"]]
+        channels = sorted((peer, a.notifies) for a in mine if a.kind == "channel" for peer in a.peers)
+        assert channels == sorted((c["peer"], c["notifies"]) for c in plan["channels"])
+        kernel_threads = [(a.count, a.notifies) for a in mine if a.kind == "thread" and a.engine == "AICPU_TS"]
+        # the Python operator's threads run on the AICPU; a launch adds one notify to the kernel's first thread
+        # (the host's go) and the stream's thread with one notify (the kernel's done)
+        assert kernel_threads == [(1, n_) for n_ in [plan["thread_notifies"][0] + 1]] and plan["threads"] == 1
+        assert [(a.count, a.notifies) for a in mine if a.kind == "thread" and a.engine == "CPU_TS"] == [(1, 1)]
+
+    python = run_ranks(n, python_operator_body, count, timeout=120)
+    for rank in range(n):
+        for round_ in range(2):
+            assert (tmp_path / "c" / f"rank{rank}.round{round_}.bin").read_bytes() == python[rank][round_]

@@ -23,7 +23,7 @@ import os
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 import cffi
 
@@ -388,17 +388,17 @@ class AicpuCalls:
     _device: Any        # AclRuntime's per-OS-thread current device
     _batch: Any         # DataPlane's per-OS-thread open batch
 
-    # provided by the other mixins of SimLibrary
-    def aclrtSetDevice(self, deviceId: int) -> int: ...  # pragma: no cover
-    def _stream(self, stream: Any) -> Queue: ...  # pragma: no cover
-    def HcclThreadAcquireWithStream(self, comm: Any, engine: int, stream: Any, notifyNum: int,
-                                    thread: Any) -> int: ...  # pragma: no cover
-    def HcommBatchModeStart(self, batchTag: Any) -> int: ...  # pragma: no cover
-    def HcommBatchModeEnd(self, batchTag: Any) -> int: ...  # pragma: no cover
-    def HcommThreadNotifyRecordOnThread(self, thread: int, dstThread: int, dstNotifyIdx: int) -> int: ...  # pragma: no cover
-    def HcommThreadNotifyWaitOnThread(self, thread: int, notifyIdx: int, timeOut: int) -> int: ...  # pragma: no cover
-    def HcommThreadNotifyWaitOnThreadWithDefaultTimeout(self, thread: int,
-                                                         notifyIdx: int) -> int: ...  # pragma: no cover
+    if TYPE_CHECKING:   # provided by the other mixins of SimLibrary (ahead of this one in its bases)
+        def aclrtSetDevice(self, deviceId: int) -> int: ...
+        def _stream(self, stream: Any) -> Queue: ...
+        def HcclThreadAcquireWithStream(self, comm: Any, engine: int, stream: Any, notifyNum: int,
+                                        thread: Any) -> int: ...
+        def HcommBatchModeStart(self, batchTag: Any) -> int: ...
+        def HcommBatchModeEnd(self, batchTag: Any) -> int: ...
+        def HcommThreadNotifyRecordOnThread(self, thread: int, dstThread: int, dstNotifyIdx: int) -> int: ...
+        def HcommThreadNotifyWaitOnThread(self, thread: int, notifyIdx: int, timeOut: int) -> int: ...
+        def HcommThreadNotifyWaitOnThreadWithDefaultTimeout(self, thread: int,
+                                                             notifyIdx: int) -> int: ...
 
     def sim_discard_batch(self) -> None:
         """Emulator only: drop this OS thread's open batch (a kernel that stopped before HcommBatchModeEnd)."""
@@ -524,11 +524,11 @@ class AicpuCalls:
             raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
         timeout = _timeout_s(cfg) or float(settings.value("HCCL_EXEC_TIMEOUT"))
         blob = ffi.new("char[]", bytes(args.blob) or b"\0")
-        self._launch(_KernelRun(self, function, blob, int(numBlocks), device, q, timeout))
+        self._launch_kernel(_KernelRun(self, function, blob, int(numBlocks), device, q, timeout))
         return 0
 
     @staticmethod
-    def _launch(run: _KernelRun) -> None:
+    def _launch_kernel(run: _KernelRun) -> None:
         EXECUTOR.submit(run.stream, [HostCall(run.start), EventWait(run.done, 1)])
         EXECUTOR.settle()
 
@@ -567,7 +567,7 @@ class AicpuCalls:
         binary = KernelBinary(0, "the host library, from an .aicpu source", -1, {})
         function = KernelFunction(0, binary, label, binary.path, label, address)
         blob = ffi.new("char[]", ffi.buffer(ffi.cast("char *", args), argsSize)[:] if argsSize else b"\0")
-        self._launch(_KernelRun(self, function, blob, int(blockDim), device, q,
+        self._launch_kernel(_KernelRun(self, function, blob, int(blockDim), device, q,
                                 float(settings.value("HCCL_EXEC_TIMEOUT"))))
         return 0
 
@@ -623,7 +623,7 @@ class AicpuCalls:
                 (user, None),
                 (_builtin("RunAicpuNotifyRecord"), lambda: (self._batched(
                     lambda: self.HcommThreadNotifyRecordOnThread(aicpu.handle, cpu.handle, 0)), 0))):
-            self._launch(_KernelRun(self, function, blob, 1, device, q, timeout_s, body))
+            self._launch_kernel(_KernelRun(self, function, blob, 1, device, q, timeout_s, body))
         # the h2d record and the host's wait, one batch on the user stream (after the launches, which are on the
         # other stream: the record never sits set on an idle rank, which the checker would report)
         return self._batched(lambda: self.HcommThreadNotifyRecordOnThread(cpu.handle, aicpu.handle, last),

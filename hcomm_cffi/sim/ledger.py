@@ -61,6 +61,7 @@ class Acquisition:
 
 
 _LOCK = threading.Lock()
+_DUMP_LOCK = threading.Lock()
 _RECORDS: List[Acquisition] = []
 _PURPOSE = threading.local()
 
@@ -120,13 +121,14 @@ def dump(path: Optional[str] = None) -> Optional[str]:
     target = path or ledger_path()
     if target is None:
         return None
-    with _LOCK:
-        data = {"pid": os.getpid(), "acquisitions": [a.as_dict() for a in _RECORDS]}
-    os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-    tmp = f"{target}.tmp{threading.get_ident()}"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, target)
+    with _DUMP_LOCK:        # one writer at a time: a later snapshot never lands before an earlier one
+        with _LOCK:
+            data = {"pid": os.getpid(), "acquisitions": [a.as_dict() for a in _RECORDS]}
+        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+        tmp = f"{target}.tmp{threading.get_ident()}"
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, target)
     return target
 
 
@@ -147,8 +149,9 @@ def _dump_at_exit() -> None:
 
 def _after_fork() -> None:
     """A forked child starts with an empty ledger of its own (its parent's acquisitions are not its)."""
-    global _LOCK
+    global _LOCK, _DUMP_LOCK
     _LOCK = threading.Lock()
+    _DUMP_LOCK = threading.Lock()
     _RECORDS.clear()
 
 

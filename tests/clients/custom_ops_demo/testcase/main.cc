@@ -28,6 +28,17 @@ static int Calls(uint32_t rank, uint32_t nRanks, HcclComm comm, uint64_t count)
         CHECK(HcclDemoAllGather(send, recv, bytes, comm, stream));
         CHECK(aclrtSynchronizeStream(stream));
         CHECK(aclrtMemcpy(out.data(), bytes * nRanks, recv, bytes * nRanks, ACL_MEMCPY_DEVICE_TO_HOST));
+        const char* dump = getenv("DEMO_OUTPUT_DIR");       /* each rank's output bytes, for comparisons */
+        if (dump != nullptr) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/rank%u.round%d.bin", dump, rank, round);
+            FILE* f = fopen(path, "wb");
+            if (f == nullptr || fwrite(out.data(), 1, bytes * nRanks, f) != bytes * nRanks) {
+                printf("rank %u: cannot write %s\n", rank, path);
+                return 1;
+            }
+            fclose(f);
+        }
         for (uint32_t r = 0; r < nRanks; r++) {
             for (uint64_t i = 0; i < count; i++) {
                 int32_t want = static_cast<int32_t>(round * 1000000 + r * 1000 + i);
