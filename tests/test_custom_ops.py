@@ -73,9 +73,10 @@ def test_installed_in_the_vendor_layout(install: Any, programs: Dict[str, Path])
 
 
 @pytest.mark.parametrize("devices", [2, 4, 8])
-def test_threads_as_ranks(install: Any, programs: Dict[str, Path], devices: int) -> None:
+@pytest.mark.parametrize("mode", ["allgather", "p2p"])
+def test_threads_as_ranks(install: Any, programs: Dict[str, Path], devices: int, mode: str) -> None:
     env = child_env(install, str(REPO), HCOMM_SIM_DEVICE_COUNT=str(devices))
-    done = _run([str(programs["good"]), "300"], env)
+    done = _run([str(programs["good"]), "300", mode], env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(done.stdout.split("\n")[:-1]) == sorted(f"rank {r}: ok" for r in range(devices))
 
@@ -86,7 +87,8 @@ def test_under_mpirun(install: Any, programs: Dict[str, Path]) -> None:
         pytest.skip("mpirun not found (bash scripts/setup-test-env.sh installs Open MPI)")
     env = child_env(install, str(REPO), HCOMM_RENDEZVOUS_DIR=str(programs["work"]), HCOMM_RENDEZVOUS="file")
     extra = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    done = _run([mpirun, *extra, "--oversubscribe", "-n", "4", str(programs["good"]), "300"], env, timeout=180)
+    done = _run([mpirun, *extra, "--oversubscribe", "-n", "4", str(programs["good"]), "300", "allgather"], env,
+                timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(line for line in done.stdout.splitlines() if line.startswith("rank")) == \
         sorted(f"rank {r}: ok" for r in range(4))
@@ -104,12 +106,15 @@ def test_missing_notify_record_is_named_not_a_hang(install: Any, programs: Dict[
     assert "checker: rank 0" in done.stderr and "nothing can record any more" in done.stderr
 
 
-# ---------------------------------------------------------------- parity with the same operator in Python
-PYTHON_OPERATOR = REPO / "examples" / "custom_ops" / "demo_allgather.py"
+# ---------------------------------------------------------------- parity with the same operators in Python
+EXAMPLES = REPO / "examples" / "custom_ops"
+#: testcase mode -> (the Python twin, its plan's --op arguments)
+TWINS = {"allgather": (f"{EXAMPLES / 'demo_allgather.py'}:demo_allgather", ["--op", "allgather"]),
+         "p2p": (f"{EXAMPLES / 'demo_sendrecv.py'}:demo_sendrecv", [])}
 
 
-def python_operator_body(rank: int, n: int, root_info: bytes, count: int) -> List[bytes]:
-    """The testcase's two rounds with the Python algorithm: each round's output bytes."""
+def python_operator_body(rank: int, n: int, root_info: bytes, mode: str, count: int) -> List[bytes]:
+    """The testcase's two rounds with the Python twin of operator ``mode``: each round's output bytes."""
     import numpy as np
 
     import hcomm_cffi as hcomm
@@ -118,14 +123,19 @@ def python_operator_body(rank: int, n: int, root_info: bytes, count: int) -> Lis
         out = []
         for round_ in range(2):
             x = (round_ * 1000000 + rank * 1000 + np.arange(count)).astype(np.int32)
-            out.append(w.allgather(x, algorithm=f"{PYTHON_OPERATOR}:demo_allgather").tobytes())
+            if mode == "allgather":
+                out.append(w.allgather(x, algorithm=TWINS[mode][0]).tobytes())
+            else:
+                out.append(w.run_algorithm(TWINS[mode][0], x, out=np.zeros(count, np.int32)).tobytes())
         return out
     finally:
         hcomm.finalize()
 
 
-def test_c_operator_matches_its_python_twin(install: Any, programs: Dict[str, Path], tmp_path: Path) -> None:
-    """The C operator acquires what `hcomm plan` derives for the Python one (plus the kernel launch's handoff),
+@pytest.mark.parametrize("mode", sorted(TWINS))
+def test_c_operator_matches_its_python_twin(install: Any, programs: Dict[str, Path], tmp_path: Path,
+                                            mode: str) -> None:
+    """The C operator acquires what `hcomm plan` derives for its Python twin (plus the kernel launch's handoff),
     and both produce the same bytes."""
     import json
 
@@ -136,25 +146,27 @@ def test_c_operator_matches_its_python_twin(install: Any, programs: Dict[str, Pa
     (tmp_path / "c").mkdir()
     env = child_env(install, str(REPO), HCOMM_SIM_DEVICE_COUNT=str(n), HCOMM_SIM_LEDGER=str(tmp_path / "ledger"),
                     DEMO_OUTPUT_DIR=str(tmp_path / "c"))
-    done = _run([str(programs["good"]), str(count)], env)
+    done = _run([str(programs["good"]), str(count), mode], env)
     assert done.returncode == 0, done.stdout + done.stderr
     (dump,) = (tmp_path / "ledger").glob("ledger-*.json")
     records = ledger.load(str(dump))
 
-    planned = _hcomm("plan", "--algo", f"{PYTHON_OPERATOR}:demo_allgather", "--op", "allgather", "--ranks", str(n),
-                     "--size", str(count * 4), "--dtype", "int32", "--json", env=child_env(install, str(REPO)))
+    algo, op = TWINS[mode]
+    planned = _hcomm("plan", "--algo", algo, *op, "--ranks", str(n), "--size", str(count * 4), "--dtype", "int32",
+                     "--json", env=child_env(install, str(REPO)))
     assert planned.returncode == 0, planned.stderr
     for plan in json.loads(planned.stdout)["derived"]["per_rank"]:
         mine = [a for a in records if a.rank == plan["rank"]]
         channels = sorted((peer, a.notifies) for a in mine if a.kind == "channel" for peer in a.peers)
         assert channels == sorted((c["peer"], c["notifies"]) for c in plan["channels"])
         kernel_threads = [(a.count, a.notifies) for a in mine if a.kind == "thread" and a.engine == "AICPU_TS"]
-        # the Python operator's threads run on the AICPU; a launch adds one notify to the kernel's first thread
-        # (the host's go) and the stream's thread with one notify (the kernel's done)
-        assert kernel_threads == [(1, n_) for n_ in [plan["thread_notifies"][0] + 1]] and plan["threads"] == 1
+        # the twin's one thread runs on the AICPU; a launch adds one notify to the kernel's thread (the host's go)
+        # and the stream's thread with one notify (the kernel's done)
+        assert plan["threads"] == 1 and kernel_threads == [(1, plan["thread_notifies"][0] + 1)]
         assert [(a.count, a.notifies) for a in mine if a.kind == "thread" and a.engine == "CPU_TS"] == [(1, 1)]
 
-    python = run_ranks(n, python_operator_body, count, timeout=120)
-    for rank in range(n):
+    python = run_ranks(n, python_operator_body, mode, count, timeout=120)
+    receivers = range(n) if mode == "allgather" else range(1, n, 2)
+    for rank in receivers:
         for round_ in range(2):
             assert (tmp_path / "c" / f"rank{rank}.round{round_}.bin").read_bytes() == python[rank][round_]

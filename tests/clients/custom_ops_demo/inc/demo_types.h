@@ -31,4 +31,22 @@ struct DemoArgs {
     DemoResources* res;                    /* device copy (engine context) */
 };
 
+/* send/recv: one channel to the peer, the sender's input staged in its HCCL buffer, the receiver reads it */
+struct DemoP2PResources {
+    ThreadHandle hostThread;
+    ThreadHandle aicpuThread;
+    ChannelHandle channel;
+    void* buffer;
+    uint64_t bufferSize;
+    void* peerBuffer;
+};
+
+struct DemoP2PArgs {
+    char commName[128];
+    void* data;                            /* the send buffer, or the receive buffer */
+    uint64_t bytes;
+    uint32_t isSend;
+    DemoP2PResources* res;
+};
+
 #endif

@@ -15,6 +15,10 @@ extern "C" {
 /* Every rank's `bytes` bytes of sendBuf, in rank order, in recvBuf (nRanks * bytes). */
 HcclResult HcclDemoAllGather(const void* sendBuf, void* recvBuf, uint64_t bytes, HcclComm comm, aclrtStream stream);
 
+/* `bytes` bytes of sendBuf into the matching HcclDemoRecv's recvBuf on rank destRank (they must pair up). */
+HcclResult HcclDemoSend(const void* sendBuf, uint64_t bytes, uint32_t destRank, HcclComm comm, aclrtStream stream);
+HcclResult HcclDemoRecv(void* recvBuf, uint64_t bytes, uint32_t srcRank, HcclComm comm, aclrtStream stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,9 @@
-/* HcclDemoAllGather, checked: one thread per device (as the vendor's testcases), or one process per device
- * under mpirun (OMPI_COMM_WORLD_RANK set; the root info through HcommSimBootstrapRootInfo).  Two calls with
- * different data per rank; every rank checks every byte and prints "rank R: ok", else the first mismatch. */
+/* The demo operators, checked: `demo [COUNT] [allgather|p2p]`.  One thread per device (as the vendor's
+ * testcases), or one process per device under mpirun (OMPI_COMM_WORLD_RANK set; the root info through
+ * HcommSimBootstrapRootInfo).  allgather: every rank's block to every rank; p2p: even ranks send to the next
+ * odd rank (as the vendor's send/recv sample).  Two rounds with different data per rank; every rank checks every
+ * byte it received and prints "rank R: ok", else the first mismatch.  DEMO_OUTPUT_DIR: each rank's output bytes
+ * per round go to DIR/rankR.roundK.bin. */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +16,8 @@
 #define CHECK(call) do { int rc_ = (call); if (rc_ != 0) { printf("rank %u: %s returned %d: %s\n", rank, #call, rc_, \
                          aclGetRecentErrMsg() ? aclGetRecentErrMsg() : ""); return 1; } } while (0)
 
+static bool g_p2p = false;
+
 static int Calls(uint32_t rank, uint32_t nRanks, HcclComm comm, uint64_t count)
 {
     aclrtStream stream;
@@ -20,31 +25,40 @@ static int Calls(uint32_t rank, uint32_t nRanks, HcclComm comm, uint64_t count)
     uint64_t bytes = count * sizeof(int32_t);
     void *send, *recv;
     CHECK(aclrtMalloc(&send, bytes, ACL_MEM_MALLOC_HUGE_ONLY));
-    CHECK(aclrtMalloc(&recv, bytes * nRanks, ACL_MEM_MALLOC_HUGE_ONLY));
-    std::vector<int32_t> in(count), out(count * nRanks);
+    uint32_t blocks = g_p2p ? 1 : nRanks;          /* p2p: the received block; allgather: all of them */
+    CHECK(aclrtMalloc(&recv, bytes * blocks, ACL_MEM_MALLOC_HUGE_ONLY));
+    std::vector<int32_t> in(count), out(count * blocks);
     for (int round = 0; round < 2; round++) {
         for (uint64_t i = 0; i < count; i++) in[i] = static_cast<int32_t>(round * 1000000 + rank * 1000 + i);
         CHECK(aclrtMemcpy(send, bytes, in.data(), bytes, ACL_MEMCPY_HOST_TO_DEVICE));
-        CHECK(HcclDemoAllGather(send, recv, bytes, comm, stream));
+        if (!g_p2p) {
+            CHECK(HcclDemoAllGather(send, recv, bytes, comm, stream));
+        } else if (rank % 2 == 0 && rank + 1 < nRanks) {
+            CHECK(HcclDemoSend(send, bytes, rank + 1, comm, stream));
+        } else if (rank % 2 == 1) {
+            CHECK(HcclDemoRecv(recv, bytes, rank - 1, comm, stream));
+        }
         CHECK(aclrtSynchronizeStream(stream));
-        CHECK(aclrtMemcpy(out.data(), bytes * nRanks, recv, bytes * nRanks, ACL_MEMCPY_DEVICE_TO_HOST));
+        if (g_p2p && rank % 2 == 0) continue;       /* a sender received nothing */
+        CHECK(aclrtMemcpy(out.data(), bytes * blocks, recv, bytes * blocks, ACL_MEMCPY_DEVICE_TO_HOST));
         const char* dump = getenv("DEMO_OUTPUT_DIR");       /* each rank's output bytes, for comparisons */
         if (dump != nullptr) {
             char path[4096];
             snprintf(path, sizeof path, "%s/rank%u.round%d.bin", dump, rank, round);
             FILE* f = fopen(path, "wb");
-            if (f == nullptr || fwrite(out.data(), 1, bytes * nRanks, f) != bytes * nRanks) {
+            if (f == nullptr || fwrite(out.data(), 1, bytes * blocks, f) != bytes * blocks) {
                 printf("rank %u: cannot write %s\n", rank, path);
                 return 1;
             }
             fclose(f);
         }
-        for (uint32_t r = 0; r < nRanks; r++) {
+        for (uint32_t b = 0; b < blocks; b++) {
+            uint32_t r = g_p2p ? rank - 1 : b;        /* whose block it is */
             for (uint64_t i = 0; i < count; i++) {
                 int32_t want = static_cast<int32_t>(round * 1000000 + r * 1000 + i);
-                if (out[r * count + i] != want) {
+                if (out[b * count + i] != want) {
                     printf("rank %u: round %d: element %llu of rank %u's block is %d, expected %d\n", rank, round,
-                           static_cast<unsigned long long>(i), r, out[r * count + i], want);
+                           static_cast<unsigned long long>(i), r, out[b * count + i], want);
                     return 1;
                 }
             }
@@ -70,6 +84,7 @@ static int Run(uint32_t rank, uint32_t nRanks, HcclRootInfo* root, uint64_t coun
 int main(int argc, char** argv)
 {
     uint64_t count = argc > 1 ? strtoull(argv[1], nullptr, 10) : 1000;
+    g_p2p = argc > 2 && strcmp(argv[2], "p2p") == 0;
     const char* mpiRank = getenv("OMPI_COMM_WORLD_RANK");
     if (mpiRank != nullptr) {                    /* mpirun: this process is one device */
         uint32_t rank = static_cast<uint32_t>(atoi(mpiRank));
