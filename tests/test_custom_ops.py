@@ -1,11 +1,13 @@
-"""A custom communication operator package built and run the vendor's way on the emulated install.
+"""Custom communication operators built and run the vendor's way on the emulated install.
 
 The package is the project's own (tests/clients/custom_ops_demo: op_host/ the host library, op_kernel_aicpu/
-the AICPU kernel and its JSON, inc/ its header, testcase/ a program and its Makefile), laid out as the
-vendor's samples are.  ``hcomm sim build-ops`` compiles and installs it into opp/vendors/<vendor>; the
-testcase runs with one thread per device (2, 4, 8) and under mpirun (one process per device) and checks
-every byte.  A broken variant (the kernel's last HcommThreadNotifyRecordOnThread deleted) gets the
-checker's report naming the notify and an error from aclrtSynchronizeStream within seconds, not a hang.
+the AICPU kernels and their JSON, inc/ its header, testcase/ a program and its Makefile; an allgather and a
+send/recv), laid out as the vendor's samples are.  ``hcomm sim build-ops`` compiles and installs it into
+opp/vendors/<vendor>; the testcase runs with one thread per device (2, 4, 8) and under mpirun (one process per
+device) and checks every byte.  A broken variant (the kernel's last HcommThreadNotifyRecordOnThread deleted)
+gets the checker's report naming the notify and an error from aclrtSynchronizeStream within seconds, not a
+hang.  Each operator's Python twin (examples/custom_ops) is planned by ``hcomm plan``; the C operator's
+acquisitions (the emulator's ledger) match the plan and both produce the same bytes.
 """
 from __future__ import annotations
 
@@ -170,3 +172,69 @@ def test_c_operator_matches_its_python_twin(install: Any, programs: Dict[str, Pa
     for rank in receivers:
         for round_ in range(2):
             assert (tmp_path / "c" / f"rank{rank}.round{round_}.bin").read_bytes() == python[rank][round_]
+
+
+# ---------------------------------------------------------------- build-ops errors and the install's securec
+def test_build_ops_errors_name_the_file_and_the_compiler_message(install: Any, tmp_path: Path) -> None:
+    from hcomm_cffi.cannlib.build import BuildError
+    from hcomm_cffi.cannlib.build_ops import build_ops
+
+    with pytest.raises(BuildError, match="is not an emulated CANN install"):
+        build_ops("cust", "demo", str(PACKAGE), str(tmp_path))
+    with pytest.raises(BuildError, match=r"--vendor 'a/b': expected letters, digits and '_'"):
+        build_ops("a/b", "demo", str(PACKAGE), install.root)
+    with pytest.raises(BuildError, match="op_host/op_host is missing; an operator package has op_host/"):
+        build_ops("cust", "demo", str(PACKAGE / "op_host"), install.root)
+    broken = tmp_path / "pkg"
+    shutil.copytree(PACKAGE, broken)
+    source = broken / "op_host" / "p2p.cc"
+    source.write_text(source.read_text().replace("return P2P(recvBuf,", "return P2P(recvBuf undeclared_name,"))
+    with pytest.raises(BuildError) as failed:
+        build_ops("typo", "demo", str(broken), install.root)
+    message = str(failed.value)
+    assert f"compiling {source} failed" in message and "p2p.cc:" in message and "error:" in message, message
+    assert not (Path(install.root) / "opp" / "vendors" / "typo").exists()      # nothing half-installed
+
+
+SECUREC_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include <securec.h>
+#define EXPECT(cond) do { if (!(cond)) { printf("failed: %s (line %d)\n", #cond, __LINE__); return 1; } } while (0)
+int main(void)
+{
+    char buf[8];
+    EXPECT(sprintf_s(buf, sizeof buf, "%s", "abc") == 3 && strcmp(buf, "abc") == 0);
+    EXPECT(sprintf_s(buf, sizeof buf, "%s", "too long!") == -1 && buf[0] == '\0');
+    EXPECT(snprintf_s(buf, sizeof buf, 3, "%s", "abcdef") == -1 && strcmp(buf, "abc") == 0);
+    EXPECT(memcpy_s(buf, sizeof buf, "0123456789", 10) == ERANGE_AND_RESET && buf[0] == 0);
+    EXPECT(memcpy_s(buf, sizeof buf, "0123", 4) == EOK && memcmp(buf, "0123", 4) == 0);
+    EXPECT(memcpy_s(buf, sizeof buf, NULL, 4) == EINVAL_AND_RESET);
+    EXPECT(memcpy_s(buf + 1, 7, buf, 4) == EOVERLAP_AND_RESET);
+    EXPECT(memset_s(buf, sizeof buf, 'x', 9) == ERANGE_AND_RESET && buf[7] == 'x');
+    EXPECT(strcpy_s(buf, sizeof buf, "1234567") == EOK && strcmp(buf, "1234567") == 0);
+    EXPECT(strcpy_s(buf, sizeof buf, "12345678") == ERANGE_AND_RESET && buf[0] == '\0');
+    EXPECT(strncpy_s(buf, sizeof buf, "abcdef", 2) == EOK && strcmp(buf, "ab") == 0);
+    EXPECT(strcat_s(buf, sizeof buf, "cde") == EOK && strcmp(buf, "abcde") == 0);
+    EXPECT(strcat_s(buf, sizeof buf, "xyz") == ERANGE_AND_RESET && buf[0] == '\0');
+    EXPECT(memcpy_s(NULL, 4, "a", 1) == EINVAL && memcpy_s(buf, 0, "a", 1) == ERANGE);
+    printf("ok\n");
+    return 0;
+}
+"""
+
+
+def test_securec_of_the_install(install: Any, tmp_path: Path) -> None:
+    (tmp_path / "t.c").write_text(SECUREC_C)
+    subprocess.run(["cc", "-o", str(tmp_path / "t"), str(tmp_path / "t.c"), f"-I{install.include_dir}",
+                    f"-L{install.lib_dir}", "-lc_sec", f"-Wl,-rpath,{install.lib_dir}"], check=True, timeout=120)
+    done = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout
+
+
+def test_asc_launches_become_emulator_calls() -> None:
+    from hcomm_cffi.cannlib.build_ops import rewrite_asc_launches
+
+    text = "    Kernel<<<blockDim, nullptr, stream>>>(&param, sizeof(OpParam));  // x<<<1>>> stays"
+    assert rewrite_asc_launches(text) == ('    HcommSimAscLaunchAicpu((void *)&Kernel, "Kernel", blockDim, stream, '
+                                          '&param, sizeof(OpParam));  // x<<<1>>> stays')
