@@ -111,8 +111,8 @@ def test_missing_notify_record_is_named_not_a_hang(install: Any, programs: Dict[
 # ---------------------------------------------------------------- parity with the same operators in Python
 EXAMPLES = REPO / "examples" / "custom_ops"
 #: testcase mode -> (the Python twin, its plan's --op arguments)
-TWINS = {"allgather": (f"{EXAMPLES / 'demo_allgather.py'}:demo_allgather", ["--op", "allgather"]),
-         "p2p": (f"{EXAMPLES / 'demo_sendrecv.py'}:demo_sendrecv", [])}
+TWINS = {"allgather": (f"{EXAMPLES / 'demo_ops.py'}:demo_allgather", ["--op", "allgather"]),
+         "p2p": (f"{EXAMPLES / 'demo_ops.py'}:demo_sendrecv", [])}
 
 
 def python_operator_body(rank: int, n: int, root_info: bytes, mode: str, count: int) -> List[bytes]:

@@ -125,6 +125,20 @@ class _Registry:
         self.args: Dict[int, KernelArgs] = {}
         self.so_handles: Dict[str, Any] = {}
 
+    def add(self, table: Dict[int, Any], obj: Any, out: Any, ctype: str) -> None:
+        """Keep ``obj`` in ``table`` under its handle and hand the handle out through ``out[0]``."""
+        with self.lock:
+            table[obj.handle] = obj
+        out[0] = ffi.cast(ctype, obj.handle)
+
+    @staticmethod
+    def find(table: Dict[int, Any], handle: Any, what: str) -> Any:
+        """The object behind ``handle``; ACL_ERROR_RT_INVALID_HANDLE naming ``what`` it should have been."""
+        obj = table.get(key_of(handle))
+        if obj is None:
+            raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"0x{key_of(handle):x} is not {what}")
+        return obj
+
 
 _REG = _Registry()
 
@@ -429,18 +443,14 @@ class AicpuCalls:
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"cpuKernelMode={mode}: a file load accepts 0 (the JSON only) "
                                                        "or 1 (the .so next to the JSON)")
         binary = KernelBinary(self._new_handle(), os.path.realpath(path), mode, _parse_json(path))
-        with _REG.lock:
-            _REG.binaries[binary.handle] = binary
-        binHandle[0] = ffi.cast("aclrtBinHandle", binary.handle)
+        _REG.add(_REG.binaries, binary, binHandle, "aclrtBinHandle")
         return 0
 
     @entry
     def aclrtBinaryUnLoad(self, binHandle: Any) -> int:
-        key = key_of(binHandle)
+        binary = _REG.find(_REG.binaries, binHandle, "a loaded binary (binHandle of aclrtBinaryLoadFromFile)")
         with _REG.lock:
-            binary = _REG.binaries.pop(key, None)
-            if binary is None:
-                raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"binHandle 0x{key:x} is not a loaded binary")
+            _REG.binaries.pop(binary.handle, None)
             for h in [h for h, f in _REG.functions.items() if f.binary is binary]:
                 del _REG.functions[h]
         return 0
@@ -449,42 +459,26 @@ class AicpuCalls:
     def aclrtBinaryGetFunction(self, binHandle: Any, kernelName: Any, funcHandle: Any) -> int:
         if kernelName == ffi.NULL or funcHandle == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "kernelName or funcHandle is NULL")
-        key = key_of(binHandle)
-        binary = _REG.binaries.get(key)
-        if binary is None:
-            raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"binHandle 0x{key:x} is not a loaded binary")
+        binary = _REG.find(_REG.binaries, binHandle, "a loaded binary (binHandle of aclrtBinaryLoadFromFile)")
         name = c_string(kernelName).decode("utf-8", "replace")
         so_path, symbol, address = _resolve(binary, name)
         function = KernelFunction(self._new_handle(), binary, name, so_path, symbol, address)
-        with _REG.lock:
-            _REG.functions[function.handle] = function
-        funcHandle[0] = ffi.cast("aclrtFuncHandle", function.handle)
+        _REG.add(_REG.functions, function, funcHandle, "aclrtFuncHandle")
         return 0
 
     def _function(self, handle: Any) -> KernelFunction:
-        function = _REG.functions.get(key_of(handle))
-        if function is None:
-            raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"funcHandle 0x{key_of(handle):x} is not a kernel function "
-                                                        "(aclrtBinaryGetFunction)")
-        return function
+        return _REG.find(_REG.functions, handle, "a kernel function (funcHandle of aclrtBinaryGetFunction)")
 
     # ------------------------------------------------------------------ arguments
     @entry
     def aclrtKernelArgsInit(self, funcHandle: Any, argsHandle: Any) -> int:
         if argsHandle == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "argsHandle is NULL")
-        args = KernelArgs(self._new_handle(), self._function(funcHandle))
-        with _REG.lock:
-            _REG.args[args.handle] = args
-        argsHandle[0] = ffi.cast("aclrtArgsHandle", args.handle)
+        _REG.add(_REG.args, KernelArgs(self._new_handle(), self._function(funcHandle)), argsHandle, "aclrtArgsHandle")
         return 0
 
     def _args(self, handle: Any) -> KernelArgs:
-        args = _REG.args.get(key_of(handle))
-        if args is None:
-            raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"argsHandle 0x{key_of(handle):x} is not kernel arguments "
-                                                        "(aclrtKernelArgsInit)")
-        return args
+        return _REG.find(_REG.args, handle, "kernel arguments (argsHandle of aclrtKernelArgsInit)")
 
     @entry
     def aclrtKernelArgsAppend(self, argsHandle: Any, param: Any, paramSize: int, paramHandle: Any) -> int:
@@ -516,16 +510,21 @@ class AicpuCalls:
                                                     f"{function.name!r}")
         if not args.finalized:
             raise SimError(ACL_ERROR_INVALID_PARAM, "the arguments are not finalized (aclrtKernelArgsFinalize)")
-        if numBlocks < 1:
-            raise SimError(ACL_ERROR_INVALID_PARAM, f"numBlocks={numBlocks}; expected >= 1")
+        self._launch_on(stream, function, bytes(args.blob), "numBlocks", numBlocks, _timeout_s(cfg))
+        return 0
+
+    def _launch_on(self, stream: Any, function: KernelFunction, args: bytes, blocks_name: str, blocks: int,
+                   timeout_s: Optional[float]) -> None:
+        """Launch ``function`` with a device copy of ``args`` on ``stream`` for the calling thread's device."""
+        if blocks < 1:
+            raise SimError(ACL_ERROR_INVALID_PARAM, f"{blocks_name}={blocks}; expected >= 1")
         q = self._stream(stream)
         device = self._device.current
         if device < 0:
             raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
-        timeout = _timeout_s(cfg) or float(settings.value("HCCL_EXEC_TIMEOUT"))
-        blob = ffi.new("char[]", bytes(args.blob) or b"\0")
-        self._launch_kernel(_KernelRun(self, function, blob, int(numBlocks), device, q, timeout))
-        return 0
+        blob = ffi.new("char[]", args or b"\0")
+        self._launch_kernel(_KernelRun(self, function, blob, int(blocks), device, q,
+                                       timeout_s or float(settings.value("HCCL_EXEC_TIMEOUT"))))
 
     @staticmethod
     def _launch_kernel(run: _KernelRun) -> None:
@@ -556,19 +555,11 @@ class AicpuCalls:
             raise SimError(ACL_ERROR_INVALID_PARAM, "the kernel function is NULL")
         if argsSize and args == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"args is NULL but argsSize={argsSize}")
-        if blockDim < 1:
-            raise SimError(ACL_ERROR_INVALID_PARAM, f"blockDim={blockDim}; expected >= 1")
-        q = self._stream(stream)
-        device = self._device.current
-        if device < 0:
-            raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
         label = c_string(name).decode("utf-8", "replace")
-        address = int(ffi.cast("uintptr_t", fn))
         binary = KernelBinary(0, "the host library, from an .aicpu source", -1, {})
-        function = KernelFunction(0, binary, label, binary.path, label, address)
-        blob = ffi.new("char[]", ffi.buffer(ffi.cast("char *", args), argsSize)[:] if argsSize else b"\0")
-        self._launch_kernel(_KernelRun(self, function, blob, int(blockDim), device, q,
-                                float(settings.value("HCCL_EXEC_TIMEOUT"))))
+        function = KernelFunction(0, binary, label, binary.path, label, int(ffi.cast("uintptr_t", fn)))
+        data = ffi.buffer(ffi.cast("char *", args), argsSize)[:] if argsSize else b""
+        self._launch_on(stream, function, data, "blockDim", blockDim, None)
         return 0
 
     # ------------------------------------------------------------------ hccl/hccl_launch.h
