@@ -87,13 +87,22 @@ def test_under_mpirun(install: Any, programs: Dict[str, Path]) -> None:
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         pytest.skip("mpirun not found (bash scripts/setup-test-env.sh installs Open MPI)")
-    env = child_env(install, str(REPO), HCOMM_RENDEZVOUS_DIR=str(programs["work"]), HCOMM_RENDEZVOUS="file")
+    trace_dir = programs["work"] / "trace"
+    env = child_env(install, str(REPO), HCOMM_RENDEZVOUS_DIR=str(programs["work"]), HCOMM_RENDEZVOUS="file",
+                    HCOMM_TRACE=str(trace_dir))
     extra = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     done = _run([mpirun, *extra, "--oversubscribe", "-n", "4", str(programs["good"]), "300", "allgather"], env,
                 timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(line for line in done.stdout.splitlines() if line.startswith("rank")) == \
         sorted(f"rank {r}: ok" for r in range(4))
+    # HCOMM_TRACE: every rank's file has the kernel on its stream and the kernel's tasks on its thread
+    import json
+    traces = sorted(trace_dir.glob("*.rank*.trace.json"))
+    assert len(traces) == 4, traces
+    for path in traces:
+        slices = {e["name"] for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") == "X"}
+        assert {"aicpukernel", "twait", "trecord", "copy", "read", "record", "wait"} <= slices, (path, slices)
 
 
 def test_missing_notify_record_is_named_not_a_hang(install: Any, programs: Dict[str, Path]) -> None:

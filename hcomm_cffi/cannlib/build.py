@@ -168,7 +168,7 @@ try:
     elif "hcomm_cffi" not in sys.modules and _ROOT not in sys.path:
         sys.path.insert(0, _ROOT)
     from hcomm_cffi.cannlib.embedded import bind
-    bind(ffi, {list(functions)!r}, {CORE_PREFIX!r})
+    bind(ffi, {list(functions)!r}, {CORE_PREFIX!r}, c_program=bool(lib.hcommsim_started_interpreter()))
 except BaseException as exc:            # every call then returns an error naming this
     lib.hcommsim_note_start_error(f"the emulator did not start: {{type(exc).__name__}}: {{exc}}".encode())
     raise

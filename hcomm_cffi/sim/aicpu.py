@@ -39,7 +39,7 @@ from .runtime import EXECUTOR, Queue, SimEvent, SimThread
 from .state import SimState, c_string, key_of
 from .tasks import EventWait, HostCall
 
-__all__ = ["AicpuCalls", "KernelBinary", "KernelFunction", "running_kernels", "CPU_KERNEL_MODES"]
+__all__ = ["AicpuCalls", "KernelBinary", "KernelFunction", "KernelRunning", "running_kernels", "CPU_KERNEL_MODES"]
 
 # acl/error_codes/rt_error_codes.h (hicann/runtime@681ef7610 include/external/acl/error_codes/rt_error_codes.h)
 ACL_ERROR_RT_AICPU_TIMEOUT = 507017
@@ -254,6 +254,17 @@ def _timeout_s(cfg: Any) -> Optional[float]:
     if {_ATTR_TIMEOUT, _ATTR_TIMEOUT_US} <= ids:       # acl_rt.h:533: they cannot be carried at the same time
         raise SimError(ACL_ERROR_INVALID_PARAM, "cfg carries both ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT and _TIMEOUT_US")
     return seconds or None
+
+
+class KernelRunning(EventWait):
+    """The stream's task while its launched AICPU kernel runs: an event wait named for the trace and the checker."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        """``AicpuKernel`` (HCOMM_TRACE slices and checker messages)."""
+        return "AicpuKernel"
 
 
 class _KernelRun:
@@ -528,7 +539,7 @@ class AicpuCalls:
 
     @staticmethod
     def _launch_kernel(run: _KernelRun) -> None:
-        EXECUTOR.submit(run.stream, [HostCall(run.start), EventWait(run.done, 1)])
+        EXECUTOR.submit(run.stream, [HostCall(run.start), KernelRunning(run.done, 1)])
         EXECUTOR.settle()
 
     def aclrtGetLastError(self, level: int) -> int:

@@ -13,6 +13,7 @@ from typing import Any, List
 
 
 from .. import settings
+from .. import trace as _trace
 from .._ffi import ffi
 from ..enums import (
     HCCL_ROOT_INFO_BYTES, MAX_NOTIFIES_PER_COMM, MAX_THREAD_NOTIFIES, MAX_THREADS_PER_COMM, Engine, Protocol,
@@ -79,6 +80,8 @@ class ControlPlane:
     state: SimState
     _string: Any  # interned C strings, provided by AclRuntime
     _device: Any  # the calling OS thread's current device, provided by AclRuntime
+    #: the emulated install's core sets it in a C program: HCOMM_TRACE from each communicator's creation on
+    traces_c_program = False
 
     def _require_device(self, function: str) -> int:
         """The calling thread's device; CANN's init calls fail with HCCL_E_RUNTIME without one.
@@ -169,6 +172,8 @@ class ControlPlane:
             comm.destroy()
             raise
         _record_buffer(comm, "HcclCommInit")
+        if self.traces_c_program:
+            _trace.start(rank)   # HCOMM_TRACE of a C program (the Comm API starts it for Python programs)
         return comm
 
     @entry
@@ -305,6 +310,8 @@ class ControlPlane:
             c.engine_contexts.clear()
             self.state.comms.pop(c.handle, None)
         EXECUTOR.retire(c, c.destroy)            # other ranks of this process may be polling its words
+        if self.traces_c_program and _trace.ACTIVE:
+            _trace.flush()                       # a C program never runs the exit-time flush
         if messages and c.config.check == "strict":  # everything is released; the schedule was still wrong
             raise SimError(HcclResult.E_INTERNAL, "; ".join(messages))
         return 0
