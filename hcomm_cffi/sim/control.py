@@ -26,6 +26,7 @@ from .native import NATIVE_PROTOCOL
 from . import product
 from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
 from .state import SimState, c_string
+from .tasks import C_WAIT, T_WAIT
 
 ROOT_MAGIC = b"HCOMMSIM"
 ROOT_VERSION = 1
@@ -275,10 +276,13 @@ class ControlPlane:
     def HcclCommDestroy(self, comm: Any) -> int:
         c = self.state.comm(comm)
         EXECUTOR.settle()
+        clean = not c.async_error
+        stranded = []
         with EXECUTOR.lock:
             for th in list(c.threads) + list(c.stream_threads.values()):
                 q = th.queue
                 if q.tasks:
+                    stranded.append(_stranded(c, th, q))
                     EXECUTOR.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
                                         f"{q.name}: communicator {c.name} destroyed with tasks pending")
         # after a failed operation leftovers are a consequence, not a schedule bug: report only clean runs
@@ -288,6 +292,8 @@ class ControlPlane:
                      if c.config.check != "off" and not c.async_error else [])
         messages = [f"checker: rank {c.rank}, communicator {c.name}: {text} was recorded but never waited on"
                     for text in leftovers]
+        if clean and c.config.check != "off":
+            messages += stranded
         c.reports.extend(messages)
         messages += c.strict_findings          # e.g. a thread notify left set at the end of a batch
         if c.config.check == "warn":
@@ -537,6 +543,20 @@ def _record_new_channels(c: SimComm, engine: int, made: List[Any], held: "set[in
     for notifies, peers in fresh.items():
         ledger.record(c.name, "channel", _engine_name(engine), len(peers), notifies, rank=c.rank,
                       peers=tuple(peers), function="HcclChannelAcquire")
+
+
+def _stranded(c: SimComm, th: SimThread, q: Queue) -> str:
+    """The checker's words for a thread whose tasks never ran before its communicator was destroyed."""
+    head = q.tasks[0]
+    if head[0] == T_WAIT:
+        waits = f"waits on thread notify {head.index}, which nothing recorded"
+    elif head[0] == C_WAIT:
+        waits = f"waits on channel notify {head.index} from rank {head.channel.peer}, which it never recorded"
+    else:
+        waits = f"is {head.name}"
+    return (f"checker: rank {c.rank}, communicator {c.name}: destroyed while {th.label} still had {len(q.tasks)} "
+            f"task(s) (step {q.executed} {waits}); they never ran: every thread's work must end before the stream "
+            "that waits for it is synchronised (a missing record, or a thread left out of the join)")
 
 
 def _record_buffer(c: SimComm, function: str) -> None:
