@@ -235,7 +235,8 @@ class AclRuntime:
 
     def _sync(self, q: Queue, deadline: "float | None", timeout_code: int) -> int:
         """Drive the executor until ``q`` is empty (or failed); its error, the timeout's code, or 0."""
-        finished = not q.tasks or EXECUTOR.run_until(lambda: not q.tasks or q.error is not None, deadline)
+        with EXECUTOR.host_waits(q.comm):      # this rank's host issues nothing more meanwhile (runtime.py)
+            finished = not q.tasks or EXECUTOR.run_until(lambda: not q.tasks or q.error is not None, deadline)
         if q.error is not None:
             code, acl_code, message = q.error
             q.error = None

@@ -8,11 +8,12 @@ then sleeps on the communicator's futex doorbell, which every record into this r
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import warnings
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Deque, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from . import kernels
 from .. import trace as _trace
@@ -111,6 +112,8 @@ class Executor:
         # thread's) must still find a dead peer, not only one wait longer than LIVENESS_EVERY_S
         self.last_liveness = time.monotonic()
         self.kernels_running = 0   # AICPU kernels running now (sim/aicpu.py): they may still issue records
+        # host threads synchronising a stream of a communicator: its host issues nothing more meanwhile
+        self.host_waiting: Dict["SimComm", int] = {}
 
     # ------------------------------------------------------------------ submission
     def submit(self, queue: Queue, tasks: Sequence[Task]) -> None:
@@ -534,13 +537,32 @@ class Executor:
                                     f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
                                     f"(step {q.executed}): every rank must issue the same operations")
 
+    @contextlib.contextmanager
+    def host_waits(self, comm: Optional["SimComm"]) -> Iterator[None]:
+        """The calling host thread synchronises a stream of ``comm`` (None: a stream of no communicator)."""
+        if comm is None:
+            yield
+            return
+        with self.lock:
+            self.host_waiting[comm] = self.host_waiting.get(comm, 0) + 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                left = self.host_waiting[comm] - 1
+                if left:
+                    self.host_waiting[comm] = left
+                else:
+                    del self.host_waiting[comm]
+
     def _check_lost_waits(self, now: float) -> None:
         """Fail a thread-notify wait that nothing can record any more, naming it, instead of at its timeout.
 
-        Thread notifies are recorded only by this process: when no queued task records the awaited one, no
-        queue that could still issue work (a host task, a kernel launch) waits to run, no AICPU kernel is
-        running and nothing else is runnable, the wait would only end at its timeout (1836 s in the vendor's
-        samples).  Typically a missing HcommThreadNotifyRecordOnThread in a custom operator's kernel.
+        Thread notifies are recorded only by this process: when the rank's host is synchronising one of its
+        streams (so it issues nothing more), no queued task records the awaited notify, no queue that could
+        still issue work (a host task, a kernel launch) waits to run, no AICPU kernel is running and nothing
+        else is runnable, the wait would only end at its timeout (1836 s in the vendor's samples).  Typically
+        a missing HcommThreadNotifyRecordOnThread in a custom operator's kernel.
         """
         if self.kernels_running:
             return
@@ -553,7 +575,7 @@ class Executor:
         for q in blocked:
             t = q.tasks[0]
             th = t.thread
-            if th.notifies[t.index] or self._may_record(th, t.index):
+            if th.notifies[t.index] or not self.host_waiting.get(th.comm) or self._may_record(th, t.index):
                 continue
             comm = th.comm
             message = (f"checker: rank {comm.rank}, {th.label}, step {q.executed}: waits on thread notify {t.index}, "
