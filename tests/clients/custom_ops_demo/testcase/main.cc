@@ -1,9 +1,9 @@
 /* The demo operators, checked: `demo [COUNT] [allgather|p2p]`.  One thread per device (as the vendor's
- * testcases), or one process per device under mpirun (OMPI_COMM_WORLD_RANK set; the root info through
- * HcommSimBootstrapRootInfo).  allgather: every rank's block to every rank; p2p: even ranks send to the next
- * odd rank (as the vendor's send/recv sample).  Two rounds with different data per rank; every rank checks every
- * byte it received and prints "rank R: ok", else the first mismatch.  DEMO_OUTPUT_DIR: each rank's output bytes
- * per round go to DIR/rankR.roundK.bin. */
+ * testcases), or one process per device under a launcher (mpirun: OMPI_COMM_WORLD_RANK/SIZE; hcomm run and
+ * torchrun: RANK/WORLD_SIZE; the root info through HcommSimBootstrapRootInfo).  allgather: every rank's block
+ * to every rank; p2p: even ranks send to the next odd rank (as the vendor's send/recv sample).  Two rounds with
+ * different data per rank; every rank checks every byte it received and prints "rank R: ok", else the first
+ * mismatch.  DEMO_OUTPUT_DIR: each rank's output bytes per round go to DIR/rankR.roundK.bin. */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -85,10 +85,15 @@ int main(int argc, char** argv)
 {
     uint64_t count = argc > 1 ? strtoull(argv[1], nullptr, 10) : 1000;
     g_p2p = argc > 2 && strcmp(argv[2], "p2p") == 0;
-    const char* mpiRank = getenv("OMPI_COMM_WORLD_RANK");
-    if (mpiRank != nullptr) {                    /* mpirun: this process is one device */
-        uint32_t rank = static_cast<uint32_t>(atoi(mpiRank));
-        uint32_t nRanks = static_cast<uint32_t>(atoi(getenv("OMPI_COMM_WORLD_SIZE")));
+    const char* jobRank = getenv("OMPI_COMM_WORLD_RANK");
+    const char* jobSize = getenv("OMPI_COMM_WORLD_SIZE");
+    if (jobRank == nullptr || jobSize == nullptr) {        /* hcomm run, torchrun */
+        jobRank = getenv("RANK");
+        jobSize = getenv("WORLD_SIZE");
+    }
+    if (jobRank != nullptr && jobSize != nullptr) {        /* a launcher started one process per device */
+        uint32_t rank = static_cast<uint32_t>(atoi(jobRank));
+        uint32_t nRanks = static_cast<uint32_t>(atoi(jobSize));
         HcclRootInfo root;
         CHECK(aclrtSetDevice(static_cast<int32_t>(rank)));
         CHECK(HcommSimBootstrapRootInfo(rank, nRanks, &root));
