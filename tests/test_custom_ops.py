@@ -105,6 +105,14 @@ def test_under_mpirun(install: Any, programs: Dict[str, Path]) -> None:
         assert {"aicpukernel", "twait", "trecord", "copy", "read", "record", "wait"} <= slices, (path, slices)
 
 
+def test_under_hcomm_run(install: Any, programs: Dict[str, Path]) -> None:
+    done = _run([sys.executable, "-m", "hcomm_cffi", "run", "-n", "4", "--", str(programs["good"]), "300", "p2p"],
+                child_env(install, str(REPO)), timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(line.split("] ", 1)[-1] for line in done.stdout.splitlines() if "rank" in line) == \
+        sorted(f"rank {r}: ok" for r in range(4))
+
+
 def test_missing_notify_record_is_named_not_a_hang(install: Any, programs: Dict[str, Path]) -> None:
     env = child_env(install, str(REPO), HCOMM_SIM_DEVICE_COUNT="2", HCOMM_SIM_CHECK="warn")  # findings on stderr
     done = _run([str(programs["broken"]), "100"], env, timeout=60)    # the kernel's waits time out after 30 s
