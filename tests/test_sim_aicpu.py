@@ -17,7 +17,7 @@ import pytest
 from cann_install import install  # noqa: F401  (install is a fixture)
 from hcomm_cffi._ffi import ffi
 from hcomm_cffi.enums import Engine
-from simhelp import RankEnv, open_rank
+from simhelp import RankEnv, open_single_rank
 
 pytestmark = pytest.mark.slow
 
@@ -59,12 +59,7 @@ def kernels(install: Any, tmp_path_factory: Any) -> Path:
 
 @pytest.fixture
 def rank() -> Iterator[RankEnv]:
-    from hcomm_cffi.binding import Binding
-    from hcomm_cffi.lib import load
-
-    b = Binding(load("sim"))
-    b.set_device(0)
-    env = open_rank(0, 1, b.get_root_info())
+    env = open_single_rank()
     yield env
     env.close()
 
