@@ -11,6 +11,7 @@ acquisitions (the emulator's ledger) match the plan and both produce the same by
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -97,7 +98,6 @@ def test_under_mpirun(install: Any, programs: Dict[str, Path]) -> None:
     assert sorted(line for line in done.stdout.splitlines() if line.startswith("rank")) == \
         sorted(f"rank {r}: ok" for r in range(4))
     # HCOMM_TRACE: every rank's file has the kernel on its stream and the kernel's tasks on its thread
-    import json
     traces = sorted(trace_dir.glob("*.rank*.trace.json"))
     assert len(traces) == 4, traces
     for path in traces:
@@ -156,8 +156,6 @@ def test_c_operator_matches_its_python_twin(install: Any, programs: Dict[str, Pa
                                             mode: str) -> None:
     """The C operator acquires what `hcomm plan` derives for its Python twin (plus the kernel launch's handoff),
     and both produce the same bytes."""
-    import json
-
     from hcomm_cffi.sim import ledger
     from multiproc import run_ranks
 

@@ -35,7 +35,7 @@ from .errors import (
 )
 from ..enums import Engine
 from .group import group_depth
-from .runtime import EXECUTOR, Queue, SimEvent, SimThread
+from .runtime import EXECUTOR, Queue, SimEvent
 from .state import SimState, c_string, key_of
 from .tasks import EventWait, HostCall
 
