@@ -74,3 +74,10 @@ def open_rank(rank: int, n: int, root: bytes) -> RankEnv:
     env = RankEnv(b, lib, comm, rank, n, stream)
     env.buf, env.buf_size = b.get_hccl_buffer(comm)
     return env
+
+
+def open_single_rank() -> RankEnv:
+    """A one-rank world communicator on device 0 of the emulator (its own root info)."""
+    b = Binding(load("sim"))
+    b.set_device(0)
+    return open_rank(0, 1, b.get_root_info())

@@ -36,6 +36,8 @@ from .. import __version__
 from .declarations import CORE_PREFIX, Prototype, cdef_digest, exported, types_cdef
 from .header import EMULATOR_FUNCTIONS, HEADER_NAME, VENDOR_SIGNATURES, write_headers
 from .embedded import UNSUPPORTED_FUNCTION
+from .kernel_runner import KERNEL_RUNNER_C
+from .securec import LIBC_SEC, LIBC_SEC_C, SECUREC_H
 from .startup import core_cdef, core_preamble, failure_code, forwarder, forwarder_prelude
 from .vendor_stubs import NOT_SUPPORT, RES_EXPT_HEADER, VENDOR_STUBS
 from ..lib.emulated import MARKER_FILE, read_marker, write_marker
@@ -132,8 +134,8 @@ def _up_to_date(root: str) -> bool:
     marker = read_marker(root)
     if marker is None or any(marker.get(k) != v for k, v in _stamp().items()):
         return False
-    needed = [os.path.join("lib64", name) for name in (CORE_LIBRARY, *VENDOR_LIBRARIES)]
-    needed += [os.path.join("include", HEADER_NAME), "set_env.sh"]
+    needed = [os.path.join("lib64", name) for name in (CORE_LIBRARY, *VENDOR_LIBRARIES, LIBC_SEC)]
+    needed += [os.path.join("include", HEADER_NAME), os.path.join("include", "securec.h"), "set_env.sh"]
     return all(os.path.isfile(os.path.join(root, rel)) for rel in needed)
 
 
@@ -166,7 +168,7 @@ try:
     elif "hcomm_cffi" not in sys.modules and _ROOT not in sys.path:
         sys.path.insert(0, _ROOT)
     from hcomm_cffi.cannlib.embedded import bind
-    bind(ffi, {list(functions)!r}, {CORE_PREFIX!r})
+    bind(ffi, {list(functions)!r}, {CORE_PREFIX!r}, c_program=bool(lib.hcommsim_started_interpreter()))
 except BaseException as exc:            # every call then returns an error naming this
     lib.hcommsim_note_start_error(f"the emulator did not start: {{type(exc).__name__}}: {{exc}}".encode())
     raise
@@ -193,7 +195,7 @@ def _build_core(include_dir: str, work: str) -> str:
     builder.cdef(types_cdef() + core_cdef)
     prefixed = "\n".join(p.declaration(CORE_PREFIX + p.name) for p in _core_prototypes())
     builder.embedding_api(prefixed)
-    preamble = core_preamble(HEADER_NAME, sys.executable, sys.base_prefix)
+    preamble = core_preamble(HEADER_NAME, sys.executable, sys.base_prefix) + KERNEL_RUNNER_C
     builder.set_source(CORE_MODULE, preamble, include_dirs=[include_dir],
                        extra_link_args=[f"-Wl,-soname,{CORE_LIBRARY}"])
     builder.embedding_init_code(_init_code(_core_functions()))
@@ -243,6 +245,18 @@ def _build_vendor(compiler: List[str], name: str, key: str, include_dir: str, li
     return target
 
 
+def _build_securec(compiler: List[str], include_dir: str, work: str) -> str:
+    """include/securec.h and libc_sec.so (cannlib/securec.py): CANN's bounds-checked C functions."""
+    with open(os.path.join(include_dir, "securec.h"), "w") as f:
+        f.write(SECUREC_H)
+    source = os.path.join(work, "securec.c")
+    with open(source, "w") as f:
+        f.write(LIBC_SEC_C)
+    target = os.path.join(work, LIBC_SEC)
+    _run(compiler + ["-shared", "-fPIC", "-O2", "-I", include_dir, "-o", target, source, f"-Wl,-soname,{LIBC_SEC}"])
+    return target
+
+
 def _set_env_text(root: str) -> str:
     return f"""\
 # set_env.sh of the hcomm_cffi emulated CANN install at {root}
@@ -282,6 +296,7 @@ def build_libs(out: str, force: bool = False) -> BuildResult:
         os.makedirs(lib_dir, exist_ok=True)
         write_headers(include_dir)
         with tempfile.TemporaryDirectory(prefix=".build-", dir=root) as work:
+            os.replace(_build_securec(compiler, include_dir, work), os.path.join(lib_dir, LIBC_SEC))
             core = _build_core(include_dir, work)
             os.replace(core, os.path.join(lib_dir, CORE_LIBRARY))
             for name, key in VENDOR_LIBRARIES.items():

@@ -28,6 +28,10 @@ HEADER_NAME = "hcomm_sim.h"
 EMULATOR_FUNCTIONS: Tuple[Prototype, ...] = (
     Prototype("HcclResult", "HcommSimBootstrapRootInfo", "uint32_t rank, uint32_t nRanks, HcclRootInfo* rootInfo",
               "hcomm_sim.h"),
+    # custom operators: what `hcomm sim build-ops` turns an ASC source's kernel<<<blockDim, l2ctrl, stream>>>(args,
+    # size) launch of an AICPU kernel into (sim/aicpu.py); errors are kept for aclrtGetLastError
+    Prototype("aclError", "HcommSimAscLaunchAicpu", "void* fn, const char* name, uint32_t blockDim, aclrtStream stream, "
+              "const void* args, size_t argsSize", "hcomm_sim.h"),
 )
 
 #: Where the vendor header's parameters differ from the cdef's: name -> (vendor parameters, forwarded arguments).
@@ -118,6 +122,7 @@ def header_text() -> str:
 #include <stdint.h>
 #include <string.h>
 #include <netinet/in.h>
+#include "securec.h"            /* as CANN's hcomm_res_defs.h includes it (libc_sec.so implements it) */
 
 #ifdef __cplusplus
 extern "C" {{

@@ -21,12 +21,11 @@ from .errors import (
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
     SimError, entry, last_error, set_last_error,
 )
-from . import graphs
+from . import graphs, product
 from .runtime import EXECUTOR, Queue, SimEvent
 from .tasks import EventRecord, EventWait, HostCall
 from .state import SimState, key_of
 
-SOC_NAME = b"Ascend910B (hcomm_cffi emulator)"
 
 __all__ = ["AclRuntime"]
 
@@ -76,7 +75,7 @@ class AclRuntime:
         return ffi.NULL if text is None else self._string(text)
 
     def aclrtGetSocName(self) -> Any:
-        return self._string(SOC_NAME.decode())
+        return self._string(product.soc_name())
 
     @entry
     def aclrtSetDevice(self, deviceId: int) -> int:
@@ -240,7 +239,8 @@ class AclRuntime:
 
     def _sync(self, q: Queue, deadline: "float | None", timeout_code: int) -> int:
         """Drive the executor until ``q`` is empty (or failed); its error, the timeout's code, or 0."""
-        finished = not q.tasks or EXECUTOR.run_until(lambda: not q.tasks or q.error is not None, deadline)
+        with EXECUTOR.host_waits(q.comm):      # this rank's host issues nothing more meanwhile (runtime.py)
+            finished = not q.tasks or EXECUTOR.run_until(lambda: not q.tasks or q.error is not None, deadline)
         if q.error is not None:
             code, acl_code, message = q.error
             q.error = None

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Tuple
 
 from .._ffi import ffi
 from .errors import HcclResult, SimError, entry
+from . import product
 from .state import SimState, c_string
 
 __all__ = ["ClientCalls", "ENGINE_CTX_TAG_MAX"]
@@ -20,7 +21,6 @@ _HCCL_DETERMINISTIC = 0
 _THREAD_TYPE_TS = 0
 _THREAD_CONFIG_MAGIC = 0x0F0F0F2F        # HCOMM_THREAD_CONFIG_MAGIC_WORD (hcomm_res_defs.h)
 _COMM_TOPO_1DMESH = 1
-_COMM_PROTOCOL_HCCS = 0
 _COMM_LINK_MAGIC_WORD = 0x0F0E0F0F        # hccl/hccl_rank_graph.h
 _COMM_ADDR_TYPE_ID = 2
 _ENDPOINT_LOC_TYPE_DEVICE = 0
@@ -277,12 +277,12 @@ class ClientCalls:
             link[0].header.magicWord = _COMM_LINK_MAGIC_WORD
             link[0].header.size = ffi.sizeof("CommLink")
             for desc, rank in ((link[0].srcEndpointDesc, srcRank), (link[0].dstEndpointDesc, dstRank)):
-                desc.protocol = _COMM_PROTOCOL_HCCS
+                desc.protocol = product.link_protocol()
                 desc.commAddr.type = _COMM_ADDR_TYPE_ID
                 desc.commAddr.id = rank
                 desc.loc.locType = _ENDPOINT_LOC_TYPE_DEVICE
                 desc.loc.device.devPhyId = rank
-            link[0].linkAttr.linkProtocol = _COMM_PROTOCOL_HCCS
+            link[0].linkAttr.linkProtocol = product.link_protocol()
             link[0].linkAttr.hop = 1
         links[0] = link
         linkNum[0] = 1

@@ -13,16 +13,20 @@ from typing import Any, List
 
 
 from .. import settings
+from .. import trace as _trace
 from .._ffi import ffi
 from ..enums import (
     HCCL_ROOT_INFO_BYTES, MAX_NOTIFIES_PER_COMM, MAX_THREAD_NOTIFIES, MAX_THREADS_PER_COMM, Engine, Protocol,
 )
 from .comm import MAX_NOTIFIES_PER_CHANNEL, SimComm
 from .config import SimConfig, read_config
+from . import ledger
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
 from .native import NATIVE_PROTOCOL
+from . import product
 from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
 from .state import SimState, c_string
+from .tasks import C_WAIT, T_WAIT
 
 ROOT_MAGIC = b"HCOMMSIM"
 ROOT_VERSION = 1
@@ -77,6 +81,8 @@ class ControlPlane:
     state: SimState
     _string: Any  # interned C strings, provided by AclRuntime
     _device: Any  # the calling OS thread's current device, provided by AclRuntime
+    #: the emulated install's core sets it in a C program: HCOMM_TRACE from each communicator's creation on
+    traces_c_program = False
 
     def _require_device(self, function: str) -> int:
         """The calling thread's device; CANN's init calls fail with HCCL_E_RUNTIME without one.
@@ -166,6 +172,9 @@ class ControlPlane:
                 del self.state.comms[handle]
             comm.destroy()
             raise
+        _record_buffer(comm, "HcclCommInit")
+        if self.traces_c_program:
+            _trace.start(rank)   # HCOMM_TRACE of a C program (the Comm API starts it for Python programs)
         return comm
 
     @entry
@@ -259,6 +268,7 @@ class ControlPlane:
                 c.destroy()
             raise
         for r, c in enumerate(made):
+            _record_buffer(c, "HcclCommInitAll")
             comms[r] = ffi.cast("HcclComm", c.handle)
         return 0
 
@@ -266,10 +276,13 @@ class ControlPlane:
     def HcclCommDestroy(self, comm: Any) -> int:
         c = self.state.comm(comm)
         EXECUTOR.settle()
+        clean = not c.async_error
+        stranded = []
         with EXECUTOR.lock:
             for th in list(c.threads) + list(c.stream_threads.values()):
                 q = th.queue
                 if q.tasks:
+                    stranded.append(_stranded(c, th, q))
                     EXECUTOR.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
                                         f"{q.name}: communicator {c.name} destroyed with tasks pending")
         # after a failed operation leftovers are a consequence, not a schedule bug: report only clean runs
@@ -279,6 +292,8 @@ class ControlPlane:
                      if c.config.check != "off" and not c.async_error else [])
         messages = [f"checker: rank {c.rank}, communicator {c.name}: {text} was recorded but never waited on"
                     for text in leftovers]
+        if clean and c.config.check != "off":
+            messages += stranded
         c.reports.extend(messages)
         messages += c.strict_findings          # e.g. a thread notify left set at the end of a batch
         if c.config.check == "warn":
@@ -301,6 +316,8 @@ class ControlPlane:
             c.engine_contexts.clear()
             self.state.comms.pop(c.handle, None)
         EXECUTOR.retire(c, c.destroy)            # other ranks of this process may be polling its words
+        if self.traces_c_program and _trace.ACTIVE:
+            _trace.flush()                       # a C program never runs the exit-time flush
         if messages and c.config.check == "strict":  # everything is released; the schedule was still wrong
             raise SimError(HcclResult.E_INTERNAL, "; ".join(messages))
         return 0
@@ -404,6 +421,8 @@ class ControlPlane:
                 self.state.threads[handle] = th
                 threads[i] = handle
             c.thread_notifies += threadNum * notifyNumPerThread
+        ledger.record(c.name, "thread", _engine_name(engine), threadNum, notifyNumPerThread, rank=c.rank,
+                      function="HcclThreadAcquire")
         return 0
 
     @entry
@@ -427,10 +446,17 @@ class ControlPlane:
                 th = SimThread(handle, c, int(eng), notifyNum, q, main=True)
                 c.stream_threads[key] = th
                 self.state.threads[handle] = th
+                made = ("thread", 1, notifyNum)
             elif notifyNum > len(th.notifies):
+                made = ("notify", notifyNum - len(th.notifies), 0)
                 th.notifies.extend([0] * (notifyNum - len(th.notifies)))
+            else:
+                made = None
             if q.comm is None:
                 q.comm = c
+        if made is not None:
+            ledger.record(c.name, made[0], _engine_name(engine), made[1], made[2], rank=c.rank,
+                          function="HcclThreadAcquireWithStream")
         thread[0] = th.handle
         return 0
 
@@ -461,7 +487,7 @@ class ControlPlane:
         if engine not in CHANNEL_ENGINES:
             raise SimError(HcclResult.E_PARA, f"engine={engine}: channels exist for COMM_ENGINE_CPU, CPU_TS, AICPU, "
                                               "AICPU_TS and AIV only")
-        protocols = AIV_CHANNEL_PROTOCOLS if engine == Engine.AIV else CHANNEL_PROTOCOLS
+        protocols = AIV_CHANNEL_PROTOCOLS if engine == Engine.AIV else CHANNEL_PROTOCOLS | product.extra_channel_protocols()
         descs = ffi.cast("HcclChannelDesc *", channelDescs)
         requests = []
         for i in range(channelNum):
@@ -481,11 +507,13 @@ class ControlPlane:
                 raise SimError(HcclResult.E_PARA, f"channelDescs[{i}].notifyNum={d.notifyNum}; expected at most "
                                                   f"{MAX_NOTIFIES_PER_CHANNEL}")
             requests.append((peer, int(engine), proto, int(d.notifyNum)))
+        held = {id(ch) for ch in c.channels.values()}
         made = c.connect_channels(requests, self.state.new_channel_handle)
         with self.state.lock:
             for i, ch in enumerate(made):
                 self.state.channels[ch.handle] = ch
                 channels[i] = ch.handle
+        _record_new_channels(c, engine, made, held)
         return 0
 
     @entry
@@ -493,6 +521,49 @@ class ControlPlane:
         self.state.comm(comm)
         raise SimError(HcclResult.E_NOT_SUPPORT, "HcclChannelDestroy only releases CCU channels (Ascend 950); "
                                                  "A2/A3 channels live until HcclCommDestroy")
+
+
+def _engine_name(engine: int) -> str:
+    """The CommEngine's name as the caller spelled it (CPU_TS stays CPU_TS), for the ledger."""
+    try:
+        return Engine(engine).name
+    except ValueError:
+        return str(engine)
+
+
+def _record_new_channels(c: SimComm, engine: int, made: List[Any], held: "set[int]") -> None:
+    """One ledger record per notify count for the channels this call created (reused ones are not new)."""
+    fresh: "dict[int, list[int]]" = {}
+    seen: "set[int]" = set()
+    for ch in made:
+        if id(ch) in held or id(ch) in seen:
+            continue
+        seen.add(id(ch))
+        fresh.setdefault(ch.notify_num, []).append(ch.peer)
+    for notifies, peers in fresh.items():
+        ledger.record(c.name, "channel", _engine_name(engine), len(peers), notifies, rank=c.rank,
+                      peers=tuple(peers), function="HcclChannelAcquire")
+
+
+def _stranded(c: SimComm, th: SimThread, q: Queue) -> str:
+    """The checker's words for a thread whose tasks never ran before its communicator was destroyed."""
+    head = q.tasks[0]
+    if head[0] == T_WAIT:
+        waits = f"waits on thread notify {head.index}, which nothing recorded"
+    elif head[0] == C_WAIT:
+        waits = f"waits on channel notify {head.index} from rank {head.channel.peer}, which it never recorded"
+    else:
+        waits = f"is {head.name}"
+    return (f"checker: rank {c.rank}, communicator {c.name}: destroyed while {th.label} still had {len(q.tasks)} "
+            f"task(s) (step {q.executed} {waits}); they never ran: every thread's work must end before the stream "
+            "that waits for it is synchronised (a missing record, or a thread left out of the join)")
+
+
+def _record_buffer(c: SimComm, function: str) -> None:
+    """The communicator's HCCL buffer, made with it (``2 x HCCL_BUFFSIZE`` per rank; none on one rank, whose
+    HcclGetHcclBuffer answers NULL and 0)."""
+    if c.nranks > 1:
+        ledger.record(c.name, "buffer", "", c.buffer_bytes, 0, rank=c.rank, function=function)
 
 
 def _ranktable_rank_ids(table: Any, path: str) -> List[int]:

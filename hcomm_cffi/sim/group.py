@@ -21,7 +21,7 @@ from .._ffi import ffi
 from .errors import HcclResult, SimError, entry
 from .state import SimState
 
-__all__ = ["GroupCalls", "GROUPED_FUNCTIONS"]
+__all__ = ["GroupCalls", "GROUPED_FUNCTIONS", "group_depth"]
 
 _COLLECTIVES = ("HcclAllReduce", "HcclBroadcast", "HcclReduceScatter", "HcclReduceScatterV", "HcclScatter",
                 "HcclAllGather", "HcclAllGatherV", "HcclAlltoAllVC", "HcclAlltoAllV", "HcclAlltoAll", "HcclReduce")
@@ -57,6 +57,11 @@ class _Group(threading.local):
 
 
 _GROUP = _Group()
+
+
+def group_depth() -> int:
+    """How deep the calling OS thread is inside HcclGroupStart/End (0: not in a group)."""
+    return _GROUP.depth
 
 
 class GroupCalls:

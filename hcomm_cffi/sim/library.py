@@ -7,6 +7,7 @@ from typing import Any, Callable, List, Sequence
 from ..lib.contract import Backend, Call, Capabilities
 from .abi_check import declared_functions
 from .acl import AclRuntime
+from .aicpu import AicpuCalls
 from .client_api import ClientCalls
 from .control import ControlPlane
 from .dataplane import DataPlane
@@ -55,7 +56,8 @@ SIM_CAPABILITIES = Capabilities(emulator=True, host_memory_as_device=True, step_
                                 checks_signatures_in_band=True, host_tasks=True, prepares_batches=True)
 
 
-class SimLibrary(ControlPlane, DataPlane, AclRuntime, GraphCalls, ClientCalls, GroupCalls, NativeCollectives, Backend):
+class SimLibrary(ControlPlane, DataPlane, AclRuntime, GraphCalls, AicpuCalls, ClientCalls, GroupCalls,
+                 NativeCollectives, Backend):
     """Drop-in for the dlopen'ed CANN libraries: same function names, cdata arguments, return codes.
 
     All instances in a process share one state, as all handles into one real library would.

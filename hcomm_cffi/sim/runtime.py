@@ -8,11 +8,12 @@ then sleeps on the communicator's futex doorbell, which every record into this r
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import warnings
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Deque, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from . import kernels
 from .. import trace as _trace
@@ -36,6 +37,7 @@ SPIN_ROUNDS = 200           # sched_yield polls of the awaited words before slee
 MAX_SLEEP_S = 0.02          # bound on one futex sleep (guards against a lost wake-up)
 LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers still exist
 PEER_LEFT_GRACE_S = 1.0     # a wait blocked this long on a peer that left its communicator fails naming it
+LOST_WAIT_GRACE_S = 1.0     # a thread-notify wait blocked this long that nothing can record any more fails
 
 __all__ = ["Queue", "SimThread", "SimEvent", "Executor", "CheckerWarning", "EXECUTOR", "KIND_NAMES",
            "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
@@ -110,6 +112,9 @@ class Executor:
         # when peers were last checked, kept across run_until calls: many short timed waits (a polling
         # thread's) must still find a dead peer, not only one wait longer than LIVENESS_EVERY_S
         self.last_liveness = time.monotonic()
+        self.kernels_running = 0   # AICPU kernels running now (sim/aicpu.py): they may still issue records
+        # host threads synchronising a stream of a communicator: its host issues nothing more meanwhile
+        self.host_waiting: Dict["SimComm", int] = {}
 
     # ------------------------------------------------------------------ submission
     def submit(self, queue: Queue, tasks: Sequence[Task]) -> None:
@@ -188,6 +193,7 @@ class Executor:
                     if now - self.last_liveness >= LIVENESS_EVERY_S:
                         self.last_liveness = now
                         self._check_peers(now)
+                        self._check_lost_waits(now)
                 if done():
                     return True
                 if deadline is not None and now >= deadline:
@@ -537,6 +543,68 @@ class Executor:
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
                                     f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
                                     f"(step {q.executed}): every rank must issue the same operations")
+
+    @contextlib.contextmanager
+    def host_waits(self, comm: Optional["SimComm"]) -> Iterator[None]:
+        """The calling host thread synchronises a stream of ``comm`` (None: a stream of no communicator)."""
+        if comm is None:
+            yield
+            return
+        with self.lock:
+            self.host_waiting[comm] = self.host_waiting.get(comm, 0) + 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                left = self.host_waiting[comm] - 1
+                if left:
+                    self.host_waiting[comm] = left
+                else:
+                    del self.host_waiting[comm]
+
+    def _check_lost_waits(self, now: float) -> None:
+        """Fail a thread-notify wait that nothing can record any more, naming it, instead of at its timeout.
+
+        Thread notifies are recorded only by this process: when the rank's host is synchronising one of its
+        streams (so it issues nothing more), no queued task records the awaited notify, no queue that could
+        still issue work (a host task, a kernel launch) waits to run, no AICPU kernel is running and nothing
+        else is runnable, the wait would only end at its timeout (1836 s in the vendor's samples).  Typically
+        a missing HcommThreadNotifyRecordOnThread in a custom operator's kernel.
+        """
+        if self.kernels_running:
+            return
+        blocked = []
+        for q in self.active:
+            if not q.blocked_since:
+                return                       # something can still run: it may record
+            if q.tasks and q.tasks[0][0] == T_WAIT and now - q.blocked_since >= LOST_WAIT_GRACE_S:
+                blocked.append(q)
+        for q in blocked:
+            t = q.tasks[0]
+            th = t.thread
+            if th.notifies[t.index] or not self.host_waiting.get(th.comm) or self._may_record(th, t.index):
+                continue
+            comm = th.comm
+            message = (f"checker: rank {comm.rank}, {th.label}, step {q.executed}: waits on thread notify {t.index}, "
+                       "which nothing can record any more (no queued task records it, no AICPU kernel is running, "
+                       "every thread of the process is idle or waiting): a missing HcommThreadNotifyRecordOnThread("
+                       f"..., dstThread=0x{th.handle:x}, dstNotifyIdx={t.index})")
+            if comm.config.check != "off":
+                comm.reports.append(message)
+                if comm.config.check == "warn":
+                    warn_caller(message, CheckerWarning)
+            self.fail_queue(q, HcclResult.E_TIMEOUT, ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, message)
+
+    def _may_record(self, th: SimThread, index: int) -> bool:
+        """Whether a queued task records ``th``'s notify ``index``, or a queued host task or launch could issue one."""
+        for q in self.active:
+            for task in q.tasks:
+                kind = task[0]
+                if kind == T_RECORD and task.target is th and task.index == index:
+                    return True
+                if kind == CALL or kind == EVENT_WAIT:
+                    return True
+        return False
 
     # ------------------------------------------------------------------ sleeping
     def _doorbells(self) -> List[Tuple[Any, int]]:
