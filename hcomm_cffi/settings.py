@@ -41,6 +41,7 @@ DEFAULT_EAGER_LIMIT = 64 << 10
 STEP_MIN_BYTES = 128                    # one aligned landing slot (algorithms.context.ALIGN)
 CHECK_MODES = ("off", "warn", "strict")
 BACKENDS = ("sim", "cann")
+SIM_PLATFORMS = ("a2", "a3", "910a")
 RENDEZVOUS_CHANNELS = ("file", "tcp", "torch", "mpi")
 LOG_LEVELS = ("WARN", "INFO", "DEBUG")
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
@@ -178,6 +179,9 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("HCOMM_SIM_SHM_DIR", "sim_shm_dir", _path, "/dev/shm", "directory of the emulator's segments"),
     Variable("HCOMM_SIM_DEVICE_COUNT", "sim_device_count",
              lambda n, r: parse_int(n, r, 1, 1 << 16, " number of devices"), 16, "devices the emulator reports"),
+    Variable("HCOMM_SIM_PLATFORM", "sim_platform", lambda n, r: _choice(n, r, SIM_PLATFORMS, "an emulated platform"),
+             "a2", "the platform the emulator's devices are (aclrtGetSocName: a2 Ascend910B1, a3 Ascend910_9391, "
+             "910a Ascend910A)"),
     Variable("HCOMM_SIM_ABI_CHECK", "sim_abi_check", _flag, False, "call the emulator through C function pointers"),
     Variable("HCOMM_JOB_ID", "job_id", _text, None, "job id shared by every rank of a job"),
     Variable("HCOMM_JOB_SECRET", "job_secret", _text, None,
@@ -239,6 +243,7 @@ class Settings:
     sim_check: str
     sim_shm_dir: str
     sim_device_count: int
+    sim_platform: str
     sim_abi_check: bool
     job_id: Optional[str]
     job_secret: Optional[str]

@@ -22,10 +22,8 @@ from .errors import (
     SimError, entry, last_error, set_last_error,
 )
 from .runtime import EXECUTOR, Queue, SimEvent
-from .tasks import EventRecord, EventWait, HostCall
+from .tasks import EventRecord, HostCall
 from .state import SimState, key_of
-
-SOC_NAME = b"Ascend910B (hcomm_cffi emulator)"
 
 __all__ = ["AclRuntime"]
 
@@ -73,9 +71,6 @@ class AclRuntime:
     def aclGetRecentErrMsg(self) -> Any:
         text = last_error()
         return ffi.NULL if text is None else self._string(text)
-
-    def aclrtGetSocName(self) -> Any:
-        return self._string(SOC_NAME.decode())
 
     @entry
     def aclrtSetDevice(self, deviceId: int) -> int:
@@ -276,10 +271,6 @@ class AclRuntime:
         event[0] = ffi.cast("aclrtEvent", key)
         return 0
 
-    @entry
-    def aclrtCreateEventWithFlag(self, event: Any, flag: int) -> int:
-        return self.aclrtCreateEvent(event)
-
     def _event(self, event: Any) -> SimEvent:
         ev = self.state.event(event)
         if ev is None:
@@ -298,14 +289,6 @@ class AclRuntime:
         q = self._stream(stream)
         ev.recorded += 1
         EXECUTOR.submit(q, [EventRecord(ev)])
-        EXECUTOR.settle()
-        return 0
-
-    @entry
-    def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
-        ev = self._event(event)
-        q = self._stream(stream)
-        EXECUTOR.submit(q, [EventWait(ev, ev.recorded)])
         EXECUTOR.settle()
         return 0
 
