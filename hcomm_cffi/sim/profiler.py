@@ -90,7 +90,7 @@ class Profiler:
         return ffi.cast("aclprofConfig *", handle)
 
     @staticmethod
-    def _config(profilerConfig: Any) -> Tuple[int, ProfilerConfig]:
+    def _prof_config(profilerConfig: Any) -> Tuple[int, ProfilerConfig]:
         key = int(ffi.cast("uintptr_t", profilerConfig))
         got = _Session.configs.get(key)
         if got is None:
@@ -102,7 +102,7 @@ class Profiler:
     def aclprofStart(self, profilerConfig: Any) -> int:
         if _Session.path is None:
             raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
-        key, config = self._config(profilerConfig)
+        key, config = self._prof_config(profilerConfig)
         if _Session.running is not None:
             raise SimError(ACL_ERROR_PROF_ALREADY_RUN, "profiling is already running; aclprofStop it first")
         _Session.running = key
@@ -113,7 +113,7 @@ class Profiler:
     def aclprofStop(self, profilerConfig: Any) -> int:
         if _Session.path is None:
             raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
-        key, _config = self._config(profilerConfig)
+        key, _config = self._prof_config(profilerConfig)
         if _Session.running is None:
             raise SimError(ACL_ERROR_PROF_NOT_RUN, "profiling is not running (aclprofStart)")
         if _Session.running != key:
@@ -125,7 +125,7 @@ class Profiler:
 
     @entry
     def aclprofDestroyConfig(self, profilerConfig: Any) -> int:
-        key, _config = self._config(profilerConfig)
+        key, _config = self._prof_config(profilerConfig)
         if _Session.running == key:
             raise SimError(ACL_ERROR_INVALID_PROFILING_CONFIG, "profilerConfig is running; aclprofStop it first")
         del _Session.configs[key]
