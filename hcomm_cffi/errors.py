@@ -144,11 +144,13 @@ _ACL_TABLE: Tuple[Tuple[str, int, Optional[str], Optional[str]], ...] = (
     ("ACL_ERROR_RT_COMM_OP_RETRY_FAIL", 507904, "AclRtCommOpRetryFailError",
      "operator retry (HCCL_OP_RETRY_ENABLE) could not recover from a link fault"),
     # the profiler, events with timing and unsupported APIs (hccl_test; acl_base_rt.h:64 on, rt_error_codes.h:21 on)
-    ("ACL_ERROR_INVALID_PROFILING_CONFIG", 100010, None, None),
-    ("ACL_ERROR_PROF_ALREADY_RUN", 100042, None, None),
-    ("ACL_ERROR_PROF_NOT_RUN", 100043, None, None),
-    ("ACL_ERROR_API_NOT_SUPPORT", 200001, None, None),
-    ("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID", 107006, None, None),
+    ("ACL_ERROR_INVALID_PROFILING_CONFIG", 100010, "AclInvalidProfilingConfigError",
+     "pass the aclprofConfig that aclprofCreateConfig returned (and that aclprofStart started)"),
+    ("ACL_ERROR_PROF_ALREADY_RUN", 100042, "AclProfAlreadyRunError", "profiling is running: aclprofStop it first"),
+    ("ACL_ERROR_PROF_NOT_RUN", 100043, "AclProfNotRunError", "start profiling (aclprofStart) before stopping it"),
+    ("ACL_ERROR_API_NOT_SUPPORT", 200001, "AclApiNotSupportError", _HINT_NOT_SUPPORT),
+    ("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID", 107006, "AclRtEventTimestampInvalidError",
+     "both events need an executed record: record them and synchronize their streams first"),
 )
 
 # code -> (C name, class name, hint), like _HCCL_CODES
@@ -584,6 +586,36 @@ class AclRtCommOpRetryFailError(AclError):
     """ACL_ERROR_RT_COMM_OP_RETRY_FAIL (507904)."""
 
     default_code = 507904
+
+
+class AclInvalidProfilingConfigError(AclError):
+    """ACL_ERROR_INVALID_PROFILING_CONFIG (100010)."""
+
+    default_code = 100010
+
+
+class AclProfAlreadyRunError(AclError):
+    """ACL_ERROR_PROF_ALREADY_RUN (100042)."""
+
+    default_code = 100042
+
+
+class AclProfNotRunError(AclError):
+    """ACL_ERROR_PROF_NOT_RUN (100043)."""
+
+    default_code = 100043
+
+
+class AclApiNotSupportError(AclError):
+    """ACL_ERROR_API_NOT_SUPPORT (200001)."""
+
+    default_code = 200001
+
+
+class AclRtEventTimestampInvalidError(AclError):
+    """ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID (107006)."""
+
+    default_code = 107006
 
 
 # ---- end of the generated classes ----
