@@ -23,7 +23,7 @@ ACL_ERROR_API_NOT_SUPPORT = 200001
 ACL_ERROR_UNINITIALIZE = 100001
 ACL_ERROR_PROF_NOT_RUN = 100043
 ACL_ERROR_INVALID_PROFILING_CONFIG = 100010
-HCCL_E_PARA, HCCL_E_PTR, HCCL_E_NOT_SUPPORT = 1, 2, 5
+HCCL_E_PARA, HCCL_E_PTR, HCCL_E_MEMORY, HCCL_E_NOT_SUPPORT = 1, 2, 3, 5
 MIB2 = 2 << 20
 
 
@@ -187,6 +187,12 @@ def test_zero_copy_is_a3_only_and_checks_ranges(lib: Any, reserved: Any, monkeyp
         win = ffi.new("HcclCommSymWindow *")
         offset = ffi.new("size_t *")
         assert lib.HcclCommSymWinRegister(comm, reserved, MIB2, win, 0) == HCCL_E_PARA
+        outside = ffi.cast("void *", 0x1000)
+        assert lib.HcclCommSymWinRegister(comm, outside, MIB2, win, 1) == HCCL_E_PARA           # not mapped memory
+        assert lib.HcclCommSymWinRegister(comm, reserved, 17 << 30, win, 1) == HCCL_E_MEMORY    # past the 16 GiB stride
+        monkeypatch.setenv("HCOMM_SIM_PLATFORM", "a2")
+        assert lib.HcclCommSymWinRegister(comm, reserved, MIB2, win, 1) == HCCL_E_NOT_SUPPORT   # A3 only, as CANN
+        monkeypatch.setenv("HCOMM_SIM_PLATFORM", "a3")
         assert lib.HcclCommSymWinRegister(comm, reserved, MIB2, win, 1) == 0
         inner = ffi.cast("char *", reserved) + 64
         found = ffi.new("HcclCommSymWindow *")

@@ -11,7 +11,8 @@ deactivation of an address that is not an activation's start, is HCCL_E_PARA
 On the emulator a collective reads and writes the user's buffers in place whatever is activated: the calls
 check and record, which is the contract a program sees.
 
-Symmetric windows (op_base.cc:5839-5900): flag 1 (HCCL_COMM_SYM_WINDOW_FLAG_COLL_SYMMETRIC) registers
+Symmetric windows (op_base.cc:5839-5900; A3 only, hccl_communicator_host.cc:9842-9850; mapped physical memory within
+the per-rank stride hcclSymWinMaxMemSizePerRank GiB, symmetric_memory/symmetric_memory.cc:646-676): flag 1 (HCCL_COMM_SYM_WINDOW_FLAG_COLL_SYMMETRIC) registers
 [addr, addr+size) with the communicator and returns a handle, flag 0 is "not supported yet" (HCCL_E_PARA), size 0
 is HCCL_E_PARA; deregistering a handle that is not registered is HCCL_E_PARA.
 """
@@ -22,14 +23,58 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from .. import settings
+from ..constants import HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE
 from .._ffi import ffi
 from .errors import HcclResult, SimError, entry
 from .state import SimState, key_of
 
-__all__ = ["ZeroCopyCalls", "SYM_WINDOW_FLAG_COLL_SYMMETRIC"]
+__all__ = ["ZeroCopyCalls", "SYM_WINDOW_FLAG_COLL_SYMMETRIC", "CommConfigFields", "remember_config"]
 
 SYM_WINDOW_FLAG_COLL_SYMMETRIC = 1
-_ZERO_COPY_PLATFORMS = ("a3",)
+_A3_ONLY = ("a3",)
+_GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class CommConfigFields:
+    """The HcclCommConfig fields CANN keeps for these calls and for reporting (comm_config.cc:185-198 of
+    src/legacy/ascend910/framework/communicator): the expansion mode, the world rank and job ids (NSLB-DP
+    telemetry; the emulator has one execution path, so none of the three changes what it does) and the symmetric
+    window stride in GiB (hcclSymWinMaxMemSizePerRank; hccl_communicator_host.cc:9816-9830 sizes the windows'
+    address space with it)."""
+
+    op_expansion_mode: int = 0
+    world_rank_id: int = 0
+    job_id: int = 0
+    sym_win_stride_gib: int = HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE
+
+
+_CONFIGS: Dict[int, CommConfigFields] = {}
+
+
+def remember_config(handle: int, config: Any) -> None:
+    """Keep communicator ``handle``'s config fields (its HcclCommConfig, or None/NULL for the defaults)."""
+    if config is None or config == ffi.NULL:
+        _CONFIGS[handle] = CommConfigFields()
+        return
+    c = ffi.cast("HcclCommConfig *", config)
+    size = int(ffi.cast("uint64_t *", config)[0])       # the config's own size: older versions are shorter
+    stride = HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE
+    if size >= ffi.offsetof("HcclCommConfig", "hcclSymWinMaxMemSizePerRank") + 8 and c.hcclSymWinMaxMemSizePerRank:
+        stride = int(c.hcclSymWinMaxMemSizePerRank)
+    _CONFIGS[handle] = CommConfigFields(int(c.hcclOpExpansionMode), int(c.hcclWorldRankID), int(c.hcclJobID), stride)
+
+
+def comm_config(handle: int) -> CommConfigFields:
+    """The fields :func:`remember_config` kept for ``handle`` (defaults for a communicator made otherwise)."""
+    return _CONFIGS.get(handle) or CommConfigFields()
+
+
+def _require_a3(what: str) -> None:
+    platform = str(settings.value("HCOMM_SIM_PLATFORM"))
+    if platform not in _A3_ONLY:
+        raise SimError(HcclResult.E_NOT_SUPPORT, f"{what} needs an Atlas A3 device; the emulated platform is "
+                                                 f"{platform} (HCOMM_SIM_PLATFORM=a3 emulates A3)")
 
 
 @dataclass
@@ -68,10 +113,7 @@ class ZeroCopyCalls:
     def HcclCommSetMemoryRange(self, comm: Any, baseVirPtr: Any, size: int, alignment: int, flags: int) -> int:
         key, mem = self._zero_copy(comm)
         base = _ptr(baseVirPtr, "baseVirPtr")
-        platform = str(settings.value("HCOMM_SIM_PLATFORM"))
-        if platform not in _ZERO_COPY_PLATFORMS:
-            raise SimError(HcclResult.E_NOT_SUPPORT, f"zero copy needs an Atlas A3 device; the emulated platform is "
-                                                     f"{platform} (HCOMM_SIM_PLATFORM=a3 emulates A3)")
+        _require_a3("zero copy")
         if size == 0:
             raise SimError(HcclResult.E_PARA, "size=0; expected the length of the reserved range")
         with self._zc_lock:
@@ -147,8 +189,17 @@ class ZeroCopyCalls:
         if flag != SYM_WINDOW_FLAG_COLL_SYMMETRIC:
             raise SimError(HcclResult.E_PARA, f"flag={flag}; only HCCL_COMM_SYM_WINDOW_FLAG_COLL_SYMMETRIC (1) is "
                                               "supported")
-        handle = self.state.new_ptr_key()
+        _require_a3("symmetric memory")
+        if self.vmm_mapping(start) is None:
+            raise SimError(HcclResult.E_PARA, f"addr=0x{start:x} is not memory mapped by aclrtMapMem (a window "
+                                              "is made of physical allocations)")
+        stride = comm_config(key).sym_win_stride_gib * _GIB
         with self._zc_lock:
+            used = sum(w.size for w in self._windows.values() if w.comm == key)
+            if used + size > stride:
+                raise SimError(HcclResult.E_MEMORY, f"windows of {used} + {size} bytes exceed the "
+                                                    f"{stride >> 30} GiB per rank of hcclSymWinMaxMemSizePerRank")
+            handle = self.state.new_ptr_key()
             self._windows[handle] = _Window(key, start, int(size))
         winHandle[0] = ffi.cast("HcclCommSymWindow", handle)
         return 0
