@@ -57,10 +57,13 @@ def start(world_rank: int, host_side: bool = False) -> bool:
     return True
 
 
-def start_in(directory: str, world_rank: int) -> None:
-    """Turn tracing on into ``directory`` whatever HCOMM_TRACE says (the ACL profiler's aclprofStart, sim/profiler.py)."""
-    if not ACTIVE:
-        _begin(directory, world_rank, False)
+def start_in(directory: str, world_rank: int) -> bool:
+    """Turn tracing on into ``directory`` (the ACL profiler's aclprofStart, sim/profiler.py); False when it was
+    already on (HCOMM_TRACE): the events then go on to HCOMM_TRACE's file."""
+    if ACTIVE:
+        return False
+    _begin(directory, world_rank, False)
+    return True
 
 
 def stop() -> Optional[str]:

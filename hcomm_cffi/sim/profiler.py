@@ -42,12 +42,18 @@ class _Session:
     path: Optional[str] = None
     configs: Dict[int, Tuple[Any, ProfilerConfig]] = {}      # address of the opaque object -> (its cdata, config)
     running: Optional[int] = None
+    owns_trace = False           # False: HCOMM_TRACE was tracing already; its file gets the interval
     last: Optional[str] = None
 
 
 def last_result() -> Optional[str]:
     """The trace file the last aclprofStop wrote (None before one)."""
     return _Session.last
+
+
+def _end_trace() -> Optional[str]:
+    """Write the profiled interval: the profiler's own trace is written and turned off, HCOMM_TRACE's is flushed."""
+    return trace.stop() if _Session.owns_trace else trace.flush()
 
 
 class Profiler:
@@ -106,7 +112,7 @@ class Profiler:
         if _Session.running is not None:
             raise SimError(ACL_ERROR_PROF_ALREADY_RUN, "profiling is already running; aclprofStop it first")
         _Session.running = key
-        trace.start_in(_Session.path, config.devices[0])
+        _Session.owns_trace = trace.start_in(_Session.path, config.devices[0])
         return 0
 
     @entry
@@ -120,7 +126,7 @@ class Profiler:
             raise SimError(ACL_ERROR_INVALID_PROFILING_CONFIG, "profilerConfig is not the config profiling was "
                                                                "started with")
         _Session.running = None
-        _Session.last = trace.stop()
+        _Session.last = _end_trace()
         return 0
 
     @entry
@@ -136,7 +142,7 @@ class Profiler:
         if _Session.path is None:
             raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
         if _Session.running is not None:
-            _Session.last = trace.stop()        # finalize ends a running session, writing what it recorded
+            _Session.last = _end_trace()        # finalize ends a running session, writing what it recorded
             _Session.running = None
         _Session.path = None
         return 0
