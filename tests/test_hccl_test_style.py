@@ -69,3 +69,18 @@ def test_hccl_test_style_program_under_mpirun(install: Any, program: str, shm: s
                            timeout=120, env=env)
     assert drawn.returncode == 0, drawn.stderr
     assert (prof / "merged.trace.json").exists()
+
+
+def test_acl_rt_functions_the_emulator_lacks_are_named_stubs(install: Any) -> None:
+    """libacl_rt.so exports every acl_rt.h host function; one the cdef does not declare answers
+    ACL_ERROR_API_NOT_SUPPORT (NULL for a pointer) and names itself in aclGetRecentErrMsg()."""
+    code = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); m = lib.aclGetRecentErrMsg; m.restype = ctypes.c_char_p; "
+            "g = lib.aclrtCreateGroupInfo; g.restype = ctypes.c_void_p; "
+            "print(lib.aclrtMemcpy2d(), m().decode()); print(g(), m().decode()); print(lib.aclrtSetDeviceSatMode(1))")
+    proc = subprocess.run([sys.executable, "-c", code, os.path.join(install.lib_dir, "libacl_rt.so")],
+                          capture_output=True, text=True, timeout=120, env=child_env(install, str(REPO)))
+    assert proc.returncode == 0, proc.stderr
+    memcpy2d, group, sat = proc.stdout.splitlines()
+    assert memcpy2d.startswith("200001 aclrtMemcpy2d is not implemented by the hcomm_cffi emulator"), memcpy2d
+    assert group.startswith("None aclrtCreateGroupInfo is not implemented"), group
+    assert sat == "0"                                                   # declared and implemented: forwarded
