@@ -486,6 +486,46 @@ typedef struct aclrtLaunchKernelCfg {
     size_t numAttrs;
 } aclrtLaunchKernelCfg;
 
+/* ---- ACL virtual memory, device modes and the profiler (acl/acl_rt.h, acl/acl_prof.h: hccl_test) ---- */
+typedef enum {
+    ACL_DDR_MEM = 0, ACL_HBM_MEM = 1, ACL_DDR_MEM_HUGE = 2, ACL_DDR_MEM_NORMAL = 3, ACL_HBM_MEM_HUGE = 4,
+    ACL_HBM_MEM_NORMAL = 5, ACL_DDR_MEM_P2P_HUGE = 6, ACL_DDR_MEM_P2P_NORMAL = 7, ACL_HBM_MEM_P2P_HUGE = 8,
+    ACL_HBM_MEM_P2P_NORMAL = 9, ACL_HBM_MEM_HUGE1G = 10, ACL_HBM_MEM_P2P_HUGE1G = 11, ACL_MEM_NORMAL = 12,
+    ACL_MEM_HUGE = 13, ACL_MEM_HUGE1G = 14, ACL_MEM_P2P_NORMAL = 15, ACL_MEM_P2P_HUGE = 16, ACL_MEM_P2P_HUGE1G = 17
+} aclrtMemAttr;
+typedef enum {
+    ACL_RT_OVERFLOW_MODE_SATURATION = 0, ACL_RT_OVERFLOW_MODE_INFNAN = 1, ACL_RT_OVERFLOW_MODE_UNDEF = 2
+} aclrtFloatOverflowMode;
+typedef enum {
+    ACL_MEM_LOCATION_TYPE_HOST = 0, ACL_MEM_LOCATION_TYPE_DEVICE = 1, ACL_MEM_LOCATION_TYPE_UNREGISTERED = 2,
+    ACL_MEM_LOCATION_TYPE_MANAGED = 3, ACL_MEM_LOCATION_TYPE_HOST_NUMA = 4
+} aclrtMemLocationType;
+typedef struct {
+    uint32_t id;
+    aclrtMemLocationType type;
+} aclrtMemLocation;
+typedef enum { ACL_MEM_ALLOCATION_TYPE_PINNED = 0 } aclrtMemAllocationType;
+typedef enum { ACL_MEM_HANDLE_TYPE_NONE = 0, ACL_MEM_HANDLE_TYPE_POSIX = 2 } aclrtMemHandleType;
+typedef struct {
+    aclrtMemHandleType handleType;
+    aclrtMemAllocationType allocationType;
+    aclrtMemAttr memAttr;
+    aclrtMemLocation location;
+    uint64_t reserve;
+} aclrtPhysicalMemProp;
+typedef enum {
+    ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM = 0, ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1,
+    ACL_RT_MEM_ALLOC_GRANULARITY_UNDEF = 65535
+} aclrtMemGranularityOptions;
+typedef enum {
+    ACL_AICORE_ARITHMETIC_UTILIZATION = 0, ACL_AICORE_PIPE_UTILIZATION = 1, ACL_AICORE_MEMORY_BANDWIDTH = 2,
+    ACL_AICORE_L0B_AND_WIDTH = 3, ACL_AICORE_RESOURCE_CONFLICT_RATIO = 4, ACL_AICORE_MEMORY_UB = 5,
+    ACL_AICORE_L2_CACHE = 6, ACL_AICORE_PIPE_EXECUTE_UTILIZATION = 7, ACL_AICORE_MEMORY_ACCESS = 8,
+    ACL_AICORE_NONE = 255
+} aclprofAicoreMetrics;
+typedef struct aclprofConfig aclprofConfig;
+typedef struct aclprofAicoreEvents aclprofAicoreEvents;
+
 /* ---- functions, grouped by the header that declares them ---- */
 /* hccl/hccl_comm.h */
 HcclResult HcclCommInitClusterInfo(const char* clusterInfo, uint32_t rank, HcclComm* comm);
@@ -715,4 +755,26 @@ aclError aclrtLaunchKernelWithConfig(aclrtFuncHandle funcHandle, uint32_t numBlo
 aclError aclrtGetLastError(aclrtLastErrLevel level);
 /* acl/acl_base_rt.h */
 const char* aclrtGetSocName(void);
+/* ---- ACL virtual memory, events with timing, device modes (acl/acl_rt.h: hccl_test) ---- */
+/* acl/acl_rt.h */
+aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream);
+aclError aclrtEventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endEvent);
+aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode);
+aclError aclrtSetDeviceSatMode(aclrtFloatOverflowMode mode);
+aclError aclrtGetDeviceSatMode(aclrtFloatOverflowMode* mode);
+aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, size_t* total);
+aclError aclrtReserveMemAddress(void** virPtr, size_t size, size_t alignment, void* expectPtr, uint64_t flags);
+aclError aclrtReleaseMemAddress(void* virPtr);
+aclError aclrtMallocPhysical(aclrtDrvMemHandle* handle, size_t size, const aclrtPhysicalMemProp* prop, uint64_t flags);
+aclError aclrtFreePhysical(aclrtDrvMemHandle handle);
+aclError aclrtMapMem(void* virPtr, size_t size, size_t offset, aclrtDrvMemHandle handle, uint64_t flags);
+aclError aclrtUnmapMem(void* virPtr);
+aclError aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp* prop, aclrtMemGranularityOptions option, size_t* granularity);
+/* acl/acl_prof.h */
+aclError aclprofInit(const char* profilerResultPath, size_t length);
+aclError aclprofFinalize(void);
+aclError aclprofStart(const aclprofConfig* profilerConfig);
+aclprofConfig* aclprofCreateConfig(uint32_t* deviceIdList, uint32_t deviceNums, aclprofAicoreMetrics aicoreMetrics, const aclprofAicoreEvents* aicoreEvents, uint64_t dataTypeConfig);
+aclError aclprofDestroyConfig(const aclprofConfig* profilerConfig);
+aclError aclprofStop(const aclprofConfig* profilerConfig);
 """

@@ -165,6 +165,14 @@ _ACL_TABLE: Tuple[Tuple[str, int, Optional[str], Optional[str]], ...] = (
      "a task update must launch the same operations as the task group, with new arguments"),
     ("ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED", 507903, "AclRtStreamCaptureInvalidatedError",
      "an operation refused during the capture invalidated it: fix that operation and capture again"),
+    # the profiler, events with timing and unsupported APIs (hccl_test; acl_base_rt.h:64 on, rt_error_codes.h:21 on)
+    ("ACL_ERROR_INVALID_PROFILING_CONFIG", 100010, "AclInvalidProfilingConfigError",
+     "pass the aclprofConfig that aclprofCreateConfig returned (and that aclprofStart started)"),
+    ("ACL_ERROR_PROF_ALREADY_RUN", 100042, "AclProfAlreadyRunError", "profiling is running: aclprofStop it first"),
+    ("ACL_ERROR_PROF_NOT_RUN", 100043, "AclProfNotRunError", "start profiling (aclprofStart) before stopping it"),
+    ("ACL_ERROR_API_NOT_SUPPORT", 200001, "AclApiNotSupportError", _HINT_NOT_SUPPORT),
+    ("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID", 107006, "AclRtEventTimestampInvalidError",
+     "both events need an executed record: record them and synchronize their streams first"),
 )
 
 # code -> (C name, class name, hint), like _HCCL_CODES
@@ -210,6 +218,11 @@ ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED: int = ACL_CODES["ACL_ERROR_RT_STREAM_CAPT
 ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD: int = ACL_CODES["ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD"]
 ACL_ERROR_RT_MODEL_UPDATE_FAILED: int = ACL_CODES["ACL_ERROR_RT_MODEL_UPDATE_FAILED"]
 ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED: int = ACL_CODES["ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED"]
+ACL_ERROR_INVALID_PROFILING_CONFIG: int = ACL_CODES["ACL_ERROR_INVALID_PROFILING_CONFIG"]
+ACL_ERROR_PROF_ALREADY_RUN: int = ACL_CODES["ACL_ERROR_PROF_ALREADY_RUN"]
+ACL_ERROR_PROF_NOT_RUN: int = ACL_CODES["ACL_ERROR_PROF_NOT_RUN"]
+ACL_ERROR_API_NOT_SUPPORT: int = ACL_CODES["ACL_ERROR_API_NOT_SUPPORT"]
+ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID: int = ACL_CODES["ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID"]
 __all__ += list(ACL_CODES)
 
 _TIMEOUT_CODES = frozenset({9, 107019, 107020, 507046, 507047, 507048})
@@ -665,6 +678,36 @@ class AclRtStreamCaptureInvalidatedError(AclError):
     """ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED (507903)."""
 
     default_code = 507903
+
+
+class AclInvalidProfilingConfigError(AclError):
+    """ACL_ERROR_INVALID_PROFILING_CONFIG (100010)."""
+
+    default_code = 100010
+
+
+class AclProfAlreadyRunError(AclError):
+    """ACL_ERROR_PROF_ALREADY_RUN (100042)."""
+
+    default_code = 100042
+
+
+class AclProfNotRunError(AclError):
+    """ACL_ERROR_PROF_NOT_RUN (100043)."""
+
+    default_code = 100043
+
+
+class AclApiNotSupportError(AclError):
+    """ACL_ERROR_API_NOT_SUPPORT (200001)."""
+
+    default_code = 200001
+
+
+class AclRtEventTimestampInvalidError(AclError):
+    """ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID (107006)."""
+
+    default_code = 107006
 
 
 # ---- end of the generated classes ----

@@ -41,8 +41,8 @@ DEFAULT_EAGER_LIMIT = 64 << 10
 STEP_MIN_BYTES = 128                    # one aligned landing slot (algorithms.context.ALIGN)
 CHECK_MODES = ("off", "warn", "strict")
 BACKENDS = ("sim", "cann")
-#: the SoC names the emulator can report (aclrtGetSocName): Atlas A2, Atlas A3, Ascend 950 (sim/product.py)
-SIM_SOCS = ("Ascend910B", "Ascend910_93", "Ascend950")
+#: the platforms the emulator can stand for (sim/product.py maps each to its SoC name and links)
+SIM_PLATFORMS = ("a2", "a3", "910a", "950")
 RENDEZVOUS_CHANNELS = ("file", "tcp", "torch", "mpi")
 LOG_LEVELS = ("WARN", "INFO", "DEBUG")
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
@@ -107,14 +107,6 @@ def _choice(name: str, raw: str, choices: Tuple[str, ...], what: str) -> str:
     if low not in choices:
         raise _fail(name, raw, f"is not {what}", f"one of {', '.join(choices)}")
     return low
-
-
-def _soc(name: str, raw: str) -> str:
-    """One of SIM_SOCS, spelled as the vendor spells it (the value is compared case-insensitively)."""
-    for soc in SIM_SOCS:
-        if soc.lower() == raw.strip().lower():
-            return soc
-    raise _fail(name, raw, "is not an emulated SoC", f"one of {', '.join(SIM_SOCS)}")
 
 
 def _level(name: str, raw: str) -> str:
@@ -188,10 +180,10 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("HCOMM_SIM_SHM_DIR", "sim_shm_dir", _path, "/dev/shm", "directory of the emulator's segments"),
     Variable("HCOMM_SIM_DEVICE_COUNT", "sim_device_count",
              lambda n, r: parse_int(n, r, 1, 1 << 16, " number of devices"), 16, "devices the emulator reports"),
+    Variable("HCOMM_SIM_PLATFORM", "sim_platform", lambda n, r: _choice(n, r, SIM_PLATFORMS, "an emulated platform"),
+             "a2", "the platform the emulator stands for: its aclrtGetSocName (a2 Ascend910B1, a3 Ascend910_9391, "
+             "910a Ascend910A, 950 Ascend950PR_9599) and its links (HCCS; UB on 950)"),
     Variable("HCOMM_SIM_ABI_CHECK", "sim_abi_check", _flag, False, "call the emulator through C function pointers"),
-    Variable("HCOMM_SIM_SOC", "sim_soc", _soc, "Ascend910B",
-             "the product the emulator reports (aclrtGetSocName) and whose links it has: Ascend910B and "
-             "Ascend910_93 HCCS, Ascend950 UB (custom operators that branch on the SoC)"),
     Variable("HCOMM_SIM_LEDGER", "sim_ledger", _path, None,
              "directory where the emulator keeps ledger-<pid>.json: every thread, channel and buffer it handed out"),
     Variable("HCOMM_JOB_ID", "job_id", _text, None, "job id shared by every rank of a job"),
@@ -254,7 +246,7 @@ class Settings:
     sim_check: str
     sim_shm_dir: str
     sim_device_count: int
-    sim_soc: str
+    sim_platform: str
     sim_abi_check: bool
     sim_ledger: Optional[str]
     job_id: Optional[str]

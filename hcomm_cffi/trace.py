@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 
 from . import settings
 
-__all__ = ["ACTIVE", "HOST", "start", "now", "task", "op_begin", "op_end", "flow_id", "flush", "events", "TRACE_SUFFIX",
+__all__ = ["ACTIVE", "HOST", "start", "start_in", "stop", "now", "task", "op_begin", "op_end", "flow_id", "flush", "events", "TRACE_SUFFIX",
            "current_op", "name_thread", "thread_name"]
 
 TRACE_SUFFIX = ".trace.json"
@@ -48,12 +48,36 @@ def start(world_rank: int, host_side: bool = False) -> bool:
 
     ``host_side``: the backend runs tasks out of sight (CANN): trace the host's issue calls instead.
     """
-    global ACTIVE, HOST
     if ACTIVE:
         return True
     where = settings.value("HCOMM_TRACE")
     if where is None:
         return False
+    _begin(where, world_rank, host_side)
+    return True
+
+
+def start_in(directory: str, world_rank: int) -> bool:
+    """Turn tracing on into ``directory`` (the ACL profiler's aclprofStart, sim/profiler.py); False when it was
+    already on (HCOMM_TRACE): the events then go on to HCOMM_TRACE's file."""
+    if ACTIVE:
+        return False
+    _begin(directory, world_rank, False)
+    return True
+
+
+def stop() -> Optional[str]:
+    """Write the trace (:func:`flush`) and turn tracing off, forgetting its events (the profiler's aclprofStop)."""
+    global ACTIVE
+    path = flush()
+    ACTIVE = False
+    _events.clear()
+    _state.update(dir=None, tids={}, open={}, current=None, flushed=0)
+    return path
+
+
+def _begin(where: str, world_rank: int, host_side: bool) -> None:
+    global ACTIVE, HOST
     os.makedirs(where, exist_ok=True)
     _state.update(rank=world_rank, dir=where)
     _events.append({"ph": "M", "name": "process_name", "pid": world_rank, "tid": 0,
@@ -63,7 +87,6 @@ def start(world_rank: int, host_side: bool = False) -> bool:
     ACTIVE = True
     HOST = host_side
     atexit.register(flush)
-    return True
 
 
 def name_thread(handle: int, role: str) -> None:

@@ -5,7 +5,9 @@ Layout of ``DIR``::
     lib64/libhcomm_sim_core.so   the emulator (cffi embedding): exports hcommsim_<F> for every function F
     lib64/libhcomm.so            forwarders F -> hcommsim_F for the functions CANN's libhcomm.so exports
     lib64/libhccl.so             ... libhccl.so's (collectives, HcclBarrier, mc2), see lib/cann.py
-    lib64/libacl_rt.so           ... the acl* functions; libascendcl.so is the same for older CANN layouts
+    lib64/libacl_rt.so           ... the acl* functions (every host function of acl/acl_rt.h, acl_rt_exports.py);
+                                 libascendcl.so is the same for older CANN layouts
+    lib64/libmsprofiler.so       ... the aclprof* functions (acl/acl_prof.h), which CANN's profiler library exports
     include/hcomm_sim.h          the C header (header.py); include/hccl/hccl.h etc. include it
     set_env.sh                   sets ASCEND_HOME_PATH / LD_LIBRARY_PATH as CANN's set_env.sh does
     hcomm_sim_version            the marker (marker.py): package version, cdef digest, Python
@@ -40,6 +42,7 @@ from .kernel_runner import KERNEL_RUNNER_C
 from .securec import LIBC_SEC, LIBC_SEC_C, SECUREC_H
 from .startup import core_cdef, core_preamble, failure_code, forwarder, forwarder_prelude
 from .vendor_stubs import NOT_SUPPORT, RES_EXPT_HEADER, VENDOR_STUBS
+from .acl_rt_exports import ACL_RT_FUNCTIONS, stub_return
 from ..lib.emulated import MARKER_FILE, read_marker, write_marker
 
 __all__ = ["BuildError", "BuildResult", "build_libs", "check_toolchain", "CORE_LIBRARY", "VENDOR_LIBRARIES",
@@ -50,6 +53,7 @@ CORE_MODULE = "_hcomm_sim_core"
 #: vendor file name -> library key of lib/cann.py whose functions it exports (built in this order)
 VENDOR_LIBRARIES: Dict[str, str] = {
     "libacl_rt.so": "acl", "libhcomm.so": "hcomm", "libhccl.so": "hccl", "libascendcl.so": "acl",
+    "libmsprofiler.so": "msprofiler",
 }
 #: vendor file name -> the vendor libraries it depends on (DT_NEEDED, linked --no-as-needed as CANN's are).
 #: libhccl.so: hicann/hccl@09300b70df9a:src/hccl.cmake:97-103 links `-Wl,--no-as-needed hcomm hccl_compat acl_rt
@@ -224,7 +228,23 @@ def _forwarders(key: str) -> str:
         lines += [f"{stub.returns} {stub.name}({stub.params}) {{   /* stub: HCCL_E_NOT_SUPPORT ({NOT_SUPPORT}) */",
                   f'    if (!hcommsim_ready("{stub.name}", "{code.split(")")[-1]}")) return {code};',
                   f'    return ({stub.returns}){unsupported}("{stub.name}");', "}"]
+    if key == "acl":
+        lines += _acl_rt_stubs(unsupported)
     return "\n".join(lines) + "\n"
+
+
+def _acl_rt_stubs(unsupported: str) -> List[str]:
+    """The acl/acl_rt.h functions the cdef does not declare: exported stubs naming themselves (acl_rt_exports.py)."""
+    declared = {p.name for p in _core_prototypes()}
+    lines = []
+    for name in ACL_RT_FUNCTIONS:
+        if name in declared:
+            continue                        # forwarded to the emulator like every declared function
+        ret, value = stub_return(name)
+        lines += [f"{ret} {name}(void) {{   /* stub: not supported by the emulator */",
+                  f'    if (!hcommsim_ready("{name}", "{value}")) return {value};',
+                  f'    (void){unsupported}("{name}");', f"    return {value};", "}"]
+    return lines
 
 
 def _run(cmd: List[str]) -> None:

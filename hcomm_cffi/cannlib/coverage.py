@@ -12,12 +12,14 @@ from typing import List, NamedTuple
 
 from ..sim.library import DEVICE_ONLY_FUNCTIONS, SimLibrary
 from .declarations import prototypes
+from .acl_rt_exports import ACL_RT_FUNCTIONS
 from .vendor_stubs import VENDOR_STUBS
 
-__all__ = ["Row", "function_table", "markdown", "IMPLEMENTED", "STUB", "LACKING"]
+__all__ = ["Row", "function_table", "markdown", "IMPLEMENTED", "STUB", "ACL_STUB", "LACKING"]
 
 IMPLEMENTED = "implemented"
 STUB = "stub (HCCL_E_NOT_SUPPORT)"
+ACL_STUB = "stub (ACL_ERROR_API_NOT_SUPPORT)"
 LACKING = "not exported"
 
 
@@ -38,10 +40,14 @@ def function_table() -> List[Row]:
     for proto in prototypes():
         if proto.name in DEVICE_ONLY_FUNCTIONS:
             status = LACKING
+        elif _implemented(proto.name):
+            status = IMPLEMENTED
         else:
-            status = IMPLEMENTED if _implemented(proto.name) else STUB
+            status = ACL_STUB if proto.name.startswith("acl") else STUB
         rows.append(Row(proto.header, proto.name, status, f"lib{proto.library}.so"))
     rows += [Row(s.header, s.name, IMPLEMENTED if s.emulated else STUB, f"lib{s.library}.so") for s in VENDOR_STUBS]
+    declared = {row.name for row in rows}
+    rows += [Row("acl/acl_rt.h", name, ACL_STUB, "libacl_rt.so") for name in ACL_RT_FUNCTIONS if name not in declared]
     return rows
 
 
@@ -57,11 +63,15 @@ def markdown() -> str:
         "",
         "Every function the vendor host headers declare (hicann/hcomm `include/`, hicann/hccl `include/`, the",
         "`pkg_inc` header `hccl/hccl_res_expt.h` the vendor samples include, and the ACL calls of the package's",
-        "cdef), and what the emulated libraries do with it: *implemented* by the emulator, exported as a *stub*",
-        "that returns `HCCL_E_NOT_SUPPORT` (5) and names itself in `aclGetRecentErrMsg()`, or *not exported*.",
-        "The rest of `acl/acl_rt.h` (a few hundred `aclrt*` calls beyond the ones listed) is not exported.",
+        "cdef, every host function of `acl/acl_rt.h` and the profiler calls of `acl/acl_prof.h`), and what the",
+        "emulated libraries do with it: *implemented* by the emulator, exported as a *stub* that names itself in",
+        "`aclGetRecentErrMsg()` and returns `HCCL_E_NOT_SUPPORT` (5) or, for an ACL function, the runtime's",
+        "`ACL_ERROR_API_NOT_SUPPORT` (200001; NULL or UINT32_MAX where the function returns a pointer or an",
+        "integer), or *not exported*.  One rule decides: a function the cdef declares is forwarded to the emulator,",
+        "implemented when `SimLibrary` has a method of its name; any other `acl_rt.h` name is an exported stub",
+        "(`cannlib/acl_rt_exports.py`).",
         "",
-        f"**{len(rows)} functions: {counts[IMPLEMENTED]} implemented, {counts[STUB]} stubs, "
+        f"**{len(rows)} functions: {counts[IMPLEMENTED]} implemented, {counts[STUB] + counts[ACL_STUB]} stubs, "
         f"{counts[LACKING]} not exported** (`HcclSymWinGetPeerPointer`: the vendor builds it into the device "
         "library only).",
         "",

@@ -17,8 +17,10 @@ from ..lib.cann import library_for
 from ..sim.library import DEVICE_ONLY_FUNCTIONS
 
 __all__ = ["Prototype", "cdef_text", "types_cdef", "prototypes", "exported", "cdef_digest", "CORE_PREFIX",
-           "FUNCTIONS_MARKER"]
+           "FUNCTIONS_MARKER", "PROFILER_KEY"]
 
+#: The library key of acl/acl_prof.h's functions: CANN's profiler library libmsprofiler.so exports them.
+PROFILER_KEY = "msprofiler"
 #: Where the function declarations start in build_ffi.CDEF.
 FUNCTIONS_MARKER = "/* ---- functions"
 #: The core library exports every function as CORE_PREFIX + name; the vendor-named libraries forward to it.
@@ -50,8 +52,8 @@ class Prototype:
 
     @property
     def library(self) -> str:
-        """The library key that exports it on CANN: 'hcomm', 'hccl' or 'acl'."""
-        return library_for(self.name)
+        """The library key that exports it on CANN: 'hcomm', 'hccl', 'acl' or 'msprofiler' (aclprof*)."""
+        return PROFILER_KEY if self.name.startswith("aclprof") else library_for(self.name)
 
     def declaration(self, name: str = "") -> str:
         """``ret name(params);`` (``name`` defaults to the C name)."""

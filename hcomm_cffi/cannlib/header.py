@@ -14,6 +14,7 @@ from typing import Dict, Tuple
 
 from .. import constants
 from . import acl_codes
+from .acl_rt_exports import ACL_PROF_MACROS, ACL_RT_MACROS
 from ..enums import HCCL_ROOT_INFO_BYTES
 from .c_initializers import initializers_source
 from .declarations import Prototype, exported, prototypes, types_cdef
@@ -80,7 +81,7 @@ def _defines() -> str:
         objects.append(f"static const {_CONSTANT_TYPES.get(name, 'uint32_t')} {name} = {text};")
         macros.append(f"#define {name} {text}")
     acl = [f"static const int {name} = {value};" for name, value in acl_codes.STATIC_CONST]
-    acl_macros = [f"#define {name} {value}" for name, value in acl_codes.DEFINES]
+    acl_macros = [f"#define {name} {value}" for name, value in acl_codes.DEFINES + ACL_RT_MACROS + ACL_PROF_MACROS]
     return "\n".join(["#ifdef __cplusplus", *objects, "#else", *macros, "#endif", "",
                       "/* acl/acl_base_rt.h (static const int) and acl/error_codes/rt_error_codes.h (macros) */",
                       *acl, *acl_macros])

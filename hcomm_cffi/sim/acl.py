@@ -21,11 +21,10 @@ from .errors import (
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
     SimError, entry, last_error, set_last_error,
 )
-from . import graphs, product
+from . import graphs
 from .runtime import EXECUTOR, Queue, SimEvent
-from .tasks import EventRecord, EventWait, HostCall
+from .tasks import EventRecord, HostCall
 from .state import SimState, key_of
-
 
 __all__ = ["AclRuntime"]
 
@@ -73,9 +72,6 @@ class AclRuntime:
     def aclGetRecentErrMsg(self) -> Any:
         text = last_error()
         return ffi.NULL if text is None else self._string(text)
-
-    def aclrtGetSocName(self) -> Any:
-        return self._string(product.soc_name())
 
     @entry
     def aclrtSetDevice(self, deviceId: int) -> int:
@@ -283,10 +279,6 @@ class AclRuntime:
         event[0] = ffi.cast("aclrtEvent", key)
         return 0
 
-    @entry
-    def aclrtCreateEventWithFlag(self, event: Any, flag: int) -> int:
-        return self.aclrtCreateEvent(event)
-
     def _event(self, event: Any) -> SimEvent:
         ev = self.state.event(event)
         if ev is None:
@@ -305,15 +297,6 @@ class AclRuntime:
         q = self._stream(stream)
         ev.recorded += 1
         EXECUTOR.submit(q, [EventRecord(ev)])
-        EXECUTOR.settle()
-        return 0
-
-    @entry
-    def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
-        ev = self._event(event)
-        q = self._stream(stream)
-        graphs.join_event(q, ev, self.state.default_stream)    # waiting on a captured event joins the capture
-        EXECUTOR.submit(q, [EventWait(ev, ev.recorded)])
         EXECUTOR.settle()
         return 0
 

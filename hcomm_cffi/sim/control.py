@@ -27,6 +27,7 @@ from . import product
 from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
 from .state import SimState, c_string
 from .tasks import C_WAIT, T_WAIT
+from .zero_copy import remember_config
 
 ROOT_MAGIC = b"HCOMMSIM"
 ROOT_VERSION = 1
@@ -135,6 +136,7 @@ class ControlPlane:
             raise SimError(HcclResult.E_PARA, f"nRanks={n}; expected at least 1")
         cfg, name = self._config(config, comm_id)
         comm = self._new_comm(comm_id, name, rank, n, cfg, secret)
+        remember_config(comm.handle, config)          # the fields zero copy and windows read (sim/zero_copy.py)
         out[0] = ffi.cast("HcclComm", comm.handle)
         return 0
 

@@ -11,10 +11,16 @@ from .aicpu import AicpuCalls
 from .client_api import ClientCalls
 from .control import ControlPlane
 from .dataplane import DataPlane
+from ..errors import ACL_ERROR_API_NOT_SUPPORT
 from .errors import HcclResult, set_last_error
 from .graphs import GraphCalls
 from .group import GroupCalls
 from .native import NativeCollectives
+from .device_modes import DeviceModes
+from .events import TimedEvents
+from .profiler import Profiler
+from .vmm import VirtualMemory
+from .zero_copy import ZeroCopyCalls
 from .state import SimState
 
 __all__ = ["SimLibrary", "shared_state", "shutdown"]
@@ -57,7 +63,7 @@ SIM_CAPABILITIES = Capabilities(emulator=True, host_memory_as_device=True, step_
 
 
 class SimLibrary(ControlPlane, DataPlane, AclRuntime, GraphCalls, AicpuCalls, ClientCalls, GroupCalls,
-                 NativeCollectives, Backend):
+                 NativeCollectives, TimedEvents, DeviceModes, VirtualMemory, ZeroCopyCalls, Profiler, Backend):
     """Drop-in for the dlopen'ed CANN libraries: same function names, cdata arguments, return codes.
 
     All instances in a process share one state, as all handles into one real library would.
@@ -123,8 +129,11 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, GraphCalls, AicpuCalls, Cl
             reason = DEVICE_ONLY_FUNCTIONS.get(name, "not a function of the CANN host libraries")
             raise MissingSymbolError(name, f"lib{library_for(name)}.so (emulated, HCOMM_BACKEND=sim)", reason)
 
+        # an ACL function answers ACL's "API not supported" (cannlib/acl_rt_exports.py), an HCCL one HCCL's
+        code = ACL_ERROR_API_NOT_SUPPORT if name.startswith("acl") else int(HcclResult.E_NOT_SUPPORT)
+
         def not_implemented(*args: Any) -> int:
             set_last_error(f"{name} is not implemented by the hcomm_cffi emulator (HCOMM_BACKEND=sim)")
-            return int(HcclResult.E_NOT_SUPPORT)
+            return code
         not_implemented.__name__ = name
         return not_implemented

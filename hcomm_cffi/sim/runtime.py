@@ -89,15 +89,18 @@ class SimThread:
 
 
 class SimEvent:
-    """An ACL event: counts how many of its records have executed."""
+    """An ACL event: counts how many of its records have executed, and when the last one did (sim/events.py)."""
 
-    __slots__ = ("handle", "recorded", "completed", "error")
+    __slots__ = ("handle", "recorded", "completed", "error", "flag", "stamp", "reset_at")
 
-    def __init__(self, handle: int) -> None:
+    def __init__(self, handle: int, flag: int = 0) -> None:
         self.handle = handle
         self.recorded = 0
         self.completed = 0
         self.error: Optional[Tuple[int, int, str]] = None  # set when its stream failed first
+        self.flag = flag            # aclrtCreateEventWithFlag's flag (ACL_EVENT_SYNC: a wait may precede the record)
+        self.stamp = 0              # the stream clock (perf_counter_ns) when its last record executed; 0: none yet
+        self.reset_at = 0           # ``recorded`` when aclrtResetEvent was last issued
 
 
 class Executor:
@@ -436,6 +439,7 @@ class Executor:
             return True
         if kind == EVENT_RECORD:
             t.event.completed += 1
+            t.event.stamp = time.perf_counter_ns()      # the stream clock of aclrtEventElapsedTime
             return True
         if kind == EVENT_WAIT:
             return t.event.completed >= t.records

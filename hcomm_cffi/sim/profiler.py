@@ -1,0 +1,148 @@
+"""The ACL profiler (acl/acl_prof.h, CANN's libmsprofiler.so) over the emulator's task trace.
+
+``aclprofInit(path)`` names the result directory, ``aclprofCreateConfig`` what to profile (devices, data
+types), ``aclprofStart`` starts recording and ``aclprofStop`` writes what the profiled devices executed in
+between: every task the emulator's executor ran (copies, reductions, notify records and waits, event
+records, host calls), one lane per stream or thread, as a Chrome trace (hcomm_cffi.trace, the format of
+``HCOMM_TRACE``) named ``<job>.rank<device>.trace.json`` in the result directory, so ``hcomm trace DIR`` draws
+the timeline.  It is not msprof's own output format (msprof's parsers are not part of CANN's open source).
+
+Argument checks follow the header's contract (hicann/runtime@681ef7610df1:include/external/acl/acl_prof.h:
+162-230): start/stop/finalize need a prior init (ACL_ERROR_UNINITIALIZE), init twice is
+ACL_ERROR_REPEAT_INITIALIZE, a config that is not the running one is ACL_ERROR_INVALID_PROFILING_CONFIG,
+starting twice ACL_ERROR_PROF_ALREADY_RUN and stopping what is not running ACL_ERROR_PROF_NOT_RUN.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+from .. import trace
+from .._ffi import ffi
+from ..errors import ACL_ERROR_INVALID_PROFILING_CONFIG, ACL_ERROR_PROF_ALREADY_RUN, ACL_ERROR_PROF_NOT_RUN
+from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, SimError, entry
+
+__all__ = ["Profiler", "ProfilerConfig", "last_result"]
+
+_MAX_PATH = 4096
+_AICORE_METRICS = frozenset(range(9)) | {0xFF}
+
+
+@dataclass(frozen=True)
+class ProfilerConfig:
+    """What aclprofCreateConfig was given."""
+
+    devices: Tuple[int, ...]
+    aicore_metrics: int
+    data_types: int
+
+
+class _Session:
+    path: Optional[str] = None
+    configs: Dict[int, Tuple[Any, ProfilerConfig]] = {}      # address of the opaque object -> (its cdata, config)
+    running: Optional[int] = None
+    owns_trace = False           # False: HCOMM_TRACE was tracing already; its file gets the interval
+    last: Optional[str] = None
+
+
+def last_result() -> Optional[str]:
+    """The trace file the last aclprofStop wrote (None before one)."""
+    return _Session.last
+
+
+def _end_trace() -> Optional[str]:
+    """Write the profiled interval: the profiler's own trace is written and turned off, HCOMM_TRACE's is flushed."""
+    return trace.stop() if _Session.owns_trace else trace.flush()
+
+
+class Profiler:
+    """aclprofInit, aclprofCreateConfig, aclprofStart, aclprofStop, aclprofDestroyConfig, aclprofFinalize."""
+
+    @entry
+    def aclprofInit(self, profilerResultPath: Any, length: int) -> int:
+        if profilerResultPath == ffi.NULL:
+            raise SimError(ACL_ERROR_INVALID_PARAM, "profilerResultPath is NULL")
+        if not 0 < length <= _MAX_PATH:
+            raise SimError(ACL_ERROR_INVALID_PARAM, f"length={length}; expected the path's length, 1..{_MAX_PATH}")
+        if _Session.path is not None:
+            raise SimError(ACL_ERROR_REPEAT_INITIALIZE, f"aclprofInit was already called (result path "
+                                                        f"{_Session.path}); call aclprofFinalize first")
+        path = ffi.string(ffi.cast("char *", profilerResultPath), length).decode("utf-8", "replace")
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            raise SimError(ACL_ERROR_INVALID_PARAM, f"profilerResultPath={path!r} cannot be used as the result "
+                                                    f"directory: {exc}") from None
+        _Session.path = path
+        return 0
+
+    def aclprofCreateConfig(self, deviceIdList: Any, deviceNums: int, aicoreMetrics: int, aicoreEvents: Any,
+                            dataTypeConfig: int) -> Any:
+        """The opaque config, or NULL (the header's failure value) when an argument is unusable (named in
+        aclGetRecentErrMsg)."""
+        from .errors import set_last_error
+        if deviceIdList == ffi.NULL or deviceNums == 0:
+            set_last_error("aclprofCreateConfig: deviceIdList is NULL or deviceNums is 0; expected the devices "
+                           "to profile")
+            return ffi.NULL
+        if aicoreMetrics not in _AICORE_METRICS:
+            set_last_error(f"aclprofCreateConfig: aicoreMetrics={aicoreMetrics} is not an aclprofAicoreMetrics")
+            return ffi.NULL
+        devices = tuple(int(deviceIdList[i]) for i in range(deviceNums))
+        handle = ffi.new("char[]", 8)                          # the opaque object: its address is the handle
+        config = ProfilerConfig(devices, int(aicoreMetrics), int(dataTypeConfig))
+        _Session.configs[int(ffi.cast("uintptr_t", handle))] = (handle, config)
+        return ffi.cast("aclprofConfig *", handle)
+
+    @staticmethod
+    def _prof_config(profilerConfig: Any) -> Tuple[int, ProfilerConfig]:
+        key = int(ffi.cast("uintptr_t", profilerConfig))
+        got = _Session.configs.get(key)
+        if got is None:
+            raise SimError(ACL_ERROR_INVALID_PROFILING_CONFIG, f"profilerConfig 0x{key:x} was not made by "
+                                                               "aclprofCreateConfig (or was destroyed)")
+        return key, got[1]
+
+    @entry
+    def aclprofStart(self, profilerConfig: Any) -> int:
+        if _Session.path is None:
+            raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
+        key, config = self._prof_config(profilerConfig)
+        if _Session.running is not None:
+            raise SimError(ACL_ERROR_PROF_ALREADY_RUN, "profiling is already running; aclprofStop it first")
+        _Session.running = key
+        _Session.owns_trace = trace.start_in(_Session.path, config.devices[0])
+        return 0
+
+    @entry
+    def aclprofStop(self, profilerConfig: Any) -> int:
+        if _Session.path is None:
+            raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
+        key, _config = self._prof_config(profilerConfig)
+        if _Session.running is None:
+            raise SimError(ACL_ERROR_PROF_NOT_RUN, "profiling is not running (aclprofStart)")
+        if _Session.running != key:
+            raise SimError(ACL_ERROR_INVALID_PROFILING_CONFIG, "profilerConfig is not the config profiling was "
+                                                               "started with")
+        _Session.running = None
+        _Session.last = _end_trace()
+        return 0
+
+    @entry
+    def aclprofDestroyConfig(self, profilerConfig: Any) -> int:
+        key, _config = self._prof_config(profilerConfig)
+        if _Session.running == key:
+            raise SimError(ACL_ERROR_INVALID_PROFILING_CONFIG, "profilerConfig is running; aclprofStop it first")
+        del _Session.configs[key]
+        return 0
+
+    @entry
+    def aclprofFinalize(self) -> int:
+        if _Session.path is None:
+            raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
+        if _Session.running is not None:
+            _Session.last = _end_trace()        # finalize ends a running session, writing what it recorded
+            _Session.running = None
+        _Session.path = None
+        return 0
