@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional
 from . import settings
 
 __all__ = ["ACTIVE", "HOST", "start", "now", "task", "op_begin", "op_end", "flow_id", "flush", "events", "TRACE_SUFFIX",
-           "current_op", "name_thread", "thread_name"]
+           "current_op", "open_ops", "name_thread", "thread_name"]
 
 TRACE_SUFFIX = ".trace.json"
 ACTIVE = False
@@ -135,6 +135,11 @@ def op_end(comm: str, op: str, seq: int) -> None:
     t0, args = got
     _events.append({"ph": "X", "name": label, "cat": "op", "pid": _state["rank"], "tid": _tid(f"ops {comm}"),
                     "ts": _us(t0), "dur": max(_us(now() - t0), 0.001), "args": dict(args, comm=comm)})
+
+
+def open_ops() -> List[str]:
+    """The operations begun and not yet ended, as "<comm>: <op> #<seq>" (what a finished program should not have)."""
+    return [f"{comm}: {label}" for comm, label in _state["open"]]
 
 
 def current_op() -> Optional[str]:

@@ -17,13 +17,18 @@ while the caller computes without calling the library.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from ..errors import HcclError
+from . import observe
 from .buffers import Staging
 from .errors import CommError
 from .request import Request
 from .streams import sync_stream
+
+if TYPE_CHECKING:
+    from .call import Call
+    from .port import CommPort
 
 __all__ = ["Pending", "request_for"]
 
@@ -31,11 +36,13 @@ __all__ = ["Pending", "request_for"]
 class Pending:
     """One started collective: its stream, its buffers and staging until :meth:`sync` sees it done."""
 
-    __slots__ = ("port", "what", "stream", "staging", "keep", "done", "exchange", "slot", "error")
+    __slots__ = ("port", "what", "coll", "seq", "stream", "staging", "keep", "done", "exchange", "slot", "error")
 
-    def __init__(self, port: Any, call: Any, stream: Any, exchange: Any, slot: int = -1) -> None:
+    def __init__(self, port: "CommPort", call: "Call", stream: Any, exchange: Any, slot: int, seq: int) -> None:
         self.port = port               # the communicator's CommPort
         self.what = call.what
+        self.coll = call.coll
+        self.seq = seq                 # its sequence number (flight recorder, trace)
         self.stream = stream
         self.staging: Staging = call.staging
         self.keep: Tuple[Any, ...] = (call.send, call.recv)   # the user's buffers stay alive until it completes
@@ -62,8 +69,7 @@ class Pending:
             self.error = port.fail(exc, self.what)
             raise self.error from exc
         if finished:
-            if self.slot >= 0 and port.flight is not None:
-                port.flight.done(self.slot)
+            observe.done(port, self.slot, self.coll, self.seq)
             self._forget()
             self._check_exchange()
             broken = port.broken
@@ -90,7 +96,7 @@ class Pending:
         self.port.completed(self)
 
 
-def request_for(pending: Pending, result: Any) -> Request:
+def request_for(pending: Pending, result: Any) -> Request[Any]:
     """A Request completing with ``pending``; wait() returns ``result`` (the output buffer)."""
     port = pending.port
     what = f"rank {port.rank} of communicator {port.name!r}: {pending.what}"

@@ -20,7 +20,8 @@ from ..errors import COLLECTIVE_MISMATCH, HcclError
 from . import live
 from .consistency import CollectiveMismatchError
 
-__all__ = ["Record", "record_of", "fixed_of", "created", "destroyed", "chose", "issue", "done", "failed", "NO_SLOT"]
+__all__ = ["Record", "record_of", "fixed_of", "created", "destroyed", "chose", "issue", "running", "done", "failed",
+           "NO_SLOT"]
 
 LOG = log.get("comm")
 CALLS = log.get("calls")
@@ -111,10 +112,11 @@ def fixed_of(rec: Record) -> Tuple[Any, ...]:
                                -1 if rec.redop is None else _CODE[rec.redop], rec.peer)
 
 
-def issue(comm: Any, seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None) -> int:
+def issue(comm: Any, seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None, name: Optional[str] = None) -> int:
     """Operation #``seq`` starts: its flight record (the slot, or NO_SLOT when the recorder is off) and a DEBUG line.
 
-    ``fixed``: ``fixed_of(rec)``, when the caller kept it.
+    ``fixed``: ``fixed_of(rec)``, when the caller kept it.  ``name``: the operation's name in the trace
+    (default ``rec.collective``); :func:`done` with the same name and ``seq`` closes it.
     """
     if CALLS.isEnabledFor(logging.DEBUG):
         peer = rec.peer
@@ -123,9 +125,9 @@ def issue(comm: Any, seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = N
                     "" if peer < 0 else (f", root {peer}" if rec.collective in ROOTED else f", peer {peer}"),
                     rec.algorithm)
     if trace.ACTIVE:
-        trace.op_begin(comm.name, rec.collective, seq, {"algorithm": rec.algorithm, "count": rec.count,
-                                                        "bytes": rec.nbytes, "dtype": rec.dtype.name.lower(),
-                                                        "peer": rec.peer})
+        trace.op_begin(comm.name, name or rec.collective, seq, {"algorithm": rec.algorithm, "count": rec.count,
+                                                                "bytes": rec.nbytes, "dtype": rec.dtype.name.lower(),
+                                                                "peer": rec.peer})
     fr = comm.flight
     if fr is None:
         return NO_SLOT
@@ -135,15 +137,23 @@ def issue(comm: Any, seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = N
 def running(comm: Any, slot: int) -> None:
     """The operation of ``slot`` was launched."""
     if slot >= 0:
-        comm.flight.running(slot)
+        fr = comm.flight
+        if fr is not None:
+            fr.running(slot)
 
 
-def done(comm: Any, slot: int, collective: str, seq: int) -> None:
-    """A blocking operation completed: its flight record, and its enclosing trace slice."""
+def done(comm: Any, slot: int, name: str, seq: int) -> None:
+    """Operation #``seq`` (``name`` as given to :func:`issue`) completed: its flight record, and its trace slice.
+
+    Every operation ends here, whichever way it completes: a blocking call, a started collective's
+    or a send/recv's request, a persistent request's wait.
+    """
     if slot >= 0:
-        comm.flight.done(slot)
+        fr = comm.flight
+        if fr is not None:
+            fr.done(slot)
     if trace.ACTIVE:
-        trace.op_end(comm.name, collective, seq)
+        trace.op_end(comm.name, name, seq)
 
 
 def failed(comm: Any, exc: Optional[HcclError], err: BaseException) -> None:

@@ -181,7 +181,10 @@ class PointToPoint:
         return IssueContext(batch, lane.res, rank=c.rank, size=c.size, topology=c.topology, timeout_s=c.timeout,
                             dtype=DataType.INT8), batch
 
-    def _request(self, lane: Lane, what: str, finish: Any, slot: int = observe.NO_SLOT) -> Request:
+    def _request(self, lane: Lane, what: str, finish: Any, op: Tuple[int, str, int]) -> Request[Any]:
+        """The request of a posted send/recv; ``op``: its flight slot, trace name and sequence number (observe)."""
+        slot, name, seq = op
+
         def sync(timeout: Optional[float]) -> bool:
             if self.comm.destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
                 raise CommError(f"rank {self.comm.rank}: {what} on communicator {self.comm.name!r} can no longer "
@@ -191,8 +194,7 @@ class PointToPoint:
                 done = sync_stream(self.comm.binding, lane.stream, timeout)
                 if done:
                     lane.inflight.clear()  # everything issued on the lane so far has completed
-                    if slot >= 0 and self.comm.flight is not None:
-                        self.comm.flight.done(slot)
+                    observe.done(self.comm, slot, name, seq)
                 return done
             except HcclError as exc:
                 raise self.comm.fail(exc, what) from exc
@@ -203,7 +205,7 @@ class PointToPoint:
         dst = self._peer_arg("dst", dst, what)
         bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
         lane = self._lane(dst, "send")
-        slot = self._record("send" if single else "send_multi", lane, bufs)
+        op = self._record("send" if single else "send_multi", lane, bufs)
         ctx, batch = self._ctx(lane)
         staging = Staging(self.comm.binding, self.comm.stages)
         keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
@@ -216,20 +218,20 @@ class PointToPoint:
             p2p.issue_send(ctx, lane.res.main, dst, self.comm.size, lane.state, staging.device_ptr(hb),
                            staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.comm.eager_limit)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
-        self._launch(batch, desc, slot)
+        self._launch(batch, desc, op[0])
         lane.inflight.append(keep)
 
         def finish() -> None:
             keep.clear()
             staging.finish()
-        return self._request(lane, desc, finish, slot)
+        return self._request(lane, desc, finish, op)
 
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request:
         self.comm.check_usable(what)
         src = self._peer_arg("src", src, what)
         bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
         lane = self._lane(src, "recv")
-        slot = self._record("recv" if single else "recv_multi", lane, bufs)
+        op = self._record("recv" if single else "recv_multi", lane, bufs)
         ctx, batch = self._ctx(lane)
         staging = Staging(self.comm.binding, self.comm.stages)
         headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
@@ -241,7 +243,7 @@ class PointToPoint:
             p2p.issue_recv(ctx, lane.res.main, src, self.comm.size, lane.state, staging.device_ptr(hb, False, True),
                            staging.device_ptr(buf, False, True), buf.nbytes)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
-        self._launch(batch, desc, slot)
+        self._launch(batch, desc, op[0])
         lane.inflight.append((bufs, headers))
 
         def finish() -> Any:
@@ -249,12 +251,17 @@ class PointToPoint:
             for k, buf in enumerate(bufs):
                 self._check_header(headers[k], buf, src, first_seq + k, what)
             return items[0] if single else items
-        return self._request(lane, desc, finish, slot)
+        return self._request(lane, desc, finish, op)
 
-    def _record(self, op: str, lane: Lane, bufs: List[Buffer]) -> int:
-        """The flight record (and DEBUG line) of a send/recv of ``bufs`` on ``lane``; its slot."""
-        return observe.issue(self.comm, lane.state.seq, observe.Record(op, "p2p", sum(b.count for b in bufs),
-                             sum(b.nbytes for b in bufs), bufs[0].dtype, None, lane.peer))
+    def _record(self, op: str, lane: Lane, bufs: List[Buffer]) -> Tuple[int, str, int]:
+        """The flight record (and DEBUG line, trace slice) of a send/recv of ``bufs`` on ``lane``: (slot, trace name,
+        sequence number), what observe.done closes it with.  Lanes number their messages separately, so the
+        trace name carries the peer."""
+        name = f"{op} {'to' if lane.direction == 'send' else 'from'} {lane.peer}"
+        seq = lane.state.seq
+        slot = observe.issue(self.comm, seq, observe.Record(op, "p2p", sum(b.count for b in bufs),
+                             sum(b.nbytes for b in bufs), bufs[0].dtype, None, lane.peer), name=name)
+        return slot, name, seq
 
     def _launch(self, batch: TaskBatch, desc: str, slot: int = observe.NO_SLOT) -> None:
         try:
@@ -280,6 +287,12 @@ class PointToPoint:
                 f"{where}: message #{h['seq']} is {h['nbytes']} bytes of {sent} but the receive buffer is "
                 f"{buf.nbytes} bytes of {buf.dtype.name.lower()} (message #{seq} expected); sends and "
                 "receives must match in order, size and dtype")
+
+    def close(self) -> None:
+        """Destroy every lane's stream (the communicator is destroyed; its resources went with the handle)."""
+        for lane in self.lanes.values():
+            self.comm.binding.destroy_stream(lane.stream)
+        self.lanes.clear()
 
     def drain(self) -> None:
         """Consume credits still owed to eager senders so no notify outlives the communicator."""
