@@ -9,7 +9,7 @@ first use from :mod:`hcomm_cffi.initializers` and :mod:`hcomm_cffi.constants`.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, List
 
 from . import constants, enums, errors
 
@@ -43,7 +43,17 @@ _LAZY: Dict[str, str] = {
     **{name: "constants" for name in constants.__all__},
 }
 
-__all__ = ["enums", "errors", "constants", "__version__", *_LAZY]
+# spelled out, so type checkers (mypy --strict: no implicit re-export) see what the package exports;
+# tests/test_typed_generated.py checks that it lists exactly _LAZY's names
+__all__ = ["enums", "errors", "constants", "__version__",
+           "init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
+           "CommError", "CommTimeoutError", "MessageMismatchError", "NotInitializedError", "NotMemberError",
+           "CollectiveMismatchError", "MembershipError",
+           "algorithm", "Algorithm", "IssueContext", "CollectiveCall", "register_algorithm",
+           "HcclCommConfigInit", "HcclChannelDescInit", "EndpointDescInit", "ThreadConfigInit",
+           "HcommChannelDescInit", "CommLinkInit", "HcclOpDescInit", "HcclKernelLaunchCfgInit",
+           "HcclTeamCreateDescInit", "HcclTeamCreateChannelsDescInit"]
+__all__ += constants.__all__
 
 
 def __getattr__(name: str) -> Any:
@@ -53,5 +63,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'hcomm_cffi' has no attribute {name!r}")
 
 
-def __dir__() -> list:
+def __dir__() -> List[str]:
     return sorted(list(globals()) + list(_LAZY))

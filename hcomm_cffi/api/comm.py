@@ -377,7 +377,7 @@ class Comm:
 
     def allreduce(self, x: BufferLike, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                   algorithm: AlgorithmArg = "auto", async_op: bool = False,
-                  stream: Optional[StreamLike] = None) -> Union[BufferLike, Request[Any]]:
+                  stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` over all ranks; the result replaces ``x`` (or goes to ``out``), which is returned.
 
         ``async_op=True`` returns a :class:`Request` at once (wait() returns the result); ``stream=`` (an
@@ -403,13 +403,13 @@ class Comm:
                   stream: Optional[StreamLike] = ...) -> Union[B, Request[B]]: ...
 
     def broadcast(self, x: B, root: int = 0, *, algorithm: AlgorithmArg = "auto", async_op: bool = False,
-                  stream: Optional[StreamLike] = None) -> Union[B, Request[B]]:
+                  stream: Optional[StreamLike] = None) -> Any:
         """Copy ``x`` of rank ``root`` into ``x`` on every rank (in place); returns ``x``."""
         c = self._begin("broadcast", "broadcast", algorithm, async_op, stream, root=root)
         c.result = x
         if self._issuer.fast(c, x, self.rank != c.root, None):
             return x
-        return self._issuer.call(self._broadcast_data(c, x))  # type: ignore[no-any-return]
+        return self._issuer.call(self._broadcast_data(c, x))
 
     def _broadcast_data(self, c: Call, x: BufferLike) -> Call:
         xb = as_buffer(x, "x", writable=self.rank != c.root)
@@ -426,7 +426,7 @@ class Comm:
                   async_op: bool = ..., stream: Optional[StreamLike] = ...) -> Union[BufferLike, Request[Any]]: ...
 
     def allgather(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
-                  async_op: bool = False, stream: Optional[StreamLike] = None) -> Union[BufferLike, Request[Any]]:
+                  async_op: bool = False, stream: Optional[StreamLike] = None) -> Any:
         """Every rank's ``x`` stacked in rank order: ``out`` (a new buffer of x's kind when None) has shape (size, *x.shape)."""
         c = self._begin("allgather", "allgather", algorithm, async_op, stream)
         if out is not None and self._issuer.fast(c, x, False, out):
@@ -454,7 +454,7 @@ class Comm:
 
     def reduce_scatter(self, x: BufferLike, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                        algorithm: AlgorithmArg = "auto", async_op: bool = False,
-                       stream: Optional[StreamLike] = None) -> Union[BufferLike, Request[Any]]:
+                       stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
         c = self._begin("reduce_scatter", "reduce_scatter", algorithm, async_op, stream, op=op)
         if out is not None and self._issuer.fast(c, x, False, out):
@@ -485,7 +485,7 @@ class Comm:
 
     def reduce(self, x: BufferLike, root: int = 0, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                algorithm: AlgorithmArg = "auto", async_op: bool = False,
-               stream: Optional[StreamLike] = None) -> Union[None, BufferLike, Request[Any]]:
+               stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` onto ``root`` (into ``out``, or ``x`` in place there); returns the result on root, else None."""
         c = self._begin("reduce", "reduce", algorithm, async_op, stream, op=op, root=root)
         is_root = self.rank == c.root
@@ -513,7 +513,7 @@ class Comm:
                  async_op: bool = ..., stream: Optional[StreamLike] = ...) -> Union[BufferLike, Request[Any]]: ...
 
     def alltoall(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
-                 async_op: bool = False, stream: Optional[StreamLike] = None) -> Union[BufferLike, Request[Any]]:
+                 async_op: bool = False, stream: Optional[StreamLike] = None) -> Any:
         """Block j of ``x`` goes to rank j; block i of ``out`` comes from rank i."""
         c = self._begin("alltoall", "alltoall", algorithm, async_op, stream)
         if out is not None and self._issuer.fast(c, x, False, out):
@@ -536,9 +536,9 @@ class Comm:
                 stream: Optional[StreamLike] = ...) -> Optional[Request[None]]: ...
 
     def barrier(self, *, algorithm: AlgorithmArg = "auto", async_op: bool = False,
-                stream: Optional[StreamLike] = None) -> Optional[Request[None]]:
+                stream: Optional[StreamLike] = None) -> Any:
         """Return once every rank has entered the barrier (None; a Request with ``async_op``/``stream``)."""
-        return self._issuer.call(self._begin("barrier", "barrier", algorithm, async_op, stream))  # type: ignore[no-any-return]
+        return self._issuer.call(self._begin("barrier", "barrier", algorithm, async_op, stream))
 
     # ------------------------------------------------------------------ nonblocking (MPI names)
     def iallreduce(self, x: B, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
@@ -701,11 +701,11 @@ class Comm:
         """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``."""
         return self._p2p.recv(buf, src, timeout=timeout)
 
-    def isend(self, x: Any, dst: int) -> Request:
+    def isend(self, x: Any, dst: int) -> Request[Any]:
         """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
         return self._p2p.isend(x, dst)
 
-    def irecv(self, buf: Any, src: int) -> Request:
+    def irecv(self, buf: Any, src: int) -> Request[Any]:
         """Start receiving into ``buf`` from ``src``; wait() returns ``buf``."""
         return self._p2p.irecv(buf, src)
 

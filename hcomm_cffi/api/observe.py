@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Tuple
 
 from .. import flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED
@@ -19,6 +19,9 @@ from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH, HcclError
 from . import live
 from .consistency import CollectiveMismatchError
+
+if TYPE_CHECKING:   # the port imports this module
+    from .port import CommPort
 
 __all__ = ["Record", "record_of", "fixed_of", "created", "destroyed", "chose", "issue", "running", "done", "failed",
            "NO_SLOT"]
@@ -50,7 +53,7 @@ def record_of(call: Any) -> Record:
                   call.root if call.coll in ROOTED else -1)
 
 
-def _backend(comm: Any) -> None:
+def _backend(comm: "CommPort") -> None:
     """INFO, once per process: the backend, its libraries and why it was chosen."""
     _logged_backend[0] = True
     lib = comm.binding.lib
@@ -61,7 +64,7 @@ def _backend(comm: Any) -> None:
     LOG.info("backend %s (%s); libraries: %s", name, why, libs)
 
 
-def created(comm: Any, channels: int) -> Optional[flight.FlightRecorder]:
+def created(comm: "CommPort", channels: int) -> Optional[flight.FlightRecorder]:
     """A member communicator is set up (``channels`` peer channels opened): log it, give it its flight recorder."""
     world = live.current_world()
     world_rank = world.rank if world is not None else comm.rank
@@ -90,7 +93,7 @@ def _shape(topo: Any) -> str:
     return f"{topo.n_servers}x{per}" if per is not None else f"{topo.n_ranks} ranks on {topo.n_servers} servers"
 
 
-def destroyed(comm: Any) -> None:
+def destroyed(comm: "CommPort") -> None:
     """The communicator is gone: its ring is dropped (kept only in a dump already written)."""
     fr = comm.drop_flight()
     if fr is not None:
@@ -100,7 +103,7 @@ def destroyed(comm: Any) -> None:
         trace.flush()
 
 
-def chose(comm: Any, coll: str, nbytes: int, alg: Any, reason: str) -> None:
+def chose(comm: "CommPort", coll: str, nbytes: int, alg: Any, reason: str) -> None:
     """INFO: the algorithm of a new call signature, and why."""
     LOG.info("%s of %d bytes on %r (%d ranks): algorithm %s (%s)", coll, nbytes, comm.name, comm.size, alg.name,
              reason)
@@ -112,7 +115,7 @@ def fixed_of(rec: Record) -> Tuple[Any, ...]:
                                -1 if rec.redop is None else _CODE[rec.redop], rec.peer)
 
 
-def issue(comm: Any, seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None, name: Optional[str] = None) -> int:
+def issue(comm: "CommPort", seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None, name: Optional[str] = None) -> int:
     """Operation #``seq`` starts: its flight record (the slot, or NO_SLOT when the recorder is off) and a DEBUG line.
 
     ``fixed``: ``fixed_of(rec)``, when the caller kept it.  ``name``: the operation's name in the trace
@@ -134,7 +137,7 @@ def issue(comm: Any, seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = N
     return fr.issue_fixed(seq, fixed_of(rec) if fixed is None else fixed)
 
 
-def running(comm: Any, slot: int) -> None:
+def running(comm: "CommPort", slot: int) -> None:
     """The operation of ``slot`` was launched."""
     if slot >= 0:
         fr = comm.flight
@@ -142,7 +145,7 @@ def running(comm: Any, slot: int) -> None:
             fr.running(slot)
 
 
-def done(comm: Any, slot: int, name: str, seq: int) -> None:
+def done(comm: "CommPort", slot: int, name: str, seq: int) -> None:
     """Operation #``seq`` (``name`` as given to :func:`issue`) completed: its flight record, and its trace slice.
 
     Every operation ends here, whichever way it completes: a blocking call, a started collective's
@@ -156,7 +159,7 @@ def done(comm: Any, slot: int, name: str, seq: int) -> None:
         trace.op_end(comm.name, name, seq)
 
 
-def failed(comm: Any, exc: Optional[HcclError], err: BaseException) -> None:
+def failed(comm: "CommPort", exc: Optional[HcclError], err: BaseException) -> None:
     """The communicator failed with ``err``: open records fail; a timeout, a dead peer or a detected desync dumps every ring."""
     fr = comm.flight
     if fr is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from . import observe
 from .errors import CommError, CommTimeoutError, MessageMismatchError
 from .request import Request, timeout_arg
 from .streams import sync_stream
+
+if TYPE_CHECKING:
+    from .port import CommPort
 
 __all__ = ["PointToPoint", "Lane", "AnySourceRequest"]
 
@@ -54,7 +57,7 @@ class Lane:
 class PointToPoint:
     """send/recv/isend/irecv/send_multi/recv_multi of one :class:`Comm` (which delegates to it)."""
 
-    def __init__(self, comm: Any) -> None:
+    def __init__(self, comm: "CommPort") -> None:
         self.comm = comm          # the communicator's CommPort (api/port.py)
         self.lanes: Dict[Tuple[int, str], Lane] = {}
 
@@ -69,11 +72,11 @@ class PointToPoint:
         timeout = timeout_arg(timeout)
         return self._blocking(self.irecv(buf, src), timeout, src, "send")
 
-    def isend(self, x: Any, dst: int) -> Request:
+    def isend(self, x: Any, dst: int) -> Request[Any]:
         """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
         return self._post_send([x], dst, "isend", single=True)
 
-    def irecv(self, buf: Any, src: int) -> Request:
+    def irecv(self, buf: Any, src: int) -> Request[Any]:
         """Start receiving into ``buf`` from ``src``; wait() returns ``buf``."""
         return self._post_recv([buf], src, "irecv", single=True)
 
@@ -86,8 +89,9 @@ class PointToPoint:
     def recv_multi(self, items: Sequence[Any], src: int, *, timeout: Optional[float] = None) -> List[Any]:
         """Receive consecutive messages from ``src`` into the given buffers; returns them."""
         timeout = timeout_arg(timeout)
-        return self._blocking(self._post_recv(self._items(items, "recv_multi"), src, "recv_multi", single=False),
-                              timeout, src, "send_multi")
+        got = self._blocking(self._post_recv(self._items(items, "recv_multi"), src, "recv_multi", single=False),
+                             timeout, src, "send_multi")
+        return cast(List[Any], got)
 
     def irecv_any(self, buf: Any) -> "AnySourceRequest":
         """Start receiving into ``buf`` from whichever rank's next message arrives first (its ``source`` once done)."""
@@ -125,7 +129,7 @@ class PointToPoint:
         return self.comm.binding.get_hccl_buffer(self.comm.handle)
 
     # ------------------------------------------------------------------ helpers
-    def _blocking(self, req: Request, timeout: Optional[float], peer: int, matching: str) -> Any:
+    def _blocking(self, req: Request[Any], timeout: Optional[float], peer: int, matching: str) -> Any:
         """Wait for a blocking call's request; on timeout there is no request to wait on, so say what to check.
 
         The transfer stays queued (it could still land in the buffer later), so the communicator is
@@ -200,7 +204,7 @@ class PointToPoint:
                 raise self.comm.fail(exc, what) from exc
         return Request(what, sync, finish)
 
-    def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request:
+    def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
         self.comm.check_usable(what)
         dst = self._peer_arg("dst", dst, what)
         bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
@@ -226,7 +230,7 @@ class PointToPoint:
             staging.finish()
         return self._request(lane, desc, finish, op)
 
-    def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request:
+    def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
         self.comm.check_usable(what)
         src = self._peer_arg("src", src, what)
         bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
@@ -311,14 +315,14 @@ class PointToPoint:
                               f"failed: {exc}", RuntimeWarning, stacklevel=3)
 
 
-class AnySourceRequest(Request):
+class AnySourceRequest(Request[Any]):
     """A receive from any source: watches the inboxes until a peer's message arrives, then receives it from that peer."""
 
     def __init__(self, p2p_: PointToPoint, buf: Any) -> None:
         super().__init__(f"irecv_any on rank {p2p_.comm.rank}", self._step, lambda: buf)
         self._p2p = p2p_
         self._buf = buf
-        self._inner: Optional[Request] = None
+        self._inner: Optional[Request[Any]] = None
         self._limit = p2p_.comm.timeout          # a message from nobody fails after the communicator's timeout
         self._began = time.monotonic()
         self.source: Optional[int] = None        # the sender, once its message was seen

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..binding import Binding
 from ..errors import COLLECTIVE_MISMATCH, HcclError
+from ..flight import FlightRecorder
 from ..plan import Topology
 from . import consistency, live, observe
 from .buffers import Buffer
@@ -35,7 +36,7 @@ class CommPort:
     def __init__(self, comm: "Comm") -> None:
         self._c = comm
         self.issuer: Optional["Issuer"] = None   # the collective machinery (issue.py), set once the handle exists
-        self.flight: Any = None                  # its flight recorder ring (observe.created), None when off
+        self.flight: Optional[FlightRecorder] = None   # its flight recorder ring (observe.created), None when off
         self.member = True                       # False: this rank holds a null communicator
         self.destroyed = False                   # finalize() or destroy() ran
         self.broken: Optional[str] = None        # why it is unusable after a failure (None while it works)
@@ -107,7 +108,7 @@ class CommPort:
         """Library collectives carry the package's signature handshake (else: the backend's own check)."""
         return self._issuer.check_native
 
-    def drop_flight(self) -> Any:
+    def drop_flight(self) -> Optional[FlightRecorder]:
         """Detach and return the flight recorder ring (the communicator is destroyed)."""
         fr, self.flight = self.flight, None
         return fr

@@ -11,7 +11,7 @@ not a reordering).  ``gather`` is an allgather kept on the root; uneven ``all_to
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -23,6 +23,7 @@ from ..api.comm import Comm
 from ..api.errors import CommError, CommTimeoutError
 from ..api.request import Request
 from ..enums import dtype_from_torch
+from ..types import ReduceOpName
 from .profiling import profiled
 from .progress import serialised
 from .work import HcommWork, seconds_of
@@ -31,7 +32,8 @@ __all__ = ["ProcessGroupHcomm", "DEVICES"]
 
 DEVICES = ("cpu", "npu")
 _KIND = dist.ReduceOp   # ReduceOp.SUM & co are the RedOpType members themselves (the stub types them there)
-_OPS = {_KIND.SUM: "sum", _KIND.PRODUCT: "prod", _KIND.MIN: "min", _KIND.MAX: "max", _KIND.AVG: "sum"}
+_OPS: Dict[Any, ReduceOpName] = {_KIND.SUM: "sum", _KIND.PRODUCT: "prod", _KIND.MIN: "min", _KIND.MAX: "max",
+                                  _KIND.AVG: "sum"}
 
 
 def _op_kind(op: Any) -> Any:
@@ -101,7 +103,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             raise ValueError(f"{self._label(what)}: got {len(tensors)} tensors; expected exactly one per rank")
         return self._tensor(tensors[0], what, "tensor")
 
-    def _op(self, opts: Any, what: str, t: torch.Tensor) -> Tuple[str, Optional[Callable[[], None]]]:
+    def _op(self, opts: Any, what: str, t: torch.Tensor) -> Tuple[ReduceOpName, Optional[Callable[[], None]]]:
         """The Comm op of torch's ReduceOp, and for AVG the division of ``t`` to run once the sum arrived."""
         kind = _op_kind(opts.reduceOp)
         op = _OPS.get(kind)
