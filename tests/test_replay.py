@@ -130,16 +130,17 @@ def test_replays_on_the_emulator_launch_prepared_task_lists(algo: str) -> None:
 
 def test_prepared_batch_validates_once_and_needs_batch_mode() -> None:
     """sim_prepare_batch raises on a bad call and leaves batch mode closed; issuing one needs an open batch."""
+    from hcomm_cffi.algorithms.tasks import PreparedLaunch
     from hcomm_cffi.binding import Binding
     from hcomm_cffi.errors import HcclError
     from hcomm_cffi.sim import SimLibrary
     lib = SimLibrary()
     b = Binding(lib)
     with pytest.raises(HcclError):
-        lib.sim_prepare_batch(b, [(b.thread_notify_wait, (0xdead, 0, 1))])    # not a thread handle
+        lib.sim_prepare_batch([(b.thread_notify_wait, (0xdead, 0, 1))])    # not a thread handle
     assert lib._batch.tasks is None
-    empty = lib.sim_prepare_batch(b, [])
+    empty = lib.sim_prepare_batch([])
     assert len(empty) == 0
     with pytest.raises(RuntimeError, match="outside HcommBatchModeStart"):
         lib.sim_issue_prepared(empty)
-    empty.launch()                               # an empty batch launches nothing and succeeds
+    PreparedLaunch(b, empty).launch()            # an empty batch launches nothing and succeeds

@@ -37,7 +37,7 @@ from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
 from .port import CommPort
 from .request import Request, is_seconds
 
-__all__ = ["Comm", "DEFAULT_EAGER_LIMIT"]
+__all__ = ["Comm", "comm_of_handle", "DEFAULT_EAGER_LIMIT"]
 
 #: the buffer a call returns (``x`` in place, else ``out``): the caller's own type
 B = TypeVar("B", bound=BufferLike)
@@ -98,6 +98,12 @@ def _op(op: Any) -> ReduceOp:
         return parse_reduce_op(op)
     except ValueError as exc:
         raise ValueError(str(exc)) from None
+
+
+def comm_of_handle(binding: Binding, handle: Any, name: str, *, topology: TopologyArg = None,
+                   eager_limit: Optional[int] = None, timeout: Optional[float] = None) -> "Comm":
+    """A Comm over a communicator ``handle`` the library already made (the world, from HcclCommInitRootInfo)."""
+    return Comm._from_handle(binding, handle, name, topology=topology, eager_limit=eager_limit, timeout=timeout)
 
 
 class Comm:

@@ -24,7 +24,7 @@ from ..algorithms.context import IssueContext
 from ..algorithms.dryrun import dry_run
 from ..algorithms.interface import Algorithm, CollectiveCall
 from ..algorithms.replay import Schedule, capture
-from ..algorithms.tasks import TaskBatch
+from ..algorithms.tasks import PreparedLaunch, TaskBatch
 from ..binding import Binding
 from ..enums import ReduceOp
 from ..errors import HcclError
@@ -399,7 +399,7 @@ class Issuer:
             exchange = self._handshake(batch, c, res, target, parity)
         batch.extend(known.bind(self.b, self._bases(c)))
         if self.caps.prepares_batches and not known.unbatched:
-            return Bound(self.b.lib.prepare_batch(self.b, batch.calls), exchange)
+            return Bound(PreparedLaunch(self.b, self.b.lib.prepare_batch(batch.calls)), exchange)
         return Bound(batch, exchange)
 
     def _resources(self, alg: Algorithm, call: CollectiveCall, target: Target) -> Resources:

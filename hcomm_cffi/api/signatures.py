@@ -127,7 +127,7 @@ class Signer:
 
     # ------------------------------------------------------------------ one handshake
     def issue(self, sink: TaskBatch, links: Resources, thread: int, words: np.ndarray,
-              host_task: Optional[Callable[[Any, int, Callable[[], None]], Any]], parity: int) -> Optional[Exchange]:
+              host_task: Optional[Callable[[int, Callable[[], None]], Any]], parity: int) -> Optional[Exchange]:
         """Issue a handshake of ``parity`` into ``sink`` on ``thread``: write my slot at every peer of ``links``,
         record, wait; the caller launches it when :meth:`advance` gives that parity.
 
@@ -147,7 +147,7 @@ class Signer:
         ex = Exchange(links.local_buffer + row, peers, words, words.tobytes())
         if host_task is None:
             return ex
-        sink.calls.append(host_task(self.b, thread, lambda: self._compare_in_place(ex)))
+        sink.calls.append(host_task(thread, lambda: self._compare_in_place(ex)))
         return None
 
     def _area(self, res: Resources) -> int:

@@ -74,13 +74,17 @@ class AbiCheckedLibrary(Backend):
         """The wrapped library's."""
         return bool(self._lib.withdraw_device_memory(addr))
 
-    def prepare_batch(self, binding: Any, calls: Sequence[Call]) -> Any:
+    def prepare_batch(self, calls: Sequence[Call]) -> Any:
         """The wrapped library's."""
-        return self._lib.prepare_batch(binding, calls)
+        return self._lib.prepare_batch(calls)
 
-    def host_task(self, binding: Any, thread: int, fn: Callable[[], None]) -> Call:
+    def issue_prepared(self, prepared: Any) -> None:
         """The wrapped library's."""
-        return self._lib.host_task(binding, thread, fn)
+        self._lib.issue_prepared(prepared)
+
+    def host_task(self, thread: int, fn: Callable[[], None]) -> Call:
+        """The wrapped library's."""
+        return self._lib.host_task(thread, fn)
 
     def __getattr__(self, name: str) -> Any:
         ctype = self._types.get(name)

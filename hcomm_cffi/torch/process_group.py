@@ -160,15 +160,15 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
     def _combine(self, what: str, works: List[HcommWork], result: List[Any]) -> HcommWork:
         """One work for several (the coalesced operations): done when all are, failed when one failed."""
-        failed = next((w._error for w in works if w._error is not None), None)
+        failed = next((w.exception() for w in works if w.exception() is not None), None)
         if failed is not None:
             return HcommWork.finished(self._label(what), result, failed)
-        then = [w._then for w in works if w._then is not None]
+        then = [w.then for w in works if w.then is not None]
 
         def run_all() -> None:
             for f in then:
                 f()
-        return self._work(what, [r for w in works for r in w._requests], result, run_all if then else None)
+        return self._work(what, [r for w in works for r in w.requests], result, run_all if then else None)
 
     # ------------------------------------------------------------------ collectives
     # torch's stub overloads allreduce, broadcast, reduce, allgather, reduce_scatter, gather and scatter with
