@@ -29,8 +29,9 @@ Key = Tuple[Any, ...]
 _from_buffer = ffi.from_buffer
 _ndarray = np.ndarray
 _NOT_A_BUFFER = (ValueError, TypeError, BufferError)
-#: positions of the two buffer addresses in a key (see key_of)
+#: positions of the two buffer addresses in a key (see key_of), and the key's tail without ``out``
 _X_AT, _OUT_AT = 2, 5
+_NO_OUT = (None, 0, None)
 
 
 _tensors: Tuple[type, ...] = ()     # torch.Tensor and nn.Parameter, once torch is imported
@@ -73,11 +74,25 @@ def key_of(coll: str, x: Any, x_written: bool, out: Any, scalars: Tuple[Any, ...
     (they keep the arrays alive only as long as the key lives); :meth:`FastCalls.store` keeps
     plain pointers instead, which hash and compare equal to them.
     """
-    xv = buffer_view(x, x_written)
-    if xv is None:
-        return None
+    if type(x) is _ndarray:          # the common case inline (what buffer_view does for an ndarray)
+        try:
+            v = _from_buffer("char[]", x, x_written)
+        except _NOT_A_BUFFER:
+            return None
+        xv: Tuple[Any, int, Any] = (v, len(v), x.dtype)
+    else:
+        view = buffer_view(x, x_written)
+        if view is None:
+            return None
+        xv = view
     if out is None:
-        return (coll, scalars) + xv + (None, 0, None)
+        return (coll, scalars) + xv + _NO_OUT
+    if type(out) is _ndarray:
+        try:
+            v = _from_buffer("char[]", out, True)
+        except _NOT_A_BUFFER:
+            return None
+        return (coll, scalars) + xv + (v, len(v), out.dtype)
     ov = buffer_view(out, True)
     if ov is None:
         return None

@@ -184,7 +184,7 @@ class Issuer:
         ``c`` holds the validated op, algorithm and root (the same checks as every call); sets
         ``c.fast_key`` when the call has a key, so the full path keeps its Entry there.
         """
-        if not self.fast_ok or not c.blocking:
+        if not self.fast_ok or c.async_op or c.stream is not None:    # c.blocking, without the property's call
             return False
         key = key_of(c.coll, x, x_written, out, (c.op, c.algorithm, c.root))
         if key is None:
@@ -198,7 +198,9 @@ class Issuer:
             return False
         self.seq += 1
         slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
-        self._launch_and_wait(self._take(entry), slot, c.coll, entry.what)
+        bound = entry.bound
+        self._launch_and_wait(bound[0] if len(bound) == 1 else bound[self.signer.advance(self.seq)], slot, c.coll,
+                              entry.what)
         return True
 
     def start(self, c: Call) -> Pending:
@@ -231,15 +233,14 @@ class Issuer:
             raise self.port.fail(exc, c.what) from exc
         return entry, self.cache.generation
 
-    def start_persistent(self, c: Call, entry: Optional[Entry]) -> Pending:
-        """Launch a persistent request's bound call (or, without one, start ``c`` afresh)."""
+    def start_persistent(self, c: Call, entry: Optional[Entry], pending: Optional[Pending]) -> Pending:
+        """Launch a persistent request's bound call (or, without one, start ``c`` afresh); ``pending``: the
+        request's Pending of its previous start, started again (the caller checked the communicator)."""
         if entry is None:
             return self.start(c)
-        self.port.check_usable(c.coll)
-        target = self.targets.own
         self.seq += 1
         slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
-        return self._launch_started(c, self._take(entry), target, slot)
+        return self._launch_started(c, self._take(entry), self.targets.own, slot, pending)
 
     # ------------------------------------------------------------------ launching
     def _take(self, entry: Entry) -> Bound:
@@ -266,15 +267,20 @@ class Issuer:
         if self.retired:
             self._free_retired()
 
-    def _launch_started(self, c: Call, bound: Bound, target: Target, slot: int) -> Pending:
-        """Launch ``bound`` on ``target``'s stream after the previous collective; the Pending that completes it."""
+    def _launch_started(self, c: Call, bound: Bound, target: Target, slot: int,
+                        pending: Optional[Pending] = None) -> Pending:
+        """Launch ``bound`` on ``target``'s stream after the previous collective; the Pending that completes it
+        (``pending`` started again, when given: a persistent request's)."""
         try:
             self.targets.order(target)
             bound.batch.launch()
             observe.running(self.port, slot)
         except HcclError as exc:
             raise self.port.fail(exc, c.what) from exc
-        pending = Pending(self.port, c, target.stream, bound.exchange, slot, self.seq)
+        if pending is None:
+            pending = Pending(self.port, c, target.stream, bound.exchange, slot, self.seq)
+        else:
+            pending.restart(bound.exchange, slot, self.seq)
         self.inflight.add(pending)
         return pending
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from ..errors import HcclError
 from . import observe
-from .buffers import Staging
+from .buffers import NO_STAGING, Staging
 from .errors import CommError
 from .request import Request
 from .streams import sync_stream
@@ -51,6 +51,13 @@ class Pending:
         self.slot = slot               # its flight-recorder slot (-1: none)
         self.error: Optional[BaseException] = None   # the failure, raised again by every later sync
 
+    def restart(self, exchange: Any, slot: int, seq: int) -> None:
+        """The same call started again (a persistent request's next start): pending, with this start's record."""
+        self.done = False
+        self.exchange = exchange
+        self.slot = slot
+        self.seq = seq
+
     def sync(self, timeout: Optional[float]) -> bool:
         """Wait up to ``timeout`` s (None: the communicator's limits) for the stream; raises CommError on failure.
 
@@ -71,13 +78,15 @@ class Pending:
         if finished:
             observe.done(port, self.slot, self.coll, self.seq)
             self._forget()
-            self._check_exchange()
+            if self.exchange is not None:
+                self._check_exchange()
             broken = port.broken
             if broken:   # the stream failed while this was queued, and an earlier wait took the error
                 self.error = CommError(f"rank {port.rank} of communicator {port.name!r}: {self.what} was in "
                                        f"flight when the communicator failed ({broken}); its result is not valid")
                 raise self.error
-            self.staging.finish()
+            if self.staging is not NO_STAGING:
+                self.staging.finish()
         return finished
 
     def _check_exchange(self) -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, TypeVar
 
+import numpy as np
+
 from .._ffi import ffi
 from .buffers import as_buffer
 from .errors import CommError
@@ -46,7 +48,7 @@ def _state(obj: Any, name: str, written: bool) -> Tuple[int, int, Any]:
 class _Held:
     """One buffer of a persistent request as it was at the init: what every start compares it with."""
 
-    __slots__ = ("name", "obj", "written", "state", "shape")
+    __slots__ = ("name", "obj", "written", "state", "shape", "ptr", "array")
 
     def __init__(self, name: str, obj: Any, written: bool) -> None:
         self.name = name
@@ -54,9 +56,22 @@ class _Held:
         self.written = written
         self.state = _state(obj, name, written)
         self.shape = tuple(obj.shape) if hasattr(obj, "shape") else None
+        self.array = type(obj) is np.ndarray                    # checked inline at every start (the common case)
+        self.ptr = ffi.cast("char *", self.state[0])
+
+    def unchanged(self) -> bool:
+        """The cheap check of an ndarray: the same address, bytes, dtype and shape, contiguous and (written) writable."""
+        obj = self.obj
+        try:
+            view = ffi.from_buffer("char[]", obj, self.written)
+        except (ValueError, TypeError, BufferError):
+            return False
+        return view == self.ptr and len(view) == self.state[1] and obj.dtype == self.state[2] and obj.shape == self.shape
 
     def changed(self) -> Optional[str]:
         """How the buffer changed since the init (None: unchanged); raises what a fresh call would raise of it."""
+        if self.array and self.unchanged():
+            return None
         now = _state(self.obj, self.name, self.written)
         shape = tuple(self.obj.shape) if self.shape is not None else None
         if now == self.state and shape == self.shape:
@@ -71,7 +86,8 @@ class Persistent(Request[T]):
 
     def __init__(self, issuer: "Issuer", port: "CommPort", call: "Call", what: str,
                  buffers: Tuple[Tuple[str, Any, bool], ...]) -> None:
-        result = call.result
+        result: T = call.result
+        self._result_of = result
         super().__init__(what, self._sync, lambda: result)
         self._done = True                        # inactive until the first start
         self._issuer = issuer
@@ -80,7 +96,8 @@ class Persistent(Request[T]):
         self._held: List[_Held] = [_Held(name, obj, written) for name, obj, written in buffers]
         self._entry: Optional["Entry"] = None
         self._generation = -1
-        self._pending: Optional["Pending"] = None
+        self._pending: Optional["Pending"] = None    # the start in flight (None: inactive)
+        self._started: Optional["Pending"] = None    # the Pending every start re-arms
         self._bind()
 
     def _bind(self) -> None:
@@ -104,8 +121,20 @@ class Persistent(Request[T]):
                                  "address, shape and dtype they had at the init (create a new request for new buffers)")
         if self._entry is not None and self._generation != self._issuer.cache.generation:
             self._bind()                         # what it was bound to may be gone: bind again
-        self._pending = self._issuer.start_persistent(self._call, self._entry)
+        self._pending = self._started = self._issuer.start_persistent(self._call, self._entry, self._started)
         self._done = False
+
+    def wait(self, timeout: Optional[float] = None) -> T:
+        """Block until the started operation completes (an inactive request returns at once); returns its result."""
+        pending = self._pending
+        if pending is None:
+            return self._result_of
+        if timeout is not None:
+            return super().wait(timeout)
+        pending.sync(None)                       # no limit of ours: the communicator's (raises on failure)
+        self._pending = None
+        self._done = True
+        return self._result_of
 
     def _sync(self, timeout: Optional[float]) -> bool:
         pending = self._pending

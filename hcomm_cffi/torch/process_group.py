@@ -32,8 +32,11 @@ __all__ = ["ProcessGroupHcomm", "DEVICES"]
 
 DEVICES = ("cpu", "npu")
 _KIND = dist.ReduceOp   # ReduceOp.SUM & co are the RedOpType members themselves (the stub types them there)
-_OPS: Dict[Any, ReduceOpName] = {_KIND.SUM: "sum", _KIND.PRODUCT: "prod", _KIND.MIN: "min", _KIND.MAX: "max",
-                                  _KIND.AVG: "sum"}
+#: RedOpType value (as int: hashing and comparing the pybind enum costs twice the conversion) -> the Comm op
+_OP_NAMES: Tuple[Tuple[Any, ReduceOpName], ...] = ((_KIND.SUM, "sum"), (_KIND.PRODUCT, "prod"), (_KIND.MIN, "min"),
+                                                   (_KIND.MAX, "max"), (_KIND.AVG, "sum"))
+_OPS: Dict[int, ReduceOpName] = {int(kind): name for kind, name in _OP_NAMES}
+_AVG = int(_KIND.AVG)  # type: ignore[call-overload]   # torch's stub gives RedOpType no __int__; pybind does
 
 
 def _op_kind(op: Any) -> Any:
@@ -106,11 +109,12 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     def _op(self, opts: Any, what: str, t: torch.Tensor) -> Tuple[ReduceOpName, Optional[Callable[[], None]]]:
         """The Comm op of torch's ReduceOp, and for AVG the division of ``t`` to run once the sum arrived."""
         kind = _op_kind(opts.reduceOp)
-        op = _OPS.get(kind)
+        code = int(kind)
+        op = _OPS.get(code)
         if op is None:
             raise ValueError(f"{self._label(what)}: ReduceOp.{_op_name(kind)} is not supported; expected SUM, AVG, "
                              "PRODUCT, MIN or MAX")
-        if kind != _KIND.AVG:
+        if code != _AVG:
             return op, None
         if not t.is_floating_point():
             raise ValueError(f"{self._label(what)}: ReduceOp.AVG needs a floating-point tensor, got {t.dtype}")
