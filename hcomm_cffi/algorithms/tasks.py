@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, List, Protocol, Set, Tuple
 
 from .. import trace as _trace
+from ..lib.contract import DataPlaneCall
 
 __all__ = ["TaskSink", "TaskBatch", "PreparedLaunch"]
 
@@ -50,7 +51,6 @@ class TaskSink(Protocol):
         """A library collective (``all_reduce``, ``broadcast``, ... of Binding) enqueued on its stream."""
 
 
-Call = Tuple[Callable[..., None], tuple]
 
 
 class TaskBatch:
@@ -60,7 +60,7 @@ class TaskBatch:
 
     def __init__(self, binding: Any) -> None:
         self._b = binding
-        self.calls: List[Call] = []
+        self.calls: List[DataPlaneCall] = []
         self.unbatched: Set[int] = set()    # indices of library calls (run outside batch mode)
 
     # one recorder per data-plane method: the hot path is a tuple append

@@ -180,6 +180,7 @@ class Comm:
         self.rank = -1
         self.size = 0
         self._handle = None
+        # (name, ranks) -> sub-communicators made of it so far: one entry per distinct creation, what the user made
         self._children: Dict[Tuple[str, Tuple[int, ...]], int] = {}
         self.parent_ranks = []
         self._port = CommPort(self)             # its lifecycle state, and what its helpers may use of it

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Tuple
 
-__all__ = ["Capabilities", "Backend", "CANN", "Call"]
+__all__ = ["Capabilities", "Backend", "CANN", "DataPlaneCall"]
 
 #: one data-plane call as the layers above record it: a callable (their binding's method) and its arguments;
 #: the backend calls it, it never needs the object it belongs to
-Call = Tuple[Callable[..., None], Tuple[Any, ...]]
+DataPlaneCall = Tuple[Callable[..., None], Tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Backend:
         """Undo :meth:`declare_device_memory` of the range at ``addr``; False when there was none."""
         return False
 
-    def prepare_batch(self, calls: Sequence[Call]) -> Any:
+    def prepare_batch(self, calls: Sequence[DataPlaneCall]) -> Any:
         """``calls`` (data-plane calls and arguments) validated once into tasks kept for :meth:`issue_prepared`.
 
         Only with ``prepares_batches``.
@@ -66,7 +66,7 @@ class Backend:
         """Add what :meth:`prepare_batch` returned to the open batch (between HcommBatchModeStart and End)."""
         raise NotImplementedError(f"{type(self).__name__} does not prepare batches")
 
-    def host_task(self, thread: int, fn: Callable[[], None]) -> Call:
+    def host_task(self, thread: int, fn: Callable[[], None]) -> DataPlaneCall:
         """A data-plane call (Binding method, arguments) that runs ``fn`` on ``thread`` in stream order.
 
         Only with ``host_tasks``; ``fn`` raising fails the stream, with its message, like a failed task.

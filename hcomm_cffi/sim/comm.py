@@ -1,6 +1,6 @@
 """A communicator of the emulator: this rank's shared segments, its peers, its channels.
 
-Each rank of a communicator owns two /dev/shm segments:
+Each rank of a communicator owns three /dev/shm segments, four with the checker on:
 
 * ``ctl``: a header (state, rank, pid, the futex doorbell) and a table of channel slots, each
   with 64 notify words.  A peer records into a slot of this segment and rings the doorbell.

@@ -22,7 +22,7 @@ from .errors import (
 )
 from .._ffi import ffi
 from .futex import sched_yield
-from .tasks import (  # the kind codes and names are re-exported: runtime.py named them first
+from .tasks import (  # the kind codes the executor dispatches on
     C_RECORD, C_WAIT, CALL, COPY, EVENT_RECORD, EVENT_WAIT, KIND_NAMES, READ, READ_REDUCE, REDUCE, REDUCE3, T_RECORD,
     T_WAIT, UFUNC, WRITE, WRITE_REDUCE, Task, task_bytes,
 )
