@@ -166,11 +166,12 @@ class Issuer:
         self._prepare(c)
         self.seq += 1
         record = observe.record_of(c)
-        slot = observe.issue(self.port, self.seq, record)
         try:
             entry, bound = self._bind(c, self.targets.own, record)
         except HcclError as exc:
             raise self.port.fail(exc, c.what) from exc
+        # recorded once it will launch: a call its algorithm refused while issuing leaves no open operation
+        slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
         self._launch_and_wait(bound, slot, c.coll, c.what)
         if c.staging is not NO_STAGING:
             c.staging.finish()
@@ -210,11 +211,11 @@ class Issuer:
         target = self.targets.get(c.stream)
         self.seq += 1
         record = observe.record_of(c)
-        slot = observe.issue(self.port, self.seq, record)
         try:
-            _, bound = self._bind(c, target, record)
+            entry, bound = self._bind(c, target, record)
         except HcclError as exc:
             raise self.port.fail(exc, c.what) from exc
+        slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
         return self._launch_started(c, bound, target, slot)
 
     # ------------------------------------------------------------------ persistent requests (persistent.py)
