@@ -154,3 +154,44 @@ def test_every_started_operation_is_closed_in_the_trace(tmp_path: Any) -> None:
         with open(path) as fh:
             events = json.load(fh)["traceEvents"]
         assert len([e for e in events if e.get("cat") == "op"]) == 14
+
+
+def torch_trace_body(rank: int, n: int, root_info: bytes, port: int) -> Dict[str, Any]:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    import hcomm_cffi.torch  # noqa: F401
+    from hcomm_cffi import trace
+    dist.init_process_group("hcomm", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        t = torch.ones(8)
+        works = [dist.all_reduce(t, async_op=True), dist.broadcast(t, 0, async_op=True)]
+        peer = 1 - rank
+        inbox = torch.empty(8)
+        works += [dist.isend(t, peer), dist.irecv(inbox, peer)]
+        for w in works:
+            w.wait()
+        fut = dist.all_reduce(t, async_op=True).get_future()   # completed by the backend's progress thread
+        fut.wait()
+        dist.all_reduce(t)                                      # blocking (the fast path from the second on)
+        dist.all_reduce(t)
+        dist.barrier()
+        return {"open": trace.open_ops(), "ops": len([e for e in trace.events() if e.get("cat") == "op"])}
+    finally:
+        dist.destroy_process_group()
+
+
+def test_every_torch_work_is_closed_in_the_trace(tmp_path: Any) -> None:
+    pytest.importorskip("torch")
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tdir = str(tmp_path / "trace")
+    for got in run_ranks(2, torch_trace_body, port, timeout=120, env={"HCOMM_TRACE": tdir}):
+        assert got["open"] == [], got
+        # 5 collectives, 4 messages (a send is a header and the tensor), the barrier; the creation-time ops too
+        assert got["ops"] >= 10, got
