@@ -31,6 +31,8 @@ from .work import HcommWork, seconds_of
 __all__ = ["ProcessGroupHcomm", "DEVICES"]
 
 DEVICES = ("cpu", "npu")
+#: operation labels a process group keeps (_label) before it starts over
+LABELS_MAX = 256
 _KIND = dist.ReduceOp   # ReduceOp.SUM & co are the RedOpType members themselves (the stub types them there)
 #: RedOpType value (as int: hashing and comparing the pybind enum costs twice the conversion) -> the Comm op
 _OP_NAMES: Tuple[Tuple[Any, ReduceOpName], ...] = ((_KIND.SUM, "sum"), (_KIND.PRODUCT, "prod"), (_KIND.MIN, "min"),
@@ -63,6 +65,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self._barriers = 0
         self._group_name = ""
         self._group_desc = ""
+        self._labels: Dict[str, str] = {}
 
     # ------------------------------------------------------------------ identity
     def getBackendName(self) -> str:
@@ -70,6 +73,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
     def setGroupName(self, name: str) -> None:
         self._group_name = name
+        self._labels.clear()
 
     def getGroupName(self) -> str:
         return self._group_name
@@ -137,7 +141,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return t
 
     def _label(self, what: str) -> str:
-        return f"rank {self.comm.rank} of process group {self._group_name or self.comm.name!r}: hcomm {what}"
+        """'rank R of process group G: hcomm <what>' (made once per operation name: every call names its work)."""
+        label = self._labels.get(what)
+        if label is None:
+            if len(self._labels) >= LABELS_MAX:     # p2p and barrier names carry peers, tags and counts
+                self._labels.clear()
+            label = self._labels[what] = (f"rank {self.comm.rank} of process group "
+                                          f"{self._group_name or self.comm.name!r}: hcomm {what}")
+        return label
 
     def _work(self, what: str, reqs: List[Request], result: List[Any], then: Optional[Callable[[], None]] = None,
               on_timeout: Optional[Callable[[float], str]] = None, limit: Optional[float] = None) -> HcommWork:
