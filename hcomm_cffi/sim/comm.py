@@ -1,13 +1,13 @@
 """A communicator of the emulator: this rank's shared segments, its peers, its channels.
 
-Each rank of a communicator owns three /dev/shm segments, four with the checker on:
+Each rank of a communicator owns three /dev/shm segments, four under the strict checker:
 
 * ``ctl``: a header (state, rank, pid, the futex doorbell) and a table of channel slots, each
   with 64 notify words.  A peer records into a slot of this segment and rings the doorbell.
 * ``buf``: the HCCL buffer, 2 x HCCL_BUFFSIZE MiB, sparse, so untouched pages cost nothing.
 * ``nat``: scratch memory of the same size for the emulator's own native collectives
   (HcclAllReduce, ...), so they never share memory with algorithms that use the HCCL buffer.
-* ``chk`` (only when HCOMM_SIM_CHECK is not ``off``): the race checker's access log of this rank's
+* ``chk`` (only when HCOMM_SIM_CHECK is ``strict``): the race checker's access log of this rank's
   HCCL buffer and the clocks beside its channel notifies (:mod:`.races`).
 
 Rendezvous is by name: every rank creates its own segments and waits (up to
