@@ -86,6 +86,21 @@ def body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, Any]:
             r.start()
         out.flags.writeable = True
 
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:                                # a tensor given other storage: another address
+            t = torch.full((4 * n,), float(rank))
+            tr = w.allreduce_init(t, algorithm=algo)
+            tr.start()
+            tr.wait()
+            assert t.tolist() == [float(sum(ranks))] * (4 * n)
+            t.set_(torch.zeros(4 * n))
+            with pytest.raises(ValueError, match="at the init it was"):
+                tr.start()
+            assert not tr.active and t.tolist() == [0.0] * (4 * n)
+
         w._issuer.forget_resources()                         # the cache starts over: the request binds again
         x[:] = _vals(rank, 7, 4 * n)
         r.start()
