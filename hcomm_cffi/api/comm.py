@@ -86,6 +86,8 @@ def _topology(value: TopologyArg, size: int) -> Topology:
     return topo
 
 
+#: "this collective takes no such argument" for Comm._begin (None is a value a caller may pass, and is refused)
+_NONE: Any = object()
 _OPS = {"sum": ReduceOp.SUM, "prod": ReduceOp.PROD, "max": ReduceOp.MAX, "min": ReduceOp.MIN}
 
 
@@ -360,13 +362,14 @@ class Comm:
     # call, then asks the Issuer's fast path (api/fastcalls.py: the same checks of the buffers, one lookup) before
     # validating the buffers in full; a persistent request (``*_init``) validates the same way once.
     def _begin(self, coll: str, what: str, algorithm: Any, async_op: bool = False, stream: Any = None,
-               op: Any = None, root: Any = None) -> Call:
-        """The Call of ``coll`` with its op and root validated (``what``: the name errors give the call)."""
-        self._check_usable(what)
+               op: Any = _NONE, root: Any = _NONE) -> Call:
+        """The Call of ``coll`` with its op and root validated, when it takes them (``what``: the name errors give
+        the call; an explicit ``op=None`` or ``root=None`` is refused as a fresh call refuses it)."""
+        self._port.check_usable(what)
         c = Call(coll, algorithm, async_op, stream)
-        if root is not None:
+        if root is not _NONE:
             c.root = self._port.rank_arg("root", root)
-        if op is not None:
+        if op is not _NONE:
             c.op = _op(op)
         registry.check_algorithm(algorithm)
         return c
