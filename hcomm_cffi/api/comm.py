@@ -703,32 +703,34 @@ class Comm:
         return self
 
     # ------------------------------------------------------------------ point-to-point (PointToPoint)
-    def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
+    def send(self, x: BufferLike, dst: int, *, timeout: Optional[float] = None) -> None:
         """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous)."""
         self._p2p.send(x, dst, timeout=timeout)
 
-    def recv(self, buf: Any, src: int, *, timeout: Optional[float] = None) -> Any:
+    def recv(self, buf: B, src: int, *, timeout: Optional[float] = None) -> B:
         """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``."""
-        return self._p2p.recv(buf, src, timeout=timeout)
+        self._p2p.recv(buf, src, timeout=timeout)
+        return buf
 
-    def isend(self, x: Any, dst: int) -> Request[Any]:
+    def isend(self, x: BufferLike, dst: int) -> Request[Any]:
         """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
         return self._p2p.isend(x, dst)
 
-    def irecv(self, buf: Any, src: int) -> Request[Any]:
+    def irecv(self, buf: BufferLike, src: int) -> Request[Any]:
         """Start receiving into ``buf`` from ``src``; wait() returns ``buf``."""
         return self._p2p.irecv(buf, src)
 
-    def irecv_any(self, buf: Any) -> AnySourceRequest:
+    def irecv_any(self, buf: BufferLike) -> AnySourceRequest:
         """Start receiving into ``buf`` from whichever rank's next message arrives first (``MPI_ANY_SOURCE``);
         the request's ``source`` names the sender once it is done."""
         return self._p2p.irecv_any(buf)
 
-    def send_multi(self, items: Sequence[Any], dst: int, *, timeout: Optional[float] = None) -> None:
+    def send_multi(self, items: Sequence[BufferLike], dst: int, *, timeout: Optional[float] = None) -> None:
         """Send several buffers to ``dst`` as consecutive messages in one launch."""
         self._p2p.send_multi(items, dst, timeout=timeout)
 
-    def recv_multi(self, items: Sequence[Any], src: int, *, timeout: Optional[float] = None) -> List[Any]:
+    def recv_multi(self, items: Sequence[BufferLike], src: int, *,
+                   timeout: Optional[float] = None) -> List[BufferLike]:
         """Receive consecutive messages from ``src`` into the given buffers; returns them."""
         return self._p2p.recv_multi(items, src, timeout=timeout)
 
