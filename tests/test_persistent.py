@@ -64,6 +64,17 @@ def body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, Any]:
             np.testing.assert_array_equal(x, _vals(n - 1, step, 4 * n))
             w.allreduce(np.ones(3, np.float32), algorithm="mesh")   # other calls between the starts
         seen["issued_after_starts"] = issued[0]
+        red = w.reduce_init(x, root=0, op="sum", out=out, algorithm=algo)   # MPI_Reduce_init: the root's out
+        for step in range(2):
+            x[:] = _vals(rank, step, 4 * n)
+            out[:] = -1
+            red.start()
+            got = red.wait()
+            if rank == 0:
+                assert got is out
+                np.testing.assert_array_equal(out, sum(_vals(r, step, 4 * n) for r in ranks))
+            else:
+                assert got is None and (out == -1).all()
         r = reqs["allreduce"]
         assert r.wait() is out and not r.active             # an inactive request's wait returns at once
         r.start()

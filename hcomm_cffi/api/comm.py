@@ -627,6 +627,15 @@ class Comm:
         c = self._alltoall_data(self._begin("alltoall", "alltoall_init", algorithm, True), x, out, "alltoall_init")
         return self._persistent(c, "alltoall_init", (("x", x, False), ("out", c.result, True)))
 
+    def reduce_init(self, x: BufferLike, root: int = 0, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
+                    algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
+        """A persistent reduce (``MPI_Reduce_init``); wait() returns the result on root, None elsewhere."""
+        c = self._begin("reduce", "reduce_init", algorithm, True, op=op, root=root)
+        is_root = self.rank == c.root
+        c.result = None if not is_root else (x if out is None else out)
+        return self._persistent(self._reduce_data(c, x, out, "reduce_init"), "reduce_init",
+                                (("x", x, is_root and out is None), ("out", out if is_root else None, True)))
+
     def _persistent(self, c: Call, what: str, buffers: Tuple[Tuple[str, Any, bool], ...]) -> Persistent[Any]:
         """The persistent request of the validated call ``c`` over ``buffers`` ((argument, buffer, written), ...)."""
         return Persistent(self._issuer, self._port, c, f"rank {self.rank} of communicator {self.name!r}: {what}",
