@@ -20,7 +20,7 @@ peers the algorithm talks to.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from ..plan import ChannelSpec, Topology
 from ..plan.planner import rank_resources
 from ..resources import ResourceCache, Resources
 from . import consistency
+
+if TYPE_CHECKING:   # the port imports issue.py, which imports this module
+    from .port import CommPort
 
 __all__ = ["ALL_PEERS_MAX", "TABLE_SLOTS", "Exchange", "Signer", "CollectiveMismatchError"]
 
@@ -56,7 +59,7 @@ class Exchange:
 class Signer:
     """One communicator's signature handshakes: its table of signatures in device memory and its parity."""
 
-    def __init__(self, port: Any) -> None:
+    def __init__(self, port: "CommPort") -> None:
         self.port = port
         self.b = port.binding
         self.rank: int = port.rank

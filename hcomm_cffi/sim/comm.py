@@ -190,7 +190,7 @@ class SimComm:
             self.scratch = Segment(nat_name, self.buffer_bytes, create=True)
             made.append(self.scratch)
             # the race analysis (vector clocks, access logs) is strict mode's; warn keeps the cheap checks (lost
-            # signals, writes into unreleased memory, signatures) at a few per cent of a small call (issue 21)
+            # signals, writes into unreleased memory, signatures) at a few per cent of a small call
             if config.check == "strict":   # before the ctl is READY: a peer that sees READY finds it
                 chk = Segment(chk_segment_name(comm_id, rank), chk_bytes(nranks, self.slots), create=True)
                 made.append(chk)
