@@ -206,3 +206,23 @@ def test_every_torch_work_is_closed_in_the_trace(tmp_path: Any) -> None:
         assert got["open"] == [], got
         # 5 collectives, 4 messages (a send is a header and the tensor), the barrier; the creation-time ops too
         assert got["ops"] >= 10, got
+
+
+def failed_trace_body(rank: int, n: int, root_info: bytes) -> Dict[str, Any]:
+    import hcomm_cffi as hcomm
+    from hcomm_cffi import trace
+    w = hcomm.init(rank=rank, world_size=n, root_info=root_info)
+    try:
+        x = np.ones(8, np.float32)
+        with pytest.raises(hcomm.CollectiveMismatchError):   # the ranks disagree on the op: both fail
+            w.allreduce(x, "max" if rank else "sum", algorithm="ring")
+        failed = [e["name"] for e in trace.events() if e.get("cat") == "op" and e["args"].get("failed")]
+        return {"open": trace.open_ops(), "failed": failed}
+    finally:
+        hcomm.finalize()
+
+
+def test_a_failed_operation_is_closed_in_the_trace_as_failed(tmp_path: Any) -> None:
+    tdir = str(tmp_path / "trace")
+    for got in run_ranks(2, failed_trace_body, timeout=120, env={"HCOMM_TRACE": tdir}):
+        assert got["open"] == [] and got["failed"] == ["allreduce #1"], got

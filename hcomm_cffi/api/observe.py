@@ -165,6 +165,8 @@ def failed(port: "CommPort", exc: Optional[HcclError], err: BaseException) -> No
     fr = port.flight
     if fr is not None:
         fr.fail_open()
+    if trace.ACTIVE:                 # its open operations end here, failed (the timeline closes every operation)
+        trace.ops_failed(port.name)
     timeout = isinstance(err, TimeoutError) or isinstance(exc, TimeoutError)
     gone = exc is not None and exc.code in _PEER_GONE_CODES
     desync = isinstance(err, CollectiveMismatchError) or (
