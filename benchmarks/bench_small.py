@@ -9,7 +9,11 @@ Variants, interleaved in every round (the order rotates) so machine load hits th
   library collective called directly: the reference every ratio is taken against);
 * ``api-native``: ``Comm.allreduce(x, algorithm="native")`` (the Comm API's overhead);
 * ``auto``: ``Comm.allreduce(x)`` (what a user gets);
-* ``ring`` / ``mesh``: the host-driven algorithms (replayed schedules after the first call).
+* ``ring`` / ``mesh``: the host-driven algorithms (replayed schedules after the first call);
+* ``persistent``: ``Comm.allreduce_init(x, algorithm="native")`` once, then ``start()`` + ``wait()``
+  (MPI-4's persistent collective; issue 33: <= 0.9x ``api-native``);
+* ``torch``: ``dist.all_reduce(t)`` through the ``hcomm`` backend on a tensor over ``x``'s memory
+  (issue 33: <= 1.5x ``auto``, the Comm call it makes).
 
 Every rank runs the same number of iterations; rank 0 prints the best round of each variant
 (µs per allreduce) and its ratio to ``native``, then the issue 16 targets: ring and mesh
@@ -34,7 +38,9 @@ from hcomm_cffi._ffi import ffi  # noqa: E402
 from hcomm_cffi.bench.sizes import format_size, parse_size  # noqa: E402
 from hcomm_cffi.enums import DataType, ReduceOp  # noqa: E402
 
-VARIANTS = ("native", "api-native", "auto", "ring", "mesh")
+VARIANTS = ("native", "api-native", "auto", "ring", "mesh", "persistent", "torch")
+#: issue 33's targets against another variant than native: (variant, reference, limit)
+RELATIVE = (("persistent", "api-native", 0.9), ("torch", "auto", 1.5))
 SMALL_MAX = 64 << 10        # targets: "small" is up to 64 KiB, "large" from 4 MiB
 LARGE_MIN = 4 << 20
 
@@ -50,6 +56,22 @@ def _runner(comm: hcomm.Comm, variant: str, x: np.ndarray) -> Callable[[], None]
             b.all_reduce(ptr, ptr, count, dtype, op, handle, stream)
             b.synchronize_stream(stream)
         return run
+    if variant == "persistent":
+        req = comm.allreduce_init(x, algorithm="native")
+
+        def start_wait() -> None:
+            req.start()
+            req.wait()
+        return start_wait
+    if variant == "torch":
+        import torch
+        import torch.distributed as dist
+
+        import hcomm_cffi.torch  # noqa: F401  (registers the backend; the process group reuses this world)
+        if not dist.is_initialized():
+            dist.init_process_group("hcomm")      # env:// from hcomm run
+        t = torch.from_numpy(x)
+        return lambda: dist.all_reduce(t)
     algorithm = "native" if variant == "api-native" else variant
     return lambda: comm.allreduce(x, algorithm=algorithm)
 
@@ -142,9 +164,16 @@ def _report(best: Dict[int, Dict[str, float]], variants: List[str], nranks: int)
         cells = [f"{row['native']:.1f}"] + [f"{row[v]:.1f} ({row[v] / ref:.2f}x)" for v in variants[1:]]
         print(f"| {format_size(nbytes)} | " + " | ".join(cells) + " |")
     for nbytes, row in best.items():
+        for v, against, limit in RELATIVE:
+            if v in row and against in row and nbytes <= SMALL_MAX:
+                ratio = row[v] / row[against]
+                verdict = "ok" if ratio <= limit else "MISSED"
+                print(f"target {v} {format_size(nbytes)} {nranks} ranks: {ratio:.2f}x {against} <= {limit}x: {verdict}")
         ref = row["native"]
         for v in variants[1:]:
             ratio = row[v] / ref
+            if v in ("persistent", "torch"):
+                continue
             if v in ("ring", "mesh"):
                 if nbytes <= SMALL_MAX:
                     limit = 2.0

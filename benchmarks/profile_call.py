@@ -4,8 +4,9 @@
     HCOMM_SIM_CHECK=off HCOMM_CHECK_COLLECTIVES=0 hcomm run -n 2 -- python benchmarks/profile_call.py
 
 After a warm-up (so the call is served by the fast path of ``api/fastcalls.py``), every rank runs
-the steps of ``Issuer.fast`` one by one with a clock read between them -- the usability check and
-the ``Call``, the fast-call key and lookup, the flight record, the launch, ``running``, the stream
+the steps of ``Comm.allreduce`` and ``Issuer.fast`` one by one with a clock read between them -- the
+usability check, the ``Call`` and its validated op and algorithm, the fast-call key and lookup, the
+flight record, the launch, ``running``, the stream
 synchronisation, ``done`` -- then times the plain call the same number of times.  Rank 0 prints µs
 per call for each step and both totals.  It reaches into the communicator's internals on purpose:
 it profiles them, and the step list must follow ``Issuer.fast`` when that changes.  The launch
@@ -20,11 +21,13 @@ import time
 import numpy as np
 
 import hcomm_cffi.api as api
+from hcomm_cffi.algorithms import registry
 from hcomm_cffi.api import observe
 from hcomm_cffi.api.call import Call
+from hcomm_cffi.api.comm import _op as op_arg
 from hcomm_cffi.api.fastcalls import key_of
 
-STEPS = ("check + Call", "key + lookup", "flight issue", "launch (+ wait)", "running", "synchronize", "done")
+STEPS = ("check + Call + args", "key + lookup", "flight issue", "launch (+ wait)", "running", "synchronize", "done")
 
 
 def main() -> None:
@@ -34,37 +37,40 @@ def main() -> None:
     args = ap.parse_args()
     world = api.init()
     x, y = np.ones(2, np.float32), np.zeros(2, np.float32)
-    rest = ("sum", args.algorithm, 0)
     for _ in range(300):
         world.allreduce(x, "sum", out=y, algorithm=args.algorithm)
     world.barrier()
     issuer = world._issuer
-    key = key_of("allreduce", x, False, y, rest)
+    port = issuer.port
+    key = key_of("allreduce", x, False, y, (op_arg("sum"), args.algorithm, 0))
     fast = issuer.cache.fast.entries.get(key)
-    if fast is None or fast.handshake:
-        raise SystemExit(f"the call is not served by the fast path without a handshake here ({fast}); nothing to profile")
+    if fast is None or len(fast.bound) != 1:
+        raise SystemExit(f"the call is not served by the fast path without a handshake here ({fast}); nothing to "
+                         "profile")
     clock = time.perf_counter_ns
     spent = [0] * len(STEPS)
     for _ in range(args.iters):
         t0 = clock()
-        world._check_usable("allreduce")
+        port.check_usable("allreduce")           # what Comm._begin does, then the result
         c = Call("allreduce", args.algorithm)
+        c.op = op_arg("sum")
+        registry.check_algorithm(args.algorithm)
         c.result = y
         t1 = clock()
-        entry = issuer.cache.fast.entries.get(key_of("allreduce", x, False, y, rest))
+        entry = issuer.cache.fast.entries.get(key_of("allreduce", x, False, y, (c.op, c.algorithm, c.root)))
         t2 = clock()
         issuer.seq += 1
-        slot = observe.issue(issuer.port, issuer.seq, entry.record, entry.fixed)
+        slot = observe.issue(port, issuer.seq, entry.record, entry.fixed)
         t3 = clock()
         target = issuer.targets.own
         issuer.targets.order(target)
-        entry.batches[0].batch.launch()
+        entry.bound[0].batch.launch()
         t4 = clock()
-        observe.running(issuer.port, slot)
+        observe.running(port, slot)
         t5 = clock()
         issuer.b.synchronize_stream(target.stream)
         t6 = clock()
-        observe.done(issuer.port, slot, "allreduce", issuer.seq)
+        observe.done(port, slot, "allreduce", issuer.seq)
         t7 = clock()
         for i, (a, b) in enumerate(((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6), (t6, t7))):
             spent[i] += b - a

@@ -45,7 +45,17 @@ _LAZY: Dict[str, str] = {
     **{name: "constants" for name in constants.__all__},
 }
 
-__all__ = ["enums", "errors", "constants", "__version__", *_LAZY]
+# spelled out, so type checkers (mypy --strict: no implicit re-export) see what the package exports;
+# tests/test_typed_generated.py checks that it lists exactly _LAZY's names
+__all__ = ["enums", "errors", "constants", "__version__",
+           "init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
+           "CommError", "CommTimeoutError", "MessageMismatchError", "NotInitializedError", "NotMemberError",
+           "CollectiveMismatchError", "MembershipError", "Stream", "Graph", "graph",
+           "algorithm", "Algorithm", "IssueContext", "CollectiveCall", "register_algorithm",
+           "HcclCommConfigInit", "HcclChannelDescInit", "EndpointDescInit", "ThreadConfigInit",
+           "HcommChannelDescInit", "CommLinkInit", "HcclOpDescInit", "HcclKernelLaunchCfgInit",
+           "HcclTeamCreateDescInit", "HcclTeamCreateChannelsDescInit"]
+__all__ += constants.__all__
 
 
 def __getattr__(name: str) -> Any:

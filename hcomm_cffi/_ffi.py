@@ -34,6 +34,6 @@ def _ffi_from_build_script() -> Any:
 
 
 try:
-    from ._hcomm_ffi import ffi  # type: ignore[import-not-found]
+    from ._hcomm_ffi import ffi  # type: ignore[import-not-found,unused-ignore]
 except ImportError:  # source checkout without the generated module
     ffi = _ffi_from_build_script()

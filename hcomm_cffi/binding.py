@@ -307,7 +307,7 @@ C_FUNCTIONS: Tuple[CFunction, ...] = (
               "uint32_t timeOut)",
               "thread: int, channel: int, idx: int, timeout_s: int",
               "wait for (and clear) local notify ``idx`` of ``channel``; seconds, 0 = forever."),
-    # No tag is NULL: the vendor (hcomm @ 8958adb, audited in issue 11) treats b"" as a tag and turns on its
+    # No tag is NULL: the vendor (hcomm @ 8958adb) treats b"" as a tag and turns on its
     # task cache under a temporary key, so an untagged batch passes NULL.
     CFunction("batch_mode_start", "int32_t HcommBatchModeStart(const char* batchTag)", f"tag: Optional[{_STR}] = None",
               "start recording data-plane calls (launched by batch_mode_end); no tag is NULL.", args=("_tag(tag)",)),

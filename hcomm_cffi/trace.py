@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional
 from . import settings
 
 __all__ = ["ACTIVE", "HOST", "start", "start_in", "stop", "now", "task", "op_begin", "op_end", "flow_id", "flush", "events", "TRACE_SUFFIX",
-           "current_op", "name_thread", "thread_name"]
+           "current_op", "open_ops", "ops_failed", "name_thread", "thread_name"]
 
 TRACE_SUFFIX = ".trace.json"
 ACTIVE = False
@@ -153,11 +153,27 @@ def op_end(comm: str, op: str, seq: int) -> None:
     got = _state["open"].pop((comm, label), None)
     if _state["current"] == label:
         _state["current"] = None
-    if got is None:
-        return
-    t0, args = got
+    if got is not None:
+        _op_slice(comm, label, got[0], dict(got[1], comm=comm))
+
+
+def ops_failed(comm: str) -> None:
+    """Communicator ``comm`` failed: every operation of it still open ends now, its slice marked ``failed``."""
+    for key in [k for k in _state["open"] if k[0] == comm]:
+        t0, args = _state["open"].pop(key)
+        if _state["current"] == key[1]:
+            _state["current"] = None
+        _op_slice(comm, key[1], t0, dict(args, comm=comm, failed=True))
+
+
+def _op_slice(comm: str, label: str, t0: float, args: Dict[str, Any]) -> None:
     _events.append({"ph": "X", "name": label, "cat": "op", "pid": _state["rank"], "tid": _tid(f"ops {comm}"),
-                    "ts": _us(t0), "dur": max(_us(now() - t0), 0.001), "args": dict(args, comm=comm)})
+                    "ts": _us(t0), "dur": max(_us(now() - t0), 0.001), "args": args})
+
+
+def open_ops() -> List[str]:
+    """The operations begun and not yet ended, as "<comm>: <op> #<seq>" (what a finished program should not have)."""
+    return [f"{comm}: {label}" for comm, label in _state["open"]]
 
 
 def current_op() -> Optional[str]:

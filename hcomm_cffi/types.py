@@ -9,7 +9,7 @@ nothing: numpy and the buffer protocol's type are imported for type checkers onl
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Union
 
 from .enums import ReduceOp
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
     from typing_extensions import Buffer
 
-__all__ = ["CData", "PathLike", "SupportsDLPack", "BufferLike", "ReduceOpLike", "StreamLike"]
+__all__ = ["CData", "PathLike", "SupportsDLPack", "BufferLike", "ReduceOpName", "AverageName", "ReduceOpLike", "StreamLike"]
 
 #: a cffi cdata object (pointer, array, handle); cffi is untyped, so to a type checker this is Any
 CData = Any
@@ -36,8 +36,12 @@ class SupportsDLPack(Protocol):
 #: any buffer-protocol object (bytearray, memoryview, array.array); C-contiguous, writable when written
 BufferLike = Union["np.ndarray[Any, Any]", SupportsDLPack, "Buffer"]
 
-#: a reduce op: a :class:`~hcomm_cffi.enums.ReduceOp`, its HcclReduceOp value, or 'sum' / 'prod' / 'max' / 'min'
-ReduceOpLike = Union[ReduceOp, int, str]
+#: the reduce ops' names (``enums.parse_reduce_op``), so that a misspelt ``op="summ"`` fails type-checking
+ReduceOpName = Literal["sum", "prod", "product", "max", "min"]
+#: 'avg': the sum divided by the number of ranks, as torch's AVG (api/average.py; HCCL has no such op)
+AverageName = Literal["avg"]
+#: a reduce op: a :class:`~hcomm_cffi.enums.ReduceOp`, its HcclReduceOp value, or its name
+ReduceOpLike = Union[ReduceOp, ReduceOpName, AverageName, int]
 
 #: where stream-ordered work goes: an ``aclrtStream`` cdata, its address as an int, or a torch_npu
 #: stream (its ``npu_stream``); None is the communicator's own stream.  A cdata is Any to mypy.

@@ -218,3 +218,57 @@ def test_the_contract_check_sees_backend_specific_uses(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("a = lib.raw\nb = getattr(lib, 'backend_name', 'cann')\nlib.sim_prepare_batch(1)\nc = lib.capabilities\n")
     assert [name for _, name in _backend_specific(sample)] == ["raw", "backend_name", "sim_prepare_batch"]
+
+
+def _private_definitions(tree: ast.AST) -> Set[str]:
+    """The private names a module defines: its functions, classes and module/class-level names, the attributes
+    its methods set on ``self`` / ``cls``, and the names in ``__slots__``."""
+    names: Set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            names.add(node.attr)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets):
+            names.update(c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def _private_reaches(modules: Dict[str, Path]) -> List[str]:
+    """``obj._name`` (read or written) where ``obj`` is not ``self``/``cls`` and ``_name`` belongs to another module of
+    the package: one module reaching into another's private state (third-party private names are not checked)."""
+    trees = {m: ast.parse(p.read_text(), str(p)) for m, p in modules.items()}
+    defined = {m: _private_definitions(t) for m, t in trees.items()}
+    everywhere = set().union(*defined.values())
+    found = []
+    for module, tree in sorted(trees.items()):
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            if node.attr in everywhere and node.attr not in defined[module]:
+                found.append(f"{module}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_reaches_into_another_modules_private_state() -> None:
+    """A Comm's state is reached through its CommPort, a Work's through its properties, a TaskBatch's through its
+    attributes: no module reads or writes ``other._private`` of another module of the package (issue 33)."""
+    bad = _private_reaches(_modules())
+    assert not bad, "private attributes reached across modules:\n" + "\n".join(bad)
+
+
+def test_the_private_reach_check_sees_reads_and_writes(tmp_path: Path) -> None:
+    """The check finds a read of another module's private attribute and a write to another object's (a guard)."""
+    (tmp_path / "owner.py").write_text("class A:\n    __slots__ = ('_x',)\n    def __init__(self):\n        self._y = 1\n")
+    (tmp_path / "user.py").write_text("def f(a):\n    a._broken = 'why'\n    return a._y, a._x, a._own\n"
+                                      "class B:\n    def g(self):\n        self._own = 2\n        return self._y\n")
+    mods = {"hcomm_cffi.owner": tmp_path / "owner.py", "hcomm_cffi.user": tmp_path / "user.py"}
+    bad = [line.split(" ", 1)[1] for line in _private_reaches(mods)]
+    assert sorted(bad) == ["a._x", "a._y"]
+    (tmp_path / "owner.py").write_text("class A:\n    def __init__(self):\n        self._broken = None\n")
+    assert [line.split(" ", 1)[1] for line in _private_reaches(mods)] == ["a._broken"]

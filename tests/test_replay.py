@@ -113,7 +113,7 @@ def prepared_body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, i
                 w.allreduce(buf, algorithm=algo)
                 expect = np.arange(64, dtype=np.float32) * (n * (n + 1) // 2) + n * step
                 np.testing.assert_array_equal(buf, expect)
-        prepared = [p.batch for p in w._issuer.cache.prepared.values()]
+        prepared = [b.batch for e in w._issuer.cache.entries.values() for b in e.bound]
         return {"prepared": len(prepared), "tasks": min(len(p) for p in prepared)}
     finally:
         hcomm.finalize()
@@ -122,24 +122,25 @@ def prepared_body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, i
 @pytest.mark.parametrize("algo", ["ring", "mesh"])
 def test_replays_on_the_emulator_launch_prepared_task_lists(algo: str) -> None:
     for seen in run_ranks(3, prepared_body, algo, timeout=120):
-        # one per buffer and handshake parity: the two buffers alternate, so each always meets the same parity;
-        # the first call of each issued, not prepared
-        assert seen["prepared"] == 2
+        # one per buffer and handshake parity: each buffer's call is bound for both parities at its first call,
+        # which launches its prepared batch too (one path from the first call on)
+        assert seen["prepared"] == 4
         assert seen["tasks"] > 0
 
 
 def test_prepared_batch_validates_once_and_needs_batch_mode() -> None:
     """sim_prepare_batch raises on a bad call and leaves batch mode closed; issuing one needs an open batch."""
+    from hcomm_cffi.algorithms.tasks import PreparedLaunch
     from hcomm_cffi.binding import Binding
     from hcomm_cffi.errors import HcclError
     from hcomm_cffi.sim import SimLibrary
     lib = SimLibrary()
     b = Binding(lib)
     with pytest.raises(HcclError):
-        lib.sim_prepare_batch(b, [(b.thread_notify_wait, (0xdead, 0, 1))])    # not a thread handle
+        lib.sim_prepare_batch([(b.thread_notify_wait, (0xdead, 0, 1))])    # not a thread handle
     assert lib._batch.tasks is None
-    empty = lib.sim_prepare_batch(b, [])
+    empty = lib.sim_prepare_batch([])
     assert len(empty) == 0
     with pytest.raises(RuntimeError, match="outside HcommBatchModeStart"):
         lib.sim_issue_prepared(empty)
-    empty.launch()                               # an empty batch launches nothing and succeeds
+    PreparedLaunch(b, empty).launch()            # an empty batch launches nothing and succeeds

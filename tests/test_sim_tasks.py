@@ -92,7 +92,7 @@ def _issued_kinds(rank: int, n: int, root: bytes) -> List[Tuple[str, str, bool]]
                  (b.read, (th, ch, mine, peer_buf, 16)),
                  (b.write_reduce, (th, ch, peer_buf, mine, 4, f32, add)),
                  (b.read_reduce, (th, ch, mine, peer_buf, 4, f32, add))]
-        prepared = raw.sim_prepare_batch(b, calls)      # built as issued, never launched
+        prepared = raw.sim_prepare_batch(calls)      # built as issued, never launched
         (issued,) = prepared.tasks.values()
         return [(type(t).__name__, t.name, copy.copy(t) == t) for t in issued]
     finally:

@@ -20,7 +20,7 @@ ALGOS = ("ring", "mesh", "tree", "hierarchical")
 
 def _ring_allreduce_tasks(w: Any, count: int) -> int:
     """Tasks in the recorded schedule of the ring allreduce of ``count`` fp32 elements on ``w``'s stream."""
-    found = [s.tasks for key, s in w._issuer.targets.own.schedules.items()
+    found = [s.tasks for key, (s, _) in w._issuer.targets.own.schedules.items()
              if key[0].name == "ring" and key[1] == "allreduce" and key[2] == count]
     assert len(found) == 1, found
     return found[0]

@@ -71,6 +71,8 @@ def test_package_type_checking_imports_are_the_lazy_names() -> None:
     star = {n.module for n in block.body if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)}
     assert star == {"constants"}
     assert named - {"*"} | set(hcomm_cffi.constants.__all__) == set(hcomm_cffi._LAZY)
+    assert set(hcomm_cffi.__all__) == set(hcomm_cffi._LAZY) | {"enums", "errors", "constants", "__version__"}
+    assert len(hcomm_cffi.__all__) == len(set(hcomm_cffi.__all__))
 
 
 def test_the_script_finds_and_rewrites_stale_files(tmp_path: Path) -> None:

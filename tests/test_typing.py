@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Dict
 
 import pytest
 
@@ -73,3 +74,67 @@ def test_mypy_sees_every_binding_method_error_class_and_public_name(request: pyt
     assert 'Revealed type is "def (config: Any)' in lines[21], out
     errors_seen = [n for n, line in lines.items() if ": error:" in line]
     assert errors_seen == [10, 11, 12], out
+
+
+QUICKSTART = """
+import numpy as np
+import hcomm_cffi as hcomm
+
+hcomm.init()
+world = hcomm.get_world()
+rank, size = world.get_rank(), world.get_size()
+x = np.full(8, rank + 1, np.float32)
+world.allreduce(x)
+req = world.iallreduce(x)
+req.wait(30)
+world.send(x, dst=(rank + 1) % size)
+y = np.empty_like(x)
+world.recv(y, src=(rank - 1) % size)
+pair = hcomm.Comm("pp", ranks=[0, 1])
+half = world.split(color=rank % 2)
+z = world.allreduce(x, "max", out=y, algorithm="ring")
+reveal_type(z)
+p = world.allreduce_init(x, op="sum", algorithm="native")
+p.start()
+p.wait()
+hcomm.finalize()
+world.send(x, dst="1")
+world.allreduce(x, algorithm="rnig")
+world.allreduce(x, op="summ")
+world.broadcast_init(x, root=1.0)
+"""
+
+
+def test_a_quickstart_script_type_checks_strictly_and_its_mistakes_do_not(request: pytest.FixtureRequest,
+                                                                         tmp_path: Path) -> None:
+    """mypy --strict on a user's script in the README Quickstart's shape: the package's names are exported and typed
+    (get_world() is a Comm), so a wrong ``dst`` type and misspelt algorithm and op names are errors (issue 33)."""
+    user = tmp_path / "quickstart_user.py"
+    user.write_text(QUICKSTART)
+    # --follow-imports=silent: the package is checked but, as an installed package is, not reported on
+    run = _mypy(request, "--strict", "--follow-imports=silent", str(user))
+    out = run.stdout + run.stderr
+    errors: Dict[int, str] = {}                  # line number -> its first error (notes follow some)
+    for line in out.splitlines():
+        m = re.match(r".*quickstart_user\.py:(\d+): (error|note): ", line)
+        if m and m.group(2) == "error":
+            errors.setdefault(int(m.group(1)), line)
+    assert sorted(errors) == [23, 24, 25, 26], out
+    assert 'Revealed type is "numpy.ndarray' in out, out                   # out='s own type comes back, not Any
+    assert '"dst"' in errors[23] and '"str"' in errors[23], out
+    assert 'No overload variant of "allreduce"' in errors[24] and 'No overload variant of "allreduce"' in errors[25], out
+    assert '"root"' in errors[26] and '"float"' in errors[26], out
+
+
+def test_the_literal_names_are_the_ones_the_registry_and_the_op_parser_take() -> None:
+    """AlgorithmName lists 'auto' and every built-in (no more, no fewer); ReduceOpName every op by a name parsed."""
+    from typing import get_args
+
+    from hcomm_cffi.algorithms.interface import AlgorithmName
+    from hcomm_cffi.algorithms.registry import BUILTINS
+    from hcomm_cffi.enums import ReduceOp, parse_reduce_op
+    from hcomm_cffi.types import ReduceOpName
+
+    assert sorted(get_args(AlgorithmName)) == sorted(("auto",) + BUILTINS)
+    assert {parse_reduce_op(name) for name in get_args(ReduceOpName)} == {ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX,
+                                                                          ReduceOp.MIN}

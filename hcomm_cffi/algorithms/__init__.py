@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from .context import ACK, DATA, NOTIFIES_PER_CHANNEL, P2P_CREDIT, P2P_DATA, IssueContext
 from .dryrun import DryRun, ScheduleError, dry_run
-from .interface import COLLECTIVES, Algorithm, CollectiveCall, UnsupportedError
+from .interface import COLLECTIVES, Algorithm, AlgorithmArg, AlgorithmName, AlgorithmRef, CollectiveCall, UnsupportedError
 from .registry import algorithm, choose, names, register, resolve
 
 register_algorithm = register   # the name hcomm_cffi exports it under
 
 __all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "NOTIFIES_PER_CHANNEL", "IssueContext", "CollectiveCall",
            "Algorithm", "UnsupportedError", "ScheduleError", "DryRun", "dry_run", "algorithm", "register",
-           "resolve", "choose", "names", "COLLECTIVES", "register_algorithm"]
+           "resolve", "choose", "names", "COLLECTIVES", "register_algorithm", "AlgorithmArg", "AlgorithmName",
+           "AlgorithmRef"]

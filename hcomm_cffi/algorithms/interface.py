@@ -15,7 +15,7 @@ or subclass :class:`Algorithm` and override :meth:`~Algorithm.issue`.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Iterable, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Iterable, Literal, NamedTuple, NewType, Optional, Tuple, Union
 
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, ReduceOp
 from ..plan import RankResources, Topology
@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .context import IssueContext
 
 __all__ = ["COLLECTIVES", "REDUCING", "ROOTED", "CollectiveCall", "Algorithm", "FunctionAlgorithm",
-           "UnsupportedError", "reduce_unsupported", "define", "ResourcesFn", "UnsupportedFn", "AlgorithmLike"]
+           "UnsupportedError", "reduce_unsupported", "define", "ResourcesFn", "UnsupportedFn", "AlgorithmLike",
+           "AlgorithmName", "AlgorithmRef", "AlgorithmArg"]
 
 #: The collectives the Comm API names; a user algorithm may implement others (``Comm.run_algorithm``).
 COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce", "alltoall", "barrier")
@@ -123,9 +124,17 @@ class Algorithm:
         return f"<Algorithm {self.name!r}>"
 
 
-#: what ``algorithm=`` takes: a registered name ('ring', ..., 'auto'), a reference 'package.module:attr' or
-#: 'path/file.py:attr', or an :class:`Algorithm` (checked by ``registry.check_algorithm``)
+#: what ``algorithm=`` takes at run time: a registered name ('ring', ..., 'auto'), a reference
+#: 'package.module:attr' or 'path/file.py:attr', or an :class:`Algorithm` (checked by ``registry.check_algorithm``)
 AlgorithmLike = Union[str, Algorithm]
+#: the names ``auto`` and the built-ins answer to (``registry.BUILTINS``; a test keeps the two equal), so that a
+#: misspelt ``algorithm="rnig"`` fails type-checking
+AlgorithmName = Literal["auto", "ring", "mesh", "tree", "hierarchical", "native", "nb", "alltoall_pairwise",
+                        "double_ring"]
+#: a user-registered name or a 'module:attr' reference, marked for type checkers: ``algorithm=AlgorithmRef("mine")``
+AlgorithmRef = NewType("AlgorithmRef", str)
+#: what the Comm API's ``algorithm=`` is annotated with
+AlgorithmArg = Union[AlgorithmName, AlgorithmRef, Algorithm]
 
 
 class FunctionAlgorithm(Algorithm):

@@ -56,7 +56,7 @@ class Schedule:
         """A batch of the recorded calls for ``bases`` (the same buffers: the recorded calls themselves)."""
         batch = TaskBatch(binding)
         if self.unbatched:
-            batch._unbatched = set(self.unbatched)
+            batch.unbatched = set(self.unbatched)
         if not self.patches or self._same_buffers(bases):
             batch.calls = self.calls           # launch only reads it
             return batch
@@ -88,4 +88,4 @@ def capture(batch: TaskBatch, bases: Sequence[Base]) -> Schedule:
                     break
         if fixes:
             patches.append((i, tuple(fixes)))
-    return Schedule(list(batch.calls), sorted(batch._unbatched), patches, tuple(p for p, _ in bases))
+    return Schedule(list(batch.calls), sorted(batch.unbatched), patches, tuple(p for p, _ in bases))

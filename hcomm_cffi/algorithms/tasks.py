@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any, Callable, List, Protocol, Set, Tuple
 
 from .. import trace as _trace
+from ..lib.contract import DataPlaneCall
 
-__all__ = ["TaskSink", "TaskBatch"]
+__all__ = ["TaskSink", "TaskBatch", "PreparedLaunch"]
 
 CData = Any
 
@@ -50,18 +51,17 @@ class TaskSink(Protocol):
         """A library collective (``all_reduce``, ``broadcast``, ... of Binding) enqueued on its stream."""
 
 
-Call = Tuple[Callable[..., None], tuple]
 
 
 class TaskBatch:
     """Records an algorithm's calls (a :class:`TaskSink`) for one atomic :meth:`launch` through ``binding``."""
 
-    __slots__ = ("_b", "calls", "_unbatched")
+    __slots__ = ("_b", "calls", "unbatched")
 
     def __init__(self, binding: Any) -> None:
         self._b = binding
-        self.calls: List[Call] = []
-        self._unbatched: Set[int] = set()   # indices of library calls (run outside batch mode)
+        self.calls: List[DataPlaneCall] = []
+        self.unbatched: Set[int] = set()    # indices of library calls (run outside batch mode)
 
     # one recorder per data-plane method: the hot path is a tuple append
     def local_copy(self, *a: Any) -> None:
@@ -98,13 +98,13 @@ class TaskBatch:
 
     def library_call(self, name: str, *args: Any) -> None:
         """Record a library collective (``Binding.<name>(*args)``), launched on its stream outside batch mode."""
-        self._unbatched.add(len(self.calls))
+        self.unbatched.add(len(self.calls))
         self.calls.append((getattr(self._b, name), args))
 
     def extend(self, other: "TaskBatch") -> None:
         """Append ``other``'s calls after this batch's (library calls stay outside batch mode)."""
         base = len(self.calls)
-        self._unbatched.update(base + i for i in other._unbatched)
+        self.unbatched.update(base + i for i in other.unbatched)
         self.calls.extend(other.calls)
 
     def __len__(self) -> int:
@@ -116,11 +116,11 @@ class TaskBatch:
             return
         b = self._b
         calls = self.calls if not _trace.HOST else [(_host_timed(fn), a) for fn, a in self.calls]
-        if len(self._unbatched) == len(calls):      # library collectives only (native): no batch mode
+        if len(self.unbatched) == len(calls):      # library collectives only (native): no batch mode
             for fn, args in calls:
                 fn(*args)
             return
-        if not self._unbatched:
+        if not self.unbatched:
             b.batch_mode_start()
             try:
                 for fn, args in calls:
@@ -131,7 +131,7 @@ class TaskBatch:
         open_batch = False
         try:
             for i, (fn, args) in enumerate(calls):
-                if i in self._unbatched:
+                if i in self.unbatched:
                     if open_batch:
                         open_batch = False
                         b.batch_mode_end()
@@ -142,6 +142,28 @@ class TaskBatch:
         finally:
             if open_batch:
                 b.batch_mode_end()
+
+
+class PreparedLaunch:
+    """A batch the backend prepared once (``Backend.prepare_batch``), launched inside one batch through ``binding``."""
+
+    __slots__ = ("_b", "prepared")
+
+    def __init__(self, binding: Any, prepared: Any) -> None:
+        self._b = binding
+        self.prepared = prepared
+
+    def __len__(self) -> int:
+        return len(self.prepared)
+
+    def launch(self) -> None:
+        """HcommBatchModeStart, the prepared tasks, HcommBatchModeEnd (its errors raise as from the binding)."""
+        b = self._b
+        b.batch_mode_start()
+        try:
+            b.lib.issue_prepared(self.prepared)
+        finally:
+            b.batch_mode_end()
 
 
 _NBYTES_AT = {"local_copy": 3, "write": 4, "read": 4}   # argument holding the bytes of a data-plane call

@@ -8,7 +8,7 @@ buffers are staged through device memory (aclrtMalloc + aclrtMemcpy) by :class:`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Sequence, Tuple, cast
+from typing import Any, List, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -185,9 +185,3 @@ class _NoStaging(Staging):
 
 NO_STAGING = _NoStaging()
 
-
-def noop() -> None:
-    """A do-nothing completion callback."""
-
-
-Callback = Callable[[], None]

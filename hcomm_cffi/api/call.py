@@ -4,22 +4,25 @@ A public method of :class:`~hcomm_cffi.api.comm.Comm` validates its arguments in
 every later step (the fast path, the algorithm choice, staging, the signature handshake, the
 batch, the flight record, the Request) reads its fields instead of taking them as arguments.
 
-``CommCache`` holds everything derived from call signatures and the resources they name, each
-map with a named bound, and one ``generation``: whatever makes derived state stale (new scratch
-memory, dropped resources, a full map starting over, device ranges withdrawn, the signature table
-starting over) calls :meth:`CommCache.invalidate`, which bumps it and drops the bound batches
-built in the older generation.
+``CommCache`` holds what is derived from calls and the buffers they name -- the algorithm choice
+per signature, the calls bound to their buffers (:class:`Entry`), the blocking-call keys that reach
+them -- each map with a named bound.  Whatever makes a bound call stale (new scratch memory,
+dropped resources, a full map starting over, device ranges withdrawn, the signature table starting
+over) calls :meth:`CommCache.invalidate`.  Per-stream resources and recorded schedules live with
+their stream (``streams.Target``: they name that stream's threads), bounded there.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
-from ..algorithms.interface import Algorithm, CollectiveCall
+from ..algorithms.interface import Algorithm, AlgorithmArg, CollectiveCall
 from ..enums import DataType, ReduceOp
 from .buffers import NO_STAGING, Buffer, Staging
 from .fastcalls import FastCalls
+from .observe import Record
 
-__all__ = ["Call", "Ready", "CommCache", "CHOICES_MAX", "RESOURCES_MAX", "SCHEDULES_MAX", "PREPARED_MAX", "DEVICE_RANGES_MAX"]
+__all__ = ["Call", "Bound", "Entry", "CommCache", "CHOICES_MAX", "RESOURCES_MAX", "SCHEDULES_MAX", "ENTRIES_MAX",
+           "DEVICE_RANGES_MAX"]
 
 #: call signatures whose algorithm choice (and description) is kept
 CHOICES_MAX = 4096
@@ -27,8 +30,8 @@ CHOICES_MAX = 4096
 RESOURCES_MAX = 4096
 #: recorded schedules kept per stream (algorithms/replay.py)
 SCHEDULES_MAX = 4096
-#: schedules kept bound to their buffers (emulator: prepared task lists)
-PREPARED_MAX = 256
+#: calls kept bound to their buffers (emulator: prepared task lists), across every stream
+ENTRIES_MAX = 256
 #: host ranges declared device memory on the emulator before the declarations start over
 DEVICE_RANGES_MAX = 4096
 
@@ -48,7 +51,7 @@ class Call:
     nbytes = 0
     recv_count: Optional[int] = None
     result: Any = None               # what a blocking call returns (and Request.wait())
-    fast_key: Optional[tuple] = None  # its key in the fast-call cache (fastcalls.py), when it has one
+    fast_key: Optional[Tuple[Any, ...]] = None  # its key in the fast-call map (fastcalls.py), when it has one
     # resolved by Issuer._prepare (issue.py)
     alg: Algorithm
     what = ""                        # the description errors carry
@@ -56,7 +59,7 @@ class Call:
     staging: Staging = NO_STAGING
     lib: CollectiveCall              # the call with the pointers the engines use
 
-    def __init__(self, coll: str, algorithm: Any, async_op: bool = False, stream: Any = None) -> None:
+    def __init__(self, coll: str, algorithm: AlgorithmArg, async_op: bool = False, stream: Any = None) -> None:
         self.coll = coll
         self.algorithm = algorithm            # as the caller spelled it ("auto", a name, an Algorithm)
         self.async_op = async_op
@@ -74,41 +77,58 @@ class Call:
         return not self.async_op and self.stream is None
 
 
-class Ready(NamedTuple):
-    """A batch ready to launch: the call's signature handshake (if any) and its tasks."""
+class Bound(NamedTuple):
+    """One launchable batch of a call: its tasks (the signature handshake first, when it has one) and the handshake."""
 
     batch: Any                  # launch() runs it: a TaskBatch or the backend's prepared batch
     exchange: Any               # the handshake to compare after completion (backends without host tasks), or None
-    replayed: bool              # built from a recorded schedule (what the fast-call cache keeps)
-    parity: int                 # the handshake's parity, -1 when the call has none
+
+
+class Entry(NamedTuple):
+    """A call bound to its buffers: one batch per parity of the signature handshake (one alone without a handshake),
+    and what observe records of it.  The full path, the fast path and persistent requests all launch these."""
+
+    algorithm: str              # the chosen algorithm's name
+    what: str                   # the description errors carry
+    bound: Tuple[Bound, ...]    # indexed by the handshake's parity; a single batch when the call has no handshake
+    record: Record              # its flight record fields
+    fixed: Tuple[Any, ...]      # the same, encoded once for the flight recorder (observe.fixed_of)
 
 
 class CommCache:
-    """Per-communicator derived state, with one generation counter bumped by anything that invalidates it."""
+    """Per-communicator derived state; :meth:`invalidate` drops whatever may name memory or resources that are gone.
 
-    __slots__ = ("generation", "choices", "prepared", "fast", "handshakes")
+    ``generation`` counts the invalidations: a persistent request (api/persistent.py) holds an Entry
+    outside these maps and binds again when the generation it was bound in has passed.
+    """
+
+    __slots__ = ("generation", "choices", "entries", "fast")
 
     def __init__(self) -> None:
         self.generation = 0
-        self.choices: Dict[tuple, Tuple[Algorithm, str]] = {}   # (spec, coll, bytes, dtype, op, root) -> (alg, what)
-        self.prepared: Dict[tuple, Any] = {}      # (schedule, buffers, parity) -> its bound batch
-        self.fast = FastCalls()                   # blocking calls on NumPy buffers seen before -> their batches
-        self.handshakes: Dict[tuple, bool] = {}   # schedule key -> whether the call carries a signature handshake
+        self.choices: Dict[Tuple[Any, ...], Tuple[Algorithm, str]] = {}   # (spec, coll, bytes, dtype, op, root) -> (alg, what)
+        self.entries: Dict[Tuple[Any, ...], Entry] = {}  # (schedule, send, recv, scratch) -> the call bound there
+        self.fast = FastCalls()                          # blocking call keys (fastcalls.key_of) -> their Entry
 
     def invalidate(self) -> None:
-        """Bound batches of the current generation may name memory or resources that are gone: start a new one."""
+        """Bound batches may name memory or resources that are gone: drop them and start a new generation."""
         self.generation += 1
-        self.prepared.clear()
+        self.entries.clear()
         self.fast.clear()
 
-    def keep_prepared(self, key: tuple, batch: Any) -> None:
-        """Keep a bound batch (the map starts over, as a new generation, when full)."""
-        if len(self.prepared) >= PREPARED_MAX:
+    def keep(self, key: Tuple[Any, ...], entry: Entry) -> None:
+        """Keep a bound call (the map starts over, as a new generation, when full)."""
+        if len(self.entries) >= ENTRIES_MAX:
             self.invalidate()
-        self.prepared[key] = batch
+        self.entries[key] = entry
+
+    def choose(self, key: Tuple[Any, ...], choice: Tuple[Algorithm, str]) -> None:
+        """Keep an algorithm choice (the map starts over when full: choices name no resources)."""
+        if len(self.choices) >= CHOICES_MAX:
+            self.choices.clear()
+        self.choices[key] = choice
 
     def clear(self) -> None:
         """Forget everything (the communicator is destroyed)."""
         self.invalidate()
         self.choices.clear()
-        self.handshakes.clear()

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import warnings
 import zlib
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union, overload
 
 import numpy as np
 
 from ..algorithms import registry
 from ..algorithms.context import NOTIFIES_PER_CHANNEL
+from ..algorithms.interface import AlgorithmArg
 from ..binding import Binding
 from .. import flight, settings
 from ..enums import ReduceOp, parse_reduce_op
@@ -25,16 +26,22 @@ from ..errors import HcclError
 from ..initializers import make_channel_descs, make_comm_config
 from ..plan import Topology
 from ..resources import ENGINE
-from . import average, consistency, live, membership, observe, stream_p2p
+from ..types import BufferLike, ReduceOpLike, StreamLike
+from . import average, live, membership, observe, stream_p2p
 from .buffers import Buffer, as_buffer, new_like, overlaps
 from .call import Call
-from .errors import CommError, NotMemberError, failure_error
+from .errors import CommError
 from .issue import Issuer
+from .persistent import Persistent
 from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
 from .port import CommPort
 from .request import Request, is_seconds
 
-__all__ = ["Comm", "DEFAULT_EAGER_LIMIT"]
+__all__ = ["Comm", "comm_of_handle", "DEFAULT_EAGER_LIMIT"]
+
+#: the buffer a call returns (``x`` in place, else ``out``): the caller's own type
+B = TypeVar("B", bound=BufferLike)
+O = TypeVar("O", bound=BufferLike)
 
 DEFAULT_EAGER_LIMIT = 64 << 10
 #: Communicators up to this size connect every peer at creation so point-to-point never waits on setup.
@@ -79,11 +86,14 @@ def _topology(value: TopologyArg, size: int) -> Topology:
     return topo
 
 
+#: "this collective takes no such argument" for Comm._begin (None is a value a caller may pass, and is refused)
+_NONE: Any = object()
 _OPS = {"sum": ReduceOp.SUM, "prod": ReduceOp.PROD, "max": ReduceOp.MAX, "min": ReduceOp.MIN}
 
 
 def _op(op: Any) -> ReduceOp:
-    fast = _OPS.get(op) if isinstance(op, str) else None  # the common spellings, without parsing
+    """``op=`` validated (every call, cached or not: a bool, a float or a misspelt name is refused each time)."""
+    fast = _OPS.get(op) if op.__class__ is str else None  # the common spellings, without parsing
     if fast is not None:
         return fast
     try:
@@ -92,13 +102,22 @@ def _op(op: Any) -> ReduceOp:
         raise ValueError(f"{exc}, or 'avg' (the sum divided by the number of ranks)") from None
 
 
+def comm_of_handle(binding: Binding, handle: Any, name: str, *, topology: TopologyArg = None,
+                   eager_limit: Optional[int] = None, timeout: Optional[float] = None) -> "Comm":
+    """A Comm over a communicator ``handle`` the library already made (the world, from HcclCommInitRootInfo)."""
+    return Comm._from_handle(binding, handle, name, topology=topology, eager_limit=eager_limit, timeout=timeout)
+
+
 class Comm:
     """A communicator (see the module docstring for membership rules)."""
 
     # set in _blank/_setup, which __init__ calls; declared here so their types are known before them
     size: int
     timeout: int
+    topology: Topology
+    parent_ranks: List[int]
     _handle: Any
+    _issuer: Issuer
 
     def __init__(self, name: str, ranks: Optional[Sequence[int]] = None, *, parent: Optional["Comm"] = None,
                  topology: TopologyArg = None, eager_limit: Optional[int] = None,
@@ -119,13 +138,13 @@ class Comm:
         self.parent_ranks = ids
         if parent.rank not in ids:
             self.size = len(ids)
-            self._member = False
+            self._port.member = False
             return
         topo = _topology(topology, len(ids))  # validate everything before the collective library call
         eager, tmo = _eager(eager_limit), _exec_timeout(timeout if timeout is not None else parent.timeout)
         key = (name, tuple(ids))
         nth = parent._children.get(key, 0)
-        membership.agree(parent, name, nth, ids)  # members that disagree fail here, naming the difference
+        membership.agree(parent, parent._port, name, nth, ids)  # members that disagree fail here, naming the difference
         parent._children[key] = nth + 1
         sub_id = zlib.crc32(f"{parent.name}/{name}/{ids}/{nth}".encode())
         cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}", buffer_size_mb=buffer_size_mb)
@@ -163,16 +182,12 @@ class Comm:
         self.rank = -1
         self.size = 0
         self._handle = None
-        self._destroyed = False
-        self._member = True
-        self._broken: Optional[str] = None
-        self._children: Dict[Tuple[str, tuple], int] = {}
+        # (name, ranks) -> sub-communicators made of it so far: one entry per distinct creation, what the user made
+        self._children: Dict[Tuple[str, Tuple[int, ...]], int] = {}
         self.parent_ranks = []
-        self._port = CommPort(self)
+        self._port = CommPort(self)             # its lifecycle state, and what its helpers may use of it
         self._p2p = PointToPoint(self._port)
         self._splits = 0                        # split() calls so far (collective: equal on every rank)
-        self._flight: Any = None                # flight recorder ring (observe.created), None when off
-        self._issuer: Any = None                # the collective machinery (issue.py), set in _setup
 
     @classmethod
     def _from_handle(cls, binding: Binding, handle: Any, name: str, *, topology: TopologyArg = None,
@@ -192,12 +207,12 @@ class Comm:
         self._eager_limit = _eager(eager_limit)
         self.topology = _topology(topology, self.size)
         self._stream = b.create_stream()
-        self._issuer = Issuer(self._port, self._stream)
+        self._issuer = self._port.issuer = Issuer(self._port, self._stream)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
         if self.size > 1:
             self._connect_library_collectives()
-        self._flight = observe.created(self._port, self.size - 1 if self.size <= P2P_PRECONNECT_MAX else 0)
+        self._port.flight = observe.created(self._port, self.size - 1 if self.size <= P2P_PRECONNECT_MAX else 0)
 
     def _connect_peers(self) -> None:
         """Open the channel to every peer now (communicator creation is collective, p2p is not).
@@ -237,7 +252,20 @@ class Comm:
     @property
     def is_member(self) -> bool:
         """False for the null communicator handed to ranks outside ``ranks``."""
-        return self._member
+        return self._port.member
+
+    @property
+    def broken(self) -> Optional[str]:
+        """Why the communicator is unusable after a failure (None while it works)."""
+        return self._port.broken
+
+    @property
+    def _broken(self) -> Optional[str]:
+        return self._port.broken
+
+    @_broken.setter
+    def _broken(self, why: Optional[str]) -> None:
+        self._port.broken = why
 
     @property
     def eager_limit(self) -> int:
@@ -265,12 +293,12 @@ class Comm:
         return self._issuer.buffer_bytes
 
     def __bool__(self) -> bool:
-        return self._member
+        return self._port.member
 
     def __repr__(self) -> str:
-        if not self._member:
+        if not self._port.member:
             return f"<Comm {self.name!r} null: this rank is not in ranks {self.parent_ranks}>"
-        state = "destroyed" if self._destroyed else ("broken" if self._broken else "live")
+        state = "destroyed" if self._port.destroyed else ("broken" if self._port.broken else "live")
         return f"<Comm {self.name!r} rank {self.rank}/{self.size} {state}>"
 
     def __enter__(self) -> "Comm":
@@ -280,25 +308,19 @@ class Comm:
         self.destroy()
 
     def _check_usable(self, what: str) -> None:
-        if not self._member:
-            raise NotMemberError(f"{what}: this rank is not a member of communicator {self.name!r} (ranks "
-                                 f"{self.parent_ranks}); it holds a null communicator")
-        if self._destroyed:
-            raise CommError(f"{what}: communicator {self.name!r} was destroyed; create a new one")
-        if self._broken:
-            raise CommError(f"{what}: communicator {self.name!r} is unusable after an earlier failure "
-                            f"({self._broken}); destroy it and create a new one")
+        self._port.check_usable(what)
 
     def destroy(self) -> None:
         """Release the communicator (idempotent; also on context-manager exit and at hcomm.finalize())."""
-        if self._destroyed or self._handle is None:
-            self._destroyed = True
+        port = self._port
+        if port.destroyed or self._handle is None:
+            port.destroyed = True
             return
-        self._destroyed = True
+        port.destroyed = True
         b = self.binding
         try:
-            if not self._broken:
-                self._drain_inflight()
+            if not port.broken:
+                self._issuer.drain(min(DRAIN_TIMEOUT_S, self.timeout or DRAIN_TIMEOUT_S))
                 self._p2p.drain()
         finally:
             live.unregister(self)
@@ -309,27 +331,15 @@ class Comm:
                 failed: Optional[HcclError] = None
             except HcclError as exc:      # released anyway; say why after the rest is released too
                 failed = exc
-            for lane in self._p2p.lanes.values():
-                b.destroy_stream(lane.stream)
-            self._p2p.lanes.clear()
+            self._p2p.close()
             b.destroy_stream(self._stream)
-            observe.destroyed(self._port)
+            observe.destroyed(port)
             if failed is not None:
-                if not self._broken:
+                if not port.broken:
                     raise failed
                 # after a failure, notifies left set are its consequence (already reported), not a new error
                 warnings.warn(f"rank {self.rank}: destroy of {self.name!r} after an earlier failure: {failed}",
                               RuntimeWarning, stacklevel=2)
-
-    def _drain_inflight(self) -> None:
-        """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
-        for pending in list(self._issuer.inflight):
-            try:
-                if not pending.sync(min(DRAIN_TIMEOUT_S, self.timeout or DRAIN_TIMEOUT_S)):
-                    warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: {pending.what} never completed",
-                                  RuntimeWarning, stacklevel=3)
-            except CommError as exc:
-                warnings.warn(f"rank {self.rank}: destroy of {self.name!r}: {exc}", RuntimeWarning, stacklevel=3)
 
     def dump_flight_recorder(self, directory: Optional[str] = None) -> str:
         """Write this process's flight recorders (every communicator) as JSON; returns the file's path.
@@ -338,7 +348,7 @@ class Comm:
         dumps of all ranks with ``hcomm doctor DIR``.
         """
         self._check_usable("dump_flight_recorder")
-        if self._flight is None:
+        if self._port.flight is None:
             raise CommError("dump_flight_recorder: the flight recorder is off (HCOMM_FR_SIZE=0); expected "
                             "HCOMM_FR_SIZE >= 1 when the communicator was created")
         path = flight.dump_all("dump_flight_recorder()", directory)
@@ -347,174 +357,303 @@ class Comm:
                              "directory is set; expected a directory to write to")
         return path
 
-    # ------------------------------------------------------------------ failures and arguments
-    def _fail(self, exc: HcclError, where: str) -> CommError:
-        """The communicator failed in ``where``: it becomes unusable; the error (a mismatch when the handshake saw one)."""
-        mismatch = self._issuer.signer.mismatch if self._issuer is not None else None
-        err = failure_error(exc, f"rank {self.rank} of communicator {self.name!r}: {where}", live.library_names(),
-                            mismatch, consistency.CollectiveMismatchError)
-        self._broken = str(err)
-        observe.failed(self._port, exc, err)
-        return err
-
-    def _rank_arg(self, name: str, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{name}={value!r} is not an int rank; expected 0..{self.size - 1}")
-        if not 0 <= value < self.size:
-            raise ValueError(f"{name}={value} is out of range for communicator {self.name!r} of {self.size} ranks; "
-                             f"expected 0..{self.size - 1}")
-        return int(value)
-
     # ------------------------------------------------------------------ collectives
-    def allreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
-                  stream: Any = None) -> Any:
+    # Every public collective validates its scalar arguments (op, root, algorithm) with the same functions on every
+    # call, then asks the Issuer's fast path (api/fastcalls.py: the same checks of the buffers, one lookup) before
+    # validating the buffers in full; a persistent request (``*_init``) validates the same way once.
+    def _begin(self, coll: str, what: str, algorithm: Any, async_op: bool = False, stream: Any = None,
+               op: Any = _NONE, root: Any = _NONE) -> Call:
+        """The Call of ``coll`` with its op and root validated, when it takes them (``what``: the name errors give
+        the call; an explicit ``op=None`` or ``root=None`` is refused as a fresh call refuses it)."""
+        self._port.check_usable(what)
+        c = Call(coll, algorithm, async_op, stream)
+        if root is not _NONE:
+            c.root = self._port.rank_arg("root", root)
+        if op is not _NONE:
+            c.op = _op(op)
+        registry.check_algorithm(algorithm)
+        return c
+
+    @overload
+    def allreduce(self, x: B, op: ReduceOpLike = ..., *, out: None = ..., algorithm: AlgorithmArg = ...,
+                  async_op: Literal[False] = ..., stream: None = ...) -> B: ...
+    @overload
+    def allreduce(self, x: BufferLike, op: ReduceOpLike = ..., *, out: O, algorithm: AlgorithmArg = ...,
+                  async_op: Literal[False] = ..., stream: None = ...) -> O: ...
+    @overload
+    def allreduce(self, x: BufferLike, op: ReduceOpLike = ..., *, out: Optional[BufferLike] = ...,
+                  algorithm: AlgorithmArg = ..., async_op: bool = ...,
+                  stream: Optional[StreamLike] = ...) -> Union[BufferLike, Request[Any]]: ...
+
+    def allreduce(self, x: BufferLike, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
+                  algorithm: AlgorithmArg = "auto", async_op: bool = False,
+                  stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` over all ranks; the result replaces ``x`` (or goes to ``out``), which is returned.
 
         ``async_op=True`` returns a :class:`Request` at once (wait() returns the result); ``stream=`` (an
         ACL stream) enqueues the collective after the work on that stream and returns a Request without
         synchronising (see :mod:`hcomm_cffi.api.streams`).  The same two keywords exist on every collective.
         """
-        self._check_usable("allreduce")
-        c = Call("allreduce", algorithm, async_op, stream)
-        c.result = x if out is None else out
-        if self._issuer.fast(c, x, out is None, out, (op, algorithm, 0)):
-            return c.result
         if average.wanted(op):          # op='avg': the sum, divided by the size (api/average.py)
             return average.run("allreduce", self.size, x, lambda: self.allreduce(
                 x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
-        c.op = _op(op)
-        registry.check_algorithm(algorithm)
+        c = self._begin("allreduce", "allreduce", algorithm, async_op, stream, op=op)
+        c.result = x if out is None else out
+        if self._issuer.fast(c, x, out is None, out):
+            return c.result
+        return self._issuer.call(self._allreduce_data(c, x, out, "allreduce"))
+
+    def _allreduce_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x", writable=out is None)
-        ob = xb if out is None else self._out(out, xb.count, xb, "allreduce")
-        return self._issuer.call(c.data(xb, ob, xb.count, xb.nbytes))
+        ob = xb if out is None else self._out(out, xb.count, xb, what)
+        return c.data(xb, ob, xb.count, xb.nbytes)
 
-    def broadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto", async_op: bool = False,
-                  stream: Any = None) -> Any:
+    @overload
+    def broadcast(self, x: B, root: int = ..., *, algorithm: AlgorithmArg = ..., async_op: Literal[False] = ...,
+                  stream: None = ...) -> B: ...
+    @overload
+    def broadcast(self, x: B, root: int = ..., *, algorithm: AlgorithmArg = ..., async_op: bool = ...,
+                  stream: Optional[StreamLike] = ...) -> Union[B, Request[B]]: ...
+
+    def broadcast(self, x: B, root: int = 0, *, algorithm: AlgorithmArg = "auto", async_op: bool = False,
+                  stream: Optional[StreamLike] = None) -> Any:
         """Copy ``x`` of rank ``root`` into ``x`` on every rank (in place); returns ``x``."""
-        self._check_usable("broadcast")
-        c = Call("broadcast", algorithm, async_op, stream)
+        c = self._begin("broadcast", "broadcast", algorithm, async_op, stream, root=root)
         c.result = x
-        if self._issuer.fast(c, x, self.rank != root, None, (None, algorithm, root)):
+        if self._issuer.fast(c, x, self.rank != c.root, None):
             return x
-        c.root = self._rank_arg("root", root)
-        registry.check_algorithm(algorithm)
-        xb = as_buffer(x, "x", writable=self.rank != c.root)
-        return self._issuer.call(c.data(xb, xb, xb.count, xb.nbytes))
+        return self._issuer.call(self._broadcast_data(c, x))
 
-    def allgather(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
-                  stream: Any = None) -> Any:
-        """Every rank's ``x`` stacked in rank order: ``out`` has shape (size, *x.shape)."""
-        self._check_usable("allgather")
-        c = Call("allgather", algorithm, async_op, stream)
-        if out is not None and self._issuer.fast(c, x, False, out, (None, algorithm, 0)):
+    def _broadcast_data(self, c: Call, x: BufferLike) -> Call:
+        xb = as_buffer(x, "x", writable=self.rank != c.root)
+        return c.data(xb, xb, xb.count, xb.nbytes)
+
+    @overload
+    def allgather(self, x: B, *, out: None = ..., algorithm: AlgorithmArg = ..., async_op: Literal[False] = ...,
+                  stream: None = ...) -> B: ...
+    @overload
+    def allgather(self, x: BufferLike, *, out: O, algorithm: AlgorithmArg = ..., async_op: Literal[False] = ...,
+                  stream: None = ...) -> O: ...
+    @overload
+    def allgather(self, x: BufferLike, *, out: Optional[BufferLike] = ..., algorithm: AlgorithmArg = ...,
+                  async_op: bool = ..., stream: Optional[StreamLike] = ...) -> Union[BufferLike, Request[Any]]: ...
+
+    def allgather(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
+                  async_op: bool = False, stream: Optional[StreamLike] = None) -> Any:
+        """Every rank's ``x`` stacked in rank order: ``out`` (a new buffer of x's kind when None) has shape (size, *x.shape)."""
+        c = self._begin("allgather", "allgather", algorithm, async_op, stream)
+        if out is not None and self._issuer.fast(c, x, False, out):
             return out
-        registry.check_algorithm(algorithm)
+        return self._issuer.call(self._allgather_data(c, x, out, "allgather"))
+
+    def _allgather_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x")
         if out is None:
             out = new_like(x, (self.size,) + xb.shape, xb.dtype)
-        ob = self._out(out, self.size * xb.count, xb, "allgather", exclusive=True)
+        ob = self._out(out, self.size * xb.count, xb, what, exclusive=True)
         c.result = out
-        return self._issuer.call(c.data(xb, ob, xb.count, ob.nbytes))
+        return c.data(xb, ob, xb.count, ob.nbytes)
 
-    def reduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
-                       async_op: bool = False, stream: Any = None) -> Any:
+    @overload
+    def reduce_scatter(self, x: B, op: ReduceOpLike = ..., *, out: None = ..., algorithm: AlgorithmArg = ...,
+                       async_op: Literal[False] = ..., stream: None = ...) -> B: ...
+    @overload
+    def reduce_scatter(self, x: BufferLike, op: ReduceOpLike = ..., *, out: O, algorithm: AlgorithmArg = ...,
+                       async_op: Literal[False] = ..., stream: None = ...) -> O: ...
+    @overload
+    def reduce_scatter(self, x: BufferLike, op: ReduceOpLike = ..., *, out: Optional[BufferLike] = ...,
+                       algorithm: AlgorithmArg = ..., async_op: bool = ...,
+                       stream: Optional[StreamLike] = ...) -> Union[BufferLike, Request[Any]]: ...
+
+    def reduce_scatter(self, x: BufferLike, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
+                       algorithm: AlgorithmArg = "auto", async_op: bool = False,
+                       stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
-        self._check_usable("reduce_scatter")
-        c = Call("reduce_scatter", algorithm, async_op, stream)
-        if out is not None and self._issuer.fast(c, x, False, out, (op, algorithm, 0)):
-            return out
         if average.wanted(op):
             return average.run("reduce_scatter", self.size, x, lambda: self.reduce_scatter(
                 x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
-        c.op = _op(op)
-        registry.check_algorithm(algorithm)
+        c = self._begin("reduce_scatter", "reduce_scatter", algorithm, async_op, stream, op=op)
+        if out is not None and self._issuer.fast(c, x, False, out):
+            return out
+        return self._issuer.call(self._reduce_scatter_data(c, x, out, "reduce_scatter"))
+
+    def _reduce_scatter_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x")
-        block = self._blocks(xb, "reduce_scatter")
+        block = self._blocks(xb, what)
         if out is None:
             shape = ((xb.shape[0] // self.size,) + xb.shape[1:]) if xb.shape and xb.shape[0] % self.size == 0 \
                 else (block,)
             out = new_like(x, shape, xb.dtype)
-        ob = self._out(out, block, xb, "reduce_scatter", exclusive=True)
+        ob = self._out(out, block, xb, what, exclusive=True)
         c.result = out
-        return self._issuer.call(c.data(xb, ob, block, xb.nbytes))
+        return c.data(xb, ob, block, xb.nbytes)
 
-    def reduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
-               async_op: bool = False, stream: Any = None) -> Any:
+    @overload
+    def reduce(self, x: B, root: int = ..., op: ReduceOpLike = ..., *, out: None = ..., algorithm: AlgorithmArg = ...,
+               async_op: Literal[False] = ..., stream: None = ...) -> Optional[B]: ...
+    @overload
+    def reduce(self, x: BufferLike, root: int = ..., op: ReduceOpLike = ..., *, out: O, algorithm: AlgorithmArg = ...,
+               async_op: Literal[False] = ..., stream: None = ...) -> Optional[O]: ...
+    @overload
+    def reduce(self, x: BufferLike, root: int = ..., op: ReduceOpLike = ..., *, out: Optional[BufferLike] = ...,
+               algorithm: AlgorithmArg = ..., async_op: bool = ...,
+               stream: Optional[StreamLike] = ...) -> Union[None, BufferLike, Request[Any]]: ...
+
+    def reduce(self, x: BufferLike, root: int = 0, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
+               algorithm: AlgorithmArg = "auto", async_op: bool = False,
+               stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` onto ``root`` (into ``out``, or ``x`` in place there); returns the result on root, else None."""
-        self._check_usable("reduce")
-        c = Call("reduce", algorithm, async_op, stream)
-        c.result = None if self.rank != root else (x if out is None else out)
-        if self._issuer.fast(c, x, self.rank == root and out is None, out, (op, algorithm, root)):
-            return c.result
-        c.root = self._rank_arg("root", root)
         if average.wanted(op):
             return average.run("reduce", self.size, x, lambda: self.reduce(
-                x, root, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream, self.rank == root)
-        c.op = _op(op)
-        registry.check_algorithm(algorithm)
+                x, root, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
+                self.rank == self._port.rank_arg("root", root))
+        c = self._begin("reduce", "reduce", algorithm, async_op, stream, op=op, root=root)
+        is_root = self.rank == c.root
+        c.result = None if not is_root else (x if out is None else out)
+        if self._issuer.fast(c, x, is_root and out is None, out):
+            return c.result
+        return self._issuer.call(self._reduce_data(c, x, out, "reduce"))
+
+    def _reduce_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         is_root = self.rank == c.root
         xb = as_buffer(x, "x", writable=is_root and out is None)
         ob: Optional[Buffer] = None
         if is_root:
-            ob = xb if out is None else self._out(out, xb.count, xb, "reduce")
-        return self._issuer.call(c.data(xb, ob, xb.count, xb.nbytes))
+            ob = xb if out is None else self._out(out, xb.count, xb, what)
+        return c.data(xb, ob, xb.count, xb.nbytes)
 
-    def alltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto", async_op: bool = False,
-                 stream: Any = None) -> Any:
+    @overload
+    def alltoall(self, x: B, *, out: None = ..., algorithm: AlgorithmArg = ..., async_op: Literal[False] = ...,
+                 stream: None = ...) -> B: ...
+    @overload
+    def alltoall(self, x: BufferLike, *, out: O, algorithm: AlgorithmArg = ..., async_op: Literal[False] = ...,
+                 stream: None = ...) -> O: ...
+    @overload
+    def alltoall(self, x: BufferLike, *, out: Optional[BufferLike] = ..., algorithm: AlgorithmArg = ...,
+                 async_op: bool = ..., stream: Optional[StreamLike] = ...) -> Union[BufferLike, Request[Any]]: ...
+
+    def alltoall(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
+                 async_op: bool = False, stream: Optional[StreamLike] = None) -> Any:
         """Block j of ``x`` goes to rank j; block i of ``out`` comes from rank i."""
-        self._check_usable("alltoall")
-        c = Call("alltoall", algorithm, async_op, stream)
-        if out is not None and self._issuer.fast(c, x, False, out, (None, algorithm, 0)):
+        c = self._begin("alltoall", "alltoall", algorithm, async_op, stream)
+        if out is not None and self._issuer.fast(c, x, False, out):
             return out
-        registry.check_algorithm(algorithm)
+        return self._issuer.call(self._alltoall_data(c, x, out, "alltoall"))
+
+    def _alltoall_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x")
-        block = self._blocks(xb, "alltoall")
+        block = self._blocks(xb, what)
         if out is None:
             out = new_like(x, xb.shape, xb.dtype)
-        ob = self._out(out, xb.count, xb, "alltoall", exclusive=True)
+        ob = self._out(out, xb.count, xb, what, exclusive=True)
         c.result = out
-        return self._issuer.call(c.data(xb, ob, block, xb.nbytes))
+        return c.data(xb, ob, block, xb.nbytes)
 
-    def barrier(self, *, algorithm: str = "auto", async_op: bool = False, stream: Any = None) -> Any:
+    @overload
+    def barrier(self, *, algorithm: AlgorithmArg = ..., async_op: Literal[False] = ..., stream: None = ...) -> None: ...
+    @overload
+    def barrier(self, *, algorithm: AlgorithmArg = ..., async_op: bool = ...,
+                stream: Optional[StreamLike] = ...) -> Optional[Request[None]]: ...
+
+    def barrier(self, *, algorithm: AlgorithmArg = "auto", async_op: bool = False,
+                stream: Optional[StreamLike] = None) -> Any:
         """Return once every rank has entered the barrier (None; a Request with ``async_op``/``stream``)."""
-        self._check_usable("barrier")
-        registry.check_algorithm(algorithm)
-        return self._issuer.call(Call("barrier", algorithm, async_op, stream))
+        return self._issuer.call(self._begin("barrier", "barrier", algorithm, async_op, stream))
 
     # ------------------------------------------------------------------ nonblocking (MPI names)
-    def iallreduce(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
-                   stream: Any = None) -> Request:
+    def iallreduce(self, x: B, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
+                   algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start an allreduce; wait() on the Request returns the result (``x`` or ``out``)."""
-        return self.allreduce(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream)
+        return self._started(self.allreduce(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
-    def ibroadcast(self, x: Any, root: int = 0, *, algorithm: str = "auto", stream: Any = None) -> Request:
+    def ibroadcast(self, x: B, root: int = 0, *, algorithm: AlgorithmArg = "auto",
+                   stream: Optional[StreamLike] = None) -> Request[B]:
         """Start a broadcast; wait() returns ``x``."""
-        return self.broadcast(x, root, algorithm=algorithm, async_op=True, stream=stream)
+        return self._started(self.broadcast(x, root, algorithm=algorithm, async_op=True, stream=stream))
 
-    def iallgather(self, x: Any, *, out: Any = None, algorithm: str = "auto", stream: Any = None) -> Request:
+    def iallgather(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
+                   stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start an allgather; wait() returns ``out``."""
-        return self.allgather(x, out=out, algorithm=algorithm, async_op=True, stream=stream)
+        return self._started(self.allgather(x, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
-    def ireduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
-                        stream: Any = None) -> Request:
+    def ireduce_scatter(self, x: BufferLike, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
+                        algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start a reduce_scatter; wait() returns ``out``."""
-        return self.reduce_scatter(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream)
+        return self._started(self.reduce_scatter(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
-    def ireduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, algorithm: str = "auto",
-                stream: Any = None) -> Request:
+    def ireduce(self, x: BufferLike, root: int = 0, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
+                algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start a reduce; wait() returns the result on root, None elsewhere."""
-        return self.reduce(x, root, op, out=out, algorithm=algorithm, async_op=True, stream=stream)
+        return self._started(self.reduce(x, root, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
-    def ialltoall(self, x: Any, *, out: Any = None, algorithm: str = "auto", stream: Any = None) -> Request:
+    def ialltoall(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
+                  stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start an alltoall; wait() returns ``out``."""
-        return self.alltoall(x, out=out, algorithm=algorithm, async_op=True, stream=stream)
+        return self._started(self.alltoall(x, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
-    def ibarrier(self, *, algorithm: str = "auto", stream: Any = None) -> Request:
+    def ibarrier(self, *, algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[None]:
         """Start a barrier; wait() returns None once every rank has entered it."""
-        return self.barrier(algorithm=algorithm, async_op=True, stream=stream)
+        return self._started(self.barrier(algorithm=algorithm, async_op=True, stream=stream))
 
-    def run_algorithm(self, algorithm: Any, x: Any, *, out: Any = None, op: Any = None, root: int = 0,
-                      collective: Optional[str] = None) -> Any:
+    @staticmethod
+    def _started(req: Any) -> Request[Any]:
+        """What a collective started with ``async_op=True`` returned: always its Request."""
+        assert isinstance(req, Request)
+        return req
+
+    # ------------------------------------------------------------------ persistent (MPI-4 MPI_Allreduce_init & co)
+    # Validated and bound once; ``start()`` launches the bound call, ``wait()``/``test()`` complete it.  A start on a
+    # buffer that changed address, shape or dtype since the init raises ValueError and moves nothing.
+    def allreduce_init(self, x: B, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
+                       algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
+        """A persistent allreduce (``MPI_Allreduce_init``, mpi4py's ``Allreduce_init``); wait() returns x or out."""
+        c = self._begin("allreduce", "allreduce_init", algorithm, True, op=op)
+        c.result = x if out is None else out
+        return self._persistent(self._allreduce_data(c, x, out, "allreduce_init"), "allreduce_init",
+                                (("x", x, out is None), ("out", out, True)))
+
+    def broadcast_init(self, x: B, root: int = 0, *, algorithm: AlgorithmArg = "auto") -> Persistent[B]:
+        """A persistent broadcast (``MPI_Bcast_init``); wait() returns ``x``."""
+        c = self._begin("broadcast", "broadcast_init", algorithm, True, root=root)
+        c.result = x
+        return self._persistent(self._broadcast_data(c, x), "broadcast_init", (("x", x, self.rank != c.root),))
+
+    def allgather_init(self, x: BufferLike, *, out: Optional[BufferLike] = None,
+                       algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
+        """A persistent allgather (``MPI_Allgather_init``); wait() returns ``out`` (made once when None)."""
+        c = self._allgather_data(self._begin("allgather", "allgather_init", algorithm, True), x, out, "allgather_init")
+        return self._persistent(c, "allgather_init", (("x", x, False), ("out", c.result, True)))
+
+    def reduce_scatter_init(self, x: BufferLike, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
+                            algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
+        """A persistent reduce_scatter (``MPI_Reduce_scatter_block_init``); wait() returns ``out``."""
+        c = self._reduce_scatter_data(self._begin("reduce_scatter", "reduce_scatter_init", algorithm, True, op=op), x,
+                                      out, "reduce_scatter_init")
+        return self._persistent(c, "reduce_scatter_init", (("x", x, False), ("out", c.result, True)))
+
+    def alltoall_init(self, x: BufferLike, *, out: Optional[BufferLike] = None,
+                      algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
+        """A persistent alltoall (``MPI_Alltoall_init``); wait() returns ``out``."""
+        c = self._alltoall_data(self._begin("alltoall", "alltoall_init", algorithm, True), x, out, "alltoall_init")
+        return self._persistent(c, "alltoall_init", (("x", x, False), ("out", c.result, True)))
+
+    def reduce_init(self, x: BufferLike, root: int = 0, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
+                    algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
+        """A persistent reduce (``MPI_Reduce_init``); wait() returns the result on root, None elsewhere."""
+        c = self._begin("reduce", "reduce_init", algorithm, True, op=op, root=root)
+        is_root = self.rank == c.root
+        c.result = None if not is_root else (x if out is None else out)
+        return self._persistent(self._reduce_data(c, x, out, "reduce_init"), "reduce_init",
+                                (("x", x, is_root and out is None), ("out", out if is_root else None, True)))
+
+    def _persistent(self, c: Call, what: str, buffers: Tuple[Tuple[str, Any, bool], ...]) -> Persistent[Any]:
+        """The persistent request of the validated call ``c`` over ``buffers`` ((argument, buffer, written), ...)."""
+        return Persistent(self._issuer, self._port, c, f"rank {self.rank} of communicator {self.name!r}: {what}",
+                          tuple(b for b in buffers if b[1] is not None))
+
+    # ------------------------------------------------------------------ any algorithm
+    def run_algorithm(self, algorithm: AlgorithmArg, x: B, *, out: Optional[BufferLike] = None,
+                      op: Optional[ReduceOpLike] = None, root: int = 0, collective: Optional[str] = None) -> Any:
         """Run ``algorithm`` (a name, ``"module:attr"`` or an Algorithm) on ``x`` into ``out`` (None: in place).
 
         For a user algorithm that implements a pattern the Comm API does not name (a neighbour
@@ -529,7 +668,7 @@ class Comm:
                 raise ValueError(f"run_algorithm: algorithm {alg.name!r} implements {declared}; pass collective= "
                                  "to say which to run")
             collective = next(iter(alg.collectives))
-        root = self._rank_arg("root", root)
+        root = self._port.rank_arg("root", root)
         rop = None if op is None else _op(op)
         xb = as_buffer(x, "x", writable=out is None)
         ob = xb if out is None else as_buffer(out, "out", writable=True)
@@ -579,11 +718,12 @@ class Comm:
         self._blank(parent.binding, name)
         self.parent_ranks = ranks
         self.size = len(ranks)
-        self._member = False
+        self._port.member = False
         return self
 
     # ------------------------------------------------------------------ point-to-point (PointToPoint)
-    def send(self, x: Any, dst: int, *, timeout: Optional[float] = None, stream: Any = None) -> Any:
+    def send(self, x: BufferLike, dst: int, *, timeout: Optional[float] = None,
+             stream: Optional[StreamLike] = None) -> Optional[Request[Any]]:
         """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous).
 
         ``stream=``: the library's HcclSend enqueued on that stream; returns a Request (api/stream_p2p.py).
@@ -593,33 +733,41 @@ class Comm:
         self._p2p.send(x, dst, timeout=timeout)
         return None
 
-    def recv(self, buf: Any, src: int, *, timeout: Optional[float] = None, stream: Any = None) -> Any:
+    @overload
+    def recv(self, buf: B, src: int, *, timeout: Optional[float] = ..., stream: None = ...) -> B: ...
+    @overload
+    def recv(self, buf: BufferLike, src: int, *, timeout: Optional[float] = ..., stream: StreamLike) -> Request[Any]: ...
+
+    def recv(self, buf: BufferLike, src: int, *, timeout: Optional[float] = None,
+             stream: Optional[StreamLike] = None) -> Union[BufferLike, Request[Any]]:
         """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``.
 
         ``stream=``: the library's HcclRecv enqueued on that stream; returns a Request (api/stream_p2p.py).
         """
         if stream is not None:
             return stream_p2p.post(self._port, "recv", buf, src, stream)
-        return self._p2p.recv(buf, src, timeout=timeout)
+        self._p2p.recv(buf, src, timeout=timeout)
+        return buf
 
-    def isend(self, x: Any, dst: int) -> Request:
+    def isend(self, x: BufferLike, dst: int) -> Request[Any]:
         """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
         return self._p2p.isend(x, dst)
 
-    def irecv(self, buf: Any, src: int) -> Request:
+    def irecv(self, buf: BufferLike, src: int) -> Request[Any]:
         """Start receiving into ``buf`` from ``src``; wait() returns ``buf``."""
         return self._p2p.irecv(buf, src)
 
-    def irecv_any(self, buf: Any) -> AnySourceRequest:
+    def irecv_any(self, buf: BufferLike) -> AnySourceRequest:
         """Start receiving into ``buf`` from whichever rank's next message arrives first (``MPI_ANY_SOURCE``);
         the request's ``source`` names the sender once it is done."""
         return self._p2p.irecv_any(buf)
 
-    def send_multi(self, items: Sequence[Any], dst: int, *, timeout: Optional[float] = None) -> None:
+    def send_multi(self, items: Sequence[BufferLike], dst: int, *, timeout: Optional[float] = None) -> None:
         """Send several buffers to ``dst`` as consecutive messages in one launch."""
         self._p2p.send_multi(items, dst, timeout=timeout)
 
-    def recv_multi(self, items: Sequence[Any], src: int, *, timeout: Optional[float] = None) -> List[Any]:
+    def recv_multi(self, items: Sequence[BufferLike], src: int, *,
+                   timeout: Optional[float] = None) -> List[BufferLike]:
         """Receive consecutive messages from ``src`` into the given buffers; returns them."""
         return self._p2p.recv_multi(items, src, timeout=timeout)
 

@@ -1,85 +1,123 @@
-"""Blocking collectives repeated on the same NumPy buffers: one dictionary lookup instead of re-deriving the call.
+"""Repeated blocking calls: the key of a call's buffers, and the per-communicator map from keys to bound calls.
 
-Issue 16: the Comm API may add at most 30 % to the library call it makes, so nothing is rebuilt
-per call.  The first *replayed* call of a signature -- collective, each buffer's address, size and
-dtype, the op, root and algorithm exactly as the caller spelled them -- stores what ``Issuer.run``
-derived for it (the algorithm, the description, the bound batch).  A later call with the same
-arguments finds it with one ``ffi.from_buffer`` per array, which also checks what ``as_buffer``
-checks for a NumPy array of a dtype seen before: C-contiguity and, for a buffer the call writes,
-writability.  Anything else (another buffer type, an unhashable op, a new address) takes the full
-path, which validates the arguments and may store an entry.  The communicator's cache (api/call.py)
-drops these entries with its bound batches whenever they could go stale.
+Every public collective of :class:`~hcomm_cffi.api.comm.Comm` validates its scalar arguments (op,
+root, algorithm) with the same functions on every call, cached or not; the key is the collective,
+those *validated* values, and each buffer's address, size and dtype, read in a way that makes the
+checks :func:`~hcomm_cffi.api.buffers.as_buffer` makes of a buffer of that kind: a NumPy array
+through ``ffi.from_buffer`` (C-contiguous, and writable when the call writes it), a CPU torch tensor
+through ``is_contiguous``.  An entry is stored only after the full path accepted a call of the same
+key, so a hit is a call the full path accepts; whatever the key cannot describe (another buffer
+type, a non-contiguous or read-only array, a device tensor) gets no key and takes the full path,
+which validates it and raises what it raises.  The communicator's cache (api/call.py) drops the
+entries with its bound batches whenever they could go stale.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+import sys
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
 from .._ffi import ffi
 
-__all__ = ["FastCall", "FastCalls", "key_of"]
+__all__ = ["FastCalls", "key_of", "buffer_view", "MAX_ENTRIES"]
 
-MAX_ENTRIES = 1024          # signatures kept per communicator (a bounded cache, like the others)
+#: call keys kept per communicator (the map starts over when full)
+MAX_ENTRIES = 1024
 
+Key = Tuple[Any, ...]
 _from_buffer = ffi.from_buffer
 _ndarray = np.ndarray
 _NOT_A_BUFFER = (ValueError, TypeError, BufferError)
+#: positions of the two buffer addresses in a key (see key_of), and the key's tail without ``out``
+_X_AT, _OUT_AT = 2, 5
+_NO_OUT = (None, 0, None)
 
 
-class FastCall(NamedTuple):
-    """What a blocking call of one signature needs at run time: its flight record and its batches."""
-
-    algorithm: str       # the chosen algorithm's name
-    what: str            # the description errors carry
-    #: the Ready batch (api/call.py) for each parity of the signature handshake count (index 0 only for calls
-    #: without a handshake); None: not built yet (the full path builds and stores it)
-    batches: List[Any]
-    handshake: bool      # the batch starts with a signature handshake (the parity advances)
-    record: Any          # its flight record fields (observe.Record)
-    fixed: Any           # the same, encoded once for the flight recorder (observe.fixed_of)
+_tensors: Tuple[type, ...] = ()     # torch.Tensor and nn.Parameter, once torch is imported
 
 
-def key_of(coll: str, x: Any, x_written: bool, out: Any, rest: Tuple[Any, Any, int]) -> Optional[tuple]:
-    """The cache key of a call on NumPy ``x`` (and ``out``), or None when it is not one the cache can serve.
+def _tensor_types() -> Tuple[type, ...]:
+    """torch.Tensor and nn.Parameter when torch is imported (never imports it: a user of tensors did)."""
+    global _tensors
+    if not _tensors:
+        torch = sys.modules.get("torch")
+        nn = getattr(torch, "nn", None)
+        if torch is not None and nn is not None and hasattr(nn, "Parameter"):   # fully imported
+            _tensors = (torch.Tensor, nn.Parameter)
+    return _tensors
 
-    ``rest``: (op, algorithm, root) exactly as the caller passed them.
 
-    The key holds ``from_buffer`` views (they keep the arrays alive only as long as the key lives);
-    :meth:`FastCalls.store` keeps plain pointers instead, which hash and compare equal to them.
-    """
-    if type(x) is not _ndarray:
-        return None
-    try:
-        xv = _from_buffer("char[]", x, x_written)
-        if out is None:
-            return (coll, xv, len(xv), x.dtype, None, 0) + rest
-        if type(out) is not _ndarray:
+def buffer_view(buf: Any, written: bool) -> Optional[Tuple[Any, int, Any]]:
+    """(address, bytes, dtype) of a NumPy array or a CPU torch tensor that as_buffer would accept, else None."""
+    kind = type(buf)
+    if kind is _ndarray:
+        try:
+            view = _from_buffer("char[]", buf, written)   # refuses non-C-contiguous and (written) read-only arrays
+        except _NOT_A_BUFFER:
             return None
-        ov = _from_buffer("char[]", out, True)
-    except _NOT_A_BUFFER:          # not C-contiguous, read-only: the full path says so
+        return view, len(view), buf.dtype
+    if kind in _tensor_types():
+        try:
+            if not buf.is_cpu or not buf.is_contiguous():   # NPU tensors: the full path synchronises their stream
+                return None
+            return buf.data_ptr(), buf.nbytes, buf.dtype
+        except RuntimeError:        # sparse and other layouts without strides: the full path says what is wrong
+            return None
+    return None
+
+
+def key_of(coll: str, x: Any, x_written: bool, out: Any, scalars: Tuple[Any, ...]) -> Optional[Key]:
+    """The cache key of a call on ``x`` (and ``out``), or None when the full path must serve it.
+
+    ``scalars``: the call's validated op, algorithm and root.  The key holds ``from_buffer`` views
+    (they keep the arrays alive only as long as the key lives); :meth:`FastCalls.store` keeps
+    plain pointers instead, which hash and compare equal to them.
+    """
+    if type(x) is _ndarray:          # the common case inline (what buffer_view does for an ndarray)
+        try:
+            v = _from_buffer("char[]", x, x_written)
+        except _NOT_A_BUFFER:
+            return None
+        xv: Tuple[Any, int, Any] = (v, len(v), x.dtype)
+    else:
+        view = buffer_view(x, x_written)
+        if view is None:
+            return None
+        xv = view
+    if out is None:
+        return (coll, scalars) + xv + _NO_OUT
+    if type(out) is _ndarray:
+        try:
+            v = _from_buffer("char[]", out, True)
+        except _NOT_A_BUFFER:
+            return None
+        return (coll, scalars) + xv + (v, len(v), out.dtype)
+    ov = buffer_view(out, True)
+    if ov is None:
         return None
-    return (coll, xv, len(xv), x.dtype, ov, len(ov)) + rest
+    return (coll, scalars) + xv + ov
 
 
-def _unowned(view: Any) -> Any:
-    """A plain pointer to ``view``'s bytes: equal to it as a key, but keeping no array alive."""
-    return None if view is None else ffi.cast("char *", view)
+def _unowned(address: Any) -> Any:
+    """A plain pointer (or int address) equal to ``address`` as a key, keeping no array alive."""
+    return ffi.cast("char *", address) if isinstance(address, ffi.CData) else address
 
 
 class FastCalls:
-    """The per-communicator cache of :class:`FastCall` entries."""
+    """The per-communicator map from call keys to the bound calls (:class:`~hcomm_cffi.api.call.Entry`) they run."""
 
     __slots__ = ("entries",)
 
     def __init__(self) -> None:
-        self.entries: Dict[tuple, FastCall] = {}
+        self.entries: Dict[Key, Any] = {}
 
-    def store(self, key: Tuple[Any, ...], entry: FastCall) -> None:
+    def store(self, key: Key, entry: Any) -> None:
         """Keep ``entry`` for ``key`` (one the lookup hashed); zero-size buffers are not kept (no meaningful address)."""
-        if not key[2] or (key[4] is not None and not key[5]):
+        if not key[_X_AT + 1] or (key[_OUT_AT] is not None and not key[_OUT_AT + 1]):
             return
-        stored = key[:1] + (_unowned(key[1]),) + key[2:4] + (_unowned(key[4]),) + key[5:]
+        stored = key[:_X_AT] + (_unowned(key[_X_AT]),) + key[_X_AT + 1:_OUT_AT] + (_unowned(key[_OUT_AT]),) \
+            + key[_OUT_AT + 1:]
         if len(self.entries) >= MAX_ENTRIES:
             self.entries.clear()
         self.entries[stored] = entry

@@ -257,7 +257,7 @@ class Graph:
     def _forget_captured(self) -> None:
         for pending in self._pendings:
             if getattr(pending, "done", True) is False:
-                pending._forget()         # a captured collective never waited on: the graph held it
+                pending.forget()         # a captured collective never waited on: the graph held it
         self._pendings.clear()
         self._comms.clear()
         self._books = []

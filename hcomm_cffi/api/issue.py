@@ -1,17 +1,21 @@
 """How a communicator's collectives become launched tasks: :class:`Issuer` (one per member Comm).
 
 For each :class:`~hcomm_cffi.api.call.Call` it resolves the algorithm, stages or declares the
-buffers, gets the resources (declared, or derived by a dry run), puts the signature handshake
-(:mod:`.signatures`) ahead of the algorithm's tasks, records the schedule the first time and
-replays it after (bound batches and blocking fast calls in the :class:`~hcomm_cffi.api.call.CommCache`),
-launches, and waits (blocking) or hands back a :class:`~hcomm_cffi.api.nonblocking.Pending`.  It
-owns what that needs -- the streams, the caches, the scratch memory, the device-memory
-declarations, the sequence number -- and reaches the rest of the communicator through its
-:class:`~hcomm_cffi.api.port.CommPort`.
+buffers, gets the resources (declared, or derived by a dry run), records the algorithm's schedule
+the first time per signature and stream, binds it to the call's buffers behind the signature
+handshake (:mod:`.signatures`; one bound batch per handshake parity) as an
+:class:`~hcomm_cffi.api.call.Entry`, launches it, and waits (blocking) or hands back a
+:class:`~hcomm_cffi.api.nonblocking.Pending`.  Every call of a replayable algorithm launches an
+Entry, whichever way it came: the full path (which binds it, and keeps it for the blocking call's
+key, :mod:`.fastcalls`), the fast path (:meth:`Issuer.fast`: the key's Entry) or a persistent
+request (:mod:`.persistent`: the Entry it bound at init).  The Issuer owns what that needs -- the
+streams, the caches, the scratch memory, the device-memory declarations, the sequence number --
+and reaches the rest of the communicator through its :class:`~hcomm_cffi.api.port.CommPort`.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+import warnings
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 from .._ffi import ffi
 from .. import settings
@@ -20,7 +24,8 @@ from ..algorithms.context import IssueContext
 from ..algorithms.dryrun import dry_run
 from ..algorithms.interface import Algorithm, CollectiveCall
 from ..algorithms.replay import Schedule, capture
-from ..algorithms.tasks import TaskBatch
+from ..algorithms.tasks import PreparedLaunch, TaskBatch
+from ..binding import Binding
 from ..enums import ReduceOp
 from ..errors import HcclError
 from ..lib.contract import Capabilities
@@ -28,11 +33,15 @@ from ..plan import MIB
 from ..resources import Resources
 from . import consistency, graphs, observe
 from .buffers import NO_STAGING, Buffer, Staging
-from .call import CHOICES_MAX, DEVICE_RANGES_MAX, RESOURCES_MAX, SCHEDULES_MAX, Call, CommCache, Ready
-from .fastcalls import FastCall, key_of
+from .call import DEVICE_RANGES_MAX, RESOURCES_MAX, SCHEDULES_MAX, Bound, Call, CommCache, Entry
+from .errors import CommError
+from .fastcalls import key_of
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
 from .streams import StreamTargets, Target
+
+if TYPE_CHECKING:
+    from .port import CommPort
 
 __all__ = ["Issuer", "SCRATCH_MIN"]
 
@@ -43,8 +52,9 @@ SCRATCH_MIN = 4096
 class Issuer:
     """One communicator's collective machinery (see the module docstring)."""
 
-    def __init__(self, port: Any, stream: Any) -> None:
-        b = self.b = port.binding
+    def __init__(self, port: "CommPort", stream: Any) -> None:
+        b: Binding = port.binding
+        self.b = b
         self.port = port
         self.targets = StreamTargets(b, port.handle, stream, port.name)
         self.buffer_bytes: int = self.targets.own.cache.local_buffer()[1]
@@ -55,15 +65,27 @@ class Issuer:
         self.step_bytes: Optional[int] = (caps.step_bytes if step is None else step) or None
         # library collectives: the backend's own in-band check, else (with the check on) the package's handshake
         self.check_native = bool(settings.value("HCOMM_CHECK_COLLECTIVES")) and not caps.checks_signatures_in_band
-        self.fast_ok = not self.staging                   # host buffers used in place: blocking calls may be cached
+        self.fast_ok = not self.staging                   # host buffers used in place: bound calls may be kept
         self.on_device: Dict[Tuple[Any, int], int] = {}   # (char *, bytes) -> address, declared (emulator)
-        self.cache = CommCache()                          # choices, bound batches, fast calls: one generation
+        self.cache = CommCache()                          # choices, bound calls, fast-call keys
         self.signer = Signer(port)
         self.seq = 0                          # collectives issued (flight recorder, mismatch messages)
         self.scratch_ptr: Any = None
         self.scratch_size = 0
         self.retired: List[Any] = []          # scratch buffers a started collective may still use
-        self.inflight: "set[Pending]" = set()  # started collectives not yet seen complete
+        self.inflight: Set[Pending] = set()   # started collectives not yet seen complete
+
+    # ------------------------------------------------------------------ lifetime
+    def drain(self, timeout_s: float) -> None:
+        """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
+        port = self.port
+        for pending in list(self.inflight):
+            try:
+                if not pending.sync(timeout_s):
+                    warnings.warn(f"rank {port.rank}: destroy of {port.name!r}: {pending.what} never completed",
+                                  RuntimeWarning, stacklevel=4)
+            except CommError as exc:
+                warnings.warn(f"rank {port.rank}: destroy of {port.name!r}: {exc}", RuntimeWarning, stacklevel=4)
 
     def release(self) -> None:
         """Free what the machinery holds (the communicator is destroyed; its handle is gone)."""
@@ -95,12 +117,17 @@ class Issuer:
         self.on_device[key] = addr
 
     def forget_device_memory(self) -> None:
-        """Withdraw every range _declare_device_memory declared (bound batches were validated on them)."""
+        """Withdraw every range declare_device_memory declared (bound calls were validated on them)."""
         if self.on_device:
             self.cache.invalidate()
             for addr in self.on_device.values():
                 self.b.lib.withdraw_device_memory(addr)
             self.on_device.clear()
+
+    def forget_resources(self) -> None:
+        """Drop every cached resource set and the schedules recorded on them (they name their handles)."""
+        self.targets.forget_resources()
+        self.cache.invalidate()
 
     def _scratch(self, nbytes: int) -> Any:
         """Scratch memory of at least ``nbytes``; a smaller old one is retired (a started collective may use it)."""
@@ -109,7 +136,7 @@ class Issuer:
                 self.retired.append(self.scratch_ptr)
                 self.scratch_ptr = None
             size = max(nbytes, SCRATCH_MIN, 2 * self.scratch_size)  # doubling: retired buffers total < the live one
-            self.cache.invalidate()       # bound batches address the retired scratch
+            self.cache.invalidate()       # bound calls address the retired scratch
             self.scratch_ptr = self.b.malloc(size)
             self.scratch_size = size
         return self.scratch_ptr
@@ -120,6 +147,281 @@ class Issuer:
             for ptr in self.retired:
                 self.b.free(ptr)
             self.retired.clear()
+
+    # ------------------------------------------------------------------ the three ways in
+    def call(self, c: Call) -> Any:
+        """Blocking: run ``c`` and return its result; ``async_op`` or ``stream``: start it and return a Request."""
+        if c.blocking:
+            self.run(c)
+            return c.result
+        return request_for(self.start(c), c.result)
+
+    def run(self, c: Call) -> str:
+        """Run ``c`` and wait for it; returns the algorithm's name (the caller checked the communicator).
+
+        The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
+        The Entry it launches is kept under the call's fast-call key, so the next identical call is
+        one lookup (:meth:`fast`).
+        """
+        graphs.check_ordered(self.port, None)     # not after work captured in an open graph (api/graphs.py)
+        self._prepare(c)
+        self.seq += 1
+        record = observe.record_of(c)
+        try:
+            entry, bound = self._bind(c, self.targets.own, record)
+        except HcclError as exc:
+            raise self.port.fail(exc, c.what) from exc
+        # recorded once it will launch: a call its algorithm refused while issuing leaves no open operation
+        slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
+        self._launch_and_wait(bound, slot, c.coll, c.what)
+        if c.staging is not NO_STAGING:
+            c.staging.finish()
+        elif entry is not None and c.fast_key is not None:
+            self.cache.fast.store(c.fast_key, entry)
+        return c.alg.name
+
+    def fast(self, c: Call, x: Any, x_written: bool, out: Any) -> bool:
+        """Whether the Entry kept for this blocking call's key ran it (its flight record and batch; nothing re-derived).
+
+        ``c`` holds the validated op, algorithm and root (the same checks as every call); sets
+        ``c.fast_key`` when the call has a key, so the full path keeps its Entry there.
+        """
+        if not self.fast_ok or c.async_op or c.stream is not None or graphs.holding(self.port):
+            return False                # (c.blocking, without the property's call; nothing after captured work)
+        key = key_of(c.coll, x, x_written, out, (c.op, c.algorithm, c.root))
+        if key is None:
+            return False
+        try:
+            entry = self.cache.fast.entries.get(key)
+        except TypeError:               # an unhashable algorithm object: the full path serves it
+            return False
+        c.fast_key = key
+        if entry is None:
+            return False
+        self.seq += 1
+        slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
+        bound = entry.bound
+        self._launch_and_wait(bound[0] if len(bound) == 1 else bound[self.signer.advance(self.seq)], slot, c.coll,
+                              entry.what)
+        return True
+
+    def start(self, c: Call) -> Pending:
+        """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait."""
+        self.port.check_usable(c.coll)
+        graphs.check_ordered(self.port, c.stream)
+        self._prepare(c)
+        target = self.targets.get(c.stream)
+        self.seq += 1
+        record = observe.record_of(c)
+        graph = graphs.capturing(c.stream)      # an ACL graph captures the stream: recorded (api/graphs.py)
+        if graph is not None:                   # before the set-up, which the capture lets this thread do
+            slot = graph.captured(self.port, record, self.take_seq)
+        try:
+            entry, bound = self._bind(c, target, record)
+        except HcclError as exc:
+            raise self.port.fail(exc, c.what) from exc
+        if graph is None:
+            slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
+            return self._launch_started(c, bound, target, slot)
+        pending = self._launch_started(c, bound, target, slot)
+        graph.keep(pending)
+        return pending
+
+    def take_seq(self) -> int:
+        """The next operation number (a graph replay is one operation)."""
+        self.seq += 1
+        return self.seq
+
+    # ------------------------------------------------------------------ persistent requests (persistent.py)
+    def bind_persistent(self, c: Call) -> Tuple[Optional[Entry], int]:
+        """Resolve ``c`` and bind it to its buffers now (validated once); (its Entry, the cache generation).
+
+        None where a bound call cannot be kept (the backend stages host buffers, or the algorithm is
+        not replayable): :meth:`start_persistent` then starts ``c`` the full way each time.
+        """
+        self._prepare(c)
+        if c.staging is not NO_STAGING:
+            return None, self.cache.generation
+        try:
+            entry = self._entry(c, self.targets.own, observe.record_of(c))
+        except HcclError as exc:
+            raise self.port.fail(exc, c.what) from exc
+        return entry, self.cache.generation
+
+    def start_persistent(self, c: Call, entry: Optional[Entry], pending: Optional[Pending]) -> Pending:
+        """Launch a persistent request's bound call (or, without one, start ``c`` afresh); ``pending``: the
+        request's Pending of its previous start, started again (the caller checked the communicator)."""
+        if entry is None:
+            return self.start(c)
+        self.seq += 1
+        slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
+        return self._launch_started(c, self._take(entry), self.targets.own, slot, pending)
+
+    # ------------------------------------------------------------------ launching
+    def _take(self, entry: Entry) -> Bound:
+        """The batch of ``entry`` for the handshake parity now (advancing it when the call has a handshake)."""
+        bound = entry.bound
+        if len(bound) == 1:
+            return bound[0]
+        return bound[self.signer.advance(self.seq)]
+
+    def _launch_and_wait(self, bound: Bound, slot: int, coll: str, what: str) -> None:
+        """Launch ``bound`` on the communicator's stream after the previous collective and wait for it."""
+        target = self.targets.own
+        try:
+            self.targets.order(target)
+            bound.batch.launch()
+            observe.running(self.port, slot)
+            self.b.synchronize_stream(target.stream)
+        except HcclError as exc:
+            self.check_exchange(bound.exchange, started=True)    # a mismatch explains the failure better
+            raise self.port.fail(exc, what) from exc
+        if bound.exchange is not None:
+            self.check_exchange(bound.exchange, started=True)
+        observe.done(self.port, slot, coll, self.seq)
+        if self.retired:
+            self._free_retired()
+
+    def _launch_started(self, c: Call, bound: Bound, target: Target, slot: int,
+                        pending: Optional[Pending] = None) -> Pending:
+        """Launch ``bound`` on ``target``'s stream after the previous collective; the Pending that completes it
+        (``pending`` started again, when given: a persistent request's)."""
+        try:
+            self.targets.order(target)
+            bound.batch.launch()
+            observe.running(self.port, slot)
+        except HcclError as exc:
+            raise self.port.fail(exc, c.what) from exc
+        if pending is None:
+            pending = Pending(self.port, c, target.stream, bound.exchange, slot, self.seq)
+        else:
+            pending.restart(bound.exchange, slot, self.seq)
+        self.inflight.add(pending)
+        return pending
+
+    def check_exchange(self, exchange: Optional[Exchange], started: bool) -> None:
+        """Backends without host tasks: compare the handshake's slots now (its stream has passed them)."""
+        if exchange is None:
+            return
+        msg = self.signer.check(exchange)
+        if msg is not None:
+            err = consistency.CollectiveMismatchError(msg)
+            if started:       # the call's data may have moved: the communicator is unusable, as after any failure
+                self.port.mark_broken(msg)
+                observe.failed(self.port, None, err)
+            raise err
+
+    def completed(self, pending: Pending) -> None:
+        """A started collective is known complete (its resources may go)."""
+        self.inflight.discard(pending)
+
+    # ------------------------------------------------------------------ deriving a call's batches
+    def _prepare(self, c: Call) -> None:
+        """Resolve ``c``: the algorithm (cached per signature) and the call with the pointers the engines use."""
+        key = (c.algorithm, c.coll, c.nbytes, c.dtype, c.op, c.root)
+        choice = self.cache.choices.get(key)
+        if choice is None:
+            alg, why = registry.explain(c.algorithm, c.coll, self.port.topology, c.nbytes, c.dtype, c.op, c.root,
+                                        max(1, self.buffer_bytes // 2 // MIB))
+            what = f"{c.coll} (algorithm={alg.name}, {c.nbytes} bytes, {self.port.size} ranks)"
+            choice = (alg, what)                  # the description too: no formatting per call
+            self.cache.choose(key, choice)
+            observe.chose(self.port, c.coll, c.nbytes, alg, why)
+        c.alg, c.what = choice
+        send, recv = c.send, c.recv
+        c.in_place = send is not None and recv is not None and recv.ptr == send.ptr
+        if self.staging:
+            c.staging = staging = Staging(self.b, True)
+            sp = staging.device_ptr(send) if send is not None else None
+            if c.in_place and recv is not None:
+                rp = staging.in_place(recv, sp)
+            else:
+                rp = staging.device_ptr(recv, copy_in=c.coll == "broadcast", copy_out=True) if recv else None
+        else:
+            sp = send.ptr if send is not None else None
+            rp = recv.ptr if recv is not None else None
+            self.declare_device_memory(send)
+            if recv is not send:
+                self.declare_device_memory(recv)
+        c.lib = CollectiveCall(c.coll, sp, rp, c.count, c.dtype, ReduceOp.SUM if c.op is None else c.op, c.root,
+                               c.recv_count)
+
+    def _bind(self, c: Call, target: Target, record: observe.Record) -> Tuple[Optional[Entry], Bound]:
+        """The Entry of ``c`` on ``target`` (None for an algorithm that is not replayable) and the batch to launch now."""
+        entry = self._entry(c, target, record)
+        if entry is not None:
+            return entry, self._take(entry)
+        res = self._resources(c.alg, c.lib, target)
+        handshake = self._has_handshake(res)
+        batch = TaskBatch(self.b)
+        exchange = self._handshake(batch, c, res, target, self.signer.parity) if handshake else None
+        batch.extend(self._issue(c, res, target))
+        if handshake:                   # issued without error: the parity advances with the launch
+            self.signer.advance(self.seq)
+        return None, Bound(batch, exchange)
+
+    def _has_handshake(self, res: Resources) -> bool:
+        """A call on ``res`` starts with the signature handshake: its algorithm talks to peers, or the check is on."""
+        return self.port.size > 1 and (bool(res.channels) or self.check_native)
+
+    def _issue(self, c: Call, res: Resources, target: Target) -> TaskBatch:
+        """The algorithm's tasks for ``c`` on ``res`` (its Python issue code runs)."""
+        lc = c.lib
+        body = TaskBatch(self.b)
+        ctx = IssueContext(body, res, rank=self.port.rank, size=self.port.size, topology=self.port.topology,
+                           timeout_s=self.port.timeout, dtype=lc.dtype, op=lc.op, comm=self.port.handle,
+                           stream=target.stream, scratch=self._scratch, step_bytes=self.step_bytes)
+        c.alg.issue(ctx, lc)
+        return body
+
+    def _schedule(self, c: Call, target: Target) -> Optional[Tuple[Schedule, bool]]:
+        """The recorded schedule of ``c``'s signature on ``target`` and whether it has a handshake (recorded now the
+        first time); None when the algorithm is not replayable."""
+        if not c.alg.replayable:
+            return None
+        lc = c.lib
+        key = (c.alg, lc.coll, lc.count, lc.dtype, lc.op, lc.root, lc.recv_count, c.in_place)
+        known = target.schedules.get(key)
+        if known is None:
+            res = self._resources(c.alg, lc, target)
+            body = self._issue(c, res, target)           # issue() may allocate the scratch memory: bases after it
+            if len(target.schedules) >= SCHEDULES_MAX:
+                target.schedules.clear()
+                self.cache.invalidate()
+            known = target.schedules[key] = (capture(body, self._bases(c)), self._has_handshake(res))
+        return known
+
+    def _entry(self, c: Call, target: Target, record: observe.Record) -> Optional[Entry]:
+        """``c`` bound to its buffers on ``target`` (kept in the cache, so the same buffers bind once)."""
+        known = self._schedule(c, target)
+        if known is None:
+            return None
+        schedule, handshake = known
+        key = (schedule, c.lib.send, c.lib.recv, self.scratch_ptr)
+        entry = self.cache.entries.get(key)
+        if entry is None:
+            parities = (0, 1) if handshake else (-1,)
+            bound = tuple(self._bound(schedule, c, target, parity) for parity in parities)
+            entry = Entry(c.alg.name, c.what, bound, record, observe.fixed_of(record))
+            self.cache.keep(key, entry)
+        return entry
+
+    def _bound(self, known: Schedule, c: Call, target: Target, parity: int) -> Bound:
+        """A replay of ``known`` on this call's buffers, after the handshake of ``parity`` (-1: none).
+
+        Where the backend prepares batches (the emulator) a schedule of data-plane calls becomes a
+        prepared task list (validated once, then launched without the per-call entry points);
+        elsewhere the bound TaskBatch is kept (launch only reads it).
+        """
+        batch = TaskBatch(self.b)
+        exchange = None
+        if parity >= 0:
+            res = self._resources(c.alg, c.lib, target)
+            exchange = self._handshake(batch, c, res, target, parity)
+        batch.extend(known.bind(self.b, self._bases(c)))
+        if self.caps.prepares_batches and not known.unbatched:
+            return Bound(PreparedLaunch(self.b, self.b.lib.prepare_batch(batch.calls)), exchange)
+        return Bound(batch, exchange)
 
     def _resources(self, alg: Algorithm, call: CollectiveCall, target: Target) -> Resources:
         """What ``alg`` declares for this call on ``target``'s stream, or what a dry run of its schedule derives."""
@@ -135,209 +437,10 @@ class Issuer:
             res = target.res[key] = target.cache.get(alg.name, spec)
         return res
 
-    def call(self, c: Call) -> Any:
-        """Blocking: run ``c`` and return its result; ``async_op`` or ``stream``: start it and return a Request."""
-        if c.blocking:
-            self.run(c)
-            return c.result
-        return request_for(self.start(c), c.result)
-
-    def run(self, c: Call) -> str:
-        """Run ``c`` and wait for it; returns the algorithm's name (the caller checked the communicator).
-
-        The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
-        Everything derived from the call's signature (the algorithm, its resources, its recorded
-        schedule) is cached; a replayed call with a fast-call key (see :mod:`.fastcalls`) is stored
-        whole, so the next identical call skips even the lookups (:meth:`fast`).
-        """
-        graphs.check_ordered(self.port, None)     # not after work captured in an open graph (api/graphs.py)
-        self._prepare(c)
-        target = self.targets.own
-        record = observe.record_of(c)
-        slot = observe.issue(self.port, self.seq, record)
-        try:
-            ready = self._batch_for(c, target)
-        except HcclError as exc:
-            raise self.port.fail(exc, c.what) from exc
-        self._launch_and_wait(ready, slot, c.coll, c.what)
-        if c.staging is not NO_STAGING:
-            c.staging.finish()
-        elif ready.replayed and c.fast_key is not None:
-            self._remember_fast(c, ready, record)
-        return c.alg.name
-
-    def _remember_fast(self, c: Call, ready: Ready, record: observe.Record) -> None:
-        """Keep the bound batch of a replayed blocking call for its repeats (under its handshake parity)."""
-        fast = self.cache.fast.entries.get(c.fast_key) if c.fast_key is not None else None
-        if fast is None:
-            fast = FastCall(c.alg.name, c.what, [None, None], ready.parity >= 0, record, observe.fixed_of(record))
-            self.cache.fast.store(c.fast_key, fast)    # type: ignore[arg-type]
-        fast.batches[max(ready.parity, 0)] = ready
-
-    def fast(self, c: Call, x: Any, x_written: bool, out: Any, rest: Tuple[Any, Any, int]) -> bool:
-        """Whether a stored blocking call ran ``c`` (its flight record and its batch; nothing re-derived).
-
-        ``rest``: (op, algorithm, root) as the caller passed them; sets ``c.fast_key`` when the call has one.
-        """
-        if c.async_op or c.stream is not None or not self.fast_ok or graphs.holding(self.port):
-            return False
-        key = key_of(c.coll, x, x_written, out, rest)
-        if key is None:
-            return False
-        try:
-            fast = self.cache.fast.entries.get(key)
-        except TypeError:               # an unhashable op or algorithm object: the full path serves it
-            return False
-        c.fast_key = key
-        if fast is None:
-            return False
+    def _handshake(self, sink: TaskBatch, c: Call, res: Resources, target: Target, parity: int) -> Optional[Exchange]:
+        """Issue the signature handshake of ``c`` (slots and notifies of ``parity``) into ``sink``, on the thread the
+        call's tasks run on."""
         signer = self.signer
-        parity = signer.count & 1 if fast.handshake else 0
-        ready = fast.batches[parity]
-        if ready is None:
-            return False
-        self.seq += 1
-        if fast.handshake:
-            signer.seq = self.seq
-            signer.count += 1
-        slot = observe.issue(self.port, self.seq, fast.record, fast.fixed)
-        self._launch_and_wait(ready, slot, c.coll, fast.what)
-        return True
-
-    def _launch_and_wait(self, ready: Ready, slot: int, coll: str, what: str) -> None:
-        """Launch ``ready`` on the communicator's stream after the previous collective and wait for it."""
-        target = self.targets.own
-        try:
-            self.targets.order(target)
-            ready.batch.launch()
-            if slot >= 0:
-                observe.running(self.port, slot)
-            self.b.synchronize_stream(target.stream)
-        except HcclError as exc:
-            self.check_exchange(ready.exchange, started=True)    # a mismatch explains the failure better
-            raise self.port.fail(exc, what) from exc
-        if ready.exchange is not None:
-            self.check_exchange(ready.exchange, started=True)
-        observe.done(self.port, slot, coll, self.seq)
-        if self.retired:
-            self._free_retired()
-
-    def check_exchange(self, exchange: Optional[Exchange], started: bool) -> None:
-        """Backends without host tasks: compare the handshake's slots now (its stream has passed them)."""
-        if exchange is None or self.signer is None:
-            return
-        msg = self.signer.check(exchange)
-        if msg is not None:
-            err = consistency.CollectiveMismatchError(msg)
-            if started:       # the call's data may have moved: the communicator is unusable, as after any failure
-                self.port.mark_broken(msg)
-                observe.failed(self.port, None, err)
-            raise err
-
-    def start(self, c: Call) -> Pending:
-        """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait."""
-        self.port.check_usable(c.coll)
-        graphs.check_ordered(self.port, c.stream)
-        self._prepare(c)
-        target = self.targets.get(c.stream)
-        record = observe.record_of(c)
-        graph = graphs.capturing(c.stream)      # an ACL graph captures the stream: recorded (api/graphs.py)
-        slot = observe.issue(self.port, self.seq, record) if graph is None else graph.captured(self.port, record,
-                                                                                                  self.take_seq)
-        try:
-            ready = self._batch_for(c, target)
-            self.targets.order(target)
-            ready.batch.launch()
-            observe.running(self.port, slot)
-        except HcclError as exc:
-            raise self.port.fail(exc, c.what) from exc
-        pending = Pending(self.port, c, target.stream, ready.exchange, slot)
-        self.inflight.add(pending)
-        if graph is not None:
-            graph.keep(pending)
-        return pending
-
-    def take_seq(self) -> int:
-        """The next operation number (a graph replay is one operation)."""
-        self.seq += 1
-        return self.seq
-
-    def _prepare(self, c: Call) -> None:
-        """Resolve ``c``: the algorithm (cached per signature), the call with device pointers, the sequence number."""
-        key = (c.algorithm, c.coll, c.nbytes, c.dtype, c.op, c.root)
-        choice = self.cache.choices.get(key)
-        if choice is None:
-            if len(self.cache.choices) >= CHOICES_MAX:
-                self.cache.choices.clear()
-            alg, why = registry.explain(c.algorithm, c.coll, self.port.topology, c.nbytes, c.dtype, c.op, c.root,
-                                        max(1, self.buffer_bytes // 2 // MIB))
-            what = f"{c.coll} (algorithm={alg.name}, {c.nbytes} bytes, {self.port.size} ranks)"
-            choice = self.cache.choices[key] = (alg, what)      # the description too: no formatting per call
-            observe.chose(self.port, c.coll, c.nbytes, alg, why)
-        c.alg, c.what = choice
-        send, recv = c.send, c.recv
-        c.in_place = send is not None and recv is not None and recv.ptr == send.ptr
-        if self.staging:
-            c.staging = staging = Staging(self.b, True)
-            sp = staging.device_ptr(send) if send is not None else None
-            if c.in_place:
-                rp = staging.in_place(recv, sp)     # type: ignore[arg-type]
-            else:
-                rp = staging.device_ptr(recv, copy_in=c.coll == "broadcast", copy_out=True) if recv else None
-        else:
-            sp = send.ptr if send is not None else None
-            rp = recv.ptr if recv is not None else None
-            self.declare_device_memory(send)
-            if recv is not send:
-                self.declare_device_memory(recv)
-        c.lib = CollectiveCall(c.coll, sp, rp, c.count, c.dtype, ReduceOp.SUM if c.op is None else c.op, c.root,
-                               c.recv_count)
-        self.seq += 1
-        if self.signer is not None:
-            self.signer.seq = self.seq
-
-    def _batch_for(self, c: Call, target: Target) -> Ready:
-        """The batch of ``c`` on ``target`` (its signature handshake first, when it carries one): issued the first
-        time only, then replayed."""
-        lc = c.lib
-        key = (c.alg, lc.coll, lc.count, lc.dtype, lc.op, lc.root, lc.recv_count, c.in_place)
-        known = target.schedules.get(key)
-        if known is not None:
-            handshake = self.cache.handshakes.get(key, False)
-            parity = self.signer.count & 1 if handshake else -1      # type: ignore[union-attr]
-            ready = self.cache.prepared.get((known, lc.send, lc.recv, self.scratch_ptr, parity))
-            if ready is None:
-                ready = self._bound(known, c, target, parity)
-            if handshake:
-                self.signer.count += 1                                # type: ignore[union-attr]
-            return ready
-        res = self._resources(c.alg, lc, target)
-        handshake = self.port.size > 1 and (bool(res.channels) or self.check_native)
-        batch = TaskBatch(self.b)
-        exchange = self._handshake(batch, c, res, target) if handshake else None
-        body = TaskBatch(self.b)
-        ctx = IssueContext(body, res, rank=self.port.rank, size=self.port.size, topology=self.port.topology, timeout_s=self.port.timeout,
-                           dtype=lc.dtype, op=lc.op, comm=self.port.handle, stream=target.stream, scratch=self._scratch,
-                           step_bytes=self.step_bytes)
-        c.alg.issue(ctx, lc)
-        if c.alg.replayable:
-            if len(target.schedules) >= SCHEDULES_MAX:
-                target.schedules.clear()
-                self.cache.invalidate()
-            # issue() may have allocated the scratch memory
-            target.schedules[key] = capture(body, self._bases(c))
-            self.cache.handshakes[key] = handshake
-        batch.extend(body)
-        parity = -1
-        if handshake:
-            parity = self.signer.count & 1                            # type: ignore[union-attr]
-            self.signer.count += 1                                    # type: ignore[union-attr]
-        return Ready(batch, exchange, False, parity)
-
-    def _handshake(self, sink: TaskBatch, c: Call, res: Resources, target: Target) -> Optional[Exchange]:
-        """Issue the signature handshake of ``c`` into ``sink``, on the thread the call's tasks run on."""
-        signer = self.signer
-        assert signer is not None
         own_thread = bool(res.spec.threads)
         peers = signer.peers_for(res.channels)
         key = ("signature", peers, own_thread)
@@ -346,36 +449,9 @@ class Issuer:
             links = target.res[key] = signer.resources(target.cache, peers, not own_thread)
         words = consistency.signature(c.lib, c.alg.name)
         host_task = self.b.lib.host_task if self.caps.host_tasks else None
-        return signer.issue(sink, links, res.main if own_thread else links.main, words, host_task)
+        return signer.issue(sink, links, res.main if own_thread else links.main, words, host_task, parity)
 
     def _bases(self, c: Call) -> Tuple[Tuple[Any, int], ...]:
         """The buffers a schedule's addresses are relative to: (pointer, bytes) of send, receive and scratch."""
         return ((c.lib.send, 0 if c.send is None else c.send.nbytes), (c.lib.recv, 0 if c.recv is None else c.recv.nbytes),
                 (self.scratch_ptr, self.scratch_size))
-
-    def _bound(self, known: Schedule, c: Call, target: Target, parity: int) -> Ready:
-        """A replay of ``known`` on this call's buffers (after the handshake of ``parity``), kept for the next call.
-
-        Where the backend prepares batches (the emulator) a schedule of data-plane calls becomes a
-        prepared task list (validated once, then launched without the per-call entry points; issue 16);
-        elsewhere the bound TaskBatch is kept (launch only reads it). Keyed by the schedule object, so a
-        schedule dropped with its resources never matches again.
-        """
-        batch = TaskBatch(self.b)
-        exchange = None
-        if parity >= 0:
-            res = self._resources(c.alg, c.lib, target)
-            exchange = self._handshake(batch, c, res, target)
-        batch.extend(known.bind(self.b, self._bases(c)))
-        bound: Any = batch
-        if self.caps.prepares_batches and not known.unbatched:
-            bound = self.b.lib.prepare_batch(self.b, batch.calls)
-        ready = Ready(bound, exchange, True, parity)
-        self.cache.keep_prepared((known, c.lib.send, c.lib.recv, self.scratch_ptr, parity), ready)
-        return ready
-
-    def forget_resources(self) -> None:
-        """Drop every cached resource set and the schedules recorded on them (they name their handles)."""
-        self.targets.forget_resources()
-        self.cache.invalidate()
-

@@ -19,12 +19,17 @@ from __future__ import annotations
 
 import time
 import zlib
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import settings
 from .errors import CommError, CommTimeoutError, MessageMismatchError
+from .request import Request
+
+if TYPE_CHECKING:   # comm.py imports this module
+    from .comm import Comm
+    from .port import CommPort
 
 __all__ = ["MembershipError", "agree", "encode", "decode", "MESSAGE_BYTES", "SHOWN_RANKS"]
 
@@ -94,12 +99,12 @@ def _bad_message(msg: np.ndarray, peer: int, where: str) -> Optional[str]:
     return None
 
 
-def agree(parent: Any, name: str, nth: int, ranks: List[int]) -> None:
+def agree(parent: "Comm", port: "CommPort", name: str, nth: int, ranks: List[int]) -> None:
     """Exchange ``(name, nth, ranks)`` with every other listed rank over ``parent``; raise on any difference.
 
     Bounded by ``HCCL_CONNECT_TIMEOUT``.  When the exchange cannot finish cleanly (a listed rank never
     answered, or a message was left unreceived), the parent's point-to-point with those ranks is out of
-    step, so the parent is marked unusable with the reason.
+    step, so the parent is marked unusable with the reason (through its ``port``).
     """
     peers = [r for r in ranks if r != parent.rank]
     if not peers:
@@ -108,8 +113,8 @@ def agree(parent: Any, name: str, nth: int, ranks: List[int]) -> None:
     mine = encode(name, nth, ranks)
     inbox = {p: np.zeros(WORDS, np.int64) for p in peers}
     try:
-        sends = [parent._p2p.isend(mine, p) for p in peers]
-        recvs = {p: parent._p2p.irecv(inbox[p], p) for p in peers}
+        sends = [parent.isend(mine, p) for p in peers]
+        recvs = {p: parent.irecv(inbox[p], p) for p in peers}
     except MessageMismatchError as exc:
         raise MembershipError(f"{where}: {exc}") from exc
     timeout = float(settings.current().connect_timeout_s)
@@ -129,13 +134,13 @@ def agree(parent: Any, name: str, nth: int, ranks: List[int]) -> None:
                 raise MembershipError(f"{where}: {exc}; point-to-point traffic between members on the parent "
                                       "must be complete before a sub-communicator is created") from exc
             except CommError as exc:    # the library's wait gave up first: name the user's call and the rank
-                parent._broken = f"{where}: rank {p} never sent its rank list"
+                port.mark_broken(f"{where}: rank {p} never sent its rank list")
                 raise CommTimeoutError(f"{where}: rank {p} did not send its rank list ({exc}); every listed rank "
                                        f"must call Comm({name!r}) with the same ranks in the same order") from exc
             if done:
                 bad = _bad_message(inbox[p], p, where)
                 if bad:
-                    parent._broken = bad
+                    port.mark_broken(bad)
                     raise MembershipError(bad)
                 got[p] = inbox[p]
                 progressed = True
@@ -147,12 +152,12 @@ def agree(parent: Any, name: str, nth: int, ranks: List[int]) -> None:
             msg = (f"{where}: rank(s) {', '.join(map(str, missing))} did not send their rank list within "
                    f"{timeout:g} s ({src}); every listed rank must call Comm({name!r}) with the same ranks in "
                    "the same order (a rank listing other ranks, or not calling at all, never answers)")
-            parent._broken = f"{msg}; its point-to-point with those ranks is out of step"
+            port.mark_broken(f"{msg}; its point-to-point with those ranks is out of step")
             raise CommTimeoutError(msg)
         if not progressed:
             time.sleep(delay)
             delay = min(delay * 2, 0.01)
-    _settle_sends(parent, sends, where, [p for p in peers if p not in got])
+    _settle_sends(port, sends, where, [p for p in peers if p not in got])
     if found is not None:
         pending = [p for p in peers if p not in got]
         also = f" (no list from rank(s) {', '.join(map(str, pending))} yet)" if pending else ""
@@ -160,7 +165,7 @@ def agree(parent: Any, name: str, nth: int, ranks: List[int]) -> None:
                               "listed rank must pass the same name and the same ranks in the same order")
 
 
-def _settle_sends(parent: Any, sends: List[Any], where: str, unanswered: List[int]) -> None:
+def _settle_sends(port: "CommPort", sends: List[Request[Any]], where: str, unanswered: List[int]) -> None:
     """Let our eager sends leave; anything still pending (or never received) leaves the parent out of step."""
     end = time.monotonic() + SEND_GRACE_S
     pending = list(sends)
@@ -169,5 +174,5 @@ def _settle_sends(parent: Any, sends: List[Any], where: str, unanswered: List[in
         if pending:
             time.sleep(0.001)
     if pending or unanswered:
-        parent._broken = (f"{where} stopped at a difference before every member list was exchanged; the "
-                          "parent's point-to-point with those ranks is out of step")
+        port.mark_broken(f"{where} stopped at a difference before every member list was exchanged; the "
+                         "parent's point-to-point with those ranks is out of step")

@@ -17,14 +17,19 @@ while the caller computes without calling the library.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from ..errors import HcclError
-from .buffers import Staging
+from . import observe
+from .buffers import NO_STAGING, Staging
 from .errors import CommError
 from .graphs import refusal
 from .request import Request
 from .streams import sync_stream
+
+if TYPE_CHECKING:
+    from .call import Call
+    from .port import CommPort
 
 __all__ = ["Pending", "request_for"]
 
@@ -32,11 +37,13 @@ __all__ = ["Pending", "request_for"]
 class Pending:
     """One started collective: its stream, its buffers and staging until :meth:`sync` sees it done."""
 
-    __slots__ = ("port", "what", "stream", "staging", "keep", "done", "exchange", "slot", "error")
+    __slots__ = ("port", "what", "coll", "seq", "stream", "staging", "keep", "done", "exchange", "slot", "error")
 
-    def __init__(self, port: Any, call: Any, stream: Any, exchange: Any, slot: int = -1) -> None:
+    def __init__(self, port: "CommPort", call: "Call", stream: Any, exchange: Any, slot: int, seq: int) -> None:
         self.port = port               # the communicator's CommPort
         self.what = call.what
+        self.coll = call.coll
+        self.seq = seq                 # its sequence number (flight recorder, trace)
         self.stream = stream
         self.staging: Staging = call.staging
         self.keep: Tuple[Any, ...] = (call.send, call.recv)   # the user's buffers stay alive until it completes
@@ -44,6 +51,13 @@ class Pending:
         self.exchange = exchange       # its signature handshake, compared at completion (backends without host tasks)
         self.slot = slot               # its flight-recorder slot (-1: none)
         self.error: Optional[BaseException] = None   # the failure, raised again by every later sync
+
+    def restart(self, exchange: Any, slot: int, seq: int) -> None:
+        """The same call started again (a persistent request's next start): pending, with this start's record."""
+        self.done = False
+        self.exchange = exchange
+        self.slot = slot
+        self.seq = seq
 
     def sync(self, timeout: Optional[float]) -> bool:
         """Wait up to ``timeout`` s (None: the communicator's limits) for the stream; raises CommError on failure.
@@ -59,21 +73,22 @@ class Pending:
             finished = sync_stream(port.binding, self.stream, timeout)
         except HcclError as exc:
             refusal(exc)             # refused because an ACL graph captures the stream: the communicator is fine
-            self._forget()
+            self.forget()
             self._check_exchange()          # a mismatch explains the failure better than its symptom
             self.error = port.fail(exc, self.what)
             raise self.error from exc
         if finished:
-            if self.slot >= 0 and port.flight is not None:
-                port.flight.done(self.slot)
-            self._forget()
-            self._check_exchange()
+            observe.done(port, self.slot, self.coll, self.seq)
+            self.forget()
+            if self.exchange is not None:
+                self._check_exchange()
             broken = port.broken
             if broken:   # the stream failed while this was queued, and an earlier wait took the error
                 self.error = CommError(f"rank {port.rank} of communicator {port.name!r}: {self.what} was in "
                                        f"flight when the communicator failed ({broken}); its result is not valid")
                 raise self.error
-            self.staging.finish()
+            if self.staging is not NO_STAGING:
+                self.staging.finish()
         return finished
 
     def _check_exchange(self) -> None:
@@ -86,13 +101,14 @@ class Pending:
                 self.error = mismatch
                 raise
 
-    def _forget(self) -> None:
+    def forget(self) -> None:
+        """Retire this operation without waiting for it (it failed, or its ACL graph held it and was reset)."""
         self.done = True
         self.keep = ()
         self.port.completed(self)
 
 
-def request_for(pending: Pending, result: Any) -> Request:
+def request_for(pending: Pending, result: Any) -> Request[Any]:
     """A Request completing with ``pending``; wait() returns ``result`` (the output buffer)."""
     port = pending.port
     what = f"rank {port.rank} of communicator {port.name!r}: {pending.what}"

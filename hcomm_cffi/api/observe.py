@@ -1,17 +1,18 @@
-"""What a Comm tells logging and the flight recorder: one small function per event, so comm.py only calls them.
+"""What a Comm tells logging, the flight recorder and the trace: one small function per event, so the call path only calls them.
 
 Events: a communicator was created (:func:`created`) or destroyed (:func:`destroyed`), an
 algorithm was chosen for a new call signature (:func:`chose`), an operation was issued
-(:func:`issue` of a :class:`Record` with the user's call site, returning the flight-recorder slot the caller
-marks ``running`` / ``done``), and a communicator failed (:func:`failed`: the open records are marked failed and, on
-a timeout or a peer's death, every rank's recorder is dumped for ``hcomm doctor``).  Every
-function takes the communicator's :class:`~hcomm_cffi.api.port.CommPort`.
+(:func:`issue` of a :class:`Record` with the user's call site, returning the flight-recorder slot), launched (:func:`running`)
+and completed (:func:`done`: every operation ends here, blocking or started, collective or
+send/recv, so the trace closes each one), and a communicator failed (:func:`failed`: the open
+records are marked failed and, on a timeout or a peer's death, every rank's recorder is dumped for
+``hcomm doctor``).  Every function takes the communicator's :class:`~hcomm_cffi.api.port.CommPort`.
 """
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Tuple
 
 from .. import callsite, flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED
@@ -20,7 +21,11 @@ from ..errors import COLLECTIVE_MISMATCH, HcclError
 from . import live
 from .consistency import CollectiveMismatchError
 
-__all__ = ["Record", "record_of", "fixed_of", "created", "destroyed", "chose", "issue", "done", "failed", "NO_SLOT"]
+if TYPE_CHECKING:   # the port imports this module
+    from .port import CommPort
+
+__all__ = ["Record", "record_of", "fixed_of", "created", "destroyed", "chose", "issue", "running", "done", "failed",
+           "NO_SLOT"]
 
 LOG = log.get("comm")
 CALLS = log.get("calls")
@@ -49,10 +54,10 @@ def record_of(call: Any) -> Record:
                   call.root if call.coll in ROOTED else -1)
 
 
-def _backend(comm: Any) -> None:
+def _backend(port: "CommPort") -> None:
     """INFO, once per process: the backend, its libraries and why it was chosen."""
     _logged_backend[0] = True
-    lib = comm.binding.lib
+    lib = port.binding.lib
     from ..lib import backend_reason      # the choice load() made (never loads anything)
     paths = getattr(lib, "paths", None)
     libs = ", ".join(f"{k}={v}" for k, v in sorted(paths.items())) if paths else "the emulator (hcomm_cffi.sim)"
@@ -60,25 +65,25 @@ def _backend(comm: Any) -> None:
     LOG.info("backend %s (%s); libraries: %s", name, why, libs)
 
 
-def created(comm: Any, channels: int) -> Optional[flight.FlightRecorder]:
+def created(port: "CommPort", channels: int) -> Optional[flight.FlightRecorder]:
     """A member communicator is set up (``channels`` peer channels opened): log it, give it its flight recorder."""
     world = live.current_world()
-    world_rank = world.rank if world is not None else comm.rank
+    world_rank = world.rank if world is not None else port.rank
     log.configure(world_rank)
-    trace.start(world_rank, host_side=not comm.binding.lib.capabilities.emulator)
+    trace.start(world_rank, host_side=not port.binding.lib.capabilities.emulator)
     if LOG.isEnabledFor(logging.INFO):
         if not _logged_backend[0]:
-            _backend(comm)
+            _backend(port)
         LOG.info("communicator %r created: rank %d of %d (parent ranks %s), topology %s, HCCL buffer %d bytes, "
                  "1 stream, %d peer channel(s) opened, exec timeout %s s, eager limit %d bytes, signatures of library "
                  "collectives checked by %s",
-                 comm.name, comm.rank, comm.size, comm.parent_ranks or "all", _shape(comm.topology),
-                 comm.buffer_bytes, channels, comm.timeout or "never", comm.eager_limit,
-                 "the package's handshake" if comm.checks_library_collectives else "the backend (or not at all)")
+                 port.name, port.rank, port.size, port.parent_ranks or "all", _shape(port.topology),
+                 port.buffer_bytes, channels, port.timeout or "never", port.eager_limit,
+                 "the package's handshake" if port.checks_library_collectives else "the backend (or not at all)")
     capacity = settings.value("HCOMM_FR_SIZE")
     if not capacity:
         return None
-    recorder = flight.FlightRecorder(comm.name, comm.rank, comm.size, world_rank, capacity, flight.directory())
+    recorder = flight.FlightRecorder(port.name, port.rank, port.size, world_rank, capacity, flight.directory())
     stallwatch.start()          # stall reports of this rank when no launcher watches (HCOMM_STUCK_REPORT_S)
     return recorder
 
@@ -89,19 +94,19 @@ def _shape(topo: Any) -> str:
     return f"{topo.n_servers}x{per}" if per is not None else f"{topo.n_ranks} ranks on {topo.n_servers} servers"
 
 
-def destroyed(comm: Any) -> None:
+def destroyed(port: "CommPort") -> None:
     """The communicator is gone: its ring is dropped (kept only in a dump already written)."""
-    fr = comm.drop_flight()
+    fr = port.drop_flight()
     if fr is not None:
         fr.close()
-    LOG.info("communicator %r destroyed (rank %d)", comm.name, comm.rank)
+    LOG.info("communicator %r destroyed (rank %d)", port.name, port.rank)
     if trace.ACTIVE:
         trace.flush()
 
 
-def chose(comm: Any, coll: str, nbytes: int, alg: Any, reason: str) -> None:
+def chose(port: "CommPort", coll: str, nbytes: int, alg: Any, reason: str) -> None:
     """INFO: the algorithm of a new call signature, and why."""
-    LOG.info("%s of %d bytes on %r (%d ranks): algorithm %s (%s)", coll, nbytes, comm.name, comm.size, alg.name,
+    LOG.info("%s of %d bytes on %r (%d ranks): algorithm %s (%s)", coll, nbytes, port.name, port.size, alg.name,
              reason)
 
 
@@ -111,57 +116,68 @@ def fixed_of(rec: Record) -> Tuple[Any, ...]:
                                -1 if rec.redop is None else _CODE[rec.redop], rec.peer)
 
 
-def issue(comm: Any, seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None) -> int:
+def issue(port: "CommPort", seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None, name: Optional[str] = None) -> int:
     """Operation #``seq`` starts: its flight record (the slot, or NO_SLOT when the recorder is off) and a DEBUG line.
 
-    ``fixed``: ``fixed_of(rec)``, when the caller kept it.
+    ``fixed``: ``fixed_of(rec)``, when the caller kept it.  ``name``: the operation's name in the trace
+    (default ``rec.collective``); :func:`done` with the same name and ``seq`` closes it.
     """
     if CALLS.isEnabledFor(logging.DEBUG):
         peer = rec.peer
-        CALLS.debug("%s #%d on %r: %d x %s = %d bytes%s%s, algorithm %s", rec.collective, seq, comm.name, rec.count,
+        CALLS.debug("%s #%d on %r: %d x %s = %d bytes%s%s, algorithm %s", rec.collective, seq, port.name, rec.count,
                     rec.dtype.name.lower(), rec.nbytes, "" if rec.redop is None else f", op {rec.redop.name.lower()}",
                     "" if peer < 0 else (f", root {peer}" if rec.collective in ROOTED else f", peer {peer}"),
                     rec.algorithm)
     if trace.ACTIVE:
-        trace.op_begin(comm.name, rec.collective, seq, {"algorithm": rec.algorithm, "count": rec.count,
-                                                        "bytes": rec.nbytes, "dtype": rec.dtype.name.lower(),
-                                                        "peer": rec.peer})
-    fr = comm.flight
+        trace.op_begin(port.name, name or rec.collective, seq, {"algorithm": rec.algorithm, "count": rec.count,
+                                                                "bytes": rec.nbytes, "dtype": rec.dtype.name.lower(),
+                                                                "peer": rec.peer})
+    fr = port.flight
     if fr is None:
         return NO_SLOT
     return fr.issue_fixed(seq, fixed_of(rec) if fixed is None else fixed, callsite.here())
 
 
-def running(comm: Any, slot: int) -> None:
+def running(port: "CommPort", slot: int) -> None:
     """The operation of ``slot`` was launched."""
     if slot >= 0:
-        comm.flight.running(slot)
+        fr = port.flight
+        if fr is not None:
+            fr.running(slot)
 
 
-def done(comm: Any, slot: int, collective: str, seq: int) -> None:
-    """A blocking operation completed: its flight record, and its enclosing trace slice."""
+def done(port: "CommPort", slot: int, name: str, seq: int) -> None:
+    """Operation #``seq`` (``name`` as given to :func:`issue`) completed: its flight record, and its trace slice.
+
+    Every operation ends here, whichever way it completes: a blocking call, a started collective's
+    or a send/recv's request, a persistent request's wait.
+    """
     if slot >= 0:
-        comm.flight.done(slot)
+        fr = port.flight
+        if fr is not None:
+            fr.done(slot)
     if trace.ACTIVE:
-        trace.op_end(comm.name, collective, seq)
+        trace.op_end(port.name, name, seq)
 
 
-def failed(comm: Any, exc: Optional[HcclError], err: BaseException) -> None:
+def failed(port: "CommPort", exc: Optional[HcclError], err: BaseException) -> None:
     """The communicator failed with ``err``: open records fail; a timeout, a dead peer or a detected desync dumps every ring."""
-    fr = comm.flight
+    fr = port.flight
     if fr is not None:
         fr.fail_open()
+    if trace.ACTIVE:                 # its open operations end here, failed (the timeline closes every operation)
+        trace.ops_failed(port.name)
     timeout = isinstance(err, TimeoutError) or isinstance(exc, TimeoutError)
     gone = exc is not None and exc.code in _PEER_GONE_CODES
     desync = isinstance(err, CollectiveMismatchError) or (
         exc is not None and COLLECTIVE_MISMATCH in (exc.library_message or ""))
     if not (timeout or gone or desync):
         return
-    path = flight.dump_all(f"{type(err).__name__}: {err}", failed_comm=comm.name)
+    path = flight.dump_all(f"{type(err).__name__}: {err}", failed_comm=port.name)
     LOG.warning("%s; flight recorder %s", err, f"written to {path}" if path else
                 "not written (set HCOMM_FR_DIR to keep it)")
     if path is not None and not settings.value("HCOMM_RUN_JOB_DIR"):   # hcomm run prints the report itself
         world = live.current_world()
-        sys.stderr.write(f"hcomm: rank {world.rank if world is not None else comm.rank} wrote its flight recorder to "
+        sys.stderr.write(f"hcomm: rank {world.rank if world is not None else port.rank} wrote its flight recorder to "
                          f"{path}; `hcomm doctor {flight.directory()}` explains the failure once every rank wrote "
                          "its own\n")

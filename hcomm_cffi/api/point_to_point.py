@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from . import observe
 from .errors import CommError, CommTimeoutError, MessageMismatchError
 from .request import Request, timeout_arg
 from .streams import sync_stream
+
+if TYPE_CHECKING:
+    from .port import CommPort
 
 __all__ = ["PointToPoint", "Lane", "AnySourceRequest"]
 
@@ -54,9 +57,9 @@ class Lane:
 class PointToPoint:
     """send/recv/isend/irecv/send_multi/recv_multi of one :class:`Comm` (which delegates to it)."""
 
-    def __init__(self, comm: Any) -> None:
-        self.comm = comm          # the communicator's CommPort (api/port.py)
-        self.lanes: Dict[Tuple[int, str], Lane] = {}
+    def __init__(self, port: "CommPort") -> None:
+        self.port = port          # the communicator's CommPort (api/port.py)
+        self.lanes: Dict[Tuple[int, str], Lane] = {}   # (peer, direction): at most two per peer, no bound needed
 
     # ------------------------------------------------------------------ public API
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
@@ -69,11 +72,11 @@ class PointToPoint:
         timeout = timeout_arg(timeout)
         return self._blocking(self.irecv(buf, src), timeout, src, "send")
 
-    def isend(self, x: Any, dst: int) -> Request:
+    def isend(self, x: Any, dst: int) -> Request[Any]:
         """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
         return self._post_send([x], dst, "isend", single=True)
 
-    def irecv(self, buf: Any, src: int) -> Request:
+    def irecv(self, buf: Any, src: int) -> Request[Any]:
         """Start receiving into ``buf`` from ``src``; wait() returns ``buf``."""
         return self._post_recv([buf], src, "irecv", single=True)
 
@@ -86,20 +89,21 @@ class PointToPoint:
     def recv_multi(self, items: Sequence[Any], src: int, *, timeout: Optional[float] = None) -> List[Any]:
         """Receive consecutive messages from ``src`` into the given buffers; returns them."""
         timeout = timeout_arg(timeout)
-        return self._blocking(self._post_recv(self._items(items, "recv_multi"), src, "recv_multi", single=False),
-                              timeout, src, "send_multi")
+        got = self._blocking(self._post_recv(self._items(items, "recv_multi"), src, "recv_multi", single=False),
+                             timeout, src, "send_multi")
+        return cast(List[Any], got)
 
     def irecv_any(self, buf: Any) -> "AnySourceRequest":
         """Start receiving into ``buf`` from whichever rank's next message arrives first (its ``source`` once done)."""
-        self.comm.check_usable("irecv_any")
+        self.port.check_usable("irecv_any")
         as_buffer(buf, "buf", writable=True)   # the argument is checked before anything is waited for
-        if self.comm.size < 2:
+        if self.port.size < 2:
             raise ValueError("irecv_any: the communicator has one rank; there is no other rank to receive from")
         return AnySourceRequest(self, buf)
 
     def announced(self, start: int = 0) -> Optional[int]:
         """The first peer (from ``start`` on, cyclically) whose next unreceived message has reached this rank's inbox."""
-        c = self.comm
+        c = self.port
         local, local_size = self._local_buffer()
         raw = np.zeros(p2p.HEADER_BYTES, np.uint8)
         dst = ffi.from_buffer(raw)
@@ -122,10 +126,10 @@ class PointToPoint:
         """This rank's HCCL buffer (address, bytes)."""
         if self.lanes:
             return next(iter(self.lanes.values())).cache.local_buffer()
-        return self.comm.binding.get_hccl_buffer(self.comm.handle)
+        return self.port.binding.get_hccl_buffer(self.port.handle)
 
     # ------------------------------------------------------------------ helpers
-    def _blocking(self, req: Request, timeout: Optional[float], peer: int, matching: str) -> Any:
+    def _blocking(self, req: Request[Any], timeout: Optional[float], peer: int, matching: str) -> Any:
         """Wait for a blocking call's request; on timeout there is no request to wait on, so say what to check.
 
         The transfer stays queued (it could still land in the buffer later), so the communicator is
@@ -134,13 +138,13 @@ class PointToPoint:
         try:
             return req.wait(timeout)
         except CommTimeoutError:
-            if timeout is None or self.comm.broken:   # the library's own timeout: already says everything
+            if timeout is None or self.port.broken:   # the library's own timeout: already says everything
                 raise
-            msg = (f"rank {self.comm.rank} of communicator {self.comm.name!r}: {req.what} did not complete within "
+            msg = (f"rank {self.port.rank} of communicator {self.port.name!r}: {req.what} did not complete within "
                    f"{timeout:g} s; check that rank {peer} posts the matching {matching}")
-            self.comm.mark_broken(msg)
+            self.port.mark_broken(msg)
             err = CommTimeoutError(msg)
-            observe.failed(self.comm, None, err)
+            observe.failed(self.port, None, err)
             raise err from None
 
     @staticmethod
@@ -152,8 +156,8 @@ class PointToPoint:
         return list(items)
 
     def _peer_arg(self, name: str, value: Any, what: str) -> int:
-        peer = self.comm.rank_arg(name, value)
-        if peer == self.comm.rank:
+        peer = self.port.rank_arg(name, value)
+        if peer == self.port.rank:
             raise ValueError(f"{what}: {name}={peer} is this rank; sending to oneself is not supported "
                              "(copy locally instead)")
         return peer
@@ -162,11 +166,11 @@ class PointToPoint:
         key = (peer, direction)
         lane = self.lanes.get(key)
         if lane is None:
-            b = self.comm.binding
+            b = self.port.binding
             stream = b.create_stream()
-            src, dst = (self.comm.rank, peer) if direction == "send" else (peer, self.comm.rank)
-            spec = p2p_plan(self.comm.topology, src, dst).resources_for(self.comm.rank)
-            cache = ResourceCache(b, self.comm.handle, stream)
+            src, dst = (self.port.rank, peer) if direction == "send" else (peer, self.port.rank)
+            spec = p2p_plan(self.port.topology, src, dst).resources_for(self.port.rank)
+            cache = ResourceCache(b, self.port.handle, stream)
             try:
                 res = cache.get("p2p", spec)
             except BaseException:
@@ -176,72 +180,74 @@ class PointToPoint:
         return lane
 
     def _ctx(self, lane: Lane) -> Tuple[IssueContext, TaskBatch]:
-        c = self.comm
+        c = self.port
         batch = TaskBatch(c.binding)
         return IssueContext(batch, lane.res, rank=c.rank, size=c.size, topology=c.topology, timeout_s=c.timeout,
                             dtype=DataType.INT8), batch
 
-    def _request(self, lane: Lane, what: str, finish: Any, slot: int = observe.NO_SLOT) -> Request:
+    def _request(self, lane: Lane, what: str, finish: Any, op: Tuple[int, str, int]) -> Request[Any]:
+        """The request of a posted send/recv; ``op``: its flight slot, trace name and sequence number (observe)."""
+        slot, name, seq = op
+
         def sync(timeout: Optional[float]) -> bool:
-            if self.comm.destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
-                raise CommError(f"rank {self.comm.rank}: {what} on communicator {self.comm.name!r} can no longer "
+            if self.port.destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
+                raise CommError(f"rank {self.port.rank}: {what} on communicator {self.port.name!r} can no longer "
                                 "complete: the communicator was destroyed (hcomm.finalize() or destroy()) while it "
                                 "was pending; wait for requests before destroying their communicator")
             try:
-                done = sync_stream(self.comm.binding, lane.stream, timeout)
+                done = sync_stream(self.port.binding, lane.stream, timeout)
                 if done:
                     lane.inflight.clear()  # everything issued on the lane so far has completed
-                    if slot >= 0 and self.comm.flight is not None:
-                        self.comm.flight.done(slot)
+                    observe.done(self.port, slot, name, seq)
                 return done
             except HcclError as exc:
-                raise self.comm.fail(exc, what) from exc
+                raise self.port.fail(exc, what) from exc
         return Request(what, sync, finish)
 
-    def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request:
-        self.comm.check_usable(what)
+    def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
+        self.port.check_usable(what)
         dst = self._peer_arg("dst", dst, what)
         bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
         lane = self._lane(dst, "send")
-        slot = self._record("send" if single else "send_multi", lane, bufs)
+        op = self._record("send" if single else "send_multi", lane, bufs)
         ctx, batch = self._ctx(lane)
-        staging = Staging(self.comm.binding, self.comm.stages)
+        staging = Staging(self.port.binding, self.port.stages)
         keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
         for buf in bufs:
-            header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.comm.rank)
+            header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.port.rank)
             keep.append(header)
             hb = as_buffer(header.view(np.uint8), "header")
-            self.comm.declare_device_memory(hb)      # emulator: what staging makes them on CANN
-            self.comm.declare_device_memory(buf)
-            p2p.issue_send(ctx, lane.res.main, dst, self.comm.size, lane.state, staging.device_ptr(hb),
-                           staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.comm.eager_limit)
+            self.port.declare_device_memory(hb)      # emulator: what staging makes them on CANN
+            self.port.declare_device_memory(buf)
+            p2p.issue_send(ctx, lane.res.main, dst, self.port.size, lane.state, staging.device_ptr(hb),
+                           staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.port.eager_limit)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
-        self._launch(batch, desc, slot)
+        self._launch(batch, desc, op[0])
         lane.inflight.append(keep)
 
         def finish() -> None:
             keep.clear()
             staging.finish()
-        return self._request(lane, desc, finish, slot)
+        return self._request(lane, desc, finish, op)
 
-    def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request:
-        self.comm.check_usable(what)
+    def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
+        self.port.check_usable(what)
         src = self._peer_arg("src", src, what)
         bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
         lane = self._lane(src, "recv")
-        slot = self._record("recv" if single else "recv_multi", lane, bufs)
+        op = self._record("recv" if single else "recv_multi", lane, bufs)
         ctx, batch = self._ctx(lane)
-        staging = Staging(self.comm.binding, self.comm.stages)
+        staging = Staging(self.port.binding, self.port.stages)
         headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
         first_seq = lane.state.seq
         for k, buf in enumerate(bufs):
             hb = as_buffer(headers[k], "header", writable=True)
-            self.comm.declare_device_memory(hb)      # emulator: what staging makes them on CANN
-            self.comm.declare_device_memory(buf)
-            p2p.issue_recv(ctx, lane.res.main, src, self.comm.size, lane.state, staging.device_ptr(hb, False, True),
+            self.port.declare_device_memory(hb)      # emulator: what staging makes them on CANN
+            self.port.declare_device_memory(buf)
+            p2p.issue_recv(ctx, lane.res.main, src, self.port.size, lane.state, staging.device_ptr(hb, False, True),
                            staging.device_ptr(buf, False, True), buf.nbytes)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
-        self._launch(batch, desc, slot)
+        self._launch(batch, desc, op[0])
         lane.inflight.append((bufs, headers))
 
         def finish() -> Any:
@@ -249,29 +255,34 @@ class PointToPoint:
             for k, buf in enumerate(bufs):
                 self._check_header(headers[k], buf, src, first_seq + k, what)
             return items[0] if single else items
-        return self._request(lane, desc, finish, slot)
+        return self._request(lane, desc, finish, op)
 
-    def _record(self, op: str, lane: Lane, bufs: List[Buffer]) -> int:
-        """The flight record (and DEBUG line) of a send/recv of ``bufs`` on ``lane``; its slot."""
-        return observe.issue(self.comm, lane.state.seq, observe.Record(op, "p2p", sum(b.count for b in bufs),
-                             sum(b.nbytes for b in bufs), bufs[0].dtype, None, lane.peer))
+    def _record(self, op: str, lane: Lane, bufs: List[Buffer]) -> Tuple[int, str, int]:
+        """The flight record (and DEBUG line, trace slice) of a send/recv of ``bufs`` on ``lane``: (slot, trace name,
+        sequence number), what observe.done closes it with.  Lanes number their messages separately, so the
+        trace name carries the peer."""
+        name = f"{op} {'to' if lane.direction == 'send' else 'from'} {lane.peer}"
+        seq = lane.state.seq
+        slot = observe.issue(self.port, seq, observe.Record(op, "p2p", sum(b.count for b in bufs),
+                             sum(b.nbytes for b in bufs), bufs[0].dtype, None, lane.peer), name=name)
+        return slot, name, seq
 
     def _launch(self, batch: TaskBatch, desc: str, slot: int = observe.NO_SLOT) -> None:
         try:
             batch.launch()
         except HcclError as exc:
-            raise self.comm.fail(exc, desc) from exc
-        observe.running(self.comm, slot)
+            raise self.port.fail(exc, desc) from exc
+        observe.running(self.port, slot)
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)
-        where = f"rank {self.comm.rank} of communicator {self.comm.name!r}: {what} from rank {src}"
+        where = f"rank {self.port.rank} of communicator {self.port.name!r}: {what} from rank {src}"
         if h["magic"] != p2p.MAGIC:
-            self.comm.mark_broken(f"{where}: corrupt message header")
+            self.port.mark_broken(f"{where}: corrupt message header")
             raise MessageMismatchError(f"{where}: no valid message header arrived (magic 0x{h['magic']:08x}); "
                                        "the sender did not send a message of this kind")
         if h["nbytes"] != buf.nbytes or h["dtype"] != int(buf.dtype) or h["seq"] != (seq & 0xFFFFFFFF):
-            self.comm.mark_broken(f"{where}: message/buffer mismatch")
+            self.port.mark_broken(f"{where}: message/buffer mismatch")
             try:
                 sent = DataType(h["dtype"]).name.lower()
             except ValueError:
@@ -280,6 +291,12 @@ class PointToPoint:
                 f"{where}: message #{h['seq']} is {h['nbytes']} bytes of {sent} but the receive buffer is "
                 f"{buf.nbytes} bytes of {buf.dtype.name.lower()} (message #{seq} expected); sends and "
                 "receives must match in order, size and dtype")
+
+    def close(self) -> None:
+        """Destroy every lane's stream (the communicator is destroyed; its resources went with the handle)."""
+        for lane in self.lanes.values():
+            self.port.binding.destroy_stream(lane.stream)
+        self.lanes.clear()
 
     def drain(self) -> None:
         """Consume credits still owed to eager senders so no notify outlives the communicator."""
@@ -290,23 +307,23 @@ class PointToPoint:
             p2p.drain(ctx, lane.res.main, lane.peer, lane.state)
             try:
                 batch.launch()
-                if not sync_stream(self.comm.binding, lane.stream, min(DRAIN_TIMEOUT_S, self.comm.timeout or DRAIN_TIMEOUT_S)):
-                    warnings.warn(f"rank {self.comm.rank}: destroy of {self.comm.name!r}: rank {lane.peer} never received "
+                if not sync_stream(self.port.binding, lane.stream, min(DRAIN_TIMEOUT_S, self.port.timeout or DRAIN_TIMEOUT_S)):
+                    warnings.warn(f"rank {self.port.rank}: destroy of {self.port.name!r}: rank {lane.peer} never received "
                                   "an eager message sent to it", RuntimeWarning, stacklevel=3)
             except HcclError as exc:
-                warnings.warn(f"rank {self.comm.rank}: destroy of {self.comm.name!r}: draining the lane to rank {lane.peer} "
+                warnings.warn(f"rank {self.port.rank}: destroy of {self.port.name!r}: draining the lane to rank {lane.peer} "
                               f"failed: {exc}", RuntimeWarning, stacklevel=3)
 
 
-class AnySourceRequest(Request):
+class AnySourceRequest(Request[Any]):
     """A receive from any source: watches the inboxes until a peer's message arrives, then receives it from that peer."""
 
     def __init__(self, p2p_: PointToPoint, buf: Any) -> None:
-        super().__init__(f"irecv_any on rank {p2p_.comm.rank}", self._step, lambda: buf)
+        super().__init__(f"irecv_any on rank {p2p_.port.rank}", self._step, lambda: buf)
         self._p2p = p2p_
         self._buf = buf
-        self._inner: Optional[Request] = None
-        self._limit = p2p_.comm.timeout          # a message from nobody fails after the communicator's timeout
+        self._inner: Optional[Request[Any]] = None
+        self._limit = p2p_.port.timeout          # a message from nobody fails after the communicator's timeout
         self._began = time.monotonic()
         self.source: Optional[int] = None        # the sender, once its message was seen
 
@@ -314,15 +331,15 @@ class AnySourceRequest(Request):
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = PROBE_SLEEP_S[0]
         while self._inner is None:
-            peer = self._p2p.announced((self._p2p.comm.rank + 1) % self._p2p.comm.size)
+            peer = self._p2p.announced((self._p2p.port.rank + 1) % self._p2p.port.size)
             if peer is not None:
                 self.source = peer
                 self._inner = self._p2p.irecv(self._buf, peer)
-                self.what = f"irecv_any (from rank {peer}) on rank {self._p2p.comm.rank}"
+                self.what = f"irecv_any (from rank {peer}) on rank {self._p2p.port.rank}"
                 break
             now = time.monotonic()
             if self._limit and now - self._began > self._limit:
-                c = self._p2p.comm
+                c = self._p2p.port
                 raise CommTimeoutError(f"rank {c.rank} of communicator {c.name!r}: irecv_any: no message from any "
                                        f"rank arrived within {self._limit:g} s (the communicator's timeout)")
             if deadline is not None and now >= deadline:

@@ -1,34 +1,49 @@
-"""The named interface the sibling modules (point-to-point, nonblocking, observe, signatures) use of a Comm.
+"""The named interface the sibling modules (issue, point-to-point, nonblocking, observe, signatures, membership) use of a Comm.
 
-They hold a :class:`CommPort`, never the Comm: what they read and the few things they may do to
-it are listed here, so the communicator's private state has one owner (comm.py).
+They hold a :class:`CommPort`, never the Comm.  The port owns the communicator's lifecycle state
+-- member or not, destroyed, broken and why, its flight recorder, its collective machinery --
+and the checks and transitions on it (``check_usable``, ``fail``, ``mark_broken``), so that state
+has one owner and one place it changes; the Comm reads it through the port like everyone else.
+What the port reads of the Comm itself are its public attributes.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
+import numpy as np
+
+from ..binding import Binding
 from ..errors import HcclError
+from ..flight import FlightRecorder
 from ..plan import Topology
+from . import consistency, live, observe
 from .buffers import Buffer
-from .errors import CommError
+from .errors import CommError, NotMemberError, failure_error
 
-if TYPE_CHECKING:   # typing only: comm.py imports this module
+if TYPE_CHECKING:   # typing only: comm.py imports this module, issue.py imports it for annotations
     from .comm import Comm
+    from .issue import Issuer
+    from .nonblocking import Pending
 
 __all__ = ["CommPort"]
 
 
 class CommPort:
-    """One communicator as its helpers see it."""
+    """One communicator as its helpers see it, and the owner of its lifecycle state."""
 
-    __slots__ = ("_c",)
+    __slots__ = ("_c", "issuer", "flight", "member", "destroyed", "broken")
 
     def __init__(self, comm: "Comm") -> None:
         self._c = comm
+        self.issuer: Optional["Issuer"] = None   # the collective machinery (issue.py), set once the handle exists
+        self.flight: Optional[FlightRecorder] = None   # its flight recorder ring (observe.created), None when off
+        self.member = True                       # False: this rank holds a null communicator
+        self.destroyed = False                   # finalize() or destroy() ran
+        self.broken: Optional[str] = None        # why it is unusable after a failure (None while it works)
 
     # ------------------------------------------------------------------ what it is
     @property
-    def binding(self) -> Any:
+    def binding(self) -> Binding:
         """The Binding the communicator calls through."""
         return self._c.binding
 
@@ -48,7 +63,7 @@ class CommPort:
         return self._c.size
 
     @property
-    def parent_ranks(self) -> Any:
+    def parent_ranks(self) -> List[int]:
         """Its members' ranks in the parent communicator."""
         return self._c.parent_ranks
 
@@ -78,69 +93,79 @@ class CommPort:
         return self._c.eager_limit
 
     @property
+    def _issuer(self) -> "Issuer":
+        issuer = self.issuer
+        assert issuer is not None, "the communicator has no collective machinery (a null or unset communicator)"
+        return issuer
+
+    @property
     def stages(self) -> bool:
         """Host buffers are copied into device memory for the engines (CANN), not declared (the emulator)."""
-        return self._c._issuer.staging
+        return self._issuer.staging
 
     @property
     def checks_library_collectives(self) -> bool:
         """Library collectives carry the package's signature handshake (else: the backend's own check)."""
-        return self._c._issuer.check_native
+        return self._issuer.check_native
 
-    @property
-    def flight(self) -> Any:
-        """Its flight recorder ring (None when off)."""
-        return self._c._flight
-
-    def drop_flight(self) -> Any:
+    def drop_flight(self) -> Optional[FlightRecorder]:
         """Detach and return the flight recorder ring (the communicator is destroyed)."""
-        fr, self._c._flight = self._c._flight, None
+        fr, self.flight = self.flight, None
         return fr
 
-    @property
-    def destroyed(self) -> bool:
-        """It was destroyed (finalize() or destroy())."""
-        return self._c._destroyed
-
-    @property
-    def broken(self) -> Optional[str]:
-        """Why it is unusable after a failure (None while it works)."""
-        return self._c._broken
-
-    # ------------------------------------------------------------------ what helpers may do
+    # ------------------------------------------------------------------ checks and transitions
     def check_usable(self, what: str) -> None:
         """Raise unless ``what`` may run (a member, not destroyed, not broken)."""
-        self._c._check_usable(what)
+        if not self.member:
+            raise NotMemberError(f"{what}: this rank is not a member of communicator {self.name!r} (ranks "
+                                 f"{self.parent_ranks}); it holds a null communicator")
+        if self.destroyed:
+            raise CommError(f"{what}: communicator {self.name!r} was destroyed; create a new one")
+        if self.broken:
+            raise CommError(f"{what}: communicator {self.name!r} is unusable after an earlier failure "
+                            f"({self.broken}); destroy it and create a new one")
 
     def rank_arg(self, name: str, value: Any) -> int:
         """``value`` validated as a rank of this communicator (argument ``name``)."""
-        return self._c._rank_arg(name, value)
-
-    def declare_device_memory(self, buf: Optional[Buffer]) -> None:
-        """Declare ``buf`` device memory where the backend takes host memory so (no-op where it stages)."""
-        self._c._issuer.declare_device_memory(buf)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name}={value!r} is not an int rank; expected 0..{self.size - 1}")
+        if not 0 <= value < self.size:
+            raise ValueError(f"{name}={value} is out of range for communicator {self.name!r} of {self.size} ranks; "
+                             f"expected 0..{self.size - 1}")
+        return int(value)
 
     def fail(self, exc: HcclError, where: str) -> CommError:
-        """The library failed in ``where``: the communicator becomes unusable; returns the error to raise."""
-        return self._c._fail(exc, where)
+        """The library failed in ``where``: the communicator becomes unusable; the error to raise (a mismatch when
+        the signature handshake saw one)."""
+        mismatch = self.issuer.signer.mismatch if self.issuer is not None else None
+        err = failure_error(exc, f"rank {self.rank} of communicator {self.name!r}: {where}", live.library_names(),
+                            mismatch, consistency.CollectiveMismatchError)
+        self.broken = str(err)
+        observe.failed(self, exc, err)
+        return err
 
     def mark_broken(self, why: str) -> None:
         """Make the communicator unusable (a failure the library did not report, e.g. a message mismatch)."""
-        self._c._broken = why
+        self.broken = why
 
-    def completed(self, pending: Any) -> None:
+    # ------------------------------------------------------------------ the collective machinery
+    def declare_device_memory(self, buf: Optional[Buffer]) -> None:
+        """Declare ``buf`` device memory where the backend takes host memory so (no-op where it stages)."""
+        self._issuer.declare_device_memory(buf)
+
+    def completed(self, pending: "Pending") -> None:
         """A started collective is known complete (its resources may go)."""
-        self._c._issuer.inflight.discard(pending)
+        self._issuer.completed(pending)
 
     @property
     def idle(self) -> bool:
         """No started collective is in flight (nothing queued can still read memory the communicator owns)."""
-        return not self._c._issuer.inflight
+        return not self._issuer.inflight
 
     def invalidate(self) -> None:
-        """Bound batches may name memory that changes (a new generation of the communicator's cache)."""
-        self._c._issuer.cache.invalidate()
+        """Bound batches may name memory that changes (the communicator's cache drops them)."""
+        self._issuer.cache.invalidate()
 
     def check_exchange(self, exchange: Any) -> None:
         """Compare a completed call's signature handshake (backends without host tasks); raises on a mismatch."""
-        self._c._issuer.check_exchange(exchange, started=True)
+        self._issuer.check_exchange(exchange, started=True)

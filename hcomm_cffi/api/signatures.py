@@ -20,7 +20,7 @@ peers the algorithm talks to.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from ..plan import ChannelSpec, Topology
 from ..plan.planner import rank_resources
 from ..resources import ResourceCache, Resources
 from . import consistency
+
+if TYPE_CHECKING:   # the port imports issue.py, which imports this module
+    from .port import CommPort
 
 __all__ = ["ALL_PEERS_MAX", "TABLE_SLOTS", "Exchange", "Signer", "CollectiveMismatchError"]
 
@@ -56,7 +59,7 @@ class Exchange:
 class Signer:
     """One communicator's signature handshakes: its table of signatures in device memory and its parity."""
 
-    def __init__(self, port: Any) -> None:
+    def __init__(self, port: "CommPort") -> None:
         self.port = port
         self.b = port.binding
         self.rank: int = port.rank
@@ -65,11 +68,24 @@ class Signer:
         self.name: str = port.name
         self.timeout: int = port.timeout
         self.mismatch: Optional[str] = None          # what the in-stream comparison found (then the stream failed)
-        self.count = 0                               # handshakes issued so far (parity = count & 1)
-        self.seq = 0                                 # the running collective's sequence number (messages only)
+        self._count = 0                              # handshakes launched so far (parity = count & 1)
+        self._seq = 0                                # the running collective's sequence number (messages only)
         self._table: Any = None                      # device memory: TABLE_SLOTS signatures
         self._rows: Dict[bytes, int] = {}            # signature words -> table slot
         self._retired: List[Any] = []                # full tables a started collective may still read
+
+    # ------------------------------------------------------------------ parity
+    @property
+    def parity(self) -> int:
+        """The parity of the next handshake (its slots and notifies)."""
+        return self._count & 1
+
+    def advance(self, seq: int) -> int:
+        """Collective #``seq`` launches the next handshake: its parity; the following one has the other."""
+        parity = self._count & 1
+        self._count += 1
+        self._seq = seq
+        return parity
 
     # ------------------------------------------------------------------ resources
     def resources(self, cache: ResourceCache, peers: Sequence[int], thread: bool) -> Resources:
@@ -114,15 +130,14 @@ class Signer:
 
     # ------------------------------------------------------------------ one handshake
     def issue(self, sink: TaskBatch, links: Resources, thread: int, words: np.ndarray,
-              host_task: Optional[Callable[[Any, int, Callable[[], None]], Any]]) -> Optional[Exchange]:
-        """Issue the handshake of the current parity into ``sink`` on ``thread``: write my slot at every peer of
-        ``links``, record, wait; the caller advances :attr:`count` when it launches it.
+              host_task: Optional[Callable[[int, Callable[[], None]], Any]], parity: int) -> Optional[Exchange]:
+        """Issue a handshake of ``parity`` into ``sink`` on ``thread``: write my slot at every peer of ``links``,
+        record, wait; the caller launches it when :meth:`advance` gives that parity.
 
         ``host_task``: the backend's maker of in-stream host tasks; the comparison then runs right after the
         waits and fails the stream on a mismatch (returns None).  Without it, the returned Exchange is
         compared with :meth:`check` once the stream has completed.
         """
-        parity = self.count & 1
         peers = tuple(sorted(links.channels))
         row = self._area(links) + parity * self.size * SIG_SLOT_BYTES
         src = self.source(words)
@@ -135,7 +150,7 @@ class Signer:
         ex = Exchange(links.local_buffer + row, peers, words, words.tobytes())
         if host_task is None:
             return ex
-        sink.calls.append(host_task(self.b, thread, lambda: self._compare_in_place(ex)))
+        sink.calls.append(host_task(thread, lambda: self._compare_in_place(ex)))
         return None
 
     def _area(self, res: Resources) -> int:
@@ -157,7 +172,7 @@ class Signer:
         mine = ex.mine
         if all(raw[p * SIG_SLOT_BYTES:(p + 1) * SIG_SLOT_BYTES] == mine for p in ex.peers):
             return
-        msg = consistency.compare(self._rows_of(ex, raw), self.rank, self.name, self.seq, ex.peers)
+        msg = consistency.compare(self._rows_of(ex, raw), self.rank, self.name, self._seq, ex.peers)
         if msg is not None:
             self.mismatch = msg
             raise CollectiveMismatchError(f"{COLLECTIVE_MISMATCH}: {msg}")
@@ -169,4 +184,4 @@ class Signer:
             self.b.memcpy(ffi.from_buffer(host), host.nbytes, ex.local, host.nbytes, MemcpyKind.DEVICE_TO_HOST)
         except HcclError:       # the device is gone with the failure being reported: nothing to add to it
             return None
-        return consistency.compare(self._rows_of(ex, host.tobytes()), self.rank, self.name, self.seq, ex.peers)
+        return consistency.compare(self._rows_of(ex, host.tobytes()), self.rank, self.name, self._seq, ex.peers)

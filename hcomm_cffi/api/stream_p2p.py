@@ -22,7 +22,7 @@ __all__ = ["post"]
 _SEQ = itertools.count(1)      # flight-record numbers of these operations (p2p records are not matched by number)
 
 
-def post(port: Any, direction: str, x: Any, peer: int, stream: Any) -> Request:
+def post(port: Any, direction: str, x: Any, peer: int, stream: Any) -> Request[Any]:
     """Enqueue a send (``direction`` "send": ``x`` to ``peer``) or a receive ("recv": into ``x`` from ``peer``)."""
     sending = direction == "send"
     port.check_usable(direction)

@@ -14,7 +14,7 @@ or the HCCL buffer at the same time.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .._ffi import ffi
 from .. import settings
@@ -50,8 +50,10 @@ class Target:
     stream: Any
     cache: ResourceCache
     own: bool
-    res: Dict[tuple, Resources] = field(default_factory=dict)  # (algorithm, call signature) -> resources
-    schedules: Dict[tuple, Schedule] = field(default_factory=dict)  # recorded on ``res`` (algorithms/replay.py)
+    res: Dict[Tuple[Any, ...], Resources] = field(default_factory=dict)  # (algorithm, call signature) -> resources
+    #: (algorithm, call signature, in place) -> its schedule recorded on ``res`` (algorithms/replay.py) and whether
+    #: the call starts with the signature handshake
+    schedules: Dict[Tuple[Any, ...], Tuple[Schedule, bool]] = field(default_factory=dict)
 
     def forget_resources(self) -> None:
         """Drop the resource sets and the schedules recorded on them (the next call acquires and issues anew)."""
@@ -121,7 +123,7 @@ class StreamTargets:
         for t in self._targets.values():
             t.forget_resources()
 
-    def streams(self) -> list:
+    def streams(self) -> List[Any]:
         """Every stream a collective of this communicator may still be queued on."""
         return [t.stream for t in self._targets.values()]
 

@@ -1,4 +1,4 @@
-"""Settings every rank of a job must share, compared while the ranks rendezvous (issue 25 item 5).
+"""Settings every rank of a job must share, compared while the ranks rendezvous.
 
 Each rank's claim in the root-info rendezvous carries :func:`local_settings`; once all ranks are there
 every rank runs :func:`disagreement` over the same records, so all of them fail with the same text

@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Tuple
 
-__all__ = ["Capabilities", "Backend", "CANN", "Call"]
+__all__ = ["Capabilities", "Backend", "CANN", "DataPlaneCall"]
 
-Call = Tuple[Callable[..., None], tuple]
+#: one data-plane call as the layers above record it: a callable (their binding's method) and its arguments;
+#: the backend calls it, it never needs the object it belongs to
+DataPlaneCall = Tuple[Callable[..., None], Tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -53,14 +55,18 @@ class Backend:
         """Undo :meth:`declare_device_memory` of the range at ``addr``; False when there was none."""
         return False
 
-    def prepare_batch(self, binding: Any, calls: Sequence[Call]) -> Any:
-        """A launchable form of ``calls`` (Binding data-plane methods and arguments), validated once.
+    def prepare_batch(self, calls: Sequence[DataPlaneCall]) -> Any:
+        """``calls`` (data-plane calls and arguments) validated once into tasks kept for :meth:`issue_prepared`.
 
-        Only with ``prepares_batches``; the result has ``launch()``.
+        Only with ``prepares_batches``.
         """
         raise NotImplementedError(f"{type(self).__name__} does not prepare batches")
 
-    def host_task(self, binding: Any, thread: int, fn: Callable[[], None]) -> Any:
+    def issue_prepared(self, prepared: Any) -> None:
+        """Add what :meth:`prepare_batch` returned to the open batch (between HcommBatchModeStart and End)."""
+        raise NotImplementedError(f"{type(self).__name__} does not prepare batches")
+
+    def host_task(self, thread: int, fn: Callable[[], None]) -> DataPlaneCall:
         """A data-plane call (Binding method, arguments) that runs ``fn`` on ``thread`` in stream order.
 
         Only with ``host_tasks``; ``fn`` raising fails the stream, with its message, like a failed task.

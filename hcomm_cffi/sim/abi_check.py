@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 from .._cdef import CDEF
 from .._ffi import ffi
 from ..enums import HcclResult
-from ..lib.contract import Backend, Call, Capabilities
+from ..lib.contract import Backend, DataPlaneCall, Capabilities
 
 _DECL = re.compile(r"^\s*([A-Za-z_][\w \*]*?[\s\*])([A-Za-z_]\w*)\s*\(([^;]*)\)\s*;\s*$", re.M)
 
@@ -74,13 +74,17 @@ class AbiCheckedLibrary(Backend):
         """The wrapped library's."""
         return bool(self._lib.withdraw_device_memory(addr))
 
-    def prepare_batch(self, binding: Any, calls: Sequence[Call]) -> Any:
+    def prepare_batch(self, calls: Sequence[DataPlaneCall]) -> Any:
         """The wrapped library's."""
-        return self._lib.prepare_batch(binding, calls)
+        return self._lib.prepare_batch(calls)
 
-    def host_task(self, binding: Any, thread: int, fn: Callable[[], None]) -> Call:
+    def issue_prepared(self, prepared: Any) -> None:
         """The wrapped library's."""
-        return self._lib.host_task(binding, thread, fn)
+        self._lib.issue_prepared(prepared)
+
+    def host_task(self, thread: int, fn: Callable[[], None]) -> DataPlaneCall:
+        """The wrapped library's."""
+        return self._lib.host_task(thread, fn)
 
     def __getattr__(self, name: str) -> Any:
         ctype = self._types.get(name)

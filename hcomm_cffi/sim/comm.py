@@ -1,13 +1,13 @@
 """A communicator of the emulator: this rank's shared segments, its peers, its channels.
 
-Each rank of a communicator owns two /dev/shm segments:
+Each rank of a communicator owns three /dev/shm segments, four under the strict checker:
 
 * ``ctl``: a header (state, rank, pid, the futex doorbell) and a table of channel slots, each
   with 64 notify words.  A peer records into a slot of this segment and rings the doorbell.
 * ``buf``: the HCCL buffer, 2 x HCCL_BUFFSIZE MiB, sparse, so untouched pages cost nothing.
 * ``nat``: scratch memory of the same size for the emulator's own native collectives
   (HcclAllReduce, ...), so they never share memory with algorithms that use the HCCL buffer.
-* ``chk`` (only when HCOMM_SIM_CHECK is not ``off``): the race checker's access log of this rank's
+* ``chk`` (only when HCOMM_SIM_CHECK is ``strict``): the race checker's access log of this rank's
   HCCL buffer and the clocks beside its channel notifies (:mod:`.races`).
 
 Rendezvous is by name: every rank creates its own segments and waits (up to
@@ -190,7 +190,7 @@ class SimComm:
             self.scratch = Segment(nat_name, self.buffer_bytes, create=True)
             made.append(self.scratch)
             # the race analysis (vector clocks, access logs) is strict mode's; warn keeps the cheap checks (lost
-            # signals, writes into unreleased memory, signatures) at a few per cent of a small call (issue 21)
+            # signals, writes into unreleased memory, signatures) at a few per cent of a small call
             if config.check == "strict":   # before the ctl is READY: a peer that sees READY finds it
                 chk = Segment(chk_segment_name(comm_id, rank), chk_bytes(nranks, self.slots), create=True)
                 made.append(chk)

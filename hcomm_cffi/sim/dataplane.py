@@ -41,32 +41,21 @@ class _Batch(threading.local):
 
 
 class PreparedBatch:
-    """The emulator tasks of a batch of data-plane calls, validated once and launched again and again.
+    """The emulator tasks of a batch of data-plane calls, validated once and issued again and again.
 
     Made by :meth:`DataPlane.sim_prepare_batch` from a replayed schedule (algorithms/replay.py): the
     calls ran their argument checks then, and the same calls with the same addresses pass them again,
-    so a launch only hands the tasks over (``launch``: batch mode start, the tasks, batch mode end —
-    End runs the same checker and submission as for issued calls, and the executor checks every task).
+    so issuing one (:meth:`DataPlane.sim_issue_prepared`, inside HcommBatchModeStart/End, whose End
+    runs the same checker and submission as for issued calls) only hands the tasks over.
     """
 
-    __slots__ = ("_binding", "_lib", "tasks")
+    __slots__ = ("tasks",)
 
-    def __init__(self, binding: Any, lib: "DataPlane", tasks: Dict[SimThread, Tuple[Task, ...]]) -> None:
-        self._binding = binding
-        self._lib = lib
+    def __init__(self, tasks: Dict[SimThread, Tuple[Task, ...]]) -> None:
         self.tasks = tasks
 
     def __len__(self) -> int:
         return sum(len(lst) for lst in self.tasks.values())
-
-    def launch(self) -> None:
-        """Launch the tasks in one batch (errors of HcommBatchModeEnd raise as from the binding)."""
-        b = self._binding
-        b.batch_mode_start()
-        try:
-            self._lib.sim_issue_prepared(self)
-        finally:
-            b.batch_mode_end()
 
 
 def _addr(p: Any) -> int:
@@ -335,11 +324,11 @@ class DataPlane:
         self._issue(self.state.thread(thread), HostCall(run))
 
     # ------------------------------------------------------------------ prepared batches (schedule replay)
-    def sim_prepare_batch(self, binding: Any, calls: Sequence[Tuple[Callable[..., None], tuple]]) -> PreparedBatch:
-        """Emulator only: run ``calls`` (Binding data-plane methods, arguments) into a batch that is kept, not launched.
+    def sim_prepare_batch(self, calls: Sequence[Tuple[Callable[..., None], Tuple[Any, ...]]]) -> PreparedBatch:
+        """Emulator only: run ``calls`` (callables issuing data-plane calls, arguments) into a batch that is kept.
 
-        Every call is validated as when it is issued (an error raises from the binding, and nothing is
-        launched); the tasks are what :meth:`HcommBatchModeEnd` would submit.
+        Every call is validated as when it is issued (an error raises from the caller's callable, and
+        nothing is launched); the tasks are what :meth:`HcommBatchModeEnd` would submit.
         """
         batch = self._batch
         if batch.tasks is not None:
@@ -351,7 +340,7 @@ class DataPlane:
             tasks = batch.tasks
         finally:
             batch.tasks = None
-        return PreparedBatch(binding, self, {th: tuple(lst) for th, lst in tasks.items()})
+        return PreparedBatch({th: tuple(lst) for th, lst in tasks.items()})
 
     def sim_issue_prepared(self, prepared: PreparedBatch) -> None:
         """Emulator only: add a prepared batch's tasks to the open batch (between HcommBatchModeStart and End)."""

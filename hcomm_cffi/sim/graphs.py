@@ -159,7 +159,7 @@ class SimModel:
                     self.comms.add(th.comm)
             for v in values:
                 if callable(v) and getattr(v, "__closure__", None):    # a host task (an async copy): its operands
-                    values_of_fn = [cell.cell_contents for cell in v.__closure__]   # type: ignore[union-attr]
+                    values_of_fn = [cell.cell_contents for cell in v.__closure__]
                 else:
                     values_of_fn = [v]
                 for w in values_of_fn:

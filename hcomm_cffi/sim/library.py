@@ -4,7 +4,7 @@ from __future__ import annotations
 import atexit
 from typing import Any, Callable, List, Sequence
 
-from ..lib.contract import Backend, Call, Capabilities
+from ..lib.contract import Backend, DataPlaneCall, Capabilities
 from .abi_check import declared_functions
 from .acl import AclRuntime
 from .aicpu import AicpuCalls
@@ -98,11 +98,15 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, GraphCalls, AicpuCalls, Cl
         """Forget a range :meth:`declare_device_memory` declared at ``addr``."""
         return self.sim_unregister_device_memory(addr)
 
-    def prepare_batch(self, binding: Any, calls: Sequence[Call]) -> Any:
+    def prepare_batch(self, calls: Sequence[DataPlaneCall]) -> Any:
         """A prepared task list of ``calls`` (sim_prepare_batch)."""
-        return self.sim_prepare_batch(binding, calls)
+        return self.sim_prepare_batch(calls)
 
-    def host_task(self, binding: Any, thread: int, fn: Callable[[], None]) -> Call:
+    def issue_prepared(self, prepared: Any) -> None:
+        """Add a prepared task list to the open batch (sim_issue_prepared)."""
+        self.sim_issue_prepared(prepared)
+
+    def host_task(self, thread: int, fn: Callable[[], None]) -> DataPlaneCall:
         """The call that queues ``fn`` on ``thread`` (sim_host_task)."""
         return (self.sim_host_task, (thread, fn))
 

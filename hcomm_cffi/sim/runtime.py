@@ -23,7 +23,7 @@ from .errors import (
 )
 from .._ffi import ffi
 from .futex import sched_yield
-from .tasks import (  # the kind codes and names are re-exported: runtime.py named them first
+from .tasks import (  # the kind codes the executor dispatches on
     C_RECORD, C_WAIT, CALL, COPY, EVENT_RECORD, EVENT_WAIT, KIND_NAMES, READ, READ_REDUCE, REDUCE, REDUCE3, T_RECORD,
     T_WAIT, UFUNC, WRITE, WRITE_REDUCE, Task, task_bytes,
 )
@@ -201,7 +201,7 @@ class Executor:
                     return True
                 if deadline is not None and now >= deadline:
                     return False
-                if not self._poll_heads():
+                if not self._poll_heads(deadline):
                     self._sleep(bells, now, deadline)
             finally:
                 self._unpin([comm for comm, _ in bells])
@@ -241,8 +241,12 @@ class Executor:
                 self.unpinned.wait(left)
             release()
 
-    def _poll_heads(self) -> bool:
-        """Spin briefly on the words blocked channel waits look at; True if one became set."""
+    def _poll_heads(self, deadline: Optional[float] = None) -> bool:
+        """Spin briefly on the words blocked channel waits look at; True if one became set.
+
+        Stops at ``deadline``: on a busy machine one ``sched_yield`` can cost a whole time slice of
+        another process, so the spin alone could outlast a short wait (a ``Request.test()``).
+        """
         words = []
         with self.lock:
             comms = set()
@@ -263,6 +267,8 @@ class Executor:
                     if w[i]:
                         return True
                 sched_yield()
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
             return False
         finally:
             self._unpin(pinned)

@@ -11,7 +11,7 @@ not a reordering).  ``gather`` is an allgather kept on the root; uneven ``all_to
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -23,6 +23,7 @@ from ..api.comm import Comm
 from ..api.errors import CommError, CommTimeoutError
 from ..api.request import Request
 from ..enums import dtype_from_torch
+from ..types import ReduceOpName
 from .profiling import profiled
 from .progress import serialised
 from .work import HcommWork, seconds_of
@@ -30,8 +31,14 @@ from .work import HcommWork, seconds_of
 __all__ = ["ProcessGroupHcomm", "DEVICES"]
 
 DEVICES = ("cpu", "npu")
+#: operation labels a process group keeps (_label) before it starts over
+LABELS_MAX = 256
 _KIND = dist.ReduceOp   # ReduceOp.SUM & co are the RedOpType members themselves (the stub types them there)
-_OPS = {_KIND.SUM: "sum", _KIND.PRODUCT: "prod", _KIND.MIN: "min", _KIND.MAX: "max", _KIND.AVG: "sum"}
+#: RedOpType value (as int: hashing and comparing the pybind enum costs twice the conversion) -> the Comm op
+_OP_NAMES: Tuple[Tuple[Any, ReduceOpName], ...] = ((_KIND.SUM, "sum"), (_KIND.PRODUCT, "prod"), (_KIND.MIN, "min"),
+                                                   (_KIND.MAX, "max"), (_KIND.AVG, "sum"))
+_OPS: Dict[int, ReduceOpName] = {int(kind): name for kind, name in _OP_NAMES}
+_AVG = int(_KIND.AVG)  # type: ignore[call-overload]   # torch's stub gives RedOpType no __int__; pybind does
 
 
 def _op_kind(op: Any) -> Any:
@@ -58,6 +65,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self._barriers = 0
         self._group_name = ""
         self._group_desc = ""
+        self._labels: Dict[str, str] = {}
 
     # ------------------------------------------------------------------ identity
     def getBackendName(self) -> str:
@@ -65,6 +73,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
     def setGroupName(self, name: str) -> None:
         self._group_name = name
+        self._labels.clear()
 
     def getGroupName(self) -> str:
         return self._group_name
@@ -101,14 +110,15 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             raise ValueError(f"{self._label(what)}: got {len(tensors)} tensors; expected exactly one per rank")
         return self._tensor(tensors[0], what, "tensor")
 
-    def _op(self, opts: Any, what: str, t: torch.Tensor) -> Tuple[str, Optional[Callable[[], None]]]:
+    def _op(self, opts: Any, what: str, t: torch.Tensor) -> Tuple[ReduceOpName, Optional[Callable[[], None]]]:
         """The Comm op of torch's ReduceOp, and for AVG the division of ``t`` to run once the sum arrived."""
         kind = _op_kind(opts.reduceOp)
-        op = _OPS.get(kind)
+        code = int(kind)
+        op = _OPS.get(code)
         if op is None:
             raise ValueError(f"{self._label(what)}: ReduceOp.{_op_name(kind)} is not supported; expected SUM, AVG, "
                              "PRODUCT, MIN or MAX")
-        if kind != _KIND.AVG:
+        if code != _AVG:
             return op, None
         if not t.is_floating_point():
             raise ValueError(f"{self._label(what)}: ReduceOp.AVG needs a floating-point tensor, got {t.dtype}")
@@ -131,7 +141,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return t
 
     def _label(self, what: str) -> str:
-        return f"rank {self.comm.rank} of process group {self._group_name or self.comm.name!r}: hcomm {what}"
+        """'rank R of process group G: hcomm <what>' (made once per operation name: every call names its work)."""
+        label = self._labels.get(what)
+        if label is None:
+            if len(self._labels) >= LABELS_MAX:     # p2p and barrier names carry peers, tags and counts
+                self._labels.clear()
+            label = self._labels[what] = (f"rank {self.comm.rank} of process group "
+                                          f"{self._group_name or self.comm.name!r}: hcomm {what}")
+        return label
 
     def _work(self, what: str, reqs: List[Request], result: List[Any], then: Optional[Callable[[], None]] = None,
               on_timeout: Optional[Callable[[float], str]] = None, limit: Optional[float] = None) -> HcommWork:
@@ -158,15 +175,15 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
     def _combine(self, what: str, works: List[HcommWork], result: List[Any]) -> HcommWork:
         """One work for several (the coalesced operations): done when all are, failed when one failed."""
-        failed = next((w._error for w in works if w._error is not None), None)
+        failed = next((w.exception() for w in works if w.exception() is not None), None)
         if failed is not None:
             return HcommWork.finished(self._label(what), result, failed)
-        then = [w._then for w in works if w._then is not None]
+        then = [w.then for w in works if w.then is not None]
 
         def run_all() -> None:
             for f in then:
                 f()
-        return self._work(what, [r for w in works for r in w._requests], result, run_all if then else None)
+        return self._work(what, [r for w in works for r in w.requests], result, run_all if then else None)
 
     # ------------------------------------------------------------------ collectives
     # torch's stub overloads allreduce, broadcast, reduce, allgather, reduce_scatter, gather and scatter with

@@ -71,6 +71,16 @@ class HcommWork(dist._Work):
         work._error = error
         return work
 
+    @property
+    def requests(self) -> Sequence[Request[Any]]:
+        """The requests it completes with (none for a work that already ran)."""
+        return self._requests
+
+    @property
+    def then(self) -> Optional[Callable[[], None]]:
+        """What runs once after its requests completed (copies out, AVG's division...), if anything."""
+        return self._then
+
     # ------------------------------------------------------------------ progress
     def advance(self, seconds: Optional[float]) -> bool:
         """Drive the work for up to ``seconds`` (None: until done); True once done; raises its failure."""
