@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 from ..enums import Engine
 from ..plan import InvalidAlgorithm, Plan, RankResources, Topology, make_plan, rank_resources
-from .context import NOTIFIES_PER_CHANNEL
+from .context import ALGORITHM_NOTIFIES, COMM_NOTIFIES
 from .interface import ROOTED, CollectiveCall, UnsupportedError
 
 __all__ = ["plan_for", "p2p_plan", "formula_resources", "no_resources"]
@@ -20,8 +20,10 @@ ResourcesFn = Callable[[Topology, CollectiveCall, int], Optional[RankResources]]
 
 
 @lru_cache(maxsize=512)
-def plan_for(algorithm: str, coll: str, topo: Topology, root: int = 0, platform: str = "doc") -> Plan:
-    """The planner's plan of ``algorithm`` for ``coll`` under the ``platform`` profile (size-independent).
+def plan_for(algorithm: str, coll: str, topo: Topology, root: int = 0, platform: str = "doc",
+             notifies: int = ALGORITHM_NOTIFIES) -> Plan:
+    """The planner's plan of ``algorithm`` for ``coll`` under the ``platform`` profile (size-independent), with
+    ``notifies`` per channel (what the algorithm's schedule uses: ACK and DATA for the built-ins).
 
     A vendor profile is planned for the AI CPU engine, whose host-sync notify the emulator's
     threads carry too (the document model always adds it).
@@ -29,7 +31,7 @@ def plan_for(algorithm: str, coll: str, topo: Topology, root: int = 0, platform:
     engine = Engine.CPU_TS if platform == "doc" else Engine.AICPU_TS
     try:
         return make_plan(coll, topo, 0, algorithm, engine=engine, root=root,
-                         notifies_per_channel=NOTIFIES_PER_CHANNEL, inter_algorithm="ring", platform=platform)
+                         notifies_per_channel=notifies, inter_algorithm="ring", platform=platform)
     except InvalidAlgorithm as exc:
         raise UnsupportedError(f"algorithm={algorithm!r} cannot run {coll} on {topo.n_ranks} ranks: {exc}") from None
 
@@ -38,18 +40,19 @@ def plan_for(algorithm: str, coll: str, topo: Topology, root: int = 0, platform:
 def p2p_plan(topo: Topology, src: int, dst: int) -> Plan:
     """Plan of a point-to-point lane from ``src`` to ``dst`` (one thread, one channel each)."""
     return make_plan("sendrecv", topo, 0, "ring", engine=Engine.CPU_TS, root=src, peer=dst,
-                     notifies_per_channel=NOTIFIES_PER_CHANNEL)
+                     notifies_per_channel=COMM_NOTIFIES)
 
 
-def formula_resources(planner_name: str, platform: str = "doc") -> ResourcesFn:
+def formula_resources(planner_name: str, platform: str = "doc", notifies: int = ALGORITHM_NOTIFIES) -> ResourcesFn:
     """``resources`` of an algorithm whose plan is the planner's formula ``planner_name`` under ``platform``
     (the profile the algorithm implements: ``doc`` for ring/mesh/tree/hierarchical, a vendor one for
-    the algorithms the document lacks)."""
+    the algorithms the document lacks), with ``notifies`` per channel (the indices its schedule uses)."""
     def resources(topology: Topology, call: CollectiveCall, rank: int) -> Optional[RankResources]:
         root = call.root if call.coll in ROOTED else 0
-        return plan_for(planner_name, call.coll, topology, root, platform).resources_for(rank)
+        return plan_for(planner_name, call.coll, topology, root, platform, notifies).resources_for(rank)
     resources.__doc__ = f"The planner's {planner_name} formula ({platform} profile) for this rank."
     resources.profile = platform  # type: ignore[attr-defined]
+    resources.notifies = notifies  # type: ignore[attr-defined]
     return resources
 
 

@@ -17,14 +17,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..algorithms import registry
-from ..algorithms.context import NOTIFIES_PER_CHANNEL
 from ..binding import Binding
 from .. import flight, settings
 from ..enums import ReduceOp, parse_reduce_op
 from ..errors import COLLECTIVE_MISMATCH, HcclError
-from ..initializers import make_channel_descs, make_comm_config
+from ..initializers import make_comm_config
 from ..plan import Topology
-from ..resources import ENGINE
+from .. import resources
+from ..resources import Holding
 from . import consistency, live, membership, observe
 from .buffers import Buffer, as_buffer, new_like, overlaps
 from .call import Call
@@ -204,15 +204,14 @@ class Comm:
 
         Channel setup needs both ends; doing it lazily at the first send would deadlock patterns
         such as "everyone sends right first".  Lanes later ask for their channel again (per their
-        plan) and get this one back (channels are reused per peer/engine/protocol).
+        plan) and get this one back (channels are reused per peer/engine/protocol); the signature handshake
+        uses it too (resources.COMM_ENGINE, COMM_NOTIFIES); an algorithm's channels are its own.
         """
         by_proto: Dict[int, List[int]] = {}
         for p in range(self.size):
             if p != self.rank:
                 by_proto.setdefault(int(self.topology.link(self.rank, p)), []).append(p)
-        for proto, peers in sorted(by_proto.items()):
-            descs = make_channel_descs(peers, proto, NOTIFIES_PER_CHANNEL)
-            self.binding.channel_acquire(self._handle, ENGINE, descs, len(peers))
+        resources.acquire_comm_channels(self.binding, self._handle, by_proto)
 
     def _connect_library_collectives(self) -> None:
         """Set up the library collectives' links now (one library barrier), while every rank is here.
@@ -226,6 +225,10 @@ class Comm:
         self.binding.synchronize_stream(self._stream)
 
     # ------------------------------------------------------------------ basics
+    def resources(self) -> List[Holding]:
+        """Every thread, channel and buffer this communicator acquired, by purpose (``describe()`` of each says it)."""
+        return resources.held_by(self._handle) if self._handle is not None else []
+
     def get_rank(self) -> int:
         """This process's rank in the communicator (-1 on a null communicator)."""
         return self.rank
@@ -313,6 +316,7 @@ class Comm:
                 b.destroy_stream(lane.stream)
             self._p2p.lanes.clear()
             b.destroy_stream(self._stream)
+            resources.forget(handle)
             observe.destroyed(self._port)
             if failed is not None:
                 if not self._broken:

@@ -129,6 +129,8 @@ class Issuer:
             spec = alg.resources(self.port.topology, call, self.port.rank)
             if spec is None:
                 spec = dry_run(alg, self.port.topology, call, self.buffer_bytes, declared=False).resources_for(self.port.rank)
+            if spec.channels and self.signer is not None and self.port.size > 1:   # new channels need every peer
+                self.signer.agree(target.cache, target.stream, call, alg.name, self.b.lib.host_task if self.caps.host_tasks else None)
             if len(target.res) >= RESOURCES_MAX:
                 target.forget_resources()
                 self.cache.invalidate()
