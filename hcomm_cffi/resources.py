@@ -285,7 +285,7 @@ class ResourceCache:
         by_proto: Dict[Tuple[int, int], List[int]] = {}
         for c in spec.channels:
             by_proto.setdefault((int(c.protocol), c.notify_num), []).append(c.peer)
-        for (proto, nn), peers in by_proto.items():
+        for (proto, nn), peers in sorted(by_proto.items()):   # every rank in the same order: a channel's ends meet
             engine = channel_engine if channel_engine is not None else channel_class(nn)[1]
             handles = _channels(b, self.comm, engine, peers, proto, nn, purpose)
             calls.append(("channel_acquire", (int(engine), tuple(peers), proto, nn)))

@@ -7,14 +7,14 @@ own schedule derives, so declaring it changes nothing but the cost of finding it
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 from ..enums import Engine
 from ..plan import InvalidAlgorithm, Plan, RankResources, Topology, make_plan, rank_resources
-from .context import ALGORITHM_NOTIFIES, COMM_NOTIFIES
-from .interface import ROOTED, CollectiveCall, UnsupportedError
+from .context import ALGORITHM_NOTIFIES, COMM_ENGINE, COMM_NOTIFIES
+from .interface import ROOTED, Algorithm, CollectiveCall, UnsupportedError
 
-__all__ = ["plan_for", "p2p_plan", "formula_resources", "no_resources"]
+__all__ = ["plan_for", "p2p_plan", "formula_resources", "no_resources", "package_plan", "comm_overhead"]
 
 ResourcesFn = Callable[[Topology, CollectiveCall, int], Optional[RankResources]]
 
@@ -59,3 +59,30 @@ def formula_resources(planner_name: str, platform: str = "doc", notifies: int = 
 def no_resources(topology: Topology, call: CollectiveCall, rank: int) -> Optional[RankResources]:
     """Nothing to acquire (the library's own collectives)."""
     return rank_resources(rank, "library", (), ())
+
+
+def package_plan(alg: Algorithm, coll: str, topo: Topology, size: int, *, root: int = 0, dtype: Any = None,
+                 buffer_mb: int = 200, cost: Any = None) -> Optional[Plan]:
+    """The plan of built-in ``alg`` as it runs here: exactly the formula its ``resources`` declare (the same
+    profile, engine, notifies per channel and level-1 ring as :func:`plan_for`), for ``size`` bytes (pieces, time).
+    None when the algorithm declares no formula."""
+    algorithm = alg.name
+    declared = getattr(alg, "_resources", None)
+    profile = getattr(declared, "profile", None)
+    if profile is None:
+        return None
+    engine = Engine.CPU_TS if profile == "doc" else Engine.AICPU_TS
+    extra = {} if dtype is None else {"dtype": dtype}
+    try:
+        return make_plan(coll, topo, size, algorithm, engine=engine, root=root, cost=cost, buffer_mb=buffer_mb,
+                         notifies_per_channel=getattr(declared, "notifies", ALGORITHM_NOTIFIES), inter_algorithm="ring",
+                         platform=profile, **extra)
+    except InvalidAlgorithm as exc:
+        raise UnsupportedError(f"algorithm={algorithm!r} cannot run {coll} on {topo.n_ranks} ranks: {exc}") from None
+
+
+def comm_overhead(topology: Topology, rank: int) -> Tuple[Tuple[str, str, int, int], ...]:
+    """What a communicator acquires for itself, whatever algorithms run on it: (what, engine, channels, notifies per
+    channel) -- its own channel to every peer, opened at init (signature handshake and point-to-point)."""
+    peers = topology.n_ranks - 1
+    return (("comm:channels", COMM_ENGINE.name, peers, COMM_NOTIFIES),) if peers else ()

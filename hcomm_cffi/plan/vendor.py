@@ -51,7 +51,7 @@ from .algos.common import Collective, fork_join_notifies
 
 __all__ = ["PLATFORMS", "VENDOR_PLATFORMS", "LEGACY_PLATFORMS", "DEFAULT_PLATFORM", "PLATFORM_NAMES",
            "VENDOR_NOTIFIES_PER_CHANNEL", "VendorRule", "vendor_rule", "parse_platform", "expansion_of", "layer_of",
-           "check_expansion", "LAYER_SOURCE", "HCCL", "HCOMM", "DOC_SOURCE"]
+           "check_expansion", "native_algorithm", "LAYER_SOURCE", "HCCL", "HCOMM", "DOC_SOURCE"]
 
 HCCL = "hicann/hccl@09300b70df9a031339f08e5f2ca06d7bf294d009"
 HCOMM = "libochao-huawei/hcomm@8958adbf038b710779d790842b36b504c185c9e4"
@@ -325,3 +325,28 @@ def vendor_rule(platform: str, algorithm: str, coll: Collective, n: int, devices
         return _mesh(platform, coll, n, devices, expansion, level0=level == "intra")
     fn = _RULES.get(algorithm)
     return None if fn is None else fn(platform, coll, n, devices)
+
+
+def native_algorithm(platform: str, servers: int, devices: int, coll: Collective) -> Tuple[str, str]:
+    """The algorithm the library's own collective runs on ``platform`` (the planner's name) and why.
+
+    Level 0 as the vendor defaults it (hcomm alg_configurator.cc:389-409 GetDefaultAlgoLevel0Module: 8 devices
+    an 8P ring, 4 a 4P mesh, 1-2 a single ring, else the whole ring; a 910B whose devices are all HCCS-linked a
+    mesh); all-to-all is the full-mesh executor on the legacy layer; several servers add a level 1 (hierarchical).
+    Ascend 950 runs the mesh AI CPU templates.
+    """
+    src = f"{HCOMM}:src/legacy/ascend910/algorithm/impl/alg_configurator.cc:389-409"
+    if coll is C.ALLTOALL and platform in LEGACY_PLATFORMS:
+        return "alltoall_pairwise", f"all-to-all: the full-mesh executor ({_EXE}coll_all_to_all/coll_all_to_all_v_fullmesh_executor.cc)"
+    if platform in ("a2", "950"):
+        level0 = "mesh"
+        why = ("910B, every device pair HCCS-linked: NP mesh (" + src + ")" if platform == "a2"
+               else "Ascend 950: the mesh AI CPU templates")
+    elif platform == "a3":
+        level0, why = "ring", f"910_93: a ring at level 0 ({_EXE}coll_all_reduce/coll_all_reduce_ring_for_910_93_executor.cc)"
+    else:
+        level0 = "mesh" if devices == 4 else "ring"
+        why = f"{devices} devices: {'4P mesh' if devices == 4 else ('8P ring' if devices == 8 else 'ring')} ({src})"
+    if servers > 1 and coll is not C.BARRIER:
+        return "hierarchical", f"{servers} servers: level 0 {level0} ({why}), level 1 between servers"
+    return level0, why
