@@ -175,6 +175,11 @@ def forget(comm: CData) -> None:
     _HOLDINGS.pop(_key(comm), None)
 
 
+def _start_log(binding: Binding, comm: CData) -> None:
+    """HCOMM_DEBUG's handler before a communicator's first acquisitions (which come before it is announced)."""
+    log.configure(binding.get_rank_id(comm))
+
+
 def _channels(binding: Binding, comm: CData, engine: Engine, peers: List[int], protocol: int, notifies: int,
               purpose: str) -> List[int]:
     """``HcclChannelAcquire`` for ``peers``, accounted: new channels recorded, a held one with fewer notifies
@@ -203,6 +208,7 @@ def _channels(binding: Binding, comm: CData, engine: Engine, peers: List[int], p
 def acquire_comm_channels(binding: Binding, comm: CData, peers_by_protocol: Dict[int, List[int]]) -> None:
     """The communicator's own channel to each peer (``COMM_ENGINE``, ``COMM_NOTIFIES``), opened at init (channel
     setup needs both ends: opened lazily at a first send, "everyone sends right first" would deadlock)."""
+    _start_log(binding, comm)
     for proto, peers in sorted(peers_by_protocol.items()):
         _channels(binding, comm, COMM_ENGINE, peers, proto, COMM_NOTIFIES, "comm:channels")
 
@@ -239,6 +245,7 @@ class ResourceCache:
             self._local = self.binding.get_hccl_buffer(self.comm)
             held = holdings(self.comm)
             if self._local[1] and not any(h.kind == "buffer" for h in held.records):
+                _start_log(self.binding, self.comm)
                 held.add(Holding("comm:buffer", "buffer", "", self._local[1], 0))
         return self._local
 

@@ -155,11 +155,10 @@ class Signer:
         try:
             sink.launch()
             self.b.synchronize_stream(stream)
-        except HcclError as exc:
+        except HcclError:             # the caller fails the communicator naming the call (a mismatch, if one was seen)
             if ex is not None:
                 self._raise_if_mismatch(ex)
-            raise self.port.fail(exc, f"{call.coll} (algorithm={algorithm}): the agreement before acquiring its "
-                                      "channels") from exc
+            raise
         if ex is not None:
             self._raise_if_mismatch(ex)
 
