@@ -24,7 +24,7 @@ from ..algorithms import registry
 from ..algorithms.dryrun import DryRun, dry_run
 from ..algorithms.formulas import comm_overhead, package_plan
 from ..algorithms.interface import COLLECTIVES, Algorithm, CollectiveCall, UnsupportedError
-from ..resources import ALGORITHM_ENGINE, ALGORITHM_NOTIFIES, ENGINE
+from ..resources import ALGORITHM_NOTIFIES, ENGINE, channel_class
 from .. import settings
 from ..enums import DataType, Protocol, parse_dtype
 from ..plan import (ALGORITHMS, DEFAULT_PLATFORM, INTER_ALGORITHMS, PLATFORM_NAMES, PLATFORMS, Collective, CostModel,
@@ -263,13 +263,17 @@ def _user_algorithm(alg: Algorithm, topo: Topology, size: int, args: argparse.Na
         raise CliError(f"--algo {args.algo}: {exc}") from None
     _timeline(d, args, coll, size)
     if args.json:
-        json.dump({"algorithm": alg.name, "collective": coll, "size_bytes": size, "topology": topo.summary(),
-                   "formula": None, "derived": _derived_dict(d)}, sys.stdout, indent=2)
+        json.dump({"plan_of": "package", "what": package_headline(alg.name, d.notifies_per_channel),
+                   "algorithm": alg.name, "collective": coll, "size_bytes": size, "topology": topo.summary(),
+                   "overhead": _overhead_json(topo), "formula": None, "derived": _derived_dict(d)}, sys.stdout, indent=2)
         print()
     else:
+        print(package_headline(alg.name, d.notifies_per_channel))
         print(f"{coll} of {_fmt_bytes(size)} {parse_dtype(args.dtype).name} on {topo.n_ranks} ranks, user algorithm "
               f"{alg.name} (no formula: the plan is what its schedule uses)")
         print(_render_derived(d))
+        for line in _overhead_lines(topo):
+            print(line)
         for r in d.ranks:
             chans = ", ".join(f"{p}:{n}" for p, n in r.channels) or "-"
             print(f"  rank {r.rank:>4}: {_n(r.threads, 'thread')}, thread notifies {list(r.thread_notifies)}, "
@@ -322,10 +326,11 @@ def vendor_headline(plan: Plan) -> str:
             f"{expansion_of(plan.engine.name)} expansion: {layer_of(plan.platform)}")
 
 
-def package_headline(name: str) -> str:
+def package_headline(name: str, notifies: int = ALGORITHM_NOTIFIES) -> str:
     """The one line saying a plan is the package's algorithm as it runs here."""
+    engine, what = channel_class(notifies)[1], ": ACK, DATA" if notifies == ALGORITHM_NOTIFIES else ""
     return (f"the package's {name}, as it runs here: threads engine {ENGINE.name} (the first wraps the stream), "
-            f"channels engine {ALGORITHM_ENGINE.name} ({ALGORITHM_NOTIFIES} notifies each: ACK, DATA)")
+            f"channels engine {engine.name} ({notifies} notifies each{what})")
 
 
 def _overhead_lines(topo: Topology) -> List[str]:
@@ -423,8 +428,8 @@ def _print_package(alg: Algorithm, coll: str, topo: Topology, size: int, args: a
     if args.json:
         doc = plan.to_dict()
         doc["plan_of"] = "package"
-        doc["what"] = package_headline(alg.name)
-        doc["engines"] = {"threads": ENGINE.name, "channels": ALGORITHM_ENGINE.name}
+        doc["what"] = package_headline(alg.name, plan.notifies_per_channel)
+        doc["engines"] = {"threads": ENGINE.name, "channels": channel_class(plan.notifies_per_channel)[1].name}
         doc["overhead"] = _overhead_json(topo)
         doc["formula"] = {"threads": plan.threads, "notifies": plan.channel_notifies, "channels": plan.n_channels}
         doc["derived"] = _derived_dict(derived) if derived is not None else None
@@ -433,7 +438,7 @@ def _print_package(alg: Algorithm, coll: str, topo: Topology, size: int, args: a
         json.dump(doc, sys.stdout, indent=2)
         print()
     else:
-        print(package_headline(alg.name))
+        print(package_headline(alg.name, plan.notifies_per_channel))
         print(_render(plan))
         for line in _overhead_lines(topo):
             print(line)
