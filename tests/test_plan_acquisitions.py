@@ -120,6 +120,11 @@ def test_the_ledger_equals_the_plan(n: int) -> None:
             most = [max(most[0], acquired_threads), max(most[1], ch_ntf), max(most[2], n_ch)]
         d = _headline(algo, coll, n)
         assert d["plan_of"] == "package"
+        # the plan's overhead lines are the ledger's communicator records checked above
+        assert d["overhead"] == [{"purpose": "comm:channels", "kind": "channel", "engine": "CPU_TS", "count": n - 1,
+                                  "notifies": 4},
+                                 {"purpose": "comm:signature", "kind": "thread", "engine": "CPU_TS", "count": 1,
+                                  "notifies": 1}]
         assert (d["threads"], d["channel_notifies"], d["n_channels"]) == tuple(most), (algo, n, d["what"])
         table[algo] = tuple(most)        # type: ignore[assignment]
     if n == 4:

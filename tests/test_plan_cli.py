@@ -44,7 +44,8 @@ def test_default_is_the_package_algorithm_as_it_runs_here(algo: str, figures: tu
     d = json.loads(_run("--ranks", "4", "--algo", algo, "--json").stdout)
     assert (d["threads"], d["channel_notifies"], d["n_channels"]) == figures
     assert d["plan_of"] == "package" and d["what"].startswith(f"the package's {algo}, as it runs here")
-    assert d["overhead"] == [{"purpose": "comm:channels", "kind": "channel", "engine": "CPU_TS", "count": 3, "notifies": 4}]
+    assert d["overhead"] == [{"purpose": "comm:channels", "kind": "channel", "engine": "CPU_TS", "count": 3, "notifies": 4},
+                             {"purpose": "comm:signature", "kind": "thread", "engine": "CPU_TS", "count": 1, "notifies": 1}]
     assert (d["derived"]["threads"], d["derived"]["notifies"], d["derived"]["channels"]) == figures
 
 

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional, Tuple
 
 from ..enums import Engine
 from ..plan import InvalidAlgorithm, Plan, RankResources, Topology, make_plan, rank_resources
+from ..resources import ENGINE
 from .context import ALGORITHM_NOTIFIES, COMM_ENGINE, COMM_NOTIFIES
 from .interface import ROOTED, Algorithm, CollectiveCall, UnsupportedError
 
@@ -81,8 +82,13 @@ def package_plan(alg: Algorithm, coll: str, topo: Topology, size: int, *, root: 
         raise UnsupportedError(f"algorithm={algorithm!r} cannot run {coll} on {topo.n_ranks} ranks: {exc}") from None
 
 
-def comm_overhead(topology: Topology, rank: int) -> Tuple[Tuple[str, str, int, int], ...]:
-    """What a communicator acquires for itself, whatever algorithms run on it: (what, engine, channels, notifies per
-    channel) -- its own channel to every peer, opened at init (signature handshake and point-to-point)."""
+def comm_overhead(topology: Topology, rank: int) -> Tuple[Tuple[str, str, str, int, int], ...]:
+    """What a communicator acquires for itself, whatever algorithms run on it: (purpose, kind, engine, count, notifies
+    each) -- its own channel to every peer, opened at init (signature handshake and point-to-point), and the
+    stream's thread, made by its first signature handshake with the host-sync notify (an algorithm's main thread
+    is that thread: the algorithm's plan counts it, with the notifies it adds)."""
     peers = topology.n_ranks - 1
-    return (("comm:channels", COMM_ENGINE.name, peers, COMM_NOTIFIES),) if peers else ()
+    if not peers:
+        return ()
+    return (("comm:channels", "channel", COMM_ENGINE.name, peers, COMM_NOTIFIES),
+            ("comm:signature", "thread", ENGINE.name, 1, 1))

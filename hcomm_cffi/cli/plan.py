@@ -335,15 +335,19 @@ def package_headline(name: str, notifies: int = ALGORITHM_NOTIFIES) -> str:
 
 def _overhead_lines(topo: Topology) -> List[str]:
     out = []
-    for what, engine, count, notifies in comm_overhead(topo, 0):
-        out.append(f"communicator overhead ({what}, once per communicator at init, whatever runs): {count} channel(s) x "
-                   f"{notifies} notifies, engine {engine} (signature handshake + point-to-point); the library "
-                   "collectives' own links are the library's (hcomm plan --algo native)")
+    for purpose, kind, engine, count, notifies in comm_overhead(topo, 0):
+        if kind == "channel":
+            out.append(f"communicator overhead ({purpose}, once per communicator at init, whatever runs): {count} "
+                       f"channel(s) x {notifies} notifies, engine {engine} (signature handshake + point-to-point)")
+        else:
+            out.append(f"communicator overhead ({purpose}, at its first handshake): the stream's thread, {notifies} "
+                       f"notify, engine {engine} (the algorithms' main thread: counted in their threads above); the "
+                       "library collectives' own links are the library's (hcomm plan --algo native)")
     return out
 
 
 def _overhead_json(topo: Topology) -> List[Dict[str, Any]]:
-    return [{"purpose": w, "kind": "channel", "engine": e, "count": c, "notifies": n} for w, e, c, n in comm_overhead(topo, 0)]
+    return [{"purpose": p, "kind": k, "engine": e, "count": c, "notifies": n} for p, k, e, c, n in comm_overhead(topo, 0)]
 
 
 def _package_choice(algo: str, coll: str, topo: Topology, size: int, args: argparse.Namespace) -> Algorithm:
