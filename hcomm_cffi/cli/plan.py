@@ -490,8 +490,11 @@ def _compare(coll: str, topo: Topology, size: int, args: argparse.Namespace) -> 
     print(f"{'':<18} {'package (as it runs here)':^34}   {'vendor ' + platform:^34}")
     print(f"{'algorithm':<18} {'threads':>7} {'ch ntf':>7} {'chans':>6} {'time (us)':>10}   "
           f"{'threads':>7} {'ch ntf':>7} {'chans':>6} {'time (us)':>10}  note")
+    timed = [p for _, p, _, _, _ in rows if p is not None]
+    best = min(timed, key=lambda p: p.modelled_time_us) if timed else None
     for n, p, pw, v, vw in rows:
-        note = "; ".join(x for x in (f"package: {pw}" if pw and p is None and n in registry.BUILTINS else "",
+        note = "; ".join(x for x in ("the package's quickest" if p is not None and p is best else "",
+                                     f"package: {pw}" if pw and p is None and n in registry.BUILTINS else "",
                                      f"vendor: {vw}" if v is None else (v.explanation or "")) if x)
         print(f"{n:<18} {cells(p)}   {cells(v)}  {note}")
     print(COMPARE_LEGEND)
