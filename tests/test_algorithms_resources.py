@@ -85,7 +85,8 @@ def body(rank: int, n: int, root_info: bytes) -> Dict[str, Any]:
             made = counting.calls[calls:]
             assert [m[0] for m in made] == ["thread_acquire_with_stream", "channel_acquire"], made
             assert made[1][1] == ((peer, 0, COMM_NOTIFIES),), made
-            assert [(h.purpose, h.kind) for h in w.resources()[before:]] == [("comm:p2p", "thread")]
+            assert [(h.purpose, h.kind, h.count, h.notifies) for h in w.resources()[before:]] == [
+                ("comm:p2p", "thread", 1, 1)]      # what hcomm plan's overhead line says a lane takes
             return report
         finally:
             hcomm.finalize()

@@ -124,7 +124,9 @@ def test_the_ledger_equals_the_plan(n: int) -> None:
         assert d["overhead"] == [{"purpose": "comm:channels", "kind": "channel", "engine": "CPU_TS", "count": n - 1,
                                   "notifies": 4},
                                  {"purpose": "comm:signature", "kind": "thread", "engine": "CPU_TS", "count": 1,
-                                  "notifies": 1}]
+                                  "notifies": 1},
+                                 {"purpose": "comm:p2p", "kind": "thread", "engine": "CPU_TS", "count": 1,
+                                  "notifies": 1, "per": "peer and direction a send/recv uses"}]
         assert (d["threads"], d["channel_notifies"], d["n_channels"]) == tuple(most), (algo, n, d["what"])
         table[algo] = tuple(most)        # type: ignore[assignment]
     if n == 4:

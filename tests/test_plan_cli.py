@@ -45,7 +45,9 @@ def test_default_is_the_package_algorithm_as_it_runs_here(algo: str, figures: tu
     assert (d["threads"], d["channel_notifies"], d["n_channels"]) == figures
     assert d["plan_of"] == "package" and d["what"].startswith(f"the package's {algo}, as it runs here")
     assert d["overhead"] == [{"purpose": "comm:channels", "kind": "channel", "engine": "CPU_TS", "count": 3, "notifies": 4},
-                             {"purpose": "comm:signature", "kind": "thread", "engine": "CPU_TS", "count": 1, "notifies": 1}]
+                             {"purpose": "comm:signature", "kind": "thread", "engine": "CPU_TS", "count": 1, "notifies": 1},
+                             {"purpose": "comm:p2p", "kind": "thread", "engine": "CPU_TS", "count": 1, "notifies": 1,
+                              "per": "peer and direction a send/recv uses"}]
     assert (d["derived"]["threads"], d["derived"]["notifies"], d["derived"]["channels"]) == figures
 
 

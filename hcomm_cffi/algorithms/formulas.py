@@ -86,9 +86,12 @@ def comm_overhead(topology: Topology, rank: int) -> Tuple[Tuple[str, str, str, i
     """What a communicator acquires for itself, whatever algorithms run on it: (purpose, kind, engine, count, notifies
     each) -- its own channel to every peer, opened at init (signature handshake and point-to-point), and the
     stream's thread, made by its first signature handshake with the host-sync notify (an algorithm's main thread
-    is that thread: the algorithm's plan counts it, with the notifies it adds)."""
+    is that thread: the algorithm's plan counts it, with the notifies it adds), and per peer and direction a
+    send/recv uses, a thread wrapping that lane's own stream (on the communicator's channel)."""
     peers = topology.n_ranks - 1
     if not peers:
         return ()
+    lane = p2p_plan(topology, rank, (rank + 1) % topology.n_ranks).resources_for(rank)
     return (("comm:channels", "channel", COMM_ENGINE.name, peers, COMM_NOTIFIES),
-            ("comm:signature", "thread", ENGINE.name, 1, 1))
+            ("comm:signature", "thread", ENGINE.name, 1, 1),
+            ("comm:p2p", "thread", ENGINE.name, lane.threads, lane.thread_notify_counts[0]))

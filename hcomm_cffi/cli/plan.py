@@ -339,6 +339,9 @@ def _overhead_lines(topo: Topology) -> List[str]:
         if kind == "channel":
             out.append(f"communicator overhead ({purpose}, once per communicator at init, whatever runs): {count} "
                        f"channel(s) x {notifies} notifies, engine {engine} (signature handshake + point-to-point)")
+        elif purpose == "comm:p2p":
+            out.append(f"communicator overhead ({purpose}, per peer and direction a send/recv uses): {count} thread x "
+                       f"{notifies} notify wrapping the lane's own stream, engine {engine}")
         else:
             out.append(f"communicator overhead ({purpose}, at its first handshake): the stream's thread, {notifies} "
                        f"notify, engine {engine} (the algorithms' main thread: counted in their threads above); the "
@@ -347,7 +350,9 @@ def _overhead_lines(topo: Topology) -> List[str]:
 
 
 def _overhead_json(topo: Topology) -> List[Dict[str, Any]]:
-    return [{"purpose": p, "kind": k, "engine": e, "count": c, "notifies": n} for p, k, e, c, n in comm_overhead(topo, 0)]
+    return [{"purpose": p, "kind": k, "engine": e, "count": c, "notifies": n,
+             **({"per": "peer and direction a send/recv uses"} if p == "comm:p2p" else {})}
+            for p, k, e, c, n in comm_overhead(topo, 0)]
 
 
 def _package_choice(algo: str, coll: str, topo: Topology, size: int, args: argparse.Namespace) -> Algorithm:
