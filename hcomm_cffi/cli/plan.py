@@ -448,6 +448,9 @@ def _print_package(alg: Algorithm, coll: str, topo: Topology, size: int, args: a
         print()
     else:
         print(package_headline(alg.name, plan.notifies_per_channel))
+        if plan.inter_algorithm is not None and plan.inter_algorithm != args.inter:
+            print(f"note: the package's {alg.name} runs {plan.inter_algorithm} between servers; --inter {args.inter} "
+                  "plans the vendor's (with --platform)")
         print(_render(plan))
         for line in _overhead_lines(topo):
             print(line)
