@@ -44,8 +44,8 @@ def add_parser(subparsers: Any) -> None:
                         "algorithm or 'package.module:attr' / 'path/file.py:attr' (planned as it runs here), native "
                         f"(the vendor's executor on --platform), or a planner algorithm ({', '.join(ALGORITHMS)}) "
                         "with --platform (default auto)")
-    p.add_argument("--inter", default="nhr", help=f"inter-server algorithm of hierarchical: "
-                                                  f"{', '.join(INTER_ALGORITHMS)} (default nhr)")
+    p.add_argument("--inter", help=f"inter-server algorithm of hierarchical: "
+                                                  f"{', '.join(INTER_ALGORITHMS)} (default nhr; the package's hierarchical runs a ring)")
     p.add_argument("--ranks", help="ranks in one server")
     p.add_argument("--servers", help="servers (with --devices)")
     p.add_argument("--devices", help="devices per server (with --servers)")
@@ -299,7 +299,7 @@ def _timeline(d: DryRun, args: argparse.Namespace, coll: str, size: int) -> None
 def _kwargs(args: argparse.Namespace, platform: str) -> Dict[str, Any]:
     return dict(engine=args.engine, dtype=args.dtype, root=_int("root", args.root), peer=_int("peer", args.peer),
                 cost=_cost(args), notifies_per_channel=_int("notifies-per-channel", args.notifies_per_channel, 1),
-                buffer_mb=_buffer_mb(args), inter_algorithm=args.inter, platform=platform)
+                buffer_mb=_buffer_mb(args), inter_algorithm=args.inter or "nhr", platform=platform)
 
 
 def _vendor_plan(algo: str, coll: str, topo: Topology, size: int, args: argparse.Namespace, platform: str) -> Plan:
@@ -448,7 +448,7 @@ def _print_package(alg: Algorithm, coll: str, topo: Topology, size: int, args: a
         print()
     else:
         print(package_headline(alg.name, plan.notifies_per_channel))
-        if plan.inter_algorithm is not None and plan.inter_algorithm != args.inter:
+        if plan.inter_algorithm is not None and args.inter is not None and plan.inter_algorithm != args.inter:
             print(f"note: the package's {alg.name} runs {plan.inter_algorithm} between servers; --inter {args.inter} "
                   "plans the vendor's (with --platform)")
         print(_render(plan))
