@@ -45,8 +45,17 @@ def test_struct_layout_2026_08(name: str) -> None:
     _check_struct(name, NEW["structs"][name])
 
 
+def _opaque(name: str) -> bool:
+    """A struct declared without its fields (a handle type such as aclprofConfig): it has no layout to check."""
+    try:
+        ffi.sizeof(name)
+    except ffi.error:
+        return True
+    return False
+
+
 def test_every_cdef_struct_has_golden_data() -> None:
-    declared = {t for t in ffi.list_types()[0] if ffi.typeof(t).kind in ("struct", "union")}
+    declared = {t for t in ffi.list_types()[0] if ffi.typeof(t).kind in ("struct", "union") and not _opaque(t)}
     declared -= {"HcclCommConfigV10", "HcclConfigValue", "in_addr", "in6_addr"}
     covered = set(NEW["structs"]) | {"HcclConfigValue"}
     assert declared - covered == set()

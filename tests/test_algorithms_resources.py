@@ -34,64 +34,59 @@ class CountingBinding:
 
 
 def body(rank: int, n: int, root_info: bytes) -> Dict[str, Any]:
-    """For every case: the calls made on first use equal the plan; a second use acquires nothing."""
+    """For every case: what the first use acquires is the plan's (channels held once per peer and class, the
+    main thread the stream's); a second use acquires nothing."""
     import numpy as np
 
     import hcomm_cffi as hcomm
-    from hcomm_cffi.algorithms.context import NOTIFIES_PER_CHANNEL
     from hcomm_cffi.algorithms.formulas import plan_for
     from hcomm_cffi.binding import get_binding, reset_binding
-    from hcomm_cffi.resources import shape_key
+    from hcomm_cffi.resources import COMM_NOTIFIES, channel_class
 
     counting = CountingBinding(get_binding())
     reset_binding(counting)  # type: ignore[arg-type]
     try:
         w = hcomm.init(rank=rank, world_size=n, root_info=root_info, topology=(2, 2))
-        counting.calls.clear()  # pre-connection of peers at init is not an algorithm's
         report = {}
-        seen: set = set()
-        # the first call of a package algorithm also opens the signature handshake's channels to every peer
-        # (api/signatures.py: the same handles as the channels pre-connected at init), once per stream
-        signature: Dict[int, list] = {}
-        for p in range(n):
-            if p != rank:
-                proto = int(w.topology.link(rank, p))
-                signature.setdefault(proto, []).append((p, proto, NOTIFIES_PER_CHANNEL))
-        sig_calls = [("channel_acquire", tuple(v)) for v in signature.values()]
+        held_slaves: Dict[tuple, int] = {}
         try:
             for algo, coll, root in CASES:
                 x = np.arange(8, dtype=np.float32)
-                before = len(counting.calls)
+                before = len(w.resources())
                 _run(w, coll, x, root, algo)
-                made = counting.calls[before:]
+                new = w.resources()[before:]
                 spec = plan_for(algo, coll, w.topology, root).resources_for(rank)
-                expect: List[Tuple[str, tuple]] = [("thread_acquire_with_stream", (1, spec.thread_notify_counts[0]))]
-                if spec.threads > 1:
-                    expect.append(("thread_acquire", (1, spec.threads - 1, max(spec.thread_notify_counts[1:]))))
-                by_proto: Dict[int, list] = {}
+                # every channel the plan names is held: by this algorithm now, or earlier by one of the same class
+                held = {(p, h.engine): h.notifies for h in w.resources() if h.kind == "channel" for p in h.peers}
                 for c in spec.channels:
-                    by_proto.setdefault(int(c.protocol), []).append((c.peer, int(c.protocol), c.notify_num))
-                expect += [("channel_acquire", tuple(v)) for _, v in by_proto.items()]
-                key = shape_key(algo, spec)
-                if key in seen:  # same resource shape as an earlier collective: reused, nothing acquired
-                    expect = []
-                seen.add(key)
-                expect, sig_calls = expect + sig_calls, []
-                assert made == expect, (algo, coll, rank, made, expect)
-                before = len(counting.calls)
+                    notifies, engine = channel_class(c.notify_num)
+                    assert held.get((c.peer, engine.name)) == notifies == c.notify_num, (algo, coll, rank, held)
+                mine = [h for h in new if h.purpose == f"algorithm:{algo}"]
+                assert {h.kind for h in mine} <= {"thread", "notify", "channel"}, mine
+                assert [h for h in new if h.purpose not in (f"algorithm:{algo}", "comm:signature")] == [], new
+                slaves = [h for h in mine if h.kind == "thread"]
+                key = (algo, spec.threads, spec.thread_notify_counts)
+                if spec.threads > 1 and key not in held_slaves:
+                    assert [(h.count, h.notifies) for h in slaves] == [(spec.threads - 1, max(spec.thread_notify_counts[1:]))]
+                    held_slaves[key] = spec.threads - 1
+                else:
+                    assert slaves == [], (algo, coll, slaves)
+                calls = len(counting.calls)
                 _run(w, coll, x, root, algo)
-                assert counting.calls[before:] == [], (algo, coll, "re-acquired")
+                assert counting.calls[calls:] == [] and len(w.resources()) == before + len(new), (algo, coll, "re-acquired")
                 report[f"{algo}/{coll}"] = (spec.threads, len(spec.channels))
-            # point-to-point lanes: one stream thread and one channel (the plan's sendrecv resources)
-            before = len(counting.calls)
+            # point-to-point lanes: one stream thread and the communicator's own channel (held since init: no new one)
+            before, calls = len(w.resources()), len(counting.calls)
             peer = rank ^ 1
             if rank % 2 == 0:
                 w.send(np.ones(4), peer)
             else:
                 w.recv(np.empty(4), peer)
-            made = counting.calls[before:]
+            made = counting.calls[calls:]
             assert [m[0] for m in made] == ["thread_acquire_with_stream", "channel_acquire"], made
-            assert made[1][1] == ((peer, 0, NOTIFIES_PER_CHANNEL),), made
+            assert made[1][1] == ((peer, 0, COMM_NOTIFIES),), made
+            assert [(h.purpose, h.kind, h.count, h.notifies) for h in w.resources()[before:]] == [
+                ("comm:p2p", "thread", 1, 1)]      # what hcomm plan's overhead line says a lane takes
             return report
         finally:
             hcomm.finalize()

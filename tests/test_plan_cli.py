@@ -29,6 +29,42 @@ def test_table_for_the_seed() -> None:
     assert row.split()[:9] == ["ring", "4", "2", "2", "2", "1", "2", "4", "7"]
 
 
+@pytest.mark.parametrize("algo,figures", [("ring", (2, 4, 2)), ("mesh", (3, 6, 3))])
+def test_default_is_the_package_algorithm_as_it_runs_here(algo: str, figures: tuple) -> None:
+    """No --platform: the package's algorithm, whose figures on 1x4 are the seed's (text headline and JSON)."""
+    out = _run("--ranks", "4", "--algo", algo)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"the package's {algo}, as it runs here")
+    row = next(line for line in lines if line.startswith(f"{algo} "))
+    t, ntf, ch = figures
+    assert (int(row.split()[2]), int(row.split()[7]), int(row.split()[6])) == (t, ntf, ch)
+    assert any(line.startswith("communicator overhead") and "3 channel(s) x 4 notifies, engine CPU_TS" in line
+               for line in lines)
+    d = json.loads(_run("--ranks", "4", "--algo", algo, "--json").stdout)
+    assert (d["threads"], d["channel_notifies"], d["n_channels"]) == figures
+    assert d["plan_of"] == "package" and d["what"].startswith(f"the package's {algo}, as it runs here")
+    assert d["overhead"] == [{"purpose": "comm:channels", "kind": "channel", "engine": "CPU_TS", "count": 3, "notifies": 4},
+                             {"purpose": "comm:signature", "kind": "thread", "engine": "CPU_TS", "count": 1, "notifies": 1},
+                             {"purpose": "comm:p2p", "kind": "thread", "engine": "CPU_TS", "count": 1, "notifies": 1,
+                              "per": "peer and direction a send/recv uses"}]
+    assert (d["derived"]["threads"], d["derived"]["notifies"], d["derived"]["channels"]) == figures
+
+
+def test_native_is_the_vendors_executor_by_platform_and_mode() -> None:
+    d = json.loads(_run("--ranks", "8", "--algo", "native", "--engine", "cpu", "--json").stdout)
+    assert d["plan_of"] == "vendor" and d["platform"] == "a2" and d["algorithm"] == "mesh"
+    assert d["what"] == ("the vendor's mesh executor on Atlas A2 (910B), host expansion: the legacy executors "
+                         "(hcomm src/legacy/ascend910)")
+    assert "alg_configurator.cc:389-409" in d["explanation"] and d["threads"] == 8
+    d = json.loads(_run("--ranks", "8", "--algo", "native", "--platform", "950", "--json").stdout)
+    assert "the AI CPU templates" in d["what"] and "template/aicpu" in d["source"]
+    d = json.loads(_run("--ranks", "8", "--algo", "native", "--engine", "aiv", "--json").stdout)
+    assert d["what"].startswith("the vendor's mesh executor on Atlas A2 (910B), AIV expansion") and d["threads"] == 1
+    out = _run("--ranks", "8", "--algo", "native", "--engine", "ccu")
+    assert out.returncode == 2 and "CCU expansion exists on Ascend 950 only" in out.stderr
+
+
 def test_json_output() -> None:
     out = _run("--servers", "2", "--devices", "8", "--algo", "hierarchical", "--size", "64M", "--json",
                "--buffsize-mb", "200", "--platform", "doc")
@@ -37,10 +73,10 @@ def test_json_output() -> None:
     assert (d["threads"], d["n_channels"], d["channel_notifies"], d["thread_notifies"]) == (7, 8, 16, 12)
     assert d["platform"] == "doc"
     assert d["size_bytes"] == 64 << 20 and d["buffer_fits"] is True
-    # the A2 profile (the default): intra mesh allreduce template 8 threads, 3 notifies per channel
-    d = json.loads(_run("--servers", "2", "--devices", "8", "--algo", "hierarchical", "--json").stdout)
-    assert (d["platform"], d["threads"], d["n_channels"], d["channel_notifies"]) == ("a2", 8, 8, 24)
-    assert "ins_temp_all_reduce_mesh_1D_one_shot.cc" in d["source"]
+    # A2: the legacy mesh executor at level 0 (devices - 1 streams) + NHR between servers, 3 notifies per channel
+    d = json.loads(_run("--servers", "2", "--devices", "8", "--algo", "hierarchical", "--platform", "a2", "--json").stdout)
+    assert (d["platform"], d["threads"], d["n_channels"], d["channel_notifies"]) == ("a2", 7, 8, 24)
+    assert "coll_all_reduce_mesh_executor.cc" in d["source"]
 
 
 def test_buffer_size_defaults_to_hccl_buffsize(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,30 +89,36 @@ def test_buffer_size_defaults_to_hccl_buffsize(monkeypatch: pytest.MonkeyPatch) 
     assert out.returncode == 2 and "HCCL_BUFFSIZE='abc'" in out.stderr
 
 
-def test_auto_json_carries_explanation() -> None:
-    d = json.loads(_run("--ranks", "8", "--json").stdout)
-    assert d["algorithm"] in ("ring", "mesh", "tree", "nhr")
-    assert "hierarchical: invalid" in d["explanation"]
+def test_auto_is_what_the_comm_api_would_run() -> None:
+    d = json.loads(_run("--ranks", "8", "--json").stdout)           # 64 MiB: a package algorithm
+    assert d["plan_of"] == "package" and d["algorithm"] in ("ring", "mesh", "tree")
+    d = json.loads(_run("--ranks", "8", "--size", "4K", "--json").stdout)    # small: the library's own
+    assert d["plan_of"] == "vendor" and d["platform"] == "a2"
 
 
 def test_compare_table() -> None:
     out = _run("--servers", "4", "--devices", "8", "--compare", "--op", "alltoall")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    head = next(i for i, line in enumerate(lines) if line.split()[:1] == ["algorithm"])   # under the title
-    assert lines[-2].startswith("resources: profile a2") and lines[-1].startswith("columns:")
-    names = [line.split()[0] for line in lines[head + 1:-2]]
-    assert names == ["ring", "mesh", "tree", "nhr", "hierarchical", "nb", "ahc", "alltoall_pairwise", "double_ring"]
-    assert "invalid" in next(line for line in lines if line.startswith("double_ring"))   # an A3 topology
-    assert "invalid" in next(line for line in lines if line.startswith("tree"))
-    assert sum("fastest" in line for line in lines) == 1
+    assert "beside the vendor's executors on Atlas A2 (910B), AI CPU expansion" in lines[0]
+    head = next(i for i, line in enumerate(lines) if line.split()[:1] == ["algorithm"])
+    assert lines[-1].startswith("columns:")
+    names = [line.split()[0] for line in lines[head + 1:-1]]
+    assert names == ["ring", "mesh", "tree", "nhr", "hierarchical", "nb", "ahc", "alltoall_pairwise", "double_ring",
+                     "native"]
+    pairwise = next(line for line in lines if line.startswith("alltoall_pairwise")).split()
+    assert pairwise[1:4] == ["1", "62", "31"] and pairwise[5:8] == ["1", "93", "31"]   # package 2/ch, vendor 3/ch
+    assert "invalid" not in out.stdout and "not a package algorithm" not in out.stdout
 
 
 def test_compare_json() -> None:
-    out = _run("--ranks", "4", "--compare", "--json", "--op", "broadcast", "--root", "2")
-    rows = json.loads(out.stdout)
-    assert [r["algorithm"] for r in rows][:5] == ["ring", "mesh", "tree", "nhr", "hierarchical"]
-    assert rows[4]["valid"] is False and "more than one server" in rows[4]["reason"]
+    rows = json.loads(_run("--ranks", "4", "--compare", "--json", "--op", "allreduce").stdout)
+    by = {r["algorithm"]: r for r in rows}
+    assert (by["ring"]["package"]["threads"], by["ring"]["package"]["channel_notifies"]) == (2, 4)
+    assert (by["ring"]["vendor"]["threads"], by["ring"]["vendor"]["channel_notifies"]) == (1, 6)
+    assert by["nhr"]["package"] is None and by["nhr"]["vendor"]["platform"] == "a2"
+    assert by["native"]["vendor"]["algorithm"] == "mesh" and by["native"]["vendor_what"].startswith("the vendor's mesh")
+    assert by["hierarchical"]["package"] is None and "more than one server" in by["hierarchical"]["package_reason"]
 
 
 def test_ranktable_and_cost_overrides() -> None:

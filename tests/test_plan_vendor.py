@@ -34,6 +34,19 @@ MESH_AG = HC + "all_gather/template/aicpu/ins_temp_all_gather_mesh_1D.cc:65-77"
 MESH_BC = HC + "broadcast/template/aicpu/ins_temp_broadcast_mesh_1D_two_shot.cc:35-42"
 MESH_A2A = HC + "all_to_all_v/template/aicpu/ins_temp_all_to_all_v_mesh_1D.cc:56-62 (.h:20 concurrency 16)"
 MESH_BAR = HC + "barrier/template/aicpu/ins_temp_barrier_mesh_1D.cc:27-31"
+# the legacy mesh executors (A2/A3/910A run them in every expansion mode: hicann/hccl src/ops/all_reduce/
+# all_reduce_op.cc:28-35 + src/common/hccl_common.h:272-275), as the operators pick them for op-base
+OP = LG + "impl/operator/"
+LMESH_AR_1 = EX + "coll_all_reduce/coll_all_reduce_mesh_small_count_executor.cc:60-71 + " + OP + "all_reduce_operator.cc:531-538"
+LMESH_AG_1 = EX + "coll_all_gather/coll_all_gather_mesh_opbase_executor.cc:21-27 + " + OP + "all_gather_operator.cc:203-205"
+LMESH_RS_1 = EX + "coll_reduce_scatter/coll_reduce_scatter_mesh_dma_elimination.cc:29-36 + " + OP + "reduce_scatter_operator.cc:296-303"
+LMESH_RED = EX + "coll_reduce/coll_reduce_mesh_executor.cc:31-37 (devices - 1) + " + OP + "reduce_operator.cc:122"
+LMESH_BC = EX + "coll_broadcast/coll_broadcast_mesh_executor.cc:20-37 (910B op-base: devices; else devices - 1)"
+LMESH_AR = EX + "coll_all_reduce/coll_all_reduce_mesh_executor.cc:33-39 (devices - 1) + " + OP + "all_reduce_operator.cc:448-449"
+LMESH_AG = EX + "coll_all_gather/coll_all_gather_mesh_executor.cc:21-27 (devices - 1) + " + OP + "all_gather_operator.cc:216-218"
+LMESH_RS = EX + "coll_reduce_scatter/coll_reduce_scatter_mesh_executor.cc:66-72 (devices - 1) + " + OP + "reduce_scatter_operator.cc:343"
+LMESH_AIV = EX + "coll_all_reduce/coll_all_reduce_mesh_aiv_executor.cc:24-29 (streamNum = 0) + " + OP + "all_gather_operator.cc:141-147"
+LNHR = EX + "coll_all_reduce/coll_all_reduce_comm_executor.cc:55-58 (NHR, 1 stream) + " + LG + "base/communicator/calc_nhr_transport_req.cc:49-73"
 NHR_AR = HC + "all_reduce/template/aicpu/ins_temp_all_reduce_nhr.cc:84-91"
 NHR_RS = HC + "reduce_scatter/template/aicpu/ins_temp_reduce_scatter_nhr.cc:89-96"
 NHR_AG = HC + "all_gather/template/aicpu/ins_temp_all_gather_nhr.cc:89-102"
@@ -59,22 +72,39 @@ CASES = [
     ("a3", "ring", "reduce_scatter", 4, 16, 2, 2, RING_RS_A3), ("a3", "ring", "reduce", 1, 8, 2, 2, RING_RED_A3),
     ("910a", "ring", "allreduce", 1, 8, 4, 2, RING_8P), ("910a", "ring", "allgather", 1, 8, 4, 2, RING_8P),
     ("910a", "ring", "allreduce", 1, 4, 1, 2, RING_A2),
-    # mesh (AI CPU templates): N threads for RS / AR / reduce / alltoall, N-1 for AG / broadcast / barrier
-    ("a2", "mesh", "reduce_scatter", 1, 4, 4, 3, MESH_RS), ("a2", "mesh", "reduce_scatter", 1, 8, 8, 7, MESH_RS),
-    ("a2", "mesh", "reduce_scatter", 1, 16, 16, 15, MESH_RS), ("a2", "mesh", "allreduce", 1, 4, 4, 3, MESH_AR),
-    ("a2", "mesh", "allreduce", 1, 8, 8, 7, MESH_AR), ("a2", "mesh", "allreduce", 1, 16, 16, 15, MESH_AR),
-    ("a2", "mesh", "reduce", 1, 4, 4, 3, MESH_RED), ("a2", "mesh", "reduce", 1, 8, 8, 7, MESH_RED),
-    ("a2", "mesh", "alltoall", 1, 4, 4, 3, MESH_A2A), ("a2", "mesh", "alltoall", 1, 16, 16, 15, MESH_A2A),
-    ("a2", "mesh", "alltoall", 2, 16, 17, 31, MESH_A2A), ("a2", "mesh", "allgather", 1, 4, 3, 3, MESH_AG),
-    ("a2", "mesh", "allgather", 1, 8, 7, 7, MESH_AG), ("a2", "mesh", "broadcast", 1, 8, 7, 7, MESH_BC),
-    ("a2", "mesh", "barrier", 1, 8, 7, 7, MESH_BAR), ("a3", "mesh", "allreduce", 1, 16, 16, 15, MESH_AR),
-    # NHR: 1 thread (allgather 2); channels (r +- 2^k): 4 -> 3, 8 -> 5, 16 -> 7, 32 -> 9, 64 -> 11
-    ("a2", "nhr", "allreduce", 1, 4, 1, 3, NHR_AR), ("a2", "nhr", "allreduce", 1, 8, 1, 5, NHR_AR),
-    ("a2", "nhr", "allreduce", 1, 16, 1, 7, NHR_AR), ("a2", "nhr", "allreduce", 2, 8, 1, 7, NHR_AR),
-    ("a2", "nhr", "allreduce", 4, 16, 1, 11, NHR_AR), ("a2", "nhr", "reduce_scatter", 1, 8, 1, 5, NHR_RS),
-    ("a2", "nhr", "allgather", 1, 8, 2, 5, NHR_AG), ("a2", "nhr", "allgather", 2, 8, 2, 7, NHR_AG),
-    ("a2", "nhr", "broadcast", 1, 8, 1, 5, NHR_BC), ("a2", "nhr", "broadcast", 4, 16, 1, 11, NHR_BC),
-    ("a2", "nhr", "reduce", 1, 16, 1, 7, NHR_RED), ("a2", "nhr", "barrier", 1, 8, 1, 5, NHR_BAR),
+    # mesh, legacy layer (A2/A3/910A, op-base): one server -> the op-base variants, a stream per device (reduce:
+    # devices - 1); several servers -> the base executors, devices - 1; all-to-all -> the full-mesh executor
+    ("a2", "mesh", "reduce_scatter", 1, 4, 4, 3, LMESH_RS_1), ("a2", "mesh", "reduce_scatter", 1, 8, 8, 7, LMESH_RS_1),
+    ("a2", "mesh", "reduce_scatter", 1, 16, 16, 15, LMESH_RS_1), ("a2", "mesh", "allreduce", 1, 4, 4, 3, LMESH_AR_1),
+    ("a2", "mesh", "allreduce", 1, 8, 8, 7, LMESH_AR_1), ("a2", "mesh", "allreduce", 1, 16, 16, 15, LMESH_AR_1),
+    ("a2", "mesh", "reduce", 1, 4, 3, 3, LMESH_RED), ("a2", "mesh", "reduce", 1, 8, 7, 7, LMESH_RED),
+    ("a2", "mesh", "allgather", 1, 4, 4, 3, LMESH_AG_1), ("a2", "mesh", "allgather", 1, 8, 8, 7, LMESH_AG_1),
+    ("a2", "mesh", "broadcast", 1, 8, 8, 7, LMESH_BC), ("a3", "mesh", "broadcast", 1, 8, 7, 7, LMESH_BC),
+    ("910a", "mesh", "broadcast", 1, 4, 3, 3, LMESH_BC + " + impl/legacy/hccl_impl.h:45 (4P mesh: 3)"),
+    ("a2", "mesh", "alltoall", 1, 4, 1, 3, PW), ("a2", "mesh", "alltoall", 1, 16, 1, 15, PW),
+    ("a2", "mesh", "alltoall", 2, 16, 1, 31, PW), ("a3", "mesh", "allreduce", 1, 16, 16, 15, LMESH_AR_1),
+    ("910a", "mesh", "allreduce", 1, 4, 4, 3, LMESH_AR_1),
+    # mesh, new layer (Ascend 950, AI CPU templates): N threads for RS / AR / reduce / alltoall, N-1 for AG / broadcast /
+    # barrier
+    ("950", "mesh", "reduce_scatter", 1, 4, 4, 3, MESH_RS), ("950", "mesh", "reduce_scatter", 1, 8, 8, 7, MESH_RS),
+    ("950", "mesh", "reduce_scatter", 1, 16, 16, 15, MESH_RS), ("950", "mesh", "allreduce", 1, 4, 4, 3, MESH_AR),
+    ("950", "mesh", "allreduce", 1, 8, 8, 7, MESH_AR), ("950", "mesh", "allreduce", 1, 16, 16, 15, MESH_AR),
+    ("950", "mesh", "reduce", 1, 4, 4, 3, MESH_RED), ("950", "mesh", "reduce", 1, 8, 8, 7, MESH_RED),
+    ("950", "mesh", "alltoall", 1, 4, 4, 3, MESH_A2A), ("950", "mesh", "alltoall", 1, 16, 16, 15, MESH_A2A),
+    ("950", "mesh", "alltoall", 2, 16, 17, 31, MESH_A2A), ("950", "mesh", "allgather", 1, 4, 3, 3, MESH_AG),
+    ("950", "mesh", "allgather", 1, 8, 7, 7, MESH_AG), ("950", "mesh", "broadcast", 1, 8, 7, 7, MESH_BC),
+    ("950", "mesh", "barrier", 1, 8, 7, 7, MESH_BAR),
+    # NHR, legacy layer: the whole-communicator executors with level-1 NHR, 1 stream; channels (r +- 2^k)
+    ("a2", "nhr", "allreduce", 1, 4, 1, 3, LNHR), ("a2", "nhr", "allreduce", 1, 8, 1, 5, LNHR),
+    ("a2", "nhr", "allreduce", 2, 8, 1, 7, LNHR), ("a2", "nhr", "allgather", 1, 8, 1, 5, LNHR),
+    ("a2", "nhr", "reduce_scatter", 4, 16, 1, 11, LNHR), ("a3", "nhr", "broadcast", 1, 8, 1, 5, LNHR),
+    # NHR, new layer (950): 1 thread (allgather 2); channels (r +- 2^k): 4 -> 3, 8 -> 5, 16 -> 7, 32 -> 9, 64 -> 11
+    ("950", "nhr", "allreduce", 1, 4, 1, 3, NHR_AR), ("950", "nhr", "allreduce", 1, 8, 1, 5, NHR_AR),
+    ("950", "nhr", "allreduce", 1, 16, 1, 7, NHR_AR), ("950", "nhr", "allreduce", 2, 8, 1, 7, NHR_AR),
+    ("950", "nhr", "allreduce", 4, 16, 1, 11, NHR_AR), ("950", "nhr", "reduce_scatter", 1, 8, 1, 5, NHR_RS),
+    ("950", "nhr", "allgather", 1, 8, 2, 5, NHR_AG), ("950", "nhr", "allgather", 2, 8, 2, 7, NHR_AG),
+    ("950", "nhr", "broadcast", 1, 8, 1, 5, NHR_BC), ("950", "nhr", "broadcast", 4, 16, 1, 11, NHR_BC),
+    ("950", "nhr", "reduce", 1, 16, 1, 7, NHR_RED), ("950", "nhr", "barrier", 1, 8, 1, 5, NHR_BAR),
     # NB: whole-communicator executor, 1 stream, channels (r +- 2^k)
     ("a2", "nb", "allreduce", 1, 4, 1, 3, NB), ("a2", "nb", "allreduce", 1, 8, 1, 5, NB),
     ("a2", "nb", "allreduce", 1, 16, 1, 7, NB), ("a2", "nb", "allgather", 2, 8, 1, 7, NB),
@@ -89,18 +119,22 @@ CASES = [
     # AHC: NHR inside a server, ring between same-index ranks (NHR above 3 servers), 1 stream
     ("a2", "ahc", "allreduce", 2, 8, 1, 5 + 1, AHC), ("a2", "ahc", "allreduce", 2, 4, 1, 3 + 1, AHC),
     ("a2", "ahc", "allreduce", 4, 16, 1, 7 + 3, AHC), ("a2", "ahc", "allgather", 2, 16, 1, 7 + 1, AHC),
-    # hierarchical: intra mesh (AI CPU template) + the level-1 algorithm (NHR by default) between same-index
-    # ranks on the executor's main stream, every rank in both levels
-    ("a2", "hierarchical", "allreduce", 2, 8, 8, 7 + 1, MESH_AR + " + " + NHR_CH),
-    ("a2", "hierarchical", "allreduce", 4, 16, 16, 15 + 3, MESH_AR + " + " + NHR_CH),
-    ("a2", "hierarchical", "allgather", 2, 8, 7, 7 + 1, MESH_AG + " + " + NHR_CH),
-    ("a2", "hierarchical", "broadcast", 4, 16, 15, 15 + 3, MESH_BC + " + " + NHR_CH),
+    # hierarchical (legacy A2): the level 0 of several servers is the base mesh executor (devices - 1 streams, the
+    # issue-34 evidence: CollReduceScatterMeshExecutor::CalcStreamNum) + the level-1 algorithm (NHR by default) between
+    # same-index ranks on the executor's main stream, every rank in both levels
+    ("a2", "hierarchical", "allreduce", 2, 8, 7, 7 + 1, LMESH_AR + " + " + NHR_CH),
+    ("a2", "hierarchical", "allreduce", 4, 16, 15, 15 + 3, LMESH_AR + " + " + NHR_CH),
+    ("a2", "hierarchical", "allgather", 2, 8, 7, 7 + 1, LMESH_AG + " + " + NHR_CH),
+    ("a2", "hierarchical", "reduce_scatter", 2, 8, 7, 7 + 1, LMESH_RS + " + " + NHR_CH),
+    ("a2", "hierarchical", "broadcast", 4, 16, 16, 15 + 3, LMESH_BC + " + " + NHR_CH),
+    # hierarchical on 950: the AI CPU templates' level 0 (N threads for allreduce)
+    ("950", "hierarchical", "allreduce", 2, 8, 8, 7 + 1, MESH_AR + " + " + NHR_CH),
 ]
 # the same with another level-1 algorithm: (inter, servers, devices, threads, channels, source)
 INTER_CASES = [
-    ("ring", 4, 8, 8, 7 + 2, MESH_AR + " + " + RING_CH), ("ring", 2, 16, 16, 15 + 1, MESH_AR + " + " + RING_CH),
-    ("tree", 4, 8, 8, 7 + 2, MESH_AR + " + " + HD), ("tree", 2, 8, 8, 7 + 1, MESH_AR + " + " + HD),
-    ("nb", 4, 16, 16, 15 + 3, MESH_AR + " + " + LG + "base/communicator/calc_nb_transport_req.cc:49-73"),
+    ("ring", 4, 8, 7, 7 + 2, LMESH_AR + " + " + RING_CH), ("ring", 2, 16, 15, 15 + 1, LMESH_AR + " + " + RING_CH),
+    ("tree", 4, 8, 7, 7 + 2, LMESH_AR + " + " + HD), ("tree", 2, 8, 7, 7 + 1, LMESH_AR + " + " + HD),
+    ("nb", 4, 16, 15, 15 + 3, LMESH_AR + " + " + LG + "base/communicator/calc_nb_transport_req.cc:49-73"),
 ]
 
 
@@ -111,6 +145,9 @@ def _topo(servers: int, devices: int) -> Topology:
 def test_the_table_is_large_enough() -> None:
     assert len(CASES) >= 60
     assert {c[1] for c in CASES} >= {"ring", "mesh", "nhr", "nb", "alltoall_pairwise", "double_ring", "ahc", "hierarchical"}
+    # both layers: the legacy executors on every platform that runs them, the AI CPU templates on 950
+    assert {c[0] for c in CASES} == {"a2", "a3", "910a", "950"}
+    assert {c[1] for c in CASES if c[0] == "950"} >= {"mesh", "nhr", "hierarchical"}
     assert {(c[3], c[4]) for c in CASES} >= {(1, 4), (1, 8), (1, 16), (2, 8), (4, 16)}
 
 
@@ -122,7 +159,8 @@ def test_vendor_profile(platform: str, algo: str, coll: str, servers: int, devic
     for root in roots:
         plan = make_plan(coll, topo, "1M", algo, engine="aicpu", platform=platform, root=root)
         assert len(plan.roles) == 1, plan.roles            # root or not, every rank holds the same
-        fork_join = 2 * (threads - 1) + (1 if algo == "nhr" and coll == "allgather" else 0)   # NHR AG slaves: 2
+        nhr_ag = algo == "nhr" and coll == "allgather" and platform == "950"
+        fork_join = 2 * (threads - 1) + (1 if nhr_ag else 0)   # the NHR AG template's slaves: 2
         for rank in {0, root, topo.n_ranks // 2, topo.n_ranks - 1}:
             res = plan.resources_for(rank)
             assert (res.threads, len(res.channels)) == (threads, channels), (rank, source)
@@ -153,21 +191,19 @@ def test_host_engines_add_no_host_sync_and_uniform_requests_add_it_to_every_thre
     topo = Topology.single_server(8)
     host = make_plan("allreduce", topo, "1M", "mesh", engine="cpu_ts", platform="a2").resources_for(0)
     assert host.host_sync_notifies == 0                      # op_common.cc:1630-1637
-    ag = make_plan("allgather", topo, "1M", "nhr", platform="a2").resources_for(0)
+    ag = make_plan("allgather", topo, "1M", "nhr", platform="950").resources_for(0)
     assert ag.notifies_per_thread == 2 + 1                   # max(1, 2) + host sync, on every thread (:1604-1606)
 
 
 @pytest.mark.parametrize("algo,figures", [("ring", (2, 4, 2)), ("mesh", (3, 6, 3))])
-def test_seed_document_figures_stay_reachable(algo: str, figures: tuple) -> None:
+def test_seed_document_figures_are_the_default_plan(algo: str, figures: tuple) -> None:
     p = make_plan("allreduce", Topology.single_server(4), "1M", algo, platform="doc")
     assert (p.threads, p.channel_notifies, p.n_channels) == figures
     out = subprocess.run([sys.executable, "-m", "hcomm_cffi", "plan", "--algo", algo, "--ranks", "4"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "profile a2 (Atlas A2 (910B))" in out.stdout
-    t, ntf, ch = figures
-    assert f"seed document" in out.stdout and f"{algo} {t} threads / {ntf} notifies / {ch} channels" in out.stdout
-    assert "profile a2 differs" in out.stdout and "channel.h:19" in out.stdout
+    assert out.stdout.startswith(f"the package's {algo}, as it runs here")
+    assert "profile doc (the seed document's model)" in out.stdout
 
 
 @pytest.mark.parametrize("algo,coll", [("tree", "allreduce"), ("ring", "alltoall"), ("nhr", "alltoall"),
@@ -180,7 +216,7 @@ def test_planner_algorithms_the_vendor_lacks_say_so(algo: str, coll: str, platfo
 
 def test_mesh_between_servers_is_not_the_vendors() -> None:
     p = make_plan("allreduce", Topology.from_shape(2, 8), "1M", "hierarchical", inter_algorithm="mesh")
-    assert any("no vendor executor (A2, A3, 910A) runs hierarchical (inter mesh)" in w for w in p.warnings)
+    assert any("no vendor executor (A2, A3, 910A, 950) runs hierarchical (inter mesh)" in w for w in p.warnings)
 
 
 def test_vendor_only_algorithms_refuse_what_the_vendor_does_not_run() -> None:
@@ -228,3 +264,58 @@ def test_a_ring_inside_a_server_says_when_the_vendor_would_run_mesh() -> None:
     assert not ring_910a.warnings and ring_910a.threads == 4          # the 8P ring is 910A's default
     ring_a3 = make_plan("allreduce", Topology.single_server(8), "1M", "ring", platform="a3")
     assert not ring_a3.warnings                                        # A3's level 0 is a ring
+
+
+# the expansion mode (--engine) on the legacy layer: AIV picks the mesh AIV executors (no slave stream); host and AI
+# CPU expansion run the same executors; CCU exists on 950 only
+ENGINE_CASES = [
+    ("a2", "mesh", "allreduce", 1, 8, "aiv", 1, 7, LMESH_AIV), ("a2", "mesh", "allgather", 1, 8, "aiv", 1, 7, LMESH_AIV),
+    ("a2", "mesh", "allreduce", 1, 8, "cpu", 8, 7, LMESH_AR_1), ("a2", "mesh", "reduce_scatter", 1, 8, "cpu_ts", 8, 7, LMESH_RS_1),
+    ("a2", "ring", "allreduce", 1, 8, "cpu", 1, 2, RING_A2), ("a3", "ring", "allreduce", 1, 8, "aicpu_ts", 2, 2, RING_A3),
+]
+
+#: Cases where the vendor's operator picks an executor the planner does not model (it plans the op-base choice
+#: for data the inline reduce handles): platform, algorithm, collective, servers, devices, the vendor's threads and
+#: channels, the planner's, and why they differ.
+KNOWN_DIFFERENCES = [
+    ("a2", "mesh", "reduce_scatter", 1, 8, 7, 7, 8, 7,
+     "a dtype/op the SDMA inline reduce cannot do (SingleMeshInlineReduce false, e.g. int64 or prod): the operator "
+     "falls through to ReduceScatterMeshExecutor, devices - 1 streams (" + OP + "reduce_scatter_operator.cc:296-343); "
+     "the planner has no dtype/op input for the vendor layer and plans the inline-reduce executor"),
+    ("a2", "mesh", "broadcast", 1, 8, 7, 7, 8, 7,
+     "graph mode (HCCL_WORKFLOW_MODE_OPS_KERNEL_INFO_LIB): BroadCastMeshExecutor counts devices - 1 "
+     "(coll_broadcast_mesh_executor.cc:26-31); the planner plans the library's own op-base collective"),
+]
+
+
+@pytest.mark.parametrize("platform,algo,coll,servers,devices,engine,threads,channels,source", ENGINE_CASES)
+def test_expansion_mode_picks_the_executor(platform: str, algo: str, coll: str, servers: int, devices: int,
+                                           engine: str, threads: int, channels: int, source: str) -> None:
+    plan = make_plan(coll, _topo(servers, devices), "1M", algo, engine=engine, platform=platform)
+    res = plan.resources_for(0)
+    assert (res.threads, len(res.channels)) == (threads, channels), source
+
+
+def test_ccu_expansion_exists_on_950_only() -> None:
+    with pytest.raises(ValueError, match="CCU expansion exists on Ascend 950 only"):
+        make_plan("allreduce", Topology.single_server(8), "1M", "mesh", engine="ccu", platform="a2")
+    with pytest.raises(ValueError, match="only the AI CPU templates are modelled"):
+        make_plan("allreduce", Topology.single_server(8), "1M", "mesh", engine="aiv", platform="950")
+
+
+def _planned(platform: str, algo: str, coll: str, servers: int, devices: int, engine: str = "aicpu") -> tuple:
+    res = make_plan(coll, _topo(servers, devices), "1M", algo, engine=engine, platform=platform).resources_for(0)
+    return res.threads, len(res.channels)
+
+
+def test_agreement_with_the_vendor_is_at_least_95_percent() -> None:
+    """Every row of the table, both layers, every platform: the planner's threads and channels against the vendor's."""
+    rows = [(c[:5], "aicpu", c[5:7]) for c in CASES] + [(c[:5], c[5], c[6:8]) for c in ENGINE_CASES]
+
+    agree = sum(_planned(*key, engine) == vendor for key, engine, vendor in rows)
+    for platform, algo, coll, servers, devices, vt, vc, pt, pc, why in KNOWN_DIFFERENCES:
+        assert _planned(platform, algo, coll, servers, devices) == (pt, pc) != (vt, vc), why
+        assert why
+    total = len(rows) + len(KNOWN_DIFFERENCES)
+    assert agree == len(rows)                    # every disagreement is a KNOWN_DIFFERENCES row, with its reason
+    assert agree / total >= 0.95, f"{agree}/{total}"

@@ -2,12 +2,15 @@
 
 Conventions (every built-in algorithm, every rank, every channel; a user's algorithm may choose others):
 
-* Channel notify indices: ``ACK = 0`` ("my landing zone for you is free"), ``DATA = 1`` ("what
-  I wrote to you is complete").  Indices below ``P2P_DATA`` are the algorithms'; ``P2P_DATA`` and
-  ``P2P_CREDIT`` (the last two) are reserved for point-to-point so it can run concurrently with a
-  collective on the same channel; ``SIG_NOTIFIES`` (the two before them) carry the signature handshake
-  the Comm API issues ahead of every call (api/signatures.py).  Every channel is acquired with
-  ``NOTIFIES_PER_CHANNEL``.
+* Two kinds of channel per peer, apart because the library keys a channel by (engine, peer, protocol)
+  (hcomm @ 8958adb channel_manager.cc:111-123 BuildChannelKey): an algorithm's channels, on
+  ``ALGORITHM_ENGINE``, carry ``ALGORITHM_NOTIFIES`` = 2: ``ACK = 0`` ("my landing zone for you is
+  free") and ``DATA = 1`` ("what I wrote to you is complete") -- the seed model's 2 per channel (an
+  algorithm whose schedule uses more indices, up to ``MAX_ALGORITHM_NOTIFIES``, gets channels of that many
+  on another engine: resources.CHANNEL_CLASSES); the
+  communicator's own channel, on ``COMM_ENGINE``, carries ``COMM_NOTIFIES`` = 4: ``SIG_NOTIFIES`` (the
+  signature handshake the Comm API issues ahead of every call, api/signatures.py, by parity) and
+  ``P2P_DATA`` / ``P2P_CREDIT`` (point-to-point, which so runs concurrently with a collective).
 * A transfer to a peer is always ``wait(ACK) -> write -> record(DATA)`` and the matching receive
   ``record(ACK) -> wait(DATA)``; so each notify is recorded once and waited once per step and no
   write lands in memory the peer has not released (HCOMM_SEMANTICS.md §3.3).
@@ -22,17 +25,25 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from ..enums import DataType, ReduceOp
 from ..plan import Topology
+from ..resources import ALGORITHM_ENGINE, ALGORITHM_NOTIFIES, CHANNEL_CLASSES, COMM_ENGINE, COMM_NOTIFIES
 from .interface import UnsupportedError
 from .tasks import TaskSink
 
 __all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "SIG_NOTIFIES", "SIG_SLOT_BYTES", "NOTIFIES_PER_CHANNEL",
+           "ALGORITHM_NOTIFIES", "MAX_ALGORITHM_NOTIFIES", "COMM_NOTIFIES", "ALGORITHM_ENGINE", "COMM_ENGINE",
            "ALIGN", "IssueContext", "split_even", "region_bytes", "signature_area"]
 
-#: Notifies on every channel of a communicator (all users of a channel must agree on the count).
-NOTIFIES_PER_CHANNEL = 8
+#: ALGORITHM_NOTIFIES (resources.py): on each channel of an algorithm whose schedule uses ACK and DATA.
+#: The old name: what an algorithm's channel carries.
+NOTIFIES_PER_CHANNEL = ALGORITHM_NOTIFIES
+#: Most notifies a schedule may use on one of its channels (indices 0 .. MAX_ALGORITHM_NOTIFIES - 1).
+MAX_ALGORITHM_NOTIFIES = CHANNEL_CLASSES[-1][0]
 ACK, DATA = 0, 1
-P2P_DATA, P2P_CREDIT = NOTIFIES_PER_CHANNEL - 2, NOTIFIES_PER_CHANNEL - 1
-SIG_NOTIFIES = (NOTIFIES_PER_CHANNEL - 4, NOTIFIES_PER_CHANNEL - 3)   # signature handshake, by parity
+#: COMM_NOTIFIES (resources.py) on the communicator's own channel to a peer: the signature handshake (by
+#: parity) and point-to-point.
+SIG_NOTIFIES = (0, 1)
+P2P_DATA, P2P_CREDIT = 2, 3
+# ALGORITHM_ENGINE, COMM_ENGINE: the engines of the two kinds of channel (resources.py)
 SIG_SLOT_BYTES = 64    # one rank's call signature (8 int64)
 ALIGN = 128            # byte alignment of slots inside the HCCL buffer
 

@@ -6,7 +6,8 @@ each with two streams (``STREAM_NUM_FOR_DMAREDUCE_ONE_RING``): 4 threads and the
 This built-in acquires exactly the planner's ``double_ring`` under the A3 profile: threads 0 and 2
 drive the clockwise ring, 1 and 3 the counter-clockwise one, each lane a quarter of the data with
 its own landing slots; the two lanes of a direction share its channel with their own notify pairs
-(ACK/DATA 0/1 and 2/3), so their handshakes cannot take each other's signals.
+(ACK/DATA 0/1 and 2/3), so their handshakes cannot take each other's signals: 4 indices, so its channels
+are of the 8-notify class (resources.CHANNEL_CLASSES).
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _unsupported(coll: str, dtype: DataType, op: Optional[ReduceOp], topology: T
     return None
 
 
-@define("double_ring", collectives=COLLECTIVES, resources=formula_resources("double_ring", "a3"),
+@define("double_ring", collectives=COLLECTIVES, resources=formula_resources("double_ring", "a3", notifies=8),
         unsupported=_unsupported)
 def double_ring(ctx: IssueContext, call: CollectiveCall) -> None:
     """Four lanes, two per direction, over every rank of the communicator (the A3 profile's resources)."""

@@ -24,7 +24,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Se
 
 from ..enums import MAX_THREADS_PER_COMM, DataType
 from ..plan import ChannelSpec, RankResources, Topology, rank_resources
-from .context import NOTIFIES_PER_CHANNEL, IssueContext
+from ..resources import channel_class
+from .context import MAX_ALGORITHM_NOTIFIES, IssueContext
 from .interface import Algorithm, CollectiveCall, UnsupportedError
 from .races import RaceChecker
 
@@ -199,10 +200,10 @@ class _Recorder:
         self.library_calls.append(name)
 
     def _notify(self, idx: int, thread: int, what: str) -> int:
-        if not 0 <= idx < NOTIFIES_PER_CHANNEL - 2:
+        if not 0 <= idx < MAX_ALGORITHM_NOTIFIES:
             raise ScheduleError(f"rank {self.rank}, thread {thread}: {what} of channel notify {idx}; algorithms "
-                                f"may use notifies 0..{NOTIFIES_PER_CHANNEL - 3} of a channel (the last two are "
-                                "point-to-point's)")
+                                f"may use notifies 0..{MAX_ALGORITHM_NOTIFIES - 1} of their channels (the signature "
+                                "handshake and point-to-point have the communicator's own channel)")
         return idx
 
 
@@ -240,15 +241,25 @@ class DryRun:
     library_calls: Tuple[str, ...] = ()
 
     def resources_for(self, rank: int) -> RankResources:
-        """The resources ``rank`` acquires for this schedule (channels get ``NOTIFIES_PER_CHANNEL`` each)."""
+        """The resources ``rank`` acquires for this schedule: its threads and channels, each channel with the
+        notifies the schedule uses on its busiest channel (both ends of a channel must ask the same)."""
         r = self.ranks[rank]
-        chans = tuple(ChannelSpec(p, self.topology.link(rank, p), NOTIFIES_PER_CHANNEL) for p, _ in r.channels)
+        npc = self.notifies_per_channel
+        chans = tuple(ChannelSpec(p, self.topology.link(rank, p), npc) for p, _ in r.channels)
         return rank_resources(rank, "derived", r.thread_notifies, chans)
+
+    @property
+    def notifies_per_channel(self) -> int:
+        """Notifies every channel of this schedule gets: the class (resources.CHANNEL_CLASSES) of the highest
+        index used on any channel + 1 -- 2 for an ACK/DATA schedule -- so algorithms can share channels."""
+        used = [n for r in self.ranks for _, n in r.channels]
+        return channel_class(max(used, default=0))[0]
 
     def summary(self) -> Dict[str, Any]:
         """The maxima over ranks: threads, notifies (channel notifies used), channels, and more."""
         return {"threads": max(r.threads for r in self.ranks),
-                "notifies": max(r.channel_notifies for r in self.ranks),
+                "notifies": max(len(r.channels) for r in self.ranks) * self.notifies_per_channel,
+                "notifies_per_channel": self.notifies_per_channel,
                 "channels": max(len(r.channels) for r in self.ranks),
                 "thread_notifies": max(sum(r.thread_notifies) for r in self.ranks),
                 "buffer_bytes": max(r.buffer_bytes for r in self.ranks),

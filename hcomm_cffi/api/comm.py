@@ -17,15 +17,15 @@ from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar,
 import numpy as np
 
 from ..algorithms import registry
-from ..algorithms.context import NOTIFIES_PER_CHANNEL
 from ..algorithms.interface import AlgorithmArg
 from ..binding import Binding
 from .. import flight, settings
 from ..enums import ReduceOp, parse_reduce_op
 from ..errors import HcclError
-from ..initializers import make_channel_descs, make_comm_config
+from ..initializers import make_comm_config
 from ..plan import Topology
-from ..resources import ENGINE
+from .. import resources
+from ..resources import Holding
 from ..types import BufferLike, ReduceOpLike, StreamLike
 from . import average, live, membership, observe, stream_p2p
 from .buffers import Buffer, as_buffer, new_like, overlaps
@@ -219,15 +219,14 @@ class Comm:
 
         Channel setup needs both ends; doing it lazily at the first send would deadlock patterns
         such as "everyone sends right first".  Lanes later ask for their channel again (per their
-        plan) and get this one back (channels are reused per peer/engine/protocol).
+        plan) and get this one back (channels are reused per peer/engine/protocol); the signature handshake
+        uses it too (resources.COMM_ENGINE, COMM_NOTIFIES); an algorithm's channels are its own.
         """
         by_proto: Dict[int, List[int]] = {}
         for p in range(self.size):
             if p != self.rank:
                 by_proto.setdefault(int(self.topology.link(self.rank, p)), []).append(p)
-        for proto, peers in sorted(by_proto.items()):
-            descs = make_channel_descs(peers, proto, NOTIFIES_PER_CHANNEL)
-            self.binding.channel_acquire(self._handle, ENGINE, descs, len(peers))
+        resources.acquire_comm_channels(self.binding, self._handle, by_proto)
 
     def _connect_library_collectives(self) -> None:
         """Set up the library collectives' links now (one library barrier), while every rank is here.
@@ -241,6 +240,10 @@ class Comm:
         self.binding.synchronize_stream(self._stream)
 
     # ------------------------------------------------------------------ basics
+    def resources(self) -> List[Holding]:
+        """Every thread, channel and buffer this communicator acquired, by purpose (``describe()`` of each says it)."""
+        return resources.held_by(self._handle) if self._handle is not None else []
+
     def get_rank(self) -> int:
         """This process's rank in the communicator (-1 on a null communicator)."""
         return self.rank
@@ -333,6 +336,7 @@ class Comm:
                 failed = exc
             self._p2p.close()
             b.destroy_stream(self._stream)
+            resources.forget(handle)
             observe.destroyed(port)
             if failed is not None:
                 if not port.broken:

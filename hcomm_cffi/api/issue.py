@@ -431,6 +431,10 @@ class Issuer:
             spec = alg.resources(self.port.topology, call, self.port.rank)
             if spec is None:
                 spec = dry_run(alg, self.port.topology, call, self.buffer_bytes, declared=False).resources_for(self.port.rank)
+            if spec.channels and self.port.size > 1:       # new channels need every peer: agree on the call first
+                own = self.targets.own          # not ``target``: a stream= call's stream may be capturing a graph
+                self.signer.agree(own.cache, own.stream, call, alg.name,
+                                  self.b.lib.host_task if self.caps.host_tasks else None)
             if len(target.res) >= RESOURCES_MAX:
                 target.forget_resources()
                 self.cache.invalidate()

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._ffi import ffi
 from ..algorithms import p2p
-from ..algorithms.context import IssueContext, region_bytes
+from ..algorithms.context import COMM_ENGINE, IssueContext, region_bytes
 from ..algorithms.formulas import p2p_plan
 from ..algorithms.tasks import TaskBatch
 from ..enums import DataType, MemcpyKind
@@ -172,7 +172,7 @@ class PointToPoint:
             spec = p2p_plan(self.port.topology, src, dst).resources_for(self.port.rank)
             cache = ResourceCache(b, self.port.handle, stream)
             try:
-                res = cache.get("p2p", spec)
+                res = cache.get("p2p", spec, "comm:p2p", COMM_ENGINE)
             except BaseException:
                 b.destroy_stream(stream)
                 raise

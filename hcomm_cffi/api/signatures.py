@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 import numpy as np
 
 from .._ffi import ffi
-from ..algorithms.context import NOTIFIES_PER_CHANNEL, SIG_NOTIFIES, SIG_SLOT_BYTES, region_bytes, signature_area
+from ..algorithms.context import COMM_ENGINE, COMM_NOTIFIES, SIG_NOTIFIES, SIG_SLOT_BYTES, region_bytes, signature_area
 from ..algorithms.tasks import TaskBatch
 from ..enums import MemcpyKind
 from ..errors import COLLECTIVE_MISMATCH, HcclError
@@ -89,9 +89,10 @@ class Signer:
 
     # ------------------------------------------------------------------ resources
     def resources(self, cache: ResourceCache, peers: Sequence[int], thread: bool) -> Resources:
-        """Channels to ``peers`` (and with ``thread``, the stream's thread) for the handshake, from ``cache``."""
-        channels = tuple(ChannelSpec(p, self.topology.link(self.rank, p), NOTIFIES_PER_CHANNEL) for p in peers)
-        return cache.get("signature", rank_resources(self.rank, "signature", (0,) if thread else (), channels))
+        """The communicator's own channels to ``peers`` (and with ``thread``, the stream's thread) for the handshake."""
+        channels = tuple(ChannelSpec(p, self.topology.link(self.rank, p), COMM_NOTIFIES) for p in peers)
+        return cache.get("signature", rank_resources(self.rank, "signature", (0,) if thread else (), channels),
+                         "comm:signature", COMM_ENGINE)
 
     def peers_for(self, algorithm_peers: Iterable[int]) -> Tuple[int, ...]:
         """Every other rank (communicators up to ALL_PEERS_MAX ranks), else the algorithm's peers."""
@@ -152,6 +153,35 @@ class Signer:
             return ex
         sink.calls.append(host_task(thread, lambda: self._compare_in_place(ex)))
         return None
+
+    def agree(self, cache: ResourceCache, stream: Any, call: Any, algorithm: str, host_task: Any) -> None:
+        """Before an algorithm's channels are acquired: one handshake of its call on the communicator's own
+        channels, waited for.  Channel setup needs both ends, so ranks in different calls (another root, another
+        algorithm) would wait for each other's channels until HCCL_CONNECT_TIMEOUT; agreeing first makes them
+        fail at once, naming both calls.  Every rank resolves the same calls in the same order, so every rank
+        runs this handshake at the same point (its parity advances as any handshake's)."""
+        peers = self.peers_for(())
+        if not peers:
+            return
+        links = self.resources(cache, peers, True)
+        sink = TaskBatch(self.b)
+        ex = self.issue(sink, links, links.main, consistency.signature(call, algorithm), host_task, self.parity)
+        self.advance(self._seq)
+        try:
+            sink.launch()
+            self.b.synchronize_stream(stream)
+        except HcclError:             # the caller fails the communicator naming the call (a mismatch, if one was seen)
+            if ex is not None:
+                self._raise_if_mismatch(ex)
+            raise
+        if ex is not None:
+            self._raise_if_mismatch(ex)
+
+    def _raise_if_mismatch(self, ex: Exchange) -> None:
+        msg = self.check(ex)
+        if msg is not None:
+            self.port.mark_broken(msg)
+            raise CollectiveMismatchError(msg)
 
     def _area(self, res: Resources) -> int:
         """Byte offset of the signature slots in every rank's HCCL buffer (the end of its second half)."""

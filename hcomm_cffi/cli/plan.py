@@ -1,24 +1,35 @@
 """``hcomm plan``: resources, steps, traffic and modelled time of one collective (or all algorithms).
 
-Built-in algorithms show the planner's formulas and, beside them, what a dry run of the
-algorithm's own schedule derives; a user's algorithm (a registered name or ``module:attr``) has
-no formula: its plan is the derived one, and a schedule error is reported before anything runs.
+Two kinds of plan, each saying in its first line which it is:
+
+* the package's algorithm, as it runs here (the default: ``--algo ring``, a user's algorithm, ``auto``):
+  exactly what that algorithm acquires -- its declared formula (shown beside what a dry run of its own
+  schedule derives), or for an algorithm without one the derived plan -- plus the communicator's own
+  channels, acquired once at init;
+* the vendor's executor (``--algo native``, or any planner algorithm with ``--platform``): what the
+  library's own collective acquires on that platform in that expansion mode (``--engine``), the layer
+  chosen as the vendor chooses it (:mod:`hcomm_cffi.plan.vendor`).
+
+``--compare`` shows both side by side for every algorithm.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..algorithms import registry
 from ..algorithms.dryrun import DryRun, dry_run
+from ..algorithms.formulas import comm_overhead, package_plan
 from ..algorithms.interface import COLLECTIVES, Algorithm, CollectiveCall, UnsupportedError
+from ..resources import ALGORITHM_NOTIFIES, ENGINE, channel_class
 from .. import settings
 from ..enums import DataType, Protocol, parse_dtype
 from ..plan import (ALGORITHMS, DEFAULT_PLATFORM, INTER_ALGORITHMS, PLATFORM_NAMES, PLATFORMS, Collective, CostModel,
-                    InvalidAlgorithm, Plan, RanktableError, Topology, compare_algorithms, load_ranktable, make_plan,
-                    parse_size)
+                    InvalidAlgorithm, Plan, RanktableError, Topology, expansion_of, layer_of, load_ranktable, make_plan,
+                    native_algorithm, parse_collective, parse_engine, parse_size)
 from . import CliError
 
 __all__ = ["add_parser", "run"]
@@ -29,10 +40,12 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("plan", help="plan threads/notifies/channels and model the time of a collective",
                               description=__doc__)
     p.add_argument("--algo", default="auto",
-                   help=f"auto, one of {', '.join(ALGORITHMS)}, a registered algorithm, or a user algorithm as "
-                        "'package.module:attr' / 'path/file.py:attr' (default auto)")
-    p.add_argument("--inter", default="nhr", help=f"inter-server algorithm of hierarchical: "
-                                                  f"{', '.join(INTER_ALGORITHMS)} (default nhr)")
+                   help=f"auto, one of the package's algorithms ({', '.join(registry.BUILTINS)}), a registered "
+                        "algorithm or 'package.module:attr' / 'path/file.py:attr' (planned as it runs here), native "
+                        f"(the vendor's executor on --platform), or a planner algorithm ({', '.join(ALGORITHMS)}) "
+                        "with --platform (default auto)")
+    p.add_argument("--inter", help=f"inter-server algorithm of hierarchical: "
+                                                  f"{', '.join(INTER_ALGORITHMS)} (default nhr; the package's hierarchical runs a ring)")
     p.add_argument("--ranks", help="ranks in one server")
     p.add_argument("--servers", help="servers (with --devices)")
     p.add_argument("--devices", help="devices per server (with --servers)")
@@ -42,14 +55,16 @@ def add_parser(subparsers: Any) -> None:
                                "algorithm, the collective it implements when it implements one)")
     p.add_argument("--size", default="64M", help="message bytes, K/M/G suffix = 2^10/2^20/2^30 (default 64M)")
     p.add_argument("--out-size", help="output bytes of a user collective whose output differs from its input")
-    p.add_argument("--engine", default="aicpu", help="cpu, cpu_ts, aicpu, aicpu_ts, aiv, ccu (default aicpu)")
+    p.add_argument("--engine", default="aicpu",
+                   help="expansion mode of a vendor plan: cpu/cpu_ts (host), aicpu/aicpu_ts (AI CPU), aiv, ccu "
+                        "(default aicpu); the package's algorithms run as they run here whatever it says")
     p.add_argument("--dtype", default="fp32", help="data type (default fp32)")
     p.add_argument("--root", default="0", help="root of broadcast/reduce, sender of sendrecv")
     p.add_argument("--peer", help="receiver of sendrecv (default root+1)")
-    p.add_argument("--platform", default=DEFAULT_PLATFORM, choices=PLATFORMS,
-                   help="resource profile: a2 (910B), a3 (910_93), 910a: what the vendor's executors acquire; doc: the "
-                        f"seed document's model, which the emulator's built-ins implement (default {DEFAULT_PLATFORM}, "
-                        "the most widely deployed training server)")
+    p.add_argument("--platform", choices=PLATFORMS,
+                   help="plan the vendor's executor on this platform: a2 (910B), a3 (910_93), 910a (the legacy "
+                        "executors), 950 (the AI CPU templates), doc (the seed document's model); unset: the "
+                        f"package's algorithm as it runs here (--algo native: {DEFAULT_PLATFORM})")
     p.add_argument("--notifies-per-channel", help="notifies per channel (default: the profile's, 3 vendor, 2 doc)")
     p.add_argument("--buffsize-mb", help="HCCL buffer MiB per half (default: HCCL_BUFFSIZE, else 200)")
     p.add_argument("--alpha-us", action="append", default=[], metavar="CLASS=US",
@@ -147,9 +162,9 @@ ROLE_LEGEND = ("columns: ranks = ranks in the role, then per rank: threads = HCO
                "thr ntf = thread notifies in all; host = host-sync notifies; chans = channels; ch ntf = channel "
                "notifies; total = every notify; channels by link = channels per link class")
 #: what the columns of --compare mean (printed under it)
-COMPARE_LEGEND = ("columns: threads, chans (channels), ch ntf (channel notifies), thr ntf (thread notifies) = the most "
-                  "any rank acquires; steps = transfer steps per piece; pieces = parts the message is cut into to fit "
-                  "the HCCL buffer; time = the cost model's estimate (hcomm plan --algo NAME shows its breakdown)")
+COMPARE_LEGEND = ("columns: threads, ch ntf (channel notifies), chans (channels) = the most any rank acquires for the "
+                  "algorithm (the package's plans leave out the communicator's own channels, the same for every "
+                  "algorithm); time = the cost model's estimate (hcomm plan --algo NAME shows its breakdown)")
 
 
 def _render(plan: Plan) -> str:
@@ -182,27 +197,6 @@ def _render(plan: Plan) -> str:
         lines.append(plan.explanation)
     lines += [f"warning: {w}" for w in plan.warnings]
     return "\n".join(lines)
-
-
-def _render_compare(cands: Sequence[Any], title: str = "", footer: str = "") -> str:
-    """The --compare table: the title, one row per algorithm, the footer (the profile), the column legend."""
-    head = (f"{'algorithm':<13} {'threads':>7} {'chans':>6} {'ch ntf':>7} {'thr ntf':>7} {'steps':>6} "
-            f"{'pieces':>6} {'time (us)':>12}  note")
-    lines = ([title, ""] if title else []) + [head]
-    valid = [c for c in cands if c.plan is not None]
-    best = min(valid, key=lambda c: c.plan.modelled_time_us) if valid else None
-    for c in cands:
-        if c.plan is None:
-            lines.append(f"{c.algorithm:<13} {'-':>7} {'-':>6} {'-':>7} {'-':>7} {'-':>6} {'-':>6} {'-':>12}  "
-                         f"invalid: {c.reason}")
-            continue
-        p = c.plan
-        note = "fastest" if c is best else ""
-        if p.warnings:
-            note = (note + "; " if note else "") + f"{len(p.warnings)} warning(s)"
-        lines.append(f"{c.algorithm:<13} {p.threads:>7} {p.n_channels:>6} {p.channel_notifies:>7} "
-                     f"{p.thread_notifies:>7} {p.steps:>6} {p.pieces:>6} {p.modelled_time_us:>12.1f}  {note}")
-    return "\n".join(lines + ([footer] if footer else []) + [COMPARE_LEGEND])
 
 
 #: Above this many ranks the dry run (O(ranks x tasks)) is skipped and only the formula is shown.
@@ -269,13 +263,17 @@ def _user_algorithm(alg: Algorithm, topo: Topology, size: int, args: argparse.Na
         raise CliError(f"--algo {args.algo}: {exc}") from None
     _timeline(d, args, coll, size)
     if args.json:
-        json.dump({"algorithm": alg.name, "collective": coll, "size_bytes": size, "topology": topo.summary(),
-                   "formula": None, "derived": _derived_dict(d)}, sys.stdout, indent=2)
+        json.dump({"plan_of": "package", "what": package_headline(alg.name, d.notifies_per_channel),
+                   "algorithm": alg.name, "collective": coll, "size_bytes": size, "topology": topo.summary(),
+                   "overhead": _overhead_json(topo), "formula": None, "derived": _derived_dict(d)}, sys.stdout, indent=2)
         print()
     else:
+        print(package_headline(alg.name, d.notifies_per_channel))
         print(f"{coll} of {_fmt_bytes(size)} {parse_dtype(args.dtype).name} on {topo.n_ranks} ranks, user algorithm "
               f"{alg.name} (no formula: the plan is what its schedule uses)")
         print(_render_derived(d))
+        for line in _overhead_lines(topo):
+            print(line)
         for r in d.ranks:
             chans = ", ".join(f"{p}:{n}" for p, n in r.channels) or "-"
             print(f"  rank {r.rank:>4}: {_n(r.threads, 'thread')}, thread notifies {list(r.thread_notifies)}, "
@@ -298,17 +296,73 @@ def _timeline(d: DryRun, args: argparse.Namespace, coll: str, size: int) -> None
     print(f"timeline: {args.timeline}", file=sys.stderr)
 
 
-def _builtin_dry_run(plan: Plan, topo: Topology, size: int, args: argparse.Namespace) -> Tuple[Optional[DryRun], str]:
-    """The dry run of the runnable built-in behind ``plan`` (None and why when there is none)."""
-    if plan.algorithm not in registry.BUILTINS:
-        return None, f"{plan.algorithm} is planned but not runnable here"
-    if plan.algorithm == "hierarchical" and plan.inter_algorithm != "ring":
-        return None, "the runnable hierarchical algorithm uses a ring between servers (--inter ring)"
-    if topo.n_ranks > DRY_RUN_MAX_RANKS:
-        return None, f"dry run skipped above {DRY_RUN_MAX_RANKS} ranks"
-    if plan.collective.value not in COLLECTIVES:
-        return None, f"{plan.collective.value} is not a collective of the algorithms"
-    return _dry_run(registry.resolve(plan.algorithm), plan.collective.value, topo, size, args), ""
+def _kwargs(args: argparse.Namespace, platform: str) -> Dict[str, Any]:
+    return dict(engine=args.engine, dtype=args.dtype, root=_int("root", args.root), peer=_int("peer", args.peer),
+                cost=_cost(args), notifies_per_channel=_int("notifies-per-channel", args.notifies_per_channel, 1),
+                buffer_mb=_buffer_mb(args), inter_algorithm=args.inter or "nhr", platform=platform)
+
+
+def _vendor_plan(algo: str, coll: str, topo: Topology, size: int, args: argparse.Namespace, platform: str) -> Plan:
+    """The vendor's executor: ``algo`` (``native``: the one the library picks) on ``platform``, ``--engine`` expansion."""
+    kwargs = _kwargs(args, platform)
+    try:
+        if algo == "native":
+            algo, why = native_algorithm(platform, topo.n_servers, topo.devices_per_server or topo.n_ranks,
+                                         parse_collective(coll))
+            plan = make_plan(coll, topo, size, algo, **kwargs)
+            return replace(plan, explanation=f"native: the library picks {algo}: {why}")
+        return make_plan(coll, topo, size, algo, **kwargs)
+    except InvalidAlgorithm as exc:
+        raise CliError(f"--algo {algo}: {exc}") from None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def vendor_headline(plan: Plan) -> str:
+    """The one line saying a plan is the vendor's executor (text and JSON)."""
+    if plan.platform == "doc":
+        return f"the seed document's model of {plan.algorithm} (HCOMM_SEMANTICS.md §3.4), not what runs"
+    return (f"the vendor's {plan.algorithm} executor on {PLATFORM_NAMES[plan.platform]}, "
+            f"{expansion_of(plan.engine.name)} expansion: {layer_of(plan.platform)}")
+
+
+def package_headline(name: str, notifies: int = ALGORITHM_NOTIFIES) -> str:
+    """The one line saying a plan is the package's algorithm as it runs here."""
+    engine, what = channel_class(notifies)[1], ": ACK, DATA" if notifies == ALGORITHM_NOTIFIES else ""
+    return (f"the package's {name}, as it runs here: threads engine {ENGINE.name} (the first wraps the stream), "
+            f"channels engine {engine.name} ({notifies} notifies each{what})")
+
+
+def _overhead_lines(topo: Topology) -> List[str]:
+    out = []
+    for purpose, kind, engine, count, notifies in comm_overhead(topo, 0):
+        if kind == "channel":
+            out.append(f"communicator overhead ({purpose}, once per communicator at init, whatever runs): {count} "
+                       f"channel(s) x {notifies} notifies, engine {engine} (signature handshake + point-to-point)")
+        elif purpose == "comm:p2p":
+            out.append(f"communicator overhead ({purpose}, per peer and direction a send/recv uses): {count} thread x "
+                       f"{notifies} notify wrapping the lane's own stream, engine {engine}")
+        else:
+            out.append(f"communicator overhead ({purpose}, at its first handshake): the stream's thread, {notifies} "
+                       f"notify, engine {engine} (the algorithms' main thread: counted in their threads above); the "
+                       "library collectives' own links are the library's (hcomm plan --algo native)")
+    return out
+
+
+def _overhead_json(topo: Topology) -> List[Dict[str, Any]]:
+    return [{"purpose": p, "kind": k, "engine": e, "count": c, "notifies": n,
+             **({"per": "peer and direction a send/recv uses"} if p == "comm:p2p" else {})}
+            for p, k, e, c, n in comm_overhead(topo, 0)]
+
+
+def _package_choice(algo: str, coll: str, topo: Topology, size: int, args: argparse.Namespace) -> Algorithm:
+    """The package algorithm ``--algo`` names (``auto``: the one the Comm API would pick for this call)."""
+    try:
+        dtype = parse_dtype(args.dtype)
+        alg, _ = registry.explain(algo, coll, topo, size, dtype, None, _int("root", args.root) or 0, _buffer_mb(args))
+        return alg
+    except (UnsupportedError, ValueError) as exc:
+        raise CliError(f"--algo {algo}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -318,40 +372,60 @@ def run(args: argparse.Namespace) -> int:
     topo = _topology(args)
     try:
         size = parse_size(args.size)
-    except ValueError:
-        raise CliError(f"--size {args.size!r}: expected bytes or a number with K, M or G (e.g. 64M)") from None
-    if algo != "auto" and algo not in ALGORITHMS:
+        parse_engine(args.engine)
+    except ValueError as exc:
+        what = f"--size {args.size!r}: expected bytes or a number with K, M or G (e.g. 64M)" if "size" in str(exc) \
+            else str(exc)
+        raise CliError(what) from None
+    coll = args.op or "allreduce"
+    if args.compare:
+        return _compare(coll, topo, size, args)
+    if algo == "native" or (args.platform is not None and algo in ALGORITHMS + ("auto",)):
+        platform = args.platform or DEFAULT_PLATFORM
+        if algo == "auto":
+            algo = "native"
+        return _print_vendor(_vendor_plan(algo, coll, topo, size, args, platform), args)
+    if algo in ALGORITHMS and algo not in registry.BUILTINS:
+        raise CliError(f"--algo {algo} is the vendor's, not a package algorithm: give --platform "
+                       f"({', '.join(p for p in PLATFORMS if p != 'doc')}) to plan its executor")
+    if algo == "auto":
+        try:
+            parse_collective(coll)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        alg = _package_choice(algo, coll, topo, size, args)
+    else:
         try:
             alg = registry.resolve(raw)
         except ValueError as exc:
             raise CliError(f"--algo {raw!r}: {exc}") from None
+    if alg.name == "native":      # the library's own collective: the vendor's executor
+        return _print_vendor(_vendor_plan("native", coll, topo, size, args, args.platform or DEFAULT_PLATFORM), args)
+    if alg.name not in registry.BUILTINS or getattr(alg, "profile", None) is None:
         return _user_algorithm(alg, topo, size, args)
-    kwargs: Dict[str, Any] = dict(engine=args.engine, dtype=args.dtype, root=_int("root", args.root),
-                  peer=_int("peer", args.peer), cost=_cost(args),
-                  notifies_per_channel=_int("notifies-per-channel", args.notifies_per_channel, 1),
-                  buffer_mb=_buffer_mb(args), inter_algorithm=args.inter, platform=args.platform)
+    return _print_package(alg, coll, topo, size, args)
+
+
+def _print_vendor(plan: Plan, args: argparse.Namespace) -> int:
+    if args.json:
+        doc = plan.to_dict()
+        doc["plan_of"] = "vendor"
+        doc["what"] = vendor_headline(plan)
+        json.dump(doc, sys.stdout, indent=2)
+        print()
+    else:
+        print(vendor_headline(plan))
+        print(_render(plan))
+    return 0
+
+
+def _print_package(alg: Algorithm, coll: str, topo: Topology, size: int, args: argparse.Namespace) -> int:
     try:
-        if args.compare:
-            cands = compare_algorithms(args.op or "allreduce", topo, size, algorithms=ALGORITHMS, **kwargs)
-            if args.json:
-                out: List[Dict[str, Any]] = [{"algorithm": c.algorithm, "valid": c.plan is not None,
-                                              "reason": c.reason,
-                                              "plan": c.plan.to_dict() if c.plan else None} for c in cands]
-                json.dump(out, sys.stdout, indent=2)
-                print()
-            else:
-                print(_render_compare(cands, f"{args.op or 'allreduce'} of {_fmt_bytes(size)} "
-                                             f"{parse_dtype(args.dtype).name} on {topo.n_ranks} ranks "
-                                             f"({topo.n_servers} server(s)): every algorithm planned, the quickest "
-                                             "modelled time marked",
-                                      f"resources: profile {args.platform} ({PLATFORM_NAMES[args.platform]}); "
-                                      "--platform doc for the seed document's model"))
-            return 0
-        plan = make_plan(args.op or "allreduce", topo, size, algo, **kwargs)
-    except InvalidAlgorithm as exc:
-        raise CliError(f"--algo {algo}: {exc}") from None
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
+        plan = package_plan(alg, coll, topo, size, root=_int("root", args.root) or 0, dtype=args.dtype,
+                            buffer_mb=_buffer_mb(args), cost=_cost(args))
+    except (UnsupportedError, ValueError) as exc:
+        raise CliError(f"--algo {alg.name}: {exc}") from None
+    assert plan is not None
     try:
         derived, why = _builtin_dry_run(plan, topo, size, args)
     except (UnsupportedError, ValueError) as exc:
@@ -362,6 +436,10 @@ def run(args: argparse.Namespace) -> int:
         _timeline(derived, args, plan.collective.value, size)
     if args.json:
         doc = plan.to_dict()
+        doc["plan_of"] = "package"
+        doc["what"] = package_headline(alg.name, plan.notifies_per_channel)
+        doc["engines"] = {"threads": ENGINE.name, "channels": channel_class(plan.notifies_per_channel)[1].name}
+        doc["overhead"] = _overhead_json(topo)
         doc["formula"] = {"threads": plan.threads, "notifies": plan.channel_notifies, "channels": plan.n_channels}
         doc["derived"] = _derived_dict(derived) if derived is not None else None
         if derived is None:
@@ -369,41 +447,72 @@ def run(args: argparse.Namespace) -> int:
         json.dump(doc, sys.stdout, indent=2)
         print()
     else:
+        print(package_headline(alg.name, plan.notifies_per_channel))
+        if plan.inter_algorithm is not None and args.inter is not None and plan.inter_algorithm != args.inter:
+            print(f"note: the package's {alg.name} runs {plan.inter_algorithm} between servers; --inter {args.inter} "
+                  "plans the vendor's (with --platform)")
         print(_render(plan))
-        seed = _seed_line(plan, kwargs)
-        if seed:
-            print(seed)
-        print(_render_derived(derived) + _profile_note(plan) if derived is not None else f"derived: none ({why})")
+        for line in _overhead_lines(topo):
+            print(line)
+        print(_render_derived(derived) if derived is not None else f"derived: none ({why})")
     return 0
 
 
-def _profile_note(plan: Plan) -> str:
-    """Which profile the runnable built-in implements, when it is not the one planned."""
-    profile = registry.resolve(plan.algorithm).profile
-    if profile is None or profile == plan.platform:
-        return ""
-    return f" (the emulator's built-in implements the {profile} profile: --platform {profile} plans what it acquires)"
+def _compare(coll: str, topo: Topology, size: int, args: argparse.Namespace) -> int:
+    """Every algorithm: the package's plan (where it runs here) and the vendor's executor on --platform, side by side."""
+    platform = args.platform or DEFAULT_PLATFORM
+    rows: List[Tuple[str, Optional[Plan], str, Optional[Plan], str]] = []
+    for name in ALGORITHMS + ("native",):
+        pkg: Optional[Plan] = None
+        pwhy = "not a package algorithm"
+        if name in registry.BUILTINS:
+            try:
+                pkg = package_plan(registry.resolve(name), coll, topo, size, root=_int("root", args.root) or 0,
+                                   dtype=args.dtype, buffer_mb=_buffer_mb(args), cost=_cost(args))
+                pwhy = ""
+            except (UnsupportedError, ValueError) as exc:
+                pwhy = str(exc)
+        elif name == "native":
+            pwhy = "the library's own: see the vendor's"
+        try:
+            ven: Optional[Plan] = _vendor_plan(name, coll, topo, size, args, platform)
+            vwhy = ""
+        except CliError as exc:
+            ven, vwhy = None, str(exc).split(": ", 1)[-1]
+        rows.append((name, pkg, pwhy, ven, vwhy))
+    if args.json:
+        json.dump([{"algorithm": n, "package": p.to_dict() if p else None, "package_reason": pw or None,
+                    "vendor": v.to_dict() if v else None, "vendor_reason": vw or None,
+                    "vendor_what": vendor_headline(v) if v else None}
+                   for n, p, pw, v, vw in rows], sys.stdout, indent=2)
+        print()
+        return 0
+    def cells(p: Optional[Plan]) -> str:
+        if p is None:
+            return f"{'-':>7} {'-':>7} {'-':>6} {'-':>10}"
+        return f"{p.threads:>7} {p.channel_notifies:>7} {p.n_channels:>6} {p.modelled_time_us:>10.1f}"
+    print(f"{coll} of {_fmt_bytes(size)} {parse_dtype(args.dtype).name} on {topo.n_ranks} ranks "
+          f"({topo.n_servers} server(s)): the package's algorithms as they run here, beside the vendor's executors "
+          f"on {PLATFORM_NAMES[platform]}, {expansion_of(parse_engine(args.engine).name)} expansion")
+    print()
+    print(f"{'':<18} {'package (as it runs here)':^34}   {'vendor ' + platform:^34}")
+    print(f"{'algorithm':<18} {'threads':>7} {'ch ntf':>7} {'chans':>6} {'time (us)':>10}   "
+          f"{'threads':>7} {'ch ntf':>7} {'chans':>6} {'time (us)':>10}  note")
+    timed = [p for _, p, _, _, _ in rows if p is not None]
+    best = min(timed, key=lambda p: p.modelled_time_us) if timed else None
+    for n, p, pw, v, vw in rows:
+        note = "; ".join(x for x in ("the package's quickest" if p is not None and p is best else "",
+                                     f"package: {pw}" if pw and p is None and n in registry.BUILTINS else "",
+                                     f"vendor: {vw}" if v is None else (v.explanation or "")) if x)
+        print(f"{n:<18} {cells(p)}   {cells(v)}  {note}")
+    print(COMPARE_LEGEND)
+    return 0
 
 
-def _seed_line(plan: Plan, kwargs: Dict[str, Any]) -> str:
-    """The seed document's figures beside a vendor profile's, where the document's example applies, and why they differ."""
-    if plan.algorithm not in ("ring", "mesh") or plan.collective is not Collective.ALLREDUCE:
-        return ""
-    doc = plan if plan.platform == "doc" else make_plan(plan.collective, plan.topology, plan.size_bytes, plan.algorithm,
-                                                       **{**kwargs, "platform": "doc", "notifies_per_channel": None})
-    line = (f"seed document ({DOC_SOURCE_SHORT}): {plan.algorithm} {doc.threads} threads / {doc.channel_notifies} "
-            f"notifies / {doc.n_channels} channels")
-    if plan.platform == "doc":
-        return line
-    why = []
-    if plan.threads != doc.threads:
-        why.append(f"{_n(plan.threads, 'thread')}, as its executor requests ({plan.source.rsplit('/', 1)[-1]})")
-    if plan.notifies_per_channel != doc.notifies_per_channel:
-        why.append(f"{plan.notifies_per_channel} notifies per channel (hicann/hccl channel.h:19) where the document "
-                   f"has {doc.notifies_per_channel}")
-    if plan.n_channels != doc.n_channels:
-        why.append(f"{plan.n_channels} channels")
-    return line + (f"; profile {plan.platform} differs: " + "; ".join(why) if why else f"; profile {plan.platform} agrees")
-
-
-DOC_SOURCE_SHORT = "HCOMM_SEMANTICS.md §3.4, its example: one server of 4 ranks, AI CPU engine; --platform doc"
+def _builtin_dry_run(plan: Plan, topo: Topology, size: int, args: argparse.Namespace) -> Tuple[Optional[DryRun], str]:
+    """The dry run of the runnable built-in behind ``plan`` (None and why when there is none)."""
+    if topo.n_ranks > DRY_RUN_MAX_RANKS:
+        return None, f"dry run skipped above {DRY_RUN_MAX_RANKS} ranks"
+    if plan.collective.value not in COLLECTIVES:
+        return None, f"{plan.collective.value} is not a collective of the algorithms"
+    return _dry_run(registry.resolve(plan.algorithm), plan.collective.value, topo, size, args), ""

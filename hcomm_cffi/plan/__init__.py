@@ -11,11 +11,12 @@ from .planner import (MIB, Candidate, ChannelSpec, Plan, RankResources, RoleSumm
                       compare_algorithms, make_plan, parse_engine, parse_size, rank_resources)
 from .ranktable import RanktableError, load_ranktable, parse_ranktable
 from .topology import LINK_CLASSES, Topology, parse_link_class
-from .vendor import DEFAULT_PLATFORM, PLATFORM_NAMES, PLATFORMS, parse_platform
+from .vendor import (DEFAULT_PLATFORM, PLATFORM_NAMES, PLATFORMS, expansion_of, layer_of, native_algorithm,
+                     parse_platform)
 
 __all__ = [
     "ALGORITHMS", "AUTO_ALGORITHMS", "INTER_ALGORITHMS", "PLATFORMS", "DEFAULT_PLATFORM", "PLATFORM_NAMES",
-    "parse_platform", "Collective", "InvalidAlgorithm", "parse_collective",
+    "parse_platform", "expansion_of", "layer_of", "native_algorithm", "Collective", "InvalidAlgorithm", "parse_collective",
     "DEFAULT_COST_MODEL", "CostModel", "LinkCost", "Phase",
     "MIB", "Candidate", "ChannelSpec", "Plan", "RankResources", "RoleSummary",
     "compare_algorithms", "make_plan", "parse_engine", "parse_size", "rank_resources",

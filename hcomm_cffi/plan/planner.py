@@ -22,7 +22,7 @@ from ..enums import (ELEMENT_SIZE, HCCL_COMM_DEFAULT_BUFFSIZE_MB, HOST_REDUCE_DT
                      MAX_THREADS_PER_COMM, DataType, Engine, Protocol, parse_dtype)
 from .algos import (ALGORITHMS, AUTO_ALGORITHMS, INTER_ALGORITHMS, Collective, InvalidAlgorithm, Schedule,
                     build_schedule, parse_collective)
-from .vendor import PLATFORM_NAMES, VENDOR_NOTIFIES_PER_CHANNEL, parse_platform
+from .vendor import PLATFORM_NAMES, VENDOR_NOTIFIES_PER_CHANNEL, check_expansion, expansion_of, parse_platform
 from .cost import DEFAULT_COST_MODEL, CostModel
 from .topology import Topology
 
@@ -334,7 +334,8 @@ def _build(algorithm: str, coll: Collective, topo: Topology, size: int, engine: 
            dtype: DataType, root: int, peer: Optional[int], cost: CostModel, npc: int,
            buffer_mb: int, inter_algorithm: str, platform: str) -> Plan:
     nbytes = 0 if coll is Collective.BARRIER else size
-    schedule = build_schedule(algorithm, topo, coll, root, nbytes, peer, inter_algorithm, platform)
+    schedule = build_schedule(algorithm, topo, coll, root, nbytes, peer, inter_algorithm, platform,
+                              expansion_of(engine.name))
     roles = _summarise(schedule, npc, platform, engine)
     phases = schedule.phases()
     half = buffer_mb * MIB
@@ -373,6 +374,9 @@ def _normalise(collective: Union[str, Collective], topology: Topology, size: Uni
     if peer is not None:
         _check_rank_arg("peer", peer, topology.n_ranks)
     plat = parse_platform(platform)
+    refused = check_expansion(plat, eng.name)
+    if refused is not None:
+        raise ValueError(f"engine={eng.name.lower()} on platform {plat}: {refused}")
     if notifies_per_channel is None:      # the profile's: 3 per channel for the vendor, 2 in the document
         notifies_per_channel = DEFAULT_NOTIFIES_PER_CHANNEL if plat == "doc" else VENDOR_NOTIFIES_PER_CHANNEL
     if isinstance(notifies_per_channel, bool) or not isinstance(notifies_per_channel, int) \

@@ -11,13 +11,27 @@ Read by hand from two public repositories (pinned; ``HCCL`` and ``HCOMM`` below)
   ``src/legacy/ascend910/algorithm/base/communicator/calc_*_transport_req.cc``.
 
 Profiles: ``a2`` (Atlas 800T A2, 910B: the default, the most widely deployed Ascend training
-server), ``a3`` (Atlas A3 / 910_93 super pods), ``910a`` (Atlas 800 with 910A), and ``doc`` (the
-seed document's model, which the emulator's built-in ring/mesh/tree/hierarchical implement).
-Mesh and NHR follow the AI CPU templates (the AI CPU engine; the same on every platform; the
-legacy host-driven mesh executors are chosen among several variants by dtype, reduce op and
-determinism — e.g. ``impl/operator/reduce_scatter_operator.cc:285-350`` — and are not modelled);
-ring, double ring, NB, AHC and pairwise follow the legacy executors of the platform.  The engine
-changes the host-sync accounting below.
+server), ``a3`` (Atlas A3 / 910_93 super pods), ``910a`` (Atlas 800 with 910A), ``950`` (Ascend 950,
+the device the new layer's AI CPU templates are written for), and ``doc`` (the seed document's model,
+which the package's built-in ring/mesh/tree/hierarchical implement).
+
+Which layer runs is the vendor's own choice (``LAYER_SOURCE``): every collective's entry in hicann/hccl
+(e.g. ``src/ops/all_reduce/all_reduce_op.cc:28-35``) calls ``Hccl<Op>Inner`` -- hcomm's legacy executors --
+below CANN 9.0.0 or on a device that is not "out-place", and only DEV_TYPE_950/960 are
+(``src/common/hccl_common.h:272-275``).  So on A2, A3 and 910A every expansion mode (host, AI CPU, AIV)
+runs the legacy executors, chosen by the operator classes (``impl/operator/*_operator.cc``; for the
+library's own op-base collective on one server they pick the op-base mesh variants, which count a
+stream per device, and for the level 0 of several servers the base mesh executors, devices - 1); the
+AI CPU templates run on 950.  Within the legacy layer the expansion mode matters where the operator picks by
+it: AIV mode picks the mesh AIV executors, which take no slave stream
+(``coll_all_reduce_mesh_aiv_executor.cc:24-29``; ``all_gather_operator.cc:141-147``); CCU expansion
+exists on 950 only (``alg_env_config.cc:848-853``).  Of the legacy mesh executors the planner models the
+one each operator picks for op-base mesh topologies (``CollAllReduceMeshExecutor``,
+``all_reduce_operator.cc:448-449``; ``AllGatherMeshExecutor``, ``all_gather_operator.cc:216-218``;
+``ReduceScatterMeshExecutor``, ``reduce_scatter_operator.cc:343``; ``BroadCastMeshExecutor``,
+``broadcast_operator.cc:169``; ``ReduceMeshExecutor``, ``reduce_operator.cc:122``); the small-count,
+deterministic and pipeline variants chosen by size, dtype and op are not.  The engine also changes
+the host-sync accounting below.
 
 Common to every vendor profile: every rank holds the same channels and threads, root or not (the
 transport calculators take no root: calc_ring_transport_req.cc:53-69, calc_mesh_transport_req.cc:53-68,
@@ -35,8 +49,9 @@ from typing import Callable, Dict, Optional, Tuple
 
 from .algos.common import Collective, fork_join_notifies
 
-__all__ = ["PLATFORMS", "DEFAULT_PLATFORM", "PLATFORM_NAMES", "VENDOR_NOTIFIES_PER_CHANNEL", "VendorRule",
-           "vendor_rule", "parse_platform", "HCCL", "HCOMM", "DOC_SOURCE"]
+__all__ = ["PLATFORMS", "VENDOR_PLATFORMS", "LEGACY_PLATFORMS", "DEFAULT_PLATFORM", "PLATFORM_NAMES",
+           "VENDOR_NOTIFIES_PER_CHANNEL", "VendorRule", "vendor_rule", "parse_platform", "expansion_of", "layer_of",
+           "check_expansion", "native_algorithm", "LAYER_SOURCE", "HCCL", "HCOMM", "DOC_SOURCE"]
 
 HCCL = "hicann/hccl@09300b70df9a031339f08e5f2ca06d7bf294d009"
 HCOMM = "libochao-huawei/hcomm@8958adbf038b710779d790842b36b504c185c9e4"
@@ -44,13 +59,48 @@ _EXE = f"{HCOMM}:src/legacy/ascend910/algorithm/impl/coll_executor/"
 _TPL = f"{HCCL}:src/ops/"
 DOC_SOURCE = "the seed document's example (one server of 4 ranks, AI CPU engine: ring 2/4/2, mesh 3/6/3)"
 
-PLATFORMS = ("a2", "a3", "910a", "doc")
+PLATFORMS = ("a2", "a3", "910a", "950", "doc")
+#: The platforms whose executors are modelled, and those of them that run hcomm's legacy layer.
+VENDOR_PLATFORMS = ("a2", "a3", "910a", "950")
+LEGACY_PLATFORMS = ("a2", "a3", "910a")
+#: Where the vendor chooses the layer (see the module docstring).
+LAYER_SOURCE = (f"{HCCL}:src/ops/all_reduce/all_reduce_op.cc:28-35 (each op's entry: Hccl<Op>Inner, hcomm's legacy "
+                f"executors, unless CANN >= 9.0.0 on an out-place device) + src/common/hccl_common.h:272-275 "
+                "(out-place: DEV_TYPE_950/960)")
 #: The most widely deployed Ascend training server today (Atlas 800T A2); A3 super pods are newer and fewer.
 DEFAULT_PLATFORM = "a2"
 PLATFORM_NAMES = {"a2": "Atlas A2 (910B)", "a3": "Atlas A3 (910_93)", "910a": "Atlas 800 (910A)",
-                  "doc": "the seed document's model"}
+                  "950": "Ascend 950", "doc": "the seed document's model"}
+#: expansion mode (HCCL_OP_EXPANSION_MODE: alg_env_config.cc:839-912) of each engine name
+_EXPANSION = {"CPU": "host", "CPU_TS": "host", "AICPU": "AI CPU", "AICPU_TS": "AI CPU", "AIV": "AIV", "CCU": "CCU"}
 #: HCCL channel.h:19 NORMAL_NOTIFY_NUM: every channel the vendor requests has 3 notifies.
 VENDOR_NOTIFIES_PER_CHANNEL = 3
+
+
+def expansion_of(engine_name: str) -> str:
+    """The expansion mode an engine stands for: host, AI CPU, AIV or CCU."""
+    return _EXPANSION.get(engine_name, engine_name)
+
+
+def layer_of(platform: str) -> str:
+    """Which algorithm layer the library runs on ``platform``: hcomm's legacy executors or the AI CPU templates."""
+    if platform in LEGACY_PLATFORMS:
+        return "the legacy executors (hcomm src/legacy/ascend910)"
+    if platform == "950":
+        return "the AI CPU templates (hicann/hccl src/ops/*/template/aicpu)"
+    return "the seed document's model"
+
+
+def check_expansion(platform: str, engine_name: str) -> Optional[str]:
+    """Why ``engine_name``'s expansion mode is not planned on ``platform`` (None when it is)."""
+    mode = expansion_of(engine_name)
+    if platform in LEGACY_PLATFORMS and mode == "CCU":
+        return (f"CCU expansion exists on Ascend 950 only ({HCCL}:src/common/alg_env_config.cc:848-853); "
+                f"{PLATFORM_NAMES[platform]} expands on the host, the AI CPU or AIV")
+    if platform == "950" and mode != "AI CPU":
+        return (f"on Ascend 950 only the AI CPU templates are modelled ({mode} expansion runs "
+                "src/ops/*/template/aiv or ccu, not planned here); use --engine aicpu")
+    return None
 
 
 def parse_platform(value: object) -> str:
@@ -79,6 +129,8 @@ def _t(threads: int, source: str, per_slave: int = 1) -> VendorRule:
 
 
 def _ring(platform: str, coll: Collective, n: int, devices: int) -> Optional[VendorRule]:
+    if platform not in LEGACY_PLATFORMS:
+        return None                      # a legacy executor: Ascend 950 runs the templates (mesh, NHR) instead
     if coll in (C.ALLTOALL, C.BARRIER):
         return None
     if platform == "a3":
@@ -108,6 +160,8 @@ def _ring(platform: str, coll: Collective, n: int, devices: int) -> Optional[Ven
 
 
 def _double_ring(platform: str, coll: Collective, n: int, devices: int) -> Optional[VendorRule]:
+    if platform not in LEGACY_PLATFORMS:
+        return None                      # a legacy executor: Ascend 950 runs the templates (mesh, NHR) instead
     if platform != "a3" or coll not in (C.ALLREDUCE, C.ALLGATHER, C.REDUCE_SCATTER):
         return None
     # NP double ring, op-base: LEVEL0_PLANE_NUM_IN_NPRING_DOUBLE(2) x 2 DMA-reduce streams (hccl_impl.h:42,46)
@@ -115,7 +169,56 @@ def _double_ring(platform: str, coll: Collective, n: int, devices: int) -> Optio
               "the second ring is the first reversed: topo_info_extractor.cc:1537-1547)")
 
 
-def _mesh(platform: str, coll: Collective, n: int, devices: int) -> Optional[VendorRule]:
+_OPS = f"{HCOMM}:src/legacy/ascend910/algorithm/impl/operator/"
+
+
+def _mesh_legacy(platform: str, coll: Collective, n: int, devices: int, expansion: str,
+                 level0: bool = False) -> Optional[VendorRule]:
+    """The legacy mesh executors the operators pick for the library's own (op-base) collective.
+
+    One server (one mesh aggregation) picks the op-base variants, which count every device's stream, the
+    main one included (``totalStreamNum = deviceNumPerAggregation``); the level 0 of several servers picks
+    the base executors, ``totalStreamNum = deviceNumPerAggregation - 1`` (e.g. ``CollReduceScatterMeshExecutor``
+    ``CalcStreamNum``).  AIV mode: the mesh AIV executors, no slave stream.
+    """
+    if coll is C.BARRIER:
+        return None
+    if coll is C.ALLTOALL:                  # the legacy all-to-all is the full-mesh executor, whatever the level 0
+        return _pairwise(platform, coll, n, devices)
+    if expansion == "AIV":
+        return _t(1, _EXE + "coll_all_reduce/coll_all_reduce_mesh_aiv_executor.cc:24-29 (AIV: no slave stream; "
+                  f"picked in AIV mode: {_OPS}all_gather_operator.cc:141-147)")
+    per = devices if devices else n
+    one_server = per == n and not level0
+    if coll is C.BROADCAST:
+        # op-base on 910B inside one mesh: deviceNumPerAggregation streams; 4P mesh: LEVEL0_PLANE_NUM_IN_4PMESH = 3
+        total = 3 if platform == "910a" and per == 4 else (per if platform == "a2" else per - 1)
+        return _t(max(1, total), _EXE + "coll_broadcast/coll_broadcast_mesh_executor.cc:20-37 (picked: "
+                  f"{_OPS}broadcast_operator.cc:169; 4P mesh: impl/legacy/hccl_impl.h:45)")
+    if one_server and coll is not C.REDUCE:
+        files = {C.ALLREDUCE: ("coll_all_reduce/coll_all_reduce_mesh_small_count_executor.cc:60-71 (up to 256 KB; "
+                               "larger: AllReduceMeshOpbaseLoopExecutor, coll_all_reduce_mesh_opbase_executor.cc:23-34, "
+                               "the same count)", "all_reduce_operator.cc:531-538"),
+                 C.ALLGATHER: ("coll_all_gather/coll_all_gather_mesh_opbase_executor.cc:21-27",
+                               "all_gather_operator.cc:203-205"),
+                 C.REDUCE_SCATTER: ("coll_reduce_scatter/coll_reduce_scatter_mesh_dma_elimination.cc:29-36 (inline "
+                                    "reduce, not deterministic)", "reduce_scatter_operator.cc:296-303")}
+        exe, picked = files[coll]
+        return _t(per, _EXE + exe + f" (op-base, one server: a stream per device, the main one included; picked: "
+                  f"{_OPS}{picked})")
+    files = {C.ALLREDUCE: ("coll_all_reduce/coll_all_reduce_mesh_executor.cc:33-39", "all_reduce_operator.cc:448-449"),
+             C.ALLGATHER: ("coll_all_gather/coll_all_gather_mesh_executor.cc:21-27", "all_gather_operator.cc:216-218"),
+             C.REDUCE_SCATTER: ("coll_reduce_scatter/coll_reduce_scatter_mesh_executor.cc:66-72",
+                                "reduce_scatter_operator.cc:343"),
+             C.REDUCE: ("coll_reduce/coll_reduce_mesh_executor.cc:31-37", "reduce_operator.cc:122")}
+    exe, picked = files[coll]
+    return _t(max(1, per - 1), _EXE + exe + f" (devices - 1 streams, the main one included; picked: {_OPS}{picked})")
+
+
+def _mesh(platform: str, coll: Collective, n: int, devices: int, expansion: str = "AI CPU",
+          level0: bool = False) -> Optional[VendorRule]:
+    if platform in LEGACY_PLATFORMS:
+        return _mesh_legacy(platform, coll, n, devices, expansion, level0)
     # the AI CPU templates of the new layer (threads per remote rank = 1 channel per peer)
     if coll is C.REDUCE_SCATTER:
         return _t(n, _TPL + "reduce_scatter/template/aicpu/ins_temp_reduce_scatter_mesh_1D.cc:55-60")
@@ -135,6 +238,17 @@ def _mesh(platform: str, coll: Collective, n: int, devices: int) -> Optional[Ven
 
 
 def _nhr(platform: str, coll: Collective, n: int, devices: int) -> Optional[VendorRule]:
+    if platform in LEGACY_PLATFORMS:
+        # the whole-communicator executors with level-1 NHR (COMM_TAG_NONUNIFORM_HIERARCHICAL_RING), no CalcStreamNum
+        # override: 1 stream (coll_native_executor_base.cc:70-76); no legacy barrier executor
+        legacy = {C.ALLREDUCE: "coll_all_reduce/coll_all_reduce_comm_executor.cc:55-58",
+                  C.ALLGATHER: "coll_all_gather/coll_all_gather_comm_executor.cc",
+                  C.REDUCE_SCATTER: "coll_reduce_scatter/coll_reduce_scatter_comm_executor.cc",
+                  C.BROADCAST: "coll_broadcast/coll_broadcast_comm_executor.cc",
+                  C.REDUCE: "coll_reduce/coll_reduce_comm_executor.cc"}
+        if coll not in legacy:
+            return None
+        return _t(1, _EXE + legacy[coll] + " (NHR whole-communicator executor: 1 stream, coll_native_executor_base.cc:70-76)")
     files = {C.REDUCE_SCATTER: "reduce_scatter/template/aicpu/ins_temp_reduce_scatter_nhr.cc:89-96",
              C.ALLREDUCE: "all_reduce/template/aicpu/ins_temp_all_reduce_nhr.cc:84-91",
              C.BROADCAST: "broadcast/template/aicpu/ins_temp_broadcast_nhr.cc:41-48",
@@ -149,6 +263,8 @@ def _nhr(platform: str, coll: Collective, n: int, devices: int) -> Optional[Vend
 
 
 def _nb(platform: str, coll: Collective, n: int, devices: int) -> Optional[VendorRule]:
+    if platform not in LEGACY_PLATFORMS:
+        return None                      # a legacy executor: Ascend 950 runs the templates (mesh, NHR) instead
     if coll not in (C.ALLREDUCE, C.ALLGATHER, C.REDUCE_SCATTER):
         return None
     # whole-communicator executor: no CalcStreamNum override, 0 slave streams (coll_native_executor_base.cc:70-76)
@@ -157,6 +273,8 @@ def _nb(platform: str, coll: Collective, n: int, devices: int) -> Optional[Vendo
 
 
 def _pairwise(platform: str, coll: Collective, n: int, devices: int) -> Optional[VendorRule]:
+    if platform not in LEGACY_PLATFORMS:
+        return None                      # a legacy executor: Ascend 950 runs the templates (mesh, NHR) instead
     if coll is not C.ALLTOALL:
         return None
     src = _EXE + "coll_all_to_all/coll_all_to_all_v_fullmesh_executor.cc:20-27"
@@ -166,6 +284,8 @@ def _pairwise(platform: str, coll: Collective, n: int, devices: int) -> Optional
 
 
 def _ahc(platform: str, coll: Collective, n: int, devices: int) -> Optional[VendorRule]:
+    if platform not in LEGACY_PLATFORMS:
+        return None                      # a legacy executor: Ascend 950 runs the templates (mesh, NHR) instead
     if coll not in (C.ALLREDUCE, C.ALLGATHER, C.REDUCE_SCATTER):
         return None
     return _t(1, f"{HCOMM}:src/legacy/ascend910/algorithm/base/alg_template/asymmetric_hierarchical_concatenate_base."
@@ -187,12 +307,13 @@ _INTER = {"ring": _COMM + "calc_ring_transport_req.cc:53-69",
 
 
 def vendor_rule(platform: str, algorithm: str, coll: Collective, n: int, devices: int,
-                level: str = "flat") -> Optional[VendorRule]:
+                level: str = "flat", expansion: str = "AI CPU") -> Optional[VendorRule]:
     """The vendor's thread request for ``algorithm`` on ``n`` members (``devices`` per server), or None when
     no vendor executor runs it on this platform (the caller then says so and keeps the document model).
 
     ``level="inter"``: as the level-1 algorithm between servers of a hierarchical executor (one
-    thread: the executor's threads are its level 0's); the vendor has no mesh there.
+    thread: the executor's threads are its level 0's); the vendor has no mesh there.  ``level="intra"``:
+    the level 0 of several servers (the legacy operators pick the base mesh executors there).
     """
     if n < 2:
         return None
@@ -200,5 +321,32 @@ def vendor_rule(platform: str, algorithm: str, coll: Collective, n: int, devices
         src = _INTER.get(algorithm)
         symmetric = coll in (C.ALLREDUCE, C.ALLGATHER, C.REDUCE_SCATTER)
         return None if src is None or (algorithm == "tree" and not symmetric) else _t(1, src)
+    if algorithm == "mesh":
+        return _mesh(platform, coll, n, devices, expansion, level0=level == "intra")
     fn = _RULES.get(algorithm)
     return None if fn is None else fn(platform, coll, n, devices)
+
+
+def native_algorithm(platform: str, servers: int, devices: int, coll: Collective) -> Tuple[str, str]:
+    """The algorithm the library's own collective runs on ``platform`` (the planner's name) and why.
+
+    Level 0 as the vendor defaults it (hcomm alg_configurator.cc:389-409 GetDefaultAlgoLevel0Module: 8 devices
+    an 8P ring, 4 a 4P mesh, 1-2 a single ring, else the whole ring; a 910B whose devices are all HCCS-linked a
+    mesh); all-to-all is the full-mesh executor on the legacy layer; several servers add a level 1 (hierarchical).
+    Ascend 950 runs the mesh AI CPU templates.
+    """
+    src = f"{HCOMM}:src/legacy/ascend910/algorithm/impl/alg_configurator.cc:389-409"
+    if coll is C.ALLTOALL and platform in LEGACY_PLATFORMS:
+        return "alltoall_pairwise", f"all-to-all: the full-mesh executor ({_EXE}coll_all_to_all/coll_all_to_all_v_fullmesh_executor.cc)"
+    if platform in ("a2", "950"):
+        level0 = "mesh"
+        why = ("910B, every device pair HCCS-linked: NP mesh (" + src + ")" if platform == "a2"
+               else "Ascend 950: the mesh AI CPU templates")
+    elif platform == "a3":
+        level0, why = "ring", f"910_93: a ring at level 0 ({_EXE}coll_all_reduce/coll_all_reduce_ring_for_910_93_executor.cc)"
+    else:
+        level0 = "mesh" if devices == 4 else "ring"
+        why = f"{devices} devices: {'4P mesh' if devices == 4 else ('8P ring' if devices == 8 else 'ring')} ({src})"
+    if servers > 1 and coll is not C.BARRIER:
+        return "hierarchical", f"{servers} servers: level 0 {level0} ({why}), level 1 between servers"
+    return level0, why

@@ -168,6 +168,7 @@ class SimComm:
         self.threads: List[SimThread] = []
         self.thread_notifies = 0
         self.stream_threads: Dict[int, SimThread] = {}
+        self.acquired_streams: Set[int] = set()   # stream threads handed out by HcclThreadAcquireWithStream (ledger)
         self.channels: Dict[Tuple[int, int, int], SimChannel] = {}
         self.peer_ctl: Dict[int, Segment] = {}
         self._peer_buf: Dict[int, Segment] = {}

@@ -449,11 +449,15 @@ class ControlPlane:
                 c.stream_threads[key] = th
                 self.state.threads[handle] = th
                 made = ("thread", 1, notifyNum)
+            elif key not in c.acquired_streams:     # the library's own collectives made it: first handed out now
+                made = ("thread", 1, max(notifyNum, len(th.notifies)))
+                th.notifies.extend([0] * (notifyNum - len(th.notifies)))
             elif notifyNum > len(th.notifies):
                 made = ("notify", notifyNum - len(th.notifies), 0)
                 th.notifies.extend([0] * (notifyNum - len(th.notifies)))
             else:
                 made = None
+            c.acquired_streams.add(key)
             if q.comm is None:
                 q.comm = c
         if made is not None:

@@ -33,7 +33,8 @@ INTER_ALGORITHMS = ("ring", "nhr", "tree", "mesh", "nb")
 
 
 def build_schedule(algorithm: str, topo: Topology, coll: Collective, root: int, size: float,
-                   peer: Optional[int] = None, inter_algorithm: str = "nhr", platform: str = "doc") -> Schedule:
+                   peer: Optional[int] = None, inter_algorithm: str = "nhr", platform: str = "doc",
+                   expansion: str = "AI CPU") -> Schedule:
     """The schedule of ``algorithm`` under the ``platform`` profile; raises :class:`InvalidAlgorithm` with the reason.
 
     ``schedule.source`` says where its resource figures come from, ``schedule.notes`` what differs.
@@ -41,10 +42,10 @@ def build_schedule(algorithm: str, topo: Topology, coll: Collective, root: int, 
     sched = _model_schedule(algorithm, topo, coll, root, size, peer, inter_algorithm)
     if coll is Collective.SENDRECV or topo.n_ranks == 1:
         return sched
-    rules = {p: _rule(p, algorithm, topo, coll, inter_algorithm) for p in _VENDOR}
+    rules = {p: _rule(p, algorithm, topo, coll, inter_algorithm, expansion) for p in _VENDOR}
     what = f"{algorithm}{f' (inter {inter_algorithm})' if algorithm == 'hierarchical' else ''} {coll.value}"
     if all(r is None for r in rules.values()):
-        sched.notes = (f"no vendor executor (A2, A3, 910A) runs {what}: the figures are the document model's only",)
+        sched.notes = (f"no vendor executor (A2, A3, 910A, 950) runs {what}: the figures are the document model's only",)
     ref = _REFERENCE.get(algorithm)
     want = ref if platform == "doc" and ref else platform
     if want == "doc":
@@ -71,12 +72,13 @@ def build_schedule(algorithm: str, topo: Topology, coll: Collective, root: int, 
 DOC_MODEL = "the document model (HCOMM_SEMANTICS.md §3.4, whose example is one server of 4 ranks on AI CPU)"
 
 
-def _rule(platform: str, algorithm: str, topo: Topology, coll: Collective, inter: str) -> Optional[VendorRule]:
+def _rule(platform: str, algorithm: str, topo: Topology, coll: Collective, inter: str,
+          expansion: str = "AI CPU") -> Optional[VendorRule]:
     devices = topo.devices_per_server or 0
     if algorithm != "hierarchical":
-        return vendor_rule(platform, algorithm, coll, topo.n_ranks, devices)
+        return vendor_rule(platform, algorithm, coll, topo.n_ranks, devices, expansion=expansion)
     p, s = devices, topo.n_servers
-    a = vendor_rule(platform, "mesh", coll, p, devices) if p > 1 else VendorRule((), "")
+    a = vendor_rule(platform, "mesh", coll, p, devices, "intra", expansion) if p > 1 else VendorRule((), "")
     b = vendor_rule(platform, inter, coll, s, devices, level="inter")
     if a is None or b is None:
         return None
