@@ -29,6 +29,7 @@ from . import consistency, live, membership, observe
 from .buffers import Buffer, as_buffer, new_like, overlaps
 from .call import Call
 from .errors import CommError, NotMemberError, with_comm_names, wrap_failure
+from .interrupts import abandon_queued
 from .issue import Issuer
 from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
 from .port import CommPort
@@ -359,6 +360,7 @@ class Comm:
             err = wrap_failure(exc, f"rank {self.rank} of communicator {self.name!r}: {where}", names,
                                consistency.CollectiveMismatchError if in_band else None)
         self._broken = str(err)
+        abandon_queued(self.binding, self._handle, self._broken)    # nothing queued runs later (api/interrupts.py)
         observe.failed(self._port, exc, err)
         return err
 

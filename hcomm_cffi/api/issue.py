@@ -30,6 +30,7 @@ from . import consistency, observe
 from .buffers import NO_STAGING, Buffer, Staging
 from .call import CHOICES_MAX, DEVICE_RANGES_MAX, RESOURCES_MAX, SCHEDULES_MAX, Call, CommCache, Ready
 from .fastcalls import FastCall, key_of
+from .interrupts import interrupted
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
 from .streams import StreamTargets, Target
@@ -154,11 +155,16 @@ class Issuer:
         target = self.targets.own
         record = observe.record_of(c)
         slot = observe.issue(self.port, self.seq, record)
+        count = self.signer.count
         try:
             ready = self._batch_for(c, target)
-        except HcclError as exc:
+            self._launch_and_wait(ready, slot, c.coll, c.what)
+        except HcclError as exc:       # _batch_for's (the wait turns its own into a CommError)
             raise self.port.fail(exc, c.what) from exc
-        self._launch_and_wait(ready, slot, c.coll, c.what)
+        except BaseException as exc:   # the handshake count moved but nothing was launched: peers would disagree
+            if self.signer.count != count:
+                interrupted(self.port, c.what, exc)
+            raise
         if c.staging is not NO_STAGING:
             c.staging.finish()
         elif ready.replayed and c.fast_key is not None:
@@ -196,11 +202,16 @@ class Issuer:
         if ready is None:
             return False
         self.seq += 1
-        if fast.handshake:
-            signer.seq = self.seq
-            signer.count += 1
-        slot = observe.issue(self.port, self.seq, fast.record, fast.fixed)
-        self._launch_and_wait(ready, slot, c.coll, fast.what)
+        try:
+            if fast.handshake:
+                signer.seq = self.seq
+                signer.count += 1
+            slot = observe.issue(self.port, self.seq, fast.record, fast.fixed)
+            self._launch_and_wait(ready, slot, c.coll, fast.what)
+        except BaseException as exc:   # the handshake count moved but nothing was launched: peers would disagree
+            if fast.handshake:
+                interrupted(self.port, fast.what, exc)
+            raise
         return True
 
     def _launch_and_wait(self, ready: Ready, slot: int, coll: str, what: str) -> None:
@@ -215,6 +226,9 @@ class Issuer:
         except HcclError as exc:
             self.check_exchange(ready.exchange, started=True)    # a mismatch explains the failure better
             raise self.port.fail(exc, what) from exc
+        except BaseException as exc:       # Ctrl-C, an alarm handler...: the queued rest must never run
+            interrupted(self.port, what, exc)
+            raise
         if ready.exchange is not None:
             self.check_exchange(ready.exchange, started=True)
         observe.done(self.port, slot, coll, self.seq)
@@ -247,6 +261,9 @@ class Issuer:
             observe.running(self.port, slot)
         except HcclError as exc:
             raise self.port.fail(exc, c.what) from exc
+        except BaseException as exc:       # a launch cut short: part of the batch may be queued
+            interrupted(self.port, c.what, exc)
+            raise
         pending = Pending(self.port, c, target.stream, ready.exchange, slot)
         self.inflight.add(pending)
         return pending

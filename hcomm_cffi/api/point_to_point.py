@@ -29,6 +29,7 @@ from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
 from . import observe
 from .errors import CommError, CommTimeoutError, MessageMismatchError
+from .interrupts import interrupted
 from .request import Request, timeout_arg
 from .streams import sync_stream
 
@@ -142,6 +143,9 @@ class PointToPoint:
             err = CommTimeoutError(msg)
             observe.failed(self.comm, None, err)
             raise err from None
+        except BaseException as exc:       # Ctrl-C, an alarm handler...: the queued transfer must never land
+            interrupted(self.comm, req.what, exc)
+            raise
 
     @staticmethod
     def _items(items: Any, what: str) -> List[Any]:
@@ -261,6 +265,9 @@ class PointToPoint:
             batch.launch()
         except HcclError as exc:
             raise self.comm.fail(exc, desc) from exc
+        except BaseException as exc:       # a launch cut short: part of the message may be queued
+            interrupted(self.comm, desc, exc)
+            raise
         observe.running(self.comm, slot)
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:

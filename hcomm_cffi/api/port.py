@@ -11,6 +11,7 @@ from ..errors import HcclError
 from ..plan import Topology
 from .buffers import Buffer
 from .errors import CommError
+from .interrupts import abandon_queued
 
 if TYPE_CHECKING:   # typing only: comm.py imports this module
     from .comm import Comm
@@ -124,9 +125,14 @@ class CommPort:
         """The library failed in ``where``: the communicator becomes unusable; returns the error to raise."""
         return self._c._fail(exc, where)
 
-    def mark_broken(self, why: str) -> None:
-        """Make the communicator unusable (a failure the library did not report, e.g. a message mismatch)."""
+    def mark_broken(self, why: str, interrupted: bool = False) -> None:
+        """Make the communicator unusable (a failure the library did not report, e.g. a message mismatch).
+
+        Its queued work is discarded and its peers are told (api/interrupts.py); ``interrupted``: an
+        exception left a blocking wait.
+        """
         self._c._broken = why
+        abandon_queued(self._c.binding, self._c._handle, why, interrupted)
 
     def completed(self, pending: Any) -> None:
         """A started collective is known complete (its resources may go)."""

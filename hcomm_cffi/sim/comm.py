@@ -47,6 +47,7 @@ H_CHECK = 16                # 1 + index of this rank's HCOMM_SIM_CHECK mode in C
 H_REFUSED = 17              # set when this rank found a peer's settings different (the peer waits to see it too)
 REFUSE_LINGER_S = 3.0       # how long a rank that refused a peer keeps its segments for that peer to notice
 STATE_READY, STATE_DESTROYED, STATE_FAILED = 1, 2, 3   # FAILED: an operation of this rank failed
+STATE_ABANDONED = 4   # an exception interrupted this rank's call; its queued work was discarded (sim/abandon.py)
 # slot word indices
 S_STATE, S_PEER, S_ENGINE, S_PROTOCOL, S_NOTIFY_NUM = range(5)
 SLOT_PUBLISHED = 1
@@ -489,7 +490,15 @@ class SimComm:
             return "destroyed its communicator (finalised)"
         if state == STATE_FAILED:
             return "failed an operation of this communicator (its own error says why) and will not take part again"
+        if state == STATE_ABANDONED:
+            return ("abandoned its communicator (an exception interrupted its call while it waited; its queued work "
+                    "was discarded) and will not take part again")
         return None
+
+    def abandoned(self) -> None:
+        """An exception interrupted this rank's call: peers blocked on it fail at once (no grace for a better error)."""
+        if not self.destroyed:
+            self.words[H_STATE] = STATE_ABANDONED
 
     def all_threads(self) -> List[SimThread]:
         """Every thread of this rank: acquired ones and the stream-bound ones."""

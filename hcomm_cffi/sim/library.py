@@ -5,6 +5,7 @@ import atexit
 from typing import Any, Callable, List, Sequence
 
 from ..lib.contract import Backend, Call, Capabilities
+from .abandon import abandon
 from .abi_check import declared_functions
 from .acl import AclRuntime
 from .client_api import ClientCalls
@@ -96,6 +97,10 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, ClientCalls, GroupCalls, N
     def host_task(self, binding: Any, thread: int, fn: Callable[[], None]) -> Call:
         """The call that queues ``fn`` on ``thread`` (sim_host_task)."""
         return (self.sim_host_task, (thread, fn))
+
+    def abandon_communicator(self, comm: Any, why: str, interrupted: bool = False) -> bool:
+        """Drop communicator ``comm``'s queued tasks and mark it FAILED (ABANDONED) for its peers (sim/abandon.py)."""
+        return abandon(self.state, self._batch.tasks, comm, why, interrupted)
 
     def checker_reports(self) -> List[str]:
         """Every checker finding of this process so far, oldest first."""

@@ -36,6 +36,7 @@ SPIN_ROUNDS = 200           # sched_yield polls of the awaited words before slee
 MAX_SLEEP_S = 0.02          # bound on one futex sleep (guards against a lost wake-up)
 LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers still exist
 PEER_LEFT_GRACE_S = 1.0     # a wait blocked this long on a peer that left its communicator fails naming it
+LEFT_AT_ONCE = ("destroyed", "abandoned")   # ways of leaving (SimComm.peer_left) with no more precise error to wait for
 
 __all__ = ["Queue", "SimThread", "SimEvent", "Executor", "CheckerWarning", "EXECUTOR", "KIND_NAMES",
            "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
@@ -509,7 +510,7 @@ class Executor:
                 if ch.local_words[ch.local_base + t.index]:
                     continue     # the peer signalled before it went: the wait completes at the next step
                 left = ch.comm.peer_left(ch.peer)    # its header stays readable: the mapping outlives its owner
-                if left is not None and left.startswith("destroyed") and not ch.local_words[ch.local_base + t.index]:
+                if left is not None and left.startswith(LEFT_AT_ONCE) and not ch.local_words[ch.local_base + t.index]:
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
                                     f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
