@@ -29,6 +29,7 @@ from ..resources import Resources
 from . import consistency, observe
 from .buffers import NO_STAGING, Buffer, Staging
 from .call import CHOICES_MAX, DEVICE_RANGES_MAX, RESOURCES_MAX, SCHEDULES_MAX, Call, CommCache, Ready
+from .announce import Announcer
 from .fastcalls import FastCall, key_of
 from .interrupts import interrupted
 from .nonblocking import Pending, request_for
@@ -60,6 +61,7 @@ class Issuer:
         self.on_device: Dict[Tuple[Any, int], int] = {}   # (char *, bytes) -> address, declared (emulator)
         self.cache = CommCache()                          # choices, bound batches, fast calls: one generation
         self.signer = Signer(port)
+        self.announce = Announcer(b.lib, port.handle)    # launch order, for mismatches that never meet (api/announce.py)
         self.seq = 0                          # collectives issued (flight recorder, mismatch messages)
         self.scratch_ptr: Any = None
         self.scratch_size = 0
@@ -155,14 +157,15 @@ class Issuer:
         target = self.targets.own
         record = observe.record_of(c)
         slot = observe.issue(self.port, self.seq, record)
-        count = self.signer.count
+        count, announced = self.signer.count, self.announce.count
         try:
             ready = self._batch_for(c, target)
+            self.announce(record)
             self._launch_and_wait(ready, slot, c.coll, c.what)
         except HcclError as exc:       # _batch_for's (the wait turns its own into a CommError)
             raise self.port.fail(exc, c.what) from exc
-        except BaseException as exc:   # the handshake count moved but nothing was launched: peers would disagree
-            if self.signer.count != count:
+        except BaseException as exc:   # the handshake count or the announcements moved: peers would disagree
+            if self.signer.count != count or self.announce.count != announced:
                 interrupted(self.port, c.what, exc)
             raise
         if c.staging is not NO_STAGING:
@@ -202,14 +205,16 @@ class Issuer:
         if ready is None:
             return False
         self.seq += 1
+        announced = self.announce.count
         try:
             if fast.handshake:
                 signer.seq = self.seq
                 signer.count += 1
             slot = observe.issue(self.port, self.seq, fast.record, fast.fixed)
+            self.announce(fast.record)
             self._launch_and_wait(ready, slot, c.coll, fast.what)
-        except BaseException as exc:   # the handshake count moved but nothing was launched: peers would disagree
-            if fast.handshake:
+        except BaseException as exc:   # the handshake count or the announcements moved: peers would disagree
+            if fast.handshake or self.announce.count != announced:
                 interrupted(self.port, fast.what, exc)
             raise
         return True
@@ -254,15 +259,18 @@ class Issuer:
         target = self.targets.get(c.stream)
         record = observe.record_of(c)
         slot = observe.issue(self.port, self.seq, record)
+        count, announced = self.signer.count, self.announce.count
         try:
             ready = self._batch_for(c, target)
             self.targets.order(target)
+            self.announce(record)
             ready.batch.launch()
             observe.running(self.port, slot)
         except HcclError as exc:
             raise self.port.fail(exc, c.what) from exc
         except BaseException as exc:       # a launch cut short: part of the batch may be queued
-            interrupted(self.port, c.what, exc)
+            if self.signer.count != count or self.announce.count != announced:
+                interrupted(self.port, c.what, exc)
             raise
         pending = Pending(self.port, c, target.stream, ready.exchange, slot)
         self.inflight.add(pending)

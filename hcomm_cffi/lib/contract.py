@@ -77,3 +77,10 @@ class Backend:
         host buffers are staging copies, copied back only after a completed wait).
         """
         return False
+
+    def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
+        """Collective number ``seq`` of communicator ``comm`` (the Comm API's count) has signature ``value``.
+
+        ``text`` describes it ("" once ``value`` was described).  The emulator keeps it where a peer whose wait
+        never meets this call finds it, and fails with both calls named (sim/announce.py); CANN: nothing.
+        """

@@ -109,6 +109,10 @@ class AbiCheckedLibrary(Backend):
         """The wrapped library's."""
         return self._lib.host_task(binding, thread, fn)
 
+    def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
+        """The wrapped library's."""
+        self._lib.announce_collective(comm, seq, value, text)
+
     def abandon_communicator(self, comm: Any, why: str, interrupted: bool = False) -> bool:
         """The wrapped library's."""
         return bool(self._lib.abandon_communicator(comm, why, interrupted))

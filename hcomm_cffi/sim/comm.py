@@ -24,6 +24,7 @@ import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .._ffi import ffi
+from .announce import TABLE_WORDS, Announcements
 from .config import CHECK_MODES, SimConfig
 from .errors import HcclResult, SimError, warn_caller
 from .futex import futex_wait, futex_wake
@@ -33,7 +34,7 @@ from .shm import SHM_DIR, Segment, check_dir, owner_alive, sweep_stale, user_pre
 from .tasks import Task
 
 MAGIC = 0x4D534348          # "HCSM"
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3          # 3: the announcements table after the channel slots
 HEADER_WORDS = 20
 SLOT_WORDS = 16 + 64        # slot header + 64 notify words
 MAX_NOTIFIES_PER_CHANNEL = 64
@@ -180,7 +181,7 @@ class SimComm:
         sweep_stale()
         ctl_name, buf_name, nat_name = segment_names(comm_id, rank)
         try:
-            self.ctl = Segment(ctl_name, 4 * (HEADER_WORDS + self.slots * SLOT_WORDS), create=True)
+            self.ctl = Segment(ctl_name, 4 * (self.announce_base() + TABLE_WORDS), create=True)
         except FileExistsError:
             raise SimError(HcclResult.E_PARA, f"rank {rank} of communicator {name} is already initialised "
                                               "(by this or another live process)") from None
@@ -202,6 +203,7 @@ class SimComm:
                 seg.unlink()
             raise
         self.words = ffi.cast("uint32_t *", self.ctl.ptr)
+        self.announced = Announcements(self.words, self.announce_base())   # its calls in order (sim/announce.py)
         self.bell_addr = self.ctl.addr + 4 * H_BELL
         w = self.words
         w[H_MAGIC], w[H_VERSION], w[H_NRANKS], w[H_RANK] = MAGIC, LAYOUT_VERSION, nranks, rank
@@ -455,6 +457,15 @@ class SimComm:
         if self.config.check == "strict":
             raise SimError(HcclResult.E_PARA, message)
         warn_caller(message, CheckerWarning)
+
+    def announce_base(self) -> int:
+        """Word of the control segment where the announcements table starts (after the channel slots)."""
+        return HEADER_WORDS + self.slots * SLOT_WORDS
+
+    def disagreeing_call(self, peer: int) -> Optional[str]:
+        """The mismatch message when ``peer`` announced another call under a number this rank used, else None."""
+        found = self.announced.disagreement(ffi.cast("uint32_t *", self.peer_ctl[peer].ptr), self.announce_base())
+        return None if found is None else self.announced.message(self.rank, self.name, peer, found)
 
     # ------------------------------------------------------------------ doorbell
     def bell_value(self) -> int:

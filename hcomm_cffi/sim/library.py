@@ -6,6 +6,7 @@ from typing import Any, Callable, List, Sequence
 
 from ..lib.contract import Backend, Call, Capabilities
 from .abandon import abandon
+from .announce import API
 from .abi_check import declared_functions
 from .acl import AclRuntime
 from .client_api import ClientCalls
@@ -97,6 +98,10 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, ClientCalls, GroupCalls, N
     def host_task(self, binding: Any, thread: int, fn: Callable[[], None]) -> Call:
         """The call that queues ``fn`` on ``thread`` (sim_host_task)."""
         return (self.sim_host_task, (thread, fn))
+
+    def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
+        """Publish the Comm API's collective ``seq`` in this rank's announcements (sim/announce.py)."""
+        self.state.comm(comm).announced.announce(API, seq, value, text)
 
     def abandon_communicator(self, comm: Any, why: str, interrupted: bool = False) -> bool:
         """Drop communicator ``comm``'s queued tasks and mark it FAILED (ABANDONED) for its peers (sim/abandon.py)."""

@@ -15,6 +15,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Deque, List, Optional, Sequence, Set, Tuple
 
 from . import kernels
+from .announce import BLOCKED_S
 from .. import trace as _trace
 from .errors import (
     ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
@@ -509,6 +510,11 @@ class Executor:
                 ch = t.channel
                 if ch.local_words[ch.local_base + t.index]:
                     continue     # the peer signalled before it went: the wait completes at the next step
+                if now - q.blocked_since >= BLOCKED_S:       # a call that never meets this one (sim/announce.py)
+                    mismatch = ch.comm.disagreeing_call(ch.peer)
+                    if mismatch is not None:
+                        self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, mismatch)
+                        continue
                 left = ch.comm.peer_left(ch.peer)    # its header stays readable: the mapping outlives its owner
                 if left is not None and left.startswith(LEFT_AT_ONCE) and not ch.local_words[ch.local_base + t.index]:
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
