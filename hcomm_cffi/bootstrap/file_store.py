@@ -269,6 +269,12 @@ class FileStore(KeyValueStore):
             os.close(fd)
         self._held.clear()
 
+    def namespaces(self) -> Optional[List[str]]:
+        try:
+            return sorted(e.name for e in os.scandir(self.root) if e.is_dir(follow_symlinks=False))
+        except OSError:
+            return None
+
     def delete_prefix(self, prefix: str) -> None:
         path = self._path(prefix)
         shutil.rmtree(path, ignore_errors=True)
