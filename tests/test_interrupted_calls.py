@@ -49,8 +49,13 @@ def _arm(delay: float, episode: int) -> None:
 
 
 def _disarm() -> None:
-    signal.signal(signal.SIGALRM, lambda *a: None)     # a signal already delivered runs this, harmlessly
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    """Stop the timer; an alarm that fires meanwhile (the episode ended as it was due) is ignored."""
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    except (KeyboardInterrupt, Alarm):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
 
 
 def _broken(comm: Any) -> bool:

@@ -35,6 +35,8 @@ def abandon(state: SimState, open_batch: Optional[Dict[Any, List[Any]]], handle:
     except SimError:
         return False           # destroyed or unknown: nothing of it can run any more
     message = f"rank {comm.rank} of communicator {comm.name} was abandoned: {why}"
+    if interrupted:      # the exception left the executor: nothing of this thread still reads shared memory
+        EXECUTOR.drop_pins_of_this_thread()
     with EXECUTOR.lock:
         if open_batch:
             for th in [th for th in open_batch if th.comm is comm]:

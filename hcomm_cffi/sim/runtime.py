@@ -108,6 +108,7 @@ class Executor:
         # a communicator's control words are read outside the lock (polls, the doorbell sleep) only while
         # pinned; retire() waits here until nobody pins it before its memory is unmapped
         self.unpinned = threading.Condition(self.lock)
+        self.pinned_here = threading.local()        # per host thread: the pins it holds (drop_pins_of_this_thread)
         # when peers were last checked, kept across run_until calls: many short timed waits (a polling
         # thread's) must still find a dead peer, not only one wait longer than LIVENESS_EVERY_S
         self.last_liveness = time.monotonic()
@@ -198,14 +199,40 @@ class Executor:
         pinned = [c for c in comms if not c.closing]
         for c in pinned:
             c.pins += 1
+        if pinned:
+            self._held().append(pinned)
         return pinned
 
     def _unpin(self, comms: Sequence["SimComm"]) -> None:
         if not comms:
             return
         with self.lock:
+            held = self._held()
+            if held and held[-1] == list(comms):     # the same communicators (identity: SimComm has no __eq__)
+                held.pop()
             for c in comms:
                 c.pins -= 1
+            self.unpinned.notify_all()
+
+    def _held(self) -> List[List["SimComm"]]:
+        """The pins this host thread holds (innermost last)."""
+        held = getattr(self.pinned_here, "stack", None)
+        if held is None:
+            held = self.pinned_here.stack = []
+        return held
+
+    def drop_pins_of_this_thread(self) -> None:
+        """Release the pins an exception left behind in this thread (it is no longer inside the executor).
+
+        A signal handler raising in the middle of ``run_until``'s clean-up could leave a communicator pinned,
+        and its destruction would then wait for a reader that is gone (sim/abandon.py calls this).
+        """
+        with self.lock:
+            held = self._held()
+            for comms in held:
+                for c in comms:
+                    c.pins = max(0, c.pins - 1)
+            held.clear()
             self.unpinned.notify_all()
 
     def retire(self, comm: "SimComm", release: Callable[[], None], timeout: float = 30.0) -> None:
@@ -219,7 +246,7 @@ class Executor:
         limit = time.monotonic() + timeout
         with self.lock:
             comm.closing = True
-            while comm.pins:
+            while comm.pins > 0:
                 left = limit - time.monotonic()
                 if left <= 0:                  # a reader never let go: keep the memory mapped, say so
                     raise SimError(HcclResult.E_INTERNAL, f"communicator {comm.name}: {comm.pins} reader(s) still "
