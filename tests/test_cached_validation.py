@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import hcomm_cffi as hcomm
 from hcomm_cffi.enums import ReduceOp
@@ -141,6 +141,7 @@ def test_a_cached_call_never_accepts_what_a_fresh_call_refuses(world: Any, spec:
             ok, why = _outcome(lambda: _call(cached, spec, x, out, 0, canonical_op or "sum"))
             if not ok:
                 return                                        # nothing valid to cache for this shape
+        event(f"compared {spec['coll']}")                    # --hypothesis-show-statistics: what was exercised
         xv = x if spec["x"] == "same" else x.view(spec["view_dtype"])
         ov = _variant(out, spec["out"], spec["view_dtype"]) if out is not None else None
         variant = (spec["root"], spec["op"])
