@@ -66,8 +66,9 @@ def _topology(value: TopologyArg, size: int) -> Topology:
     """The communicator's topology: the argument, else HCOMM_TOPOLOGY, else one server of ``size`` ranks."""
     given = "topology"
     if value is None:
-        value = settings.value("HCOMM_TOPOLOGY")
-        given = "HCOMM_TOPOLOGY=" + "x".join(map(str, value or ())) + " (from the environment)"
+        shape = settings.value("HCOMM_TOPOLOGY")
+        value = shape
+        given = "HCOMM_TOPOLOGY=" + "x".join(str(v) for v in shape or ()) + " (from the environment)"
     if value is None:
         return Topology.single_server(size)
     if isinstance(value, Topology):
