@@ -7,23 +7,14 @@ import pytest
 import hcomm_cffi as hcomm
 from hcomm_cffi.bench.sizes import SizeError, check_memory
 from hcomm_cffi.enums import parse_reduce_op
+from test_cached_validation import world  # noqa: F401 -- the one-rank world fixture
 
 
-@pytest.fixture
-def world():
-    w = hcomm.init(rank=0, world_size=1)
-    try:
-        yield w
-    finally:
-        hcomm.finalize()
-
-
-def test_a_topology_from_hcomm_topology_that_does_not_fit_names_the_variable(monkeypatch) -> None:
+def test_a_topology_from_hcomm_topology_that_does_not_fit_names_the_variable(world, monkeypatch) -> None:
     monkeypatch.setenv("HCOMM_TOPOLOGY", "2x4")
     with pytest.raises(ValueError, match=r"HCOMM_TOPOLOGY=2x4 \(from the environment\) has 8 ranks but the "
                                          r"communicator has 1"):
-        hcomm.init(rank=0, world_size=1)
-    hcomm.finalize()
+        hcomm.Comm("shaped")
 
 
 @pytest.mark.parametrize("op", [99, -1, 4])
