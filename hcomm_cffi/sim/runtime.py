@@ -299,6 +299,9 @@ class Executor:
                 self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
                                 f"{q.name}: task {q.executed} ({KIND_NAMES.get(task[0])}) raised {exc!r}")
                 return True
+            except BaseException as exc:   # Ctrl-C or another signal's exception left this task half done
+                self.interrupted(q, task, exc)
+                raise
             if not done:
                 if not q.blocked_since:
                     q.blocked_since = time.monotonic()
@@ -480,6 +483,20 @@ class Executor:
             for other in list(self.active):
                 if other.comm is comm and other.tasks:
                     self.fail_queue(other, code, acl_code, f"{other.name} aborted: {message}")
+
+    def interrupted(self, q: Queue, task: Task, exc: BaseException) -> None:
+        """``exc`` (not the task's own failure) left ``task`` of ``q`` half done: its queue and communicator fail.
+
+        A wait may have consumed its notify without being popped, a reduction may have run partly: run
+        again, the queue would desynchronise from its peers or add twice.  Whichever communicator's
+        task it was -- the interrupted caller may have been waiting on another one -- it is abandoned
+        (peers fail at once naming this rank), never resumed.
+        """
+        message = (f"{q.name}: task {q.executed} ({KIND_NAMES.get(task[0])}) was interrupted by "
+                   f"{type(exc).__name__}; its queue cannot resume")
+        self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, message)
+        if q.comm is not None:
+            q.comm.abandoned()
 
     def report(self, thread: Any, q: Queue, task: Task, text: str) -> None:
         """A checker finding about ``task`` on ``q``; warns or fails the queue per HCOMM_SIM_CHECK."""
