@@ -16,6 +16,7 @@ The in-suite variants are short; ``slow`` ones run thousands of calls.
 """
 from __future__ import annotations
 
+import multiprocessing
 import random
 import signal
 import time
@@ -181,7 +182,7 @@ def _checking_side(kind: str, comm: Any, calls: int) -> Dict[str, Any]:
 
 
 def body(rank: int, n: int, root_info: bytes, kind: str, episodes: int, calls: int, seed: int,
-         port: int = 0, max_delay: float = 0.01) -> List[Dict[str, Any]]:
+         port: int, max_delay: float, gate: Any) -> List[Dict[str, Any]]:
     import hcomm_cffi as hcomm
     rng = random.Random(seed)
     dist: Any = None
@@ -191,9 +192,8 @@ def body(rank: int, n: int, root_info: bytes, kind: str, episodes: int, calls: i
         import hcomm_cffi.torch  # noqa: F401
         dist.init_process_group("hcomm", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n,
                                 timeout=datetime.timedelta(seconds=60))
-        sync = dist.barrier
     else:
-        sync = hcomm.init(rank=rank, world_size=n, root_info=root_info).barrier
+        hcomm.init(rank=rank, world_size=n, root_info=root_info)
     reports = []
     try:
         # every episode's communicator is made first, while no alarm is armed: an interrupt that lands in a task of
@@ -220,7 +220,7 @@ def body(rank: int, n: int, root_info: bytes, kind: str, episodes: int, calls: i
                         comm.destroy()
                 except Exception:        # noqa: BLE001 -- a broken communicator's leftovers, already reported
                     pass
-            sync()
+            gate.wait(60)       # the episodes' boundary: a process barrier (the world only made the communicators)
     finally:
         if dist is not None:
             dist.destroy_process_group()
@@ -263,7 +263,9 @@ def _run(kind: str, episodes: int, calls: int, seed: int, max_delay: float) -> T
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-    results = run_ranks(3 if kind == "torch" else 2, body, kind, episodes, calls, seed, port, max_delay,
+    n = 3 if kind == "torch" else 2
+    gate = multiprocessing.get_context("fork").Barrier(n)
+    results = run_ranks(n, body, kind, episodes, calls, seed, port, max_delay, gate,
                         timeout=60 + episodes * 10,
                         env={"HCCL_EXEC_TIMEOUT": "20", "HCOMM_SIM_CHECK": "warn"})
     return _check(results, kind)
