@@ -32,23 +32,30 @@ def describe(record: Record) -> str:
 class Announcer:
     """Announces each launched collective of one communicator: its number (from 1) and its signature."""
 
-    __slots__ = ("count", "_fn", "_handle", "_known")
+    __slots__ = ("count", "_fn", "_handle", "_known", "_last", "_last_known")
 
     def __init__(self, lib: Any, handle: Any) -> None:
         self.count = 0                                  # collectives announced so far
         self._fn = lib.announce_collective if lib.capabilities.emulator else None    # CANN: nothing to tell
         self._handle = handle
         self._known: Dict[Record, Tuple[int, str]] = {}
+        self._last: Any = None                          # the record announced last (a repeated call passes the same)
+        self._last_known: Tuple[int, str] = (0, "")
 
     def __call__(self, record: Record) -> None:
         """Announce the next collective, described by its flight ``record``."""
         self.count += 1
         if self._fn is None:
             return
-        known = self._known.get(record)
-        if known is None:
-            text = describe(record)
-            if len(self._known) >= KNOWN_MAX:
-                self._known.clear()
-            known = self._known[record] = (zlib.crc32(text.encode()) or 1, text)
-        self._fn(self._handle, self.count, *known)
+        if record is self._last:
+            known = self._last_known
+        else:
+            got = self._known.get(record)
+            if got is None:
+                text = describe(record)
+                if len(self._known) >= KNOWN_MAX:
+                    self._known.clear()
+                got = self._known[record] = (zlib.crc32(text.encode()) or 1, text)
+            known = self._last_known = got
+            self._last = record
+        self._fn(self._handle, self.count, known[0], known[1])

@@ -42,8 +42,11 @@ def _entry(space: int, seq: int) -> int:
     return (space * ENTRIES + seq % ENTRIES) * ENTRY_WORDS
 
 
+DESC_BASE = 2 * ENTRIES * ENTRY_WORDS
+
+
 def _desc(value: int) -> int:
-    return 2 * ENTRIES * ENTRY_WORDS + (value % DESCRIPTIONS) * DESC_WORDS
+    return DESC_BASE + (value % DESCRIPTIONS) * DESC_WORDS
 
 
 class Announcements:
@@ -60,11 +63,13 @@ class Announcements:
         return self.words[_desc(value & 0xFFFFFFFF)] == value & 0xFFFFFFFF
 
     def announce(self, space: int, seq: int, value: int, text: str) -> None:
-        """Call number ``seq`` of ``space`` has signature ``value``, described by ``text`` ("": none to give)."""
+        """Call number ``seq`` of ``space`` has signature ``value`` (32 bits), described by ``text`` ("": none to give).
+
+        On every collective's path: a few word stores, the description only when its slot does not hold it.
+        """
         w = self.words
-        value &= 0xFFFFFFFF
-        if text and w[_desc(value)] != value:
-            at = _desc(value)
+        at = DESC_BASE + (value % DESCRIPTIONS) * DESC_WORDS
+        if text and w[at] != value:
             raw = text.encode()[:TEXT_BYTES]
             w[at] = 0                          # being rewritten: a reader sees no description, not a torn one
             w[at + 1] = len(raw)
