@@ -242,6 +242,11 @@ _TORCH_NAMES = {
 _TORCH_SEEN: Dict[Any, Optional[DataType]] = {}   # torch dtype -> answer (every collective asks)
 
 
+def torch_dtype_names() -> str:
+    """The torch dtypes HCCL carries, for error messages ('torch.int8, torch.int16, ...')."""
+    return ", ".join(f"torch.{name}" for name in _TORCH_NAMES)
+
+
 def dtype_from_torch(dtype: Any) -> Optional[DataType]:
     """HCCL data type for a torch dtype (torch is only imported if a torch dtype is passed)."""
     try:
@@ -297,7 +302,8 @@ def parse_reduce_op(value: Any) -> ReduceOp:
         try:
             op = ReduceOp(value)
         except ValueError:
-            raise ValueError(f"op={value} is not an HcclReduceOp value") from None
+            raise ValueError(f"op={value} is not an HcclReduceOp value; expected one of 'sum', 'prod', 'max', 'min' "
+                             "(or ReduceOp.SUM, PROD, MAX, MIN: 0, 1, 2, 3)") from None
         if op != ReduceOp.RESERVED:
             return op
     raise ValueError(f"op={value!r} is not a reduce op; expected one of 'sum', 'prod', 'max', 'min'")

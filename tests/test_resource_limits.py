@@ -35,6 +35,6 @@ def test_hcomm_bench_refuses_a_million_gigabytes_before_allocating() -> None:
     proc = subprocess.run([sys.executable, "-c", script], env={**env, "PYTHONPATH": REPO, "HCOMM_BACKEND": "sim"},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
-    assert "-e/--maxbytes=" in proc.stderr and "bytes of memory are available" in proc.stderr, proc.stderr[-2000:]
+    assert "-e/--maxbytes=1000000G " in proc.stderr and "bytes of memory are available" in proc.stderr, proc.stderr[-2000:]
     assert "MemoryError" not in proc.stderr and "Traceback" not in proc.stderr
     assert time.monotonic() - t0 < 60

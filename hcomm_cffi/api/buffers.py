@@ -13,7 +13,7 @@ from typing import Any, List, Sequence, Tuple, cast
 import numpy as np
 
 from .._ffi import ffi
-from ..enums import DataType, MemcpyKind, dtype_from_numpy, dtype_from_torch, numpy_dtype
+from ..enums import DataType, MemcpyKind, dtype_from_numpy, dtype_from_torch, numpy_dtype, torch_dtype_names
 from ..types import BufferLike, CData, SupportsDLPack
 
 __all__ = ["Buffer", "as_buffer", "new_like", "is_torch", "Staging", "overlaps"]
@@ -72,7 +72,7 @@ def _from_numpy(arr: np.ndarray, obj: Any, name: str, writable: bool) -> Buffer:
 def _from_torch(t: Any, name: str, writable: bool) -> Buffer:
     dt = dtype_from_torch(t.dtype)
     if dt is None:
-        raise TypeError(f"{name} has dtype {t.dtype}, which HCCL cannot carry")
+        raise TypeError(f"{name} has dtype {t.dtype}, which HCCL cannot carry; expected one of {torch_dtype_names()}")
     if not t.is_contiguous():
         raise ValueError(f"{name} is not contiguous (stride {tuple(t.stride())} for shape {tuple(t.shape)}); "
                          "pass x.contiguous()")

@@ -70,8 +70,11 @@ def _eager(value: Optional[int]) -> int:
 
 def _topology(value: TopologyArg, size: int) -> Topology:
     """The communicator's topology: the argument, else HCOMM_TOPOLOGY, else one server of ``size`` ranks."""
+    given = "topology"
     if value is None:
-        value = settings.value("HCOMM_TOPOLOGY")
+        shape = settings.value("HCOMM_TOPOLOGY")
+        value = shape
+        given = "HCOMM_TOPOLOGY=" + "x".join(str(v) for v in shape or ()) + " (from the environment)"
     if value is None:
         return Topology.single_server(size)
     if isinstance(value, Topology):
@@ -81,7 +84,7 @@ def _topology(value: TopologyArg, size: int) -> Topology:
     else:
         raise ValueError(f"topology={value!r}; expected (servers, devices_per_server) or a plan.Topology")
     if topo.n_ranks != size:
-        raise ValueError(f"topology has {topo.n_ranks} ranks but the communicator has {size}; "
+        raise ValueError(f"{given} has {topo.n_ranks} ranks but the communicator has {size}; "
                          "servers x devices_per_server must equal the communicator size")
     return topo
 

@@ -22,7 +22,7 @@ from .. import settings
 from ..algorithms import registry
 from ..algorithms.context import IssueContext
 from ..algorithms.dryrun import dry_run
-from ..algorithms.interface import Algorithm, CollectiveCall
+from ..algorithms.interface import CollectiveCall
 from ..algorithms.replay import Schedule, capture
 from ..algorithms.tasks import PreparedLaunch, TaskBatch
 from ..binding import Binding
@@ -33,9 +33,11 @@ from ..plan import MIB
 from ..resources import Resources
 from . import consistency, graphs, observe
 from .buffers import NO_STAGING, Buffer, Staging
+from .announce import Announcer
 from .call import DEVICE_RANGES_MAX, RESOURCES_MAX, SCHEDULES_MAX, Bound, Call, CommCache, Entry
 from .errors import CommError
 from .fastcalls import key_of
+from .interrupts import interrupted
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
 from .streams import StreamTargets, Target
@@ -69,6 +71,7 @@ class Issuer:
         self.on_device: Dict[Tuple[Any, int], int] = {}   # (char *, bytes) -> address, declared (emulator)
         self.cache = CommCache()                          # choices, bound calls, fast-call keys
         self.signer = Signer(port)
+        self.announce = Announcer(b.lib, port.handle)    # launch order, for mismatches that never meet (api/announce.py)
         self.seq = 0                          # collectives issued (flight recorder, mismatch messages)
         self.scratch_ptr: Any = None
         self.scratch_size = 0
@@ -167,12 +170,17 @@ class Issuer:
         self._prepare(c)
         self.seq += 1
         record = observe.record_of(c)
+        moved = self._moved()
         try:
             entry, bound = self._bind(c, self.targets.own, record)
+            # recorded once it will launch: a call its algorithm refused while issuing leaves no open operation
+            slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
+            self.announce(record)
         except HcclError as exc:
             raise self.port.fail(exc, c.what) from exc
-        # recorded once it will launch: a call its algorithm refused while issuing leaves no open operation
-        slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
+        except BaseException as exc:
+            self._interrupted(moved, c.what, exc)
+            raise
         self._launch_and_wait(bound, slot, c.coll, c.what)
         if c.staging is not NO_STAGING:
             c.staging.finish()
@@ -199,10 +207,15 @@ class Issuer:
         if entry is None:
             return False
         self.seq += 1
-        slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
-        bound = entry.bound
-        self._launch_and_wait(bound[0] if len(bound) == 1 else bound[self.signer.advance(self.seq)], slot, c.coll,
-                              entry.what)
+        moved = self._moved()
+        try:
+            slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
+            bound = self._take(entry)
+            self.announce(entry.record)
+        except BaseException as exc:
+            self._interrupted(moved, entry.what, exc)
+            raise
+        self._launch_and_wait(bound, slot, c.coll, entry.what)
         return True
 
     def start(self, c: Call) -> Pending:
@@ -216,14 +229,18 @@ class Issuer:
         graph = graphs.capturing(c.stream)      # an ACL graph captures the stream: recorded (api/graphs.py)
         if graph is not None:                   # before the set-up, which the capture lets this thread do
             slot = graph.captured(self.port, record, self.take_seq)
+        moved = self._moved()
         try:
             entry, bound = self._bind(c, target, record)
         except HcclError as exc:
             raise self.port.fail(exc, c.what) from exc
+        except BaseException as exc:
+            self._interrupted(moved, c.what, exc)
+            raise
         if graph is None:
             slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
-            return self._launch_started(c, bound, target, slot)
-        pending = self._launch_started(c, bound, target, slot)
+            return self._launch_started(c, bound, target, slot, record)
+        pending = self._launch_started(c, bound, target, slot, record)
         graph.keep(pending)
         return pending
 
@@ -255,7 +272,7 @@ class Issuer:
             return self.start(c)
         self.seq += 1
         slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
-        return self._launch_started(c, self._take(entry), self.targets.own, slot, pending)
+        return self._launch_started(c, self._take(entry), self.targets.own, slot, entry.record, pending)
 
     # ------------------------------------------------------------------ launching
     def _take(self, entry: Entry) -> Bound:
@@ -276,28 +293,45 @@ class Issuer:
         except HcclError as exc:
             self.check_exchange(bound.exchange, started=True)    # a mismatch explains the failure better
             raise self.port.fail(exc, what) from exc
+        except BaseException as exc:       # Ctrl-C, an alarm handler...: the queued rest must never run
+            interrupted(self.port, what, exc)
+            raise
         if bound.exchange is not None:
             self.check_exchange(bound.exchange, started=True)
         observe.done(self.port, slot, coll, self.seq)
         if self.retired:
             self._free_retired()
 
-    def _launch_started(self, c: Call, bound: Bound, target: Target, slot: int,
+    def _launch_started(self, c: Call, bound: Bound, target: Target, slot: int, record: observe.Record,
                         pending: Optional[Pending] = None) -> Pending:
         """Launch ``bound`` on ``target``'s stream after the previous collective; the Pending that completes it
         (``pending`` started again, when given: a persistent request's)."""
+        moved = self._moved()
         try:
             self.targets.order(target)
+            self.announce(record)
             bound.batch.launch()
             observe.running(self.port, slot)
         except HcclError as exc:
             raise self.port.fail(exc, c.what) from exc
+        except BaseException as exc:       # a launch cut short: part of the batch may be queued
+            self._interrupted(moved, c.what, exc)
+            raise
         if pending is None:
             pending = Pending(self.port, c, target.stream, bound.exchange, slot, self.seq)
         else:
             pending.restart(bound.exchange, slot, self.seq)
         self.inflight.add(pending)
         return pending
+
+    def _moved(self) -> Tuple[int, int]:
+        """What peers can see of this rank's progress: handshakes launched and collectives announced."""
+        return self.signer.launched, self.announce.count
+
+    def _interrupted(self, before: Tuple[int, int], what: str, exc: BaseException) -> None:
+        """``exc`` left a call before its wait: the communicator breaks only when peers saw it start."""
+        if self._moved() != before:
+            interrupted(self.port, what, exc)
 
     def check_exchange(self, exchange: Optional[Exchange], started: bool) -> None:
         """Backends without host tasks: compare the handshake's slots now (its stream has passed them)."""
@@ -351,7 +385,7 @@ class Issuer:
         entry = self._entry(c, target, record)
         if entry is not None:
             return entry, self._take(entry)
-        res = self._resources(c.alg, c.lib, target)
+        res = self._resources(c, target)
         handshake = self._has_handshake(res)
         batch = TaskBatch(self.b)
         exchange = self._handshake(batch, c, res, target, self.signer.parity) if handshake else None
@@ -383,7 +417,7 @@ class Issuer:
         key = (c.alg, lc.coll, lc.count, lc.dtype, lc.op, lc.root, lc.recv_count, c.in_place)
         known = target.schedules.get(key)
         if known is None:
-            res = self._resources(c.alg, lc, target)
+            res = self._resources(c, target)
             body = self._issue(c, res, target)           # issue() may allocate the scratch memory: bases after it
             if len(target.schedules) >= SCHEDULES_MAX:
                 target.schedules.clear()
@@ -416,15 +450,16 @@ class Issuer:
         batch = TaskBatch(self.b)
         exchange = None
         if parity >= 0:
-            res = self._resources(c.alg, c.lib, target)
+            res = self._resources(c, target)
             exchange = self._handshake(batch, c, res, target, parity)
         batch.extend(known.bind(self.b, self._bases(c)))
         if self.caps.prepares_batches and not known.unbatched:
             return Bound(PreparedLaunch(self.b, self.b.lib.prepare_batch(batch.calls)), exchange)
         return Bound(batch, exchange)
 
-    def _resources(self, alg: Algorithm, call: CollectiveCall, target: Target) -> Resources:
-        """What ``alg`` declares for this call on ``target``'s stream, or what a dry run of its schedule derives."""
+    def _resources(self, c: Call, target: Target) -> Resources:
+        """What ``c``'s algorithm declares for it on ``target``'s stream, or what a dry run of its schedule derives."""
+        alg, call = c.alg, c.lib
         key = (alg, call.signature)
         res = target.res.get(key)
         if res is None:
@@ -433,6 +468,7 @@ class Issuer:
                 spec = dry_run(alg, self.port.topology, call, self.buffer_bytes, declared=False).resources_for(self.port.rank)
             if spec.channels and self.port.size > 1:       # new channels need every peer: agree on the call first
                 own = self.targets.own          # not ``target``: a stream= call's stream may be capturing a graph
+                self.announce(observe.record_of(c))     # peers blocked on this agreement compare launch orders
                 self.signer.agree(own.cache, own.stream, call, alg.name,
                                   self.b.lib.host_task if self.caps.host_tasks else None)
             if len(target.res) >= RESOURCES_MAX:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
 from . import observe
 from .errors import CommError, CommTimeoutError, MessageMismatchError
+from .interrupts import interrupted
 from .request import Request, timeout_arg
 from .streams import sync_stream
 
@@ -60,17 +61,18 @@ class PointToPoint:
     def __init__(self, port: "CommPort") -> None:
         self.port = port          # the communicator's CommPort (api/port.py)
         self.lanes: Dict[Tuple[int, str], Lane] = {}   # (peer, direction): at most two per peer, no bound needed
+        self.posted = 0           # messages whose lane state advanced (an interrupted blocking call breaks if it moved)
 
     # ------------------------------------------------------------------ public API
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
         """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous)."""
         timeout = timeout_arg(timeout)   # every argument is checked before anything is posted
-        self._blocking(self.isend(x, dst), timeout, dst, "recv")
+        self._blocking(lambda: self.isend(x, dst), timeout, dst, "recv")
 
     def recv(self, buf: Any, src: int, *, timeout: Optional[float] = None) -> Any:
         """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``."""
         timeout = timeout_arg(timeout)
-        return self._blocking(self.irecv(buf, src), timeout, src, "send")
+        return self._blocking(lambda: self.irecv(buf, src), timeout, src, "send")
 
     def isend(self, x: Any, dst: int) -> Request[Any]:
         """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
@@ -83,14 +85,14 @@ class PointToPoint:
     def send_multi(self, items: Sequence[Any], dst: int, *, timeout: Optional[float] = None) -> None:
         """Send several buffers to ``dst`` as consecutive messages in one launch."""
         timeout = timeout_arg(timeout)
-        self._blocking(self._post_send(self._items(items, "send_multi"), dst, "send_multi", single=False), timeout,
-                       dst, "recv_multi")
+        self._blocking(lambda: self._post_send(self._items(items, "send_multi"), dst, "send_multi", single=False),
+                       timeout, dst, "recv_multi")
 
     def recv_multi(self, items: Sequence[Any], src: int, *, timeout: Optional[float] = None) -> List[Any]:
         """Receive consecutive messages from ``src`` into the given buffers; returns them."""
         timeout = timeout_arg(timeout)
-        got = self._blocking(self._post_recv(self._items(items, "recv_multi"), src, "recv_multi", single=False),
-                             timeout, src, "send_multi")
+        got = self._blocking(lambda: self._post_recv(self._items(items, "recv_multi"), src, "recv_multi",
+                                                     single=False), timeout, src, "send_multi")
         return cast(List[Any], got)
 
     def irecv_any(self, buf: Any) -> "AnySourceRequest":
@@ -129,16 +131,21 @@ class PointToPoint:
         return self.port.binding.get_hccl_buffer(self.port.handle)
 
     # ------------------------------------------------------------------ helpers
-    def _blocking(self, req: Request[Any], timeout: Optional[float], peer: int, matching: str) -> Any:
-        """Wait for a blocking call's request; on timeout there is no request to wait on, so say what to check.
+    def _blocking(self, post: Callable[[], Request[Any]], timeout: Optional[float], peer: int, matching: str) -> Any:
+        """Post a blocking call (``post``) and wait for its request; on timeout say what to check.
 
         The transfer stays queued (it could still land in the buffer later), so the communicator is
-        marked unusable rather than left to corrupt a buffer the caller reuses.
+        marked unusable rather than left to corrupt a buffer the caller reuses.  Posting and waiting are
+        one region: an exception between them (Ctrl-C, an alarm) once something was launched breaks the
+        communicator too (api/interrupts.py); one before the launch (a refused argument) does not.
         """
+        posted = self.posted
+        req: Optional[Request[Any]] = None
         try:
+            req = post()
             return req.wait(timeout)
         except CommTimeoutError:
-            if timeout is None or self.port.broken:   # the library's own timeout: already says everything
+            if timeout is None or self.port.broken or req is None:   # the library's own timeout: says everything
                 raise
             msg = (f"rank {self.port.rank} of communicator {self.port.name!r}: {req.what} did not complete within "
                    f"{timeout:g} s; check that rank {peer} posts the matching {matching}")
@@ -146,6 +153,11 @@ class PointToPoint:
             err = CommTimeoutError(msg)
             observe.failed(self.port, None, err)
             raise err from None
+        except BaseException as exc:       # Ctrl-C, an alarm handler...: the queued transfer must never land
+            if self.posted != posted:
+                what = f"{'send to' if matching.startswith('recv') else 'receive from'} rank {peer}"
+                interrupted(self.port, req.what if req is not None else what, exc)
+            raise
 
     @staticmethod
     def _items(items: Any, what: str) -> List[Any]:
@@ -213,17 +225,22 @@ class PointToPoint:
         ctx, batch = self._ctx(lane)
         staging = Staging(self.port.binding, self.port.stages)
         keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
-        for buf in bufs:
-            header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.port.rank)
-            keep.append(header)
-            hb = as_buffer(header.view(np.uint8), "header")
-            self.port.declare_device_memory(hb)      # emulator: what staging makes them on CANN
-            self.port.declare_device_memory(buf)
-            p2p.issue_send(ctx, lane.res.main, dst, self.port.size, lane.state, staging.device_ptr(hb),
-                           staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.port.eager_limit)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
-        self._launch(batch, desc, op[0])
-        lane.inflight.append(keep)
+        self.posted += 1
+        try:                          # the lane's state advances from here: cut short, the lane is out of step
+            for buf in bufs:
+                header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.port.rank)
+                keep.append(header)
+                hb = as_buffer(header.view(np.uint8), "header")
+                self.port.declare_device_memory(hb)      # emulator: what staging makes them on CANN
+                self.port.declare_device_memory(buf)
+                p2p.issue_send(ctx, lane.res.main, dst, self.port.size, lane.state, staging.device_ptr(hb),
+                               staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.port.eager_limit)
+            self._launch(batch, desc, op[0])
+            lane.inflight.append(keep)
+        except BaseException as exc:
+            interrupted(self.port, desc, exc)
+            raise
 
         def finish() -> None:
             keep.clear()
@@ -240,15 +257,20 @@ class PointToPoint:
         staging = Staging(self.port.binding, self.port.stages)
         headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
         first_seq = lane.state.seq
-        for k, buf in enumerate(bufs):
-            hb = as_buffer(headers[k], "header", writable=True)
-            self.port.declare_device_memory(hb)      # emulator: what staging makes them on CANN
-            self.port.declare_device_memory(buf)
-            p2p.issue_recv(ctx, lane.res.main, src, self.port.size, lane.state, staging.device_ptr(hb, False, True),
-                           staging.device_ptr(buf, False, True), buf.nbytes)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
-        self._launch(batch, desc, op[0])
-        lane.inflight.append((bufs, headers))
+        self.posted += 1
+        try:                          # the lane's state advances from here: cut short, the lane is out of step
+            for k, buf in enumerate(bufs):
+                hb = as_buffer(headers[k], "header", writable=True)
+                self.port.declare_device_memory(hb)      # emulator: what staging makes them on CANN
+                self.port.declare_device_memory(buf)
+                p2p.issue_recv(ctx, lane.res.main, src, self.port.size, lane.state,
+                               staging.device_ptr(hb, False, True), staging.device_ptr(buf, False, True), buf.nbytes)
+            self._launch(batch, desc, op[0])
+            lane.inflight.append((bufs, headers))
+        except BaseException as exc:
+            interrupted(self.port, desc, exc)
+            raise
 
         def finish() -> Any:
             staging.finish()

@@ -19,6 +19,7 @@ from ..plan import Topology
 from . import consistency, live, observe
 from .buffers import Buffer
 from .errors import CommError, NotMemberError, failure_error
+from .interrupts import abandon_queued
 
 if TYPE_CHECKING:   # typing only: comm.py imports this module, issue.py imports it for annotations
     from .comm import Comm
@@ -141,12 +142,18 @@ class CommPort:
         err = failure_error(exc, f"rank {self.rank} of communicator {self.name!r}: {where}", live.library_names(),
                             mismatch, consistency.CollectiveMismatchError)
         self.broken = str(err)
+        abandon_queued(self.binding, self.handle, self.broken)    # nothing queued runs later (api/interrupts.py)
         observe.failed(self, exc, err)
         return err
 
-    def mark_broken(self, why: str) -> None:
-        """Make the communicator unusable (a failure the library did not report, e.g. a message mismatch)."""
+    def mark_broken(self, why: str, interrupted: bool = False) -> None:
+        """Make the communicator unusable (a failure the library did not report, e.g. a message mismatch).
+
+        Its queued work is discarded and its peers are told (api/interrupts.py); ``interrupted``: an
+        exception left a blocking wait.
+        """
         self.broken = why
+        abandon_queued(self.binding, self.handle, why, interrupted)
 
     # ------------------------------------------------------------------ the collective machinery
     def declare_device_memory(self, buf: Optional[Buffer]) -> None:

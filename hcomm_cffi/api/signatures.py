@@ -80,6 +80,11 @@ class Signer:
         """The parity of the next handshake (its slots and notifies)."""
         return self._count & 1
 
+    @property
+    def launched(self) -> int:
+        """Handshakes launched so far (an interrupted call that moved it leaves the ranks apart)."""
+        return self._count
+
     def advance(self, seq: int) -> int:
         """Collective #``seq`` launches the next handshake: its parity; the following one has the other."""
         parity = self._count & 1

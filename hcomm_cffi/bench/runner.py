@@ -48,6 +48,7 @@ class BenchConfig:
     root: int = 0
     algorithm: str = "native"
     average: bool = False          # -o avg: the sum divided by the number of ranks (the Comm API's op='avg')
+    maxbytes_text: str = ""        # -e as typed (quoted by the memory check's error)
 
     def validate(self, nranks: int, local_ranks: Optional[int] = None) -> None:
         """ValueError naming the flag for anything this job cannot run (sizes beyond this host's memory too)."""
@@ -79,7 +80,7 @@ class BenchConfig:
             launch = detect()
             local_ranks = min(launch.local_size, nranks) if launch is not None else nranks
         check_memory(self.op, max(self.sizes), self.dtype.itemsize, nranks, local_ranks,
-                     int(settings.value("HCCL_BUFFSIZE")))
+                     int(settings.value("HCCL_BUFFSIZE")), typed=self.maxbytes_text)
 
     @property
     def redop_name(self) -> str:

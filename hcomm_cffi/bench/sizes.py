@@ -143,8 +143,10 @@ def available_memory() -> Optional[int]:
 
 
 def check_memory(op: str, maxbytes: int, itemsize: int, nranks: int, local_ranks: int, buffsize_mb: int,
-                 available: Optional[int] = None) -> None:
+                 available: Optional[int] = None, typed: str = "") -> None:
     """SizeError naming -e/--maxbytes when ``local_ranks`` ranks of this host cannot hold the largest size.
+
+    ``typed``: -e as the user spelled it (quoted as given; the sweep's largest size may be below it).
 
     Checked before anything is allocated: a size the machine cannot hold is refused with the numbers,
     instead of allocating until the kernel's OOM killer ends the job.
@@ -155,7 +157,8 @@ def check_memory(op: str, maxbytes: int, itemsize: int, nranks: int, local_ranks
     per_rank = bytes_per_rank(op, maxbytes, itemsize, nranks, buffsize_mb)
     need = per_rank * local_ranks
     if need > avail:
-        raise SizeError(f"-e/--maxbytes={format_size(maxbytes)} ({maxbytes} bytes): {op} on {nranks} ranks needs "
+        raise SizeError(f"-e/--maxbytes={typed or format_size(maxbytes)} (largest size {maxbytes} bytes): {op} on "
+                        f"{nranks} ranks needs "
                         f"{per_rank} bytes per rank (send and receive buffers, their checked host copies, and "
                         f"4 x HCCL_BUFFSIZE={buffsize_mb} MiB of HCCL buffer and scratch), {need} bytes for the "
                         f"{local_ranks} rank(s) on this host, but only {avail} bytes of memory are available; "

@@ -69,7 +69,7 @@ from .env import (
 )
 from .agreement import SettingsDisagree, local_settings
 from .errors import BootstrapError, JobClash, RendezvousTimeout, StoreUnavailable, format_ranks
-from .file_store import FileStore, held_by_launcher, private_dir, user_dir
+from .file_store import FileStore, held_by_launcher, private_dir, rendezvous_dir, user_dir
 from .kvstore import KeyValueStore
 from .mpi import mpi_exchange
 from .rendezvous import exchange_root_info, next_generation, release_claims
@@ -80,7 +80,7 @@ __all__ = ["WorldSpec", "discover", "detect", "BootstrapError", "JobClash", "Set
            "StoreUnavailable", "format_ranks", "KeyValueStore", "FileStore", "TcpStore", "TcpStoreServer",
            "TorchStore", "serve_tcp_store", "exchange_root_info", "mpi_exchange", "next_generation", "private_dir",
            "release_claims",
-           "user_dir"]
+           "user_dir", "rendezvous_dir"]
 
 CHANNELS = settings.RENDEZVOUS_CHANNELS
 
@@ -173,7 +173,7 @@ def _file_store(job_id: str, size: int, local_size: int) -> FileStore:
             f"the ranks span several hosts (local size {local_size} < world size {size}), so a file rendezvous in "
             f"the local temp dir cannot work; set {ENV_RENDEZVOUS_DIR} to a shared directory, install mpi4py, or "
             f"set {ENV_MASTER_ADDR}/{ENV_MASTER_PORT}")
-    return FileStore(os.path.join(user_dir(parent), f"rdzv-{job_id}"), remove_root=True)
+    return FileStore(rendezvous_dir(job_id, parent, keyed=local_size == size), remove_root=True)
 
 
 def _tcp_store(rank: int, launch: Optional[LaunchEnv]) -> KeyValueStore:

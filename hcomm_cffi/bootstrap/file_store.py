@@ -2,13 +2,22 @@
 
 The directory must be this user's alone: :func:`private_dir` creates it ``0700`` and refuses one that
 is a symbolic link, owned by another user or open to group/others; a key file owned by another user is
-refused too, so nobody else can plant a root info.  The per-user parent of rendezvous and job directories
-is :func:`user_dir` (``<temp dir>/hcomm-<uid>``).
+refused too, so nobody else can plant a root info.
+
+Where a file rendezvous without a launcher's directory lives (:func:`rendezvous_dir`, issue 36.3): every
+rank must find the same directory without talking to the others, so its name is derived from the job id
+-- and, so that no other local user can create it first in a shared sticky directory such as ``/tmp``
+(the victim could not remove it), from this user's own key as well: an HMAC of the job id under 32
+random bytes kept in ``~/.hcomm/rendezvous-key`` (``0600``, made on first use).  The old per-user
+parent ``<temp dir>/hcomm-<uid>`` (:func:`user_dir`) is used only when there is no usable home directory,
+or when the ranks span hosts (a shared ``HCOMM_RENDEZVOUS_DIR``, whose hosts need not share a home).
 """
 from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
+import hmac
 import os
 import shutil
 import stat
@@ -21,7 +30,10 @@ from ..flocks import lock_held
 from .errors import BootstrapError
 from .kvstore import KeyValueStore
 
-__all__ = ["FileStore", "private_dir", "user_dir", "JOB_LOCK_NAME", "held_by_launcher"]
+__all__ = ["FileStore", "private_dir", "user_dir", "rendezvous_dir", "user_key", "JOB_LOCK_NAME", "held_by_launcher"]
+
+KEY_BYTES = 32
+KEY_DIR, KEY_FILE = ".hcomm", "rendezvous-key"     # in the home directory
 
 JOB_LOCK_NAME = ".lock"   # in an hcomm run job directory: flock'ed by the launcher (and its watchdog) for life
 
@@ -57,6 +69,69 @@ def held_by_launcher(job_dir: str) -> bool:
 def user_dir(parent: Optional[str] = None) -> str:
     """This user's private directory ``<parent or temp dir>/hcomm-<uid>`` (created and checked)."""
     return private_dir(os.path.join(parent or tempfile.gettempdir(), f"hcomm-{os.getuid()}"))
+
+
+def _read_key(path: str) -> Optional[bytes]:
+    """The key at ``path`` if it is this user's regular file of the right size (never through a symlink)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        data = os.pread(fd, KEY_BYTES + 1, 0)
+    finally:
+        os.close(fd)
+    if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077 or len(data) != KEY_BYTES:
+        raise BootstrapError(f"{path} is not this user's private {KEY_BYTES}-byte rendezvous key (owner uid "
+                             f"{st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}, {len(data)} bytes); remove it")
+    return data
+
+
+def user_key() -> Optional[bytes]:
+    """This user's rendezvous key (``~/.hcomm/rendezvous-key``, made atomically on first use); None without a home.
+
+    Several ranks may make it at once: each writes a complete candidate and links it into place, and
+    every rank then reads whichever one won.
+    """
+    home = os.path.expanduser("~")
+    try:
+        if not os.path.isabs(home) or os.stat(home).st_uid != os.getuid():
+            return None                      # no home of this user's own (HOME unset, or another user's)
+        folder = private_dir(os.path.join(home, KEY_DIR))
+    except (OSError, BootstrapError):
+        return None
+    path = os.path.join(folder, KEY_FILE)
+    key = _read_key(path)
+    if key is not None:
+        return key
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, os.urandom(KEY_BYTES))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass                                 # another rank was first: use its key
+    finally:
+        os.unlink(tmp)
+    return _read_key(path)
+
+
+def rendezvous_dir(job_id: str, parent: Optional[str] = None, keyed: bool = True) -> str:
+    """The file rendezvous directory of ``job_id`` (see the module docstring; not created here).
+
+    ``keyed``: name it with this user's key directly in ``parent`` (default: the temp dir), where no other
+    user can predict the name; False (ranks on several hosts) or no key: ``<parent>/hcomm-<uid>/rdzv-<job id>``.
+    """
+    key = user_key() if keyed else None
+    if key is None:
+        return os.path.join(user_dir(parent), f"rdzv-{job_id}")
+    tag = hmac.new(key, job_id.encode(), hashlib.sha256).hexdigest()[:24]
+    return os.path.join(parent or tempfile.gettempdir(), f"hcomm-{os.getuid()}-rdzv-{job_id}-{tag}")
 
 
 class FileStore(KeyValueStore):
@@ -193,6 +268,12 @@ class FileStore(KeyValueStore):
         for fd in self._held.values():
             os.close(fd)
         self._held.clear()
+
+    def namespaces(self) -> Optional[List[str]]:
+        try:
+            return sorted(e.name for e in os.scandir(self.root) if e.is_dir(follow_symlinks=False))
+        except OSError:
+            return None
 
     def delete_prefix(self, prefix: str) -> None:
         path = self._path(prefix)

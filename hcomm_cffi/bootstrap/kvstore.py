@@ -41,6 +41,10 @@ class KeyValueStore:
     def release(self, key: str) -> None:
         """Give up a claim this process holds (its value stays, as a finished rank's)."""
 
+    def namespaces(self) -> Optional[List[str]]:
+        """The top-level key prefixes in use (a file store's directories), or None when the store cannot list them."""
+        return None
+
     def delete_prefix(self, prefix: str) -> None:
         """Forget every key under ``prefix/`` (best effort)."""
 

@@ -50,6 +50,7 @@ _TOKEN_CHARS = 32
 START_SLACK_S = 0.05          # /proc start times are in clock ticks (10 ms)
 _LIVENESS_EVERY_S = 0.25      # how often arrived claims are probed for a dead holder
 SETTLE_MIN_S, SETTLE_MAX_S = 0.1, 5.0   # bounds of rank 0's wait for clashes once all ranks arrived (no job secret)
+SPLIT_MIN_S = 1.0             # the least a cohort waits before blaming missing ranks' different job secret
 _IMPORTED = time.time()
 TIMED_OUT = "timed out"
 
@@ -231,13 +232,19 @@ def _claim_slot(store: KeyValueStore, ns: str, rank: int, me: Dict[str, Any], de
         except StoreUnavailable:
             raise timeout_error(store.description, [0] if rank else [], size, timeout, timeout_src,
                                  extra=" (rank 0 never served the store)") from None
-        if held is None:
-            return ens
-        holder = _parse(held)
         done = _parse(store.get(f"{ens}/done"))
         owner0 = _parse(store.get(f"{ens}/claim/0"))
-        if (done and done.get("token") == owner0.get("token") and float(me["start"]) >
-                float(done.get("time", 0)) + START_SLACK_S):
+        completed = bool(done) and done.get("token") == owner0.get("token")
+        if held is None:
+            if not completed:
+                return ens
+            # the slot was an exited rank's of a cohort that completed (its rank 0 lingers): joining it would
+            # take that job's root info; this process belongs to a later job, in a later epoch
+            store.release(key)
+            epoch += 1
+            continue
+        holder = _parse(held)
+        if completed and float(me["start"]) > float(done.get("time", 0)) + START_SLACK_S:
             epoch += 1      # that cohort completed before this process started: a later job, its own epoch
             continue
         message = _clash_text(store, rank, holder, ns)
@@ -310,6 +317,10 @@ def _wait_for_all(cohort: _Cohort, make_root_info: Callable[[], bytes], deadline
     stale: List[int] = []
     delay, probed = 0.002, 0.0
     settle_until: Optional[float] = None
+    # a sibling job's ranks arrive within about one start-up time of each other: only a split that lasts longer
+    # than that is one job whose ranks were given different secrets (never two jobs that just started)
+    me = cohort.idents[rank]
+    split_after = time.monotonic() + min(SETTLE_MAX_S, max(SPLIT_MIN_S, 2 * (float(me["arrived"]) - float(me["start"]))))
     while True:
         try:
             absent = {int(k.rsplit("/", 1)[1]) for k in store.missing(keys)}
@@ -332,6 +343,10 @@ def _wait_for_all(cohort: _Cohort, make_root_info: Callable[[], bytes], deadline
                     if r not in absent:
                         cohort.ident(r)
                 stale = cohort.stale([r for r in range(size) if r not in absent])
+                if absent and now >= split_after:
+                    split = _split_by_secret(cohort, absent)
+                    if split is not None:
+                        raise BootstrapError(split)
             waiting = sorted(absent | set(stale))
         except StoreUnavailable:
             if time.monotonic() >= deadline:
@@ -356,6 +371,36 @@ def _wait_for_all(cohort: _Cohort, make_root_info: Callable[[], bytes], deadline
         time.sleep(delay)
         delay = min(delay * 1.5, 0.05)
     return blob
+
+
+def _split_by_secret(cohort: _Cohort, absent: Set[int]) -> Optional[str]:
+    """Why the ``absent`` ranks never come: they claimed their slots in this store under another job secret.
+
+    The secret keys the namespace (``<hash of the secret>-<generation>``), so ranks of one job given
+    different secrets wait for each other in two namespaces until the timeout.  When the store can list
+    its namespaces and a sibling of the same generation holds live claims of exactly the ranks missing
+    here (and none of the ranks present), the job was split by its secrets: say so at once.
+    """
+    store = cohort.store
+    names = store.namespaces()
+    ns, _, epoch = cohort.ens.rpartition("/")
+    if not names or not ns:
+        return None
+    generation = ns.rsplit("-", 1)[-1]
+    present = set(range(cohort.size)) - absent
+    for other in names:
+        if other == ns or not (other == generation or other.endswith("-" + generation)):
+            continue
+        keys = [f"{other}/{epoch}/claim/{r}" for r in range(cohort.size)]
+        gone = store.missing(keys)
+        theirs = {r for r, k in enumerate(keys) if k not in gone and store.alive(k) is not False}
+        if theirs and absent <= theirs and not theirs & present:
+            return (f"bootstrap rendezvous: rank(s) {format_ranks(sorted(theirs))} arrived in the {store.description} "
+                    f"with a different job secret (HCOMM_JOB_SECRET) than rank(s) {format_ranks(sorted(present))}; "
+                    "ranks with different secrets never meet, so each side would wait for the other until the "
+                    "timeout. Give every rank of the job the same HCOMM_JOB_SECRET (hcomm run exports one per "
+                    "launch: do not set it per rank)")
+    return None
 
 
 def _published(cohort: _Cohort) -> Optional[bytes]:

@@ -175,7 +175,8 @@ def parse_config(args: argparse.Namespace, nranks: Optional[int] = None) -> Tupl
         if not timeout > 0:
             raise CliError(f"--timeout {args.timeout!r}: expected a number of seconds > 0")
     cfg = BenchConfig(op=op, sizes=tuple(sweep), iters=iters, warmup=warmup, check=bool(check), dtype=dtype,
-                      redop=redop, root=root, algorithm=algos[0], average=average)
+                      redop=redop, root=root, algorithm=algos[0], average=average,
+                      maxbytes_text=str(args.maxbytes).strip())
     n = nranks if nranks is not None else (ranks if ranks is not None else 2)
     if nranks is None and ranks is not None:   # this command will start -N local ranks: the launcher's bound first
         from ..launch.runner import LaunchError, check_local_ranks

@@ -72,3 +72,21 @@ class Backend:
         Only with ``host_tasks``; ``fn`` raising fails the stream, with its message, like a failed task.
         """
         raise NotImplementedError(f"{type(self).__name__} cannot run host functions in stream order")
+
+    def abandon_communicator(self, comm: Any, why: str, interrupted: bool = False) -> bool:
+        """Discard the work still queued for communicator ``comm`` and tell its peers it failed (``why``).
+
+        The Comm API calls it when a communicator breaks with work queued (an exception left a blocking
+        wait -- ``interrupted``: peers need not wait for a more precise error --, a library failure, a
+        mismatch): queued tasks must never run later against memory the caller has reused.  False: the
+        backend cannot (CANN: the device runs what was queued; the Comm API's
+        host buffers are staging copies, copied back only after a completed wait).
+        """
+        return False
+
+    def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
+        """Collective number ``seq`` of communicator ``comm`` (the Comm API's count) has signature ``value``.
+
+        ``text`` describes it ("" once ``value`` was described).  The emulator keeps it where a peer whose wait
+        never meets this call finds it, and fails with both calls named (sim/announce.py); CANN: nothing.
+        """

@@ -52,6 +52,33 @@ def declared_functions() -> "frozenset[str]":
     return frozenset(name for name in dir(ffi.dlopen(None)) if name.startswith(("Hccl", "Hcomm", "acl")))
 
 
+_carried = threading.local()     # an exception a callback could not raise, raised once it returned
+
+
+def _carry(exc_type: Any, value: BaseException, tb: Any) -> None:
+    """cffi's onerror: keep the exception a callback raised, for the caller to raise once the callback returned.
+
+    The emulator's entry points turn their own exceptions into return codes, so what reaches here came
+    from outside them: Ctrl-C, an alarm handler or pytest-timeout's signal arriving while the emulator
+    waits.  A callback cannot raise into C; without this the exception would be printed and become an
+    error code, and the caller's wait-site handling (the communicator is abandoned, the exception goes
+    on) would see an ordinary library failure instead.
+    """
+    _carried.exc = value
+
+
+def _raising_carried(cb: Any) -> Callable[..., Any]:
+    """``cb`` that raises, once it returned, the exception :func:`_carry` kept during it."""
+    def call(*args: Any) -> Any:
+        result = cb(*args)
+        exc = getattr(_carried, "exc", None)
+        if exc is not None:
+            _carried.exc = None
+            raise exc
+        return result
+    return call
+
+
 class AbiCheckedLibrary(Backend):
     """Wraps a SimLibrary: attribute ``F`` is a C function pointer of F's declared type.
 
@@ -86,6 +113,14 @@ class AbiCheckedLibrary(Backend):
         """The wrapped library's."""
         return self._lib.host_task(thread, fn)
 
+    def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
+        """The wrapped library's."""
+        self._lib.announce_collective(comm, seq, value, text)
+
+    def abandon_communicator(self, comm: Any, why: str, interrupted: bool = False) -> bool:
+        """The wrapped library's."""
+        return bool(self._lib.abandon_communicator(comm, why, interrupted))
+
     def __getattr__(self, name: str) -> Any:
         ctype = self._types.get(name)
         if ctype is None:
@@ -93,10 +128,12 @@ class AbiCheckedLibrary(Backend):
         impl = getattr(self._lib, name)
         returns_pointer = ctype.split("(*)")[0].strip().endswith("*")
         error = None if returns_pointer else int(HcclResult.E_INTERNAL)
-        cb = ffi.callback(ctype, impl, error=error) if error is not None else ffi.callback(ctype, impl)
+        cb = (ffi.callback(ctype, impl, error=error, onerror=_carry) if error is not None
+              else ffi.callback(ctype, impl, onerror=_carry))
         self._callbacks[name] = cb
-        setattr(self, name, cb)
-        return cb
+        call = _raising_carried(cb)
+        setattr(self, name, call)
+        return call
 
     @property
     def raw(self) -> Any:

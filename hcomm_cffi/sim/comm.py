@@ -24,6 +24,7 @@ import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .._ffi import ffi
+from .announce import TABLE_WORDS, Announcements
 from .config import CHECK_MODES, SimConfig
 from .errors import HcclResult, SimError, warn_caller
 from .futex import futex_wait, futex_wake
@@ -33,7 +34,7 @@ from .shm import SHM_DIR, Segment, check_dir, owner_alive, sweep_stale, user_pre
 from .tasks import Task
 
 MAGIC = 0x4D534348          # "HCSM"
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3          # 3: the announcements table after the channel slots
 HEADER_WORDS = 20
 SLOT_WORDS = 16 + 64        # slot header + 64 notify words
 MAX_NOTIFIES_PER_CHANNEL = 64
@@ -47,6 +48,7 @@ H_CHECK = 16                # 1 + index of this rank's HCOMM_SIM_CHECK mode in C
 H_REFUSED = 17              # set when this rank found a peer's settings different (the peer waits to see it too)
 REFUSE_LINGER_S = 3.0       # how long a rank that refused a peer keeps its segments for that peer to notice
 STATE_READY, STATE_DESTROYED, STATE_FAILED = 1, 2, 3   # FAILED: an operation of this rank failed
+STATE_ABANDONED = 4   # an exception interrupted this rank's call; its queued work was discarded (sim/abandon.py)
 # slot word indices
 S_STATE, S_PEER, S_ENGINE, S_PROTOCOL, S_NOTIFY_NUM = range(5)
 SLOT_PUBLISHED = 1
@@ -180,7 +182,7 @@ class SimComm:
         sweep_stale()
         ctl_name, buf_name, nat_name = segment_names(comm_id, rank)
         try:
-            self.ctl = Segment(ctl_name, 4 * (HEADER_WORDS + self.slots * SLOT_WORDS), create=True)
+            self.ctl = Segment(ctl_name, 4 * (self.announce_base() + TABLE_WORDS), create=True)
         except FileExistsError:
             raise SimError(HcclResult.E_PARA, f"rank {rank} of communicator {name} is already initialised "
                                               "(by this or another live process)") from None
@@ -202,6 +204,7 @@ class SimComm:
                 seg.unlink()
             raise
         self.words = ffi.cast("uint32_t *", self.ctl.ptr)
+        self.announced = Announcements(self.words, self.announce_base())   # its calls in order (sim/announce.py)
         self.bell_addr = self.ctl.addr + 4 * H_BELL
         w = self.words
         w[H_MAGIC], w[H_VERSION], w[H_NRANKS], w[H_RANK] = MAGIC, LAYOUT_VERSION, nranks, rank
@@ -456,6 +459,15 @@ class SimComm:
             raise SimError(HcclResult.E_PARA, message)
         warn_caller(message, CheckerWarning)
 
+    def announce_base(self) -> int:
+        """Word of the control segment where the announcements table starts (after the channel slots)."""
+        return HEADER_WORDS + self.slots * SLOT_WORDS
+
+    def disagreeing_call(self, peer: int) -> Optional[str]:
+        """The mismatch message when ``peer`` announced another call under a number this rank used, else None."""
+        found = self.announced.disagreement(ffi.cast("uint32_t *", self.peer_ctl[peer].ptr), self.announce_base())
+        return None if found is None else self.announced.message(self.rank, self.name, peer, found)
+
     # ------------------------------------------------------------------ doorbell
     def bell_value(self) -> int:
         return self.words[H_BELL]
@@ -490,7 +502,15 @@ class SimComm:
             return "destroyed its communicator (finalised)"
         if state == STATE_FAILED:
             return "failed an operation of this communicator (its own error says why) and will not take part again"
+        if state == STATE_ABANDONED:
+            return ("abandoned its communicator (an exception interrupted its call while it waited; its queued work "
+                    "was discarded) and will not take part again")
         return None
+
+    def abandoned(self) -> None:
+        """An exception interrupted this rank's call: peers blocked on it fail at once (no grace for a better error)."""
+        if not self.destroyed:
+            self.words[H_STATE] = STATE_ABANDONED
 
     def all_threads(self) -> List[SimThread]:
         """Every thread of this rank: acquired ones and the stream-bound ones."""

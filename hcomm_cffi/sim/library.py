@@ -5,6 +5,8 @@ import atexit
 from typing import Any, Callable, List, Sequence
 
 from ..lib.contract import Backend, DataPlaneCall, Capabilities
+from .abandon import abandon
+from .announce import API
 from .abi_check import declared_functions
 from .acl import AclRuntime
 from .aicpu import AicpuCalls
@@ -109,6 +111,14 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, GraphCalls, AicpuCalls, Cl
     def host_task(self, thread: int, fn: Callable[[], None]) -> DataPlaneCall:
         """The call that queues ``fn`` on ``thread`` (sim_host_task)."""
         return (self.sim_host_task, (thread, fn))
+
+    def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
+        """Publish the Comm API's collective ``seq`` in this rank's announcements (sim/announce.py)."""
+        self.state.comm(comm).announced.announce(API, seq, value, text)
+
+    def abandon_communicator(self, comm: Any, why: str, interrupted: bool = False) -> bool:
+        """Drop communicator ``comm``'s queued tasks and mark it FAILED (ABANDONED) for its peers (sim/abandon.py)."""
+        return abandon(self.state, self._batch.tasks, comm, why, interrupted)
 
     def checker_reports(self) -> List[str]:
         """Every checker finding of this process so far, oldest first."""

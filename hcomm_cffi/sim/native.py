@@ -40,6 +40,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH
+from .announce import LIBRARY
 from .comm import SimChannel, SimComm
 from .errors import HcclResult, SimError, entry, failure_code
 from . import kernels
@@ -327,6 +328,10 @@ class NativeCollectives:
 
     @staticmethod
     def _launch(plan: _Plan) -> int:
+        if plan.signature:           # the call's place in this rank's order (sim/announce.py)
+            announced = plan.comm.announced
+            announced.announce(LIBRARY, announced.next_library(), plan.signature, "" if announced.described(
+                               plan.signature) else _describe(plan.comm.native.signatures.get(plan.signature)))
         EXECUTOR.launch(plan.th.queue, plan.tasks)
         return 0
 
@@ -349,13 +354,15 @@ class NativeCollectives:
             return None
         if hit is None or type(count) is not int:    # a float count equal to an int one must not match
             return None
-        c, nat, q, pair, advance = hit
+        c, nat, q, pair, advance, value = hit
         if c.destroyed or c.native is not nat:
             return None
         tasks = pair[nat.seq & 1]
         if tasks is None:
             return None
         nat.seq += advance
+        announced = c.announced
+        announced.announce(LIBRARY, announced.next_library(), value, "")
         try:
             EXECUTOR.launch(q, tasks)
         except Exception as exc:
@@ -377,7 +384,7 @@ class NativeCollectives:
         if hit is None or hit[0] is not c or hit[1] is not nat or hit[2] is not plan.th.queue:
             if len(cache) >= CALL_CACHE_MAX:
                 cache.clear()
-            hit = cache[key] = (c, nat, plan.th.queue, [None, None], nat.seq - plan.seq0)
+            hit = cache[key] = (c, nat, plan.th.queue, [None, None], nat.seq - plan.seq0, plan.signature)
         hit[3][plan.seq0 & 1] = tuple(tasks)
 
     def _launch_small(self, plan: _Plan, name: str, args: tuple, nbytes: int) -> int:

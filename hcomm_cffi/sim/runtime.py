@@ -16,6 +16,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from . import kernels
+from .announce import BLOCKED_S
 from .. import trace as _trace
 from .errors import (
     ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
@@ -38,6 +39,7 @@ MAX_SLEEP_S = 0.02          # bound on one futex sleep (guards against a lost wa
 LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers still exist
 PEER_LEFT_GRACE_S = 1.0     # a wait blocked this long on a peer that left its communicator fails naming it
 LOST_WAIT_GRACE_S = 1.0     # a thread-notify wait blocked this long that nothing can record any more fails
+LEFT_AT_ONCE = ("destroyed", "abandoned")   # ways of leaving (SimComm.peer_left) with no more precise error to wait for
 
 __all__ = ["Queue", "SimThread", "SimEvent", "Executor", "CheckerWarning", "EXECUTOR", "KIND_NAMES",
            "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
@@ -112,6 +114,7 @@ class Executor:
         # a communicator's control words are read outside the lock (polls, the doorbell sleep) only while
         # pinned; retire() waits here until nobody pins it before its memory is unmapped
         self.unpinned = threading.Condition(self.lock)
+        self.pinned_here = threading.local()        # per host thread: the pins it holds (drop_pins_of_this_thread)
         # when peers were last checked, kept across run_until calls: many short timed waits (a polling
         # thread's) must still find a dead peer, not only one wait longer than LIVENESS_EVERY_S
         self.last_liveness = time.monotonic()
@@ -212,14 +215,40 @@ class Executor:
         pinned = [c for c in comms if not c.closing]
         for c in pinned:
             c.pins += 1
+        if pinned:
+            self._held().append(pinned)
         return pinned
 
     def _unpin(self, comms: Sequence["SimComm"]) -> None:
         if not comms:
             return
         with self.lock:
+            held = self._held()
+            if held and held[-1] == list(comms):     # the same communicators (identity: SimComm has no __eq__)
+                held.pop()
             for c in comms:
                 c.pins -= 1
+            self.unpinned.notify_all()
+
+    def _held(self) -> List[List["SimComm"]]:
+        """The pins this host thread holds (innermost last)."""
+        held = getattr(self.pinned_here, "stack", None)
+        if held is None:
+            held = self.pinned_here.stack = []
+        return held
+
+    def drop_pins_of_this_thread(self) -> None:
+        """Release the pins an exception left behind in this thread (it is no longer inside the executor).
+
+        A signal handler raising in the middle of ``run_until``'s clean-up could leave a communicator pinned,
+        and its destruction would then wait for a reader that is gone (sim/abandon.py calls this).
+        """
+        with self.lock:
+            held = self._held()
+            for comms in held:
+                for c in comms:
+                    c.pins = max(0, c.pins - 1)
+            held.clear()
             self.unpinned.notify_all()
 
     def retire(self, comm: "SimComm", release: Callable[[], None], timeout: float = 30.0) -> None:
@@ -233,7 +262,7 @@ class Executor:
         limit = time.monotonic() + timeout
         with self.lock:
             comm.closing = True
-            while comm.pins:
+            while comm.pins > 0:
                 left = limit - time.monotonic()
                 if left <= 0:                  # a reader never let go: keep the memory mapped, say so
                     raise SimError(HcclResult.E_INTERNAL, f"communicator {comm.name}: {comm.pins} reader(s) still "
@@ -292,6 +321,9 @@ class Executor:
                 self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
                                 f"{q.name}: task {q.executed} ({KIND_NAMES.get(task[0])}) raised {exc!r}")
                 return True
+            except BaseException as exc:   # Ctrl-C or another signal's exception left this task half done
+                self.interrupted(q, task, exc)
+                raise
             if not done:
                 if not q.blocked_since:
                     q.blocked_since = time.monotonic()
@@ -475,6 +507,20 @@ class Executor:
                 if other.comm is comm and other.tasks:
                     self.fail_queue(other, code, acl_code, f"{other.name} aborted: {message}")
 
+    def interrupted(self, q: Queue, task: Task, exc: BaseException) -> None:
+        """``exc`` (not the task's own failure) left ``task`` of ``q`` half done: its queue and communicator fail.
+
+        A wait may have consumed its notify without being popped, a reduction may have run partly: run
+        again, the queue would desynchronise from its peers or add twice.  Whichever communicator's
+        task it was -- the interrupted caller may have been waiting on another one -- it is abandoned
+        (peers fail at once naming this rank), never resumed.
+        """
+        message = (f"{q.name}: task {q.executed} ({KIND_NAMES.get(task[0])}) was interrupted by "
+                   f"{type(exc).__name__}; its queue cannot resume")
+        self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, message)
+        if q.comm is not None:
+            q.comm.abandoned()
+
     def report(self, thread: Any, q: Queue, task: Task, text: str) -> None:
         """A checker finding about ``task`` on ``q``; warns or fails the queue per HCOMM_SIM_CHECK."""
         comm = q.comm
@@ -531,8 +577,13 @@ class Executor:
                 ch = t.channel
                 if ch.local_words[ch.local_base + t.index]:
                     continue     # the peer signalled before it went: the wait completes at the next step
+                if now - q.blocked_since >= BLOCKED_S:       # a call that never meets this one (sim/announce.py)
+                    mismatch = ch.comm.disagreeing_call(ch.peer)
+                    if mismatch is not None:
+                        self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, mismatch)
+                        continue
                 left = ch.comm.peer_left(ch.peer)    # its header stays readable: the mapping outlives its owner
-                if left is not None and left.startswith("destroyed") and not ch.local_words[ch.local_base + t.index]:
+                if left is not None and left.startswith(LEFT_AT_ONCE) and not ch.local_words[ch.local_base + t.index]:
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
                                     f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "

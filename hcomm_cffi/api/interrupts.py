@@ -1,0 +1,44 @@
+"""A communicator that breaks with work queued abandons that work: it never runs later against reused memory.
+
+Issue 36: on the emulator the queued tasks of a collective or a send/recv advance inside library
+calls, so an exception raised while a blocking call waits (Ctrl-C, an alarm handler, pytest-timeout's
+signal) left the rest of the operation queued, and the caller's retry ran it with the buffer's *new*
+contents: the peer's allreduce returned 1001 instead of 3.  Now such an exception breaks the
+communicator (:func:`interrupted`, called from the few places a blocking call launches or waits), and
+every way a communicator breaks discards its queued work and tells its peers
+(:func:`abandon_queued`, ``Backend.abandon_communicator``): later calls on it raise naming the
+interrupted operation, peers fail naming this rank, and nobody receives data.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import CommError
+
+__all__ = ["interrupted", "abandon_queued"]
+
+
+def interrupted(port: Any, what: str, exc: BaseException) -> None:
+    """``exc`` left the blocking ``what`` while its work was queued: the communicator breaks (the caller re-raises).
+
+    ``port``: the communicator's CommPort.  A CommError (the library failed, already handled) changes nothing.
+    """
+    if isinstance(exc, CommError):
+        return
+    text = str(exc)
+    why = (f"{what} was interrupted by {type(exc).__name__}{': ' + text if text else ''} while it waited; "
+           "its queued work was discarded")
+    port.mark_broken(f"rank {port.rank}: {why}", interrupted=True)
+
+
+def abandon_queued(binding: Any, handle: Any, why: str, interrupted: bool = False) -> None:
+    """Discard communicator ``handle``'s queued work and tell its peers it failed (the backend's part; never raises).
+
+    ``interrupted``: an exception left a wait (peers fail at once instead of waiting for a more precise error).
+    """
+    if handle is None:
+        return
+    try:
+        binding.lib.abandon_communicator(handle, why, interrupted)
+    except Exception:        # the communicator is already broken; the original failure is what the caller reports
+        pass

@@ -1,0 +1,126 @@
+"""Each rank announces its collectives in order; a wait blocked on a peer compares the peer's announcements.
+
+The in-band signatures (the library collectives' notify words, the package's handshake) catch two
+ranks in different calls only when their waits meet.  Some never meet -- a reduce whose ranks name
+different roots (each waits for the other as the root), a reduce against an allreduce (two-phase
+notifies against parity notifies), a library collective against a package algorithm (different
+channels) -- and both ranks used to wait until ``HCCL_EXEC_TIMEOUT`` (1836 s by default) for a notify
+timeout that said nothing of a mismatch (issue 36.4).
+
+So every rank writes, when it issues a call, the call's number and a 32-bit value of its signature
+into a small table in its own control segment (and, once per distinct value, its description);
+peers read it whenever one of their waits on this rank has been blocked for ``BLOCKED_S`` (the
+executor's liveness round, ``runtime.Executor._check_peers``).  Two numbering spaces: ``LIBRARY``,
+the library collectives (HcclAllReduce, ... each counted by the emulator), and ``API``, the Comm
+API's collectives (``Backend.announce_collective``; its sequence numbers, whatever the algorithm).
+Two ranks whose entries for the same number differ are in different calls: the blocked wait fails
+with the COLLECTIVE_MISMATCH text naming both, on every rank that waits -- within a second, with
+no task added and nothing read on the path of a call that agrees.  Each entry is written
+seq, value, seq (a reader accepts it only when both copies agree), so a torn read is never a mismatch.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+from .._ffi import ffi
+from ..errors import COLLECTIVE_MISMATCH
+
+__all__ = ["LIBRARY", "API", "TABLE_WORDS", "BLOCKED_S", "Announcements"]
+
+LIBRARY, API = 0, 1
+SPACES = ("library collective", "collective")
+ENTRIES = 64                # calls remembered per numbering space (a peer far behind is compared later)
+ENTRY_WORDS = 3             # seq + 1, value, seq + 1
+DESCRIPTIONS = 128          # descriptions kept, indexed by value % DESCRIPTIONS
+DESC_WORDS = 40             # value, text bytes, then the text (152 bytes)
+TEXT_BYTES = 4 * (DESC_WORDS - 2)
+TABLE_WORDS = 2 * ENTRIES * ENTRY_WORDS + DESCRIPTIONS * DESC_WORDS
+BLOCKED_S = 0.2             # a wait blocked this long on a peer looks at the peer's announcements
+
+
+def _entry(space: int, seq: int) -> int:
+    return (space * ENTRIES + seq % ENTRIES) * ENTRY_WORDS
+
+
+DESC_BASE = 2 * ENTRIES * ENTRY_WORDS
+
+
+def _desc(value: int) -> int:
+    return DESC_BASE + (value % DESCRIPTIONS) * DESC_WORDS
+
+
+class Announcements:
+    """This rank's table (in its control segment, from word ``base``) and the reading of a peer's."""
+
+    __slots__ = ("words", "counts")
+
+    def __init__(self, words: Any, base: int) -> None:
+        self.words = words + base              # uint32_t * into this rank's control segment
+        self.counts = [0, 0]                   # calls announced per space (LIBRARY counts its own)
+
+    def described(self, value: int) -> bool:
+        """The table holds ``value``'s description (one word read)."""
+        return self.words[_desc(value & 0xFFFFFFFF)] == value & 0xFFFFFFFF
+
+    def announce(self, space: int, seq: int, value: int, text: str) -> None:
+        """Call number ``seq`` of ``space`` has signature ``value`` (32 bits), described by ``text`` ("": none to give).
+
+        On every collective's path: a few word stores, the description only when its slot does not hold it.
+        """
+        w = self.words
+        at = DESC_BASE + (value % DESCRIPTIONS) * DESC_WORDS
+        if text and w[at] != value:
+            raw = text.encode()[:TEXT_BYTES]
+            w[at] = 0                          # being rewritten: a reader sees no description, not a torn one
+            w[at + 1] = len(raw)
+            ffi.memmove(ffi.cast("char *", w + at + 2), raw, len(raw))
+            w[at] = value
+        at = _entry(space, seq)
+        mark = (seq + 1) & 0xFFFFFFFF
+        w[at] = 0
+        w[at + 1] = value
+        w[at + 2] = mark
+        w[at] = mark
+        self.counts[space] = seq + 1
+
+    def next_library(self) -> int:
+        """The number of the next library collective of this rank."""
+        return self.counts[LIBRARY]
+
+    def disagreement(self, peer_words: Any, base: int) -> Optional[Tuple[int, int, int, int, str, str]]:
+        """(space, seq, my value, its value, my text, its text) of the first call both announced differently."""
+        theirs = peer_words + base
+        found = None
+        for space in (API, LIBRARY):
+            for i in range(ENTRIES):
+                at = (space * ENTRIES + i) * ENTRY_WORDS
+                mark = self.words[at]
+                if not mark or mark != self.words[at + 2] or theirs[at] != mark:
+                    continue
+                mine, other = self.words[at + 1], theirs[at + 1]
+                if theirs[at + 2] != mark or theirs[at] != mark or mine == other:
+                    continue
+                seq = mark - 1
+                if found is None or (space, seq) < found[:2]:
+                    found = (space, seq, mine, other, _text(self.words, mine), _text(theirs, other))
+            if found is not None:
+                return found            # the Comm API's numbering names the user's calls: it comes first
+        return None
+
+    def message(self, rank: int, comm: str, peer: int, found: Tuple[int, int, int, int, str, str]) -> str:
+        """The COLLECTIVE_MISMATCH text of ``found`` (runtime fails the blocked wait with it)."""
+        space, seq, _, _, mine, theirs = found
+        what = SPACES[space]
+        return (f"checker: {COLLECTIVE_MISMATCH}: rank {rank} of communicator {comm} is in {what} #{seq}: {mine}, "
+                f"but rank {peer} is in {what} #{seq}: {theirs} (every rank must call the same collectives in the "
+                "same order with the same arguments; found while rank "
+                f"{rank} waited for rank {peer}, whose call never meets this one)")
+
+
+def _text(words: Any, value: int) -> str:
+    at = _desc(value)
+    if words[at] != value:
+        return f"a call with signature 0x{value:08x}"
+    n = min(int(words[at + 1]), TEXT_BYTES)
+    raw = ffi.unpack(ffi.cast("char *", words + at + 2), n)
+    return raw.decode(errors="replace") if words[at] == value else f"a call with signature 0x{value:08x}"
