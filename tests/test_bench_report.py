@@ -48,7 +48,8 @@ class FakeOps(Ops):
         self.preps: List[_Prep] = []
         self.barriers = 0
 
-    def prepare(self, lay: Layout, dtype: DataType, op: ReduceOp, root: int, host_input: np.ndarray) -> Prepared:
+    def prepare(self, lay: Layout, dtype: DataType, op: ReduceOp, root: int, host_input: np.ndarray,
+                average: bool = False) -> Prepared:
         pat = pattern(lay, dtype, op, self.rank, self.size, root)
         out = fill(pat.expected or (), lay.recv_count or lay.send_count, dtype)
         out[:self.damage] += 1

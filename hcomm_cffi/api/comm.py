@@ -31,6 +31,7 @@ from . import average, live, membership, observe, stream_p2p
 from .buffers import Buffer, as_buffer, new_like, overlaps
 from .call import Call
 from .errors import CommError
+from .interrupts import abandon_queued
 from .issue import Issuer
 from .persistent import Persistent
 from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
@@ -332,6 +333,9 @@ class Comm:
             live.unregister(self)
             handle, self._handle = self._handle, None
             self._issuer.release()
+            left = self._p2p.pending()
+            if left:              # requests the caller never waited for: their queued work goes (they fail, destroyed)
+                abandon_queued(b, handle, f"destroyed with {left} send/recv request(s) never waited for")
             try:
                 b.comm_destroy(handle)
                 failed: Optional[HcclError] = None

@@ -314,6 +314,10 @@ class PointToPoint:
                 f"{buf.nbytes} bytes of {buf.dtype.name.lower()} (message #{seq} expected); sends and "
                 "receives must match in order, size and dtype")
 
+    def pending(self) -> int:
+        """Sends and receives posted and not yet known complete (the caller never waited for them)."""
+        return sum(len(lane.inflight) for lane in self.lanes.values())
+
     def close(self) -> None:
         """Destroy every lane's stream (the communicator is destroyed; its resources went with the handle)."""
         for lane in self.lanes.values():
