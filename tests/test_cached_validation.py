@@ -43,11 +43,14 @@ Spec = Dict[str, Any]
 
 @pytest.fixture(scope="module")
 def world():
+    from hcomm_cffi.binding import reset_binding
+
     w = hcomm.init(rank=0, world_size=1)
     try:
         yield w
     finally:
         hcomm.finalize()
+        reset_binding(None)     # ranks forked by later tests load their own backend (HCOMM_BACKEND=cann there)
 
 
 def _call(comm: Any, spec: Spec, x: np.ndarray, out: Optional[np.ndarray], root: Any, op: Any) -> None:

@@ -17,6 +17,7 @@ The in-suite variants are short; ``slow`` ones run thousands of calls.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import random
 import signal
 import time
@@ -283,5 +284,8 @@ def test_an_interrupted_call_breaks_its_communicator_and_never_moves_data_later(
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS + ["torch"])
 def test_interrupts_at_random_points_over_thousands_of_calls(kind: str) -> None:
-    calls, broken = _run(kind, episodes=25, calls=1000, seed=3600, max_delay=0.08)
-    assert calls >= 1000 and broken >= 5, (calls, broken)
+    # HCOMM_TEST_INTERRUPT_EPISODES=25 is the hostile pass's length (about 52,000 calls over the kinds); the suite
+    # runs 8 episodes per kind (thousands of calls each), to keep its time
+    episodes = int(os.environ.get("HCOMM_TEST_INTERRUPT_EPISODES", "8"))
+    calls, broken = _run(kind, episodes=episodes, calls=1000, seed=3600, max_delay=0.08)
+    assert calls >= 1000 and broken >= min(5, episodes // 3), (calls, broken)
