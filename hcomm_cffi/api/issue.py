@@ -176,12 +176,12 @@ class Issuer:
             # recorded once it will launch: a call its algorithm refused while issuing leaves no open operation
             slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
             self.announce(record)
-        except HcclError as exc:
+            self._launch_and_wait(bound, slot, c.coll, c.what)
+        except HcclError as exc:       # _bind's (the wait turns its own into a CommError)
             raise self.port.fail(exc, c.what) from exc
-        except BaseException as exc:
+        except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
             self._interrupted(moved, c.what, exc)
             raise
-        self._launch_and_wait(bound, slot, c.coll, c.what)
         if c.staging is not NO_STAGING:
             c.staging.finish()
         elif entry is not None and c.fast_key is not None:
@@ -212,10 +212,10 @@ class Issuer:
             slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
             bound = self._take(entry)
             self.announce(entry.record)
-        except BaseException as exc:
+            self._launch_and_wait(bound, slot, c.coll, entry.what)
+        except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
             self._interrupted(moved, entry.what, exc)
             raise
-        self._launch_and_wait(bound, slot, c.coll, entry.what)
         return True
 
     def start(self, c: Call) -> Pending:
@@ -231,17 +231,18 @@ class Issuer:
             slot = graph.captured(self.port, record, self.take_seq)
         moved = self._moved()
         try:
-            entry, bound = self._bind(c, target, record)
-        except HcclError as exc:
-            raise self.port.fail(exc, c.what) from exc
-        except BaseException as exc:
+            try:
+                entry, bound = self._bind(c, target, record)
+            except HcclError as exc:
+                raise self.port.fail(exc, c.what) from exc
+            if graph is None:
+                slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
+            pending = self._launch_started(c, bound, target, slot, record)
+        except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
             self._interrupted(moved, c.what, exc)
             raise
-        if graph is None:
-            slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
-            return self._launch_started(c, bound, target, slot, record)
-        pending = self._launch_started(c, bound, target, slot, record)
-        graph.keep(pending)
+        if graph is not None:
+            graph.keep(pending)
         return pending
 
     def take_seq(self) -> int:
@@ -271,8 +272,13 @@ class Issuer:
         if entry is None:
             return self.start(c)
         self.seq += 1
-        slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
-        return self._launch_started(c, self._take(entry), self.targets.own, slot, entry.record, pending)
+        moved = self._moved()
+        try:
+            slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
+            return self._launch_started(c, self._take(entry), self.targets.own, slot, entry.record, pending)
+        except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
+            self._interrupted(moved, c.what, exc)
+            raise
 
     # ------------------------------------------------------------------ launching
     def _take(self, entry: Entry) -> Bound:
@@ -306,7 +312,6 @@ class Issuer:
                         pending: Optional[Pending] = None) -> Pending:
         """Launch ``bound`` on ``target``'s stream after the previous collective; the Pending that completes it
         (``pending`` started again, when given: a persistent request's)."""
-        moved = self._moved()
         try:
             self.targets.order(target)
             self.announce(record)
@@ -314,9 +319,6 @@ class Issuer:
             observe.running(self.port, slot)
         except HcclError as exc:
             raise self.port.fail(exc, c.what) from exc
-        except BaseException as exc:       # a launch cut short: part of the batch may be queued
-            self._interrupted(moved, c.what, exc)
-            raise
         if pending is None:
             pending = Pending(self.port, c, target.stream, bound.exchange, slot, self.seq)
         else:
