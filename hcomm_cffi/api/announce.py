@@ -2,7 +2,7 @@
 
 The signature handshakes catch two ranks in different collectives when their waits meet; a library
 collective against another whose notifies differ, or against a package algorithm, never meets, and
-both ranks waited for the execution timeout (issue 36.4).  The emulator keeps each rank's
+both ranks would wait for the execution timeout.  The emulator keeps each rank's
 announcements where a peer's blocked wait reads them and fails naming both calls (sim/announce.py).
 A call is announced right before its launch, inside the region where an interrupted call breaks the
 communicator (api/interrupts.py), so a call cut short never leaves the ranks' numbering apart.

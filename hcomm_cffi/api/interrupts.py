@@ -1,9 +1,9 @@
 """A communicator that breaks with work queued abandons that work: it never runs later against reused memory.
 
-Issue 36: on the emulator the queued tasks of a collective or a send/recv advance inside library
-calls, so an exception raised while a blocking call waits (Ctrl-C, an alarm handler, pytest-timeout's
-signal) left the rest of the operation queued, and the caller's retry ran it with the buffer's *new*
-contents: the peer's allreduce returned 1001 instead of 3.  Now such an exception breaks the
+On the emulator the queued tasks of a collective or a send/recv advance inside library calls, so an
+exception raised while a blocking call waits (Ctrl-C, an alarm handler, pytest-timeout's signal) would
+leave the rest of the operation queued, and the caller's retry would run it with the buffer's *new*
+contents: the peer's allreduce would return 1001 instead of 3, silently.  So such an exception breaks the
 communicator (:func:`interrupted`, called from the few places a blocking call launches or waits), and
 every way a communicator breaks discards its queued work and tells its peers
 (:func:`abandon_queued`, ``Backend.abandon_communicator``): later calls on it raise naming the
