@@ -289,7 +289,11 @@ class Issuer:
         return bound[self.signer.advance(self.seq)]
 
     def _launch_and_wait(self, bound: Bound, slot: int, coll: str, what: str) -> None:
-        """Launch ``bound`` on the communicator's stream after the previous collective and wait for it."""
+        """Launch ``bound`` on the communicator's stream after the previous collective and wait for it.
+
+        The callers (:meth:`run`, :meth:`fast`) announced the call first, so an exception that leaves this
+        wait (Ctrl-C, an alarm) breaks the communicator in their guard: the queued rest never runs.
+        """
         target = self.targets.own
         try:
             self.targets.order(target)
@@ -299,9 +303,6 @@ class Issuer:
         except HcclError as exc:
             self.check_exchange(bound.exchange, started=True)    # a mismatch explains the failure better
             raise self.port.fail(exc, what) from exc
-        except BaseException as exc:       # Ctrl-C, an alarm handler...: the queued rest must never run
-            interrupted(self.port, what, exc)
-            raise
         if bound.exchange is not None:
             self.check_exchange(bound.exchange, started=True)
         observe.done(self.port, slot, coll, self.seq)
