@@ -163,7 +163,7 @@ class SimComm:
         self.idle_notifies_reported: Set[Tuple[int, int]] = set()   # (thread, notify) left set and reported
         self.destroyed = False
         self.closing = False      # being retired: executors stop reading its memory (runtime.Executor.retire)
-        self.pins = 0             # threads reading its memory outside the executor's lock right now
+        self.pins: Dict[int, int] = {}   # host thread -> how many of its reads of this memory are outside the lock now
         self.device = -1          # the creating thread's device (aclrtSetDevice); HcclCommGetHandleWithName uses it
         self.engine_contexts: Dict[Tuple[str, int], Any] = {}   # HcclEngineCtxCreate: (ctxTag, engine) -> context
         self.rank_graph: Dict[str, Any] = {}                    # arrays the HcclRankGraph* queries hand out

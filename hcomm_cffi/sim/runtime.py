@@ -211,61 +211,75 @@ class Executor:
 
     # ------------------------------------------------------------------ communicators read outside the lock
     def _pin(self, comms: Set["SimComm"]) -> List["SimComm"]:
-        """Pin the communicators not being retired (call with the lock held); their memory stays mapped."""
+        """Pin the communicators not being retired (call with the lock held); their memory stays mapped.
+
+        Pins are counted per host thread, so that one an exception left behind in this thread (a signal
+        handler raising between a pin and its release) never makes this thread's own ``retire`` wait:
+        a thread inside ``retire`` is not reading anything.
+        """
+        me = threading.get_ident()
+        mine = self._mine()
         pinned = [c for c in comms if not c.closing]
         for c in pinned:
-            c.pins += 1
-        if pinned:
-            self._held().append(pinned)
+            mine.add(c)
+            c.pins[me] = c.pins.get(me, 0) + 1
         return pinned
 
     def _unpin(self, comms: Sequence["SimComm"]) -> None:
         if not comms:
             return
+        me = threading.get_ident()
         with self.lock:
-            held = self._held()
-            if held and held[-1] == list(comms):     # the same communicators (identity: SimComm has no __eq__)
-                held.pop()
             for c in comms:
-                c.pins -= 1
+                left = c.pins.get(me, 0) - 1
+                if left > 0:
+                    c.pins[me] = left
+                else:
+                    c.pins.pop(me, None)
+                    self._mine().discard(c)
             self.unpinned.notify_all()
 
-    def _held(self) -> List[List["SimComm"]]:
-        """The pins this host thread holds (innermost last)."""
-        held = getattr(self.pinned_here, "stack", None)
-        if held is None:
-            held = self.pinned_here.stack = []
-        return held
+    def _mine(self) -> Set["SimComm"]:
+        """The communicators this host thread has pinned now."""
+        mine = getattr(self.pinned_here, "comms", None)
+        if mine is None:
+            mine = self.pinned_here.comms = set()
+        return mine
 
     def drop_pins_of_this_thread(self) -> None:
         """Release the pins an exception left behind in this thread (it is no longer inside the executor).
 
-        A signal handler raising in the middle of ``run_until``'s clean-up could leave a communicator pinned,
-        and its destruction would then wait for a reader that is gone (sim/abandon.py calls this).
+        A signal handler raising between a pin and its release leaves the communicator pinned by this thread;
+        another host thread destroying it would then wait for a reader that is gone (sim/abandon.py calls this).
         """
+        me = threading.get_ident()
         with self.lock:
-            held = self._held()
-            for comms in held:
-                for c in comms:
-                    c.pins = max(0, c.pins - 1)
-            held.clear()
+            mine = self._mine()
+            for c in mine:
+                c.pins.pop(me, None)
+            mine.clear()
             self.unpinned.notify_all()
 
     def retire(self, comm: "SimComm", release: Callable[[], None], timeout: float = 30.0) -> None:
-        """Run ``release`` (it unmaps ``comm``'s memory) once no thread of this process reads that memory.
+        """Run ``release`` (it unmaps ``comm``'s memory) once no other thread of this process reads that memory.
 
         Several ranks live in one process when a program runs one host thread per device: another
         rank's thread may be polling or sleeping on this communicator's words outside the lock, and
         an unmap under it is a SIGSEGV.  New readers skip a communicator from here on; the current
-        ones hold it for one poll (SPIN_ROUNDS yields) or one sleep (MAX_SLEEP_S) at most.
+        ones hold it for one poll (SPIN_ROUNDS yields) or one sleep (MAX_SLEEP_S) at most.  A pin of
+        this thread's own is one an interrupted read left behind: it is dropped, not waited for.
         """
         limit = time.monotonic() + timeout
+        me = threading.get_ident()
         with self.lock:
             comm.closing = True
-            while comm.pins > 0:
+            if comm.pins.pop(me, None) is not None:
+                self._mine().discard(comm)
+            while comm.pins:
                 left = limit - time.monotonic()
                 if left <= 0:                  # a reader never let go: keep the memory mapped, say so
-                    raise SimError(HcclResult.E_INTERNAL, f"communicator {comm.name}: {comm.pins} reader(s) still "
+                    readers = sum(comm.pins.values())
+                    raise SimError(HcclResult.E_INTERNAL, f"communicator {comm.name}: {readers} reader(s) still "
                                                           f"polled its memory after {timeout:g} s; it was left mapped")
                 self.unpinned.wait(left)
             release()
