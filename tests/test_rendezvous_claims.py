@@ -99,3 +99,35 @@ def test_settings_that_differ_fail_every_rank_naming_them(tmp_path) -> None:
     assert all(isinstance(v, SettingsDisagree) for v in results.values()), results
     assert all("rank 0 has HCOMM_STEP_BYTES=unset, ranks 1-2 have HCOMM_STEP_BYTES=65536" in str(v)
                for v in results.values())
+
+
+class _SlowAfterClaim(FileStore):
+    """The last rank's store: after its claim lands, it reads on only once the others completed the cohort
+    (a process descheduled between its claim and its next look, as on a loaded machine)."""
+
+    def claim(self, key: str, raw: bytes) -> Optional[bytes]:
+        held = super().claim(key, raw)
+        if held is None and key == "ns/e0/claim/2":
+            limit = time.monotonic() + 10
+            while not self.get("ns/e0/done") and time.monotonic() < limit:
+                time.sleep(0.005)
+        return held
+
+
+def test_a_rank_whose_claim_completed_the_cohort_before_it_looked_joins_it(tmp_path) -> None:
+    results: Dict = {}
+    started = time.time()
+
+    def body(rank: int) -> None:
+        store = _SlowAfterClaim(str(tmp_path)) if rank == 2 else FileStore(str(tmp_path))
+        try:
+            results[rank] = exchange_root_info(store, rank, 3, lambda: BLOB_A, 5.0, "ns", started=started)
+        except Exception as exc:   # collected for the assertions
+            results[rank] = exc
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results == {0: BLOB_A, 1: BLOB_A, 2: BLOB_A}, results

@@ -236,7 +236,8 @@ def _claim_slot(store: KeyValueStore, ns: str, rank: int, me: Dict[str, Any], de
         owner0 = _parse(store.get(f"{ens}/claim/0"))
         completed = bool(done) and done.get("token") == owner0.get("token")
         if held is None:
-            if not completed:
+            # a cohort that completed after this claim saw it (rank 0 names its members): this process is in it
+            if not completed or me["token"] in done.get("members", ()):
                 return ens
             # the slot was an exited rank's of a cohort that completed (its rank 0 lingers): joining it would
             # take that job's root info; this process belongs to a later job, in a later epoch
@@ -360,7 +361,9 @@ def _wait_for_all(cohort: _Cohort, make_root_info: Callable[[], bytes], deadline
                     if time.monotonic() < settle_until:
                         time.sleep(0.01)
                         continue
-                    store.set(f"{ens}/done", json.dumps({"token": token, "time": time.time()}).encode())
+                    members = [cohort.ident(r).get("token") for r in range(size)]   # who completed it
+                    store.set(f"{ens}/done", json.dumps({"token": token, "time": time.time(),
+                                                         "members": members}).encode())
                     break
                 if _parse(store.get(f"{ens}/done")).get("token") == cohort.token0():
                     break       # rank 0 saw everyone too: claims may now be released
