@@ -40,6 +40,10 @@ IDLE_EXIT_S = 0.5
 THREAD_NAME = "hcomm-progress"
 #: How long the thread sleeps between turns while the caller's thread wants the lock.
 YIELD_S = 50e-6
+#: The longest the thread steps aside per turn (a count of waiters left behind by an exception never stalls it).
+ASIDE_MAX_S = 0.01
+#: How long the thread waits for the lock per turn before checking its work's deadline without it.
+LOCK_WAIT_S = 0.5
 
 
 class LibraryLock:
@@ -52,8 +56,14 @@ class LibraryLock:
     def __enter__(self) -> "LibraryLock":
         if not self.lock.acquire(False):   # taken (by the background thread): say so, then queue for it
             self.wanted += 1
-            self.lock.acquire()
-            self.wanted -= 1
+            try:
+                self.lock.acquire()
+            except BaseException:          # a signal handler raised once it was taken: give it back
+                if self.lock._is_owned():  # type: ignore[attr-defined]  # (RLock's own test of the caller)
+                    self.lock.release()
+                raise
+            finally:
+                self.wanted -= 1
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -128,11 +138,15 @@ class Progress:
             work = self._next()
             if work is None:
                 return
-            if getattr(work, "library", True):
-                with LOCK.lock:
-                    finished = self._turn(work)
-            else:                          # calls no library function (ends a profiler record)
+            if not getattr(work, "library", True):      # calls no library function (ends a profiler record)
                 finished = self._turn(work)
+            elif LOCK.lock.acquire(timeout=LOCK_WAIT_S):
+                try:
+                    finished = self._turn(work)
+                finally:
+                    LOCK.lock.release()
+            else:       # the caller's thread holds the lock this long: the work still fails at its deadline
+                finished = self._expire_if_overdue(work)
             if finished:
                 try:
                     work.publish()             # outside the lock: the Future's callbacks run here
@@ -141,8 +155,17 @@ class Progress:
             else:
                 with self._cond:
                     self._works.append(work)   # round robin: the others get their turn
-            while LOCK.wanted:
+            aside_until = time.monotonic() + ASIDE_MAX_S
+            while LOCK.wanted and time.monotonic() < aside_until:
                 time.sleep(YIELD_S)
+
+    @staticmethod
+    def _expire_if_overdue(work: Advancing) -> bool:
+        """Without the lock: fail ``work`` if its deadline passed (expiring calls no library function)."""
+        if work.overdue(time.monotonic()):
+            work.expire()
+            return True
+        return False
 
     @staticmethod
     def _turn(work: Advancing) -> bool:
