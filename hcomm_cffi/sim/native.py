@@ -35,18 +35,19 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH
 from .announce import LIBRARY
 from .comm import SimChannel, SimComm
-from .errors import HcclResult, SimError, entry, failure_code
+from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, failure_code
 from . import kernels
 from .graphs import capturable
-from .runtime import EXECUTOR, SimThread
-from .tasks import ChannelRecord, ChannelWait, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
+from .runtime import EXECUTOR, SimThread, TaskFailure
+from .tasks import ChannelRecord, ChannelWait, HostCall, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
 from .state import SimState
 
 NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
@@ -72,6 +73,7 @@ _SIG_KINDS = ("allreduce", "reduce", "broadcast", "allgather", "reduce_scatter",
               "allgatherv", "reduce_scatterv", "alltoallvc", "barrier")
 _SIG_FIELDS = struct.Struct("<6q")
 PIECE_BYTES = 512 << 10      # bytes one rank stages per piece of the pipelined symmetric ops (L2/L3-sized)
+STAMP_BYTES = 64             # the end of each parity region: the number of the chunk staged there (_Plan.stamp)
 
 _SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, DataType.FP32, DataType.INT64,
               DataType.UINT64, DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.FP64, DataType.BFP16}
@@ -155,6 +157,15 @@ class NativeState:
         self.channels: Dict[int, SimChannel] = {}
         self.seq = 0                           # symmetric chunks issued so far (parity = seq & 1)
         self.signatures: Dict[int, Tuple[int, ...]] = {}   # value -> fields, of this rank's calls (bounded)
+        # per queue: the numbers of the stamped chunks launched there and not yet checked, in launch order
+        self.stamps: Dict[Any, Deque[int]] = {}
+
+    def stamps_of(self, queue: Any) -> Deque[int]:
+        """The chunk numbers launched on ``queue`` that its stamp tasks have yet to write and check."""
+        fifo = self.stamps.get(queue)
+        if fifo is None:
+            fifo = self.stamps[queue] = deque()
+        return fifo
 
     def sign(self, comm: SimComm, fields: Tuple[int, ...]) -> int:
         """The notify value of a call with signature ``fields``; publishes the fields in this rank's table."""
@@ -192,6 +203,7 @@ class _Plan:
         self.half = comm.buffer_bytes // 2
         self.signature = 0                   # the notify value every peer's call must match (sign()); 0: none
         self.seq0 = comm.native.seq          # symmetric chunks issued before this call (its first parity)
+        self.stamped: List[int] = []         # the numbers of this call's stamped chunks (pushed at launch)
 
     def sign(self, kind: str, count: int, dt: DataType, op: int = -1, root: int = -1) -> None:
         """What every rank's call must agree on, carried by each data-ready record (the module's comment)."""
@@ -219,6 +231,38 @@ class _Plan:
     def reduce(self, dst: Any, src: Any, count: int, dt: DataType, op: ReduceOp) -> None:
         if count:
             self.tasks.append(LocalReduce(self._owner(dst, src, count * dt.itemsize), dst, src, count, dt, op))
+
+    def stamp(self, region: int, peers: Sequence[int]) -> Task:
+        """Tasks around chunk ``region``'s handshake: this rank's stamp, written after its data is staged (added
+        now), and the check that every peer's staging holds the same chunk (returned, to add after the wait).
+
+        The chunk numbers are symmetric (every rank counts the same chunks), so a peer whose staging holds
+        another chunk's data -- one rank's waits and the other's records out of step, however that came about --
+        fails the call naming both numbers instead of reducing the peer's earlier data.  The numbers come from
+        the queue's FIFO filled at launch, so the cached task lists of repeated calls stamp correctly.
+        """
+        c = self.comm
+        fifo = c.native.stamps_of(self.th.queue)
+        mine = ffi.cast("int64_t *", self.ccl(c.rank) + region + self.region_bytes())
+        theirs = [(p, ffi.cast("int64_t *", self.ccl(p) + region + self.region_bytes())) for p in peers]
+        self.stamped.append(c.native.seq - 1)
+
+        def write() -> None:
+            mine[0] = fifo[0] + 1          # + 1: a region never staged reads 0
+
+        def check() -> None:
+            want = fifo.popleft() + 1
+            for p, word in theirs:
+                got = int(word[0])
+                if got != want:
+                    held = f"chunk #{got - 1}" if got else "no chunk yet"
+                    raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
+                                      f"rank {c.rank} of communicator {c.name}: rank {p}'s staging holds {held} of "
+                                      f"the library's collectives where this rank is at chunk #{want - 1}: the "
+                                      "ranks' handshakes fell out of step; nothing was reduced from it (it would "
+                                      "have been another call's data)")
+        self.tasks.append(HostCall(write))
+        return HostCall(check)
 
     def handshake(self, peers: Sequence[int], idx: int, record: bool = True, wait: bool = True) -> None:
         signed = self.signature if idx in _SIGNED else 0
@@ -274,17 +318,21 @@ class _Plan:
         state = self.comm.native
         p = state.seq & 1
         state.seq += 1
-        size = self.region_bytes()
+        span = self.region_span()
         base = self.half + self.half // 2
-        return p, base + p * size, base + (2 + p) * size, size
+        return p, base + p * span, base + (2 + p) * span, span - STAMP_BYTES
 
     def piece(self, esz: int, blocks: int = 1) -> int:
         """Elements per block of one pipelined piece: ``blocks`` blocks fill at most ``PIECE_BYTES`` and a region."""
         return max(1, min(self.region_bytes(), PIECE_BYTES) // (esz * blocks))
 
     def region_bytes(self) -> int:
-        """Size of each of the four parity regions (staging and result, for parities 0 and 1; the signature
-        table follows them)."""
+        """Data bytes of each of the four parity regions (staging and result, for parities 0 and 1); each ends
+        with its chunk stamp (STAMP_BYTES)."""
+        return self.region_span() - STAMP_BYTES
+
+    def region_span(self) -> int:
+        """Size of each of the four parity regions, stamp included (the signature table follows them)."""
         return (self.half // 8 - SIG_TABLE * SIG_BYTES // 4) // 64 * 64
 
     def ccl(self, rank: int) -> Any:
@@ -332,6 +380,8 @@ class NativeCollectives:
             announced = plan.comm.announced
             announced.announce(LIBRARY, announced.next_library(), plan.signature, "" if announced.described(
                                plan.signature) else _describe(plan.comm.native.signatures.get(plan.signature)))
+        if plan.stamped:
+            plan.comm.native.stamps_of(plan.th.queue).extend(plan.stamped)
         EXECUTOR.launch(plan.th.queue, plan.tasks)
         return 0
 
@@ -354,12 +404,14 @@ class NativeCollectives:
             return None
         if hit is None or type(count) is not int:    # a float count equal to an int one must not match
             return None
-        c, nat, q, pair, advance, value = hit
+        c, nat, q, pair, advance, value, stamped = hit
         if c.destroyed or c.native is not nat:
             return None
         tasks = pair[nat.seq & 1]
         if tasks is None:
             return None
+        if stamped:
+            nat.stamps_of(q).extend(range(nat.seq, nat.seq + advance))
         nat.seq += advance
         announced = c.announced
         announced.announce(LIBRARY, announced.next_library(), value, "")
@@ -384,7 +436,8 @@ class NativeCollectives:
         if hit is None or hit[0] is not c or hit[1] is not nat or hit[2] is not plan.th.queue:
             if len(cache) >= CALL_CACHE_MAX:
                 cache.clear()
-            hit = cache[key] = (c, nat, plan.th.queue, [None, None], nat.seq - plan.seq0, plan.signature)
+            hit = cache[key] = (c, nat, plan.th.queue, [None, None], nat.seq - plan.seq0, plan.signature,
+                                bool(plan.stamped))
         hit[3][plan.seq0 & 1] = tuple(tasks)
 
     def _launch_small(self, plan: _Plan, name: str, args: tuple, nbytes: int) -> int:
@@ -417,7 +470,9 @@ class NativeCollectives:
             b = off * esz
             idx, region, _ = plan.parity_region()
             plan.copy(plan.ccl(c.rank) + region, send + b, n * esz)
+            check = plan.stamp(region, peers)
             plan.handshake(peers, idx)
+            plan.tasks.append(check)
             plan.reduce_all(recv + b, region, n, dt, rop)
         return self._launch_small(plan, "HcclAllReduce", (sendBuf, recvBuf, count, dataType, op, comm, stream),
                                   count * esz)
