@@ -234,7 +234,8 @@ class _Plan:
 
     def stamp(self, region: int, peers: Sequence[int]) -> Task:
         """Tasks around chunk ``region``'s handshake: this rank's stamp, written after its data is staged (added
-        now), and the check that every peer's staging holds the same chunk (returned, to add after the wait).
+        now), and the check that the staging of every peer in ``peers`` (those whose staged data this rank reads)
+        holds the same chunk (returned, to add after the wait).
 
         The chunk numbers are symmetric (every rank counts the same chunks), so a peer whose staging holds
         another chunk's data -- one rank's waits and the other's records out of step, however that came about --
@@ -548,7 +549,9 @@ class NativeCollectives:
             idx, region, _ = plan.parity_region()
             if c.rank == root:
                 plan.copy(plan.ccl(root) + region, data + b, n * esz)
+            check = plan.stamp(region, [root] if c.rank != root else [])
             plan.handshake(peers, idx)       # every rank: the root's piece is staged, or I finished the last one
+            plan.tasks.append(check)
             if c.rank != root:
                 plan.copy(data + b, plan.ccl(root) + region, n * esz)
         return self._launch_small(plan, "HcclBroadcast", (buf, count, dataType, root, comm, stream), count * esz)
@@ -579,10 +582,12 @@ class NativeCollectives:
             b = off * esz
             idx, region, _ = plan.parity_region()
             plan.copy(plan.ccl(c.rank) + region, send + b, n * esz)
+            check = plan.stamp(region, peers)
             plan.handshake(peers, idx, wait=False)
             if not in_place:                 # my block: straight across, while the peers stage theirs
                 plan.copy(own + b, send + b, n * esz)
             plan.handshake(peers, idx, record=False)
+            plan.tasks.append(check)
             for r in peers:
                 plan.copy(recv + (r * sendCount + off) * esz, plan.ccl(r) + region, n * esz)
         return self._launch_small(plan, "HcclAllGather", (sendBuf, recvBuf, sendCount, dataType, comm, stream), sendCount * esz * c.nranks)
@@ -613,7 +618,9 @@ class NativeCollectives:
             n = min(chunk, recvCount - off)
             idx, region, _ = plan.parity_region()
             plan.stage_blocks(send, recvCount, off, n, esz, at=region, skip=c.rank if direct else -1)
+            check = plan.stamp(region, peers)
             plan.handshake(peers, idx)
+            plan.tasks.append(check)
             plan.reduce_all(recv + off * esz, region + c.rank * n * esz, n, dt, rop,
                             own=mine + off * esz if direct else None)
         return self._launch_small(plan, "HcclReduceScatter", (sendBuf, recvBuf, recvCount, dataType, op, comm, stream), recvCount * esz * c.nranks)
