@@ -18,8 +18,6 @@ import pytest
 
 from multiproc import run_ranks
 
-PARITY = 4          # sim/native.py: the notifies 4 and 5 carry the parity handshakes of the symmetric chunks
-KINDS = ("allreduce", "reduce", "broadcast", "allgather", "reduce_scatter")   # sim/native.py's signature kinds
 
 
 def _call(world: Any, coll: str, value: float) -> Callable[[], Any]:
@@ -37,6 +35,7 @@ def _call(world: Any, coll: str, value: float) -> Callable[[], Any]:
 def body(rank: int, n: int, root_info: bytes, coll: str, gate: Any) -> Dict[str, Any]:
     import hcomm_cffi as hcomm
     from hcomm_cffi.sim.library import _STATE
+    from hcomm_cffi.sim.native import _SIG_KINDS, PARITY   # the parity handshakes' notifies; the signature kinds
 
     world = hcomm.init(rank=rank, world_size=n, root_info=root_info)
     try:
@@ -45,7 +44,7 @@ def body(rank: int, n: int, root_info: bytes, coll: str, gate: Any) -> Dict[str,
             sc = _STATE.comm(world._port.handle)
             ch = sc.native.channels[1]
             idx = PARITY + (sc.native.seq & 1)            # the notify of the next chunk's handshake
-            value = next(v for v, f in sc.native.signatures.items() if f[1] == KINDS.index(coll))
+            value = next(v for v, f in sc.native.signatures.items() if f[1] == _SIG_KINDS.index(coll))
             ch.remote_words[ch.remote_base + idx] = value # a record of this collective, never taken
             ch.ring_peer()
         gate.wait(30)

@@ -35,8 +35,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections import deque
-from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
@@ -157,15 +156,6 @@ class NativeState:
         self.channels: Dict[int, SimChannel] = {}
         self.seq = 0                           # symmetric chunks issued so far (parity = seq & 1)
         self.signatures: Dict[int, Tuple[int, ...]] = {}   # value -> fields, of this rank's calls (bounded)
-        # per queue: the numbers of the stamped chunks launched there and not yet checked, in launch order
-        self.stamps: Dict[Any, Deque[int]] = {}
-
-    def stamps_of(self, queue: Any) -> Deque[int]:
-        """The chunk numbers launched on ``queue`` that its stamp tasks have yet to write and check."""
-        fifo = self.stamps.get(queue)
-        if fifo is None:
-            fifo = self.stamps[queue] = deque()
-        return fifo
 
     def sign(self, comm: SimComm, fields: Tuple[int, ...]) -> int:
         """The notify value of a call with signature ``fields``; publishes the fields in this rank's table."""
@@ -233,19 +223,22 @@ class _Plan:
             self.tasks.append(LocalReduce(self._owner(dst, src, count * dt.itemsize), dst, src, count, dt, op))
 
     def stamp(self, region: int, peers: Sequence[int]) -> Task:
-        """Tasks around chunk ``region``'s handshake: this rank's stamp, written after its data is staged (added
-        now), and the check that the staging of every peer in ``peers`` (those whose staged data this rank reads)
-        holds the same chunk (returned, to add after the wait).
+        """Tasks around the handshake of the chunk whose parity region was just taken (``parity_region``):
+        this rank's stamp, written after its data is staged (added now), and the check that the staging of
+        every peer in ``peers`` (those whose staged data this rank reads) holds the same chunk (returned, to
+        add after the wait).
 
         The chunk numbers are symmetric (every rank counts the same chunks), so a peer whose staging holds
         another chunk's data -- one rank's waits and the other's records out of step, however that came about --
         fails the call naming both numbers instead of reducing the peer's earlier data.  The numbers come from
-        the queue's FIFO filled at launch, so the cached task lists of repeated calls stamp correctly.
+        the queue's FIFO (``Queue.stamps``) filled at launch, so the cached task lists of repeated calls stamp
+        correctly.
         """
         c = self.comm
-        fifo = c.native.stamps_of(self.th.queue)
-        mine = ffi.cast("int64_t *", self.ccl(c.rank) + region + self.region_bytes())
-        theirs = [(p, ffi.cast("int64_t *", self.ccl(p) + region + self.region_bytes())) for p in peers]
+        fifo = self.th.queue.stamps
+        at = region + self.region_bytes()
+        mine = ffi.cast("int64_t *", self.ccl(c.rank) + at)
+        theirs = [(p, ffi.cast("int64_t *", self.ccl(p) + at)) for p in peers]
         self.stamped.append(c.native.seq - 1)
 
         def write() -> None:
@@ -382,7 +375,7 @@ class NativeCollectives:
             announced.announce(LIBRARY, announced.next_library(), plan.signature, "" if announced.described(
                                plan.signature) else _describe(plan.comm.native.signatures.get(plan.signature)))
         if plan.stamped:
-            plan.comm.native.stamps_of(plan.th.queue).extend(plan.stamped)
+            plan.th.queue.stamps.extend(plan.stamped)
         EXECUTOR.launch(plan.th.queue, plan.tasks)
         return 0
 
@@ -412,7 +405,7 @@ class NativeCollectives:
         if tasks is None:
             return None
         if stamped:
-            nat.stamps_of(q).extend(range(nat.seq, nat.seq + advance))
+            q.stamps.extend(range(nat.seq, nat.seq + advance))
         nat.seq += advance
         announced = c.announced
         announced.announce(LIBRARY, announced.next_library(), value, "")

@@ -57,7 +57,7 @@ class CheckerWarning(UserWarning):
 class Queue:
     """An ordered task queue: the execution context of a Thread or a stream."""
 
-    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked", "capture")
+    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked", "capture", "stamps")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -68,6 +68,7 @@ class Queue:
         self.executed = 0
         self.comm: Optional["SimComm"] = None
         self.capture: Any = None   # an ACL graph capture records what is launched here instead (sim/graphs.py)
+        self.stamps: Deque[int] = deque()   # native chunks launched here, not yet checked (sim/native.py _Plan.stamp)
 
 
 class SimThread:
@@ -230,13 +231,14 @@ class Executor:
             return
         me = threading.get_ident()
         with self.lock:
+            mine = self._mine()
             for c in comms:
                 left = c.pins.get(me, 0) - 1
                 if left > 0:
                     c.pins[me] = left
                 else:
                     c.pins.pop(me, None)
-                    self._mine().discard(c)
+                    mine.discard(c)
             self.unpinned.notify_all()
 
     def _mine(self) -> Set["SimComm"]:
