@@ -36,6 +36,7 @@ def body(rank: int, n: int, root_info: bytes, coll: str, gate: Any) -> Dict[str,
     import hcomm_cffi as hcomm
     from hcomm_cffi.sim.library import _STATE
     from hcomm_cffi.sim.native import _SIG_KINDS, PARITY   # the parity handshakes' notifies; the signature kinds
+    from hcomm_cffi.sim.notifies import VALUES
 
     world = hcomm.init(rank=rank, world_size=n, root_info=root_info)
     try:
@@ -45,7 +46,9 @@ def body(rank: int, n: int, root_info: bytes, coll: str, gate: Any) -> Dict[str,
             ch = sc.native.channels[1]
             idx = PARITY + (sc.native.seq & 1)            # the notify of the next chunk's handshake
             value = next(v for v, f in sc.native.signatures.items() if f[1] == _SIG_KINDS.index(coll))
-            ch.remote_words[ch.remote_base + idx] = value # a record of this collective, never taken
+            at = ch.remote_base + idx                     # a record of this collective, never taken:
+            ch.remote_words[at + VALUES] = value          # its value, then one more record (sim/notifies.py)
+            ch.remote_words[at] += 1
             ch.ring_peer()
         gate.wait(30)
         call = _call(world, coll, 10 if rank == 0 else 20)

@@ -3,7 +3,7 @@
 Each rank of a communicator owns three /dev/shm segments, four under the strict checker:
 
 * ``ctl``: a header (state, rank, pid, the futex doorbell) and a table of channel slots, each
-  with 64 notify words.  A peer records into a slot of this segment and rings the doorbell.
+  with 64 notifies.  A peer records into a slot of this segment and rings the doorbell.
 * ``buf``: the HCCL buffer, 2 x HCCL_BUFFSIZE MiB, sparse, so untouched pages cost nothing.
 * ``nat``: scratch memory of the same size for the emulator's own native collectives
   (HcclAllReduce, ...), so they never share memory with algorithms that use the HCCL buffer.
@@ -28,16 +28,16 @@ from .announce import TABLE_WORDS, Announcements
 from .config import CHECK_MODES, SimConfig
 from .errors import HcclResult, SimError, warn_caller
 from .futex import futex_wait, futex_wake
+from .notifies import CONSUMED, MAX_NOTIFIES_PER_CHANNEL, WORDS_PER_NOTIFY
 from .races import RaceState, chk_bytes
 from .runtime import Queue, SimThread
 from .shm import SHM_DIR, Segment, check_dir, owner_alive, sweep_stale, user_prefix
 from .tasks import Task
 
 MAGIC = 0x4D534348          # "HCSM"
-LAYOUT_VERSION = 3          # 3: the announcements table after the channel slots
+LAYOUT_VERSION = 4          # 4: single-writer notify words (records, values, consumed); 3: announcements table
 HEADER_WORDS = 20
-SLOT_WORDS = 16 + 64        # slot header + 64 notify words
-MAX_NOTIFIES_PER_CHANNEL = 64
+SLOT_WORDS = 16 + WORDS_PER_NOTIFY * MAX_NOTIFIES_PER_CHANNEL    # slot header + each notify's words (notifies.py)
 
 # header word indices
 H_MAGIC, H_VERSION, H_STATE, H_NRANKS, H_RANK, H_PID, H_BELL, H_SLEEPING, H_SLOTS = range(9)
@@ -104,6 +104,11 @@ class SimChannel:
         # checker state: peer-buffer ranges written since my last record / handed over since my last wait
         self.pending: List[Tuple[int, int]] = []
         self.signalled: List[Tuple[int, int]] = []
+
+    def has_record(self, index: int) -> bool:
+        """Whether local notify ``index`` holds a record this rank has not consumed (see VALUES)."""
+        i = self.local_base + index
+        return self.local_words[i] != self.local_words[i + CONSUMED]
 
     def ring_peer(self) -> None:
         """Bump the peer's doorbell and wake it if it sleeps."""
@@ -523,7 +528,7 @@ class SimComm:
             if ch.protocol == skip_protocol:
                 continue
             for idx in range(ch.notify_num):
-                if ch.local_words[ch.local_base + idx]:
+                if ch.has_record(idx):
                     found.append(f"channel notify {idx} from rank {ch.peer} (engine {ch.engine}, "
                                  f"protocol {ch.protocol})")
         return found

@@ -18,7 +18,8 @@ from .._ffi import ffi
 from ..enums import (
     HCCL_ROOT_INFO_BYTES, MAX_NOTIFIES_PER_COMM, MAX_THREAD_NOTIFIES, MAX_THREADS_PER_COMM, Engine, Protocol,
 )
-from .comm import MAX_NOTIFIES_PER_CHANNEL, SimComm
+from .comm import SimComm
+from .notifies import MAX_NOTIFIES_PER_CHANNEL
 from .config import SimConfig, read_config
 from . import ledger
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller

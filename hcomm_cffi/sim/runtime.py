@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Op
 
 from . import kernels
 from .announce import BLOCKED_S
+from .notifies import CONSUMED, VALUES
 from .. import trace as _trace
 from .errors import (
     ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
@@ -301,7 +302,7 @@ class Executor:
                     t = tasks[0]
                     ch = t.channel
                     if not ch.comm.closing:
-                        words.append((ch.local_words, ch.local_base + t.index))
+                        words.append((ch.local_words, ch.local_base + t.index))     # its RECORDS word
                         comms.add(ch.comm)
             if not words:
                 return False
@@ -309,7 +310,7 @@ class Executor:
         try:
             for _ in range(SPIN_ROUNDS):
                 for w, i in words:
-                    if w[i]:
+                    if w[i] != w[i + CONSUMED]:
                         return True
                 sched_yield()
                 if deadline is not None and time.monotonic() >= deadline:
@@ -432,27 +433,30 @@ class Executor:
                 th.notifies[idx] = 0
                 return True
             return False
-        if kind == C_WAIT:
+        if kind == C_WAIT:       # the notify words (comm.VALUES): records counted by the peer, consumed here
             ch = t.channel
             words = ch.local_words
             i = ch.local_base + t.index
-            got = words[i]
-            if got:
-                words[i] = 0
+            records = words[i]
+            if records != words[i + CONSUMED]:
+                got = words[i + VALUES]
+                words[i + CONSUMED] = records
                 ch.on_wait_done()
                 if got != t.expect and t.expect:      # a signed wait: the peer's record carried another call's signature
                     raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
                                       ch.comm.native.mismatch(ch.comm, ch.peer, got, t.expect))
                 return True
             return False
-        if kind == C_RECORD:
+        if kind == C_RECORD:     # the value first, then the count the peer's wait compares (comm.VALUES)
             ch = t.channel
             words = ch.remote_words
             i = ch.remote_base + t.index
-            if words[i]:
+            records = words[i]
+            if records != words[i + CONSUMED]:
                 self.report(t.thread, q, t, f"record of channel notify {t.index} to rank {ch.peer} was absorbed: "
                                             "the notify was still set (the peer has not waited on it yet)")
-            words[i] = t.value
+            words[i + VALUES] = t.value
+            words[i] = (records + 1) & 0xFFFFFFFF
             ch.on_record()
             ch.ring_peer()
             return True
@@ -591,7 +595,7 @@ class Executor:
             t = q.tasks[0]
             if t[0] == C_WAIT:
                 ch = t.channel
-                if ch.local_words[ch.local_base + t.index]:
+                if ch.has_record(t.index):
                     continue     # the peer signalled before it went: the wait completes at the next step
                 if now - q.blocked_since >= BLOCKED_S:       # a call that never meets this one (sim/announce.py)
                     mismatch = ch.comm.disagreeing_call(ch.peer)
@@ -599,13 +603,13 @@ class Executor:
                         self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, mismatch)
                         continue
                 left = ch.comm.peer_left(ch.peer)    # its header stays readable: the mapping outlives its owner
-                if left is not None and left.startswith(LEFT_AT_ONCE) and not ch.local_words[ch.local_base + t.index]:
+                if left is not None and left.startswith(LEFT_AT_ONCE) and not ch.has_record(t.index):
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
                                     f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
                                     f"(step {q.executed}): every rank must issue the same operations")
                     continue
-                if not ch.peer_ctl.owner_alive() and not ch.local_words[ch.local_base + t.index]:   # read again
+                if not ch.peer_ctl.owner_alive() and not ch.has_record(t.index):   # read again
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} is gone (its process "
                                     f"exited or was killed) while rank {ch.comm.rank} {t.thread.label} waited on "
@@ -615,7 +619,7 @@ class Executor:
                 # after a grace, so a peer's own, more precise error (e.g. a mismatch it found) comes first
                 if now - q.blocked_since < PEER_LEFT_GRACE_S:
                     continue
-                if left is not None and not ch.local_words[ch.local_base + t.index]:
+                if left is not None and not ch.has_record(t.index):
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
                                     f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
