@@ -106,7 +106,7 @@ class SimChannel:
         self.signalled: List[Tuple[int, int]] = []
 
     def has_record(self, index: int) -> bool:
-        """Whether local notify ``index`` holds a record this rank has not consumed (see VALUES)."""
+        """Whether local notify ``index`` holds a record this rank has not consumed (sim/notifies.py)."""
         i = self.local_base + index
         return self.local_words[i] != self.local_words[i + CONSUMED]
 

@@ -15,7 +15,8 @@ memcpy, and glibc's memcpy of 4 bytes stores them twice (two overlapping moves).
 clear the first store and the second store then bring the record back: the next wait passed without a
 record (a rank out of step, reducing a peer's stale data: issue 36's 992) and the next record was
 "absorbed" (CI, test_isolation_access).  The same loop in C fails with memcpy stores and never with plain
-ones.  With one writer per word, a store made twice writes the same value twice: harmless.
+ones (300 million rounds).  With one writer per word, a store made twice writes the same value twice:
+harmless.
 """
 from __future__ import annotations
 

@@ -433,7 +433,7 @@ class Executor:
                 th.notifies[idx] = 0
                 return True
             return False
-        if kind == C_WAIT:       # the notify words (comm.VALUES): records counted by the peer, consumed here
+        if kind == C_WAIT:       # the notify words (sim/notifies.py): records counted by the peer, consumed here
             ch = t.channel
             words = ch.local_words
             i = ch.local_base + t.index
@@ -447,7 +447,7 @@ class Executor:
                                       ch.comm.native.mismatch(ch.comm, ch.peer, got, t.expect))
                 return True
             return False
-        if kind == C_RECORD:     # the value first, then the count the peer's wait compares (comm.VALUES)
+        if kind == C_RECORD:     # the value first, then the count the peer's wait compares (sim/notifies.py)
             ch = t.channel
             words = ch.remote_words
             i = ch.remote_base + t.index
