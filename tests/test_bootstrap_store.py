@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from typing import Callable, Dict, List, Optional
@@ -15,6 +17,7 @@ from hcomm_cffi.bootstrap import (
 )
 
 BLOB = bytes(range(256)) * 16 + b"\x07" * 12  # 4108 bytes
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _free_port() -> int:
@@ -89,6 +92,38 @@ def test_tcp_store_never_served():
     exc = results[1]
     assert isinstance(exc, RendezvousTimeout) and exc.missing == [0]
     assert f"127.0.0.1:{port}" in str(exc) and "never served" in str(exc)
+
+
+def test_a_tcp_store_that_goes_away_fails_the_waiting_ranks_at_once():
+    """The store answered the claims, then its process exited (in the clash test, the other job's rank 0 after its
+    JobClash): nothing can complete the rendezvous, so the waiting rank says so instead of waiting the timeout."""
+    port = _free_port()
+    serve = f"from hcomm_cffi.bootstrap import TcpStoreServer; TcpStoreServer('127.0.0.1', {port}).serve_forever()"
+    server = subprocess.Popen([sys.executable, "-c", serve], env={**os.environ, "PYTHONPATH": REPO})
+    claimed = threading.Event()
+
+    class Watched(TcpStore):
+        def missing(self, keys):                    # asked in the wait for the others: the claim was answered
+            absent = super().missing(keys)
+            claimed.set()
+            return absent
+
+    start = time.monotonic()
+    results: Dict[int, object] = {}
+    t = threading.Thread(target=lambda: results.update(_ranks(2, lambda r: Watched("127.0.0.1", port), timeout=30,
+                                                              skip=[0])))
+    t.start()
+    try:
+        assert claimed.wait(20), "rank 1 never claimed its slot"
+    finally:
+        server.kill()                               # the process serving the store exits
+        server.wait(10)
+    t.join(40)
+    exc = results[1]
+    assert time.monotonic() - start < 10, "the rank waited for a store that had gone"
+    assert isinstance(exc, BootstrapError) and not isinstance(exc, RendezvousTimeout), repr(exc)
+    text = str(exc)
+    assert f"TCP store at 127.0.0.1:{port}" in text and "went away" in text and "rank(s) 0 of 2" in text, text
 
 
 def test_rank0_failure_reaches_the_others_fast(store_for):

@@ -25,7 +25,14 @@ class JobClash(BootstrapError):
 
 
 class StoreUnavailable(BootstrapError):
-    """The store cannot be reached right now (e.g. rank 0's TCP server is not up yet)."""
+    """The store cannot be reached right now (e.g. rank 0's TCP server is not up yet).
+
+    ``refused``: nothing listens at its address any more (a connection was refused), as opposed to a timeout.
+    """
+
+    def __init__(self, message: str, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 def format_ranks(ranks: Sequence[int]) -> str:

@@ -51,6 +51,7 @@ START_SLACK_S = 0.05          # /proc start times are in clock ticks (10 ms)
 _LIVENESS_EVERY_S = 0.25      # how often arrived claims are probed for a dead holder
 SETTLE_MIN_S, SETTLE_MAX_S = 0.1, 5.0   # bounds of rank 0's wait for clashes once all ranks arrived (no job secret)
 SPLIT_MIN_S = 1.0             # the least a cohort waits before blaming missing ranks' different job secret
+STORE_GONE_S = 1.0            # a store that answered this rank and then refuses connections this long is gone
 _IMPORTED = time.time()
 TIMED_OUT = "timed out"
 
@@ -317,6 +318,7 @@ def _wait_for_all(cohort: _Cohort, make_root_info: Callable[[], bytes], deadline
     waiting: List[int] = list(range(size))
     stale: List[int] = []
     delay, probed = 0.002, 0.0
+    refused_since: Optional[float] = None      # when the store, which answered this rank's claim, began refusing
     settle_until: Optional[float] = None
     # a sibling job's ranks arrive within about one start-up time of each other: only a split that lasts longer
     # than that is one job whose ranks were given different secrets (never two jobs that just started)
@@ -349,11 +351,22 @@ def _wait_for_all(cohort: _Cohort, make_root_info: Callable[[], bytes], deadline
                     if split is not None:
                         raise BootstrapError(split)
             waiting = sorted(absent | set(stale))
-        except StoreUnavailable:
-            if time.monotonic() >= deadline:
+        except StoreUnavailable as exc:
+            now = time.monotonic()
+            refused_since = (refused_since or now) if exc.refused else None
+            if refused_since is not None and now - refused_since >= STORE_GONE_S:
+                # it answered this rank's claim: the process serving it exited, and its keys went with it
+                raise BootstrapError(
+                    f"bootstrap rendezvous: the {store.description} went away while rank {rank} waited for "
+                    f"rank(s) {format_ranks([r for r in waiting if r != rank] or [0])} of {size}: it answered this rank's claim and has "
+                    f"refused connections for {now - refused_since:.1f} s since, so the rendezvous cannot complete "
+                    "(the process serving it exited: rank 0 failed or stopped -- read its error -- or the store was "
+                    "another job's on the same address)") from None
+            if now >= deadline:
                 raise timeout_error(store.description, [0], size, timeout, timeout_src,
                                      extra=" (the store went away)") from None
         else:
+            refused_since = None
             if not waiting and blob is not None:
                 if rank == 0:
                     if settle_until is None:

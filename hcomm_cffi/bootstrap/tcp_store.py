@@ -229,7 +229,8 @@ class TcpStore(KeyValueStore):
                 except (OSError, ConnectionError, ValueError) as exc:
                     self.close_locked()
                     if attempt:
-                        raise StoreUnavailable(f"{self.description} is not reachable: {exc}") from None
+                        raise StoreUnavailable(f"{self.description} is not reachable: {exc}",
+                                               refused=isinstance(exc, ConnectionRefusedError)) from None
         if not reply.get("ok"):
             raise BootstrapError(f"{self.description}: {reply.get('error', 'request failed')}")
         return reply
