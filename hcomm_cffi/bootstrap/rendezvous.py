@@ -356,9 +356,10 @@ def _wait_for_all(cohort: _Cohort, make_root_info: Callable[[], bytes], deadline
             refused_since = (refused_since or now) if exc.refused else None
             if refused_since is not None and now - refused_since >= STORE_GONE_S:
                 # it answered this rank's claim: the process serving it exited, and its keys went with it
+                others = format_ranks([r for r in waiting if r != rank] or [0])
                 raise BootstrapError(
                     f"bootstrap rendezvous: the {store.description} went away while rank {rank} waited for "
-                    f"rank(s) {format_ranks([r for r in waiting if r != rank] or [0])} of {size}: it answered this rank's claim and has "
+                    f"rank(s) {others} of {size}: it answered this rank's claim and has "
                     f"refused connections for {now - refused_since:.1f} s since, so the rendezvous cannot complete "
                     "(the process serving it exited: rank 0 failed or stopped -- read its error -- or the store was "
                     "another job's on the same address)") from None
