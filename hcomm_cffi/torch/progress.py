@@ -161,7 +161,7 @@ class Progress:
 
     @staticmethod
     def _expire_if_overdue(work: Advancing) -> bool:
-        """Without the lock: fail ``work`` if its deadline passed (expiring calls no library function)."""
+        """Fail ``work`` if its deadline passed; True if it did (expiring calls no library function: no lock needed)."""
         if work.overdue(time.monotonic()):
             work.expire()
             return True
@@ -174,10 +174,7 @@ class Progress:
             finished = work.advance(SLICE_S)
         except BaseException:   # the work recorded its error; publish() hands it to the Future
             finished = True
-        if not finished and work.overdue(time.monotonic()):
-            work.expire()
-            finished = True
-        return finished
+        return finished or Progress._expire_if_overdue(work)
 
     def stop(self) -> None:
         """At interpreter exit: end the thread (after its current slice) before the library is torn down."""
