@@ -26,8 +26,12 @@ UNKNOWN = b""
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _EXAMPLES = _PACKAGE + "examples" + os.sep
 _CACHE_LIMIT = 4096                  # code objects / sites remembered (bounded: exec'd code makes new ones)
-_library: Dict[CodeType, bool] = {}
-_sites: Dict[Tuple[CodeType, int], bytes] = {}
+# Keyed by id(code), not the code object: hashing a code object hashes its name, bytecode, constants
+# and names every time (about 0.15 us; a walk through ten frames paid it ten times).  Every code object
+# a key names is kept in _kept until the maps start over together, so its id cannot be reused meanwhile.
+_library: Dict[int, bool] = {}
+_sites: Dict[Tuple[int, int], bytes] = {}
+_kept: List[CodeType] = []
 _paths: Dict[str, str] = {}
 _torch_dir: List[str] = []
 
@@ -54,12 +58,20 @@ def is_library(filename: str) -> bool:
 
 
 def _code_is_library(code: CodeType) -> bool:
-    found = _library.get(code)
+    found = _library.get(id(code))
     if found is None:
         if len(_library) >= _CACHE_LIMIT:
-            _library.clear()
-        found = _library[code] = is_library(code.co_filename)
+            _forget()
+        found = _library[id(code)] = is_library(code.co_filename)
+        _kept.append(code)
     return found
+
+
+def _forget() -> None:
+    """Start the code-keyed maps over (together: their keys are the ids of the code objects _kept holds)."""
+    _library.clear()
+    _sites.clear()
+    _kept.clear()
 
 
 def short_path(path: str) -> str:
@@ -82,7 +94,7 @@ def _site_text(frame: FrameType) -> bytes:
     return text if len(text) <= SITE_BYTES else b"..." + text[-(SITE_BYTES - 3):]
 
 
-def here(skip: int = 2, _library: Dict[CodeType, bool] = _library, _sites: Dict[Tuple[CodeType, int], bytes] = _sites
+def here(skip: int = 2, _library: Dict[int, bool] = _library, _sites: Dict[Tuple[int, int], bytes] = _sites
          ) -> bytes:
     """``b"path:line"`` of the first frame outside the library above the caller's ``skip - 1`` frames (b"" if none).
 
@@ -94,11 +106,11 @@ def here(skip: int = 2, _library: Dict[CodeType, bool] = _library, _sites: Dict[
         return UNKNOWN
     while frame is not None:
         code = frame.f_code
-        lib = _library.get(code)
+        lib = _library.get(id(code))
         if lib is None:
             lib = _code_is_library(code)
         if not lib:
-            site = _sites.get((code, frame.f_lasti))
+            site = _sites.get((id(code), frame.f_lasti))
             if site is None:
                 site = _new_site(frame)
             return site
@@ -107,9 +119,11 @@ def here(skip: int = 2, _library: Dict[CodeType, bool] = _library, _sites: Dict[
 
 
 def _new_site(frame: FrameType) -> bytes:
+    code = frame.f_code
     if len(_sites) >= _CACHE_LIMIT:
-        _sites.clear()
-    site = _sites[(frame.f_code, frame.f_lasti)] = _site_text(frame)
+        _forget()
+    _code_is_library(code)             # its id is a key only while _kept holds it
+    site = _sites[(id(code), frame.f_lasti)] = _site_text(frame)
     return site
 
 

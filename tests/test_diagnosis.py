@@ -324,3 +324,16 @@ def test_a_traceback_a_rank_goes_on_after_is_written_when_the_job_succeeds(tmp_p
         assert mine[0] == f"[{r}] Traceback (most recent call last):" and mine[-1] == \
             f"[{r}] after the logged traceback {r}", proc.stderr
     assert "failed" not in proc.stderr
+
+
+def test_call_site_stays_right_when_code_objects_come_and_go(tmp_path: Path) -> None:
+    """The site caches are keyed by code identity: a freed function's id reused by a new one must not inherit
+    its answer (every round makes a fresh library function and a fresh user function, then drops both)."""
+    lib_file = os.path.join(os.path.dirname(callsite.__file__), "site_probe.py")
+    for i in range(300):
+        ns: dict = {"here": callsite.here}
+        exec(compile("def lib():\n    return here(2)\n", lib_file, "exec"), ns)
+        exec(compile(f"def user_{i}():\n    return lib()\n", str(tmp_path / f"user_{i}.py"), "exec"), ns)
+        site = ns[f"user_{i}"]()
+        assert site.endswith(f"user_{i}.py:2".encode()), (i, site)
+        del ns
