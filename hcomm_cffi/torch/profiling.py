@@ -1,4 +1,5 @@
-"""torch.profiler events for the backend's operations, named as gloo's are (``hcomm:all_reduce``, ``hcomm:send``...).
+"""The entry of every backend operation (:func:`operation`): under the library lock, and a torch.profiler event
+named as gloo's are (``hcomm:all_reduce``, ``hcomm:send``...) while torch profiles.
 
 An event starts when the operation is started and ends, on the backend's progress thread, once its
 work has completed: an asynchronous event, as gloo's (which end on gloo's worker threads).  It
@@ -14,11 +15,11 @@ from typing import Any, Callable, Iterator, TypeVar
 import torch
 from torch._C._profiler import _RecordFunctionFast
 
-from .progress import PROGRESS, THREAD_NAME as PROGRESS_THREAD
+from .progress import LOCK, PROGRESS, THREAD_NAME as PROGRESS_THREAD, serialised
 
 END_WAIT_S = 1.0
 
-__all__ = ["profiled"]
+__all__ = ["operation"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NESTED = threading.local()   # an operation built of others (the coalesced forms) records one event
@@ -70,21 +71,34 @@ class _End:
             self._ended.set()
 
 
-def profiled(title: str, inputs: int = 0) -> Callable[[F], F]:
-    """Record ``hcomm:<title>`` around the operation until its work completes (only while profiling); the
-    event's inputs are the tensors of positional argument ``inputs`` (as gloo's: the inputs, not the outputs)."""
+def operation(title: str, inputs: int = 0) -> Callable[[F], F]:
+    """A backend operation: run holding the library lock (as :func:`~.progress.serialised`) and, while torch
+    profiles, recorded as ``hcomm:<title>`` until its work completes; the event's inputs are the tensors of
+    positional argument ``inputs`` (as gloo's: the inputs, not the outputs).
+
+    One wrapper for both, and the free lock taken inline: each frame between torch and the method costs
+    every call (and every flight record's walk to the user's line, callsite.py) about 0.2 us.
+    """
     def wrap(method: F) -> F:
+        locked = serialised(method)
+        lock = LOCK.lock
+
         @functools.wraps(method)
         def run(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not torch.autograd._profiler_enabled() or getattr(_NESTED, "on", False):
-                return method(self, *args, **kwargs)
+                if not lock.acquire(False):     # taken by the background thread: queue for it
+                    LOCK.queue()
+                try:
+                    return method(self, *args, **kwargs)
+                finally:
+                    lock.release()
             ts = list(_tensors(args[inputs] if len(args) > inputs else ()))
             record = _RecordFunctionFast(f"hcomm:{title}", input_values=ts,
                                          keyword_values={"bytes": sum(t.numel() * t.element_size() for t in ts)})
             record.__enter__()
             _NESTED.on = True
             try:
-                work = method(self, *args, **kwargs)
+                work = locked(self, *args, **kwargs)
             except BaseException:
                 record.__exit__(None, None, None)
                 raise

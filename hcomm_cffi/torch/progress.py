@@ -54,17 +54,21 @@ class LibraryLock:
         self.wanted = 0
 
     def __enter__(self) -> "LibraryLock":
-        if not self.lock.acquire(False):   # taken (by the background thread): say so, then queue for it
-            self.wanted += 1
-            try:
-                self.lock.acquire()
-            except BaseException:          # a signal handler raised once it was taken: give it back
-                if self.lock._is_owned():  # type: ignore[attr-defined]  # (RLock's own test of the caller)
-                    self.lock.release()
-                raise
-            finally:
-                self.wanted -= 1
+        if not self.lock.acquire(False):   # taken (by the background thread): queue for it
+            self.queue()
         return self
+
+    def queue(self) -> None:
+        """Wait for the lock, counted in ``wanted`` meanwhile (the background thread steps aside)."""
+        self.wanted += 1
+        try:
+            self.lock.acquire()
+        except BaseException:          # a signal handler raised once it was taken: give it back
+            if self.lock._is_owned():  # type: ignore[attr-defined]  # (RLock's own test of the caller)
+                self.lock.release()
+            raise
+        finally:
+            self.wanted -= 1
 
     def __exit__(self, *exc: Any) -> None:
         self.lock.release()
@@ -77,10 +81,16 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def serialised(method: F) -> F:
     """Run ``method`` holding :data:`LOCK` (every backend entry point that calls the library)."""
+    lock = LOCK.lock
+
     @functools.wraps(method)
     def locked(*args: Any, **kwargs: Any) -> Any:
-        with LOCK:
+        if not lock.acquire(False):         # free, or this thread's already: the common case
+            LOCK.queue()
+        try:
             return method(*args, **kwargs)
+        finally:
+            lock.release()
     return locked  # type: ignore[return-value]
 
 

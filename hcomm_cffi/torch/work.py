@@ -41,7 +41,23 @@ class HcommWork(dist._Work):
     """Completes when its requests have; ``then`` runs once after (copies out, AVG's division...).
 
     ``limit``: the process group's timeout in seconds; past it the progress thread fails the Future.
+    The optional fields default at class level, so a work that already ran (:meth:`finished`, every
+    blocking collective) sets three.
     """
+
+    _requests: Sequence[Request[Any]] = ()
+    _then: Optional[Callable[[], None]] = None
+    _on_timeout: Optional[Callable[[float], str]] = None
+    _error: Optional[BaseException] = None
+    _done = False
+    _future: Any = None
+    _gate: Any = None     # completed by publish(); self._future follows it
+    _published: Optional[threading.Lock] = None   # made with the Future; taken once to complete it
+    _limit: Optional[float] = None
+    _deadline: Optional[float] = None
+    _finish_hooks: Sequence[Callable[[], None]] = ()   # run once when the work completes or fails
+    source: Any = None   # a receive from any source: its request, whose ``source`` is the sender
+    absent: Optional[Callable[[], List[int]]] = None   # a barrier: the ranks that have not entered it
 
     def __init__(self, what: str, requests: Sequence[Request], result: List[Any],
                  then: Optional[Callable[[], None]] = None,
@@ -52,23 +68,20 @@ class HcommWork(dist._Work):
         self._result = result
         self._then = then
         self._on_timeout = on_timeout
-        self._error: Optional[BaseException] = None
-        self._done = False
-        self._future: Any = None
-        self._gate: Any = None     # completed by publish(); self._future follows it
-        self._published: Optional[threading.Lock] = None   # made with the Future; taken once to complete it
         self._limit = limit
         self._deadline = None if limit is None else time.monotonic() + limit
-        self._finish_hooks: List[Callable[[], None]] = []   # run once when the work completes or fails
-        self.source: Any = None   # a receive from any source: its request, whose ``source`` is the sender
-        self.absent: Optional[Callable[[], List[int]]] = None   # a barrier: the ranks that have not entered it
 
     @classmethod
     def finished(cls, what: str, result: List[Any], error: Optional[BaseException] = None) -> "HcommWork":
         """A work that already ran (the blocking path); ``error`` is raised from its wait()."""
-        work = cls(what, (), result)
-        work._done = error is None
-        work._error = error
+        work = cls.__new__(cls)
+        dist._Work.__init__(work)
+        work.what = what
+        work._result = result
+        if error is None:
+            work._done = True
+        else:
+            work._error = error
         return work
 
     @property
@@ -108,10 +121,10 @@ class HcommWork(dist._Work):
         if self._done or self._error is not None:
             hook()
         else:
-            self._finish_hooks.append(hook)
+            self._finish_hooks = [*self._finish_hooks, hook]
 
     def _finished(self) -> None:
-        hooks, self._finish_hooks = self._finish_hooks, []
+        hooks, self._finish_hooks = self._finish_hooks, ()
         for hook in hooks:
             hook()
 
