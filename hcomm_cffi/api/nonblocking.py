@@ -70,7 +70,11 @@ class Pending:
             return True
         port = self.port
         try:
-            finished = sync_stream(port.binding, self.stream, timeout)
+            if timeout is None:                   # sync_stream's first case, inline (a persistent request's wait)
+                port.binding.synchronize_stream(self.stream)
+                finished = True
+            else:
+                finished = sync_stream(port.binding, self.stream, timeout)
         except HcclError as exc:
             refusal(exc)             # refused because an ACL graph captures the stream: the communicator is fine
             self.forget()

@@ -115,6 +115,8 @@ class Persistent(Request[T]):
                             "to completion first (a persistent request runs one operation at a time)")
         self._port.check_usable(self._call.coll)
         for held in self._held:
+            if held.array and held.unchanged():     # the common case, without changed()'s frame
+                continue
             change = held.changed()
             if change is not None:
                 raise ValueError(f"{self.what}: start(): {change}; a persistent request's buffers must keep the "
