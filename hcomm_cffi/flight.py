@@ -160,12 +160,14 @@ class FlightRecorder:
         :meth:`done`)."""
         return self.issue_fixed(seq, fixed_fields(op, algorithm, count, nbytes, dtype, redop, peer), site)
 
-    def issue_fixed(self, seq: int, fixed: Tuple[Any, ...], site: bytes = b"") -> int:
-        """:meth:`issue` with the fields :func:`fixed_fields` encoded (once, for a call repeated many times)."""
+    def issue_fixed(self, seq: int, fixed: Tuple[Any, ...], site: bytes = b"", launched: bool = False) -> int:
+        """:meth:`issue` with the fields :func:`fixed_fields` encoded (once, for a call repeated many times);
+        ``launched``: issued and launched at once (one write instead of a :meth:`running` after)."""
         h = self.head + 1
         self.head = h
         slot = HEADER_SIZE + (h % self.capacity) * RECORD.size
-        RECORD.pack_into(self._mm, slot, h, seq, *fixed, time.time(), 0.0, 0.0, site)
+        now = time.time()
+        RECORD.pack_into(self._mm, slot, h, seq, *fixed, now, now if launched else 0.0, 0.0, site)
         return slot
 
     def running(self, slot: int) -> None:

@@ -218,11 +218,10 @@ class Graph:
         opened = self._opened
         for book in books:      # one operation per communicator: the replay, naming the graph and its contents
             port, seq = book.port, book.take_seq()
-            slot = observe.issue(port, seq, book.replay, book.fixed)
+            slot = observe.issue(port, seq, book.replay, book.fixed, launched=True)   # it was launched above
             if trace.ACTIVE:    # the replay's slice lists what it contains; its tasks are tagged with it
                 trace.op_begin(port.name, "replay", seq, {"graph": self.name, "captured": [
                     f"{r.collective} ({r.algorithm}, {r.nbytes} bytes)" for r in book.records]})
-            observe.running(port, slot)
             opened.append((port, slot, seq))
         stream = self.stream
         if opened and isinstance(stream, Stream) and self._close_opened not in stream.on_synchronized:

@@ -116,11 +116,13 @@ def fixed_of(rec: Record) -> Tuple[Any, ...]:
                                -1 if rec.redop is None else _CODE[rec.redop], rec.peer)
 
 
-def issue(port: "CommPort", seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None, name: Optional[str] = None) -> int:
+def issue(port: "CommPort", seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None, name: Optional[str] = None,
+          launched: bool = False) -> int:
     """Operation #``seq`` starts: its flight record (the slot, or NO_SLOT when the recorder is off) and a DEBUG line.
 
     ``fixed``: ``fixed_of(rec)``, when the caller kept it.  ``name``: the operation's name in the trace
-    (default ``rec.collective``); :func:`done` with the same name and ``seq`` closes it.
+    (default ``rec.collective``); :func:`done` with the same name and ``seq`` closes it.  ``launched``: it
+    was launched already (a graph replay): recorded running too, without :func:`running`.
     """
     if CALLS.isEnabledFor(logging.DEBUG):
         peer = rec.peer
@@ -135,7 +137,7 @@ def issue(port: "CommPort", seq: int, rec: Record, fixed: Optional[Tuple[Any, ..
     fr = port.flight
     if fr is None:
         return NO_SLOT
-    return fr.issue_fixed(seq, fixed_of(rec) if fixed is None else fixed, callsite.here())
+    return fr.issue_fixed(seq, fixed_of(rec) if fixed is None else fixed, callsite.here(), launched)
 
 
 def running(port: "CommPort", slot: int) -> None:

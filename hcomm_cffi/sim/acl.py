@@ -143,6 +143,7 @@ class AclRuntime:
         block: Tuple[Any, Any] = self.state.memory.pop(key_of(ptr), None)
         if block is None:
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"0x{key_of(ptr):x} was not allocated by aclrtMalloc")
+        self.state.releases += 1
         mm, cptr = block
         self.state.device.remove(key_of(ptr))
         try:

@@ -138,6 +138,7 @@ class SimModel:
         self.replays = 0
         self.steps: List[Any] = []       # seal(): what a replay launches
         self.raced = False               # a communicator of the recording has the race checker (strict)
+        self.checked_at = -1             # state.releases when its streams and blocks were last found alive
         self.streams: Set[Queue] = set()  # the streams other than the captured one that joined the capture
 
     # ------------------------------------------------------------------ what it references
@@ -166,6 +167,7 @@ class SimModel:
                     if isinstance(w, ffi.CData) and ffi.typeof(w).kind == "pointer" and w != ffi.NULL:
                         self._note_block(state, int(ffi.cast("uintptr_t", w)))
         self.raced = any(c.race is not None for c in self.comms)
+        self.checked_at = -1
         streams = {id(q) for q in state.streams.values()}
         self.streams = {q for q in map(_queue_of, self.items) if q is not self.origin and id(q) in streams}
         self.seal()
@@ -183,6 +185,8 @@ class SimModel:
                                f"checker: aclmdlRI 0x{self.handle:x} was captured on communicator {comm.name}, which "
                                "was destroyed since; a replay would use its freed channels and buffers (destroy the "
                                "graph before the communicator, recapture on a new one)")
+        if self.checked_at == state.releases:    # nothing was freed or destroyed since they were found alive
+            return
         if self.streams:
             live = {id(q) for q in state.streams.values()}
             for q in self.streams:
@@ -196,6 +200,7 @@ class SimModel:
                                f"checker: aclmdlRI 0x{self.handle:x} addresses [0x{start:x}, +{size}) ({name}), "
                                "which was freed after the capture; a replay would read or write freed memory "
                                "(keep captured buffers until aclmdlRIDestroy)")
+        self.checked_at = state.releases
 
     # ------------------------------------------------------------------ replay
     def seal(self) -> None:
