@@ -6,9 +6,10 @@
 After a warm-up (so the call is served by the fast path of ``api/fastcalls.py``), every rank runs
 the steps of ``Comm.allreduce`` and ``Issuer.fast`` one by one with a clock read between them -- the
 usability check, the ``Call`` and its validated op and algorithm, the fast-call key and lookup, the
-flight record, the launch, ``running``, the stream
-synchronisation, ``done`` -- then times the plain call the same number of times.  Rank 0 prints µs
-per call for each step and both totals.  It reaches into the communicator's internals on purpose:
+flight record, the launch-order announcement, the launch, ``running``, the stream
+synchronisation, ``done`` -- then times the plain call the same number of times, and then the floor: the
+bound batch launched and waited for alone (what the binding's own call costs) and with the flight record and
+the announcement every call keeps.  Rank 0 prints µs per call for each step, both totals and the floor.  It reaches into the communicator's internals on purpose:
 it profiles them, and the step list must follow ``Issuer.fast`` when that changes.  The launch
 includes waiting for the peers, which run the same loop; the checkers are as the environment sets
 them (the defaults unless told otherwise).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any, Tuple
 
 import numpy as np
 
@@ -27,7 +29,34 @@ from hcomm_cffi.api.call import Call
 from hcomm_cffi.api.comm import _op as op_arg
 from hcomm_cffi.api.fastcalls import key_of
 
-STEPS = ("check + Call + args", "key + lookup", "flight issue", "launch (+ wait)", "running", "synchronize", "done")
+STEPS = ("check + Call + args", "key + lookup", "flight issue", "announce", "launch (+ wait)", "running", "synchronize",
+         "done")
+
+
+def _floor(world: api.Comm, entry: Any, iters: int) -> Tuple[float, float]:
+    """µs per call of the bound batch launched and waited for alone, and with the flight record (its call site
+    included) and the launch-order announcement every call makes: the least a blocking call can cost here."""
+    issuer = world._issuer
+    port, stream, batch = issuer.port, issuer.targets.own.stream, entry.bound[0].batch
+    sync = issuer.b.synchronize_stream
+    world.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        batch.launch()
+        sync(stream)
+    bare = (time.perf_counter() - start) / iters * 1e6
+    world.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        issuer.seq += 1
+        slot = observe.issue(port, issuer.seq, entry.record, entry.fixed)
+        issuer.announce(entry.record)
+        batch.launch()
+        observe.running(port, slot)
+        sync(stream)
+        observe.done(port, slot, "allreduce", issuer.seq)
+    floor = (time.perf_counter() - start) / iters * 1e6
+    return bare, floor
 
 
 def main() -> None:
@@ -62,6 +91,8 @@ def main() -> None:
         issuer.seq += 1
         slot = observe.issue(port, issuer.seq, entry.record, entry.fixed)
         t3 = clock()
+        issuer.announce(entry.record)
+        t3a = clock()
         target = issuer.targets.own
         issuer.targets.order(target)
         entry.bound[0].batch.launch()
@@ -72,13 +103,14 @@ def main() -> None:
         t6 = clock()
         observe.done(port, slot, "allreduce", issuer.seq)
         t7 = clock()
-        for i, (a, b) in enumerate(((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6), (t6, t7))):
+        for i, (a, b) in enumerate(((t0, t1), (t1, t2), (t2, t3), (t3, t3a), (t3a, t4), (t4, t5), (t5, t6), (t6, t7))):
             spent[i] += b - a
     world.barrier()
     start = time.perf_counter()
     for _ in range(args.iters):
         world.allreduce(x, "sum", out=y, algorithm=args.algorithm)
     plain = (time.perf_counter() - start) / args.iters * 1e6
+    bare, floor = _floor(world, fast, args.iters)
     if world.get_rank() == 0:
         print(f"# blocking 8-byte allreduce, algorithm={args.algorithm} ({fast.algorithm}), {world.get_size()} ranks, "
               f"µs per call on rank 0, {args.iters} calls")
@@ -86,6 +118,9 @@ def main() -> None:
             print(f"{name:>16s} {ns / args.iters / 1e3:7.2f}")
         print(f"{'sum of steps':>16s} {sum(spent) / args.iters / 1e3:7.2f}")
         print(f"{'plain call':>16s} {plain:7.2f}")
+        print(f"# the bound batch alone (launch + synchronize: the binding's call) {bare:.2f}; with what every call "
+              f"keeps (flight record and call site, launch-order announcement) {floor:.2f} = {floor / bare:.2f}x; "
+              f"the plain call {plain / bare:.2f}x")
     world.barrier()
     api.finalize()
 
