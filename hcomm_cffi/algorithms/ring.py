@@ -47,7 +47,7 @@ def ring_pass(ctx: IssueContext, th: int, ring: Sequence[int], srcs: List[Option
                 cs, cr = (i - s - 1) % n, (i - s - 2) % n
                 src = at(srcs, cs) if s == 0 else ctx.mine(offs[(g - 1) % 2])
                 land = offs[g % 2]
-                ctx.shift(th, right, left, [(land, src, ln[cs] * esz)], ack, data)
+                _step(ctx, th, right, left, land, src, ln[cs] * esz, ln[cr], ack, data)
                 if s < n - 2:
                     ctx.reduce(th, ctx.mine(land), at(srcs, cr), ln[cr])
                 else:
@@ -61,9 +61,27 @@ def ring_pass(ctx: IssueContext, th: int, ring: Sequence[int], srcs: List[Option
                 if t == 0 and not rs:
                     ctx.copy(th, at(outs, cs), src, ln[cs] * esz)
                 land = offs[g % 2]
-                ctx.shift(th, right, left, [(land, src, ln[cs] * esz)], ack, data)
+                _step(ctx, th, right, left, land, src, ln[cs] * esz, ln[cr], ack, data)
                 ctx.copy(th, at(outs, cr), ctx.mine(land), ln[cr] * esz)
                 g += 1
+
+
+def _step(ctx: IssueContext, th: int, right: int, left: int, land: int, src: CData, sent: int, received: int,
+          ack: int, data: int) -> None:
+    """One ring step (``ctx.shift``: release my slot to ``left``, send to ``right``, wait for ``left``'s data)
+    without the half whose chunk is empty (``sent`` bytes, ``received`` elements).
+
+    Both ends of a link compute the same chunk lengths, so a sender skips exactly the ACK wait and DATA
+    record its receiver skips, and each notify still alternates record, wait.  A small message (fewer
+    elements than ranks: most chunks empty) then costs the steps that move data, not 2(N-1) handshakes
+    per lane.  The landing slot a step writes is still free: its ACK, when the step moves data, says so.
+    """
+    if received:
+        ctx.record(th, left, ack)
+    if sent:
+        ctx.send(th, right, [(land, src, sent)], ack, data)
+    if received:
+        ctx.wait(th, left, data)
 
 
 #: A lane of a ring pass: (direction: 0 clockwise, 1 counter-clockwise; ACK index; DATA index).
