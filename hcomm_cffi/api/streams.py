@@ -62,13 +62,23 @@ class Target:
         self.schedules.clear()
 
 
+_STREAM_T = ffi.typeof("aclrtStream")
+
+
 def stream_handle(stream: Any) -> Any:
-    """An ``aclrtStream`` from ``stream=``: a cdata handle, an int address, or a torch_npu Stream (``npu_stream``)."""
+    """An ``aclrtStream`` from ``stream=``: a cdata handle, an int address, or a torch_npu Stream (``npu_stream``).
+
+    An :class:`~hcomm_cffi.api.stream.Stream` gives the handle object it owns, and an ``aclrtStream`` cdata is
+    given back as is: the same object on every call, which the library's lookup of a stream recognises by identity.
+    """
+    own = getattr(stream, "handle", None) if hasattr(stream, "npu_stream") else None
+    if isinstance(own, ffi.CData) and ffi.typeof(own) is _STREAM_T and own != ffi.NULL:
+        return own
     raw = getattr(stream, "npu_stream", stream)  # torch_npu.npu.Stream exposes the aclrtStream address
     if isinstance(raw, ffi.CData):
         if raw == ffi.NULL:
             raise ValueError("stream is NULL; expected an aclrtStream handle")
-        return ffi.cast("aclrtStream", raw)
+        return raw if ffi.typeof(raw) is _STREAM_T else ffi.cast("aclrtStream", raw)
     if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
         raise TypeError(f"stream={stream!r}; expected an aclrtStream handle (cdata or address) or a torch_npu "
                         "Stream")

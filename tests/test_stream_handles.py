@@ -1,0 +1,36 @@
+"""``stream=`` arguments become one ``aclrtStream`` object per stream: the library recognises a stream by identity first.
+
+The emulator (as a cheap cache) and any caller that compares handle objects see the same object for a
+``hcomm_cffi.Stream`` whether it is given as the Stream or as its ``handle``; an address (torch_npu's
+``npu_stream``) is cast, NULL and non-streams are refused before anything reaches the library.
+"""
+from __future__ import annotations
+
+import pytest
+
+import hcomm_cffi as hcomm
+from hcomm_cffi._ffi import ffi
+from hcomm_cffi.api.streams import stream_handle
+
+
+def test_a_stream_and_its_handle_give_the_same_object() -> None:
+    s = hcomm.Stream()
+    try:
+        assert stream_handle(s) is s.handle
+        assert stream_handle(s.handle) is s.handle
+        by_address = stream_handle(s.npu_stream)        # what torch_npu hands over: an int
+        assert by_address is not s.handle and int(ffi.cast("uintptr_t", by_address)) == s.npu_stream
+    finally:
+        s.close()
+
+
+def test_what_is_not_a_stream_is_refused() -> None:
+    with pytest.raises(ValueError, match="stream is NULL"):
+        stream_handle(ffi.NULL)
+    for bad in ("x", 0, -5, True, 1.5):
+        with pytest.raises(TypeError, match="expected an aclrtStream handle"):
+            stream_handle(bad)
+    s = hcomm.Stream()
+    s.close()
+    with pytest.raises(Exception, match="closed|destroyed"):
+        stream_handle(s)
