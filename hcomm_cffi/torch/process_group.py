@@ -196,12 +196,6 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             return self._sparse_allreduce(tensors[0], opts)
         t = self._one(tensors, "allreduce")
         op, avg = self._op(opts, "allreduce", t)
-        if avg is None and not opts.asyncOp:    # what _collective does, inline: two frames fewer on the hot call
-            try:
-                self.comm.allreduce(t, op)
-            except CommError as exc:
-                return HcommWork.finished(self._label("allreduce"), tensors, exc)
-            return HcommWork.finished(self._label("allreduce"), tensors)
         return self._collective("allreduce", opts, lambda a: self.comm.allreduce(t, op, async_op=a), tensors, avg)
 
     def _sparse_allreduce(self, t: torch.Tensor, opts: Any) -> HcommWork:
