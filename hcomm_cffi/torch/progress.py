@@ -80,17 +80,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def serialised(method: F) -> F:
-    """Run ``method`` holding :data:`LOCK` (every backend entry point that calls the library)."""
-    lock = LOCK.lock
-
+    """Run ``method`` holding :data:`LOCK` (creating and shutting down a group; the operations' own wrapper,
+    ``profiling.operation``, takes the lock inline)."""
     @functools.wraps(method)
     def locked(*args: Any, **kwargs: Any) -> Any:
-        if not lock.acquire(False):         # free, or this thread's already: the common case
-            LOCK.queue()
-        try:
+        with LOCK:
             return method(*args, **kwargs)
-        finally:
-            lock.release()
     return locked  # type: ignore[return-value]
 
 
