@@ -45,8 +45,9 @@ ALGORITHM_NOTIFIES = 2
 CHANNEL_CLASSES: Tuple[Tuple[int, Engine], ...] = ((ALGORITHM_NOTIFIES, ALGORITHM_ENGINE), (8, Engine.AICPU_TS))
 #: Engine of the communicator's own channel to each peer (signature handshake, point-to-point).
 COMM_ENGINE = Engine.CPU_TS
-#: Notifies on the communicator's own channel: the signature handshake's two (by parity), point-to-point's two.
-COMM_NOTIFIES = 4
+#: Notifies on the communicator's own channel: the signature handshake's four (one per parity, the captured form's
+#: two rounds: algorithms/context.py), point-to-point's two.
+COMM_NOTIFIES = 6
 
 _LOG = log.get("resources")
 

@@ -91,11 +91,11 @@ def test_the_ledger_equals_the_plan(n: int) -> None:
             # the package's own accounting is the emulator's, record for record (the buffer untagged in the ledger)
             assert [r[1:] for r in led] == [r[1:] for r in got["held"]], (algo, rank)
             assert [r[0] for r in led if r[1] != "buffer"] == [r[0] for r in got["held"] if r[1] != "buffer"]
-            # the communicator's own: its buffer, one channel to every peer (4 notifies, engine CPU_TS), and the stream's
+            # the communicator's own: its buffer, one channel to every peer (6 notifies, engine CPU_TS), and the stream's
             # thread, made for the first signature handshake (before an algorithm's channels: every rank must agree)
             assert [r[1] for r in led if r[0] == ""] == ["buffer"]
             own = _by(led, "comm:channels")            # one record per link class (HCCS inside, RoCE between servers)
-            assert {(r[1], r[2], r[4]) for r in own} == {("channel", "CPU_TS", 4)}, (algo, rank, own)
+            assert {(r[1], r[2], r[4]) for r in own} == {("channel", "CPU_TS", 6)}, (algo, rank, own)
             assert sorted(p for r in own for p in r[5]) == [p for p in range(n) if p != rank]
             assert sum(r[3] for r in own) == n - 1
             assert _by(led, "comm:signature") == [["comm:signature", "thread", "CPU_TS", 1, 1, []]], (algo, rank)
@@ -122,7 +122,7 @@ def test_the_ledger_equals_the_plan(n: int) -> None:
         assert d["plan_of"] == "package"
         # the plan's overhead lines are the ledger's communicator records checked above
         assert d["overhead"] == [{"purpose": "comm:channels", "kind": "channel", "engine": "CPU_TS", "count": n - 1,
-                                  "notifies": 4},
+                                  "notifies": 6},
                                  {"purpose": "comm:signature", "kind": "thread", "engine": "CPU_TS", "count": 1,
                                   "notifies": 1},
                                  {"purpose": "comm:p2p", "kind": "thread", "engine": "CPU_TS", "count": 1,

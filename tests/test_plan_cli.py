@@ -39,12 +39,12 @@ def test_default_is_the_package_algorithm_as_it_runs_here(algo: str, figures: tu
     row = next(line for line in lines if line.startswith(f"{algo} "))
     t, ntf, ch = figures
     assert (int(row.split()[2]), int(row.split()[7]), int(row.split()[6])) == (t, ntf, ch)
-    assert any(line.startswith("communicator overhead") and "3 channel(s) x 4 notifies, engine CPU_TS" in line
+    assert any(line.startswith("communicator overhead") and "3 channel(s) x 6 notifies, engine CPU_TS" in line
                for line in lines)
     d = json.loads(_run("--ranks", "4", "--algo", algo, "--json").stdout)
     assert (d["threads"], d["channel_notifies"], d["n_channels"]) == figures
     assert d["plan_of"] == "package" and d["what"].startswith(f"the package's {algo}, as it runs here")
-    assert d["overhead"] == [{"purpose": "comm:channels", "kind": "channel", "engine": "CPU_TS", "count": 3, "notifies": 4},
+    assert d["overhead"] == [{"purpose": "comm:channels", "kind": "channel", "engine": "CPU_TS", "count": 3, "notifies": 6},
                              {"purpose": "comm:signature", "kind": "thread", "engine": "CPU_TS", "count": 1, "notifies": 1},
                              {"purpose": "comm:p2p", "kind": "thread", "engine": "CPU_TS", "count": 1, "notifies": 1,
                               "per": "peer and direction a send/recv uses"}]

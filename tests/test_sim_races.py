@@ -103,3 +103,38 @@ def _race_state(rank: int, n: int, root: bytes, mode: str) -> bool:
 def test_the_race_analysis_is_strict_modes(mode: str, analysed: bool) -> None:
     # off costs nothing; warn (the default) keeps the cheap checks and leaves the vector clocks to strict (issue 21)
     assert run_ranks(2, _race_state, mode, timeout=60) == [analysed, analysed]
+
+
+def _two_streams(rank: int, n: int, root: bytes, ordered: bool) -> str:
+    """Each rank: two threads on two streams write the same HCCL-buffer bytes, the second after an event recorded
+    on the first stream (``ordered``: its stream waits for that event; else nothing orders the two)."""
+    os.environ["HCOMM_SIM_CHECK"] = "strict"
+    env = open_rank(rank, n, root)
+    b = env.b
+    other = b.create_stream()
+    first = b.thread_acquire_with_stream(env.comm, Engine.CPU_TS, env.stream, 1)
+    second = b.thread_acquire_with_stream(env.comm, Engine.CPU_TS, other, 1)
+    event = b.create_event()
+    try:
+        b.batch_mode_start(b"first")
+        b.local_copy(first, env.buf + SLOT, env.buf + 2 * SLOT, 64)
+        b.batch_mode_end(b"first")
+        b.record_event(event, env.stream)
+        if ordered:
+            b.stream_wait_event(other, event)
+        b.batch_mode_start(b"second")
+        b.local_copy(second, env.buf + SLOT, env.buf + 3 * SLOT, 64)
+        b.batch_mode_end(b"second")
+        return " | ".join(error_text(b.synchronize_stream, s) for s in (env.stream, other))
+    finally:
+        b.destroy_event(event)
+        b.destroy_stream(other)
+        env.close()
+
+
+def test_an_event_orders_two_streams_for_the_race_checker() -> None:
+    # a communicator orders its collectives across streams with an event (api/streams.py): the checker must
+    # count record -> stream wait as happens-before, and still flag the same writes without the wait
+    assert run_ranks(2, _two_streams, True, timeout=60) == ["no error | no error"] * 2
+    for raced in run_ranks(2, _two_streams, False, timeout=60):
+        assert "can race a" in raced and f"HCCL buffer bytes [{SLOT}, {SLOT + 64})" in raced, raced

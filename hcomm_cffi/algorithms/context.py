@@ -8,8 +8,9 @@ Conventions (every built-in algorithm, every rank, every channel; a user's algor
   free") and ``DATA = 1`` ("what I wrote to you is complete") -- the seed model's 2 per channel (an
   algorithm whose schedule uses more indices, up to ``MAX_ALGORITHM_NOTIFIES``, gets channels of that many
   on another engine: resources.CHANNEL_CLASSES); the
-  communicator's own channel, on ``COMM_ENGINE``, carries ``COMM_NOTIFIES`` = 4: ``SIG_NOTIFIES`` (the
-  signature handshake the Comm API issues ahead of every call, api/signatures.py, by parity) and
+  communicator's own channel, on ``COMM_ENGINE``, carries ``COMM_NOTIFIES`` = 6: ``SIG_NOTIFIES`` (the
+  signature handshake the Comm API issues ahead of every call, api/signatures.py: one per parity, one for
+  calls captured into an ACL graph) and ``SIG_RELEASE`` (the captured form's second round), and
   ``P2P_DATA`` / ``P2P_CREDIT`` (point-to-point, which so runs concurrently with a collective).
 * A transfer to a peer is always ``wait(ACK) -> write -> record(DATA)`` and the matching receive
   ``record(ACK) -> wait(DATA)``; so each notify is recorded once and waited once per step and no
@@ -29,7 +30,7 @@ from ..resources import ALGORITHM_ENGINE, ALGORITHM_NOTIFIES, CHANNEL_CLASSES, C
 from .interface import UnsupportedError
 from .tasks import TaskSink
 
-__all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "SIG_NOTIFIES", "SIG_SLOT_BYTES", "NOTIFIES_PER_CHANNEL",
+__all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "SIG_NOTIFIES", "SIG_RELEASE", "CAPTURED", "SIG_SLOT_BYTES", "NOTIFIES_PER_CHANNEL",
            "ALGORITHM_NOTIFIES", "MAX_ALGORITHM_NOTIFIES", "COMM_NOTIFIES", "ALGORITHM_ENGINE", "COMM_ENGINE",
            "ALIGN", "IssueContext", "split_even", "region_bytes", "signature_area"]
 
@@ -39,10 +40,14 @@ NOTIFIES_PER_CHANNEL = ALGORITHM_NOTIFIES
 #: Most notifies a schedule may use on one of its channels (indices 0 .. MAX_ALGORITHM_NOTIFIES - 1).
 MAX_ALGORITHM_NOTIFIES = CHANNEL_CLASSES[-1][0]
 ACK, DATA = 0, 1
-#: COMM_NOTIFIES (resources.py) on the communicator's own channel to a peer: the signature handshake (by
-#: parity) and point-to-point.
-SIG_NOTIFIES = (0, 1)
+#: COMM_NOTIFIES (resources.py) on the communicator's own channel to a peer: the signature handshake's, by its
+#: form (parity 0, parity 1, CAPTURED), the captured form's release round, and point-to-point's two.
+SIG_NOTIFIES = (0, 1, 4)
+SIG_RELEASE = 5
 P2P_DATA, P2P_CREDIT = 2, 3
+#: the handshake form of a call captured into an ACL graph (its index in SIG_NOTIFIES and in the slot rows): a
+#: replay repeats it, so it cannot alternate by parity as the eager forms do (api/signatures.py)
+CAPTURED = 2
 # ALGORITHM_ENGINE, COMM_ENGINE: the engines of the two kinds of channel (resources.py)
 SIG_SLOT_BYTES = 64    # one rank's call signature (8 int64)
 ALIGN = 128            # byte alignment of slots inside the HCCL buffer
@@ -67,8 +72,8 @@ def region_bytes(smallest_buffer: int) -> int:
 
 
 def signature_area(n_ranks: int) -> int:
-    """Bytes at the end of the HCCL buffer's second half kept for signature slots (2 parities x n_ranks)."""
-    return -(-2 * n_ranks * SIG_SLOT_BYTES // ALIGN) * ALIGN
+    """Bytes at the end of the HCCL buffer's second half kept for signature slots (3 forms x n_ranks)."""
+    return -(-len(SIG_NOTIFIES) * n_ranks * SIG_SLOT_BYTES // ALIGN) * ALIGN
 
 
 class IssueContext:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from .. import trace
 from .._ffi import ffi
@@ -74,11 +74,13 @@ def refusal(exc: HcclError) -> None:
 
 
 class _Captured:
-    """What one communicator issued into a graph: its port, how it numbers operations, the records."""
+    """What one communicator issued into a graph: its port, how it numbers operations and orders them across
+    streams, the records."""
 
-    def __init__(self, port: Any, take_seq: Any) -> None:
+    def __init__(self, port: Any, take_seq: Any, order: Optional[Callable[[], None]]) -> None:
         self.port = port
         self.take_seq = take_seq
+        self.order = order                # orders the graph's stream after the communicator's previous collective
         self.records: List[observe.Record] = []
         self.replay: Any = None           # the flight record of a replay, and its encoded fields (seal())
         self.fixed: Any = None
@@ -164,11 +166,16 @@ class Graph:
             raise RuntimeError(f"graph {self.name!r} is not capturing")
         return stream_handle(self.stream)
 
-    def captured(self, port: Any, record: observe.Record, take_seq: Any) -> int:
-        """A Comm call issued on the capturing stream (api/issue.py's hook): no flight record of its own."""
+    def captured(self, port: Any, record: observe.Record, take_seq: Any,
+                 order: Optional[Callable[[], None]] = None) -> int:
+        """A Comm call issued on the capturing stream (api/issue.py's hook): no flight record of its own.
+
+        ``order``: what the communicator does to keep its collectives in one order across streams
+        (api/streams.py); each replay does it first, as a collective issued on the stream would.
+        """
         book = self._comms.get(id(port))
         if book is None:
-            book = self._comms[id(port)] = _Captured(port, take_seq)
+            book = self._comms[id(port)] = _Captured(port, take_seq, order)
             _HOLDING[id(port)] = self
         book.records.append(record)
         # the call's own set-up (scratch, resources, a signature row written once with aclrtMemcpy) is host work
@@ -212,6 +219,9 @@ class Graph:
                                 f"{'was destroyed' if port.destroyed else 'failed: ' + str(port.broken)}; capture "
                                 "again on a working communicator")
         try:
+            for book in books:
+                if book.order is not None:
+                    book.order()
             self.binding.graph_execute_async(model, self._stream_handle)
         except HcclError as exc:
             raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc

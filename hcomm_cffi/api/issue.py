@@ -3,7 +3,7 @@
 For each :class:`~hcomm_cffi.api.call.Call` it resolves the algorithm, stages or declares the
 buffers, gets the resources (declared, or derived by a dry run), records the algorithm's schedule
 the first time per signature and stream, binds it to the call's buffers behind the signature
-handshake (:mod:`.signatures`; one bound batch per handshake parity) as an
+handshake (:mod:`.signatures`; one bound batch per handshake parity, or one of its captured form) as an
 :class:`~hcomm_cffi.api.call.Entry`, launches it, and waits (blocking) or hands back a
 :class:`~hcomm_cffi.api.nonblocking.Pending`.  Every call of a replayable algorithm launches an
 Entry, whichever way it came: the full path (which binds it, and keeps it for the blocking call's
@@ -15,12 +15,13 @@ and reaches the rest of the communicator through its :class:`~hcomm_cffi.api.por
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 from .._ffi import ffi
 from .. import settings
 from ..algorithms import registry
-from ..algorithms.context import IssueContext
+from ..algorithms.context import CAPTURED, IssueContext
 from ..algorithms.dryrun import dry_run
 from ..algorithms.interface import CollectiveCall
 from ..algorithms.replay import Schedule, capture
@@ -228,11 +229,11 @@ class Issuer:
         record = observe.record_of(c)
         graph = graphs.capturing(c.stream)      # an ACL graph captures the stream: recorded (api/graphs.py)
         if graph is not None:                   # before the set-up, which the capture lets this thread do
-            slot = graph.captured(self.port, record, self.take_seq)
+            slot = graph.captured(self.port, record, self.take_seq, partial(self.targets.order, target))
         moved = self._moved()
         try:
             try:
-                entry, bound = self._bind(c, target, record)
+                entry, bound = self._bind(c, target, record, graph is not None)
             except HcclError as exc:
                 raise self.port.fail(exc, c.what) from exc
             if graph is None:
@@ -383,17 +384,23 @@ class Issuer:
         c.lib = CollectiveCall(c.coll, sp, rp, c.count, c.dtype, ReduceOp.SUM if c.op is None else c.op, c.root,
                                c.recv_count)
 
-    def _bind(self, c: Call, target: Target, record: observe.Record) -> Tuple[Optional[Entry], Bound]:
-        """The Entry of ``c`` on ``target`` (None for an algorithm that is not replayable) and the batch to launch now."""
-        entry = self._entry(c, target, record)
+    def _bind(self, c: Call, target: Target, record: observe.Record, captured: bool = False
+              ) -> Tuple[Optional[Entry], Bound]:
+        """The Entry of ``c`` on ``target`` (None for an algorithm that is not replayable) and the batch to launch now.
+
+        ``captured``: an ACL graph records the launch; its handshake takes the captured form, which every
+        replay repeats as recorded (api/signatures.py), and the parity does not advance.
+        """
+        entry = self._entry(c, target, record, captured)
         if entry is not None:
             return entry, self._take(entry)
         res = self._resources(c, target)
         handshake = self._has_handshake(res)
         batch = TaskBatch(self.b)
-        exchange = self._handshake(batch, c, res, target, self.signer.parity) if handshake else None
+        form = CAPTURED if captured else self.signer.parity
+        exchange = self._handshake(batch, c, res, target, form) if handshake else None
         batch.extend(self._issue(c, res, target))
-        if handshake:                   # issued without error: the parity advances with the launch
+        if handshake and not captured:  # issued without error: the parity advances with the launch
             self.signer.advance(self.seq)
         return None, Bound(batch, exchange)
 
@@ -428,23 +435,25 @@ class Issuer:
             known = target.schedules[key] = (capture(body, self._bases(c)), self._has_handshake(res))
         return known
 
-    def _entry(self, c: Call, target: Target, record: observe.Record) -> Optional[Entry]:
-        """``c`` bound to its buffers on ``target`` (kept in the cache, so the same buffers bind once)."""
+    def _entry(self, c: Call, target: Target, record: observe.Record, captured: bool = False) -> Optional[Entry]:
+        """``c`` bound to its buffers on ``target`` (kept in the cache, so the same buffers bind once); ``captured``:
+        the form an ACL graph records (its handshake's captured form alone)."""
         known = self._schedule(c, target)
         if known is None:
             return None
         schedule, handshake = known
-        key = (schedule, c.lib.send, c.lib.recv, self.scratch_ptr)
+        key = (schedule, c.lib.send, c.lib.recv, self.scratch_ptr, captured)
         entry = self.cache.entries.get(key)
         if entry is None:
-            parities = (0, 1) if handshake else (-1,)
+            parities = ((CAPTURED,) if captured else (0, 1)) if handshake else (-1,)
             bound = tuple(self._bound(schedule, c, target, parity) for parity in parities)
             entry = Entry(c.alg.name, c.what, bound, record, observe.fixed_of(record))
             self.cache.keep(key, entry)
         return entry
 
     def _bound(self, known: Schedule, c: Call, target: Target, parity: int) -> Bound:
-        """A replay of ``known`` on this call's buffers, after the handshake of ``parity`` (-1: none).
+        """A replay of ``known`` on this call's buffers, after the handshake of ``parity`` (-1: none; CAPTURED: the
+        captured form).
 
         Where the backend prepares batches (the emulator) a schedule of data-plane calls becomes a
         prepared task list (validated once, then launched without the per-call entry points);

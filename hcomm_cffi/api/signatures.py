@@ -11,7 +11,13 @@ order (CANN), right after the stream completes and before the call returns its r
 
 Slots and notifies alternate by the parity of the handshake count, which every rank advances
 identically: a rank can only reach handshake k+2 after every peer recorded handshake k+1, which
-each peer does after comparing handshake k, so a slot and a notify are never reused early.  The
+each peer does after comparing handshake k, so a slot and a notify are never reused early.  A call
+captured into an ACL graph cannot alternate: each replay repeats its handshake as recorded, and one
+replay may follow another (or eager calls of either parity) directly.  Its handshake has a form of its
+own (``CAPTURED``: a slot row and a notify apart from the parities') and a second round, the release:
+after comparing, every rank records ``SIG_RELEASE`` to every peer and waits for theirs, so a rank
+reaches the next captured handshake only when every peer has consumed its record and compared its
+slot of this one.  The
 slots are the last :func:`~hcomm_cffi.algorithms.context.signature_area` bytes of the HCCL buffer's
 second half (point-to-point inboxes stop short of them).  Communicators of up to
 ``ALL_PEERS_MAX`` ranks exchange with every rank (each rank sees every call); larger ones with the
@@ -25,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 import numpy as np
 
 from .._ffi import ffi
-from ..algorithms.context import COMM_ENGINE, COMM_NOTIFIES, SIG_NOTIFIES, SIG_SLOT_BYTES, region_bytes, signature_area
+from ..algorithms.context import (CAPTURED, COMM_ENGINE, COMM_NOTIFIES, SIG_NOTIFIES, SIG_RELEASE, SIG_SLOT_BYTES,
+                                  region_bytes, signature_area)
 from ..algorithms.tasks import TaskBatch
 from ..enums import MemcpyKind
 from ..errors import COLLECTIVE_MISMATCH, HcclError
@@ -137,8 +144,9 @@ class Signer:
     # ------------------------------------------------------------------ one handshake
     def issue(self, sink: TaskBatch, links: Resources, thread: int, words: np.ndarray,
               host_task: Optional[Callable[[int, Callable[[], None]], Any]], parity: int) -> Optional[Exchange]:
-        """Issue a handshake of ``parity`` into ``sink`` on ``thread``: write my slot at every peer of ``links``,
-        record, wait; the caller launches it when :meth:`advance` gives that parity.
+        """Issue a handshake of ``parity`` (0 or 1; ``CAPTURED`` for a call an ACL graph records) into ``sink`` on
+        ``thread``: write my slot at every peer of ``links``, record, wait; the caller launches a parity's when
+        :meth:`advance` gives it.  The captured form ends with the release round (module docstring).
 
         ``host_task``: the backend's maker of in-stream host tasks; the comparison then runs right after the
         waits and fails the stream on a mismatch (returns None).  Without it, the returned Exchange is
@@ -147,17 +155,22 @@ class Signer:
         peers = tuple(sorted(links.channels))
         row = self._area(links) + parity * self.size * SIG_SLOT_BYTES
         src = self.source(words)
+        channels = links.channels
         for p in peers:
-            ch = links.channels[p]
+            ch = channels[p]
             sink.write(thread, ch, links.peer_buffers[p][0] + row + self.rank * SIG_SLOT_BYTES, src, SIG_SLOT_BYTES)
             sink.channel_notify_record(thread, ch, SIG_NOTIFIES[parity])
         for p in peers:
-            sink.channel_notify_wait(thread, links.channels[p], SIG_NOTIFIES[parity], self.timeout)
+            sink.channel_notify_wait(thread, channels[p], SIG_NOTIFIES[parity], self.timeout)
         ex = Exchange(links.local_buffer + row, peers, words, words.tobytes())
-        if host_task is None:
-            return ex
-        sink.calls.append(host_task(thread, lambda: self._compare_in_place(ex)))
-        return None
+        if host_task is not None:
+            sink.calls.append(host_task(thread, lambda: self._compare_in_place(ex)))
+        if parity == CAPTURED:
+            for p in peers:
+                sink.channel_notify_record(thread, channels[p], SIG_RELEASE)
+            for p in peers:
+                sink.channel_notify_wait(thread, channels[p], SIG_RELEASE, self.timeout)
+        return ex if host_task is None else None
 
     def agree(self, cache: ResourceCache, stream: Any, call: Any, algorithm: str, host_task: Any) -> None:
         """Before an algorithm's channels are acquired: one handshake of its call on the communicator's own

@@ -1,8 +1,9 @@
 """Read/write race detector of the checker: vector clocks carried by notifies, an access log per HCCL buffer.
 
 Happens-before on the hardware comes only from program order on a thread, thread-notify
-record -> wait, channel-notify record -> wait (across processes) and the host's stream
-synchronisation.  Each thread keeps a vector clock over every thread of the communicator
+record -> wait, channel-notify record -> wait (across processes), event record -> stream wait
+(between the streams of a process: a communicator orders its collectives across streams so,
+api/streams.py) and the host's stream synchronisation.  Each thread keeps a vector clock over every thread of the communicator
 (``ACTORS_PER_RANK`` slots per rank).  A record stores the recorder's clock beside the notify (thread
 notifies: in this process; channel notifies: in the waiting rank's ``chk`` segment, indexed like its
 notify words), and the wait that consumes it joins it.
@@ -34,7 +35,7 @@ NOTIFIES_PER_SLOT = 64     # channel notifies per ctl slot (comm.MAX_NOTIFIES_PE
 THREAD_HANDLE_BASE = 0x7E5D_0000_0000
 WRITE = 1                  # info bit: the access writes
 
-__all__ = ["RaceLog", "RaceState", "chk_bytes", "ACTORS_PER_RANK", "LOG_PER_RANK"]
+__all__ = ["RaceLog", "RaceState", "chk_bytes", "record_event", "wait_event", "ACTORS_PER_RANK", "LOG_PER_RANK"]
 
 
 def chk_bytes(nranks: int, slots: int) -> int:
@@ -204,6 +205,40 @@ class RaceState:
         seq[i] += 1
 
 
+def _live(threads: List[Any]) -> List[Any]:
+    """The checked threads of a stream whose communicator still checks (a destroyed one's are dropped here)."""
+    live = [th for th in threads if th.comm.race is not None]
+    if len(live) != len(threads):
+        threads[:] = live
+    return live
+
+
+def record_event(threads: List[Any], clocks: Dict[Any, np.ndarray]) -> None:
+    """An event recorded on a stream: it carries the clocks of the checked threads running there, per communicator
+    (a later record of the event replaces them); their later tasks are a new epoch."""
+    seen = set()
+    for th in _live(threads):
+        race = th.comm.race
+        vc = race.clock_of(th)
+        if race in seen:
+            np.maximum(clocks[race], vc, out=clocks[race])
+        else:
+            seen.add(race)
+            clocks[race] = vc.copy()
+    for th in threads:
+        th.vc[th.actor] += 1
+
+
+def wait_event(threads: List[Any], clocks: Dict[Any, np.ndarray]) -> None:
+    """A stream's wait for an event passed: its checked threads have seen what the record's threads had seen."""
+    if not clocks:
+        return
+    for th in _live(threads):
+        note = clocks.get(th.comm.race)
+        if note is not None:
+            th.comm.race.acquire(th, note)
+
+
 def _describe(owner: int, lo: int, hi: int, write: bool, olo: int, ohi: int, other: int, other_info: int,
               other_step: int) -> str:
     other_rank = other // ACTORS_PER_RANK
@@ -213,7 +248,7 @@ def _describe(owner: int, lo: int, hi: int, write: bool, olo: int, ohi: int, oth
     other_kind = KIND_NAMES.get((other_info >> 1) & 0x7F, "?")
     return (f"{what} of rank {owner}'s HCCL buffer bytes [{lo}, {hi}) can race a {other_what} of bytes "
             f"[{olo}, {ohi}) by rank {other_rank}, thread 0x{other_thread:x}, step {other_step} ({other_kind}): "
-            f"no notify handshake orders the two ({_HINT[bool(write), bool(other_info & WRITE)]})")
+            f"no notify handshake or event orders the two ({_HINT[bool(write), bool(other_info & WRITE)]})")
 
 
 _HINT = {

@@ -15,7 +15,7 @@ import warnings
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from . import kernels
+from . import kernels, races
 from .announce import BLOCKED_S
 from .notifies import CONSUMED, VALUES
 from .. import trace as _trace
@@ -58,11 +58,13 @@ class CheckerWarning(UserWarning):
 class Queue:
     """An ordered task queue: the execution context of a Thread or a stream."""
 
-    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked", "capture", "stamps")
+    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked", "raced", "capture",
+                 "stamps")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.checked = False   # a thread of a communicator with the race checker runs here
+        self.raced: List["SimThread"] = []   # those threads (an event recorded or waited here carries their clocks)
         self.tasks: Deque[Task] = deque()
         self.error: Optional[Tuple[int, int, str]] = None  # (HcclResult, aclError, message)
         self.blocked_since = 0.0
@@ -90,12 +92,13 @@ class SimThread:
         self.actor = 0
         if comm.race is not None:
             queue.checked = True
+            queue.raced.append(self)
 
 
 class SimEvent:
     """An ACL event: counts how many of its records have executed, and when the last one did (sim/events.py)."""
 
-    __slots__ = ("handle", "recorded", "completed", "error", "flag", "stamp", "reset_at")
+    __slots__ = ("handle", "recorded", "completed", "error", "flag", "stamp", "reset_at", "clocks")
 
     def __init__(self, handle: int, flag: int = 0) -> None:
         self.handle = handle
@@ -105,6 +108,7 @@ class SimEvent:
         self.flag = flag            # aclrtCreateEventWithFlag's flag (ACL_EVENT_SYNC: a wait may precede the record)
         self.stamp = 0              # the stream clock (perf_counter_ns) when its last record executed; 0: none yet
         self.reset_at = 0           # ``recorded`` when aclrtResetEvent was last issued
+        self.clocks: Dict[Any, Any] = {}   # race checker: per communicator, the clock its last record carries
 
 
 class Executor:
@@ -397,6 +401,13 @@ class Executor:
         """``_execute`` with the race checker: clocks move with notifies, HCCL-buffer accesses are logged."""
         kind = t[0]
         if kind > C_WAIT:
+            if kind == EVENT_RECORD:      # the stream's order reaches the waiting stream through the event
+                races.record_event(q.raced, t.event.clocks)
+            elif kind == EVENT_WAIT:
+                if not self._execute(q, t):
+                    return False
+                races.wait_event(q.raced, t.event.clocks)
+                return True
             return self._execute(q, t)
         th = t.thread
         race = th.comm.race if th is not None else None   # native collectives' copies carry no thread
