@@ -397,3 +397,35 @@ def _repeated_replays(rank: int, n: int, root: bytes) -> List[str]:
 def test_replays_back_to_back_with_a_lagging_rank() -> None:
     ran = run_ranks(4, _repeated_replays, timeout=240, env={**STRICT, "HCCL_EXEC_TIMEOUT": "30"})
     assert ran == [["ring", "mesh", "tree", "hierarchical", "native"]] * 4
+
+
+def _different_graphs(rank: int, n: int, root: bytes) -> str:
+    """Rank 0 replays a graph of an 8-element allreduce, rank 1 one of 16 elements."""
+    import hcomm_cffi as hcomm
+    from hcomm_cffi.api.consistency import CollectiveMismatchError
+
+    w = hcomm.init(rank=rank, world_size=n, root_info=root)
+    try:
+        s = hcomm.Stream()
+        a, b = np.ones(8, np.float32), np.ones(16, np.float32)
+        ga, gb = hcomm.Graph("A"), hcomm.Graph("B")
+        with hcomm.graph(ga, stream=s):
+            w.allreduce(a, algorithm="ring", stream=s)
+        with hcomm.graph(gb, stream=s):
+            w.allreduce(b, algorithm="ring", stream=s)
+        (ga if rank == 0 else gb).replay()
+        with pytest.raises(CollectiveMismatchError) as caught:
+            s.synchronize()
+        assert (a == 1).all() and (b == 1).all(), "data moved between ranks in different replays"
+        ga.reset()
+        gb.reset()
+        s.close()
+        return str(caught.value)
+    finally:
+        hcomm.finalize()
+
+
+def test_ranks_replaying_different_graphs_fail_naming_the_graph() -> None:
+    for rank, message in enumerate(run_ranks(2, _different_graphs, timeout=60, env={"HCCL_EXEC_TIMEOUT": "10"})):
+        assert f"this rank replays ACL graph '{'AB'[rank]}'" in message, message
+        assert "rank 0 calls allreduce (count 8 fp32" in message and "rank 1 calls allreduce (count 16 fp32" in message

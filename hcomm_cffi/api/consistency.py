@@ -55,8 +55,8 @@ def signature(call: CollectiveCall, algorithm: str) -> np.ndarray:
                      _id(algorithm), -1 if call.recv_count is None else call.recv_count], np.int64)
 
 
-def describe(row: Sequence[int]) -> str:
-    """'allreduce #18 (count 1024 fp32, op sum, algorithm ring)'."""
+def describe(row: Sequence[int], numbered: bool = True) -> str:
+    """'allreduce #18 (count 1024 fp32, op sum, algorithm ring)' ('allreduce (...)' when not ``numbered``)."""
     _known_names()
     name = _NAMES.get(int(row[_COLL]), f"collective 0x{int(row[_COLL]):08x}")
     try:
@@ -72,18 +72,21 @@ def describe(row: Sequence[int]) -> str:
         parts.append(f"output count {int(row[_OUT])}")
     algo = _NAMES.get(int(row[_ALGO]), f"0x{int(row[_ALGO]):08x}")
     parts.append(f"algorithm {algo}")
-    return f"{name} #{int(row[_SEQ])} ({', '.join(parts)})"
+    return f"{name}{f' #{int(row[_SEQ])}' if numbered else ''} ({', '.join(parts)})"
 
 
 def _ranks(ranks: List[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(map(str, ranks))
 
 
-def compare(rows: np.ndarray, rank: int, comm: str, seq: int, ranks: Sequence[int] = ()) -> Optional[str]:
+def compare(rows: np.ndarray, rank: int, comm: str, seq: int, ranks: Sequence[int] = (),
+            graph: Optional[str] = None) -> Optional[str]:
     """None when the rows of this rank and ``ranks`` (default: all) agree, else the message naming who differs.
 
     Word 0 of a row is SIG_MAGIC when a signature arrived; it is shown as the call's sequence
     number ``seq`` (every rank counts its collectives alike), anything else as no collective.
+    ``graph``: the rows are a replay's of a call captured in that ACL graph (no sequence number: the
+    replay is the operation, and the graph is named instead).
     """
     rows = rows.copy()
     rows[:, _SEQ] = np.where(rows[:, _SEQ] == SIG_MAGIC, seq, -1)
@@ -94,12 +97,16 @@ def compare(rows: np.ndarray, rank: int, comm: str, seq: int, ranks: Sequence[in
     if len(groups) == 1:
         return None
     ordered = sorted(groups.values(), key=lambda rs: (-len(rs), rs[0]))
-    calls = "; ".join(f"{_ranks(rs)} {'call' if len(rs) > 1 else 'calls'} {describe(rows[rs[0]])}" for rs in ordered)
+    numbered = graph is None
+    calls = "; ".join(f"{_ranks(rs)} {'call' if len(rs) > 1 else 'calls'} {describe(rows[rs[0]], numbered)}"
+                      for rs in ordered)
     differ = [f for f in range(SIG_WORDS) if len(set(rows[members, f].tolist())) > 1]
     if _SEQ in differ or _COLL in differ:
         what = "the collective they are in"
     else:
         name = _NAMES.get(int(rows[rank, _COLL]), "a collective")
-        what = f"the {' and '.join(_FIELDS[f] for f in differ)} of {name} #{seq}"
+        what = f"the {' and '.join(_FIELDS[f] for f in differ)} of {name}{f' #{seq}' if numbered else ''}"
+    if not numbered:
+        what += f" (this rank replays ACL graph {graph!r})"
     return (f"rank {rank} of communicator {comm!r}: ranks disagree on {what}: {calls}. Every rank must make the "
             "same collective calls in the same order with the same count, dtype, op, root and algorithm")

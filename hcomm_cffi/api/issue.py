@@ -233,7 +233,7 @@ class Issuer:
         moved = self._moved()
         try:
             try:
-                entry, bound = self._bind(c, target, record, graph is not None)
+                entry, bound = self._bind(c, target, record, None if graph is None else graph.name)
             except HcclError as exc:
                 raise self.port.fail(exc, c.what) from exc
             if graph is None:
@@ -384,12 +384,12 @@ class Issuer:
         c.lib = CollectiveCall(c.coll, sp, rp, c.count, c.dtype, ReduceOp.SUM if c.op is None else c.op, c.root,
                                c.recv_count)
 
-    def _bind(self, c: Call, target: Target, record: observe.Record, captured: bool = False
+    def _bind(self, c: Call, target: Target, record: observe.Record, captured: Optional[str] = None
               ) -> Tuple[Optional[Entry], Bound]:
         """The Entry of ``c`` on ``target`` (None for an algorithm that is not replayable) and the batch to launch now.
 
-        ``captured``: an ACL graph records the launch; its handshake takes the captured form, which every
-        replay repeats as recorded (api/signatures.py), and the parity does not advance.
+        ``captured``: the name of the ACL graph that records the launch; the handshake takes the captured form,
+        which every replay repeats as recorded (api/signatures.py), and the parity does not advance.
         """
         entry = self._entry(c, target, record, captured)
         if entry is not None:
@@ -397,10 +397,10 @@ class Issuer:
         res = self._resources(c, target)
         handshake = self._has_handshake(res)
         batch = TaskBatch(self.b)
-        form = CAPTURED if captured else self.signer.parity
-        exchange = self._handshake(batch, c, res, target, form) if handshake else None
+        form = self.signer.parity if captured is None else CAPTURED
+        exchange = self._handshake(batch, c, res, target, form, captured) if handshake else None
         batch.extend(self._issue(c, res, target))
-        if handshake and not captured:  # issued without error: the parity advances with the launch
+        if handshake and captured is None:  # issued without error: the parity advances with the launch
             self.signer.advance(self.seq)
         return None, Bound(batch, exchange)
 
@@ -435,9 +435,10 @@ class Issuer:
             known = target.schedules[key] = (capture(body, self._bases(c)), self._has_handshake(res))
         return known
 
-    def _entry(self, c: Call, target: Target, record: observe.Record, captured: bool = False) -> Optional[Entry]:
+    def _entry(self, c: Call, target: Target, record: observe.Record, captured: Optional[str] = None
+               ) -> Optional[Entry]:
         """``c`` bound to its buffers on ``target`` (kept in the cache, so the same buffers bind once); ``captured``:
-        the form an ACL graph records (its handshake's captured form alone)."""
+        the graph that records it (the handshake's captured form alone, naming the graph in a mismatch)."""
         known = self._schedule(c, target)
         if known is None:
             return None
@@ -445,15 +446,15 @@ class Issuer:
         key = (schedule, c.lib.send, c.lib.recv, self.scratch_ptr, captured)
         entry = self.cache.entries.get(key)
         if entry is None:
-            parities = ((CAPTURED,) if captured else (0, 1)) if handshake else (-1,)
-            bound = tuple(self._bound(schedule, c, target, parity) for parity in parities)
+            parities = ((0, 1) if captured is None else (CAPTURED,)) if handshake else (-1,)
+            bound = tuple(self._bound(schedule, c, target, parity, captured) for parity in parities)
             entry = Entry(c.alg.name, c.what, bound, record, observe.fixed_of(record))
             self.cache.keep(key, entry)
         return entry
 
-    def _bound(self, known: Schedule, c: Call, target: Target, parity: int) -> Bound:
+    def _bound(self, known: Schedule, c: Call, target: Target, parity: int, graph: Optional[str] = None) -> Bound:
         """A replay of ``known`` on this call's buffers, after the handshake of ``parity`` (-1: none; CAPTURED: the
-        captured form).
+        captured form, in ACL graph ``graph``).
 
         Where the backend prepares batches (the emulator) a schedule of data-plane calls becomes a
         prepared task list (validated once, then launched without the per-call entry points);
@@ -463,7 +464,7 @@ class Issuer:
         exchange = None
         if parity >= 0:
             res = self._resources(c, target)
-            exchange = self._handshake(batch, c, res, target, parity)
+            exchange = self._handshake(batch, c, res, target, parity, graph)
         batch.extend(known.bind(self.b, self._bases(c)))
         if self.caps.prepares_batches and not known.unbatched:
             return Bound(PreparedLaunch(self.b, self.b.lib.prepare_batch(batch.calls)), exchange)
@@ -489,9 +490,10 @@ class Issuer:
             res = target.res[key] = target.cache.get(alg.name, spec)
         return res
 
-    def _handshake(self, sink: TaskBatch, c: Call, res: Resources, target: Target, parity: int) -> Optional[Exchange]:
-        """Issue the signature handshake of ``c`` (slots and notifies of ``parity``) into ``sink``, on the thread the
-        call's tasks run on."""
+    def _handshake(self, sink: TaskBatch, c: Call, res: Resources, target: Target, parity: int,
+                   graph: Optional[str] = None) -> Optional[Exchange]:
+        """Issue the signature handshake of ``c`` (slots and notifies of ``parity``; CAPTURED: the captured form, in
+        ACL graph ``graph``) into ``sink``, on the thread the call's tasks run on."""
         signer = self.signer
         own_thread = bool(res.spec.threads)
         peers = signer.peers_for(res.channels)
@@ -501,7 +503,7 @@ class Issuer:
             links = target.res[key] = signer.resources(target.cache, peers, not own_thread)
         words = consistency.signature(c.lib, c.alg.name)
         host_task = self.b.lib.host_task if self.caps.host_tasks else None
-        return signer.issue(sink, links, res.main if own_thread else links.main, words, host_task, parity)
+        return signer.issue(sink, links, res.main if own_thread else links.main, words, host_task, parity, graph)
 
     def _bases(self, c: Call) -> Tuple[Tuple[Any, int], ...]:
         """The buffers a schedule's addresses are relative to: (pointer, bytes) of send, receive and scratch."""

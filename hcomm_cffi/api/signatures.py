@@ -61,6 +61,7 @@ class Exchange:
     peers: Tuple[int, ...]
     words: np.ndarray           # this rank's signature (SIG_WORDS int64)
     mine: bytes                 # the same, as the bytes every peer's slot must hold
+    graph: Optional[str] = None  # the ACL graph whose replays repeat it (the captured form): a mismatch names it
 
 
 class Signer:
@@ -143,10 +144,12 @@ class Signer:
 
     # ------------------------------------------------------------------ one handshake
     def issue(self, sink: TaskBatch, links: Resources, thread: int, words: np.ndarray,
-              host_task: Optional[Callable[[int, Callable[[], None]], Any]], parity: int) -> Optional[Exchange]:
+              host_task: Optional[Callable[[int, Callable[[], None]], Any]], parity: int,
+              graph: Optional[str] = None) -> Optional[Exchange]:
         """Issue a handshake of ``parity`` (0 or 1; ``CAPTURED`` for a call an ACL graph records) into ``sink`` on
         ``thread``: write my slot at every peer of ``links``, record, wait; the caller launches a parity's when
-        :meth:`advance` gives it.  The captured form ends with the release round (module docstring).
+        :meth:`advance` gives it.  The captured form (in ACL graph ``graph``) ends with the release round (module
+        docstring).
 
         ``host_task``: the backend's maker of in-stream host tasks; the comparison then runs right after the
         waits and fails the stream on a mismatch (returns None).  Without it, the returned Exchange is
@@ -162,7 +165,7 @@ class Signer:
             sink.channel_notify_record(thread, ch, SIG_NOTIFIES[parity])
         for p in peers:
             sink.channel_notify_wait(thread, channels[p], SIG_NOTIFIES[parity], self.timeout)
-        ex = Exchange(links.local_buffer + row, peers, words, words.tobytes())
+        ex = Exchange(links.local_buffer + row, peers, words, words.tobytes(), graph)
         if host_task is not None:
             sink.calls.append(host_task(thread, lambda: self._compare_in_place(ex)))
         if parity == CAPTURED:
@@ -220,7 +223,7 @@ class Signer:
         mine = ex.mine
         if all(raw[p * SIG_SLOT_BYTES:(p + 1) * SIG_SLOT_BYTES] == mine for p in ex.peers):
             return
-        msg = consistency.compare(self._rows_of(ex, raw), self.rank, self.name, self._seq, ex.peers)
+        msg = consistency.compare(self._rows_of(ex, raw), self.rank, self.name, self._seq, ex.peers, ex.graph)
         if msg is not None:
             self.mismatch = msg
             raise CollectiveMismatchError(f"{COLLECTIVE_MISMATCH}: {msg}")
@@ -232,4 +235,5 @@ class Signer:
             self.b.memcpy(ffi.from_buffer(host), host.nbytes, ex.local, host.nbytes, MemcpyKind.DEVICE_TO_HOST)
         except HcclError:       # the device is gone with the failure being reported: nothing to add to it
             return None
-        return consistency.compare(self._rows_of(ex, host.tobytes()), self.rank, self.name, self._seq, ex.peers)
+        return consistency.compare(self._rows_of(ex, host.tobytes()), self.rank, self.name, self._seq, ex.peers,
+                                   ex.graph)
