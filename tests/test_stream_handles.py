@@ -34,3 +34,32 @@ def test_what_is_not_a_stream_is_refused() -> None:
     s.close()
     with pytest.raises(Exception, match="closed|destroyed"):
         stream_handle(s)
+
+
+def _close_right_away(rank: int, n: int, root: bytes) -> float:
+    """Rank 0 replays a graph and closes its stream at once; rank 1 replays later."""
+    import time
+
+    import numpy as np
+
+    w = hcomm.init(rank=rank, world_size=n, root_info=root)
+    try:
+        s = hcomm.Stream()
+        y = np.full(8, rank + 1.0, np.float32)
+        g = hcomm.Graph("closing")
+        with hcomm.graph(g, stream=s):
+            w.allreduce(y, algorithm="ring", stream=s)
+        if rank == 1:
+            time.sleep(0.3)                   # its part comes after rank 0 closed
+        g.replay()
+        s.close()                            # waits for it: a dropped part would leave rank 1 waiting
+        g.reset()
+        return float(y[0])
+    finally:
+        hcomm.finalize()
+
+
+def test_close_waits_for_the_queued_work() -> None:
+    from multiproc import run_ranks
+
+    assert run_ranks(2, _close_right_away, timeout=60, env={"HCCL_EXEC_TIMEOUT": "10"}) == [3.0, 3.0]

@@ -68,10 +68,29 @@ class Stream:
             raise first
 
     def close(self) -> None:
-        """Destroy the stream (its queued work runs first); later uses raise."""
-        if self.handle is not None:
-            handle, self.handle = self.handle, None
-            self.binding.destroy_stream(handle)
+        """Wait for the stream's queued work, then destroy it; later uses raise.
+
+        Destroying a stream drops what it has not run (the runtime asks for a synchronisation first), which
+        would leave a peer waiting for this rank's part of a collective; a failure of the queued work is
+        raised once the stream is gone.  Refused, the stream kept, while an ACL graph captures it.
+        """
+        if self.handle is None:
+            return
+        try:
+            self.synchronize()
+        except HcclError as exc:
+            if exc.code in CAPTURE_REFUSALS:
+                raise
+            self._destroy()
+            raise
+        except BaseException:
+            self._destroy()
+            raise
+        self._destroy()
+
+    def _destroy(self) -> None:
+        handle, self.handle = self.handle, None
+        self.binding.destroy_stream(handle)
 
     def __enter__(self) -> "Stream":
         return self
