@@ -429,3 +429,81 @@ def test_ranks_replaying_different_graphs_fail_naming_the_graph() -> None:
     for rank, message in enumerate(run_ranks(2, _different_graphs, timeout=60, env={"HCCL_EXEC_TIMEOUT": "10"})):
         assert f"this rank replays ACL graph '{'AB'[rank]}'" in message, message
         assert "rank 0 calls allreduce (count 8 fp32" in message and "rank 1 calls allreduce (count 16 fp32" in message
+
+
+def _random_program(rank: int, n: int, root: bytes, seed: int, steps: int) -> int:
+    """The same random program on every rank (seeded), each rank lagging at its own random moments: three graphs of
+    rooted and unrooted collectives over the built-in algorithms, replayed with and without synchronising, between
+    blocking, asynchronous and stream-ordered eager calls on another stream; every checked result must be right."""
+    import random
+    import time
+
+    import hcomm_cffi as hcomm
+
+    program, lag = random.Random(seed), random.Random(seed * 1000 + rank)
+    algorithms = ["ring", "mesh", "tree", "native", "hierarchical"]
+    w = hcomm.init(rank=rank, world_size=n, root_info=root, topology=TOPO[n])
+    checked = 0
+    try:
+        s, other = hcomm.Stream(), hcomm.Stream()
+        graphs = []
+        for i in range(3):
+            alg, kind = program.choice(algorithms), program.choice(["allreduce", "broadcast", "reduce", "allgather"])
+            x = np.zeros(program.choice([1, 2, 7, 64, 1000]), np.float32)
+            out = np.zeros(x.size * n if kind == "allgather" else x.size, np.float32)
+            root_rank = program.randrange(n)
+            g = hcomm.Graph(f"{kind}_{alg}_{i}")
+            with hcomm.graph(g, stream=s):
+                if kind == "broadcast":
+                    w.broadcast(x, root=root_rank, algorithm=alg, stream=s)
+                elif kind == "reduce":
+                    w.reduce(x, root=root_rank, out=out, algorithm=alg, stream=s)
+                else:
+                    getattr(w, kind)(x, out=out, algorithm=alg, stream=s)
+            graphs.append((g, kind, x, out, root_rank))
+        for step in range(steps):
+            if lag.random() < 0.2:
+                time.sleep(lag.random() * 0.002)
+            roll = program.random()
+            if roll < 0.3:
+                program.choice(graphs)[0].replay()        # no synchronisation, inputs unchanged: idempotent
+            elif roll < 0.6:
+                g, kind, x, out, root_rank = program.choice(graphs)
+                s.synchronize()
+                for _, _, xx, _, _ in graphs:
+                    xx[:] = rank + step
+                g.replay()
+                s.synchronize()
+                total = sum(range(n)) + n * step
+                if kind == "allreduce" or (kind == "reduce" and rank == root_rank):
+                    assert (out == total).all(), (g.name, step, out)
+                elif kind == "broadcast":
+                    assert (x == root_rank + step).all(), (g.name, step, x)
+                elif kind == "allgather":
+                    assert (out.reshape(n, -1) == (np.arange(n) + step)[:, None]).all(), (g.name, step, out)
+                checked += 1
+            else:
+                z = np.full(5, rank, np.float32)
+                how = program.choice(["blocking", "async", "stream"])
+                alg = program.choice(algorithms)
+                if how == "blocking":
+                    w.allreduce(z, algorithm=alg)
+                elif how == "async":
+                    w.allreduce(z, algorithm=alg, async_op=True).wait()
+                else:
+                    w.allreduce(z, algorithm=alg, stream=other).wait()
+                assert (z == sum(range(n))).all(), (how, alg, step, z)
+                checked += 1
+        for g, *_ in graphs:
+            g.reset()
+        s.close()
+        other.close()
+    finally:
+        hcomm.finalize()
+    return checked
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_programs_of_replays_and_eager_calls(seed: int) -> None:
+    checked = run_ranks(4, _random_program, seed, 150, timeout=240, env={**STRICT, "HCCL_EXEC_TIMEOUT": "30"})
+    assert checked[0] > 50 and all(c == checked[0] for c in checked), checked
