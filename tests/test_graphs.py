@@ -507,3 +507,40 @@ def _random_program(rank: int, n: int, root: bytes, seed: int, steps: int) -> in
 def test_random_programs_of_replays_and_eager_calls(seed: int) -> None:
     checked = run_ranks(4, _random_program, seed, 150, timeout=240, env={**STRICT, "HCCL_EXEC_TIMEOUT": "30"})
     assert checked[0] > 50 and all(c == checked[0] for c in checked), checked
+
+
+def _native_between(rank: int, n: int, root: bytes, rounds: int) -> List[float]:
+    """Each round: capture a library allreduce, run an eager library barrier, replay the graph; a rank lags in turn."""
+    import time
+
+    import hcomm_cffi as hcomm
+
+    w = hcomm.init(rank=rank, world_size=n, root_info=root)
+    got = []
+    try:
+        s = hcomm.Stream()
+        for i in range(rounds):
+            x = np.full(2, rank + i, np.float32)
+            g = hcomm.Graph(f"native{i}")
+            with hcomm.graph(g, stream=s):
+                w.allreduce(x, algorithm="native", stream=s)
+            if rank == i % n:
+                time.sleep(0.002)
+            w.barrier(algorithm="native")
+            g.replay()
+            s.synchronize()
+            got.append(float(x[0]))
+            g.reset()
+        s.close()
+    finally:
+        hcomm.finalize()
+    return got
+
+
+def test_a_captured_library_call_leaves_the_chunk_parity_to_its_replays() -> None:
+    # capturing planned the call (taking the next chunk parity) although nothing ran: the eager barrier then
+    # repeated the parity of the call before it, and a fast rank's records were lost (a hang, checks off)
+    rounds = 12
+    got = run_ranks(4, _native_between, rounds, timeout=120,
+                    env={"HCOMM_SIM_CHECK": "off", "HCOMM_CHECK_COLLECTIVES": "0", "HCCL_EXEC_TIMEOUT": "10"})
+    assert got == [[float(sum(range(4)) + 4 * i) for i in range(rounds)]] * 4

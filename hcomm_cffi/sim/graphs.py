@@ -97,10 +97,23 @@ class Recorder:
                 q.capture = None
 
     def library_call(self, lib: Any, method: Callable[..., int], args: tuple, queue: Queue) -> int:
-        """A library collective on capturing ``queue``: validated (and planned) now, planned again at each replay."""
+        """A library collective on capturing ``queue``: validated (and planned) now, planned again at each replay.
+
+        Planning takes the next chunk parities and pushes the chunks' stamps (sim/native.py); nothing of it runs
+        now, so both are put back: the communicator's next executed chunk must have the other parity than its
+        last executed one (a repeated parity lets a fast rank record a notify its peer has not consumed yet).
+        """
         mark = len(self.items)
+        comm = _comm_of(lib.state, args)
+        nat = comm.native if comm is not None else None
+        seq = nat.seq if nat is not None else 0
+        stamps = len(queue.stamps)
         rc = method(lib, *args)
         del self.items[mark:]               # its tasks of this parity: the replay plans its own
+        if comm is not None and comm.native is not None and (nat is None or comm.native is nat):
+            comm.native.seq = seq           # (its first native call makes the state: it starts at 0)
+        while len(queue.stamps) > stamps:
+            queue.stamps.pop()
         if rc == 0:
             self.items.append(("call", lib, method, args, queue))
         return rc
