@@ -112,6 +112,7 @@ class Graph:
         self._stream_handle: Any = None            # of the captured stream (replays go there)
         self._books: List[_Captured] = []          # per communicator, once captured
         self._opened: List[Tuple[Any, int, int]] = []   # replays whose flight records are not done yet
+        self._told = False                          # the stream calls _close_opened at its next synchronize()
 
     # ------------------------------------------------------------------ capture
     def capture_begin(self, stream: Any = None, capture_error_mode: str = "global") -> None:
@@ -212,14 +213,13 @@ class Graph:
         if model is None:
             raise RuntimeError(f"graph {self.name!r} has nothing to replay; capture it first")
         books = self._books
-        for book in books:
-            port = book.port
-            if port.destroyed or port.broken:
-                raise CommError(f"graph {self.name!r} replays operations of communicator {port.name!r}, which "
-                                f"{'was destroyed' if port.destroyed else 'failed: ' + str(port.broken)}; capture "
-                                "again on a working communicator")
         try:
-            for book in books:
+            for book in books:      # a usable communicator, ordered on this stream as a call issued here would be
+                port = book.port
+                if port.destroyed or port.broken:
+                    raise CommError(f"graph {self.name!r} replays operations of communicator {port.name!r}, which "
+                                    f"{'was destroyed' if port.destroyed else 'failed: ' + str(port.broken)}; "
+                                    "capture again on a working communicator")
                 if book.order is not None:
                     book.order()
             self.binding.graph_execute_async(model, self._stream_handle)
@@ -233,14 +233,17 @@ class Graph:
                 trace.op_begin(port.name, "replay", seq, {"graph": self.name, "captured": [
                     f"{r.collective} ({r.algorithm}, {r.nbytes} bytes)" for r in book.records]})
             opened.append((port, slot, seq))
-        stream = self.stream
-        if opened and isinstance(stream, Stream) and self._close_opened not in stream.on_synchronized:
-            stream.on_synchronized.append(self._close_opened)
+        if opened and not self._told:      # the stream tells it when the replays are done (once per synchronize)
+            stream = self.stream
+            if isinstance(stream, Stream):
+                self._told = True
+                stream.on_synchronized.append(self._close_opened)
 
     def _close_opened(self, error: Optional[HcclError]) -> None:
         """The stream passed the replays launched so far (their flight records are done), or failed in them:
         their communicators fail naming the graph (a timeout or a dead peer dumps every flight recorder)."""
         opened, self._opened = self._opened, []
+        self._told = False
         failed: Optional[CommError] = None
         for port, slot, seq in opened:
             if port.destroyed:
