@@ -544,3 +544,44 @@ def test_a_captured_library_call_leaves_the_chunk_parity_to_its_replays() -> Non
     got = run_ranks(4, _native_between, rounds, timeout=120,
                     env={"HCOMM_SIM_CHECK": "off", "HCOMM_CHECK_COLLECTIVES": "0", "HCCL_EXEC_TIMEOUT": "10"})
     assert got == [[float(sum(range(4)) + 4 * i) for i in range(rounds)]] * 4
+
+
+def _persistent_and_closing(rank: int, n: int, root: bytes) -> List[Any]:
+    """A persistent request started inside a capture block is refused before anything is issued (the request and
+    the communicator work on); a graph's stream closed before finalize is no failure at destroy."""
+    import warnings
+
+    import hcomm_cffi as hcomm
+    from hcomm_cffi.api.errors import CommError
+
+    w = hcomm.init(rank=rank, world_size=n, root_info=root)
+    try:
+        s = hcomm.Stream()
+        p = w.allreduce_init(np.full(4, rank + 1.0, np.float32), algorithm="ring")
+        p.start()
+        p.wait()
+        x = np.full(4, rank + 1.0, np.float32)
+        g = hcomm.Graph("held")
+        with pytest.raises(CommError, match="a call on its own stream would be ordered after work"):
+            with hcomm.graph(g, stream=s):
+                w.allreduce(x, algorithm="ring", stream=s)
+                p.start()
+        p.start()
+        after = float(p.wait()[0])
+        g = hcomm.Graph("kept")            # captured, replayed, its stream closed, never reset
+        with hcomm.graph(g, stream=s):
+            w.allreduce(x, algorithm="ring", stream=s)
+        g.replay()
+        s.close()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            hcomm.finalize()
+        return [after, float(x[0]), [str(m.message) for m in caught]]
+    finally:
+        hcomm.finalize()
+
+
+def test_persistent_start_in_a_capture_is_refused_and_a_closed_graph_stream_is_no_failure() -> None:
+    for after, replayed, warned in run_ranks(2, _persistent_and_closing, timeout=60, env={"HCCL_EXEC_TIMEOUT": "10"}):
+        assert after == 6.0 and replayed == 3.0     # the request ran twice in place: 3, then 3 + 3
+        assert warned == [], warned

@@ -56,7 +56,7 @@ def check_ordered(port: Any, stream: Any) -> None:
     g = _HOLDING.get(id(port))
     if g is None or g.stream is None or (stream is not None and _key(stream) == _key(g.stream)):
         return
-    what = "a blocking call" if stream is None else "a call on another stream"
+    what = "a call on its own stream" if stream is None else "a call on another stream"
     raise CommError(f"rank {port.rank} of communicator {port.name!r}: it has operations captured by ACL graph "
                     f"{g.name!r}, which is still capturing; {what} would be ordered after work that runs only when "
                     "the graph is replayed. Issue it before the capture block, after it, or on the capturing stream")
@@ -199,6 +199,11 @@ class Graph:
         if self._saved_mode is not None:
             mode, self._saved_mode = self._saved_mode, None
             self.binding.capture_thread_exchange_mode(mode)
+
+    @property
+    def stream_closed(self) -> bool:
+        """Its stream is a :class:`Stream` that was closed: whatever ran on it has completed (``close`` waits)."""
+        return isinstance(self.stream, Stream) and self.stream.handle is None
 
     @property
     def operations(self) -> List[str]:

@@ -84,6 +84,9 @@ class Issuer:
         """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
         port = self.port
         for pending in list(self.inflight):
+            if pending.graph is not None and pending.graph.stream_closed:
+                pending.forget()       # its replays ran before the graph's stream was closed (Stream.close waits)
+                continue
             try:
                 if not pending.sync(timeout_s):
                     warnings.warn(f"rank {port.rank}: destroy of {port.name!r}: {pending.what} never completed",
@@ -244,6 +247,7 @@ class Issuer:
             raise
         if graph is not None:
             graph.keep(pending)
+            pending.graph = graph
         return pending
 
     def take_seq(self) -> int:
@@ -272,6 +276,7 @@ class Issuer:
         request's Pending of its previous start, started again (the caller checked the communicator)."""
         if entry is None:
             return self.start(c)
+        graphs.check_ordered(self.port, None)     # not after work captured in an open graph (api/graphs.py)
         self.seq += 1
         moved = self._moved()
         try:

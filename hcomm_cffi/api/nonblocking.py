@@ -37,7 +37,8 @@ __all__ = ["Pending", "request_for"]
 class Pending:
     """One started collective: its stream, its buffers and staging until :meth:`sync` sees it done."""
 
-    __slots__ = ("port", "what", "coll", "seq", "stream", "staging", "keep", "done", "exchange", "slot", "error")
+    __slots__ = ("port", "what", "coll", "seq", "stream", "staging", "keep", "done", "exchange", "slot", "error",
+                 "graph")
 
     def __init__(self, port: "CommPort", call: "Call", stream: Any, exchange: Any, slot: int, seq: int) -> None:
         self.port = port               # the communicator's CommPort
@@ -51,6 +52,7 @@ class Pending:
         self.exchange = exchange       # its signature handshake, compared at completion (backends without host tasks)
         self.slot = slot               # its flight-recorder slot (-1: none)
         self.error: Optional[BaseException] = None   # the failure, raised again by every later sync
+        self.graph: Any = None         # the ACL graph that captured it: it runs at that graph's replays
 
     def restart(self, exchange: Any, slot: int, seq: int) -> None:
         """The same call started again (a persistent request's next start): pending, with this start's record."""
