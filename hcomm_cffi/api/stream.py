@@ -76,21 +76,16 @@ class Stream:
         """
         if self.handle is None:
             return
+        capturing = False
         try:
             self.synchronize()
         except HcclError as exc:
-            if exc.code in CAPTURE_REFUSALS:
-                raise
-            self._destroy()
+            capturing = exc.code in CAPTURE_REFUSALS
             raise
-        except BaseException:
-            self._destroy()
-            raise
-        self._destroy()
-
-    def _destroy(self) -> None:
-        handle, self.handle = self.handle, None
-        self.binding.destroy_stream(handle)
+        finally:
+            if not capturing:
+                handle, self.handle = self.handle, None
+                self.binding.destroy_stream(handle)
 
     def __enter__(self) -> "Stream":
         return self
