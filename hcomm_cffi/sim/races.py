@@ -4,9 +4,9 @@ Happens-before on the hardware comes only from program order on a thread, thread
 record -> wait, channel-notify record -> wait (across processes), event record -> stream wait
 (between the streams of a process: a communicator orders its collectives across streams so,
 api/streams.py) and the host's stream synchronisation.  Each thread keeps a vector clock over every
-thread of the communicator (``ACTORS_PER_RANK`` slots per rank).  A record stores the recorder's clock beside the notify (thread
-notifies: in this process; channel notifies: in the waiting rank's ``chk`` segment, indexed like its
-notify words), and the wait that consumes it joins it.
+thread of the communicator (``ACTORS_PER_RANK`` slots per rank).  A record stores the recorder's clock
+beside the notify (thread notifies: in this process; channel notifies: in the waiting rank's ``chk``
+segment, indexed like its notify words), and the wait that consumes it joins it.
 
 Every access to a rank's HCCL buffer is appended to that rank's access log (in its ``chk`` segment,
 shared by all ranks): byte range, read or write, the accessing thread's epoch (actor, clock), its step.
