@@ -32,8 +32,7 @@ from .tasks import TaskSink
 
 __all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "SIG_NOTIFIES", "SIG_RELEASE", "CAPTURED", "SIG_SLOT_BYTES",
            "NOTIFIES_PER_CHANNEL", "ALGORITHM_NOTIFIES", "MAX_ALGORITHM_NOTIFIES", "COMM_NOTIFIES", "ALGORITHM_ENGINE",
-           "COMM_ENGINE",
-           "ALIGN", "IssueContext", "split_even", "region_bytes", "signature_area"]
+           "COMM_ENGINE", "ALIGN", "IssueContext", "split_even", "region_bytes", "signature_area"]
 
 #: ALGORITHM_NOTIFIES (resources.py): on each channel of an algorithm whose schedule uses ACK and DATA.
 #: The old name: what an algorithm's channel carries.
