@@ -36,7 +36,7 @@ __all__ = ["Resources", "ResourceCache", "ENGINE", "ALGORITHM_ENGINE", "ALGORITH
 ENGINE = Engine.CPU_TS
 #: Engine of an algorithm's channels of ALGORITHM_NOTIFIES (ACK, DATA: every built-in but double_ring).
 ALGORITHM_ENGINE = Engine.CPU
-#: Notifies on an algorithm's channel: ACK and DATA, the seed model's 2 per channel.
+#: Notifies on an algorithm's channel: ACK and DATA, the planning model's 2 per channel.
 ALGORITHM_NOTIFIES = 2
 #: An algorithm's channels come in fixed classes (notifies, engine): a channel held is handed back whatever
 #: notifies are asked (channel_manager.cc:111-123 keys by engine, not notifies), so every algorithm sharing a

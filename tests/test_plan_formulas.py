@@ -1,4 +1,4 @@
-"""Planner counts against the formulas of HCOMM_SEMANTICS.md §3.4/§3.5, values written out by hand."""
+"""Planner counts against the formulas of docs/design/plan-model.md (notify accounting, cost model), by hand."""
 from __future__ import annotations
 
 import pytest

@@ -3,7 +3,7 @@
 Each row: platform, algorithm, collective, servers x devices, then the per-rank threads and channels
 the vendor code acquires, and where in the source the figure comes from.  Every rank (root or not)
 must hold the same; channels carry 3 notifies; fork/join thread notifies are main T-1 + 1 per slave
-(NHR allgather slaves 2).  The seed document's figures stay reachable with ``platform="doc"``.
+(NHR allgather slaves 2).  The package's model's figures stay reachable with ``platform="doc"``.
 """
 from __future__ import annotations
 
@@ -203,7 +203,7 @@ def test_seed_document_figures_are_the_default_plan(algo: str, figures: tuple) -
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"the package's {algo}, as it runs here")
-    assert "profile doc (the seed document's model)" in out.stdout
+    assert "profile doc (the package's model)" in out.stdout
 
 
 @pytest.mark.parametrize("algo,coll", [("tree", "allreduce"), ("ring", "alltoall"), ("nhr", "alltoall"),

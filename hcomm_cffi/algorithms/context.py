@@ -5,7 +5,7 @@ Conventions (every built-in algorithm, every rank, every channel; a user's algor
 * Two kinds of channel per peer, apart because the library keys a channel by (engine, peer, protocol)
   (hcomm @ 8958adb channel_manager.cc:111-123 BuildChannelKey): an algorithm's channels, on
   ``ALGORITHM_ENGINE``, carry ``ALGORITHM_NOTIFIES`` = 2: ``ACK = 0`` ("my landing zone for you is
-  free") and ``DATA = 1`` ("what I wrote to you is complete") -- the seed model's 2 per channel (an
+  free") and ``DATA = 1`` ("what I wrote to you is complete") -- the model's 2 per channel (an
   algorithm whose schedule uses more indices, up to ``MAX_ALGORITHM_NOTIFIES``, gets channels of that many
   on another engine: resources.CHANNEL_CLASSES); the
   communicator's own channel, on ``COMM_ENGINE``, carries ``COMM_NOTIFIES`` = 6: ``SIG_NOTIFIES`` (the
@@ -14,7 +14,7 @@ Conventions (every built-in algorithm, every rank, every channel; a user's algor
   ``P2P_DATA`` / ``P2P_CREDIT`` (point-to-point, which so runs concurrently with a collective).
 * A transfer to a peer is always ``wait(ACK) -> write -> record(DATA)`` and the matching receive
   ``record(ACK) -> wait(DATA)``; so each notify is recorded once and waited once per step and no
-  write lands in memory the peer has not released (HCOMM_SEMANTICS.md §3.3).
+  write lands in memory the peer has not released (docs/design/plan-model.md#synchronisation-patterns).
 * HCCL buffer layout: collectives use the first half ``[0, region_bytes)``; point-to-point the second,
   except its last :func:`signature_area` bytes (the signature slots).
 * Thread notify indices: thread ``t`` (1-based) waits its notify 0 (fork) and records main's

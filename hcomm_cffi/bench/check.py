@@ -1,4 +1,4 @@
-"""Correctness check with hccl_test's value patterns (HCOMM_SEMANTICS.md §7.5).
+"""Correctness check with hccl_test's value patterns (docs/design/plan-model.md#correctness-check).
 
 Inputs and expected outputs per operation (n ranks, this rank r):
 
@@ -49,7 +49,7 @@ _MANTISSA_BITS = {DataType.FP16: 10, DataType.BFP16: 7, DataType.FP32: 23, DataT
 _MAX_EXPONENT = {DataType.FP16: 15, DataType.BFP16: 127, DataType.FP32: 127, DataType.FP64: 1023}
 
 # hccl_test's documented limits: (class, op, dtype) -> largest rank count that is still checked
-# (HCOMM_SEMANTICS.md §7.5; the "~1e6"-style approximate entries are left to the generic rule).
+# (docs/design/plan-model.md#correctness-check; the "~1e6"-style approximate entries are left to the generic rule).
 DOCUMENTED_MAX_RANKS: Dict[Tuple[str, ReduceOp, DataType], int] = {
     **{("allreduce", ReduceOp.PROD, dt): m for dt, m in (
         (DataType.INT8, 6), (DataType.INT16, 14), (DataType.INT32, 30), (DataType.INT64, 62),

@@ -1,6 +1,7 @@
 """Operation names, algbw and the nccl-tests bus-bandwidth factors.
 
-``algbw = S / time`` with S the bytes of :func:`hcomm_cffi.bench.sizes.layout` (HCOMM_SEMANTICS.md §7.4)
+``algbw = S / time`` with S the bytes of :func:`hcomm_cffi.bench.sizes.layout` (docs/design/plan-model.md,
+"Message sizes and bandwidth")
 and GB = 10^9; ``busbw = algbw x factor`` where the factor (nccl-tests convention) makes the number
 comparable with the link bandwidth:
 

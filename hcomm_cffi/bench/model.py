@@ -1,4 +1,4 @@
-"""The planner's modelled time for a benchmarked operation (HCOMM_SEMANTICS.md §3.5 cost model).
+"""The planner's modelled time for a benchmarked operation (docs/design/plan-model.md#the-cost-model).
 
 The model describes Ascend hardware (HCCS links inside one server), not the emulator; it is reported
 beside the measurement so both can be read together.

@@ -6,7 +6,7 @@
   wins over ``-i``) or ``-i`` (additive; default ``(max - min) / 10``, 1 when ``max == min``).
   hccl_test's ``-i 0`` ("repeat -b forever") is refused: a benchmark that never ends is not useful.
 * :func:`layout`: element counts of the send and receive buffers of one operation, with S (the
-  algbw numerator, HCOMM_SEMANTICS.md §7.4) in bytes.  For allgather, reduce_scatter and alltoall
+  algbw numerator, docs/design/plan-model.md) in bytes.  For allgather, reduce_scatter and alltoall
   the size is the whole (gathered / to-be-scattered / all-to-all) buffer and each rank's block holds
   ``ceil(count / n)`` elements, after rounding the size up to a multiple of ``n x 512`` bytes above
   1 MiB, as hccl_test does; the reported size is the one actually moved (``block x n x element``).

@@ -63,7 +63,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--peer", help="receiver of sendrecv (default root+1)")
     p.add_argument("--platform", choices=PLATFORMS,
                    help="plan the vendor's executor on this platform: a2 (910B), a3 (910_93), 910a (the legacy "
-                        "executors), 950 (the AI CPU templates), doc (the seed document's model); unset: the "
+                        "executors), 950 (the AI CPU templates), doc (the package's model); unset: the "
                         f"package's algorithm as it runs here (--algo native: {DEFAULT_PLATFORM})")
     p.add_argument("--notifies-per-channel", help="notifies per channel (default: the profile's, 3 vendor, 2 doc)")
     p.add_argument("--buffsize-mb", help="HCCL buffer MiB per half (default: HCCL_BUFFSIZE, else 200)")
@@ -321,7 +321,7 @@ def _vendor_plan(algo: str, coll: str, topo: Topology, size: int, args: argparse
 def vendor_headline(plan: Plan) -> str:
     """The one line saying a plan is the vendor's executor (text and JSON)."""
     if plan.platform == "doc":
-        return f"the seed document's model of {plan.algorithm} (HCOMM_SEMANTICS.md §3.4), not what runs"
+        return f"the package's model of {plan.algorithm} (docs/design/plan-model.md), not what runs"
     return (f"the vendor's {plan.algorithm} executor on {PLATFORM_NAMES[plan.platform]}, "
             f"{expansion_of(plan.engine.name)} expansion: {layer_of(plan.platform)}")
 

@@ -1,6 +1,6 @@
-"""Alpha-beta-gamma cost model per link class (HCOMM_SEMANTICS.md §3.5, figures from §8).
+"""Alpha-beta-gamma cost model per link class (docs/design/plan-model.md#the-cost-model, link figures in #link-figures).
 
-Defaults (all indicative, [I] in the doc; calibrate alpha with hccl_test at 8 KiB):
+Defaults (all indicative, derived rather than measured; calibrate alpha with hccl_test at 8 KiB):
 
 * HCCS: alpha 20 us per step (task issue + notify on host/AICPU paths: "tens of us"),
   50 GB/s per link, 7 links per NPU (A2 full mesh: one link to each of the 7 peers).

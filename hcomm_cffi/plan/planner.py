@@ -2,7 +2,7 @@
 
 A plan is the single source of truth for resource acquisition: ``plan.resources_for(rank)`` says
 how many threads (and notifies per thread) to acquire and which channels (peer, protocol,
-notify_num) to open.  Notify accounting (HCOMM_SEMANTICS.md §3.4):
+notify_num) to open.  Notify accounting (docs/design/plan-model.md#notify-accounting):
 
 * ``thread_notifies``: logical fork/join notifies, main T-1 + one per slave = 2(T-1)
   (NHR AllGather/Broadcast slaves need 2);

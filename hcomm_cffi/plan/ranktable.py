@@ -1,7 +1,7 @@
 """Ranktable JSON (versions 1.0, 1.2, 2.0) -> :class:`Topology`, with the loader's rules checked.
 
-Rules from HCOMM_SEMANTICS.md §4.2: status "completed"; rank ids 0..n-1, unique, contiguous per
-server; values are strings in 1.0/1.2 and integers in 2.0; device_ip required with more than one
+Rules (hicann/hccl@09300b7:docs/zh/user_guide/cluster_info_config/, summed up in docs/design/plan-model.md):
+status "completed"; rank ids 0..n-1, unique, contiguous per server; values are strings in 1.0/1.2 and integers in 2.0; device_ip required with more than one
 server (1.0/1.2).  Every error names the field, the rank (or server) and the problem.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Cluster topology for the planner: which ranks share a server and which link joins two ranks.
 
 Link classes reuse :class:`hcomm_cffi.enums.Protocol`: HCCS (or PCIE) inside a server, ROCE
-between servers (HCOMM_SEMANTICS.md §8).  Pure data, no library calls.
+between servers (docs/design/plan-model.md#link-figures).  Pure data, no library calls.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ..enums import Protocol
 
 __all__ = ["Topology", "LINK_CLASSES", "parse_link_class"]
 
-#: Link classes the cost model knows (HCOMM_SEMANTICS.md §8).
+#: Link classes the cost model knows (docs/design/plan-model.md#link-figures).
 LINK_CLASSES: Tuple[Protocol, ...] = (Protocol.HCCS, Protocol.ROCE, Protocol.PCIE)
 
 

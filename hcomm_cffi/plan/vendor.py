@@ -12,8 +12,8 @@ Read by hand from two public repositories (pinned; ``HCCL`` and ``HCOMM`` below)
 
 Profiles: ``a2`` (Atlas 800T A2, 910B: the default, the most widely deployed Ascend training
 server), ``a3`` (Atlas A3 / 910_93 super pods), ``910a`` (Atlas 800 with 910A), ``950`` (Ascend 950,
-the device the new layer's AI CPU templates are written for), and ``doc`` (the seed document's model,
-which the package's built-in ring/mesh/tree/hierarchical implement).
+the device the new layer's AI CPU templates are written for), and ``doc`` (the package's model,
+docs/design/plan-model.md, which the package's built-in ring/mesh/tree/hierarchical implement).
 
 Which layer runs is the vendor's own choice (``LAYER_SOURCE``): every collective's entry in hicann/hccl
 (e.g. ``src/ops/all_reduce/all_reduce_op.cc:28-35``) calls ``Hccl<Op>Inner`` -- hcomm's legacy executors --
@@ -57,7 +57,7 @@ HCCL = "hicann/hccl@09300b70df9a031339f08e5f2ca06d7bf294d009"
 HCOMM = "libochao-huawei/hcomm@8958adbf038b710779d790842b36b504c185c9e4"
 _EXE = f"{HCOMM}:src/legacy/ascend910/algorithm/impl/coll_executor/"
 _TPL = f"{HCCL}:src/ops/"
-DOC_SOURCE = "the seed document's example (one server of 4 ranks, AI CPU engine: ring 2/4/2, mesh 3/6/3)"
+DOC_SOURCE = "the model's example (one server of 4 ranks, AI CPU engine: ring 2/4/2, mesh 3/6/3)"
 
 PLATFORMS = ("a2", "a3", "910a", "950", "doc")
 #: The platforms whose executors are modelled, and those of them that run hcomm's legacy layer.
@@ -70,7 +70,7 @@ LAYER_SOURCE = (f"{HCCL}:src/ops/all_reduce/all_reduce_op.cc:28-35 (each op's en
 #: The most widely deployed Ascend training server today (Atlas 800T A2); A3 super pods are newer and fewer.
 DEFAULT_PLATFORM = "a2"
 PLATFORM_NAMES = {"a2": "Atlas A2 (910B)", "a3": "Atlas A3 (910_93)", "910a": "Atlas 800 (910A)",
-                  "950": "Ascend 950", "doc": "the seed document's model"}
+                  "950": "Ascend 950", "doc": "the package's model"}
 #: expansion mode (HCCL_OP_EXPANSION_MODE: alg_env_config.cc:839-912) of each engine name
 _EXPANSION = {"CPU": "host", "CPU_TS": "host", "AICPU": "AI CPU", "AICPU_TS": "AI CPU", "AIV": "AIV", "CCU": "CCU"}
 #: HCCL channel.h:19 NORMAL_NOTIFY_NUM: every channel the vendor requests has 3 notifies.
@@ -88,7 +88,7 @@ def layer_of(platform: str) -> str:
         return "the legacy executors (hcomm src/legacy/ascend910)"
     if platform == "950":
         return "the AI CPU templates (hicann/hccl src/ops/*/template/aicpu)"
-    return "the seed document's model"
+    return "the package's model"
 
 
 def check_expansion(platform: str, engine_name: str) -> Optional[str]:

@@ -45,7 +45,8 @@ def build_schedule(algorithm: str, topo: Topology, coll: Collective, root: int, 
     rules = {p: _rule(p, algorithm, topo, coll, inter_algorithm, expansion) for p in _VENDOR}
     what = f"{algorithm}{f' (inter {inter_algorithm})' if algorithm == 'hierarchical' else ''} {coll.value}"
     if all(r is None for r in rules.values()):
-        sched.notes = (f"no vendor executor (A2, A3, 910A, 950) runs {what}: the figures are the document model's only",)
+        sched.notes = (f"no vendor executor (A2, A3, 910A, 950) runs {what}: the figures are the package's model's "
+                       "only",)
     ref = _REFERENCE.get(algorithm)
     want = ref if platform == "doc" and ref else platform
     if want == "doc":
@@ -58,18 +59,19 @@ def build_schedule(algorithm: str, topo: Topology, coll: Collective, root: int, 
             raise InvalidAlgorithm(f"{algorithm}: no {PLATFORM_NAMES[want]} executor runs {coll.value}"
                                    + (f"; the vendor runs it on {', '.join(PLATFORM_NAMES[p] for p in where)} "
                                       f"(--platform {where[0]})" if where else ""))
-        sched.notes += (f"no {PLATFORM_NAMES[want]} executor runs {what}: the figures are the document model's",)
+        sched.notes += (f"no {PLATFORM_NAMES[want]} executor runs {what}: the figures are the package's model's",)
         sched.source = DOC_MODEL
         return sched
     vs = VendorSchedule(sched, topo, algorithm, rule, inter_algorithm)
     vs.notes, vs.source = sched.notes + ((rule.note,) if rule.note else ()), rule.source
     if platform == "doc":
-        vs.notes += (f"the seed document has no {algorithm}: the figures are the {PLATFORM_NAMES[want]} executor's",)
+        vs.notes += (f"the package's model has no {algorithm}: the figures are the {PLATFORM_NAMES[want]} executor's",)
     return vs
 
 
 #: Where the ``doc`` figures come from.
-DOC_MODEL = "the document model (HCOMM_SEMANTICS.md §3.4, whose example is one server of 4 ranks on AI CPU)"
+DOC_MODEL = ("the manual's page docs/design/plan-model.md (notify accounting, per-algorithm formulas; its example is "
+             "one server of 4 ranks on AI CPU)")
 
 
 def _rule(platform: str, algorithm: str, topo: Topology, coll: Collective, inter: str,

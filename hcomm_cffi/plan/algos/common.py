@@ -1,6 +1,6 @@
 """Shared vocabulary of the per-algorithm modules: collectives, roles, the algorithm interface.
 
-Message size ``size`` (bytes) means, per collective (hccl_test's convention, HCOMM_SEMANTICS.md §7.4):
+Message size ``size`` (bytes) means, per collective (hccl_test's convention, docs/design/plan-model.md):
 allreduce / broadcast / reduce: the buffer on each rank; allgather: the gathered output (each rank
 contributes size/N); reduce_scatter: the input (size/N lands on each rank); alltoall: the send
 buffer of one rank; sendrecv: the bytes sent; barrier: ignored.

@@ -1,8 +1,8 @@
 """Hierarchical: intra-server mesh (HCCS) + inter-server algorithm between same-index devices (RoCE).
 
-Serial phases (HCOMM_SEMANTICS.md §3.4): threads T = max over levels, per-thread notifies the
+Serial phases (docs/design/plan-model.md#hierarchical): threads T = max over levels, per-thread notifies the
 element-wise max, channels concatenated per level.  Level 0 follows the hardware and is a full
-mesh (§3.6: not configurable); the inter-server level is ring, nhr (default), tree or mesh.
+mesh (not configurable, as in HCCL's selection); the inter-server level is ring, nhr (default), tree or mesh.
 Phases: AllReduce = intra RS -> inter AR (n/P) -> intra AG; AllGather = inter AG (n/P) -> intra AG;
 ReduceScatter = intra RS -> inter RS (n/P); Broadcast = inter (root's local index) -> intra;
 Reduce = intra -> inter; AlltoAll = intra + inter; Barrier = intra, inter, intra.

@@ -1,9 +1,9 @@
-"""1D full mesh: a channel to every other rank, all peers served at once (HCOMM_SEMANTICS.md §3.4).
+"""1D full mesh: a channel to every other rank, all peers served at once (docs/design/plan-model.md).
 
 Resources: N-1 channels, T = N-1 threads (thread 0 also drives peer 0, as in the AllGather
-example; HCCL's AllReduce executors use N, we use N-1 for every op so the seed 3/6/3 holds).
+example; HCCL's AllReduce executors use N, we use N-1 for every op so the model's 3/6/3 holds).
 Rooted ops are a star: the root holds N-1 channels and N-1 threads, every other rank 1 and 1.
-Steps (§3.5): RS/AG 1, AllReduce 2 (two-shot), Broadcast/Reduce/AlltoAll/Barrier 1.
+Steps (the cost model): RS/AG 1, AllReduce 2 (two-shot), Broadcast/Reduce/AlltoAll/Barrier 1.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """NHR (non-uniform hierarchical ring): channels to (r +- 2^k) mod N for every 2^k < N.
 
 Channel count per rank: N=4 -> 3, 8 -> 5, 16 -> 7, 2 log2 N - 1 for powers of two
-(HCOMM_SEMANTICS.md §3.4).  Threads: 1 (RS/AllReduce/Reduce/AlltoAll/Barrier); 2 for AllGather
+(docs/design/plan-model.md).  Threads: 1 (RS/AllReduce/Reduce/AlltoAll/Barrier); 2 for AllGather
 and Broadcast (the extra thread overlaps the final local copy; its slave needs 2 notifies).
-Steps (§3.5): RS/AG ceil(log2 p), AllReduce 2 ceil(log2 p); Broadcast = scatter + allgather and
+Steps (the cost model): RS/AG ceil(log2 p), AllReduce 2 ceil(log2 p); Broadcast = scatter + allgather and
 Reduce = reduce-scatter + gather (2 ceil(log2 p)); AlltoAll = Bruck (ceil(log2 p) steps of ~n/2);
 Barrier = dissemination (ceil(log2 p) steps).
 """

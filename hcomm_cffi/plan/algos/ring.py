@@ -1,12 +1,12 @@
-"""Ring: each rank talks to its left and right neighbour (HCOMM_SEMANTICS.md §3.4).
+"""Ring: each rank talks to its left and right neighbour (docs/design/plan-model.md).
 
 Resources are what the ring schedule of ``algorithms/ring.py`` uses (a dry run of it derives the
 same figures; tests/test_algorithm_interface.py): AllReduce / ReduceScatter / AllGather on N >= 3
-run two directions on T = 2 threads over 2 channels (the seed figure 2/4/2 on four ranks); at N = 2
+run two directions on T = 2 threads over 2 channels (the model's 2/4/2 on four ranks); at N = 2
 both neighbours are the same rank, so 1 thread and 1 channel.  Broadcast and Reduce are a chain
 from/to the root on one thread: its head and tail have one channel, the middle two.  AlltoAll and
 Barrier go around the ring on one thread.
-Steps (§3.5): RS/AG p-1, AllReduce 2(p-1), Broadcast/Reduce p-1 steps of the full message.
+Steps (the cost model): RS/AG p-1, AllReduce 2(p-1), Broadcast/Reduce p-1 steps of the full message.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Tree: recursive halving-doubling (RHD) for symmetric ops, binomial tree for rooted ops.
 
-HCCL has no binary-tree AllReduce; its logarithmic algorithms are RHD/NHR/NB (HCOMM_SEMANTICS.md
-§3.5), so "tree" here means RHD.  With B = 2^floor(log2 N) and E = N - B, the first 2E ranks pair
+HCCL has no binary-tree AllReduce; its logarithmic algorithms are RHD/NHR/NB (the cost model of
+docs/design/plan-model.md), so "tree" here means RHD.  With B = 2^floor(log2 N) and E = N - B, the first 2E ranks pair
 up: even rank 2i keeps a channel to its odd partner 2i+1 and joins the core of B ranks; odd ranks
 only talk to their partner (fold before, unfold after).  Core member c talks to c XOR 2^k.
 Resources: T = 1 (sequential steps), channels log2 B (+1 for an even rank with a partner; 1 for

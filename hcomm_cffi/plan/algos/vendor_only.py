@@ -1,4 +1,4 @@
-"""Algorithms the seed document does not describe, planned as the vendor's executors build them.
+"""Algorithms the package's model does not describe, planned as the vendor's executors build them.
 
 * ``nb`` (non-uniform Bruck): channels to (r +- 2^k) mod N, one thread; reduce-scatter, allgather,
   allreduce (= RS + AG) in ceil(log2 N) steps each.
