@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the pages whose blocks are examples: the README and every page of the user guide
+#: the pages whose blocks are examples: the README, every page of the user guide and of the design notes
 def pages() -> List[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
+    docs = ROOT / "docs"
+    return [ROOT / "README.md", *sorted(docs.glob("guide/*.md")), *sorted(docs.glob("design/*.md"))]
 
 
 ELLIPSIS = "…"
@@ -265,6 +266,12 @@ def run_page(page: Path, shm: str) -> Counts:
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--run"]:       # run the named pages' examples (a private HCOMM_SIM_SHM_DIR each)
+        for name in sys.argv[2:]:
+            with tempfile.TemporaryDirectory(prefix="hcomm-docs-shm-", dir="/dev/shm") as shm:
+                c = run_page(Path(name).resolve(), shm)
+            print(f"{name}: {c.executed} blocks ran")
+        return 0
     total = Counts()
     for page in pages():
         c = count(page)
