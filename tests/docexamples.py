@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -41,8 +42,10 @@ def pages() -> List[Path]:
 ELLIPSIS = "…"
 _MARK = re.compile(r"<!--\s*example:\s*(.*?)\s*-->\s*$")
 _FENCE = re.compile(r"^(`{3,}|~{3,})\s*([\w+-]*)")
-#: directories of the checkout a page's commands may name by relative path
-_LINKED = ("examples", "benchmarks", "scripts", "hcomm_cffi", "tests")
+#: directories of the checkout a page's commands may name by relative path (linked; examples/ is copied, since
+#: a page builds in it)
+_LINKED = ("benchmarks", "scripts", "hcomm_cffi", "tests")
+_COPIED = ("examples",)
 
 
 @dataclass
@@ -156,13 +159,15 @@ def _bin_dir(work: Path) -> Path:
     return bindir
 
 
-def _env(work: Path, shm: str) -> Dict[str, str]:
+def _env(work: Path, shm: str, home: Optional[Path]) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("HCOMM_RUN_", "TORCHELASTIC_", "OMPI_", "PMI", "PYTEST_"))
            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     env["PATH"] = f"{_bin_dir(work)}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(work)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["HCOMM_SIM_SHM_DIR"] = shm
+    if home is not None:
+        env["HOME"] = str(home)
     env.setdefault("OMP_NUM_THREADS", "1")
     env["COLUMNS"] = "120"
     return env
@@ -251,14 +256,24 @@ def run_block(block: Block, work: Path, env: Dict[str, str]) -> None:
         raise ExampleFailed(f"{block.where}: the {block.lang} block exited with {code}:\n{out}")
 
 
-def run_page(page: Path, shm: str) -> Counts:
-    """Run every block of ``page`` not skipped or left to another test; raise ExampleFailed at the first failure."""
+def needs_c_toolchain(page: Path) -> bool:
+    """The page builds the emulated CANN install (its blocks then need a C compiler and the Python headers)."""
+    return any("hcomm sim build-libs" in b.text for b in blocks(page) if b.skipped is None and "by" not in b.marks)
+
+
+def run_page(page: Path, shm: str, home: Optional[Path] = None) -> Counts:
+    """Run every block of ``page`` not skipped or left to another test; raise ExampleFailed at the first failure.
+
+    ``home``: the HOME the blocks see (``~/...`` paths), e.g. one holding an emulated install built already.
+    """
     counts = count(page)
     with tempfile.TemporaryDirectory(prefix="hcomm-docs-") as tmp:
         work = Path(tmp)
         for name in _LINKED:
             (work / name).symlink_to(ROOT / name)
-        env = _env(work, shm)
+        for name in _COPIED:
+            shutil.copytree(ROOT / name, work / name)
+        env = _env(work, shm, home)
         for block in blocks(page):
             if block.skipped is None and "by" not in block.marks:
                 run_block(block, work, env)
