@@ -516,7 +516,7 @@ def typed_methods_source() -> str:
 
 
 class Binding(BindingMethods):
-    """Checked calls over a lib object (see docs/ARCHITECTURE.md, 'The binding contract').
+    """Checked calls over a lib object (see docs/design/architecture.md, 'The binding contract').
 
     Besides the methods written here, every entry of :data:`C_FUNCTIONS` is a method (typed in
     :class:`BindingMethods`).

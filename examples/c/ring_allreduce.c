@@ -17,7 +17,7 @@
  * Run:   hcomm run -n 4 -- ./ring_allreduce [COUNT] [--bad-schedule]
  * RANK / WORLD_SIZE / LOCAL_RANK come from the launcher (hcomm run, torchrun or mpirun); the root
  * info is exchanged with HcommSimBootstrapRootInfo on the emulator (on CANN: MPI_Bcast, see
- * docs/C_DEVELOPERS.md).  --bad-schedule records one notify nobody waits for: the emulator's strict
+ * docs/guide/vendor-programs.md).  --bad-schedule records one notify nobody waits for: the emulator's strict
  * checker (HCOMM_SIM_CHECK=strict) reports it and the stream synchronisation fails.
  */
 #include <hccl/hccl.h>

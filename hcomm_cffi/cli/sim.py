@@ -4,7 +4,7 @@ DIR gets lib64/libhcomm.so, libhccl.so, libacl_rt.so and libascendcl.so (the emu
 embedding mode), include/hcomm_sim.h (plus include/hccl/hccl.h etc.) and set_env.sh.  Then
 ``source DIR/set_env.sh`` (or ``HCOMM_CANN_LIB_DIR=DIR/lib64``) makes the ``cann`` backend and C
 programs (``cc prog.c -IDIR/include -LDIR/lib64 -lhcomm -lhccl -lacl_rt``) run on the emulator.
-Needs a C compiler and the Python headers; an up-to-date DIR is reused.  See docs/C_DEVELOPERS.md.
+Needs a C compiler and the Python headers; an up-to-date DIR is reused.  See docs/guide/vendor-programs.md.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ Build a custom communication operator package (op_host/, op_kernel_aicpu/, inc/,
 examples/04_custom_ops_p2p) against the emulated CANN install ASCEND_HOME (made by build-libs), and install
 it there in the vendor's layout: opp/vendors/VENDOR/{include,lib64/libhccl_custom_OPS.so,aicpu/config/*.json,
 aicpu/kernel/...}.  The emulator's counterpart of the vendor's `bash build.sh --vendor=VENDOR --ops=OPS
---custom_ops_path=DIR` and installing the .run it makes.  See docs/CUSTOM_OPS.md."""
+--custom_ops_path=DIR` and installing the .run it makes.  See docs/guide/custom-operators.md."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""Four ways a job goes wrong, to see what hcomm tells you about each (README: "When a job hangs or fails").
+"""Four ways a job goes wrong, to see what hcomm tells you about each (docs/guide/failures.md).
 
 Every rank makes three agreeing allreduces of 1024 fp32; then rank 1 misbehaves at collective #4::
 

@@ -1,4 +1,4 @@
-"""Two algorithms written the way a user writes one (docs/ALGORITHMS.md walks through them).
+"""Two algorithms written the way a user writes one (docs/guide/own-algorithm.md walks through them).
 
 * ``pairwise``: all-to-all in N-1 steps; in step s rank r sends its block for r+s and receives
   the block of r-s, through one landing slot of the peer's HCCL buffer.

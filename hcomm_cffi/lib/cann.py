@@ -1,6 +1,6 @@
 """``CannLibrary``: the real CANN C functions, resolved by name from libhcomm.so, libhccl.so and libacl_rt.so.
 
-Implements the lib contract of docs/ARCHITECTURE.md: one attribute per C function, called with cffi
+Implements the lib contract of docs/design/architecture.md: one attribute per C function, called with cffi
 arguments, returning the C return value.  Symbols are resolved on first access (a missing one
 raises :class:`~hcomm_cffi.errors.MissingSymbolError`, an ``AttributeError``) and then cached on
 the instance, so later calls cost one attribute lookup.
