@@ -41,7 +41,7 @@ def pages() -> List[Path]:
 
 ELLIPSIS = "…"
 _MARK = re.compile(r"<!--\s*example:\s*(.*?)\s*-->\s*$")
-_FENCE = re.compile(r"^(`{3,}|~{3,})\s*([\w+-]*)")
+_FENCE = re.compile(r"^(`{3,}|~{3,})\s*(\S*)")
 #: directories of the checkout a page's commands may name by relative path (linked; examples/ is copied, since
 #: a page builds in it)
 _LINKED = ("benchmarks", "scripts", "hcomm_cffi", "tests")
@@ -58,7 +58,8 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        name = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page.name
+        return f"{name}:{self.line}"
 
     @property
     def skipped(self) -> Optional[str]:
@@ -98,7 +99,7 @@ def blocks(page: Path) -> List[Block]:
             found.append(Block(page, start + 1, lang, "\n".join(body) + "\n", marks))
             pending = None
         elif lines[i].strip() and pending is not None:
-            raise ValueError(f"{page.relative_to(ROOT)}:{pending[0] + 1}: an example mark must be followed by a code block")
+            raise ValueError(f"{page}:{pending[0] + 1}: an example mark must be followed by a code block")
         i += 1
     return [b for b in found if "directive" not in b.marks]
 
@@ -113,9 +114,9 @@ def check_marks(block: Block) -> None:
         raise ValueError(f"{block.where}: 'skip:' needs the reason the block is not executed")
     if "by" in block.marks:
         test = ROOT / block.marks["by"]
-        if not test.is_file() or str(block.page.relative_to(ROOT)) not in test.read_text(encoding="utf-8"):
-            raise ValueError(f"{block.where}: by={block.marks['by']}: that test must exist and name "
-                             f"{block.page.relative_to(ROOT)}")
+        name = block.where.rsplit(":", 1)[0]
+        if not test.is_file() or name not in test.read_text(encoding="utf-8"):
+            raise ValueError(f"{block.where}: by={block.marks['by']}: that test must exist and name {name}")
     if block.lang not in ("console", "bash", "sh", "python") and not ({"skip", "by", "file"} & set(block.marks)):
         raise ValueError(f"{block.where}: a ```{block.lang or '(no language)'} block must be marked "
                          f"<!-- example: skip: REASON -->, by=tests/FILE.py or file=NAME")
@@ -131,8 +132,12 @@ class Counts:
 
 def count(page: Path) -> Counts:
     c = Counts()
-    for b in blocks(page):
+    found = blocks(page)
+    for i, b in enumerate(found):
         check_marks(b)
+        name = b.marks.get("file")
+        if name and not any(name in later.text for later in found[i + 1:] if later.skipped is None):
+            raise ValueError(f"{b.where}: file={name} is run by no later block of the page")
         if b.skipped is not None:
             c.skipped.append((b.where, b.skipped))
         elif "by" in b.marks:
