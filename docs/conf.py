@@ -37,13 +37,16 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
 autodoc_preserve_defaults = True
+# the annotation aliases of the package, shown by name (their definitions are in the reference)
+autodoc_type_aliases = {name: name for module, names in (
+    ("hcomm_cffi.types", ("BufferLike", "ReduceOpLike", "StreamLike", "CData", "PathLike")),
+    ("hcomm_cffi.algorithms", ("AlgorithmArg",)),
+    ("hcomm_cffi.api.comm", ("TopologyArg",))) for name in names}
 # torch_npu exists only on Ascend machines
 autodoc_mock_imports = ["torch_npu"]
 
 html_theme = "furo"
 html_title = "hcomm_cffi"
-pygments_style = "sphinx"
-pygments_dark_style = "monokai"
 
 
 # The package's docstrings are prose with ``literals`` (not reStructuredText markup): a ``*`` in
@@ -60,6 +63,15 @@ def _prose(line: str) -> str:
 
 def _docstring_as_prose(app, what, name, obj, options, lines):  # noqa: ANN001 (Sphinx's event signature)
     lines[:] = [_prose(line) for line in lines]
+
+
+# Sphinx 9 prints an alias inside a Union (``Optional[BufferLike]``) as ``TypeAliasForwardRef('BufferLike')``:
+# print its name, as Sphinx does for the alias alone
+try:
+    from sphinx.util.inspect import TypeAliasForwardRef as _AliasRef
+    _AliasRef.__repr__ = lambda self: str(self.name)  # type: ignore[method-assign]
+except ImportError:      # older Sphinx: no such class, nothing to fix
+    pass
 
 
 def setup(app):  # noqa: ANN001
