@@ -168,6 +168,8 @@ def _env(work: Path, shm: str, home: Optional[Path]) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("HCOMM_RUN_", "TORCHELASTIC_", "OMPI_", "PMI", "PYTEST_"))
            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    # what a user gets by default: the test suite's smaller HCCL buffer would change what the pages show
+    env.pop("HCCL_BUFFSIZE", None)
     env["PATH"] = f"{_bin_dir(work)}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(work)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["HCOMM_SIM_SHM_DIR"] = shm

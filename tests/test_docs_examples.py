@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import docexamples as dx
+from cann_install import install  # noqa: F401  (a fixture: the emulated CANN install, built once per session)
 
 
 @pytest.mark.parametrize("page", dx.pages(), ids=lambda p: str(p.relative_to(dx.ROOT)))
