@@ -81,3 +81,17 @@ def test_an_unmarked_block_of_another_language_is_refused(tmp_path):
     page = _page(tmp_path, "```c\nint main(void) { return 0; }\n```\n")
     with pytest.raises(ValueError, match="must be marked"):
         dx.check_marks(dx.blocks(page)[0])
+
+
+def test_the_two_commands_are_the_readme_s_and_ci_runs_the_second():
+    readme = dx.ROOT.joinpath("README.md").read_text(encoding="utf-8")
+    first = "pip install . && hcomm run -n 4 -- python -m hcomm_cffi.examples.allreduce"
+    second = 'scripts/setup-test-env.sh && pip install -e ".[test]" && python -m pytest -q'
+    section = readme[readme.index("## The two commands"):readme.index("## Quickstart")]
+    assert f"```bash\n{first}\n```" in section and f"```bash\n{second}\n```" in section
+    ci = dx.ROOT.joinpath(".ci", "run").read_text(encoding="utf-8").strip().splitlines()
+    assert ci[-1] == second
+
+
+def test_the_readme_is_at_most_200_lines():
+    assert len(dx.ROOT.joinpath("README.md").read_text(encoding="utf-8").splitlines()) <= 200
