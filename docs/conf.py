@@ -23,6 +23,7 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "cli_reference",          # _ext/cli_reference.py: the CLI reference from the argparse parsers
+    "example_marks",          # _ext/example_marks.py: the reason under each block the test suite does not run
 ]
 source_suffix = {".md": "markdown"}
 root_doc = "index"

@@ -78,3 +78,13 @@ def test_cli_reference_has_every_subcommand(html):
 def test_every_guide_page_is_in_the_manual(html):
     for page in (ROOT / "docs" / "guide").glob("*.md"):
         assert (html / "guide" / f"{page.stem}.html").is_file(), page.name
+
+
+def test_every_block_not_run_says_so_in_the_manual(html):
+    sys.path.insert(0, str(ROOT / "tests"))
+    import docexamples as dx
+
+    for page in sorted((ROOT / "docs" / "guide").glob("*.md")):
+        skipped = len(dx.count(page).skipped)
+        shown = (html / "guide" / f"{page.stem}.html").read_text(encoding="utf-8").count("Not run by the test suite: ")
+        assert shown == skipped, f"{page.name}: {skipped} block(s) not run, {shown} say so"
