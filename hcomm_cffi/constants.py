@@ -1,7 +1,7 @@
 """The headers' constants under their C names, so a C program ports line by line.
 
 The headers declare them as C++ ``const`` objects (not macros), so no library exports them; the
-values are those of hcomm @ 8958adb / hccl @ 09300b7 (the 2026-08 headers; HCCL_ABI.md d.3), e.g.
+values are those of hcomm @ 8958adb / hccl @ 09300b7 (the 2026-08 headers), e.g.
 ``HCCL_CHANNEL_MAGIC_WORD`` in include/hccl/hccl_channel.h and ``HCCL_ROOT_INFO_BYTES`` in
 include/hccl/hccl_types.h.  Where the 2026-04 headers differ the ``_2026_04`` name says so.
 A leaf module: it imports nothing but :mod:`enums`.

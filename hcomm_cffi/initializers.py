@@ -1,7 +1,7 @@
 """Byte-exact Python versions of the headers' static-inline initializers, plus validated builders.
 
 The C headers initialise HcclCommConfig, HcclChannelDesc, ... with ``static inline`` helpers that
-no shared library exports, so they are reimplemented here on cffi memory (HCCL_ABI.md section f.2).
+no shared library exports, so they are reimplemented here on cffi memory (the headers are cited below).
 Each ``*_init`` allocates zeroed memory with ``ffi.new`` (or initialises ``out`` in place) and then
 applies exactly the writes of the C helper, so bytes the helper leaves alone keep their old value.
 """
@@ -486,7 +486,7 @@ def make_channel_descs(
 # (HcclChannelDescInit), include/hcomm_res_defs.h (EndpointDescInit, ThreadConfigInit),
 # include/hcomm_channel.h (HcommChannelDescInit), include/hccl/hccl_rank_graph.h (CommLinkInit),
 # include/hccl/hccl_launch.h (HcclOpDescInit, HcclKernelLaunchCfgInit), include/hccl/hccl_team.h
-# (HcclTeamCreate*DescInit); semantics in HCCL_ABI.md f.2: NULL gives HCCL_E_PTR (2), checked only
+# (HcclTeamCreate*DescInit); as those headers define them: NULL gives HCCL_E_PTR (2), checked only
 # when the count is > 0, and HcclCommConfigInit returns nothing and ignores NULL.
 
 _HCCL_E_PTR = 2

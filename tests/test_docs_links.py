@@ -34,3 +34,11 @@ def test_named_pages_and_sections_exist():
                 elif m.group(2) and m.group(2)[1:] not in _slugs(page):
                     missing.append(f"{where}: no such section")
     assert not missing, "\n".join(missing)
+
+
+def test_no_source_cites_a_document_users_do_not_have():
+    """The package cites the vendor's sources (repo@commit:file:line) or the manual, never the project's notes."""
+    private = re.compile(r"HCOMM_SEMANTICS|HCCL_ABI\.md|seed document")
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "hcomm_cffi").rglob("*.py"))
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if private.search(line)]
+    assert not found, "cites a document users do not have: " + ", ".join(found)

@@ -140,9 +140,9 @@ class DataPlane:
         comm_primitive/hccl_primitive_local.cc:32 HcclLocalCopy hands the addresses to an SDMA
         device-to-device copy; the hardware then faults the task or silently corrupts): rejecting them
         at the call is the emulator's choice, so a copy past the HCCL buffer is an error naming it
-        instead of a SIGSEGV.  Overlap: HCOMM_SEMANTICS 2.6.  Memory that is not device memory
-        (devmem.py: pageable host memory the SDMA engine cannot reach) is an error in strict mode and
-        a checker warning in warn mode.
+        instead of a SIGSEGV.  Overlap within one task: an error, as HCCL's single-task check.  Memory that
+        is not device memory (devmem.py: pageable host memory the SDMA engine cannot reach) is an error in
+        strict mode and a checker warning in warn mode.
         """
         d, s = _addr(dst), _addr(src)
         if d < s + nbytes and s < d + nbytes:
