@@ -3,7 +3,8 @@
 Why Sphinx + MyST + autodoc: the anchors this project follows (mpi4py, python-soundfile) document with
 Sphinx, autodoc reads the package's own docstrings and type hints (no hand-copied signatures), MyST lets
 the pages stay Markdown that GitHub renders too, and a small directive (``_ext/cli_reference.py``) renders
-the CLI reference from the same argparse parsers ``hcomm`` runs (sphinx-argparse 0.6 fails on Sphinx 9).  Build: ``python -m sphinx -W -b html docs docs/_build/html``.
+the CLI reference from the same argparse parsers ``hcomm`` runs (sphinx-argparse 0.6 fails on Sphinx 9).
+Build: ``python -m sphinx -W -b html docs docs/_build/html`` (docs/design/manual.md says more).
 """
 from __future__ import annotations
 

@@ -33,7 +33,8 @@ def test_every_module_has_one_line():
     missing, extra = sorted(existing - listed), sorted(listed - existing)
     assert not missing and not extra, (
         "docs/ARCHITECTURE.md is out of date:"
-        + (f"\n  missing (add a line `- `path`: what it does` under its layer): {', '.join(missing)}" if missing else "")
+        + (f"\n  missing (add a line `- `path`: what it does` under its layer): {', '.join(missing)}"
+           if missing else "")
         + (f"\n  listed but not in hcomm_cffi/ (remove the line): {', '.join(extra)}" if extra else ""))
 
 

@@ -58,10 +58,12 @@ def test_a_wrong_output_fails(tmp_path, shm):
         dx.run_page(page, shm)
 
 
+@pytest.mark.slow
 def test_a_failing_script_fails_and_a_broken_quickstart_is_caught(tmp_path, shm):
     """What happens when a README example stops working: its block fails, naming the page and line."""
     readme = dx.ROOT.joinpath("README.md").read_text(encoding="utf-8")
-    broken = readme.replace("world.allreduce(x)                        # in place", "world.allreduce(x, op='nope')  #", 1)
+    good = "world.allreduce(x)                        # in place"
+    broken = readme.replace(good, "world.allreduce(x, op='nope')  #", 1)
     assert broken != readme
     blocks = [b for b in dx.blocks(_page(tmp_path, broken)) if b.marks.get("file") == "quickstart.py"]
     assert len(blocks) == 1
