@@ -8,6 +8,7 @@ Build: ``python -m sphinx -W -b html docs docs/_build/html`` (docs/design/manual
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import sys
@@ -46,6 +47,8 @@ autodoc_type_aliases = {name: name for module, names in (
     ("hcomm_cffi.api.comm", ("TopologyArg",))) for name in names}
 # torch_npu exists only on Ascend machines
 autodoc_mock_imports = ["torch_npu"]
+#: torch is not in the docs extra (it is gigabytes): without it the backend's reference page says so instead
+HAVE_TORCH = importlib.util.find_spec("torch") is not None and os.environ.get("HCOMM_DOCS_WITHOUT_TORCH") != "1"
 
 html_theme = "furo"
 html_title = "hcomm_cffi"
@@ -76,5 +79,15 @@ except ImportError:      # older Sphinx: no such class, nothing to fix
     pass
 
 
+def _without_torch(app, docname, source):  # noqa: ANN001
+    """The torch backend's reference needs torch to import; a build without it says so on that page."""
+    if docname == "reference/api/torch" and not HAVE_TORCH:
+        source[0] = re.sub(r"```\{eval-rst\}\n\.\. automodule:: hcomm_cffi\.torch\n.*?```",
+                           "This build of the manual had no torch installed (the `[torch]` extra), so the reference "
+                           "of `hcomm_cffi.torch` is not generated here; the guide's {doc}`../../guide/torch` "
+                           "describes the backend.", source[0], flags=re.S)
+
+
 def setup(app):  # noqa: ANN001
     app.connect("autodoc-process-docstring", _docstring_as_prose)
+    app.connect("source-read", _without_torch)
