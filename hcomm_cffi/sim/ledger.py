@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional
 
-from .. import settings
+from .. import files, settings
 
 __all__ = ["Acquisition", "KINDS", "record", "acquisitions", "clear", "tagged", "current_purpose", "dump",
            "ledger_path", "load"]
@@ -124,11 +124,9 @@ def dump(path: Optional[str] = None) -> Optional[str]:
     with _DUMP_LOCK:        # one writer at a time: a later snapshot never lands before an earlier one
         with _LOCK:
             data = {"pid": os.getpid(), "acquisitions": [a.as_dict() for a in _RECORDS]}
-        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-        tmp = f"{target}.tmp{threading.get_ident()}"
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, target)
+        where = os.path.dirname(os.path.abspath(target))
+        files.checked_dir(where, "HCOMM_SIM_LEDGER" if path is None else "ledger directory")
+        files.write_atomically(target, json.dumps(data, indent=1))
     return target
 
 
