@@ -140,17 +140,18 @@ def create_file(path: str, replace: bool = False, mode: int = 0o600, read: bool 
 
 def open_own(path: str, what: str) -> int:
     """``path`` opened to append (created ``0600`` if missing: a log, a lock file); UnsafePath naming ``what`` unless
-    it is this user's regular file (never through a symbolic link)."""
+    it is this user's regular file of one name (never through a symbolic link, never a hard link to another file)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600)
     except OSError as exc:
-        why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        why = "a symbolic link" if exc.errno == errno.ELOOP or os.path.islink(path) else exc.strerror
         raise UnsafePath(f"{_named(what, path)}: cannot open it to append: {why}; expected a file of this user "
                          "in a directory it can write") from None
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_nlink > 1:
         os.close(fd)
-        kind = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"owned by uid {st.st_uid}"
+        kind = "not a regular file" if not stat.S_ISREG(st.st_mode) else f"owned by uid {st.st_uid}" if (
+            st.st_uid != os.getuid()) else f"a file with {st.st_nlink} names (hard links)"
         raise UnsafePath(f"{_named(what, path)} is {kind}: refusing to write into a file that is not this user's; "
                          "remove it or choose another")
     return fd
