@@ -22,7 +22,6 @@ from typing import Dict, Iterator
 
 import pytest
 
-from hcomm_cffi import files
 from test_isolation_access import NOBODY, _as_nobody, needs_root
 from test_launch_helpers import launcher, start
 
@@ -68,6 +67,7 @@ def _plant(link: str, target: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- the one check
 def test_checked_dir_refuses_links_files_and_directories_others_can_write(tmp_path) -> None:
+    from hcomm_cffi import files
     (tmp_path / "file").write_text("x")
     with pytest.raises(files.UnsafePath, match=r"HCOMM_TRACE='.*file' is not a directory"):
         files.checked_dir(str(tmp_path / "file"), "HCOMM_TRACE")
@@ -89,6 +89,7 @@ def test_checked_dir_refuses_links_files_and_directories_others_can_write(tmp_pa
 
 @needs_root
 def test_checked_dir_refuses_a_directory_whose_parent_another_user_owns(tmp_path) -> None:
+    from hcomm_cffi import files
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     os.chown(theirs, NOBODY, NOBODY)
@@ -98,6 +99,7 @@ def test_checked_dir_refuses_a_directory_whose_parent_another_user_owns(tmp_path
 
 @needs_root
 def test_files_are_never_created_or_appended_through_a_planted_link() -> None:
+    from hcomm_cffi import files
     with _shared_dir() as shared, _victim() as victim:
         ring, log, out = (os.path.join(shared, n) for n in ("x.ring", "x.log", "x.json"))
         for link in (ring, log, out):
@@ -108,7 +110,7 @@ def test_files_are_never_created_or_appended_through_a_planted_link() -> None:
             files.open_own(log, "HCOMM_DEBUG_FILE")
         files.write_atomically(out, "{}")                        # replaces the link itself
         assert not os.path.islink(out) and open(out).read() == "{}"
-        assert open(victim).read() == "precious\n"
+        assert open(victim, "rb").read() == b"precious\n"
 
 
 # ---------------------------------------------------------------------------------------------- item 3
@@ -131,7 +133,7 @@ def test_a_flight_directory_another_user_made_first_is_refused() -> None:
         theirs = _their_dir(shared, "flight")
         _plant(os.path.join(theirs, "fr-link.rank0.world.0.ring"), victim)
         run = _one_rank({"HCOMM_FR_DIR": theirs, "HCOMM_JOB_ID": "fr-link"})
-        assert open(victim).read() == "precious\n"
+        assert open(victim, "rb").read() == b"precious\n"
         assert run.returncode != 0
         assert (f"HCOMM_FR_DIR='{theirs}' is owned by uid {NOBODY}, not by this user (uid {os.getuid()}): refusing a "
                 "directory another user controls; remove it or choose another HCOMM_FR_DIR") in run.stderr, run.stderr
@@ -139,7 +141,7 @@ def test_a_flight_directory_another_user_made_first_is_refused() -> None:
         out, err = launched.communicate(timeout=120)
         assert launched.returncode != 0 and f"HCOMM_FR_DIR='{theirs}' is owned by uid {NOBODY}" in err, err
         assert "Traceback" not in err                       # hcomm run refuses it before starting any rank
-        assert open(victim).read() == "precious\n"
+        assert open(victim, "rb").read() == b"precious\n"
 
 
 @needs_root
@@ -152,7 +154,7 @@ def test_trace_and_debug_file_refuse_another_users_directory_and_links() -> None
         _plant(os.path.join(theirs, "debug-0.log"), victim)
         log = os.path.join(theirs, "debug-0.log")
         run = _one_rank({"HCOMM_DEBUG": "INFO", "HCOMM_DEBUG_FILE": os.path.join(theirs, "debug-%r.log")})
-        assert open(victim).read() == "precious\n"
+        assert open(victim, "rb").read() == b"precious\n"
         assert run.returncode != 0 and f"HCOMM_DEBUG_FILE='{log}': cannot open it to append: a symbolic link" in \
             run.stderr, run.stderr
 

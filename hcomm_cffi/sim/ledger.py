@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional
 
 from .. import files, settings
+from .errors import HcclResult, SimError
 
 __all__ = ["Acquisition", "KINDS", "record", "acquisitions", "clear", "tagged", "current_purpose", "dump",
            "ledger_path", "load"]
@@ -114,6 +115,17 @@ def ledger_path() -> Optional[str]:
     """``<HCOMM_SIM_LEDGER>/ledger-<pid>.json``, or None when the setting is unset."""
     directory = settings.value("HCOMM_SIM_LEDGER")
     return None if directory is None else os.path.join(directory, f"ledger-{os.getpid()}.json")
+
+
+def check_dir() -> None:
+    """SimError naming HCOMM_SIM_LEDGER when it is set to a directory the ledger cannot be written in (checked when a
+    communicator is created, before anything is recorded)."""
+    directory = settings.value("HCOMM_SIM_LEDGER")
+    if directory is not None:
+        try:
+            files.checked_dir(directory, "HCOMM_SIM_LEDGER")
+        except files.UnsafePath as exc:
+            raise SimError(HcclResult.E_PARA, str(exc)) from None
 
 
 def dump(path: Optional[str] = None) -> Optional[str]:
