@@ -283,3 +283,14 @@ def test_a_full_flight_directory_leaves_the_recorder_in_memory_said_once() -> No
         assert len(notes) == 2, text                              # once per rank
         assert f"for the flight recorder's ring in {flight}: No space left on device" in notes[0], notes
         assert [n for n in os.listdir(flight) if n.endswith(".ring")] == []
+
+
+@needs_root
+def test_build_outputs_refuse_another_users_directory() -> None:
+    """`hcomm sim build-libs --out DIR`: libraries that programs later load never go where another user can write."""
+    from hcomm_cffi.cannlib.build import BuildError, build_libs
+    with _shared_dir() as shared:
+        theirs = _their_dir(shared, "cann")
+        with pytest.raises(BuildError, match=f"--out='{theirs}' is owned by uid {NOBODY}, not by this user"):
+            build_libs(theirs)
+        assert os.listdir(theirs) == []

@@ -264,9 +264,7 @@ def _run(cmd: List[str]) -> None:
 
 
 def _build_vendor(compiler: List[str], name: str, key: str, include_dir: str, lib_dir: str, work: str) -> str:
-    source = os.path.join(work, f"{name}.c")
-    with open(source, "w") as f:
-        f.write(_forwarders(key))
+    source = write_atomically(os.path.join(work, f"{name}.c"), _forwarders(key))
     target = os.path.join(work, name)
     needed = [f"-l:{dep}" for dep in VENDOR_DEPENDENCIES.get(name, ())]
     _run(compiler + ["-shared", "-fPIC", "-O2", "-I", include_dir, "-o", target, source, "-L", lib_dir,
@@ -278,9 +276,7 @@ def _build_vendor(compiler: List[str], name: str, key: str, include_dir: str, li
 def _build_securec(compiler: List[str], include_dir: str, work: str) -> str:
     """include/securec.h and libc_sec.so (cannlib/securec.py): CANN's bounds-checked C functions."""
     write_atomically(os.path.join(include_dir, "securec.h"), SECUREC_H)
-    source = os.path.join(work, "securec.c")
-    with open(source, "w") as f:
-        f.write(LIBC_SEC_C)
+    source = write_atomically(os.path.join(work, "securec.c"), LIBC_SEC_C)
     target = os.path.join(work, LIBC_SEC)
     _run(compiler + ["-shared", "-fPIC", "-O2", "-I", include_dir, "-o", target, source, f"-Wl,-soname,{LIBC_SEC}"])
     return target

@@ -131,10 +131,8 @@ def _asc_as_cpp(source: str, work: str) -> str:
     """An .asc/.aicpu source as C++ the host compiler takes (launches rewritten, messages on the original lines)."""
     with open(source, encoding="utf-8") as f:
         text = f.read()
-    out = os.path.join(work, os.path.basename(source) + ".cc")
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(f'#line 1 "{source}"\n' + rewrite_asc_launches(text))
-    return out
+    return write_atomically(os.path.join(work, os.path.basename(source) + ".cc"),
+                            f'#line 1 "{source}"\n' + rewrite_asc_launches(text))
 
 
 def _install(src: str, dst: str) -> None:
