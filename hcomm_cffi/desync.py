@@ -298,9 +298,9 @@ def capture(directory: str, job: str, exits: Optional[Dict[int, str]] = None) ->
                 except OSError:          # it ended meanwhile
                     pass
     try:
+        ended = {str(k): v for k, v in (exits or {}).items()}
         files.write_atomically(os.path.join(directory, f"{job}{MARKER_SUFFIX}"),
-                               json.dumps({"time": time.time(), "exits": {str(k): v for k, v in (exits or {}).items()}}),
-                               0o600)
+                               json.dumps({"time": time.time(), "exits": ended}), 0o600)
     except OSError:
         pass
 

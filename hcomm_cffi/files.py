@@ -12,7 +12,8 @@ we would trust.  So:
   writable by nobody else unless sticky (as ``/tmp``), so nobody can swap it for another after the check.
 * :func:`create_file` creates a file exclusively (``O_CREAT|O_EXCL|O_NOFOLLOW``); ``replace`` first
   removes an older file of this user's under that name (never another user's entry, never through a link).
-* :func:`open_own` opens a file to append to (a log, a lock) (``O_NOFOLLOW``; refused unless it is this user's regular file).
+* :func:`open_own` opens a file to append to, a log or a lock (``O_NOFOLLOW``; refused unless it is this user's
+  regular file of one name).
 * :func:`write_atomically` writes a whole file under a random temporary name and renames it into place.
 * :func:`reserve` allocates a file's blocks now (``posix_fallocate``), so that a mapped file never
   meets a full file system at its first touch (SIGBUS) but fails here, with the bytes needed and free.

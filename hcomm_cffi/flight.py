@@ -41,8 +41,8 @@ from . import files, settings, sigterm, stacks
 from .callsite import SITE_BYTES
 
 __all__ = ["FlightRecorder", "fixed_fields", "RECORD", "HEADER", "STATES", "ISSUED", "RUNNING", "DONE", "FAILED", "MAGIC",
-           "directory", "checked_directory", "dump_all", "read_ring", "recorders", "DUMP_SUFFIX", "RING_SUFFIX", "job_id", "ENDS",
-           "LIVE", "FINALISED", "EXITED", "pid_alive"]
+           "directory", "checked_directory", "dump_all", "read_ring", "recorders", "DUMP_SUFFIX", "RING_SUFFIX",
+           "job_id", "ENDS", "LIVE", "FINALISED", "EXITED", "pid_alive"]
 
 MAGIC = b"HCOMMFR2"
 #: ordinal (1-based write count; 0 = empty slot), seq, op, algorithm, count, nbytes, dtype, reduce op,
@@ -135,8 +135,10 @@ def _file_ring(path: str, length: int) -> Optional[mmap.mmap]:
         files.reserve(fd, length, os.path.dirname(path), "the flight recorder's ring",
                       "free space there, or set HCOMM_FR_DIR elsewhere (HCOMM_FR_SIZE=0 turns the recorder off)")
         return mmap.mmap(fd, length)
-    except files.NoSpace as exc:
+    except BaseException as exc:
         os.unlink(path)
+        if not isinstance(exc, files.NoSpace):
+            raise
         if not _no_room:
             _no_room.append(str(exc))
             sys.stderr.write(f"hcomm: pid {os.getpid()}: {exc}: the flight recorder keeps its ring in memory only "

@@ -31,7 +31,8 @@ from ..flocks import lock_held
 from .errors import BootstrapError
 from .kvstore import KeyValueStore
 
-__all__ = ["FileStore", "private_dir", "user_dir", "rendezvous_dir", "private_parent", "JOB_LOCK_NAME", "held_by_launcher"]
+__all__ = ["FileStore", "private_dir", "user_dir", "rendezvous_dir", "private_parent", "JOB_LOCK_NAME",
+           "held_by_launcher"]
 
 CREATE_LOCK_S = 5.0      # most seconds a rank waits for its turn to make this user's private directory
 

@@ -8,8 +8,9 @@ with an HMAC keyed by ``HCOMM_JOB_SECRET`` (needed for clients on other hosts; e
 the same secret).  Anyone else gets an error naming why and is disconnected.
 
 Nothing is read from a caller before it is admitted but its answer to the greeting, at most
-:data:`AUTH_MAX_BYTES` within :data:`AUTH_TIMEOUT_S`; at most :data:`MAX_PENDING` connections wait for admission at once (more are
-closed at once, without a thread), and a peer that sends garbage is dropped without a word on stderr.
+:data:`AUTH_MAX_BYTES` within :data:`AUTH_TIMEOUT_S`; at most :data:`MAX_PENDING` connections wait for
+admission at once (more are closed at once, without a thread), and a peer that sends garbage is dropped
+without a word on stderr.
 """
 from __future__ import annotations
 
