@@ -30,9 +30,9 @@ from .errors import HcclResult, SimError
 SHM_DIR = str(settings.value("HCOMM_SIM_SHM_DIR"))  # read once: segments of one process live in one directory
 PREFIX = "hcomm_"
 #: what a segment that does not fit names: the settings that change where segments go and how large they are
-_SPACE_HINT = ("each rank of a communicator allocates its HCCL buffer (2 x HCCL_BUFFSIZE MiB, or config.hcclBufferSize) "
-               "and a scratch area of the same size there at init: lower HCCL_BUFFSIZE, free space there, or set "
-               "HCOMM_SIM_SHM_DIR to a larger tmpfs")
+_SPACE_HINT = ("each rank of a communicator allocates its HCCL buffer (2 x HCCL_BUFFSIZE MiB, or "
+               "config.hcclBufferSize) and a scratch area of the same size there at init: lower HCCL_BUFFSIZE, free "
+               "space there, or set HCOMM_SIM_SHM_DIR to a larger tmpfs")
 
 __all__ = ["Segment", "owner_alive", "sweep_stale", "list_segments", "user_prefix", "check_dir", "SHM_DIR", "PREFIX"]
 
