@@ -100,12 +100,12 @@ def checked_dir(path: str, what: str, private: bool = False, create: bool = True
     if st.st_uid != me:
         raise UnsafePath(f"{_named(what, path)} is owned by uid {st.st_uid}, not by this user (uid {me}): refusing a "
                          f"directory another user controls; remove it or choose another {what}")
-    mode = stat.S_IMODE(st.st_mode)
-    if private and mode & 0o077:
-        raise UnsafePath(f"{_named(what, path)} has mode {mode:o}, open to other users: expected 700 "
+    perms = stat.S_IMODE(st.st_mode)
+    if private and perms & 0o077:
+        raise UnsafePath(f"{_named(what, path)} has mode {perms:o}, open to other users: expected 700 "
                          f"(chmod 700 {path})")
     if _others_can_write(st.st_mode):
-        raise UnsafePath(f"{_named(what, path)} has mode {mode:o}: other users can write it (and it has no sticky "
+        raise UnsafePath(f"{_named(what, path)} has mode {perms:o}: other users can write it (and it has no sticky "
                          f"bit); expected a directory only this user can write (chmod go-w {path})")
     _check_ancestors(path, what)
     return path
