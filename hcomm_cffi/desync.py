@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import stacks
+from . import files, stacks
 from .callsite import is_library, short_path
 from .enums import DataType, ReduceOp
 from .flight import DUMP_SUFFIX, RING_SUFFIX, pid_alive, read_ring
@@ -297,12 +297,10 @@ def capture(directory: str, job: str, exits: Optional[Dict[int, str]] = None) ->
                     stacks.request(directory, job, v.world_rank, v.pid)
                 except OSError:          # it ended meanwhile
                     pass
-    path = os.path.join(directory, f"{job}{MARKER_SUFFIX}")
-    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"time": time.time(), "exits": {str(k): v for k, v in (exits or {}).items()}}, f)
-        os.replace(tmp, path)
+        ended = {str(k): v for k, v in (exits or {}).items()}
+        files.write_atomically(os.path.join(directory, f"{job}{MARKER_SUFFIX}"),
+                               json.dumps({"time": time.time(), "exits": ended}), 0o600)
     except OSError:
         pass
 

@@ -37,12 +37,12 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import settings, sigterm, stacks
+from . import files, settings, sigterm, stacks
 from .callsite import SITE_BYTES
 
 __all__ = ["FlightRecorder", "fixed_fields", "RECORD", "HEADER", "STATES", "ISSUED", "RUNNING", "DONE", "FAILED", "MAGIC",
-           "directory", "dump_all", "read_ring", "recorders", "DUMP_SUFFIX", "RING_SUFFIX", "job_id", "ENDS",
-           "LIVE", "FINALISED", "EXITED", "pid_alive"]
+           "directory", "checked_directory", "dump_all", "read_ring", "recorders", "DUMP_SUFFIX", "RING_SUFFIX",
+           "job_id", "ENDS", "LIVE", "FINALISED", "EXITED", "pid_alive"]
 
 MAGIC = b"HCOMMFR2"
 #: ordinal (1-based write count; 0 = empty slot), seq, op, algorithm, count, nbytes, dtype, reduce op,
@@ -73,6 +73,7 @@ _names: Dict[str, bytes] = {}
 _handler = {"installed": False}
 _last_reason: List[str] = []        # why this process last dumped (a later SIGUSR1 dump keeps it)
 _exit_hook = {"installed": False}
+_no_room: List[str] = []            # why this process keeps its rings in memory (said once)
 
 
 def _b(text: str) -> bytes:
@@ -118,6 +119,35 @@ def directory() -> Optional[str]:
     return found
 
 
+def checked_directory(where: str) -> str:
+    """``where`` as a flight directory this process may write (created if missing); :class:`files.UnsafePath`
+    naming HCOMM_FR_DIR when it is a link, not a directory, another user's, or others can write it."""
+    return files.checked_dir(where, "HCOMM_FR_DIR" if settings.value("HCOMM_FR_DIR") else
+                             "flight directory (HCOMM_RUN_JOB_DIR/flight)")
+
+
+def _file_ring(path: str, length: int) -> Optional[mmap.mmap]:
+    """The ring mapped from a new file at ``path`` with its blocks allocated (a full file system then fails here,
+    never as SIGBUS at a record); None, said once per process, when the file system cannot hold it."""
+    fd = files.create_file(path, replace=True)
+    try:
+        os.ftruncate(fd, length)
+        files.reserve(fd, length, os.path.dirname(path), "the flight recorder's ring",
+                      "free space there, or set HCOMM_FR_DIR elsewhere (HCOMM_FR_SIZE=0 turns the recorder off)")
+        return mmap.mmap(fd, length)
+    except BaseException as exc:
+        os.unlink(path)
+        if not isinstance(exc, files.NoSpace):
+            raise
+        if not _no_room:
+            _no_room.append(str(exc))
+            sys.stderr.write(f"hcomm: pid {os.getpid()}: {exc}: the flight recorder keeps its ring in memory only "
+                             "(it dies with the process; dumps are still attempted)\n")
+        return None
+    finally:
+        os.close(fd)
+
+
 class FlightRecorder:
     """The ring of one communicator on this rank (see the module docstring)."""
 
@@ -133,17 +163,12 @@ class FlightRecorder:
         self.path: Optional[str] = None
         with _lock:
             self.nth = sum(1 for r in _live if r.comm == comm)
+        mapped = None
         if where is not None:
-            os.makedirs(where, mode=0o700, exist_ok=True)
-            self.path = os.path.join(where, _ring_name(job_id(), str(world_rank), comm, self.nth))
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            try:
-                os.ftruncate(fd, length)
-                self._mm = mmap.mmap(fd, length)
-            finally:
-                os.close(fd)
-        else:
-            self._mm = mmap.mmap(-1, length)
+            path = os.path.join(checked_directory(where), _ring_name(job_id(), str(world_rank), comm, self.nth))
+            mapped = _file_ring(path, length)
+            self.path = path if mapped is not None else None
+        self._mm = mapped if mapped is not None else mmap.mmap(-1, length)
         HEADER.pack_into(self._mm, 0, MAGIC, capacity, rank, size, world_rank, os.getpid(),
                          comm.encode()[:64], job_id().encode()[:64])
         with _lock:
@@ -311,15 +336,11 @@ def dump_all(reason: str, where: Optional[str] = None, failed_comm: Optional[str
     rings = recorders()
     if where is None or not rings:
         return None
-    os.makedirs(where, mode=0o700, exist_ok=True)
     world = min(rings, key=lambda r: r.world_rank).world_rank
-    path = os.path.join(where, f"{job_id()}.rank{world}{DUMP_SUFFIX}")
+    path = os.path.join(checked_directory(where), f"{job_id()}.rank{world}{DUMP_SUFFIX}")
     body = {"version": 1, "job": job_id(), "world_rank": world, "pid": os.getpid(), "time": time.time(),
             "reason": reason, "failed_comm": failed_comm, "comms": [r.snapshot() for r in rings]}
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(body, f, indent=1)
-    os.replace(tmp, path)   # readers never see half a dump
+    files.write_atomically(path, json.dumps(body, indent=1), 0o600)   # readers never see half a dump
     _last_reason[:] = [reason]
     return path
 

@@ -18,7 +18,7 @@ import logging
 import os
 from typing import Optional
 
-from . import settings
+from . import files, settings
 
 __all__ = ["ROOT", "get", "configure", "set_rank"]
 
@@ -64,7 +64,8 @@ def configure(rank: Optional[int] = None) -> bool:
     path = settings.value("HCOMM_DEBUG_FILE")
     if path:
         path = os.path.abspath(os.path.expanduser(path.replace("%r", _state["rank"])))
-        _handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+        stream = os.fdopen(files.open_own(path, "HCOMM_DEBUG_FILE"), "a", encoding="utf-8")
+        _handler = logging.StreamHandler(stream)
     else:
         _handler = logging.StreamHandler()
     _handler.addFilter(_RankFilter())

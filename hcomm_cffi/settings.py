@@ -47,8 +47,9 @@ RENDEZVOUS_CHANNELS = ("file", "tcp", "torch", "mpi")
 LOG_LEVELS = ("WARN", "INFO", "DEBUG")
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
                "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
-_SIZE_RE = re.compile(r"^(\d+)\s*([a-z]*)$")
-_SECONDS_RE = re.compile(r"^\d+(\.\d{1,2})?$")
+_SIZE_RE = re.compile(r"^(\d+)\s*([a-z]*)$", re.ASCII)
+_SECONDS_RE = re.compile(r"^[0-9]+(\.[0-9]{1,2})?$")     # the vendor's format: ASCII digits, at most 2 decimals
+_DECIMAL_RE = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$")   # ASCII only (float() takes any digits)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -76,11 +77,10 @@ def parse_int(name: str, raw: str, low: int, high: Optional[int] = None, unit: s
 def _seconds(name: str, raw: str, low: float, high: float, strict_low: bool, vendor_format: bool) -> float:
     expected = f"a number of seconds {'>' if strict_low else '>='} {low:g} and <= {high:g}"
     if vendor_format and not _SECONDS_RE.match(raw):
-        raise _fail(name, raw, "is not a number of seconds", expected + " with at most 2 decimals")
-    try:
-        number = float(raw)
-    except ValueError:
-        raise _fail(name, raw, "is not a number of seconds", expected) from None
+        raise _fail(name, raw, "is not a number of seconds", expected + " in ASCII digits with at most 2 decimals")
+    if not _DECIMAL_RE.match(raw):
+        raise _fail(name, raw, "is not a number of seconds", expected + " in ASCII digits")
+    number = float(raw)
     if not (number > low if strict_low else number >= low) or not number <= high:
         raise _fail(name, raw, "is out of range", expected)
     return number
@@ -128,7 +128,7 @@ def _flag(name: str, raw: str) -> bool:
 
 def _shape(name: str, raw: str) -> Tuple[int, int]:
     parts = raw.lower().split("x")
-    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
         raise _fail(name, raw, "is not a topology shape", "SERVERSxDEVICES with both >= 1, e.g. 2x4")
     return int(parts[0]), int(parts[1])
 

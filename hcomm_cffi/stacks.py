@@ -21,6 +21,8 @@ import signal
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import files
+
 __all__ = ["install", "uninstall", "request", "read", "STACK_SIGNAL", "LOG_SUFFIX", "SNAPSHOT_SUFFIX", "REQUEST_S"]
 
 STACK_SIGNAL = signal.SIGUSR2
@@ -42,7 +44,10 @@ def install(where: str, job: str, world_rank: int) -> None:
     if _state["fd"] is not None or signal.getsignal(STACK_SIGNAL) not in (signal.SIG_DFL, None):
         return
     path = _log_path(where, job, world_rank)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        fd = files.create_file(path, replace=True, read=False)   # its only writer is this process: no O_APPEND needed
+    except (OSError, files.UnsafePath):
+        return                  # no log, no answer: a report then shows no stacks of this rank
     try:
         faulthandler.register(STACK_SIGNAL, file=fd, all_threads=True, chain=False)
     except (RuntimeError, ValueError, OSError):
@@ -127,11 +132,8 @@ def request(where: str, job: str, world_rank: int, pid: int, timeout: float = RE
         f.seek(start)
         text = f.read(size - start).decode("utf-8", "replace")
     path = os.path.join(where, f"{job}.rank{world_rank}{SNAPSHOT_SUFFIX}")
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"world_rank": world_rank, "pid": pid, "time": taken, "threads": _parse(text)}, f)
-    os.replace(tmp, path)
-    return path
+    return files.write_atomically(path, json.dumps({"world_rank": world_rank, "pid": pid, "time": taken,
+                                                    "threads": _parse(text)}), 0o600)
 
 
 def read(where: str, job: str, world_rank: int) -> Optional[Tuple[float, List[Dict[str, Any]]]]:

@@ -14,6 +14,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import files
 from .trace import TRACE_SUFFIX
 
 __all__ = ["load", "merge", "render", "COLOURS", "MERGED_NAME"]
@@ -46,9 +47,8 @@ def load(directory: str) -> List[Dict[str, Any]]:
 def merge(directory: str, out: Optional[str] = None) -> Tuple[str, List[Dict[str, Any]]]:
     """Write all ranks' events as one trace (default ``<directory>/merged.trace.json``); (path, events)."""
     events = load(directory)
-    path = out or os.path.join(directory, MERGED_NAME)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+    path = files.write_atomically(out or os.path.join(directory, MERGED_NAME),
+                                  json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
     return path, events
 
 

@@ -20,7 +20,7 @@ import os
 import time
 from typing import Any, Dict, List, Optional
 
-from . import settings
+from . import files, settings
 
 __all__ = ["ACTIVE", "HOST", "start", "start_in", "stop", "now", "task", "op_begin", "op_end", "flow_id", "flush", "events", "TRACE_SUFFIX",
            "current_op", "open_ops", "ops_failed", "name_thread", "thread_name"]
@@ -62,7 +62,7 @@ def start_in(directory: str, world_rank: int) -> bool:
     already on (HCOMM_TRACE): the events then go on to HCOMM_TRACE's file."""
     if ACTIVE:
         return False
-    _begin(directory, world_rank, False)
+    _begin(directory, world_rank, False, "profilerResultPath")
     return True
 
 
@@ -76,10 +76,9 @@ def stop() -> Optional[str]:
     return path
 
 
-def _begin(where: str, world_rank: int, host_side: bool) -> None:
+def _begin(where: str, world_rank: int, host_side: bool, what: str = "HCOMM_TRACE") -> None:
     global ACTIVE, HOST
-    os.makedirs(where, exist_ok=True)
-    _state.update(rank=world_rank, dir=where)
+    _state.update(rank=world_rank, dir=files.checked_dir(where, what))
     _events.append({"ph": "M", "name": "process_name", "pid": world_rank, "tid": 0,
                     "args": {"name": f"rank {world_rank}"}})
     _events.append({"ph": "M", "name": "process_sort_index", "pid": world_rank, "tid": 0,
@@ -192,11 +191,8 @@ def flush() -> Optional[str]:
         return None
     from .flight import job_id
     path = os.path.join(_state["dir"], f"{job_id()}.rank{_state['rank']}{TRACE_SUFFIX}")
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"traceEvents": _events, "displayTimeUnit": "ms",
-                   "otherData": {"rank": _state["rank"], "producer": "hcomm_cffi"}}, f)
-    os.replace(tmp, path)
+    files.write_atomically(path, json.dumps({"traceEvents": _events, "displayTimeUnit": "ms",
+                                             "otherData": {"rank": _state["rank"], "producer": "hcomm_cffi"}}))
     _state["flushed"] = len(_events)
     return path
 

@@ -208,7 +208,10 @@ def test_mpi_env_file_fallback_keyed_by_job_id(tmp_path):
            "OMPI_COMM_WORLD_LOCAL_SIZE": "4", "PMIX_NAMESPACE": f"ns{os.getpid()}", "HCOMM_RENDEZVOUS": "file",
            "HCOMM_RENDEZVOUS_DIR": str(tmp_path)}
     _check_world(run_ranks(4, _discover_as, env), 4, "mpirun")
-    assert os.listdir(tmp_path) == []    # the rendezvous directory (named with this user's key) was removed
+    # the rendezvous directory was removed; what stays is this user's empty private directory (file_store.private_parent)
+    left = os.listdir(tmp_path)
+    assert len(left) == 1 and left[0].startswith(f"hcomm-{os.getuid()}-private-"), left
+    assert os.listdir(tmp_path / left[0]) == []
 
 
 def test_explicit_ranks_with_hcomm_master_addr():

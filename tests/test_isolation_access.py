@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import encodings.idna  # noqa: F401  (socket needs it for host names; a child as another uid may not read it later)
 import os
 import shutil
 import signal
@@ -310,3 +311,71 @@ def test_a_rank_killed_while_the_communicator_connects_is_named_at_once() -> Non
     finally:
         proc.kill()
         proc.wait(10)
+
+
+# ------------------------------------------------------------------ issue 46 item 11: nothing read before admission
+def _flood(port: int, count: int, payload: bytes, ready_w: int, hold: float) -> None:
+    """As another user: open ``count`` connections sending ``payload`` each, hold them ``hold`` s, then close."""
+    import socket
+    socks = []
+    for _ in range(count):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(payload)
+            socks.append(s)
+        except OSError:
+            pass
+    os.write(ready_w, b"ok")
+    time.sleep(hold)
+    for s in socks:
+        s.close()
+
+
+@needs_root
+def test_connections_of_another_user_are_bounded_and_read_little(served, capfd):
+    """200 connections of another uid announcing 4 MiB messages: no thread per connection beyond the admission
+    bound, no 4 MiB read, no traceback on stderr; the job's own client is served meanwhile."""
+    import struct
+
+    from hcomm_cffi.bootstrap.tcp_store import MAX_PENDING
+    port, server = served
+    before = threading.active_count()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            _flood(port, 200, struct.pack("!I", 4 << 20) + b"[" * 60000, w, 3.0)
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        assert os.read(r, 2) == b"ok"
+        time.sleep(0.5)                           # every connection reached the server
+        assert threading.active_count() - before <= MAX_PENDING + 2, threading.active_count() - before
+        store = TcpStore("127.0.0.1", port, secret="s3cret-of-the-job")
+        try:
+            assert store.get("hcomm/job/0/e0/root_info").startswith(b"the root info")
+        finally:
+            store.close()
+    finally:
+        os.waitpid(pid, 0)
+        os.close(r)
+    # an answer nested deeper than the JSON parser takes, from another user: dropped without a traceback
+    got = _as_nobody(lambda: _nested_answer(port))
+    assert got.startswith("ok"), got
+    time.sleep(0.3)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "RecursionError" not in err, err
+
+
+def _nested_answer(port: int) -> str:
+    import socket
+    import struct
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.recv(4096)                              # the greeting
+        body = b"[" * 900
+        s.sendall(struct.pack("!I", len(body)) + body)
+        return s.recv(4096).decode(errors="replace")

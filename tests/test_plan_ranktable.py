@@ -118,3 +118,59 @@ def test_topology_shape_and_errors() -> None:
         topo.link(3, 3)
     with pytest.raises(ValueError, match="rank 5 appears on servers 0 and 1"):
         Topology(6, ((0, 1, 5), (2, 3, 5)))
+
+
+# ---------------------------------------------------------------------------------------------- issue 46 item 7
+def _v1(n: int, ident=str) -> dict:
+    """A 1.2 ranktable of ``n`` one-device servers in one super pod; server ids made by ``ident``."""
+    return {"version": "1.2", "status": "completed", "server_count": str(n),
+            "server_list": [{"server_id": ident(f"s{i}"),
+                             "device": [{"device_id": "0", "device_ip": "10.0.0.1", "rank_id": str(i)}]}
+                            for i in range(n)],
+            "super_pod_list": [{"super_pod_id": "p0", "server_list": [{"server_id": ident(f"s{i}")} for i in range(n)]}]}
+
+
+def test_deeply_nested_json_is_a_ranktable_error(tmp_path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 200000 + "]" * 200000)
+    with pytest.raises(RanktableError, match=f"ranktable '{path}': JSON nested too deeply"):
+        load_ranktable(path)
+
+
+def test_a_number_of_thousands_of_digits_is_a_ranktable_error(tmp_path) -> None:
+    path = tmp_path / "digits.json"
+    path.write_text('{"version": "2.0", "status": "completed", "rank_count": ' + "9" * 5000 + "}")
+    with pytest.raises(RanktableError, match=f"ranktable '{path}': not a usable JSON document: .*digits"):
+        load_ranktable(path)
+    table = _v1(2)
+    table["server_list"][1]["device"][0]["rank_id"] = "1" * 5000      # 1.0/1.2 numbers are strings
+    path.write_text(json.dumps(table))
+    with pytest.raises(RanktableError, match=f"{path}: server 's1' device\\[0\\]: field 'rank_id' is a 5000-digit "
+                                             "number; expected at most 18 digits"):
+        load_ranktable(path)
+    table["server_list"][1]["device"][0]["rank_id"] = "１"             # a digit to Python, not to the vendor
+    path.write_text(json.dumps(table))
+    with pytest.raises(RanktableError, match="field 'rank_id' is '１'; expected a decimal integer"):
+        load_ranktable(path)
+
+
+class _CountingId(str):
+    """A server id that counts how often it is compared for equality (hash lookups compare only on a collision)."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountingId.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_parsing_is_linear_in_the_number_of_servers() -> None:
+    """Finding duplicate or unknown server ids must not compare every id with every other (quadratic: 4,000 servers
+    took seconds); counted, not timed."""
+    n = 2000
+    _CountingId.compared = 0
+    topo = parse_ranktable(_v1(n, _CountingId))
+    assert topo.n_ranks == n and len(topo.super_pods) == n
+    assert _CountingId.compared <= 10 * n, _CountingId.compared     # a few per server (before: ~n²/2)

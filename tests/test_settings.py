@@ -123,3 +123,12 @@ def test_emulator_exec_timeout_zero_is_never(monkeypatch):
     monkeypatch.setenv("HCCL_EXEC_TIMEOUT", "0")
     assert read_config().exec_timeout_s == settings.EXEC_TIMEOUT_NEVER_S
     assert _init_one_rank_error() == "no error"
+
+
+@pytest.mark.parametrize("name", ["HCCL_EXEC_TIMEOUT", "HCCL_CONNECT_TIMEOUT", "HCOMM_STUCK_REPORT_S",
+                                  "HCOMM_EAGER_LIMIT", "HCOMM_TOPOLOGY", "HCCL_BUFFSIZE"])
+def test_numbers_in_non_ascii_digits_are_refused(name: str) -> None:
+    """'１２' (fullwidth) or '١٢' (Arabic-Indic) are digits to Python's float()/int()/\\d, not to the vendor's parser."""
+    for raw in ("１２", "١٢", "1x２" if name == "HCOMM_TOPOLOGY" else "1_0"):
+        with pytest.raises(SettingsError, match=f"{name}='{raw}' is not"):
+            settings.value(name, {name: raw})

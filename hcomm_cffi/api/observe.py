@@ -175,7 +175,11 @@ def failed(port: "CommPort", exc: Optional[HcclError], err: BaseException) -> No
         exc is not None and COLLECTIVE_MISMATCH in (exc.library_message or ""))
     if not (timeout or gone or desync):
         return
-    path = flight.dump_all(f"{type(err).__name__}: {err}", failed_comm=port.name)
+    try:
+        path = flight.dump_all(f"{type(err).__name__}: {err}", failed_comm=port.name)
+    except (OSError, ValueError) as dump_err:      # a full disk or an unusable directory must not hide ``err``
+        path = None
+        sys.stderr.write(f"hcomm: rank {port.rank}: could not write the flight recorder: {dump_err}\n")
     LOG.warning("%s; flight recorder %s", err, f"written to {path}" if path else
                 "not written (set HCOMM_FR_DIR to keep it)")
     if path is not None and not settings.value("HCOMM_RUN_JOB_DIR"):   # hcomm run prints the report itself

@@ -21,6 +21,7 @@ import platform
 import socket
 from typing import IO, Any, Dict, List, Optional, Sequence
 
+from ..files import write_atomically
 from .runner import BenchConfig, SizeResult
 
 __all__ = ["JSON_FORMAT", "CSV_COLUMNS", "TIMING", "header_lines", "format_row", "footer_lines", "environment",
@@ -122,16 +123,9 @@ def document(cfg: BenchConfig, nranks: int, env: Dict[str, Any], results: Sequen
     return {"format": JSON_FORMAT, "config": config, "environment": env, "results": [r.to_dict() for r in results]}
 
 
-def _write_atomically(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def write_json(path: str, cfg: BenchConfig, nranks: int, env: Dict[str, Any], results: Sequence[SizeResult]) -> None:
     """Write the JSON document to ``path``."""
-    _write_atomically(path, json.dumps(document(cfg, nranks, env, results), indent=2) + "\n")
+    write_atomically(path, json.dumps(document(cfg, nranks, env, results), indent=2) + "\n")
 
 
 def read_json(path: str) -> Dict[str, Any]:
@@ -171,7 +165,7 @@ def write_csv(path: str, cfg: BenchConfig, nranks: int, env: Dict[str, Any], res
     writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
     writer.writeheader()
     writer.writerows(_csv_rows(cfg, nranks, env, results))
-    _write_atomically(path, buf.getvalue())
+    write_atomically(path, buf.getvalue())
 
 
 def _typed(column: str, value: str) -> Any:

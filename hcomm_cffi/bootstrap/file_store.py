@@ -4,61 +4,48 @@ The directory must be this user's alone: :func:`private_dir` creates it ``0700``
 is a symbolic link, owned by another user or open to group/others; a key file owned by another user is
 refused too, so nobody else can plant a root info.
 
-Where a file rendezvous without a launcher's directory lives (:func:`rendezvous_dir`, issue 36.3): every
-rank must find the same directory without talking to the others, so its name is derived from the job id
--- and, so that no other local user can create it first in a shared sticky directory such as ``/tmp``
-(the victim could not remove it), from this user's own key as well: an HMAC of the job id under 32
-random bytes kept in ``~/.hcomm/rendezvous-key`` (``0600``, made on first use).  The old per-user
-parent ``<temp dir>/hcomm-<uid>`` (:func:`user_dir`) is used only when there is no usable home directory,
-or when the ranks span hosts (a shared ``HCOMM_RENDEZVOUS_DIR``, whose hosts need not share a home).
+Where a file rendezvous without a launcher's directory lives (:func:`rendezvous_dir`): every rank must find
+the same directory without talking to the others, and no other local user may create it first in a shared
+sticky directory such as ``/tmp`` (the victim could not remove it) nor see its name and take it before a later
+run.  So it is ``rdzv-<job id>`` inside this user's private directory :func:`private_parent`: made once by
+``mkdtemp`` (a random name nobody can create first, ``0700``) and found again by owner, so nothing of it is
+visible to other users and it needs no home directory.  A per-user parent ``<dir>/hcomm-<uid>``
+(:func:`user_dir`) is used only when the ranks span hosts (a shared ``HCOMM_RENDEZVOUS_DIR``, which the
+hosts must find by name).
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
-import hashlib
-import hmac
 import os
 import shutil
 import stat
 import tempfile
 import threading
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
+from ..files import UnsafePath, checked_dir, create_file
 from ..flocks import lock_held
 from .errors import BootstrapError
 from .kvstore import KeyValueStore
 
-__all__ = ["FileStore", "private_dir", "user_dir", "rendezvous_dir", "user_key", "JOB_LOCK_NAME", "held_by_launcher"]
+__all__ = ["FileStore", "private_dir", "user_dir", "rendezvous_dir", "private_parent", "JOB_LOCK_NAME",
+           "held_by_launcher"]
 
-KEY_BYTES = 32
-KEY_DIR, KEY_FILE = ".hcomm", "rendezvous-key"     # in the home directory
+CREATE_LOCK_S = 5.0      # most seconds a rank waits for its turn to make this user's private directory
 
 JOB_LOCK_NAME = ".lock"   # in an hcomm run job directory: flock'ed by the launcher (and its watchdog) for life
 
 
-def private_dir(path: str) -> str:
-    """``path`` as a directory of this user only (created ``0700`` if missing); BootstrapError otherwise."""
-    path = os.path.abspath(path)
+def private_dir(path: str, what: str = "rendezvous directory (HCOMM_RENDEZVOUS_DIR)") -> str:
+    """``path`` as a directory of this user only (created ``0700`` if missing); BootstrapError naming ``what``
+    otherwise (the package's one directory check, :func:`hcomm_cffi.files.checked_dir`)."""
     try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise BootstrapError(f"cannot create the private directory {path}: {exc.strerror}") from None
-    st = os.lstat(path)
-    me = os.getuid()
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise BootstrapError(f"{path} is not a directory (a symbolic link or a file): refusing it as a private "
-                             "rendezvous directory; remove it")
-    if st.st_uid != me:
-        raise BootstrapError(f"{path} is owned by uid {st.st_uid}, not by this user (uid {me}): refusing a rendezvous "
-                             "directory another user controls; remove it or choose another HCOMM_RENDEZVOUS_DIR")
-    if st.st_mode & 0o077:
-        raise BootstrapError(f"{path} has mode {stat.S_IMODE(st.st_mode):o}, open to other users: expected 700 "
-                             f"(chmod 700 {path})")
-    return path
+        return checked_dir(path, what, private=True)
+    except UnsafePath as exc:
+        raise BootstrapError(str(exc)) from None
 
 
 def held_by_launcher(job_dir: str) -> bool:
@@ -67,71 +54,88 @@ def held_by_launcher(job_dir: str) -> bool:
 
 
 def user_dir(parent: Optional[str] = None) -> str:
-    """This user's private directory ``<parent or temp dir>/hcomm-<uid>`` (created and checked)."""
+    """This user's directory ``<parent or temp dir>/hcomm-<uid>`` (created and checked): the parent of file
+    rendezvous directories on a shared ``HCOMM_RENDEZVOUS_DIR`` that several hosts must find by name."""
     return private_dir(os.path.join(parent or tempfile.gettempdir(), f"hcomm-{os.getuid()}"))
 
 
-def _read_key(path: str) -> Optional[bytes]:
-    """The key at ``path`` if it is this user's regular file of the right size (never through a symlink)."""
+def _private_prefix() -> str:
+    return f"hcomm-{os.getuid()}-private-"
+
+
+def _own_private_dir(base: str) -> Optional[str]:
+    """The first (by name) directory ``hcomm-<uid>-private-*`` in ``base`` that is this user's and ``0700``."""
+    prefix, me = _private_prefix(), os.getuid()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+        names = sorted(e.name for e in os.scandir(base) if e.name.startswith(prefix))
+    except OSError:
         return None
+    for name in names:
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == me and not st.st_mode & 0o077:
+            return path
+    return None
+
+
+@contextlib.contextmanager
+def _serialised(base: str, wait_s: float = CREATE_LOCK_S) -> Iterator[None]:
+    """This user's ranks making the private directory take turns: an ``flock`` on ``base`` itself, which any user
+    may take, so one held by someone else for longer than ``wait_s`` is passed over, never waited for."""
     try:
-        st = os.fstat(fd)
-        data = os.pread(fd, KEY_BYTES + 1, 0)
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
+        yield
     finally:
-        os.close(fd)
-    if st.st_uid != os.getuid() or not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077 or len(data) != KEY_BYTES:
-        raise BootstrapError(f"{path} is not this user's private {KEY_BYTES}-byte rendezvous key (owner uid "
-                             f"{st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}, {len(data)} bytes); remove it")
-    return data
+        os.close(fd)        # drops the lock
 
 
-def user_key() -> Optional[bytes]:
-    """This user's rendezvous key (``~/.hcomm/rendezvous-key``, made atomically on first use); None without a home.
+def private_parent(base: Optional[str] = None) -> str:
+    """This user's private directory in ``base`` (default: the temp dir) that holds its file rendezvous directories.
 
-    Several ranks may make it at once: each writes a complete candidate and links it into place, and
-    every rank then reads whichever one won.
+    Made once by ``mkdtemp`` (a random name, created exclusively, ``0700``) and found again by every later rank and
+    job of this user as the ``hcomm-<uid>-private-*`` directory it owns: no other user can create it first, list it
+    or create anything in it.  It stays (empty) for the next job.
     """
-    home = os.path.expanduser("~")
-    try:
-        if not os.path.isabs(home) or os.stat(home).st_uid != os.getuid():
-            return None                      # no home of this user's own (HOME unset, or another user's)
-        folder = private_dir(os.path.join(home, KEY_DIR))
-    except (OSError, BootstrapError):
-        return None
-    path = os.path.join(folder, KEY_FILE)
-    key = _read_key(path)
-    if key is not None:
-        return key
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, os.urandom(KEY_BYTES))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        pass                                 # another rank was first: use its key
-    finally:
-        os.unlink(tmp)
-    return _read_key(path)
+    base = base or tempfile.gettempdir()
+    found = _own_private_dir(base)
+    if found is None:
+        with _serialised(base):
+            found = _own_private_dir(base)          # another rank made it while we waited
+            if found is None:
+                try:
+                    found = tempfile.mkdtemp(prefix=_private_prefix(), dir=base)
+                except OSError as exc:
+                    raise BootstrapError(f"cannot create this user's private rendezvous directory in {base}: "
+                                         f"{exc.strerror}; set HCOMM_RENDEZVOUS_DIR to a directory this user can "
+                                         "write") from None
+    return private_dir(found)
 
 
 def rendezvous_dir(job_id: str, parent: Optional[str] = None, keyed: bool = True) -> str:
     """The file rendezvous directory of ``job_id`` (see the module docstring; not created here).
 
-    ``keyed``: name it with this user's key directly in ``parent`` (default: the temp dir), where no other
-    user can predict the name; False (ranks on several hosts) or no key: ``<parent>/hcomm-<uid>/rdzv-<job id>``.
+    ``keyed`` (every rank on this host): ``rdzv-<job id>`` in this user's :func:`private_parent` of ``parent``
+    (default: the temp dir); False (ranks on several hosts sharing ``parent``): ``<parent>/hcomm-<uid>/rdzv-<job id>``.
     """
-    key = user_key() if keyed else None
-    if key is None:
-        return os.path.join(user_dir(parent), f"rdzv-{job_id}")
-    tag = hmac.new(key, job_id.encode(), hashlib.sha256).hexdigest()[:24]
-    return os.path.join(parent or tempfile.gettempdir(), f"hcomm-{os.getuid()}-rdzv-{job_id}-{tag}")
+    if keyed:
+        return os.path.join(private_parent(parent), f"rdzv-{job_id}")
+    return os.path.join(user_dir(parent), f"rdzv-{job_id}")
 
 
 class FileStore(KeyValueStore):
@@ -156,14 +160,14 @@ class FileStore(KeyValueStore):
             try:
                 os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
                 tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-                with open(tmp, "wb") as fh:
+                with os.fdopen(create_file(tmp, replace=True, read=False), "wb") as fh:
                     fh.write(value)
                 os.replace(tmp, path)
                 return
             except FileNotFoundError:
                 continue
-            except OSError as exc:
-                raise BootstrapError(f"{self.description}: cannot write {path}: {exc.strerror}") from None
+            except (OSError, UnsafePath) as exc:
+                raise BootstrapError(f"{self.description}: cannot write {path}: {exc}") from None
         raise BootstrapError(f"{self.description}: cannot write {path}: its directory keeps disappearing")
 
     def get(self, key: str) -> Optional[bytes]:
@@ -195,7 +199,7 @@ class FileStore(KeyValueStore):
             tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.claim"
             try:
                 os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+                fd = create_file(tmp)
             except FileNotFoundError:
                 continue            # a concurrent delete_prefix removed the directory: again
             except OSError as exc:

@@ -81,7 +81,8 @@ def process_start_time() -> float:
 
 def timeout_error(what: str, missing: Sequence[int], size: int, timeout: float, timeout_src: str,
                    extra: str = "") -> RendezvousTimeout:
-    arrived = [r for r in range(size) if r not in set(missing)]
+    absent = set(missing)                                  # once: the message stays linear in the world size
+    arrived = [r for r in range(size) if r not in absent]
     msg = (f"bootstrap rendezvous: rank(s) {format_ranks(missing)} of {size} did not arrive within "
            f"{timeout:g} s ({timeout_src}) at the {what}"
            f"{'; arrived: ' + format_ranks(arrived) if arrived else '; no rank arrived'}{extra}. "

@@ -6,6 +6,11 @@ connection with a random nonce, and accepts a client that is a process of this u
 kernel's socket table, ``/proc/net/tcp``, names the owner of the client's end) or that answers the nonce
 with an HMAC keyed by ``HCOMM_JOB_SECRET`` (needed for clients on other hosts; every rank must then have
 the same secret).  Anyone else gets an error naming why and is disconnected.
+
+Nothing is read from a caller before it is admitted but its answer to the greeting, at most
+:data:`AUTH_MAX_BYTES` within :data:`AUTH_TIMEOUT_S`; at most :data:`MAX_PENDING` connections wait for
+admission at once (more are closed at once, without a thread), and a peer that sends garbage is dropped
+without a word on stderr.
 """
 from __future__ import annotations
 
@@ -45,13 +50,19 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 _MAX_MSG = 1 << 22
+AUTH_MAX_BYTES = 1024       # an admission answer is {"op": "auth", "mac": <64 hex digits>}: far less
+AUTH_TIMEOUT_S = 10.0       # a caller has this long to answer the greeting
+MAX_PENDING = 64            # connections waiting for admission at once; more are closed without a thread
 
 
-def _recv_msg(sock: socket.socket) -> Dict[str, Any]:
+def _recv_msg(sock: socket.socket, limit: int = _MAX_MSG) -> Dict[str, Any]:
     (length,) = struct.unpack("!I", _recv_exact(sock, 4))
-    if length > _MAX_MSG:
-        raise ConnectionError(f"message of {length} bytes exceeds {_MAX_MSG}")
-    obj = json.loads(_recv_exact(sock, length))
+    if length > limit:
+        raise ConnectionError(f"message of {length} bytes exceeds {limit}")
+    try:
+        obj = json.loads(_recv_exact(sock, length))
+    except (ValueError, RecursionError):
+        raise ConnectionError("malformed message") from None
     if not isinstance(obj, dict):
         raise ConnectionError("malformed message")
     return obj
@@ -90,10 +101,12 @@ class _Handler(socketserver.BaseRequestHandler):
     def _admit(self, server: "TcpStoreServer") -> bool:
         """Greet with a nonce; True if the client is this user's local process or proves the job secret."""
         nonce = secrets.token_hex(16)
-        _send_msg(self.request, {"hello": nonce})
-        req = _recv_msg(self.request)       # every client answers: {"op": "auth", "mac": <hmac or None>}
-        mac = req.get("mac") if req.get("op") == "auth" else None
         local_uid = socket_owner(self.client_address, self.request.getsockname())
+        self.request.settimeout(AUTH_TIMEOUT_S)
+        _send_msg(self.request, {"hello": nonce})
+        req = _recv_msg(self.request, AUTH_MAX_BYTES)    # every client answers: {"op": "auth", "mac": <hmac or None>}
+        mac = req.get("mac") if req.get("op") == "auth" else None
+        self.request.settimeout(None)
         if local_uid == os.getuid() or (
                 server.secret and isinstance(mac, str) and hmac.compare_digest(mac, _mac(server.secret, nonce))):
             _send_msg(self.request, {"ok": True})
@@ -114,6 +127,8 @@ class _Handler(socketserver.BaseRequestHandler):
                 return
         except (ConnectionError, OSError, ValueError):
             return
+        finally:
+            server.pending.release()
         while True:
             try:
                 req = _recv_msg(self.request)
@@ -134,17 +149,33 @@ class TcpStoreServer(socketserver.ThreadingTCPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 256        # every rank connects at once: socketserver's 5 leaves the rest retrying for 1 s
 
     def __init__(self, host: str, port: int, secret: Optional[str] = None) -> None:
         self.secret = secret if secret is not None else _env_secret()
         self.data: Dict[str, bytes] = {}
         self.data_lock = threading.Lock()
+        self.pending = threading.BoundedSemaphore(MAX_PENDING)   # connections not yet admitted (or refused)
         try:
             super().__init__((host, port), _Handler)
         except OSError as exc:
             raise BootstrapError(
                 f"rank 0 cannot serve the TCP store on {host}:{port}: {exc.strerror}; "
                 "choose another port with HCOMM_MASTER_PORT (or a free MASTER_PORT)") from None
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread for the connection while fewer than MAX_PENDING wait for admission; else it is closed now."""
+        if not self.pending.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.pending.release()
+            raise
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A peer that broke the protocol is dropped quietly (socketserver would print its traceback)."""
 
     def apply(self, req: Dict[str, Any]) -> Dict[str, Any]:
         """Execute one request: set / claim / get / missing / delete_prefix."""

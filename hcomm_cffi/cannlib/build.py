@@ -43,6 +43,7 @@ from .securec import LIBC_SEC, LIBC_SEC_C, SECUREC_H
 from .startup import core_cdef, core_preamble, failure_code, forwarder, forwarder_prelude
 from .vendor_stubs import NOT_SUPPORT, RES_EXPT_HEADER, VENDOR_STUBS
 from .acl_rt_exports import ACL_RT_FUNCTIONS, stub_return
+from ..files import UnsafePath, checked_dir, open_own, write_atomically
 from ..lib.emulated import MARKER_FILE, read_marker, write_marker
 
 __all__ = ["BuildError", "BuildResult", "build_libs", "check_toolchain", "CORE_LIBRARY", "VENDOR_LIBRARIES",
@@ -91,6 +92,15 @@ class BuildResult:
     def set_env(self) -> str:
         """``root/set_env.sh``."""
         return os.path.join(self.root, "set_env.sh")
+
+
+def build_dir(path: str, what: str) -> str:
+    """``path`` as a directory of build outputs (created ``0755``): BuildError naming ``what`` when it is a link, not
+    a directory, another user's, or others can write it (they could replace the libraries that get loaded)."""
+    try:
+        return checked_dir(os.path.abspath(path), what, mode=0o755)
+    except UnsafePath as exc:
+        raise BuildError(str(exc)) from None
 
 
 def check_toolchain() -> List[str]:
@@ -254,9 +264,7 @@ def _run(cmd: List[str]) -> None:
 
 
 def _build_vendor(compiler: List[str], name: str, key: str, include_dir: str, lib_dir: str, work: str) -> str:
-    source = os.path.join(work, f"{name}.c")
-    with open(source, "w") as f:
-        f.write(_forwarders(key))
+    source = write_atomically(os.path.join(work, f"{name}.c"), _forwarders(key))
     target = os.path.join(work, name)
     needed = [f"-l:{dep}" for dep in VENDOR_DEPENDENCIES.get(name, ())]
     _run(compiler + ["-shared", "-fPIC", "-O2", "-I", include_dir, "-o", target, source, "-L", lib_dir,
@@ -267,11 +275,8 @@ def _build_vendor(compiler: List[str], name: str, key: str, include_dir: str, li
 
 def _build_securec(compiler: List[str], include_dir: str, work: str) -> str:
     """include/securec.h and libc_sec.so (cannlib/securec.py): CANN's bounds-checked C functions."""
-    with open(os.path.join(include_dir, "securec.h"), "w") as f:
-        f.write(SECUREC_H)
-    source = os.path.join(work, "securec.c")
-    with open(source, "w") as f:
-        f.write(LIBC_SEC_C)
+    write_atomically(os.path.join(include_dir, "securec.h"), SECUREC_H)
+    source = write_atomically(os.path.join(work, "securec.c"), LIBC_SEC_C)
     target = os.path.join(work, LIBC_SEC)
     _run(compiler + ["-shared", "-fPIC", "-O2", "-I", include_dir, "-o", target, source, f"-Wl,-soname,{LIBC_SEC}"])
     return target
@@ -290,20 +295,17 @@ export LD_LIBRARY_PATH="${{ASCEND_HOME_PATH}}/lib64${{LD_LIBRARY_PATH:+:${{LD_LI
 
 @contextlib.contextmanager
 def _locked(root: str) -> Iterator[None]:
-    with open(os.path.join(root, ".build.lock"), "w") as lock:
+    lock = open_own(os.path.join(root, ".build.lock"), "build lock")
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)     # concurrent builders of one DIR wait for each other
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(lock)
 
 
 def build_libs(out: str, force: bool = False) -> BuildResult:
     """Build (or reuse) the emulated CANN install in ``out``; BuildError when something is missing."""
-    root = os.path.abspath(out)
-    if os.path.exists(root) and not os.path.isdir(root):
-        raise BuildError(f"--out {out!r} exists and is not a directory; expected a directory for the install")
-    os.makedirs(root, exist_ok=True)
+    root = build_dir(out, "--out")
     with _locked(root):
         if not force and _up_to_date(root):
             return BuildResult(root, built=False)
@@ -311,9 +313,8 @@ def build_libs(out: str, force: bool = False) -> BuildResult:
         marker = os.path.join(root, MARKER_FILE)
         if os.path.exists(marker):
             os.unlink(marker)                # an interrupted rebuild must not look complete
-        include_dir = os.path.join(root, "include")
-        lib_dir = os.path.join(root, "lib64")
-        os.makedirs(lib_dir, exist_ok=True)
+        include_dir = build_dir(os.path.join(root, "include"), "--out")
+        lib_dir = build_dir(os.path.join(root, "lib64"), "--out")
         write_headers(include_dir)
         with tempfile.TemporaryDirectory(prefix=".build-", dir=root) as work:
             os.replace(_build_securec(compiler, include_dir, work), os.path.join(lib_dir, LIBC_SEC))
@@ -322,7 +323,6 @@ def build_libs(out: str, force: bool = False) -> BuildResult:
             for name, key in VENDOR_LIBRARIES.items():
                 built = _build_vendor(compiler, name, key, include_dir, lib_dir, work)
                 os.replace(built, os.path.join(lib_dir, name))
-        with open(os.path.join(root, "set_env.sh"), "w") as f:
-            f.write(_set_env_text(root))
+        write_atomically(os.path.join(root, "set_env.sh"), _set_env_text(root))
         write_marker(root, _stamp())
     return BuildResult(root, built=True)

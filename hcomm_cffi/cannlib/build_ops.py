@@ -25,14 +25,16 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import tarfile
 import tempfile
 from dataclasses import dataclass
 from typing import Dict, List, Sequence
 
+from ..files import write_atomically
 from ..lib.emulated import read_marker
-from .build import BuildError
+from .build import BuildError, build_dir
 
 __all__ = ["OpsPackage", "build_ops", "ASC_LAUNCH", "rewrite_asc_launches"]
 
@@ -129,17 +131,15 @@ def _asc_as_cpp(source: str, work: str) -> str:
     """An .asc/.aicpu source as C++ the host compiler takes (launches rewritten, messages on the original lines)."""
     with open(source, encoding="utf-8") as f:
         text = f.read()
-    out = os.path.join(work, os.path.basename(source) + ".cc")
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(f'#line 1 "{source}"\n' + rewrite_asc_launches(text))
-    return out
+    return write_atomically(os.path.join(work, os.path.basename(source) + ".cc"),
+                            f'#line 1 "{source}"\n' + rewrite_asc_launches(text))
 
 
 def _install(src: str, dst: str) -> None:
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    tmp = dst + ".tmp"
-    shutil.copy2(src, tmp)
-    os.replace(tmp, dst)
+    """Copy ``src`` to ``dst`` atomically (its mode kept), into a directory only this user can write."""
+    build_dir(os.path.dirname(dst), "--install-path")
+    with open(src, "rb") as f:
+        write_atomically(dst, f.read(), stat.S_IMODE(os.stat(src).st_mode))
 
 
 def build_ops(vendor: str, ops: str, custom_ops_path: str, install_path: str) -> OpsPackage:
@@ -168,10 +168,8 @@ def build_ops(vendor: str, ops: str, custom_ops_path: str, install_path: str) ->
             raise BuildError(f"no {what} in {where}")
     kernel_names = _kernel_names(configs)
     compiler = _compiler()
-    asc_dir = os.path.join(root, "asc", "include", "aicpu_api")
-    os.makedirs(asc_dir, exist_ok=True)
-    with open(os.path.join(asc_dir, "aicpu_api.h"), "w") as f:
-        f.write(AICPU_API_H)
+    asc_dir = build_dir(os.path.join(root, "asc", "include", "aicpu_api"), "--install-path")
+    write_atomically(os.path.join(asc_dir, "aicpu_api.h"), AICPU_API_H)
     # examples/04_custom_ops_p2p/CMakeLists.txt:14-24 HCCL_CUSTOM_OPS_INCLUDE_LIST
     includes = [inc_dir, host_dir, kernel_dir, os.path.join(root, "include"), os.path.join(root, "include", "hccl"),
                 asc_dir, os.path.join(root, "pkg_inc")]

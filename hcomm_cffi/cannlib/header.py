@@ -16,6 +16,7 @@ from .. import constants
 from . import acl_codes
 from .acl_rt_exports import ACL_PROF_MACROS, ACL_RT_MACROS
 from ..enums import HCCL_ROOT_INFO_BYTES
+from ..files import write_atomically
 from .c_initializers import initializers_source
 from .declarations import Prototype, exported, prototypes, types_cdef
 from .vendor_stubs import RES_EXPT_HEADER, RES_EXPT_PRELUDE, VENDOR_STUBS
@@ -173,20 +174,15 @@ def vendor_headers() -> Tuple[str, ...]:
 
 
 def write_headers(include_dir: str) -> str:
-    """Write hcomm_sim.h and the vendor-named forwarders into ``include_dir``; returns hcomm_sim.h's path."""
-    os.makedirs(include_dir, exist_ok=True)
-    main = os.path.join(include_dir, HEADER_NAME)
-    with open(main, "w") as f:
-        f.write(header_text())
+    """Write hcomm_sim.h and the vendor-named forwarders into ``include_dir`` (a directory only this user can
+    write, files.checked_dir); returns hcomm_sim.h's path."""
+    main = write_atomically(os.path.join(include_dir, HEADER_NAME), header_text())
     for rel in vendor_headers():
         path = os.path.join(include_dir, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            if os.path.basename(rel) == os.path.basename(RES_EXPT_HEADER):
-                f.write(_res_expt_text(rel))
-                continue
-            f.write(f"/* {rel} of the hcomm_cffi emulated CANN install: everything is in hcomm_sim.h. */\n"
-                    f'#include "{"../" * rel.count("/")}{HEADER_NAME}"\n')
+        write_atomically(path, _res_expt_text(rel) if os.path.basename(rel) == os.path.basename(RES_EXPT_HEADER) else
+                         f"/* {rel} of the hcomm_cffi emulated CANN install: everything is in hcomm_sim.h. */\n"
+                         f'#include "{"../" * rel.count("/")}{HEADER_NAME}"\n')
     return main
 
 

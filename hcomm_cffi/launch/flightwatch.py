@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 from .. import settings
 from ..bootstrap.errors import BootstrapError
 from ..bootstrap.file_store import private_dir
+from ..files import UnsafePath, checked_dir
 
 __all__ = ["flight_dir", "kept", "pattern", "dumped", "collect", "report_lines", "summary", "note", "sweep_old",
            "StallWatch", "COLLECT_S", "KEEP_DAYS", "FLIGHT_PREFIX"]
@@ -47,6 +48,11 @@ def flight_dir(env: Mapping[str, str], job_id: str) -> str:
     """Where the ranks write: HCOMM_FR_DIR of their environment, else a new private directory in the temp dir."""
     chosen = settings.value("HCOMM_FR_DIR", env)
     if chosen:
+        if os.path.lexists(chosen):         # the ranks create it when missing; one that exists must be usable now
+            try:
+                checked_dir(chosen, "HCOMM_FR_DIR", create=False)
+            except UnsafePath as exc:
+                raise BootstrapError(str(exc)) from None
         return str(chosen)
     base = tempfile.gettempdir()
     try:

@@ -20,6 +20,7 @@ from typing import List, Optional, Tuple
 from .. import settings
 from ..bootstrap.errors import BootstrapError
 from ..bootstrap.file_store import JOB_LOCK_NAME, private_dir
+from ..files import create_file
 from ..flocks import lock_held
 
 __all__ = ["create_job_dir", "sweep_dead_job_dirs", "job_dir_parent", "LOCK_NAME"]
@@ -48,8 +49,7 @@ def create_job_dir(job_id: str, parent: Optional[str] = None) -> Tuple[str, int]
     except OSError as exc:
         raise BootstrapError(f"cannot create hcomm run's job directory in {base}: {exc.strerror}; set "
                              "HCOMM_RENDEZVOUS_DIR to a directory this user can write") from None
-    fd = os.open(os.path.join(path, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
+    fd = create_file(os.path.join(path, LOCK_NAME))
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     return path, fd
 

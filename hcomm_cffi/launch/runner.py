@@ -62,6 +62,7 @@ from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..bootstrap.env import ENV_JOB_ID, ENV_RUN_ID, ENV_RUN_JOB_DIR
 from .. import settings
+from ..files import write_atomically
 from ..bootstrap.errors import BootstrapError, format_ranks
 from . import affinity, flightwatch
 from .jobdir import create_job_dir, sweep_dead_job_dirs
@@ -482,8 +483,7 @@ class _Job:
             self.say(line)
         if lines:
             try:
-                with open(os.path.join(self.flight_dir, "report.txt"), "w", encoding="utf-8") as f:
-                    f.write("\n".join(lines) + "\n")
+                write_atomically(os.path.join(self.flight_dir, "report.txt"), "\n".join(lines) + "\n", 0o600)
             except OSError:
                 pass
         self.reported = self.reported or bool(lines)

@@ -3,12 +3,14 @@
 ``<install>/hcomm_sim_version`` (key=value lines) marks an install whose libraries are the
 emulator; ``hcomm info`` reads it (without loading anything) and the builder uses it to decide
 whether an install is current.  :func:`start_embedded` is what ``CannLibrary`` does right after
-dlopening such an install in a Python process.  Imports nothing from the package.
+dlopening such an install in a Python process.  Imports only :mod:`hcomm_cffi.files` of the package.
 """
 from __future__ import annotations
 
 import os
 from typing import Any, Callable, Dict, Mapping, Optional
+
+from ..files import write_atomically
 
 __all__ = ["MARKER_FILE", "read_marker", "write_marker", "emulated_install", "start_embedded", "load_failure_message"]
 
@@ -30,8 +32,7 @@ def write_marker(install_dir: str, fields: Mapping[str, str]) -> None:
     """Write the marker (last step of a build: its presence means the install is complete)."""
     text = "# hcomm_cffi emulated CANN install: these libraries are the emulator, not CANN\n"
     text += "".join(f"{key}={value}\n" for key, value in fields.items())
-    with open(os.path.join(install_dir, MARKER_FILE), "w", encoding="utf-8") as handle:
-        handle.write(text)
+    write_atomically(os.path.join(install_dir, MARKER_FILE), text)
 
 
 def emulated_install(library_path: str) -> Optional[Dict[str, str]]:

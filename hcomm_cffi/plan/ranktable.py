@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..enums import Protocol
 from .topology import Topology
@@ -35,6 +35,11 @@ def load_ranktable(path: "os.PathLike[str] | str") -> Topology:
         raise RanktableError(
             f"ranktable {os.fspath(path)!r}: not valid JSON at line {exc.lineno} column {exc.colno}: "
             f"{exc.msg} (comments copied from the docs are not JSON)") from None
+    except RecursionError:
+        raise RanktableError(f"ranktable {os.fspath(path)!r}: JSON nested too deeply to be a ranktable (a ranktable "
+                             "is at most a few levels deep)") from None
+    except ValueError as exc:              # a number of more digits than int() converts (sys.get_int_max_str_digits)
+        raise RanktableError(f"ranktable {os.fspath(path)!r}: not a usable JSON document: {exc}") from None
     return parse_ranktable(data, source=os.fspath(path))
 
 
@@ -71,9 +76,15 @@ def _str_field(obj: Dict[str, Any], key: str, where: str, source: str,
     return value
 
 
+_INT_DIGITS = 18          # every number of a ranktable fits in a signed 64-bit integer
+
+
 def _int_str(value: str, key: str, where: str, source: str) -> int:
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise RanktableError(f"{source}: {where}: field '{key}' is {value!r}; expected a decimal integer")
+    if len(value) > _INT_DIGITS:
+        raise RanktableError(f"{source}: {where}: field '{key}' is a {len(value)}-digit number; expected at most "
+                             f"{_INT_DIGITS} digits")
     return int(value)
 
 
@@ -135,6 +146,7 @@ def _parse_v1(data: Dict[str, Any], version: str, source: str) -> Topology:
     multi = len(servers) > 1
     groups: List[Tuple[str, List[int]]] = []
     ids: List[str] = []
+    seen: Set[str] = set()              # ids as a set: parsing stays linear in the number of servers
     for si, server in enumerate(servers):
         where = f"server_list[{si}]"
         if not isinstance(server, dict):
@@ -143,13 +155,14 @@ def _parse_v1(data: Dict[str, Any], version: str, source: str) -> Topology:
         assert sid is not None
         if len(sid) > 64:
             raise RanktableError(f"{source}: {where}: field 'server_id' is longer than 64 characters")
-        if sid in ids:
+        if sid in seen:
             raise RanktableError(f"{source}: {where}: field 'server_id': duplicate server_id {sid!r}")
         ids.append(sid)
+        seen.add(sid)
         ranks = [_parse_v1_device(dev, f"server {sid!r} device[{di}]", version, multi, source)
                  for di, dev in enumerate(_list_field(server, "device", f"server {sid!r}", source))]
         groups.append((sid, ranks))
-    pods = _parse_super_pods(data, ids, source) if version == "1.2" else ()
+    pods = _parse_super_pods(data, ids, seen, source) if version == "1.2" else ()
     rank_groups = _check_rank_ids(groups, source)
     n = sum(len(g) for g in rank_groups)
     return Topology(n, rank_groups, Protocol.HCCS, Protocol.ROCE, source=f"ranktable {version} {source}",
@@ -178,7 +191,7 @@ def _parse_v1_device(dev: Any, where: str, version: str, multi: bool, source: st
     return rank
 
 
-def _parse_super_pods(data: Dict[str, Any], ids: List[str], source: str) -> Tuple[str, ...]:
+def _parse_super_pods(data: Dict[str, Any], ids: List[str], known: Set[str], source: str) -> Tuple[str, ...]:
     """Super-pod id of every server (1.2); absent list = AI Server mode, present-but-empty = error."""
     if "super_pod_list" not in data:
         return ()
@@ -191,7 +204,7 @@ def _parse_super_pods(data: Dict[str, Any], ids: List[str], source: str) -> Tupl
         for entry in _list_field(pod, "server_list", where, source):
             sid = _str_field(entry, "server_id", where, source)
             assert sid is not None
-            if sid not in ids:
+            if sid not in known:
                 raise RanktableError(f"{source}: {where}: server_id {sid!r} is not in server_list")
             owner[sid] = pid
     unlisted = [s for s in ids if s not in owner]

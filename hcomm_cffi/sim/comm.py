@@ -24,6 +24,7 @@ import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .._ffi import ffi
+from . import ledger
 from .announce import TABLE_WORDS, Announcements
 from .config import CHECK_MODES, SimConfig
 from .errors import HcclResult, SimError, warn_caller
@@ -184,6 +185,7 @@ class SimComm:
         self.native: Any = None  # state of the native collectives, created on first use
         self.race: Optional[RaceState] = None   # the read/write race checker (HCOMM_SIM_CHECK warn/strict)
         check_dir()
+        ledger.check_dir()
         sweep_stale()
         ctl_name, buf_name, nat_name = segment_names(comm_id, rank)
         try:

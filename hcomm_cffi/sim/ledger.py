@@ -24,7 +24,8 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional
 
-from .. import settings
+from .. import files, settings
+from .errors import HcclResult, SimError
 
 __all__ = ["Acquisition", "KINDS", "record", "acquisitions", "clear", "tagged", "current_purpose", "dump",
            "ledger_path", "load"]
@@ -116,6 +117,17 @@ def ledger_path() -> Optional[str]:
     return None if directory is None else os.path.join(directory, f"ledger-{os.getpid()}.json")
 
 
+def check_dir() -> None:
+    """SimError naming HCOMM_SIM_LEDGER when it is set to a directory the ledger cannot be written in (checked when a
+    communicator is created, before anything is recorded)."""
+    directory = settings.value("HCOMM_SIM_LEDGER")
+    if directory is not None:
+        try:
+            files.checked_dir(directory, "HCOMM_SIM_LEDGER")
+        except files.UnsafePath as exc:
+            raise SimError(HcclResult.E_PARA, str(exc)) from None
+
+
 def dump(path: Optional[str] = None) -> Optional[str]:
     """Write the records as JSON (atomically) to ``path`` or :func:`ledger_path`; the path written, or None."""
     target = path or ledger_path()
@@ -124,11 +136,9 @@ def dump(path: Optional[str] = None) -> Optional[str]:
     with _DUMP_LOCK:        # one writer at a time: a later snapshot never lands before an earlier one
         with _LOCK:
             data = {"pid": os.getpid(), "acquisitions": [a.as_dict() for a in _RECORDS]}
-        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-        tmp = f"{target}.tmp{threading.get_ident()}"
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, target)
+        where = os.path.dirname(os.path.abspath(target))
+        files.checked_dir(where, "HCOMM_SIM_LEDGER" if path is None else "ledger directory")
+        files.write_atomically(target, json.dumps(data, indent=1))
     return target
 
 

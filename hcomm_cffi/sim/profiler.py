@@ -14,11 +14,10 @@ starting twice ACL_ERROR_PROF_ALREADY_RUN and stopping what is not running ACL_E
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
-from .. import trace
+from .. import files, trace
 from .._ffi import ffi
 from ..errors import ACL_ERROR_INVALID_PROFILING_CONFIG, ACL_ERROR_PROF_ALREADY_RUN, ACL_ERROR_PROF_NOT_RUN
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, SimError, entry
@@ -70,10 +69,9 @@ class Profiler:
                                                         f"{_Session.path}); call aclprofFinalize first")
         path = ffi.string(ffi.cast("char *", profilerResultPath), length).decode("utf-8", "replace")
         try:
-            os.makedirs(path, exist_ok=True)
-        except OSError as exc:
-            raise SimError(ACL_ERROR_INVALID_PARAM, f"profilerResultPath={path!r} cannot be used as the result "
-                                                    f"directory: {exc}") from None
+            files.checked_dir(path, "profilerResultPath")
+        except files.UnsafePath as exc:
+            raise SimError(ACL_ERROR_INVALID_PARAM, f"{exc} (the result directory)") from None
         _Session.path = path
         return 0
 

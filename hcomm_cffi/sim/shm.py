@@ -7,6 +7,11 @@ planted under one of our names by someone else is refused).
 The owner holds an exclusive ``flock`` on its segment for as long as it lives; the kernel drops
 the lock when the process dies (even by SIGKILL), so any process can tell a live owner from a
 dead one without trusting pids, and stale segments of dead jobs can be swept away.
+
+A segment's memory is allocated when it is created (``posix_fallocate``): a directory that cannot hold
+it fails the communicator's init with HCCL_E_MEMORY naming the directory, the bytes needed and free and
+the settings that change them, and once created no page of it can be refused later (a tmpfs filled by
+anyone after init cannot kill the rank with SIGBUS).
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import mmap
 import os
 from typing import List, Optional
 
-from .. import settings
+from .. import files, settings
 from .._ffi import ffi
 from ..flocks import lock_held
 from . import cleanup
@@ -24,6 +29,10 @@ from .errors import HcclResult, SimError
 
 SHM_DIR = str(settings.value("HCOMM_SIM_SHM_DIR"))  # read once: segments of one process live in one directory
 PREFIX = "hcomm_"
+#: what a segment that does not fit names: the settings that change where segments go and how large they are
+_SPACE_HINT = ("each rank of a communicator allocates its HCCL buffer (2 x HCCL_BUFFSIZE MiB, or "
+               "config.hcclBufferSize) and a scratch area of the same size there at init: lower HCCL_BUFFSIZE, free "
+               "space there, or set HCOMM_SIM_SHM_DIR to a larger tmpfs")
 
 __all__ = ["Segment", "owner_alive", "sweep_stale", "list_segments", "user_prefix", "check_dir", "SHM_DIR", "PREFIX"]
 
@@ -59,6 +68,8 @@ class Segment:
         if create:
             try:
                 fd = _create_locked(self.path, size)
+            except files.NoSpace as exc:
+                raise SimError(HcclResult.E_MEMORY, f"{exc}") from None
             except OSError as exc:
                 raise _too_big(exc, name, size) or exc from None
         else:
@@ -145,16 +156,19 @@ def _too_big(exc: OSError, name: str, size: int) -> Optional[SimError]:
 def _create_locked(path: str, size: int) -> int:
     """Create ``path`` already locked and sized: it appears under its name only when complete.
 
-    The file is made under a hidden temporary name, locked, sized, then hard-linked to its final
-    name (which fails if the name exists, like O_EXCL).  A sweeper can therefore never see the
+    The file is made under a hidden temporary name, locked, sized and allocated, then hard-linked to its
+    final name (which fails if the name exists, like O_EXCL).  A sweeper can therefore never see the
     segment of a live process without its lock.
     """
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    fd = files.create_file(tmp)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.ftruncate(fd, size)  # sparse: pages cost nothing until touched
+        os.ftruncate(fd, size)
+        # every page allocated now: a directory too small (or filled later by anyone) fails this call with the
+        # bytes needed and free, never a rank with SIGBUS at its first touch of a page the tmpfs cannot hold
+        files.reserve(fd, size, directory, f"the shared-memory segment {name}", _SPACE_HINT)
         os.link(tmp, path)
     except BaseException:
         os.close(fd)
