@@ -147,12 +147,14 @@ class Comm:
         topo = _topology(topology, len(ids))  # validate everything before the collective library call
         eager, tmo = _eager(eager_limit), _exec_timeout(timeout if timeout is not None else parent.timeout)
         key = (name, tuple(ids))
-        nth = parent._children.get(key, 0)
-        membership.agree(parent, parent._port, name, nth, ids)  # members that disagree fail here, naming the difference
-        parent._children[key] = nth + 1
-        sub_id = zlib.crc32(f"{parent.name}/{name}/{ids}/{nth}".encode())
-        cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}", buffer_size_mb=buffer_size_mb)
-        handle = self.binding.create_sub_comm(parent._handle, ids, sub_id, ids.index(parent.rank), cfg)
+        with parent._port.lock:     # a collective of the parent: its call lock throughout (api/port.py)
+            parent._check_usable("Comm()")
+            nth = parent._children.get(key, 0)
+            membership.agree(parent, parent._port, name, nth, ids)  # members that disagree fail here, naming it
+            parent._children[key] = nth + 1
+            sub_id = zlib.crc32(f"{parent.name}/{name}/{ids}/{nth}".encode())
+            cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}", buffer_size_mb=buffer_size_mb)
+            handle = self.binding.create_sub_comm(parent._handle, ids, sub_id, ids.index(parent.rank), cfg)
         try:
             self._setup(handle, topo, eager, tmo)
         except BaseException:
@@ -318,8 +320,17 @@ class Comm:
         self._port.check_usable(what)
 
     def destroy(self) -> None:
-        """Release the communicator (idempotent; also on context-manager exit and at hcomm.finalize())."""
+        """Release the communicator (idempotent; also on context-manager exit and at hcomm.finalize()).
+
+        It waits for another thread's call in progress on it (the call lock); a forked child may not destroy its
+        parent's communicator (:class:`~hcomm_cffi.api.errors.ForeignProcessError`, nothing released).
+        """
         port = self._port
+        port.check_process("destroy")
+        with port.lock:
+            self._destroy(port)
+
+    def _destroy(self, port: CommPort) -> None:
         if port.destroyed or self._handle is None:
             port.destroyed = True
             return
@@ -701,6 +712,11 @@ class Comm:
         Ranks are ordered by ``key``, then by their rank here, as MPI_Comm_split.  ``color`` None or
         negative (MPI_UNDEFINED) gives a null communicator.  Default name: ``split<n>.<color>``.
         """
+        with self._port.lock:      # the colour exchange and the creation are one call of this communicator
+            return self._split(color, key, name, buffer_size_mb, topology)
+
+    def _split(self, color: Optional[int], key: int, name: Optional[str], buffer_size_mb: Optional[int],
+               topology: TopologyArg) -> "Comm":
         self._check_usable("split")
         for arg, value in (("color", color), ("key", key)):
             if value is None and arg == "color":
