@@ -310,6 +310,11 @@ class Comm:
         state = "destroyed" if self._port.destroyed else ("broken" if self._port.broken else "live")
         return f"<Comm {self.name!r} rank {self.rank}/{self.size} {state}>"
 
+    def __reduce__(self) -> Any:
+        raise TypeError(f"communicator {self.name!r} cannot be pickled (sent to another process): it belongs to "
+                        f"process {self._port.pid}, which created it; a process that must communicate calls "
+                        "hcomm.init() itself as a rank of a job of its own")
+
     def __enter__(self) -> "Comm":
         return self
 
