@@ -113,7 +113,22 @@ def comm_of_handle(binding: Binding, handle: Any, name: str, *, topology: Topolo
 
 
 class Comm:
-    """A communicator (see the module docstring for membership rules)."""
+    """A communicator (see the module docstring for membership rules).
+
+    Threads: a Comm may be shared by threads, and each call is atomic on its rank.  A call holds the
+    communicator's call lock while it changes the communicator and launches its work (a blocking
+    collective until it returns), so calls of different threads never interleave their tasks or data.
+    Collectives pair across ranks in the order each rank made them: as with torch's process groups,
+    every rank must make them in the same order, which threads racing on one communicator do not
+    guarantee.  Paired calls that differ (collective, count, dtype, op, root, algorithm) raise
+    :class:`~hcomm_cffi.api.consistency.CollectiveMismatchError` naming both; alike ones pair as made.
+    Give each thread its own communicator for independent streams of collectives.  Waits
+    (``Request.wait``/``test``) do not hold the lock.
+
+    Processes: a Comm belongs to the process that created it.  A child forked after it was made
+    gets :class:`~hcomm_cffi.api.errors.ForeignProcessError` from every call, and its exit leaves
+    the parent's communicator alone; a Comm cannot be pickled.  See docs/guide/reliability-threads.md.
+    """
 
     # set in _blank/_setup, which __init__ calls; declared here so their types are known before them
     size: int
