@@ -121,6 +121,9 @@ def _collectives_body(rank: int, n: int, root: bytes) -> Dict[str, List[Tuple[in
                 key = f"{coll}/{alg}/{mode}"
                 _threads(lambda t, k=key, c=coll, a=alg, m=mode: call(k, c, a, m, t))
         for alg, mode in (("ring", "persistent"), ("native", "persistent"), ("ring", "stream"), ("native", "stream")):
+            if mode == "stream":    # a stream's first call acquires its resources, collectively: every rank must
+                for st in streams:  # make it at the same call, so one call per stream first, in one order
+                    w.allreduce(np.zeros(COUNT, np.int32), algorithm=alg, async_op=True, stream=st).wait(60)
             key = f"allreduce/{alg}/{mode}"
             _threads(lambda t, k=key, a=alg, m=mode: call(k, "allreduce", a, m, t))
         return dict(seen)
@@ -131,8 +134,8 @@ def _collectives_body(rank: int, n: int, root: bytes) -> Dict[str, List[Tuple[in
 
 
 def _p2p_body(rank: int, n: int, root: bytes) -> List[int]:
-    """Each thread sends and receives on one communicator: exchanges of isend/irecv in both directions, then
-    blocking send/recv one way and back; what arrived (every message must be one whole send)."""
+    """Each thread sends and receives on one communicator: exchanges in both directions (isend/irecv, and blocking
+    send/recv), then blocking send/recv one way and back; what arrived (every message must be one whole send)."""
     import hcomm_cffi as hcomm
     w = hcomm.init(rank=rank, world_size=n, root_info=root)
     peer = 1 - rank
@@ -149,9 +152,17 @@ def _p2p_body(rank: int, n: int, root: bytes) -> List[int]:
         def exchange(t: int) -> None:
             for i in range(2 * CALLS):
                 buf = np.empty(COUNT, np.int32)
-                reqs = [w.isend(message(t, i), peer), w.irecv(buf, peer)]
-                for r in reqs:
-                    r.wait(60)
+                if i % 2:                   # blocking both ways: a wait never waits for the other thread's later posts
+                    if rank == 0:
+                        w.send(message(t, i), peer)
+                        w.recv(buf, peer)
+                    else:
+                        w.recv(buf, peer)
+                        w.send(message(t, i), peer)
+                else:
+                    reqs = [w.isend(message(t, i), peer), w.irecv(buf, peer)]
+                    for r in reqs:
+                        r.wait(60)
                 check(buf)
 
         def one_way(sender: int, base: int) -> Callable[[int], None]:
