@@ -240,5 +240,5 @@ def test_threads_calling_in_different_orders_are_named_a_mismatch(alg: str) -> N
     out = run_ranks(2, _crossed_body, alg, timeout=90)
     for rank, (first, second) in enumerate(out):
         assert first.startswith("CollectiveMismatchError"), (rank, first)
-        assert "16" in first and "32" in first, first                 # both calls' counts are named
+        assert "count 16 fp32" in first and "count 32 fp32" in first, first     # both calls are named
         assert "unusable after an earlier failure" in second, (rank, second)
