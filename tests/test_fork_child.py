@@ -38,7 +38,8 @@ def _in_child(w: Any, sub: Any, req: Any, out: Any) -> None:
                 ("barrier", lambda: w.barrier()),
                 ("wait", lambda: req.wait(5)),
                 ("destroy", lambda: w.destroy()),
-                ("get_world", lambda: hcomm.get_world())]
+                ("get_world", lambda: hcomm.get_world()),
+                ("init", lambda: hcomm.init())]      # the launcher's variables it inherited are the parent's
     for name, attempt in attempts:
         try:
             attempt()
@@ -129,13 +130,15 @@ def test_a_forked_child_is_refused_and_the_parents_job_is_unaffected() -> None:
     for name in ("allreduce", "native", "iallreduce", "sub", "send", "irecv", "barrier", "wait", "destroy"):
         text = lines[name]
         assert text.startswith("ForeignProcessError: "), (name, text)
-        assert "created by process" in text and "forked from it" in text and "hcomm.init()" in text, text
+        assert "created by process" in text and "forked from it" in text and "hcomm.init(rank=, world_size=, root_info=)" in text, text
         assert "'spawn'" in text, text
     parent_pid = int(lines["allreduce"].split("created by process ")[1].split(";")[0])
     assert f"this is process {parent_pid}" not in lines["allreduce"]
     assert lines["get_world"].startswith("NotInitializedError: ") and f"forked from pid {parent_pid}" in \
         lines["get_world"], lines["get_world"]
     assert lines["is_initialized"] == "False"
+    assert lines["init"].startswith("CommError: init(): ") and f"forked from pid {parent_pid}" in lines["init"] \
+        and "root_info=" in lines["init"], lines["init"]
 
 
 def _forkserver_child(out: Any) -> None:
@@ -179,6 +182,6 @@ def _forkserver_body(rank: int, n: int, root: bytes) -> Any:
 def test_a_forkserver_child_inherits_no_communicator_and_cannot_be_handed_one() -> None:
     out = run_ranks(2, _forkserver_body, timeout=120, env={"HCCL_EXEC_TIMEOUT": "30"})
     res = out[0]
-    assert "communicator 'world' cannot be pickled" in res["pickle"] and "hcomm.init()" in res["pickle"], res
+    assert "communicator 'world' cannot be pickled" in res["pickle"] and "hcomm.init(rank=" in res["pickle"], res
     assert res["child"].startswith("NotInitializedError: hcomm is not initialised"), res
     assert res["exitcode"] == 0

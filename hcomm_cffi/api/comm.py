@@ -328,7 +328,7 @@ class Comm:
     def __reduce__(self) -> Any:
         raise TypeError(f"communicator {self.name!r} cannot be pickled (sent to another process): it belongs to "
                         f"process {self._port.pid}, which created it; a process that must communicate calls "
-                        "hcomm.init() itself as a rank of a job of its own")
+                        "hcomm.init(rank=, world_size=, root_info=) itself as a rank of a job of its own")
 
     def __enter__(self) -> "Comm":
         return self

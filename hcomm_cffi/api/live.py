@@ -54,8 +54,8 @@ def get_world() -> "Comm":
             raise NotInitializedError(
                 f"hcomm is not initialised in this process (pid {PID}): it was forked from pid {_inherited[0]} after "
                 f"that process's hcomm.init() (a world of {_inherited[1]} ranks), and a communicator belongs to the "
-                "process that created it; call hcomm.init() in this process for a world of its own, or leave the "
-                "communication to the parent")
+                "process that created it; call hcomm.init(rank=, world_size=, root_info=) in this process for a "
+                "world of its own, or leave the communication to the parent")
         raise NotInitializedError("hcomm is not initialised: call hcomm.init() first")
     return _world
 

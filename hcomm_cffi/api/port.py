@@ -152,9 +152,9 @@ class CommPort:
             f"{what}: communicator {self.name!r} (rank {self.rank} of {self.size}) was created by process {self.pid}; "
             f"this is process {live.PID}, forked from it, which cannot take part in that communicator's calls (its "
             "peers would pair them with the parent's). Use it in the parent only; a child that must communicate "
-            "calls hcomm.init() itself as a rank of a job of its own, and workers that only compute (a data "
-            "loader's) are best started with multiprocessing's 'spawn' or 'forkserver' context, which inherit no "
-            "communicator")
+            "calls hcomm.init(rank=, world_size=, root_info=) as a rank of a job of its own, and workers that only "
+            "compute (a data loader's) are best started with multiprocessing's 'spawn' or 'forkserver' context, "
+            "which inherit no communicator")
 
     def rank_arg(self, name: str, value: Any) -> int:
         """``value`` validated as a rank of this communicator (argument ``name``)."""
