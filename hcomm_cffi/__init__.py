@@ -17,9 +17,9 @@ from . import constants, enums, errors
 if TYPE_CHECKING:  # pragma: no cover  (what __getattr__ below returns, spelled out for type checkers and IDEs;
     # tests/test_typed_generated.py checks these lists equal _LAZY)
     from .algorithms import Algorithm, CollectiveCall, IssueContext, algorithm, register_algorithm
-    from .api import (CollectiveMismatchError, Comm, CommError, CommTimeoutError, MembershipError, MessageMismatchError,
-                      NotInitializedError, NotMemberError, Request, finalize, get_world, init, is_initialized,
-                      set_device, wait_all)
+    from .api import (CollectiveMismatchError, Comm, CommError, CommTimeoutError, ForeignProcessError, MembershipError,
+                      MessageMismatchError, NotInitializedError, NotMemberError, Request, finalize, get_world, init,
+                      is_initialized, set_device, wait_all)
     from .api import Graph, Stream, graph
     from .constants import *  # noqa: F401,F403  (constants.__all__)
     from .initializers import (CommLinkInit, EndpointDescInit, HcclChannelDescInit, HcclCommConfigInit,
@@ -30,7 +30,7 @@ __version__ = "0.1.0"
 
 _API = ("init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
         "CommError", "CommTimeoutError", "MessageMismatchError", "NotInitializedError", "NotMemberError",
-        "CollectiveMismatchError", "MembershipError", "Stream", "Graph", "graph")
+        "CollectiveMismatchError", "MembershipError", "ForeignProcessError", "Stream", "Graph", "graph")
 #: Writing one's own algorithm (hcomm_cffi.algorithms; docs/guide/own-algorithm.md).
 _ALGORITHMS = ("algorithm", "Algorithm", "IssueContext", "CollectiveCall", "register_algorithm")
 _C_INITIALIZERS = ("HcclCommConfigInit", "HcclChannelDescInit", "EndpointDescInit", "ThreadConfigInit",
@@ -50,7 +50,7 @@ _LAZY: Dict[str, str] = {
 __all__ = ["enums", "errors", "constants", "__version__",
            "init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
            "CommError", "CommTimeoutError", "MessageMismatchError", "NotInitializedError", "NotMemberError",
-           "CollectiveMismatchError", "MembershipError", "Stream", "Graph", "graph",
+           "CollectiveMismatchError", "MembershipError", "ForeignProcessError", "Stream", "Graph", "graph",
            "algorithm", "Algorithm", "IssueContext", "CollectiveCall", "register_algorithm",
            "HcclCommConfigInit", "HcclChannelDescInit", "EndpointDescInit", "ThreadConfigInit",
            "HcommChannelDescInit", "CommLinkInit", "HcclOpDescInit", "HcclKernelLaunchCfgInit",

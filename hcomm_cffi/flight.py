@@ -320,6 +320,16 @@ def read_ring(path: str) -> Dict[str, Any]:
     return _parse(raw)
 
 
+def _after_fork_in_child() -> None:
+    """A forked child holds none of its parent's rings: its exit, SIGTERM or SIGUSR1 never writes into them."""
+    global _lock
+    _lock = threading.Lock()
+    _live.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def recorders() -> List[FlightRecorder]:
     """The live rings of this process, oldest first (a copy)."""
     with _lock:

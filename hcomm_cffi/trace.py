@@ -76,6 +76,17 @@ def stop() -> Optional[str]:
     return path
 
 
+def _after_fork_in_child() -> None:
+    """A forked child records nothing of its parent's trace, and never writes the parent's file at its exit."""
+    global ACTIVE
+    ACTIVE = False
+    _events.clear()
+    _state.update(dir=None, tids={}, open={}, current=None, flushed=0)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _begin(where: str, world_rank: int, host_side: bool, what: str = "HCOMM_TRACE") -> None:
     global ACTIVE, HOST
     _state.update(rank=world_rank, dir=files.checked_dir(where, what))

@@ -5,11 +5,12 @@ from .comm import Comm
 from .consistency import CollectiveMismatchError
 from .graphs import Graph, graph
 from .membership import MembershipError
-from .errors import CommError, CommTimeoutError, MessageMismatchError, NotInitializedError, NotMemberError
+from .errors import (CommError, CommTimeoutError, ForeignProcessError, MessageMismatchError, NotInitializedError,
+                     NotMemberError)
 from .request import Request, wait_all
 from .stream import Stream
 from .world import finalize, get_world, init, is_initialized, set_device
 
 __all__ = ["init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
            "CommError", "CommTimeoutError", "CollectiveMismatchError", "MembershipError", "MessageMismatchError",
-           "NotInitializedError", "NotMemberError", "Stream", "Graph", "graph"]
+           "NotInitializedError", "NotMemberError", "ForeignProcessError", "Stream", "Graph", "graph"]

@@ -113,7 +113,22 @@ def comm_of_handle(binding: Binding, handle: Any, name: str, *, topology: Topolo
 
 
 class Comm:
-    """A communicator (see the module docstring for membership rules)."""
+    """A communicator (see the module docstring for membership rules).
+
+    Threads: a Comm may be shared by threads, and each call is atomic on its rank.  A call holds the
+    communicator's call lock while it changes the communicator and launches its work (a blocking
+    collective until it returns), so calls of different threads never interleave their tasks or data.
+    Collectives pair across ranks in the order each rank made them: as with torch's process groups,
+    every rank must make them in the same order, which threads racing on one communicator do not
+    guarantee.  Paired calls that differ (collective, count, dtype, op, root, algorithm) raise
+    :class:`~hcomm_cffi.api.consistency.CollectiveMismatchError` naming both; alike ones pair as made.
+    Give each thread its own communicator for independent streams of collectives.  Waits
+    (``Request.wait``/``test``) do not hold the lock.
+
+    Processes: a Comm belongs to the process that created it.  A child forked after it was made
+    gets :class:`~hcomm_cffi.api.errors.ForeignProcessError` from every call, and its exit leaves
+    the parent's communicator alone; a Comm cannot be pickled.  See docs/guide/reliability-threads.md.
+    """
 
     # set in _blank/_setup, which __init__ calls; declared here so their types are known before them
     size: int
@@ -147,12 +162,14 @@ class Comm:
         topo = _topology(topology, len(ids))  # validate everything before the collective library call
         eager, tmo = _eager(eager_limit), _exec_timeout(timeout if timeout is not None else parent.timeout)
         key = (name, tuple(ids))
-        nth = parent._children.get(key, 0)
-        membership.agree(parent, parent._port, name, nth, ids)  # members that disagree fail here, naming the difference
-        parent._children[key] = nth + 1
-        sub_id = zlib.crc32(f"{parent.name}/{name}/{ids}/{nth}".encode())
-        cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}", buffer_size_mb=buffer_size_mb)
-        handle = self.binding.create_sub_comm(parent._handle, ids, sub_id, ids.index(parent.rank), cfg)
+        with parent._port.lock:     # a collective of the parent: its call lock throughout (api/port.py)
+            parent._check_usable("Comm()")
+            nth = parent._children.get(key, 0)
+            membership.agree(parent, parent._port, name, nth, ids)  # members that disagree fail here, naming it
+            parent._children[key] = nth + 1
+            sub_id = zlib.crc32(f"{parent.name}/{name}/{ids}/{nth}".encode())
+            cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}", buffer_size_mb=buffer_size_mb)
+            handle = self.binding.create_sub_comm(parent._handle, ids, sub_id, ids.index(parent.rank), cfg)
         try:
             self._setup(handle, topo, eager, tmo)
         except BaseException:
@@ -308,6 +325,11 @@ class Comm:
         state = "destroyed" if self._port.destroyed else ("broken" if self._port.broken else "live")
         return f"<Comm {self.name!r} rank {self.rank}/{self.size} {state}>"
 
+    def __reduce__(self) -> Any:
+        raise TypeError(f"communicator {self.name!r} cannot be pickled (sent to another process): it belongs to "
+                        f"process {self._port.pid}, which created it; a process that must communicate calls "
+                        "hcomm.init(rank=, world_size=, root_info=) itself as a rank of a job of its own")
+
     def __enter__(self) -> "Comm":
         return self
 
@@ -318,8 +340,17 @@ class Comm:
         self._port.check_usable(what)
 
     def destroy(self) -> None:
-        """Release the communicator (idempotent; also on context-manager exit and at hcomm.finalize())."""
+        """Release the communicator (idempotent; also on context-manager exit and at hcomm.finalize()).
+
+        It waits for another thread's call in progress on it (the call lock); a forked child may not destroy its
+        parent's communicator (:class:`~hcomm_cffi.api.errors.ForeignProcessError`, nothing released).
+        """
         port = self._port
+        port.check_process("destroy")
+        with port.lock:
+            self._destroy(port)
+
+    def _destroy(self, port: CommPort) -> None:
         if port.destroyed or self._handle is None:
             port.destroyed = True
             return
@@ -701,6 +732,11 @@ class Comm:
         Ranks are ordered by ``key``, then by their rank here, as MPI_Comm_split.  ``color`` None or
         negative (MPI_UNDEFINED) gives a null communicator.  Default name: ``split<n>.<color>``.
         """
+        with self._port.lock:      # the colour exchange and the creation are one call of this communicator
+            return self._split(color, key, name, buffer_size_mb, topology)
+
+    def _split(self, color: Optional[int], key: int, name: Optional[str], buffer_size_mb: Optional[int],
+               topology: TopologyArg) -> "Comm":
         self._check_usable("split")
         for arg, value in (("color", color), ("key", key)):
             if value is None and arg == "color":

@@ -13,7 +13,7 @@ from .. import callsite
 from ..errors import COLLECTIVE_MISMATCH, HcclError
 
 __all__ = ["CommError", "CommTimeoutError", "MessageMismatchError", "NotMemberError", "NotInitializedError",
-           "wrap_failure", "with_comm_names", "failure_error"]
+           "ForeignProcessError", "wrap_failure", "with_comm_names", "failure_error"]
 
 _CHECKER = "checker: "
 #: the emulator's account of where in its task lists a wait failed ("..., while rank 0 thread 0x7e5d00000001
@@ -40,6 +40,11 @@ class NotMemberError(CommError):
 
 class NotInitializedError(CommError):
     """hcomm.init() has not been called (or hcomm.finalize() already was)."""
+
+
+class ForeignProcessError(CommError):
+    """A communicator (or a request of one) was used by a process other than the one that created it: a child
+    forked after ``hcomm.init()``.  Refused before anything reaches the library; the creator's job is unaffected."""
 
 
 def _site() -> str:

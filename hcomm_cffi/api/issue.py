@@ -164,12 +164,18 @@ class Issuer:
         return request_for(self.start(c), c.result)
 
     def run(self, c: Call) -> str:
-        """Run ``c`` and wait for it; returns the algorithm's name (the caller checked the communicator).
+        """Run ``c`` and wait for it; returns the algorithm's name.
 
         The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
         The Entry it launches is kept under the call's fast-call key, so the next identical call is
-        one lookup (:meth:`fast`).
+        one lookup (:meth:`fast`).  It holds the communicator's call lock until it returns (api/port.py):
+        another thread's call on the communicator waits for it.
         """
+        with self.port.lock:
+            self.port.check_usable(c.coll)   # again under the lock: another thread may have broken or destroyed it
+            return self._run(c)
+
+    def _run(self, c: Call) -> str:
         graphs.check_ordered(self.port, None)     # not after work captured in an open graph (api/graphs.py)
         self._prepare(c)
         self.seq += 1
@@ -203,28 +209,35 @@ class Issuer:
         key = key_of(c.coll, x, x_written, out, (c.op, c.algorithm, c.root))
         if key is None:
             return False
-        try:
-            entry = self.cache.fast.entries.get(key)
-        except TypeError:               # an unhashable algorithm object: the full path serves it
-            return False
-        c.fast_key = key
-        if entry is None:
-            return False
-        self.seq += 1
-        moved = self._moved()
-        try:
-            slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
-            bound = self._take(entry)
-            self.announce(entry.record)
-            self._launch_and_wait(bound, slot, c.coll, entry.what)
-        except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
-            self._interrupted(moved, entry.what, exc)
-            raise
+        with self.port.lock:       # as run(): the call lock until it returns; the lookup too (another thread's
+            try:                   # call may drop the Entry, and the scratch memory it addresses, meanwhile)
+                entry = self.cache.fast.entries.get(key)
+            except TypeError:               # an unhashable algorithm object: the full path serves it
+                return False
+            c.fast_key = key
+            if entry is None:
+                return False
+            self.port.check_usable(c.coll)
+            self.seq += 1
+            moved = self._moved()
+            try:
+                slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
+                bound = self._take(entry)
+                self.announce(entry.record)
+                self._launch_and_wait(bound, slot, c.coll, entry.what)
+            except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
+                self._interrupted(moved, entry.what, exc)
+                raise
         return True
 
     def start(self, c: Call) -> Pending:
-        """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait."""
-        self.port.check_usable(c.coll)
+        """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait (the call lock is held until
+        it is launched: api/port.py)."""
+        with self.port.lock:
+            self.port.check_usable(c.coll)
+            return self._start(c)
+
+    def _start(self, c: Call) -> Pending:
         graphs.check_ordered(self.port, c.stream)
         self._prepare(c)
         target = self.targets.get(c.stream)
@@ -262,6 +275,11 @@ class Issuer:
         None where a bound call cannot be kept (the backend stages host buffers, or the algorithm is
         not replayable): :meth:`start_persistent` then starts ``c`` the full way each time.
         """
+        with self.port.lock:                # its choices and cache entries are the communicator's (api/port.py)
+            self.port.check_usable(c.coll)
+            return self._bind_persistent(c)
+
+    def _bind_persistent(self, c: Call) -> Tuple[Optional[Entry], int]:
         self._prepare(c)
         if c.staging is not NO_STAGING:
             return None, self.cache.generation
@@ -271,11 +289,22 @@ class Issuer:
             raise self.port.fail(exc, c.what) from exc
         return entry, self.cache.generation
 
-    def start_persistent(self, c: Call, entry: Optional[Entry], pending: Optional[Pending]) -> Pending:
-        """Launch a persistent request's bound call (or, without one, start ``c`` afresh); ``pending``: the
-        request's Pending of its previous start, started again (the caller checked the communicator)."""
-        if entry is None:
-            return self.start(c)
+    def start_persistent(self, c: Call, bound: Tuple[Optional[Entry], int], pending: Optional[Pending]
+                         ) -> Tuple[Pending, Tuple[Optional[Entry], int]]:
+        """Launch a persistent request's bound call (or, without one, start ``c`` afresh): (its Pending, the binding
+        it used).  ``bound``: what :meth:`bind_persistent` returned, bound again first when the cache's generation
+        moved on (what it named may be gone); ``pending``: the request's Pending of its previous start, started
+        again.  Under the call lock until it is launched (the generation compared there too: api/port.py)."""
+        with self.port.lock:
+            self.port.check_usable(c.coll)
+            entry, generation = bound
+            if entry is not None and generation != self.cache.generation:
+                entry, generation = self._bind_persistent(c)
+            if entry is None:
+                return self._start(c), (entry, generation)
+            return self._start_bound(c, entry, pending), (entry, generation)
+
+    def _start_bound(self, c: Call, entry: Entry, pending: Optional[Pending]) -> Pending:
         graphs.check_ordered(self.port, None)     # not after work captured in an open graph (api/graphs.py)
         self.seq += 1
         moved = self._moved()

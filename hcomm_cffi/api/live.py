@@ -2,25 +2,60 @@
 
 Kept apart from ``world.py`` (which creates the world ``Comm``) so that ``comm.py`` can find its
 parent and register itself without importing ``world.py``: no import cycle.
+
+Communicators belong to the process that created them (:data:`PID`, compared by every call through
+``CommPort.check_usable``).  A child forked after ``init()`` starts with no world and no live
+communicators: the parent's are not its to use, finalize or destroy (its ``finalize()`` leaves them
+alone), and it may ``init()`` a world of its own.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional
+import os
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from .errors import NotInitializedError
 
 if TYPE_CHECKING:   # comm.py imports this module
     from .comm import Comm
 
-__all__ = ["get_world", "current_world", "set_world", "register", "unregister", "registered", "library_names"]
+__all__ = ["PID", "forked_from", "get_world", "current_world", "set_world", "register", "unregister", "registered",
+           "library_names"]
 
+#: This process's id, kept current across fork(): the owner every communicator records at its creation.
+PID = os.getpid()
+#: (parent pid, its world's size) when this process is a child forked while the parent had a world; else None.
+_inherited: Optional[Tuple[int, int]] = None
 _world: Optional["Comm"] = None
 _comms: List["Comm"] = []
+
+
+def forked_from() -> Optional[int]:
+    """The pid of the parent this process was forked from while the parent had a world (None otherwise)."""
+    return None if _inherited is None else _inherited[0]
+
+
+def _after_fork_in_child() -> None:
+    """A forked child owns none of its parent's communicators: forget them (never destroyed here)."""
+    global PID, _inherited, _world, _comms
+    parent = PID
+    PID = os.getpid()
+    if _world is not None:
+        _inherited = (parent, _world.size)
+    _world, _comms = None, []
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def get_world() -> "Comm":
     """The world communicator made by init()."""
     if _world is None:
+        if _inherited is not None:
+            raise NotInitializedError(
+                f"hcomm is not initialised in this process (pid {PID}): it was forked from pid {_inherited[0]} after "
+                f"that process's hcomm.init() (a world of {_inherited[1]} ranks), and a communicator belongs to the "
+                "process that created it; call hcomm.init(rank=, world_size=, root_info=) in this process for a "
+                "world of its own, or leave the communication to the parent")
         raise NotInitializedError("hcomm is not initialised: call hcomm.init() first")
     return _world
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from ..errors import HcclError
-from . import observe
+from . import live, observe
 from .buffers import NO_STAGING, Staging
 from .errors import CommError
 from .graphs import refusal
@@ -68,9 +68,11 @@ class Pending:
         """
         if self.error is not None:
             raise self.error
+        port = self.port
+        if port.pid != live.PID:        # a forked child: the stream is its parent's (refused, nothing waited for)
+            port.check_process(self.what)
         if self.done:
             return True
-        port = self.port
         try:
             if timeout is None:                   # sync_stream's first case, inline (a persistent request's wait)
                 port.binding.synchronize_stream(self.stream)

@@ -94,14 +94,10 @@ class Persistent(Request[T]):
         self._port = port
         self._call = call
         self._held: List[_Held] = [_Held(name, obj, written) for name, obj, written in buffers]
-        self._entry: Optional["Entry"] = None
-        self._generation = -1
         self._pending: Optional["Pending"] = None    # the start in flight (None: inactive)
         self._started: Optional["Pending"] = None    # the Pending every start re-arms
-        self._bind()
-
-    def _bind(self) -> None:
-        self._entry, self._generation = self._issuer.bind_persistent(self._call)
+        # the call bound to its buffers, and the cache generation it was bound in (bound again when that moves on)
+        self._bound: Tuple[Optional["Entry"], int] = self._issuer.bind_persistent(self._call)
 
     @property
     def active(self) -> bool:
@@ -121,9 +117,8 @@ class Persistent(Request[T]):
             if change is not None:
                 raise ValueError(f"{self.what}: start(): {change}; a persistent request's buffers must keep the "
                                  "address, shape and dtype they had at the init (create a new request for new buffers)")
-        if self._entry is not None and self._generation != self._issuer.cache.generation:
-            self._bind()                         # what it was bound to may be gone: bind again
-        self._pending = self._started = self._issuer.start_persistent(self._call, self._entry, self._started)
+        self._pending, self._bound = self._issuer.start_persistent(self._call, self._bound, self._started)
+        self._started = self._pending
         self._done = False
 
     def wait(self, timeout: Optional[float] = None) -> T:

@@ -11,6 +11,7 @@ an ordinary receive from that peer: the sender is whoever's message arrives firs
 """
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -61,7 +62,18 @@ class PointToPoint:
     def __init__(self, port: "CommPort") -> None:
         self.port = port          # the communicator's CommPort (api/port.py)
         self.lanes: Dict[Tuple[int, str], Lane] = {}   # (peer, direction): at most two per peer, no bound needed
-        self.posted = 0           # messages whose lane state advanced (an interrupted blocking call breaks if it moved)
+        # per thread: messages whose lane state it advanced (its interrupted blocking call breaks if it moved one;
+        # another thread's posts in the meantime are not this call's)
+        self._posted = threading.local()
+        self._books = threading.Lock()   # the lanes' in-flight lists: posts append, waits trim (never held in a wait)
+
+    @property
+    def posted(self) -> int:
+        """Messages this thread posted so far (their lane state advanced)."""
+        return getattr(self._posted, "n", 0)
+
+    def _count_post(self) -> None:
+        self._posted.n = self.posted + 1
 
     # ------------------------------------------------------------------ public API
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
@@ -105,7 +117,12 @@ class PointToPoint:
 
     def announced(self, start: int = 0) -> Optional[int]:
         """The first peer (from ``start`` on, cyclically) whose next unreceived message has reached this rank's inbox."""
+        with self.port.lock:       # the lanes and their message numbers, as the posts leave them
+            return self._announced(start)
+
+    def _announced(self, start: int) -> Optional[int]:
         c = self.port
+        c.check_usable("irecv_any")
         local, local_size = self._local_buffer()
         raw = np.zeros(p2p.HEADER_BYTES, np.uint8)
         dst = ffi.from_buffer(raw)
@@ -202,14 +219,19 @@ class PointToPoint:
         slot, name, seq = op
 
         def sync(timeout: Optional[float]) -> bool:
+            self.port.check_process(what)
             if self.port.destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
                 raise CommError(f"rank {self.port.rank}: {what} on communicator {self.port.name!r} can no longer "
                                 "complete: the communicator was destroyed (hcomm.finalize() or destroy()) while it "
                                 "was pending; wait for requests before destroying their communicator")
             try:
+                with self._books:             # what was posted before this wait (other threads may post more)
+                    issued = list(lane.inflight)
                 done = sync_stream(self.port.binding, lane.stream, timeout)
-                if done:
-                    lane.inflight.clear()  # everything issued on the lane so far has completed
+                if done:                      # everything issued on the lane before the wait has completed
+                    gone = {id(item) for item in issued}
+                    with self._books:
+                        lane.inflight[:] = [item for item in lane.inflight if id(item) not in gone]
                     observe.done(self.port, slot, name, seq)
                 return done
             except HcclError as exc:
@@ -217,6 +239,10 @@ class PointToPoint:
         return Request(what, sync, finish)
 
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
+        with self.port.lock:       # the call lock while the lane's state advances and the batch launches (port.py)
+            return self._send_locked(items, dst, what, single)
+
+    def _send_locked(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
         self.port.check_usable(what)
         dst = self._peer_arg("dst", dst, what)
         bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
@@ -226,7 +252,7 @@ class PointToPoint:
         staging = Staging(self.port.binding, self.port.stages)
         keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
-        self.posted += 1
+        self._count_post()
         try:                          # the lane's state advances from here: cut short, the lane is out of step
             for buf in bufs:
                 header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.port.rank)
@@ -237,7 +263,8 @@ class PointToPoint:
                 p2p.issue_send(ctx, lane.res.main, dst, self.port.size, lane.state, staging.device_ptr(hb),
                                staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.port.eager_limit)
             self._launch(batch, desc, op[0])
-            lane.inflight.append(keep)
+            with self._books:
+                lane.inflight.append(keep)
         except BaseException as exc:
             interrupted(self.port, desc, exc)
             raise
@@ -248,6 +275,10 @@ class PointToPoint:
         return self._request(lane, desc, finish, op)
 
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
+        with self.port.lock:       # as _post_send
+            return self._recv_locked(items, src, what, single)
+
+    def _recv_locked(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
         self.port.check_usable(what)
         src = self._peer_arg("src", src, what)
         bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
@@ -258,7 +289,7 @@ class PointToPoint:
         headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
         first_seq = lane.state.seq
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
-        self.posted += 1
+        self._count_post()
         try:                          # the lane's state advances from here: cut short, the lane is out of step
             for k, buf in enumerate(bufs):
                 hb = as_buffer(headers[k], "header", writable=True)
@@ -267,7 +298,8 @@ class PointToPoint:
                 p2p.issue_recv(ctx, lane.res.main, src, self.port.size, lane.state,
                                staging.device_ptr(hb, False, True), staging.device_ptr(buf, False, True), buf.nbytes)
             self._launch(batch, desc, op[0])
-            lane.inflight.append((bufs, headers))
+            with self._books:
+                lane.inflight.append((bufs, headers))
         except BaseException as exc:
             interrupted(self.port, desc, exc)
             raise

@@ -5,9 +5,19 @@ They hold a :class:`CommPort`, never the Comm.  The port owns the communicator's
 and the checks and transitions on it (``check_usable``, ``fail``, ``mark_broken``), so that state
 has one owner and one place it changes; the Comm reads it through the port like everyone else.
 What the port reads of the Comm itself are its public attributes.
+
+It also owns the two rules of who may call (docs/guide/reliability-threads.md):
+
+- ``lock``, the communicator's call lock: every call that changes the communicator's host state or
+  launches work on it holds it from its first change to its last (a blocking collective until it
+  returns), so calls of different threads never interleave -- the Issuer's entries and
+  PointToPoint's posts take it (the waits of started calls do not);
+- ``pid``, its creating process: :meth:`check_usable`, the first thing every call does, and the
+  waits of started calls (:meth:`check_process`) refuse any other process (a forked child).
 """
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, List, Optional
 
 import numpy as np
@@ -18,7 +28,7 @@ from ..flight import FlightRecorder
 from ..plan import Topology
 from . import consistency, live, observe
 from .buffers import Buffer
-from .errors import CommError, NotMemberError, failure_error
+from .errors import CommError, ForeignProcessError, NotMemberError, failure_error
 from .interrupts import abandon_queued
 
 if TYPE_CHECKING:   # typing only: comm.py imports this module, issue.py imports it for annotations
@@ -32,10 +42,12 @@ __all__ = ["CommPort"]
 class CommPort:
     """One communicator as its helpers see it, and the owner of its lifecycle state."""
 
-    __slots__ = ("_c", "issuer", "flight", "member", "destroyed", "broken")
+    __slots__ = ("_c", "issuer", "flight", "member", "destroyed", "broken", "lock", "pid")
 
     def __init__(self, comm: "Comm") -> None:
         self._c = comm
+        self.lock = threading.RLock()            # the call lock (module docstring): one call at a time changes it
+        self.pid = live.PID                      # the process that created it: the only one that may use it
         self.issuer: Optional["Issuer"] = None   # the collective machinery (issue.py), set once the handle exists
         self.flight: Optional[FlightRecorder] = None   # its flight recorder ring (observe.created), None when off
         self.member = True                       # False: this rank holds a null communicator
@@ -116,7 +128,9 @@ class CommPort:
 
     # ------------------------------------------------------------------ checks and transitions
     def check_usable(self, what: str) -> None:
-        """Raise unless ``what`` may run (a member, not destroyed, not broken)."""
+        """Raise unless ``what`` may run (this communicator's process, a member, not destroyed, not broken)."""
+        if self.pid != live.PID:
+            self.check_process(what)
         if not self.member:
             raise NotMemberError(f"{what}: this rank is not a member of communicator {self.name!r} (ranks "
                                  f"{self.parent_ranks}); it holds a null communicator")
@@ -125,6 +139,22 @@ class CommPort:
         if self.broken:
             raise CommError(f"{what}: communicator {self.name!r} is unusable after an earlier failure "
                             f"({self.broken}); destroy it and create a new one")
+
+    def check_process(self, what: str) -> None:
+        """Raise :class:`ForeignProcessError` unless this is the process that created the communicator.
+
+        A child forked after the communicator was made shares its memory but is not a rank of its job: its
+        calls would pair with the peers' calls meant for the parent.  Nothing reaches the library.
+        """
+        if self.pid == live.PID:
+            return
+        raise ForeignProcessError(
+            f"{what}: communicator {self.name!r} (rank {self.rank} of {self.size}) was created by process {self.pid}; "
+            f"this is process {live.PID}, forked from it, which cannot take part in that communicator's calls (its "
+            "peers would pair them with the parent's). Use it in the parent only; a child that must communicate "
+            "calls hcomm.init(rank=, world_size=, root_info=) as a rank of a job of its own, and workers that only "
+            "compute (a data loader's) are best started with multiprocessing's 'spawn' or 'forkserver' context, "
+            "which inherit no communicator")
 
     def rank_arg(self, name: str, value: Any) -> int:
         """``value`` validated as a rank of this communicator (argument ``name``)."""

@@ -24,6 +24,11 @@ _SEQ = itertools.count(1)      # flight-record numbers of these operations (p2p 
 
 def post(port: Any, direction: str, x: Any, peer: int, stream: Any) -> Request[Any]:
     """Enqueue a send (``direction`` "send": ``x`` to ``peer``) or a receive ("recv": into ``x`` from ``peer``)."""
+    with port.lock:          # the call lock until it is enqueued (api/port.py)
+        return _post(port, direction, x, peer, stream)
+
+
+def _post(port: Any, direction: str, x: Any, peer: int, stream: Any) -> Request[Any]:
     sending = direction == "send"
     port.check_usable(direction)
     graphs.check_ordered(port, stream)
@@ -52,6 +57,7 @@ def post(port: Any, direction: str, x: Any, peer: int, stream: Any) -> Request[A
     observe.running(port, slot)
 
     def sync(timeout: Any) -> bool:
+        port.check_process(desc)
         try:
             done = sync_stream(port.binding, handle, timeout)
         except HcclError as exc:

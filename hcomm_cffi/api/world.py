@@ -79,6 +79,12 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
     if live.current_world() is not None:
         raise CommError(f"hcomm is already initialised (world of {live.get_world().size} ranks); call hcomm.finalize() "
                         "first")
+    parent = live.forked_from()
+    if parent is not None and (rank is None or world_size is None or root_info is None):
+        raise CommError(f"init(): this process (pid {os.getpid()}) was forked from pid {parent} after that process's "
+                        "hcomm.init(), so the launcher's variables it inherited name the parent's rank: joining with "
+                        "them would take the parent's place in its job; pass rank=, world_size= and root_info= of a "
+                        "job of this process's own, or start it with multiprocessing's 'spawn' context")
     config = None if buffer_size_mb is None else make_comm_config(buffer_size_mb=buffer_size_mb)
     b = _binding()
     b.acl_init()

@@ -493,6 +493,14 @@ def _watch(cohort: _Cohort, seconds: float, on_clash: Callable[[str], None]) -> 
     threading.Thread(target=run, name="hcomm-rendezvous-watch", daemon=True).start()
 
 
+def _after_fork_in_child() -> None:
+    """A forked child holds none of its parent's claims: its exit must not give them up."""
+    _WATCHED.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def release_claims() -> None:
     """Give up this process's held claims (at exit, or once it is done communicating: ``hcomm.finalize``)."""
     _release_all()

@@ -235,9 +235,14 @@ class AclRuntime:
             raise SimError(ACL_ERROR_RT_INVALID_HANDLE, exc.message) from None
 
     def _sync(self, q: Queue, deadline: "float | None", timeout_code: int) -> int:
-        """Drive the executor until ``q`` is empty (or failed); its error, the timeout's code, or 0."""
+        """Drive the executor until the tasks ``q`` holds now have run (or it failed); its error, the timeout's code,
+        or 0.  Tasks another host thread launches onto ``q`` meanwhile are not waited for (as the runtime waits for
+        the work submitted before the call): one thread's wait never depends on another thread's later work."""
+        with EXECUTOR.lock:
+            until = q.executed + len(q.tasks)
         with EXECUTOR.host_waits(q.comm):      # this rank's host issues nothing more meanwhile (runtime.py)
-            finished = not q.tasks or EXECUTOR.run_until(lambda: not q.tasks or q.error is not None, deadline)
+            finished = not q.tasks or EXECUTOR.run_until(
+                lambda: not q.tasks or q.executed >= until or q.error is not None, deadline)
         if q.error is not None:
             code, acl_code, message = q.error
             q.error = None

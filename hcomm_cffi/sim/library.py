@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 from typing import Any, Callable, List, Sequence
 
 from ..lib.contract import Backend, DataPlaneCall, Capabilities
@@ -23,6 +24,7 @@ from .events import TimedEvents
 from .profiler import Profiler
 from .vmm import VirtualMemory
 from .zero_copy import ZeroCopyCalls
+from .runtime import EXECUTOR
 from .state import SimState
 
 __all__ = ["SimLibrary", "shared_state", "shutdown"]
@@ -48,6 +50,15 @@ def shutdown() -> None:
 
 
 atexit.register(shutdown)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts with no library objects: its exit's shutdown() destroys only what it created."""
+    _STATE.forget_inherited()
+    EXECUTOR.forget_inherited()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def shared_state() -> SimState:

@@ -128,6 +128,16 @@ class Executor:
         # host threads synchronising a stream of a communicator: its host issues nothing more meanwhile
         self.host_waiting: Dict["SimComm", int] = {}
 
+    def forget_inherited(self) -> None:
+        """In a forked child: the parent's queues never run here (their tasks would act in the parent's job), and
+        locks another parent thread held at the fork are new."""
+        self.active.clear()
+        self.host_waiting.clear()
+        self.kernels_running = 0
+        self.lock = threading.RLock()
+        self.unpinned = threading.Condition(self.lock)
+        self.pinned_here = threading.local()
+
     # ------------------------------------------------------------------ submission
     def submit(self, queue: Queue, tasks: Sequence[Task]) -> None:
         """Append tasks to a queue and make it runnable (a failed queue drops them)."""

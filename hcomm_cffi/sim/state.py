@@ -70,6 +70,22 @@ class SimState:
         # HcclAllReduce's fast path (native.py): raw argument tuple -> (comm, native state, queue, [tasks by parity])
         self.call_cache: Dict[tuple, Any] = {}
 
+    def forget_inherited(self) -> None:
+        """In a forked child: the parent's communicators, threads, channels, streams and events are not this
+        process's (their handles are refused as unknown), and are never destroyed here (that would end them in
+        the parent's job: a destroyed-state word in shared memory, unlinked segments)."""
+        self.lock = threading.RLock()
+        self.comms.clear()
+        self.threads.clear()
+        self.channels.clear()
+        self.events.clear()
+        self.streams.clear()
+        self.default_stream = Queue("default stream")
+        self.streams[0] = self.default_stream
+        self._last_comm = (None, None)
+        self._last_stream = (None, None)
+        self.call_cache.clear()
+
     def new_ptr_key(self) -> int:
         return next(self._ptr_keys)
 
