@@ -82,6 +82,7 @@ class _Captured:
         self.take_seq = take_seq
         self.order = order                # orders the graph's stream after the communicator's previous collective
         self.records: List[observe.Record] = []
+        self.announces: List[Callable[[], None]] = []   # each captured call's announcement, made at every replay
         self.replay: Any = None           # the flight record of a replay, and its encoded fields (seal())
         self.fixed: Any = None
 
@@ -186,6 +187,11 @@ class Graph:
             self._saved_mode = self.binding.capture_thread_exchange_mode(CAPTURE_MODES["relaxed"])
         return observe.NO_SLOT
 
+    def announces(self, port: Any, announce: Callable[[], None]) -> None:
+        """How the call of ``port`` just captured is announced at each replay (api/announce.py): a capture runs
+        nothing, so the call takes its place in the communicator's order when a replay launches it."""
+        self._comms[id(port)].announces.append(announce)
+
     def keep(self, pending: Any) -> None:
         """Keep a captured call (its Pending: buffers and the communicator's scratch; or a buffer) until reset()."""
         self._restore_mode()
@@ -232,6 +238,8 @@ class Graph:
             raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
         opened = self._opened
         for book in books:      # one operation per communicator: the replay, naming the graph and its contents
+            for announce in book.announces:     # its calls take their places in the communicator's order
+                announce()
             port, seq = book.port, book.take_seq()
             slot = observe.issue(port, seq, book.replay, book.fixed, launched=True)   # it was launched above
             if trace.ACTIVE:    # the replay's slice lists what it contains; its tasks are tagged with it
