@@ -41,7 +41,7 @@ from .fastcalls import key_of
 from .interrupts import interrupted
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
-from .streams import StreamTargets, Target
+from .streams import StreamTargets, Target, sync_stream
 
 if TYPE_CHECKING:
     from .port import CommPort
@@ -311,7 +311,7 @@ class Issuer:
             self.targets.order(target)
             bound.batch.launch()
             observe.running(self.port, slot)
-            self.b.synchronize_stream(target.stream)
+            self.announce.waiting(partial(sync_stream, self.b, target.stream), collective=self.announce.current)
         except HcclError as exc:
             self.check_exchange(bound.exchange, started=True)    # a mismatch explains the failure better
             raise self.port.fail(exc, what) from exc
@@ -338,6 +338,7 @@ class Issuer:
             pending = Pending(self.port, c, target.stream, bound.exchange, slot, self.seq)
         else:
             pending.restart(bound.exchange, slot, self.seq)
+        pending.announced = self.announce.current if announce else None
         self.inflight.add(pending)
         return pending
 

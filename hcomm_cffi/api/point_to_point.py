@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
@@ -207,7 +208,11 @@ class PointToPoint:
                                 "complete: the communicator was destroyed (hcomm.finalize() or destroy()) while it "
                                 "was pending; wait for requests before destroying their communicator")
             try:
-                done = sync_stream(self.port.binding, lane.stream, timeout)
+                if timeout is None:       # committed: published if it lasts (api/announce.py)
+                    done = self.port.announcer.waiting(partial(sync_stream, self.port.binding, lane.stream),
+                                                       peer=lane.peer, text=what)
+                else:
+                    done = sync_stream(self.port.binding, lane.stream, timeout)
                 if done:
                     lane.inflight.clear()  # everything issued on the lane so far has completed
                     observe.done(self.port, slot, name, seq)
