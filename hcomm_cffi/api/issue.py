@@ -38,7 +38,7 @@ from .announce import Announcer
 from .call import DEVICE_RANGES_MAX, RESOURCES_MAX, SCHEDULES_MAX, Bound, Call, CommCache, Entry
 from .errors import CommError
 from .fastcalls import key_of
-from .interrupts import interrupted
+from .interrupts import break_on_interrupted_wait, interrupted
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
 from .streams import StreamTargets, Target, sync_stream
@@ -254,6 +254,8 @@ class Issuer:
         if graph is not None:
             graph.keep(pending)
             pending.graph = graph
+        elif c.stream is not None:
+            break_on_interrupted_wait(c.stream, self.port, c.what)
         return pending
 
     def take_seq(self) -> int:

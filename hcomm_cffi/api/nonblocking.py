@@ -25,6 +25,7 @@ from . import observe
 from .buffers import NO_STAGING, Staging
 from .errors import CommError
 from .graphs import refusal
+from .interrupts import interrupted
 from .request import Request
 from .streams import sync_stream
 
@@ -90,6 +91,9 @@ class Pending:
             self._check_exchange()          # a mismatch explains the failure better than its symptom
             self.error = port.fail(exc, self.what)
             raise self.error from exc
+        except BaseException as exc:        # Ctrl-C, an alarm...: its queued work must never run later
+            interrupted(port, self.what, exc)
+            raise
         if finished:
             observe.done(port, self.slot, self.coll, self.seq)
             self.forget()

@@ -219,6 +219,9 @@ class PointToPoint:
                 return done
             except HcclError as exc:
                 raise self.port.fail(exc, what) from exc
+            except BaseException as exc:    # Ctrl-C, an alarm...: the queued transfer must never land later
+                interrupted(self.port, what, exc)
+                raise
         return Request(what, sync, finish)
 
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
