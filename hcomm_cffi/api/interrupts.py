@@ -41,14 +41,17 @@ def interrupted(port: Any, what: str, exc: BaseException) -> None:
 
 def break_on_interrupted_wait(stream: Any, port: Any, what: str) -> None:
     """``what`` of communicator ``port`` was queued on ``stream``: when that is a :class:`Stream` whose next
-    synchronize() an exception interrupts, the communicator breaks (its queued work never runs later)."""
+    synchronize() fails or an exception interrupts, the communicator breaks (its queued work never runs later)."""
     if isinstance(stream, Stream):
         stream.on_synchronized[id(port)] = partial(_stream_waited, port, what)
 
 
 def _stream_waited(port: Any, what: str, error: Optional[BaseException]) -> None:
-    if error is not None and not isinstance(error, HcclError):   # completed, or failed: each call reports its own
-        interrupted(port, f"a wait on the stream holding {what}", error)
+    if error is None or port.broken or port.destroyed:
+        return
+    if isinstance(error, HcclError):        # the stream failed with the call queued: synchronize() raises this
+        raise port.fail(error, f"a wait on the stream holding {what}") from error
+    interrupted(port, f"a wait on the stream holding {what}", error)
 
 
 def abandon_queued(binding: Any, handle: Any, why: str, interrupted: bool = False) -> None:
