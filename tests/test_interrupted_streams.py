@@ -3,25 +3,34 @@
 The rule of tests/test_interrupted_calls.py, for the waits that are not a blocking call's own: rank 1
 replays an ACL graph holding a ring allreduce and waits with ``Stream.synchronize()``, or issues the
 allreduce with ``stream=`` and waits on the stream, or starts it with ``async_op`` and waits on its
-Request, or waits on the Request of an ``irecv`` from rank 0.  A one-shot timer fires at a random moment and its handler raises (KeyboardInterrupt, or an
-ordinary exception as an alarm handler does).  When the communicator says it is broken, rank 1 does what
-a user retrying the step does -- it overwrites its input with POISON and replays (or calls) again --
-and that must be refused with the broken-communicator error naming the interruption.  Otherwise the
-interrupt landed outside the package's waits: rank 1 drains what it launched (the careful user's
-``synchronize()``) and the step either completed (its output says so) or is made again.  Rank 0 checks
-every result: exactly both ranks' values of that step, never POISON, never a later step's; a failure
-names rank 1 and comes within seconds.  Before, the interrupted replay stayed queued and ran on the
-retry's inputs: rank 0 received 1001 instead of 3.  Each episode runs on a fresh sub-communicator, with
-its own stream and graph, all released at its end (the emulator's streams are counted).
+Request, or waits on the Request of an ``irecv`` from rank 0.  A one-shot timer fires at a random
+moment and its handler raises (KeyboardInterrupt, or an ordinary exception as an alarm handler does).
+
+When the communicator says it is broken, rank 1 does what a user retrying the step does -- it
+overwrites its input with POISON and replays (or calls) again -- and that must be refused with the
+broken-communicator error naming the interruption.  When it is usable and the alarm landed in a wait
+(``synchronize``, ``wait``) or in ``replay``, the package promises that nothing of the step is still
+queued: rank 1 makes the step again at once unless its output says it completed (a replay left queued
+would pair with rank 0's next step, which then gets another step's value).  When it landed elsewhere
+(this test's code between a launch and its wait), rank 1 first waits for what it launched, as a user
+must.  A nonblocking start (``async_op``, ``irecv``) holds the alarm until it returned: cut short on
+its way back, it would leave a started call without a request, as an alarm in the caller's code right
+after it would.  Rank 0 checks every result: exactly both ranks' values of that step (irecv: rank 0's),
+never POISON, never a later step's; a failure names rank 1 and comes within seconds.  Before, the
+interrupted replay stayed queued and ran on the retry's inputs: rank 0 received 1001 instead of 3.
+Each episode runs on a fresh sub-communicator, with its own stream and graph, all released at its end
+(the emulator's streams are counted).
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import random
+import signal
 import time
 import traceback
 import warnings
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -33,6 +42,16 @@ pytestmark = pytest.mark.slow
 
 COUNT = 2048
 KINDS = ["replay", "stream", "request", "irecv"]
+
+
+@contextlib.contextmanager
+def _alarm_held() -> Iterator[None]:
+    """SIGALRM waits (pending) until the block ended, then its handler runs."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class Step:
@@ -65,7 +84,8 @@ class Step:
             if self.comm.rank == 0:
                 self.comm.send(self.x, 1)
             else:
-                self.req = self.comm.irecv(self.y, 0)
+                with _alarm_held():
+                    self.req = self.comm.irecv(self.y, 0)
                 self.req.wait()
                 self.req = None
         elif self.kind == "replay":
@@ -77,7 +97,8 @@ class Step:
             self.comm.allreduce(self.x, out=self.y, algorithm="ring", stream=self.stream)
             self.stream.synchronize()
         else:
-            self.req = self.comm.allreduce(self.x, out=self.y, algorithm="ring", async_op=True)
+            with _alarm_held():
+                self.req = self.comm.allreduce(self.x, out=self.y, algorithm="ring", async_op=True)
             self.req.wait()
             self.req = None
 
@@ -134,27 +155,26 @@ def _interrupted_side(step: Step, calls: int, delay: float, episode: int) -> Dic
         if not isinstance(exc, (KeyboardInterrupt, Alarm)):
             report["problem"] = f"step {k}: {type(exc).__name__}: {exc} left the communicator usable"
             return report
-        if not _in_package(exc):          # in this test's code, between a launch and its wait: wait as a user must
+        if not _in_wait(exc):             # elsewhere, between a launch and its wait: wait as a user must
             step.drain()
-        # in the package, which left the communicator usable: it promises that nothing it launched is still
-        # queued, so the step completed or never started, and is made again at once (a replay left queued would
-        # pair with rank 0's next step: rank 0 then gets another step's value)
+        # in a wait that left the communicator usable: nothing of the step is still queued (module docstring)
         if np.all(step.y == step.expected(1, k)):
             state["k"] = k + 1
             report["calls"] += 1
         elif not (np.all(np.isnan(step.y)) or np.all(step.y == step.expected(1, k - 1))):   # (not begun)
             report["problem"] = f"step {k}: rank 1 received {step.y[:4]} after the interrupt"
             return report
-        report["absorbed_in_package"] = _in_package(exc)
+        report["absorbed_in_wait"] = _in_wait(exc)
         steps()
     finally:
         _disarm()
     return report
 
 
-def _in_package(exc: BaseException) -> bool:
-    """Whether the alarm's handler ran while the package's code executed (not this test's)."""
-    return any("/hcomm_cffi/" in frame.filename for frame in traceback.extract_tb(exc.__traceback__))
+def _in_wait(exc: BaseException) -> bool:
+    """Whether the alarm's handler ran inside the package's ``synchronize``, ``wait`` or ``replay``."""
+    return any("/hcomm_cffi/" in frame.filename and frame.name in ("synchronize", "wait", "replay")
+               for frame in traceback.extract_tb(exc.__traceback__))
 
 
 def _checking_side(step: Step, calls: int) -> Dict[str, Any]:

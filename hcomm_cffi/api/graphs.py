@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from .. import trace
 from .._ffi import ffi
 from ..binding import Binding, get_binding
-from ..errors import HcclError
+from ..errors import ACL_ERROR_RT_PARAM_INVALID, HcclError
 from . import observe
 from .errors import CommError
 from .interrupts import interrupted
@@ -238,7 +238,13 @@ class Graph:
         try:
             self.binding.graph_execute_async(model, self._stream_handle)
         except HcclError as exc:
-            raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
+            if exc.code == ACL_ERROR_RT_PARAM_INVALID:     # refused before anything was queued (a freed buffer...)
+                raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
+            failed = None       # failed while queueing or running: what it queued must never run later
+            for book in books:
+                if not (book.port.destroyed or book.port.broken):
+                    failed = failed or book.port.fail(exc, f"the replay of ACL graph {self.name!r}")
+            raise (failed or CommError(f"replay of graph {self.name!r} failed: {exc}")) from exc
         except BaseException as exc:    # Ctrl-C, an alarm... in the launch: part of it may be queued
             self._interrupted([book.port for book in books], f"the replay of ACL graph {self.name!r}", exc)
             raise
@@ -266,7 +272,7 @@ class Graph:
 
     @staticmethod
     def _interrupted(ports: List[Any], what: str, exc: BaseException) -> None:
-        """``exc`` left a replay once its work could be queued: every communicator it holds breaks (api/interrupts.py)."""
+        """``exc`` left a replay once its work could be queued: each communicator it holds breaks (api/interrupts.py)."""
         for port in ports:
             if not port.destroyed:
                 interrupted(port, what, exc)

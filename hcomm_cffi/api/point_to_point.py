@@ -234,8 +234,12 @@ class PointToPoint:
         staging = Staging(self.port.binding, self.port.stages)
         keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
+
+        def finish() -> None:
+            keep.clear()
+            staging.finish()
         self.posted += 1
-        try:                          # the lane's state advances from here: cut short, the lane is out of step
+        try:                 # the lane's state advances from here: cut short before it is returned, out of step
             for buf in bufs:
                 header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.port.rank)
                 keep.append(header)
@@ -246,14 +250,10 @@ class PointToPoint:
                                staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.port.eager_limit)
             self._launch(batch, desc, op[0])
             lane.inflight.append(keep)
+            return self._request(lane, desc, finish, op)
         except BaseException as exc:
             interrupted(self.port, desc, exc)
             raise
-
-        def finish() -> None:
-            keep.clear()
-            staging.finish()
-        return self._request(lane, desc, finish, op)
 
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
         self.port.check_usable(what)
@@ -266,8 +266,14 @@ class PointToPoint:
         headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
         first_seq = lane.state.seq
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
+
+        def finish() -> Any:
+            staging.finish()
+            for k, buf in enumerate(bufs):
+                self._check_header(headers[k], buf, src, first_seq + k, what)
+            return items[0] if single else items
         self.posted += 1
-        try:                          # the lane's state advances from here: cut short, the lane is out of step
+        try:                 # the lane's state advances from here: cut short before it is returned, out of step
             for k, buf in enumerate(bufs):
                 hb = as_buffer(headers[k], "header", writable=True)
                 self.port.declare_device_memory(hb)      # emulator: what staging makes them on CANN
@@ -276,16 +282,10 @@ class PointToPoint:
                                staging.device_ptr(hb, False, True), staging.device_ptr(buf, False, True), buf.nbytes)
             self._launch(batch, desc, op[0])
             lane.inflight.append((bufs, headers))
+            return self._request(lane, desc, finish, op)
         except BaseException as exc:
             interrupted(self.port, desc, exc)
             raise
-
-        def finish() -> Any:
-            staging.finish()
-            for k, buf in enumerate(bufs):
-                self._check_header(headers[k], buf, src, first_seq + k, what)
-            return items[0] if single else items
-        return self._request(lane, desc, finish, op)
 
     def _record(self, op: str, lane: Lane, bufs: List[Buffer]) -> Tuple[int, str, int]:
         """The flight record (and DEBUG line, trace slice) of a send/recv of ``bufs`` on ``lane``: (slot, trace name,

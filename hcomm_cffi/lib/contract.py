@@ -88,12 +88,12 @@ class Backend:
         return False
 
     def announce_wait(self, comm: Any, kind: int, number: int, peer: int, text: str) -> None:
-        """This rank's host now waits in ``text`` on communicator ``comm`` until the operation ends (``WAIT_NONE``: no longer).
+        """This rank's host now waits in ``text`` on communicator ``comm`` until it ends (``WAIT_NONE``: no longer).
 
         ``WAIT_COLLECTIVE``: collective ``number`` of the Comm API's count, with no point-to-point operation
-        outstanding; ``WAIT_P2P``: a point-to-point operation with rank ``peer`` after ``number`` collectives.  The emulator
-        keeps it where a peer's blocked wait finds two ranks that wait for each other in calls that never
-        meet, and fails naming both (sim/announce.py); CANN: nothing.
+        outstanding; ``WAIT_P2P``: a point-to-point operation with rank ``peer`` after ``number`` collectives.
+        The emulator keeps it where a peer's blocked wait finds two ranks that wait for each other in calls
+        that never meet, and fails naming both (sim/announce.py); CANN: nothing.
         """
 
     def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:

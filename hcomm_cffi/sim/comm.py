@@ -35,7 +35,8 @@ from .shm import SHM_DIR, Segment, check_dir, owner_alive, sweep_stale, user_pre
 from .tasks import Task
 
 MAGIC = 0x4D534348          # "HCSM"
-LAYOUT_VERSION = 5          # 5: the host's wait record; 4: single-writer notify words (records, values, consumed); 3: announcements table
+# 5: the host's wait record; 4: single-writer notify words (records, values, consumed); 3: announcements table
+LAYOUT_VERSION = 5
 HEADER_WORDS = 20
 SLOT_WORDS = 16 + WORDS_PER_NOTIFY * MAX_NOTIFIES_PER_CHANNEL    # slot header + each notify's words (notifies.py)
 
