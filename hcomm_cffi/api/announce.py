@@ -5,57 +5,120 @@ collective against another whose notifies differ, or against a package algorithm
 both ranks would wait for the execution timeout.  The emulator keeps each rank's
 announcements where a peer's blocked wait reads them and fails naming both calls (sim/announce.py).
 A call is announced right before its launch, inside the region where an interrupted call breaks the
-communicator (api/interrupts.py), so a call cut short never leaves the ranks' numbering apart.
+communicator (api/interrupts.py), so a call cut short never leaves the ranks' numbering apart.  A call
+an ACL graph captures runs nothing then: it is announced at each replay (``replayed``).
+
+A point-to-point operation is not a collective and takes no number, so a rank waiting in one while its
+peer waits in a collective never meets it either.  :meth:`Announcer.waiting` therefore publishes what
+the host waits in (``Backend.announce_wait``) once a wait has lasted ``PUBLISH_AFTER_S``, and only waits
+the host is committed to: no limit of the caller's (or one whose expiry breaks the communicator), and a
+collective only while no point-to-point operation of the communicator is outstanding -- so a published
+pair that cannot go on really cannot (sim/announce.py).
 """
 from __future__ import annotations
 
 import zlib
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
+from ..lib.contract import WAIT_COLLECTIVE, WAIT_NONE, WAIT_P2P
 from .observe import Record
 
-__all__ = ["Announcer", "describe"]
+__all__ = ["Announcer", "describe", "PUBLISH_AFTER_S"]
 
 KNOWN_MAX = 256          # call shapes whose value and text are kept per communicator
+#: a committed wait that lasted this long is published (most complete first and publish nothing); a peer's
+#: blocked wait looks after BLOCKED_S (sim/announce.py), so a wait that never meets is named within a second
+PUBLISH_AFTER_S = 0.05
 
 
-def describe(record: Record) -> str:
+#: how a call replayed from an ACL graph whose handshake has the captured form is described (api/signatures.py)
+REPLAYED = ", replayed from an ACL graph (its handshake meets only replays)"
+
+
+def describe(record: Record, replayed: bool = False) -> str:
     """'allreduce of 4 x fp32, op sum, root 1 (algorithm native)': what a peer's mismatch message shows."""
     text = f"{record.collective} of {record.count} x {record.dtype.name.lower()}"
     if record.redop is not None:
         text += f", op {record.redop.name.lower()}"
     if record.peer >= 0:
         text += f", root {record.peer}"
-    return f"{text} (algorithm {record.algorithm})"
+    return f"{text} (algorithm {record.algorithm}){REPLAYED if replayed else ''}"
 
 
 class Announcer:
     """Announces each launched collective of one communicator: its number (from 1) and its signature."""
 
-    __slots__ = ("count", "_fn", "_handle", "_known", "_last", "_last_known")
+    __slots__ = ("count", "text", "p2p_pending", "_fn", "_wait", "_handle", "_known", "_last", "_last_known")
 
     def __init__(self, lib: Any, handle: Any) -> None:
         self.count = 0                                  # collectives announced so far
-        self._fn = lib.announce_collective if lib.capabilities.emulator else None    # CANN: nothing to tell
+        self.text = ""                                  # the description of the collective announced last
+        #: point-to-point operations of the communicator posted and not yet seen complete (set by the Comm)
+        self.p2p_pending: Callable[[], int] = _nothing_pending
+        emulator = lib.capabilities.emulator
+        self._fn = lib.announce_collective if emulator else None    # CANN: nothing to tell
+        self._wait = lib.announce_wait if emulator else None
         self._handle = handle
-        self._known: Dict[Record, Tuple[int, str]] = {}
+        self._known: Dict[Tuple[Record, bool], Tuple[int, str]] = {}
         self._last: Any = None                          # the record announced last (a repeated call passes the same)
         self._last_known: Tuple[int, str] = (0, "")
 
-    def __call__(self, record: Record) -> None:
-        """Announce the next collective, described by its flight ``record``."""
+    def __call__(self, record: Record, replayed: bool = False) -> None:
+        """Announce the next collective, described by its flight ``record``.
+
+        ``replayed``: an ACL graph's replay of a call whose signature handshake has the captured form; it
+        never meets the same call made eagerly, so it is announced as another call (a peer blocked on it
+        then fails naming both, instead of waiting for the execution timeout).
+        """
         self.count += 1
         if self._fn is None:
             return
-        if record is self._last:
+        if record is self._last and not replayed:
             known = self._last_known
         else:
-            got = self._known.get(record)
+            key = (record, replayed)
+            got = self._known.get(key)
             if got is None:
-                text = describe(record)
+                text = describe(record, replayed)
                 if len(self._known) >= KNOWN_MAX:
                     self._known.clear()
-                got = self._known[record] = (zlib.crc32(text.encode()) or 1, text)
+                got = self._known[key] = (zlib.crc32(text.encode()) or 1, text)
+            if replayed:
+                self.text = got[1]
+                self._fn(self._handle, self.count, got[0], got[1])
+                return
             known = self._last_known = got
             self._last = record
+        self.text = known[1]
         self._fn(self._handle, self.count, known[0], known[1])
+
+    def waiting(self, wait: Callable[[Optional[float]], bool], peer: int = -1, text: str = "",
+                collective: Optional[Tuple[int, str]] = None) -> bool:
+        """``wait(None)``, a wait the host is committed to, published once it lasted PUBLISH_AFTER_S (module
+        docstring): a point-to-point operation with ``peer`` described by ``text``, or ``collective`` (its
+        number and description).  Returns what ``wait`` returns; its exceptions pass through, and leave the
+        record published: the communicator is broken then (this rank takes no part any more), and a peer
+        still waiting learns what this rank was in."""
+        fn = self._wait
+        if fn is None:
+            return wait(None)
+        if wait(PUBLISH_AFTER_S):
+            return True
+        if collective is None:
+            fn(self._handle, WAIT_P2P, self.count, peer, text)
+        elif not self.p2p_pending():
+            fn(self._handle, WAIT_COLLECTIVE, collective[0], -1, collective[1])
+        else:                   # a posted send or receive may still complete a peer's wait: nothing to publish
+            return wait(None)
+        done = wait(None)
+        fn(self._handle, WAIT_NONE, 0, -1, "")
+        return done
+
+    @property
+    def current(self) -> Tuple[int, str]:
+        """The number and description of the collective announced last (what a wait for it publishes)."""
+        return self.count, self.text
+
+
+def _nothing_pending() -> int:
+    return 0

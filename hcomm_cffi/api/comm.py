@@ -229,6 +229,7 @@ class Comm:
         self.topology = _topology(topology, self.size)
         self._stream = b.create_stream()
         self._issuer = self._port.issuer = Issuer(self._port, self._stream)
+        self._issuer.announce.p2p_pending = self._p2p.pending   # (api/announce.py: what a wait may publish)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
         if self.size > 1:

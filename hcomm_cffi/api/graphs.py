@@ -18,9 +18,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from .. import trace
 from .._ffi import ffi
 from ..binding import Binding, get_binding
-from ..errors import HcclError
+from ..errors import ACL_ERROR_RT_PARAM_INVALID, HcclError
 from . import observe
 from .errors import CommError
+from .interrupts import interrupted
 from .stream import CAPTURE_REFUSALS, Stream
 from .streams import stream_handle
 
@@ -82,6 +83,7 @@ class _Captured:
         self.take_seq = take_seq
         self.order = order                # orders the graph's stream after the communicator's previous collective
         self.records: List[observe.Record] = []
+        self.announces: List[Callable[[], None]] = []   # each captured call's announcement, made at every replay
         self.replay: Any = None           # the flight record of a replay, and its encoded fields (seal())
         self.fixed: Any = None
 
@@ -112,7 +114,6 @@ class Graph:
         self._stream_handle: Any = None            # of the captured stream (replays go there)
         self._books: List[_Captured] = []          # per communicator, once captured
         self._opened: List[Tuple[Any, int, int]] = []   # replays whose flight records are not done yet
-        self._told = False                          # the stream calls _close_opened at its next synchronize()
 
     # ------------------------------------------------------------------ capture
     def capture_begin(self, stream: Any = None, capture_error_mode: str = "global") -> None:
@@ -186,6 +187,11 @@ class Graph:
             self._saved_mode = self.binding.capture_thread_exchange_mode(CAPTURE_MODES["relaxed"])
         return observe.NO_SLOT
 
+    def announces(self, port: Any, announce: Callable[[], None]) -> None:
+        """How the call of ``port`` just captured is announced at each replay (api/announce.py): a capture runs
+        nothing, so the call takes its place in the communicator's order when a replay launches it."""
+        self._comms[id(port)].announces.append(announce)
+
     def keep(self, pending: Any) -> None:
         """Keep a captured call (its Pending: buffers and the communicator's scratch; or a buffer) until reset()."""
         self._restore_mode()
@@ -227,34 +233,63 @@ class Graph:
                                     "capture again on a working communicator")
                 if book.order is not None:
                     book.order()
-            self.binding.graph_execute_async(model, self._stream_handle)
         except HcclError as exc:
             raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
+        try:
+            self.binding.graph_execute_async(model, self._stream_handle)
+        except HcclError as exc:
+            if exc.code == ACL_ERROR_RT_PARAM_INVALID:     # refused before anything was queued (a freed buffer...)
+                raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
+            failed = None       # failed while queueing or running: what it queued must never run later
+            for book in books:
+                if not (book.port.destroyed or book.port.broken):
+                    failed = failed or book.port.fail(exc, f"the replay of ACL graph {self.name!r}")
+            raise (failed or CommError(f"replay of graph {self.name!r} failed: {exc}")) from exc
+        except BaseException as exc:    # Ctrl-C, an alarm... in the launch: part of it may be queued
+            self._interrupted([book.port for book in books], f"the replay of ACL graph {self.name!r}", exc)
+            raise
+        try:
+            self._opened_replays(books)
+        except BaseException as exc:    # the replay is queued but its books are not: it must never run
+            self._interrupted([book.port for book in books], f"the replay of ACL graph {self.name!r}", exc)
+            raise
+
+    def _opened_replays(self, books: List[_Captured]) -> None:
+        """The replay just launched: its calls announced, one operation per communicator opened, the stream told."""
         opened = self._opened
         for book in books:      # one operation per communicator: the replay, naming the graph and its contents
+            for announce in book.announces:     # its calls take their places in the communicator's order
+                announce()
             port, seq = book.port, book.take_seq()
             slot = observe.issue(port, seq, book.replay, book.fixed, launched=True)   # it was launched above
             if trace.ACTIVE:    # the replay's slice lists what it contains; its tasks are tagged with it
                 trace.op_begin(port.name, "replay", seq, {"graph": self.name, "captured": [
                     f"{r.collective} ({r.algorithm}, {r.nbytes} bytes)" for r in book.records]})
             opened.append((port, slot, seq))
-        if opened and not self._told:      # the stream tells it when the replays are done (once per synchronize)
-            stream = self.stream
-            if isinstance(stream, Stream):
-                self._told = True
-                stream.on_synchronized.append(self._close_opened)
+        stream = self.stream
+        if opened and isinstance(stream, Stream):   # the stream tells it when the replays are done (or interrupted)
+            stream.on_synchronized[id(self)] = self._close_opened
 
-    def _close_opened(self, error: Optional[HcclError]) -> None:
+    @staticmethod
+    def _interrupted(ports: List[Any], what: str, exc: BaseException) -> None:
+        """``exc`` left a replay once its work could be queued: each communicator it holds breaks (api/interrupts.py)."""
+        for port in ports:
+            if not port.destroyed:
+                interrupted(port, what, exc)
+
+    def _close_opened(self, error: Optional[BaseException]) -> None:
         """The stream passed the replays launched so far (their flight records are done), or failed in them:
-        their communicators fail naming the graph (a timeout or a dead peer dumps every flight recorder)."""
+        their communicators fail naming the graph (a timeout or a dead peer dumps every flight recorder); or
+        an exception interrupted the wait: they break, and their queued work never runs (api/interrupts.py)."""
         opened, self._opened = self._opened, []
-        self._told = False
         failed: Optional[CommError] = None
         for port, slot, seq in opened:
             if port.destroyed:
                 continue
             if error is None:
                 observe.done(port, slot, "replay", seq)
+            elif not isinstance(error, HcclError):
+                interrupted(port, f"replay #{seq} of ACL graph {self.name!r}", error)
             elif not port.broken:
                 failed = failed or port.fail(error, f"replay #{seq} of ACL graph {self.name!r}")
         if failed is not None:

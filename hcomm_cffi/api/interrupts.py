@@ -8,14 +8,22 @@ communicator (:func:`interrupted`, called from the few places a blocking call la
 every way a communicator breaks discards its queued work and tells its peers
 (:func:`abandon_queued`, ``Backend.abandon_communicator``): later calls on it raise naming the
 interrupted operation, peers fail naming this rank, and nobody receives data.
+
+The same holds for every wait a user can interrupt with the communicator's work queued: a started
+collective's or a send's/receive's ``Request.wait``, and :meth:`Stream.synchronize
+<hcomm_cffi.api.stream.Stream.synchronize>` of a stream holding a graph's replays or calls issued with
+``stream=`` (:func:`break_on_interrupted_wait`; a replay interrupted once launched breaks too).
 """
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import Any, Optional
 
+from ..errors import HcclError
 from .errors import CommError
+from .stream import Stream
 
-__all__ = ["interrupted", "abandon_queued"]
+__all__ = ["interrupted", "abandon_queued", "break_on_interrupted_wait"]
 
 
 def interrupted(port: Any, what: str, exc: BaseException) -> None:
@@ -23,12 +31,27 @@ def interrupted(port: Any, what: str, exc: BaseException) -> None:
 
     ``port``: the communicator's CommPort.  A CommError (the library failed, already handled) changes nothing.
     """
-    if isinstance(exc, CommError):
+    if isinstance(exc, CommError) or port.broken:
         return
     text = str(exc)
     why = (f"{what} was interrupted by {type(exc).__name__}{': ' + text if text else ''} while it waited; "
            "its queued work was discarded")
     port.mark_broken(f"rank {port.rank}: {why}", interrupted=True)
+
+
+def break_on_interrupted_wait(stream: Any, port: Any, what: str) -> None:
+    """``what`` of communicator ``port`` was queued on ``stream``: when that is a :class:`Stream` whose next
+    synchronize() fails or an exception interrupts, the communicator breaks (its queued work never runs later)."""
+    if isinstance(stream, Stream):
+        stream.on_synchronized[id(port)] = partial(_stream_waited, port, what)
+
+
+def _stream_waited(port: Any, what: str, error: Optional[BaseException]) -> None:
+    if error is None or port.broken or port.destroyed:
+        return
+    if isinstance(error, HcclError):        # the stream failed with the call queued: synchronize() raises this
+        raise port.fail(error, f"a wait on the stream holding {what}") from error
+    interrupted(port, f"a wait on the stream holding {what}", error)
 
 
 def abandon_queued(binding: Any, handle: Any, why: str, interrupted: bool = False) -> None:

@@ -38,10 +38,10 @@ from .announce import Announcer
 from .call import DEVICE_RANGES_MAX, RESOURCES_MAX, SCHEDULES_MAX, Bound, Call, CommCache, Entry
 from .errors import CommError
 from .fastcalls import key_of
-from .interrupts import interrupted
+from .interrupts import break_on_interrupted_wait, interrupted
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
-from .streams import StreamTargets, Target
+from .streams import StreamTargets, Target, sync_stream
 
 if TYPE_CHECKING:
     from .port import CommPort
@@ -50,6 +50,8 @@ __all__ = ["Issuer", "SCRATCH_MIN"]
 
 #: The smallest scratch allocation (bytes); larger ones double.
 SCRATCH_MIN = 4096
+#: call signatures a communicator agrees on before acquiring their channels (later new ones are not agreed on)
+AGREED_MAX = 4096
 
 
 class Issuer:
@@ -78,6 +80,7 @@ class Issuer:
         self.scratch_size = 0
         self.retired: List[Any] = []          # scratch buffers a started collective may still use
         self.inflight: Set[Pending] = set()   # started collectives not yet seen complete
+        self.agreed: Set[Tuple[Any, ...]] = set()   # call signatures agreed on before their channels (_first_use)
 
     # ------------------------------------------------------------------ lifetime
     def drain(self, timeout_s: float) -> None:
@@ -254,13 +257,18 @@ class Issuer:
                 raise self.port.fail(exc, c.what) from exc
             if graph is None:
                 slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
-            pending = self._launch_started(c, bound, target, slot, record)
+            else:     # announced at each replay, in the form whose handshake it repeats (api/announce.py)
+                graph.announces(self.port, partial(self.announce, record,
+                                                   self._has_handshake(self._resources(c, target))))
+            pending = self._launch_started(c, bound, target, slot, record, announce=graph is None)
         except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
             self._interrupted(moved, c.what, exc)
             raise
         if graph is not None:
             graph.keep(pending)
             pending.graph = graph
+        elif c.stream is not None:
+            break_on_interrupted_wait(c.stream, self.port, c.what)
         return pending
 
     def take_seq(self) -> int:
@@ -334,7 +342,7 @@ class Issuer:
             self.targets.order(target)
             bound.batch.launch()
             observe.running(self.port, slot)
-            self.b.synchronize_stream(target.stream)
+            self.announce.waiting(partial(sync_stream, self.b, target.stream), collective=self.announce.current)
         except HcclError as exc:
             self.check_exchange(bound.exchange, started=True)    # a mismatch explains the failure better
             raise self.port.fail(exc, what) from exc
@@ -345,12 +353,14 @@ class Issuer:
             self._free_retired()
 
     def _launch_started(self, c: Call, bound: Bound, target: Target, slot: int, record: observe.Record,
-                        pending: Optional[Pending] = None) -> Pending:
+                        pending: Optional[Pending] = None, announce: bool = True) -> Pending:
         """Launch ``bound`` on ``target``'s stream after the previous collective; the Pending that completes it
-        (``pending`` started again, when given: a persistent request's)."""
+        (``pending`` started again, when given: a persistent request's).  ``announce``: False when an ACL graph
+        captures the launch (nothing runs now; each replay announces it)."""
         try:
             self.targets.order(target)
-            self.announce(record)
+            if announce:
+                self.announce(record)
             bound.batch.launch()
             observe.running(self.port, slot)
         except HcclError as exc:
@@ -359,6 +369,7 @@ class Issuer:
             pending = Pending(self.port, c, target.stream, bound.exchange, slot, self.seq)
         else:
             pending.restart(bound.exchange, slot, self.seq)
+        pending.announced = self.announce.current if announce else None
         self.inflight.add(pending)
         return pending
 
@@ -513,7 +524,7 @@ class Issuer:
             spec = alg.resources(self.port.topology, call, self.port.rank)
             if spec is None:
                 spec = dry_run(alg, self.port.topology, call, self.buffer_bytes, declared=False).resources_for(self.port.rank)
-            if spec.channels and self.port.size > 1:       # new channels need every peer: agree on the call first
+            if spec.channels and self.port.size > 1 and self._first_use(key):   # agree on the call first
                 own = self.targets.own          # not ``target``: a stream= call's stream may be capturing a graph
                 self.announce(observe.record_of(c))     # peers blocked on this agreement compare launch orders
                 self.signer.agree(own.cache, own.stream, call, alg.name,
@@ -523,6 +534,21 @@ class Issuer:
                 self.cache.invalidate()
             res = target.res[key] = target.cache.get(alg.name, spec)
         return res
+
+    def _first_use(self, key: Tuple[Any, ...]) -> bool:
+        """Whether call signature ``key`` (algorithm, signature) is new to the communicator, whichever stream it is
+        on, and so is agreed on before its channels are acquired.
+
+        Every rank makes the same calls in the same order, but each chooses its streams: a per-stream test
+        would make one rank agree where its peer, on a stream that had the call before, runs the call's own
+        handshake, and the agreement would consume that handshake (both ranks then wait for the timeout).
+        Once ``AGREED_MAX`` signatures were agreed, later new ones are not (a function of the calls alone).
+        """
+        agreed = self.agreed
+        if key in agreed or len(agreed) >= AGREED_MAX:
+            return False
+        agreed.add(key)
+        return True
 
     def _handshake(self, sink: TaskBatch, c: Call, res: Resources, target: Target, parity: int,
                    graph: Optional[str] = None) -> Optional[Exchange]:

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import settings
+from .announce import PUBLISH_AFTER_S
+from .consistency import CollectiveMismatchError
 from .errors import CommError, CommTimeoutError, MessageMismatchError
 from .request import Request
 
@@ -123,40 +125,58 @@ def agree(parent: "Comm", port: "CommPort", name: str, nth: int, ranks: List[int
     got: Dict[int, np.ndarray] = {}
     found: Optional[str] = None
     delay = 0.0005
-    while len(got) < len(peers):
-        progressed = False
-        for p, req in recvs.items():
-            if p in got:
-                continue
-            try:
-                done = req.test()
-            except MessageMismatchError as exc:
-                raise MembershipError(f"{where}: {exc}; point-to-point traffic between members on the parent "
-                                      "must be complete before a sub-communicator is created") from exc
-            except CommError as exc:    # the library's wait gave up first: name the user's call and the rank
-                port.mark_broken(f"{where}: rank {p} never sent its rank list")
-                raise CommTimeoutError(f"{where}: rank {p} did not send its rank list ({exc}); every listed rank "
-                                       f"must call Comm({name!r}) with the same ranks in the same order") from exc
-            if done:
-                bad = _bad_message(inbox[p], p, where)
-                if bad:
-                    port.mark_broken(bad)
-                    raise MembershipError(bad)
-                got[p] = inbox[p]
-                progressed = True
-        found = difference(mine, parent.rank, got)
-        if found is not None or len(got) == len(peers):
-            break
-        if time.monotonic() >= deadline:
-            missing = [p for p in peers if p not in got]
-            msg = (f"{where}: rank(s) {', '.join(map(str, missing))} did not send their rank list within "
-                   f"{timeout:g} s ({src}); every listed rank must call Comm({name!r}) with the same ranks in "
-                   "the same order (a rank listing other ranks, or not calling at all, never answers)")
-            port.mark_broken(f"{msg}; its point-to-point with those ranks is out of step")
-            raise CommTimeoutError(msg)
-        if not progressed:
-            time.sleep(delay)
-            delay = min(delay * 2, 0.01)
+
+    def exchange(limit: Optional[float]) -> bool:
+        """Receive lists until every one arrived or one differs (True), or ``limit`` s passed (False)."""
+        nonlocal found, delay
+        stop = None if limit is None else time.monotonic() + limit
+        while True:
+            progressed = False
+            for p, req in recvs.items():
+                if p in got:
+                    continue
+                try:
+                    done = req.test()
+                except MessageMismatchError as exc:
+                    raise MembershipError(f"{where}: {exc}; point-to-point traffic between members on the parent "
+                                          "must be complete before a sub-communicator is created") from exc
+                except CollectiveMismatchError as exc:   # the peer is in a collective of the parent (api/announce.py)
+                    raise CollectiveMismatchError(f"{exc} (while this rank created Comm({name!r}))") from exc
+                except CommError as exc:    # the library's wait gave up first: name the user's call and the rank
+                    port.mark_broken(f"{where}: rank {p} never sent its rank list")
+                    raise CommTimeoutError(f"{where}: rank {p} did not send its rank list ({exc}); every listed "
+                                           f"rank must call Comm({name!r}) with the same ranks in the same order"
+                                           ) from exc
+                if done:
+                    bad = _bad_message(inbox[p], p, where)
+                    if bad:
+                        port.mark_broken(bad)
+                        raise MembershipError(bad)
+                    got[p] = inbox[p]
+                    progressed = True
+            found = difference(mine, parent.rank, got)
+            if found is not None or len(got) == len(peers):
+                return True
+            now = time.monotonic()
+            if now >= deadline:
+                missing = [p for p in peers if p not in got]
+                msg = (f"{where}: rank(s) {', '.join(map(str, missing))} did not send their rank list within "
+                       f"{timeout:g} s ({src}); every listed rank must call Comm({name!r}) with the same ranks in "
+                       "the same order (a rank listing other ranks, or not calling at all, never answers)")
+                port.mark_broken(f"{msg}; its point-to-point with those ranks is out of step")
+                raise CommTimeoutError(msg)
+            if stop is not None and now >= stop:
+                return False
+            if not progressed:
+                time.sleep(delay)
+                delay = min(delay * 2, 0.01)
+
+    # committed until every list arrived or the communicator breaks: published while it lasts, so a listed rank
+    # that is in a collective of the parent meanwhile is named at once (api/announce.py)
+    if not exchange(PUBLISH_AFTER_S):
+        first = min(p for p in peers if p not in got)
+        port.announcer.waiting(exchange, peer=first, text=f"the creation of sub-communicator {name!r} (ranks "
+                               f"{ranks}), waiting for rank {first}'s member list")
     _settle_sends(port, sends, where, [p for p in peers if p not in got])
     if found is not None:
         pending = [p for p in peers if p not in got]

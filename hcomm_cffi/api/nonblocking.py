@@ -17,6 +17,7 @@ while the caller computes without calling the library.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 from ..errors import HcclError
@@ -24,6 +25,7 @@ from . import live, observe
 from .buffers import NO_STAGING, Staging
 from .errors import CommError
 from .graphs import refusal
+from .interrupts import interrupted
 from .request import Request
 from .streams import sync_stream
 
@@ -38,7 +40,7 @@ class Pending:
     """One started collective: its stream, its buffers and staging until :meth:`sync` sees it done."""
 
     __slots__ = ("port", "what", "coll", "seq", "stream", "staging", "keep", "done", "exchange", "slot", "error",
-                 "graph")
+                 "graph", "announced")
 
     def __init__(self, port: "CommPort", call: "Call", stream: Any, exchange: Any, slot: int, seq: int) -> None:
         self.port = port               # the communicator's CommPort
@@ -53,6 +55,7 @@ class Pending:
         self.slot = slot               # its flight-recorder slot (-1: none)
         self.error: Optional[BaseException] = None   # the failure, raised again by every later sync
         self.graph: Any = None         # the ACL graph that captured it: it runs at that graph's replays
+        self.announced: Optional[Tuple[int, str]] = None   # its number and description among the announced collectives
 
     def restart(self, exchange: Any, slot: int, seq: int) -> None:
         """The same call started again (a persistent request's next start): pending, with this start's record."""
@@ -74,9 +77,14 @@ class Pending:
         if self.done:
             return True
         try:
-            if timeout is None:                   # sync_stream's first case, inline (a persistent request's wait)
-                port.binding.synchronize_stream(self.stream)
-                finished = True
+            if timeout is None:                   # committed: published if it lasts (api/announce.py)
+                announced = self.announced
+                if announced is None:
+                    port.binding.synchronize_stream(self.stream)
+                    finished = True
+                else:
+                    finished = port.announcer.waiting(partial(sync_stream, port.binding, self.stream),
+                                                      collective=announced)
             else:
                 finished = sync_stream(port.binding, self.stream, timeout)
         except HcclError as exc:
@@ -85,6 +93,9 @@ class Pending:
             self._check_exchange()          # a mismatch explains the failure better than its symptom
             self.error = port.fail(exc, self.what)
             raise self.error from exc
+        except BaseException as exc:        # Ctrl-C, an alarm...: its queued work must never run later
+            interrupted(port, self.what, exc)
+            raise
         if finished:
             observe.done(port, self.slot, self.coll, self.seq)
             self.forget()

@@ -15,6 +15,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
@@ -227,7 +228,11 @@ class PointToPoint:
             try:
                 with self._books:             # what was posted before this wait (other threads may post more)
                     issued = list(lane.inflight)
-                done = sync_stream(self.port.binding, lane.stream, timeout)
+                if timeout is None:           # committed: published if it lasts (api/announce.py)
+                    done = self.port.announcer.waiting(partial(sync_stream, self.port.binding, lane.stream),
+                                                       peer=lane.peer, text=what)
+                else:
+                    done = sync_stream(self.port.binding, lane.stream, timeout)
                 if done:                      # everything issued on the lane before the wait has completed
                     gone = {id(item) for item in issued}
                     with self._books:
@@ -236,6 +241,9 @@ class PointToPoint:
                 return done
             except HcclError as exc:
                 raise self.port.fail(exc, what) from exc
+            except BaseException as exc:    # Ctrl-C, an alarm...: the queued transfer must never land later
+                interrupted(self.port, what, exc)
+                raise
         return Request(what, sync, finish)
 
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
@@ -252,8 +260,12 @@ class PointToPoint:
         staging = Staging(self.port.binding, self.port.stages)
         keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
+
+        def finish() -> None:
+            keep.clear()
+            staging.finish()
         self._count_post()
-        try:                          # the lane's state advances from here: cut short, the lane is out of step
+        try:                 # the lane's state advances from here: cut short before it is returned, out of step
             for buf in bufs:
                 header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.port.rank)
                 keep.append(header)
@@ -265,14 +277,10 @@ class PointToPoint:
             self._launch(batch, desc, op[0])
             with self._books:
                 lane.inflight.append(keep)
+            return self._request(lane, desc, finish, op)
         except BaseException as exc:
             interrupted(self.port, desc, exc)
             raise
-
-        def finish() -> None:
-            keep.clear()
-            staging.finish()
-        return self._request(lane, desc, finish, op)
 
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
         with self.port.lock:       # as _post_send
@@ -289,8 +297,14 @@ class PointToPoint:
         headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
         first_seq = lane.state.seq
         desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
+
+        def finish() -> Any:
+            staging.finish()
+            for k, buf in enumerate(bufs):
+                self._check_header(headers[k], buf, src, first_seq + k, what)
+            return items[0] if single else items
         self._count_post()
-        try:                          # the lane's state advances from here: cut short, the lane is out of step
+        try:                 # the lane's state advances from here: cut short before it is returned, out of step
             for k, buf in enumerate(bufs):
                 hb = as_buffer(headers[k], "header", writable=True)
                 self.port.declare_device_memory(hb)      # emulator: what staging makes them on CANN
@@ -300,16 +314,10 @@ class PointToPoint:
             self._launch(batch, desc, op[0])
             with self._books:
                 lane.inflight.append((bufs, headers))
+            return self._request(lane, desc, finish, op)
         except BaseException as exc:
             interrupted(self.port, desc, exc)
             raise
-
-        def finish() -> Any:
-            staging.finish()
-            for k, buf in enumerate(bufs):
-                self._check_header(headers[k], buf, src, first_seq + k, what)
-            return items[0] if single else items
-        return self._request(lane, desc, finish, op)
 
     def _record(self, op: str, lane: Lane, bufs: List[Buffer]) -> Tuple[int, str, int]:
         """The flight record (and DEBUG line, trace slice) of a send/recv of ``bufs`` on ``lane``: (slot, trace name,

@@ -32,6 +32,7 @@ from .errors import CommError, ForeignProcessError, NotMemberError, failure_erro
 from .interrupts import abandon_queued
 
 if TYPE_CHECKING:   # typing only: comm.py imports this module, issue.py imports it for annotations
+    from .announce import Announcer
     from .comm import Comm
     from .issue import Issuer
     from .nonblocking import Pending
@@ -115,6 +116,11 @@ class CommPort:
     def stages(self) -> bool:
         """Host buffers are copied into device memory for the engines (CANN), not declared (the emulator)."""
         return self._issuer.staging
+
+    @property
+    def announcer(self) -> "Announcer":
+        """What peers see of its calls and waits (api/announce.py)."""
+        return self._issuer.announce
 
     @property
     def checks_library_collectives(self) -> bool:

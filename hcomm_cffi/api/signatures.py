@@ -26,6 +26,7 @@ peers the algorithm talks to.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -40,6 +41,7 @@ from ..plan import ChannelSpec, Topology
 from ..plan.planner import rank_resources
 from ..resources import ResourceCache, Resources
 from . import consistency
+from .streams import sync_stream
 
 if TYPE_CHECKING:   # the port imports issue.py, which imports this module
     from .port import CommPort
@@ -188,9 +190,10 @@ class Signer:
         sink = TaskBatch(self.b)
         ex = self.issue(sink, links, links.main, consistency.signature(call, algorithm), host_task, self.parity)
         self.advance(self._seq)
+        announcer = self.port.announcer
         try:
             sink.launch()
-            self.b.synchronize_stream(stream)
+            announcer.waiting(partial(sync_stream, self.b, stream), collective=announcer.current)
         except HcclError:             # the caller fails the communicator naming the call (a mismatch, if one was seen)
             if ex is not None:
                 self._raise_if_mismatch(ex)

@@ -3,10 +3,16 @@
 Like ``torch.npu.Stream``: it exposes its ``aclrtStream`` address as ``npu_stream`` (what
 :func:`~hcomm_cffi.api.streams.stream_handle` reads), so collectives, :func:`hcomm_cffi.graph` and
 torch_npu-style code take it as they take a torch_npu stream.
+
+What communicators queue on it (a graph's replays, collectives and sends/receives issued with
+``stream=``) is told how each :meth:`Stream.synchronize` ended.  An exception that leaves the wait
+(Ctrl-C, an alarm handler) leaves that work queued, and a retry after rewriting the inputs would let it
+run on the new contents: those communicators break instead (api/interrupts.py), their queued work is
+discarded, their peers fail naming this rank, and the exception goes on.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 from .._ffi import ffi
 from ..binding import Binding, get_binding
@@ -28,9 +34,11 @@ class Stream:
     def __init__(self, binding: Optional[Binding] = None) -> None:
         self.binding = binding if binding is not None else get_binding()
         self.handle: Any = self.binding.create_stream()
-        #: told how each synchronize() ended (None: everything queued completed; else the error), once: what was
-        #: queued on the stream and waits for it (a replayed graph's flight records); it may raise a better error
-        self.on_synchronized: List[Callable[[Optional[HcclError]], None]] = []
+        #: told how the next synchronize() ended, once, by key (one per registrant): None (everything queued
+        #: completed), the HcclError, or the exception that interrupted the wait; what was queued on the stream
+        #: and waits for it (a replayed graph's flight records, a communicator's started calls).  It may raise a
+        #: better error (not for an interrupt: the interrupt goes on)
+        self.on_synchronized: Dict[Any, Callable[[Optional[BaseException]], None]] = {}
 
     @property
     def npu_stream(self) -> int:
@@ -52,19 +60,22 @@ class Stream:
             if exc.code not in CAPTURE_REFUSALS:       # a refused wait says nothing about the queued work
                 self._settle(exc)
             raise
+        except BaseException as exc:    # Ctrl-C, an alarm...: the queued work must never run later (module docstring)
+            self._settle(exc)
+            raise
         if done:
             self._settle(None)
         return done
 
-    def _settle(self, error: Optional[HcclError]) -> None:
-        callbacks, self.on_synchronized = self.on_synchronized, []
+    def _settle(self, error: Optional[BaseException]) -> None:
+        callbacks, self.on_synchronized = self.on_synchronized, {}
         first: Optional[BaseException] = None
-        for fn in callbacks:
+        for fn in callbacks.values():
             try:
                 fn(error)
             except BaseException as exc:        # every callback hears it; the first error is raised
                 first = first or exc
-        if first is not None:
+        if first is not None and (error is None or isinstance(error, HcclError)):
             raise first
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import HcclError
 from . import graphs, observe
 from .buffers import Staging, as_buffer
+from .interrupts import break_on_interrupted_wait, interrupted
 from .request import Request
 from .streams import stream_handle, sync_stream
 
@@ -51,9 +52,15 @@ def _post(port: Any, direction: str, x: Any, peer: int, stream: Any) -> Request[
         call(ptr, buf.count, int(buf.dtype), peer, port.handle, handle)
     except HcclError as exc:
         raise port.fail(exc, desc) from exc
+    except BaseException as exc:     # Ctrl-C, an alarm... in the launch: part of it may be queued
+        if graph is None:
+            interrupted(port, desc, exc)
+        raise
     finally:
         if graph is not None:
             graph.keep(buf)          # its memory stays with the graph
+    if graph is None:
+        break_on_interrupted_wait(stream, port, desc)
     observe.running(port, slot)
 
     def sync(timeout: Any) -> bool:
@@ -63,6 +70,9 @@ def _post(port: Any, direction: str, x: Any, peer: int, stream: Any) -> Request[
         except HcclError as exc:
             graphs.refusal(exc)      # a wait refused because the stream captures: the communicator is fine
             raise port.fail(exc, desc) from exc
+        except BaseException as exc:   # Ctrl-C, an alarm...: the queued transfer must never land later
+            interrupted(port, desc, exc)
+            raise
         if done:
             if slot >= 0 and port.flight is not None:
                 port.flight.done(slot)

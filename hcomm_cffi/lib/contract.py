@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Tuple
 
-__all__ = ["Capabilities", "Backend", "CANN", "DataPlaneCall"]
+__all__ = ["Capabilities", "Backend", "CANN", "DataPlaneCall", "WAIT_NONE", "WAIT_COLLECTIVE", "WAIT_P2P"]
+
+#: what a host waits in (:meth:`Backend.announce_wait`): nothing any more, a collective, a point-to-point operation
+WAIT_NONE, WAIT_COLLECTIVE, WAIT_P2P = 0, 1, 2
 
 #: one data-plane call as the layers above record it: a callable (their binding's method) and its arguments;
 #: the backend calls it, it never needs the object it belongs to
@@ -83,6 +86,15 @@ class Backend:
         host buffers are staging copies, copied back only after a completed wait).
         """
         return False
+
+    def announce_wait(self, comm: Any, kind: int, number: int, peer: int, text: str) -> None:
+        """This rank's host now waits in ``text`` on communicator ``comm`` until it ends (``WAIT_NONE``: no longer).
+
+        ``WAIT_COLLECTIVE``: collective ``number`` of the Comm API's count, with no point-to-point operation
+        outstanding; ``WAIT_P2P``: a point-to-point operation with rank ``peer`` after ``number`` collectives.
+        The emulator keeps it where a peer's blocked wait finds two ranks that wait for each other in calls
+        that never meet, and fails naming both (sim/announce.py); CANN: nothing.
+        """
 
     def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
         """Collective number ``seq`` of communicator ``comm`` (the Comm API's count) has signature ``value``.

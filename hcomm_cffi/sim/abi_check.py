@@ -117,6 +117,10 @@ class AbiCheckedLibrary(Backend):
         """The wrapped library's."""
         self._lib.announce_collective(comm, seq, value, text)
 
+    def announce_wait(self, comm: Any, kind: int, number: int, peer: int, text: str) -> None:
+        """The wrapped library's."""
+        self._lib.announce_wait(comm, kind, number, peer, text)
+
     def abandon_communicator(self, comm: Any, why: str, interrupted: bool = False) -> bool:
         """The wrapped library's."""
         return bool(self._lib.abandon_communicator(comm, why, interrupted))

@@ -17,13 +17,27 @@ Two ranks whose entries for the same number differ are in different calls: the b
 with the COLLECTIVE_MISMATCH text naming both, on every rank that waits -- within a second, with
 no task added and nothing read on the path of a call that agrees.  Each entry is written
 seq, value, seq (a reader accepts it only when both copies agree), so a torn read is never a mismatch.
+
+Some calls never meet a collective and are not collectives: a point-to-point wait, the member-list
+exchange of a sub-communicator's creation.  So a rank also publishes what its host is committed to
+waiting in (``Backend.announce_wait``; the Comm API publishes only waits that return, or break the
+communicator, when the awaited operation ends, and only once they have lasted a moment): ``WAIT_P2P``
+on a peer, with the number of collectives it has announced, or ``WAIT_COLLECTIVE`` number k while it
+has no point-to-point operation outstanding on the communicator.  When rank R waits in a
+point-to-point operation with rank Q, and Q waits in collective #k which R has not announced, neither
+can go on: Q posts nothing more until its collective completes, which needs R, and R announces nothing
+more until its wait returns, which needs Q.  A wait blocked on a peer finds it in the records (its own,
+the peer's and the peer's partner's) and fails naming both calls (:meth:`Announcements.stuck`).  A
+record ``WAIT_COLLECTIVE`` left from a collective that completed can never match: every rank had
+announced it.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from .._ffi import ffi
 from ..errors import COLLECTIVE_MISMATCH
+from ..lib.contract import WAIT_COLLECTIVE, WAIT_NONE, WAIT_P2P
 
 __all__ = ["LIBRARY", "API", "TABLE_WORDS", "BLOCKED_S", "Announcements"]
 
@@ -34,7 +48,9 @@ ENTRY_WORDS = 3             # seq + 1, value, seq + 1
 DESCRIPTIONS = 128          # descriptions kept, indexed by value % DESCRIPTIONS
 DESC_WORDS = 40             # value, text bytes, then the text (152 bytes)
 TEXT_BYTES = 4 * (DESC_WORDS - 2)
-TABLE_WORDS = 2 * ENTRIES * ENTRY_WORDS + DESCRIPTIONS * DESC_WORDS
+WAIT_WORDS = 6 + DESC_WORDS  # mark, kind, number, peer, text bytes, the text (TEXT_BYTES + 8 bytes), mark
+WAIT_TEXT_BYTES = 4 * (WAIT_WORDS - 6)
+TABLE_WORDS = 2 * ENTRIES * ENTRY_WORDS + DESCRIPTIONS * DESC_WORDS + WAIT_WORDS
 BLOCKED_S = 0.2             # a wait blocked this long on a peer looks at the peer's announcements
 
 
@@ -43,6 +59,9 @@ def _entry(space: int, seq: int) -> int:
 
 
 DESC_BASE = 2 * ENTRIES * ENTRY_WORDS
+WAIT_BASE = DESC_BASE + DESCRIPTIONS * DESC_WORDS
+_W_MARK, _W_KIND, _W_NUMBER, _W_PEER, _W_LEN, _W_TEXT = range(6)
+_W_END = WAIT_WORDS - 1     # the mark again: a reader accepts the record only when both copies agree
 
 
 def _desc(value: int) -> int:
@@ -83,6 +102,55 @@ class Announcements:
         w[at] = mark
         self.counts[space] = seq + 1
 
+    def wait(self, kind: int, number: int, peer: int, text: str) -> None:
+        """Publish what this rank's host waits in (``WAIT_NONE``: nothing any more; module docstring)."""
+        w = self.words + WAIT_BASE
+        mark = (w[_W_MARK] + 1) & 0xFFFFFFFF or 1
+        w[_W_MARK] = 0                         # being rewritten: a reader sees no record, not a torn one
+        w[_W_KIND], w[_W_NUMBER], w[_W_PEER] = kind, number & 0xFFFFFFFF, peer & 0xFFFFFFFF
+        raw = text.encode()[:WAIT_TEXT_BYTES]
+        w[_W_LEN] = len(raw)
+        ffi.memmove(ffi.cast("char *", w + _W_TEXT), raw, len(raw))
+        w[_W_END] = mark
+        w[_W_MARK] = mark
+
+    def stuck(self, rank: int, comm: str, peer: int, words_of: Callable[[int], Any], base: int) -> Optional[str]:
+        """The COLLECTIVE_MISMATCH text when this rank or ``peer`` waits in a point-to-point operation with a rank
+        that waits in a collective the first has not announced (module docstring), else None.
+
+        ``words_of(r)``: rank r's control words (``base``: where its table starts), None for no such rank.
+        """
+        def record(r: int) -> Optional[Tuple[int, int, int, str]]:
+            words = words_of(r)
+            return None if words is None else _waiting(words + base)
+
+        records = {rank: _waiting(self.words), peer: record(peer)}
+        for r in (rank, peer):
+            mine = records[r]
+            if mine is None or mine[0] != WAIT_P2P:
+                continue
+            _, count, partner, text = mine
+            if partner not in records:
+                records[partner] = record(partner)
+            theirs = records[partner]
+            if theirs is None or theirs[0] != WAIT_COLLECTIVE or theirs[1] <= count:
+                continue
+            made = f"after {count} collective{'s' if count != 1 else ''}"
+            if r == rank:
+                what = (f"is in {text} ({made}), while rank {partner} is in collective #{theirs[1]}: {theirs[3]}, "
+                        f"which rank {rank} has not reached")
+            elif partner == rank:
+                what = (f"is in collective #{theirs[1]}: {theirs[3]}, while rank {r} is in {text} ({made}) and has "
+                        "not reached it")
+            else:
+                what = (f"waits for rank {r}, which is in {text} ({made}), while rank {partner} is in collective "
+                        f"#{theirs[1]}: {theirs[3]}, which rank {r} has not reached")
+            return (f"checker: {COLLECTIVE_MISMATCH}: rank {rank} of communicator {comm} {what}: neither can go on "
+                    "(every rank must make the same collectives in the same order, and a point-to-point operation "
+                    "must not wait for a rank that is in a collective; found while rank "
+                    f"{rank} waited for rank {peer})")
+        return None
+
     def next_library(self) -> int:
         """The number of the next library collective of this rank."""
         return self.counts[LIBRARY]
@@ -115,6 +183,20 @@ class Announcements:
                 f"but rank {peer} is in {what} #{seq}: {theirs} (every rank must call the same collectives in the "
                 "same order with the same arguments; found while rank "
                 f"{rank} waited for rank {peer}, whose call never meets this one)")
+
+
+def _waiting(table: Any) -> Optional[Tuple[int, int, int, str]]:
+    """(kind, number, peer, text) of the wait record of the table at ``table``, None when none or being rewritten."""
+    w = table + WAIT_BASE
+    mark = w[_W_MARK]
+    if not mark or w[_W_END] != mark or w[_W_KIND] == WAIT_NONE:
+        return None
+    kind, number, peer = int(w[_W_KIND]), int(w[_W_NUMBER]), int(w[_W_PEER])
+    n = min(int(w[_W_LEN]), WAIT_TEXT_BYTES)
+    text = ffi.unpack(ffi.cast("char *", w + _W_TEXT), n).decode(errors="replace")
+    if w[_W_MARK] != mark or w[_W_END] != mark:
+        return None
+    return kind, number, peer, text
 
 
 def _text(words: Any, value: int) -> str:

@@ -36,7 +36,8 @@ from .shm import SHM_DIR, Segment, check_dir, owner_alive, sweep_stale, user_pre
 from .tasks import Task
 
 MAGIC = 0x4D534348          # "HCSM"
-LAYOUT_VERSION = 4          # 4: single-writer notify words (records, values, consumed); 3: announcements table
+# 5: the host's wait record; 4: single-writer notify words (records, values, consumed); 3: announcements table
+LAYOUT_VERSION = 5
 HEADER_WORDS = 20
 SLOT_WORDS = 16 + WORDS_PER_NOTIFY * MAX_NOTIFIES_PER_CHANNEL    # slot header + each notify's words (notifies.py)
 
@@ -471,9 +472,19 @@ class SimComm:
         return HEADER_WORDS + self.slots * SLOT_WORDS
 
     def disagreeing_call(self, peer: int) -> Optional[str]:
-        """The mismatch message when ``peer`` announced another call under a number this rank used, else None."""
-        found = self.announced.disagreement(ffi.cast("uint32_t *", self.peer_ctl[peer].ptr), self.announce_base())
-        return None if found is None else self.announced.message(self.rank, self.name, peer, found)
+        """The mismatch message when ``peer`` announced another call under a number this rank used, or when this
+        rank or ``peer`` waits in a point-to-point operation with a rank that waits in a collective the other
+        never reaches (sim/announce.py), else None."""
+        base = self.announce_base()
+        found = self.announced.disagreement(ffi.cast("uint32_t *", self.peer_ctl[peer].ptr), base)
+        if found is not None:
+            return self.announced.message(self.rank, self.name, peer, found)
+        return self.announced.stuck(self.rank, self.name, peer, self._ctl_words, base)
+
+    def _ctl_words(self, rank: int) -> Any:
+        """Rank ``rank``'s control words (None: no such rank)."""
+        seg = self.peer_ctl.get(rank)
+        return None if seg is None else ffi.cast("uint32_t *", seg.ptr)
 
     # ------------------------------------------------------------------ doorbell
     def bell_value(self) -> int:

@@ -127,6 +127,10 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, GraphCalls, AicpuCalls, Cl
         """Publish the Comm API's collective ``seq`` in this rank's announcements (sim/announce.py)."""
         self.state.comm(comm).announced.announce(API, seq, value, text)
 
+    def announce_wait(self, comm: Any, kind: int, number: int, peer: int, text: str) -> None:
+        """Publish what this rank's host waits in on communicator ``comm`` (sim/announce.py)."""
+        self.state.comm(comm).announced.wait(kind, number, peer, text)
+
     def abandon_communicator(self, comm: Any, why: str, interrupted: bool = False) -> bool:
         """Drop communicator ``comm``'s queued tasks and mark it FAILED (ABANDONED) for its peers (sim/abandon.py)."""
         return abandon(self.state, self._batch.tasks, comm, why, interrupted)
