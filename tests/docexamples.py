@@ -41,7 +41,7 @@ def pages() -> List[Path]:
 
 ELLIPSIS = "…"
 _MARK = re.compile(r"<!--\s*example:\s*(.*?)\s*-->\s*$")
-_FENCE = re.compile(r"^(`{3,}|~{3,})\s*(\S*)")
+_FENCE = re.compile(r"^( *)(`{3,}|~{3,})\s*(\S*)")   # indented too: a block inside a list item
 #: directories of the checkout a page's commands may name by relative path (linked; examples/ is copied, since
 #: a page builds in it)
 _LINKED = ("benchmarks", "scripts", "hcomm_cffi", "tests")
@@ -87,11 +87,11 @@ def blocks(page: Path) -> List[Block]:
         if mark:
             pending = (i, _marks(mark.group(1)))
         elif m:
-            fence, lang, start = m.group(1), m.group(2).lower(), i
+            indent, fence, lang, start = m.group(1), m.group(2), m.group(3).lower(), i
             i += 1
             body = []
-            while i < len(lines) and not lines[i].startswith(fence):
-                body.append(lines[i])
+            while i < len(lines) and not lines[i].startswith(indent + fence):
+                body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
                 i += 1
             marks = pending[1] if pending else {}
             if lang.startswith("{"):       # a MyST directive (toctree, eval-rst, ...): not an example
