@@ -27,9 +27,9 @@ import errno
 import os
 import stat
 import tempfile
-from typing import Optional, Union
+from typing import List, Optional, Tuple, Union
 
-__all__ = ["UnsafePath", "checked_dir", "create_file", "open_own", "write_atomically", "reserve", "free_bytes",
+__all__ = ["UnsafePath", "checked_dir", "own_dirs", "create_file", "open_own", "write_atomically", "reserve", "free_bytes",
            "NoSpace"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -109,6 +109,26 @@ def checked_dir(path: str, what: str, private: bool = False, create: bool = True
                          f"bit); expected a directory only this user can write (chmod go-w {path})")
     _check_ancestors(path, what)
     return path
+
+
+def own_dirs(base: str, prefix: str, private: bool = False) -> List[Tuple[float, str]]:
+    """``(mtime, path)`` of the directories in ``base`` named ``prefix...`` that are this user's (and, with
+    ``private``, that no one else may enter), sorted by name; links and other users' entries are passed over."""
+    try:
+        with os.scandir(base) as entries:
+            names = sorted(e.name for e in entries if e.name.startswith(prefix))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not (private and st.st_mode & 0o077):
+            found.append((st.st_mtime, path))
+    return found
 
 
 def create_file(path: str, replace: bool = False, mode: int = 0o600, read: bool = True) -> int:

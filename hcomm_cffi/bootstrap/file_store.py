@@ -20,12 +20,12 @@ import errno
 import fcntl
 import os
 import shutil
-import stat
 import tempfile
 import threading
 import time
 from typing import Dict, Iterator, List, Optional, Sequence
 
+from .. import files
 from ..files import UnsafePath, checked_dir, create_file
 from ..flocks import lock_held
 from .errors import BootstrapError
@@ -65,20 +65,8 @@ def _private_prefix() -> str:
 
 def _own_private_dir(base: str) -> Optional[str]:
     """The first (by name) directory ``hcomm-<uid>-private-*`` in ``base`` that is this user's and ``0700``."""
-    prefix, me = _private_prefix(), os.getuid()
-    try:
-        names = sorted(e.name for e in os.scandir(base) if e.name.startswith(prefix))
-    except OSError:
-        return None
-    for name in names:
-        path = os.path.join(base, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == me and not st.st_mode & 0o077:
-            return path
-    return None
+    found = files.own_dirs(base, _private_prefix(), private=True)
+    return found[0][1] if found else None
 
 
 @contextlib.contextmanager

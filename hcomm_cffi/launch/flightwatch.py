@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import stat
 import tempfile
 import time
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
@@ -29,6 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 from .. import settings
 from ..bootstrap.errors import BootstrapError
 from ..bootstrap.file_store import private_dir
+from .. import files
 from ..files import UnsafePath, checked_dir
 
 __all__ = ["flight_dir", "kept", "pattern", "dumped", "collect", "report_lines", "summary", "note", "sweep_old",
@@ -64,21 +64,7 @@ def flight_dir(env: Mapping[str, str], job_id: str) -> str:
 
 def _own_dirs(base: Optional[str] = None) -> List[Tuple[float, str]]:
     """(mtime, path) of this user's flight directories in ``base`` (default the temp dir)."""
-    base = base or tempfile.gettempdir()
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        path = os.path.join(base, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if name.startswith(_prefix()) and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
-            found.append((st.st_mtime, path))
-    return found
+    return files.own_dirs(base or tempfile.gettempdir(), _prefix())
 
 
 def sweep_old(now: Optional[float] = None) -> List[str]:
