@@ -1,4 +1,4 @@
-"""The C declarations of the CANN HCCL / HCOMM / ACL host ABI, as text (plain data, no imports).
+"""The C declarations of the CANN HCCL / HCOMM / ACL host ABI, as text (plain data; only ``re`` is imported).
 
 ``build_ffi.py`` loads this file by path at build time (so the build needs no import of the
 package) and compiles ``CDEF`` with cffi; at run time the emulator's ABI check
@@ -7,7 +7,14 @@ package needs no source checkout.  The vendor headers are C++-only, hence the li
 every layout here is checked against compiler-derived golden values by the tests.
 """
 
-__all__ = ["CDEF"]
+import re
+
+__all__ = ["CDEF", "FUNCTIONS_MARKER", "DECLARATION"]
+
+#: Where the function declarations start in CDEF.
+FUNCTIONS_MARKER = "/* ---- functions"
+#: One function declaration on a line of CDEF's function section: (return type, name, parameters).
+DECLARATION = re.compile(r"^\s*([A-Za-z_][\w \*]*?[\s\*])([A-Za-z_]\w*)\s*\(([^;]*)\)\s*;\s*$", re.M)
 
 # Fields shared by both generations of HcclCommConfig (2026-08 appends hcclChannelSqDepth).
 _COMM_CONFIG_FIELDS = """\

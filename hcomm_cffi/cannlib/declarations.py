@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Tuple
 
+from .._cdef import DECLARATION, FUNCTIONS_MARKER
 from ..lib.cann import library_for
 from ..sim.library import DEVICE_ONLY_FUNCTIONS
 
@@ -21,12 +22,9 @@ __all__ = ["Prototype", "cdef_text", "types_cdef", "prototypes", "exported", "cd
 
 #: The library key of acl/acl_prof.h's functions: CANN's profiler library libmsprofiler.so exports them.
 PROFILER_KEY = "msprofiler"
-#: Where the function declarations start in build_ffi.CDEF.
-FUNCTIONS_MARKER = "/* ---- functions"
 #: The core library exports every function as CORE_PREFIX + name; the vendor-named libraries forward to it.
 CORE_PREFIX = "hcommsim_"
 
-_DECL = re.compile(r"^\s*([A-Za-z_][\w \*]*?[\s\*])([A-Za-z_]\w*)\s*\(([^;]*)\)\s*;\s*$", re.M)
 _HEADER_COMMENT = re.compile(r"^/\* ((?:hccl|hcomm|acl)/\w+\.h) \*/$", re.M)
 
 
@@ -84,7 +82,7 @@ def prototypes() -> Tuple[Prototype, ...]:
         if comment:
             header = comment.group(1)
             continue
-        m = _DECL.match(line)
+        m = DECLARATION.match(line)
         if m:
             out.append(Prototype(m.group(1).strip(), m.group(2), m.group(3).strip(), header))
     return tuple(out)

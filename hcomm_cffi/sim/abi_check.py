@@ -9,16 +9,13 @@ per call, so it is for tests (``HCOMM_SIM_ABI_CHECK=1``), not benchmarks.
 from __future__ import annotations
 
 import functools
-import re
 import threading
 from typing import Any, Callable, Dict, Optional, Sequence
 
-from .._cdef import CDEF
+from .._cdef import CDEF, DECLARATION, FUNCTIONS_MARKER
 from .._ffi import ffi
 from ..enums import HcclResult
 from ..lib.contract import Backend, DataPlaneCall, Capabilities
-
-_DECL = re.compile(r"^\s*([A-Za-z_][\w \*]*?[\s\*])([A-Za-z_]\w*)\s*\(([^;]*)\)\s*;\s*$", re.M)
 
 __all__ = ["AbiCheckedLibrary", "function_types", "declared_functions"]
 
@@ -33,9 +30,9 @@ def function_types(cdef: Optional[str] = None) -> Dict[str, str]:
         return _types
     if cdef is None:
         cdef = CDEF
-    start = cdef.find("/* ---- functions")
+    start = cdef.find(FUNCTIONS_MARKER)
     found = {}
-    for ret, name, params in _DECL.findall(cdef[start:]):
+    for ret, name, params in DECLARATION.findall(cdef[start:]):
         found[name] = f"{ret.strip()}(*)({params.strip() or 'void'})"
     with _lock:
         _types = found
