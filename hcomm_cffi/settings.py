@@ -226,6 +226,12 @@ VARIABLES: Tuple[Variable, ...] = (
              "written (by hcomm run, else by each rank) while the job keeps waiting; 0 = never"),
     Variable("HCOMM_TRACE", "trace", _path, None,
              "write a Chrome trace-event timeline of every task per rank into this directory"),
+    Variable("HCOMM_EMULATE_NPU", "emulate_npu", _flag, False,
+             "at `import torch`, without torch_npu installed: torch's device 'npu' over the emulator, torch.npu, "
+             "backend 'hccl' and the name torch_npu (docs/guide/npu-on-a-laptop.md)"),
+    Variable("HCOMM_NPU_EXT_DIR", "npu_ext_dir", _path, None,
+             "where the emulated npu device's compiled extension is cached (default: a private directory of this "
+             "user under $XDG_CACHE_HOME or ~/.cache)"),
 )
 _BY_NAME: Dict[str, Variable] = {v.name: v for v in VARIABLES}
 
@@ -271,6 +277,8 @@ class Settings:
     fr_dir: Optional[str]
     stuck_report_s: float
     trace: Optional[str]
+    emulate_npu: bool
+    npu_ext_dir: Optional[str]
     raw: Tuple[Tuple[str, str], ...] = ()
 
     @property
