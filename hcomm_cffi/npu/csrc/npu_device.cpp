@@ -481,6 +481,8 @@ void set_current_device(int64_t index) {
 }  // namespace hcomm_npu
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, hcomm_npu::NpuGuardImpl);
+// what torch.UntypedStorage(n, device="npu") and at::GetAllocator(kPrivateUse1) use
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &hcomm_npu::g_allocator);
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", hcomm_npu::empty_memory_format);
