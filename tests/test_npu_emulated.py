@@ -327,3 +327,61 @@ def test_the_vendor_pytorch_sample_shape_prints_its_readme_output(npu_paths: Dic
     for r in range(4):
         assert f"[Rank {r}] Input: tensor([0., 1., 2., 3., 4., 5., 6., 7.], device='npu:{r}')" in lines, done.stdout
         assert f"[Rank {r}] Output: tensor([ 0.,  4.,  8., 12., 16., 20., 24., 28.], device='npu:{r}')" in lines
+
+
+FSDP2_NPU = r"""
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.npu.set_device(local_rank)
+dist.init_process_group(backend="hccl")
+rank, world = dist.get_rank(), dist.get_world_size()
+
+
+def build():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+model = build().npu()
+for layer in model:
+    if isinstance(layer, torch.nn.Linear):
+        fully_shard(layer)
+fully_shard(model)       # parameters resharded after forward: their storage is resized to 0 and back
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+ref = build()            # the same math in one process on CPU, over every rank's batch
+ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+data = torch.randn(3, world, 4, 8, generator=torch.Generator().manual_seed(1))
+for step in range(3):
+    loss = model(data[step][rank].npu()).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    ref_opt.zero_grad()
+    sum(ref(data[step][r]).pow(2).mean() for r in range(world)).div(world).backward()
+    ref_opt.step()
+shards = [p.to_local() for p in model.parameters()]
+full = [p.full_tensor() for p in model.parameters()]
+assert all(s.device == torch.device("npu", local_rank) for s in shards)
+assert all(torch.allclose(f.cpu(), r, rtol=1e-5, atol=1e-6) for f, r in zip(full, ref.parameters()))
+print(f"rank {rank} FSDP2 on {shards[0].device}: parameters equal the reference", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_fsdp2_on_npu_tensors_with_hccl(npu_paths: Dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "fsdp2_npu.py"
+    path.write_text(FSDP2_NPU)
+    shm = private_shm_dir()
+    done = _python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(path)],
+                   {**npu_paths, "HCOMM_EMULATE_NPU": "1", "HCOMM_SIM_SHM_DIR": shm}, timeout=240)
+    left = os.listdir(shm)
+    os.rmdir(shm) if not left else None
+    assert done.returncode == 0 and left == [], done.stdout + done.stderr
+    for r in range(2):
+        assert f"rank {r} FSDP2 on npu:{r}: parameters equal the reference" in done.stdout, done.stdout
