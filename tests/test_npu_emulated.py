@@ -45,8 +45,8 @@ def npu_paths(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, str]:
     # the extension's own cache (a private directory of this user, kept between sessions like pip's): built at most
     # once per session, usually not at all
     paths = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(base / "site")]), "OMP_NUM_THREADS": "1"}
-    done = _python(["-c", "import torch; assert torch.npu.is_available()"], {**paths, "HCOMM_EMULATE_NPU": "1"},
-                   timeout=600)
+    done = _python(["-c", "import torch; torch.npu.init(); torch.zeros(1, device='npu')"],
+                   {**paths, "HCOMM_EMULATE_NPU": "1"}, timeout=600)
     assert done.returncode == 0, done.stderr
     return paths
 
@@ -113,11 +113,12 @@ def test_private_build_cache_refuses_a_directory_others_can_write(tmp_path: Path
 
 # ------------------------------------------------------------------ the device
 DEVICE_PROGRAM = r'''
-import io, torch, torch_npu
+import io, sys, torch, torch_npu
 from hcomm_cffi.binding import get_binding
 from hcomm_cffi.api.stream import Stream as AclStream
 
 assert torch_npu.npu is torch.npu and torch.npu.is_available() and torch.npu.device_count() == 3
+assert "hcomm_npu_device" not in sys.modules      # the extension is loaded when the device is first used
 device_memory = get_binding().lib.state.device
 def on_device(t):
     hit = device_memory.find(t.data_ptr(), t.numel() * t.element_size())

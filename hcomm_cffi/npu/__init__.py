@@ -3,9 +3,9 @@
 Switched on by ``HCOMM_EMULATE_NPU=1`` and only when torch_npu is not installed, :func:`autoload` (torch's
 device-backend autoload calls it at ``import torch`` through the entry-point group ``torch.backends``) makes:
 
-* torch's PrivateUse1 device, renamed ``npu``, real: a C++ extension (built on first use, see
-  :mod:`hcomm_cffi.npu.build`) with a device guard, an allocator over the emulator's ``aclrtMalloc`` and torch's
-  CPU kernels running on that memory;
+* torch's PrivateUse1 device, renamed ``npu``, real: a C++ extension with a device guard, an allocator over the
+  emulator's ``aclrtMalloc`` and torch's CPU kernels running on that memory, loaded when the device is first used
+  (torch calls ``torch.npu._lazy_init``; built then the first time, see :mod:`hcomm_cffi.npu.build`);
 * ``torch.npu`` (:mod:`hcomm_cffi.npu.device`), ``Tensor.npu()``, ``Module.npu()``;
 * ``dist.init_process_group(backend="hccl")``: this package's torch backend on npu tensors;
 * ``import torch_npu`` / ``torch_npu.npu``: names for the above, for scripts that import it.
@@ -14,12 +14,11 @@ Without the switch (or with a real torch_npu) nothing here runs and nothing is r
 """
 from __future__ import annotations
 
-import atexit
 import importlib.machinery
 import importlib.util
 import sys
 import types
-from typing import Any, List
+from typing import Any
 
 from .. import settings
 
@@ -28,7 +27,6 @@ __all__ = ["autoload", "enable", "enabled", "real_torch_npu_installed", "ALIAS"]
 #: the name scripts import; an alias of torch.npu's owner, present only while the emulated device is on
 ALIAS = "torch_npu"
 _enabled = False
-_keep: List[Any] = []          # cffi callbacks the extension calls: alive as long as the process
 
 
 def real_torch_npu_installed() -> bool:
@@ -48,39 +46,6 @@ def autoload() -> None:
     """torch's ``torch.backends`` entry point: the emulated device when switched on and torch_npu is absent."""
     if settings.value("HCOMM_EMULATE_NPU") and not real_torch_npu_installed():
         enable()
-
-
-def _memory_hooks(ext: Any) -> None:
-    """The extension's malloc/free: the emulator's aclrtMalloc/aclrtFree (aclrtMallocHost/FreeHost when pinned)."""
-    import warnings
-
-    from .._ffi import ffi
-    from ..binding import get_binding
-
-    b = get_binding()
-
-    @ffi.callback("void *(size_t, int, int)")
-    def malloc(nbytes: int, device: int, host: int) -> Any:
-        try:
-            return ffi.cast("void *", b.malloc_host(nbytes) if host else b.malloc(nbytes))
-        except Exception as exc:   # the extension turns NULL into torch's error; this says why
-            warnings.warn(f"the emulated npu device: {'aclrtMallocHost' if host else 'aclrtMalloc'} of {nbytes} "
-                          f"bytes failed: {exc}", RuntimeWarning, stacklevel=1)
-            return ffi.NULL
-
-    @ffi.callback("void(void *, int, int)")
-    def free(ptr: Any, device: int, host: int) -> None:
-        try:
-            b.free_host(ptr) if host else b.free(ptr)
-        except Exception as exc:
-            warnings.warn(f"the emulated npu device: freeing 0x{int(ffi.cast('uintptr_t', ptr)):x} failed: {exc}",
-                          RuntimeWarning, stacklevel=1)
-
-    _keep.extend((malloc, free))
-    ext.set_memory_hooks(int(ffi.cast("uintptr_t", malloc)), int(ffi.cast("uintptr_t", free)))
-    # at exit Python goes away before the last tensors: frees after this are the process's to reclaim
-    atexit.register(ext.set_memory_hooks, 0, 0)
-    ext.set_device_count(b.get_device_count())
 
 
 def _alias_module(npu: types.ModuleType) -> None:
@@ -120,12 +85,8 @@ def enable() -> None:
     if name not in ("privateuseone", "npu"):
         raise RuntimeError(f"torch's PrivateUse1 device is already named {name!r}: the emulated npu device cannot "
                            "take it")
-    from . import build, device
+    from . import device
 
-    ext = build.load()
-    _memory_hooks(ext)
-    ext.register_hooks()
-    device._ext = ext
     if name != "npu":
         torch.utils.rename_privateuse1_backend("npu")
     torch._register_device_module("npu", device)

@@ -8,10 +8,13 @@ issued on a stream are queued there as on CANN.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import threading
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Union
 
+from .._ffi import ffi
 from ..api.stream import Stream as _AclStream
 from ..binding import Binding, get_binding
 
@@ -23,7 +26,9 @@ __all__ = ["is_available", "device_count", "set_device", "current_device", "sync
 #: this torch.npu is the emulator's (a real torch_npu has no such name)
 EMULATED = True
 
-_ext: Any = None          # the compiled extension (set by hcomm_cffi.npu.enable before torch sees this module)
+_ext: Any = None          # the compiled extension, loaded by _lazy_init
+_ext_lock = threading.Lock()
+_keep: List[Any] = []     # the cffi callbacks the extension calls: alive as long as the process
 _local = threading.local()
 _defaults: Dict[int, "Stream"] = {}
 _defaults_lock = threading.Lock()
@@ -66,7 +71,52 @@ def init() -> None:
 
 
 def _lazy_init() -> None:
-    """torch's device-generic code calls this on device modules."""
+    """Load the device's extension (torch calls this before the first npu tensor; so does every call here)."""
+    _extension()
+
+
+def _extension() -> Any:
+    """The compiled extension, loaded (and built, the first time) on first use."""
+    global _ext
+    if _ext is not None:
+        return _ext
+    with _ext_lock:
+        if _ext is None:
+            from . import build
+
+            ext = build.load()
+            _memory_hooks(ext)
+            ext.register_hooks()
+            _ext = ext
+    return _ext
+
+
+def _memory_hooks(ext: Any) -> None:
+    """The extension's malloc/free: the emulator's aclrtMalloc/aclrtFree (aclrtMallocHost/FreeHost when pinned)."""
+    b = _binding()
+
+    @ffi.callback("void *(size_t, int, int)")
+    def malloc(nbytes: int, device: int, host: int) -> Any:
+        try:
+            return ffi.cast("void *", b.malloc_host(nbytes) if host else b.malloc(nbytes))
+        except Exception as exc:   # the extension turns NULL into torch's error; this says why
+            warnings.warn(f"the emulated npu device: {'aclrtMallocHost' if host else 'aclrtMalloc'} of {nbytes} "
+                          f"bytes failed: {exc}", RuntimeWarning, stacklevel=1)
+            return ffi.NULL
+
+    @ffi.callback("void(void *, int, int)")
+    def free(ptr: Any, device: int, host: int) -> None:
+        try:
+            b.free_host(ptr) if host else b.free(ptr)
+        except Exception as exc:
+            warnings.warn(f"the emulated npu device: freeing 0x{int(ffi.cast('uintptr_t', ptr)):x} failed: {exc}",
+                          RuntimeWarning, stacklevel=1)
+
+    _keep.extend((malloc, free))
+    ext.set_device_count(b.get_device_count())
+    ext.set_memory_hooks(int(ffi.cast("uintptr_t", malloc)), int(ffi.cast("uintptr_t", free)))
+    # at exit Python goes away before the last tensors: frees after this are the process's to reclaim
+    atexit.register(ext.set_memory_hooks, 0, 0)
 
 
 def _is_in_bad_fork() -> bool:
@@ -75,12 +125,12 @@ def _is_in_bad_fork() -> bool:
 
 def device_count() -> int:
     """The emulator's device count (``HCOMM_SIM_DEVICE_COUNT``, default 16)."""
-    return int(_ext.device_count())
+    return int(_binding().get_device_count())
 
 
 def current_device() -> int:
     """This thread's current npu (0 until :func:`set_device`)."""
-    return int(_ext.current_device())
+    return int(_extension().current_device())
 
 
 def set_device(device: DeviceLike) -> None:
@@ -89,7 +139,7 @@ def set_device(device: DeviceLike) -> None:
     if not 0 <= index < device_count():
         raise ValueError(f"device={device!r}; the emulator has npu:0..npu:{device_count() - 1} "
                          "(HCOMM_SIM_DEVICE_COUNT)")
-    _ext.set_current_device(index)
+    _extension().set_current_device(index)
     _binding().set_device(index)
 
 
