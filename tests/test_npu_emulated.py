@@ -185,6 +185,11 @@ ev.synchronize()
 assert ev.query() and st.query()
 torch.npu.synchronize()
 
+# torch's current npu is ACL's current device: hcomm.set_device (aclrtSetDevice) moves it too, as on CANN
+import hcomm
+hcomm.set_device(2)
+assert torch.npu.current_device() == 2 and torch.zeros(1, device="npu").device == torch.device("npu", 2)
+
 # limits, named
 for bad, expected in ((lambda: torch.zeros(1, device="npu:3"), "npu:3 is not a device of the emulator: it has 3"),
                       (lambda: torch.npu.set_device(5), "the emulator has npu:0..npu:2"),
@@ -205,14 +210,14 @@ def test_the_device_does_what_torch_npu_does(npu_paths: Dict[str, str]) -> None:
 
 
 # ------------------------------------------------------------------ the seed's programs, under hcomm run
-SEED_RUNS = [  # program, ranks, the globals shown, what each rank must show
+SEED_RUNS = [  # program, ranks, the globals shown, what each rank must show (hcomm.set_device(n) makes npu:n current)
     ("p2p.py", 2, ["data"], None),
     ("pipeline.py", 3, ["outputs"], {0: "[]", 1: "[]", 2: "[" + ", ".join(
-        "npu:0:" + str([[float(2 * i + 1)] * 8] * 4) for i in range(3)) + "]"}),
-    ("ring.py", 4, ["data"], {r: "npu:0:" + str([float(k * i) for i in range(10)]) for r, k in
+        "npu:2:" + str([[float(2 * i + 1)] * 8] * 4) for i in range(3)) + "]"}),
+    ("ring.py", 4, ["data"], {r: f"npu:{r}:" + str([float(k * i) for i in range(10)]) for r, k in
                               enumerate((2, 4, 6, 4))}),
-    ("nonblocking.py", 2, ["batch"], {0: "[]", 1: "[npu:0:[0, 1, 2, 3, 4], npu:0:[[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], "
-                                                  "npu:0:[-1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0]]"}),
+    ("nonblocking.py", 2, ["batch"], {0: "[]", 1: "[npu:1:[0, 1, 2, 3, 4], npu:1:[[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], "
+                                                  "npu:1:[-1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0]]"}),
 ]
 
 

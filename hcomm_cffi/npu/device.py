@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional, Union
 from .._ffi import ffi
 from ..api.stream import Stream as _AclStream
 from ..binding import Binding, get_binding
+from ..errors import HcclError
 
 __all__ = ["is_available", "device_count", "set_device", "current_device", "synchronize", "Stream", "Event",
            "current_stream", "default_stream", "set_stream", "stream", "device", "get_device_name",
@@ -112,11 +113,28 @@ def _memory_hooks(ext: Any) -> None:
             warnings.warn(f"the emulated npu device: freeing 0x{int(ffi.cast('uintptr_t', ptr)):x} failed: {exc}",
                           RuntimeWarning, stacklevel=1)
 
-    _keep.extend((malloc, free))
+    @ffi.callback("int(void)")
+    def acl_get_device() -> int:
+        try:
+            return b.get_device()
+        except Exception:       # no device on this thread yet (ACL_ERROR_RT_CONTEXT_NULL)
+            return -1
+
+    @ffi.callback("int(int)")
+    def acl_set_device(index: int) -> int:
+        try:
+            b.set_device(index)
+        except HcclError as exc:
+            return exc.code
+        return 0
+
+    _keep.extend((malloc, free, acl_get_device, acl_set_device))
     ext.set_device_count(b.get_device_count())
     ext.set_memory_hooks(int(ffi.cast("uintptr_t", malloc)), int(ffi.cast("uintptr_t", free)))
+    ext.set_device_hooks(int(ffi.cast("uintptr_t", acl_get_device)), int(ffi.cast("uintptr_t", acl_set_device)))
     # at exit Python goes away before the last tensors: frees after this are the process's to reclaim
     atexit.register(ext.set_memory_hooks, 0, 0)
+    atexit.register(ext.set_device_hooks, 0, 0)
 
 
 def _is_in_bad_fork() -> bool:
@@ -134,13 +152,15 @@ def current_device() -> int:
 
 
 def set_device(device: DeviceLike) -> None:
-    """Make ``device`` this thread's current npu: torch's (the default of ``device="npu"``) and ACL's."""
+    """Make ``device`` this thread's current npu: ACL's (aclrtSetDevice), which torch's is (as with torch_npu).
+
+    So ``hcomm.set_device(n)`` does the same: ``device="npu"`` then means ``npu:n``.
+    """
     index = _index(device)
     if not 0 <= index < device_count():
         raise ValueError(f"device={device!r}; the emulator has npu:0..npu:{device_count() - 1} "
                          "(HCOMM_SIM_DEVICE_COUNT)")
     _extension().set_current_device(index)
-    _binding().set_device(index)
 
 
 def synchronize(device: DeviceLike = None) -> None:

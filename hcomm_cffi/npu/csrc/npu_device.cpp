@@ -48,7 +48,14 @@ using FreeFn = void (*)(void*, int, int);
 std::atomic<MallocFn> g_malloc{nullptr};
 std::atomic<FreeFn> g_free{nullptr};
 std::atomic<int> g_device_count{1};
-thread_local DeviceIndex t_current = 0;
+thread_local DeviceIndex t_current = 0;   // this thread's device while ACL has none (or the hooks are gone)
+
+// ACL's current device of the calling thread (aclrtGetDevice / aclrtSetDevice of the emulator): torch's current npu
+// is ACL's, as torch_npu's is, so hcomm.set_device(n) and torch.npu.set_device(n) are one setting
+using GetDeviceFn = int (*)();
+using SetDeviceFn = int (*)(int);
+std::atomic<GetDeviceFn> g_acl_get_device{nullptr};
+std::atomic<SetDeviceFn> g_acl_set_device{nullptr};
 
 std::mutex g_pinned_lock;
 std::map<uintptr_t, size_t> g_pinned;   // aclrtMallocHost blocks: start -> size
@@ -86,6 +93,33 @@ void raw_free(void* p, DeviceIndex device, bool host) {
   }  // else: the interpreter is exiting; the process's memory goes with it
 }
 
+DeviceIndex current() {
+  GetDeviceFn fn = g_acl_get_device.load();
+  if (fn != nullptr && Py_IsInitialized()) {
+    int index;
+    {
+      PythonCall call;
+      index = fn();
+    }
+    if (index >= 0) t_current = static_cast<DeviceIndex>(index);   // < 0: ACL has no device on this thread yet
+  }
+  return t_current;
+}
+
+void make_current(DeviceIndex index) {
+  if (index == t_current && g_acl_get_device.load() == nullptr) return;
+  SetDeviceFn fn = g_acl_set_device.load();
+  if (fn != nullptr && Py_IsInitialized()) {
+    int rc;
+    {
+      PythonCall call;
+      rc = fn(static_cast<int>(index));
+    }
+    TORCH_CHECK(rc == 0, "aclrtSetDevice(", static_cast<int>(index), ") of the emulator failed with ", rc);
+  }
+  t_current = index;
+}
+
 // ------------------------------------------------------------------ the device allocator
 struct NpuAllocator final : c10::Allocator {
   struct Block { void* ptr; DeviceIndex device; };   // the deleter's context: what aclrtFree needs
@@ -96,7 +130,7 @@ struct NpuAllocator final : c10::Allocator {
   }
 
   c10::DataPtr allocate(size_t nbytes) override {
-    DeviceIndex device = t_current;
+    DeviceIndex device = current();
     if (nbytes == 0) {
       return c10::DataPtr(nullptr, Device(DeviceType::PrivateUse1, device));
     }
@@ -159,19 +193,24 @@ struct NpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     if (d.index() >= 0 && d.index() != old.index()) setDevice(d);
     return old;
   }
-  Device getDevice() const override { return Device(DeviceType::PrivateUse1, t_current); }
+  Device getDevice() const override { return Device(DeviceType::PrivateUse1, current()); }
   void setDevice(Device d) const override {
     TORCH_CHECK(d.is_privateuseone(), "expected an npu device, got ", d);
     if (d.index() >= 0) {
       check_index(d.index());
-      t_current = d.index();
+      if (d.index() != current()) make_current(d.index());
     }
   }
   void uncheckedSetDevice(Device d) const noexcept override {
-    if (d.index() >= 0) t_current = d.index();
+    if (d.index() < 0) return;
+    try {
+      make_current(d.index());
+    } catch (...) {
+      t_current = d.index();   // noexcept: torch restores a guard's device here; ACL keeps what it had
+    }
   }
   c10::Stream getStream(Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, Device(DeviceType::PrivateUse1, d.index() < 0 ? t_current : d.index()));
+    return c10::Stream(c10::Stream::DEFAULT, Device(DeviceType::PrivateUse1, d.index() < 0 ? current() : d.index()));
   }
   c10::Stream getDefaultStream(Device d) const override { return getStream(d); }
   c10::Stream getNewStream(Device d, int priority = 0) const override { return getStream(d); }
@@ -203,16 +242,16 @@ struct NpuHooks final : at::PrivateUse1HooksInterface {
   at::Generator getNewGenerator(DeviceIndex device_index = -1) const override {
     return at::detail::createCPUGenerator();
   }
-  Device getDeviceFromPtr(void* data) const override { return Device(DeviceType::PrivateUse1, t_current); }
+  Device getDeviceFromPtr(void* data) const override { return Device(DeviceType::PrivateUse1, current()); }
   bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
   c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
   bool hasPrimaryContext(DeviceIndex device_index) const override { return true; }
   DeviceIndex deviceCount() const override { return static_cast<DeviceIndex>(g_device_count.load()); }
-  void setCurrentDevice(DeviceIndex device) const override { check_index(device); t_current = device; }
-  DeviceIndex getCurrentDevice() const override { return t_current; }
+  void setCurrentDevice(DeviceIndex device) const override { check_index(device); make_current(device); }
+  DeviceIndex getCurrentDevice() const override { return current(); }
   DeviceIndex exchangeDevice(DeviceIndex device) const override {
-    DeviceIndex old = t_current;
-    if (device >= 0) { check_index(device); t_current = device; }
+    DeviceIndex old = current();
+    if (device >= 0 && device != old) { check_index(device); make_current(device); }
     return old;
   }
   DeviceIndex maybeExchangeDevice(DeviceIndex device) const override { return exchangeDevice(device); }
@@ -226,10 +265,10 @@ struct NpuHooks final : at::PrivateUse1HooksInterface {
 constexpr c10::DispatchKeySet kNpuKeys(c10::DispatchKey::PrivateUse1);
 
 Device target_device(std::optional<Device> device_opt) {
-  if (!device_opt) return Device(DeviceType::PrivateUse1, t_current);
+  if (!device_opt) return Device(DeviceType::PrivateUse1, current());
   Device device = *device_opt;
   TORCH_CHECK(device.is_privateuseone(), "expected an npu device, got ", device);
-  return device.has_index() ? device : Device(DeviceType::PrivateUse1, t_current);
+  return device.has_index() ? device : Device(DeviceType::PrivateUse1, current());
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
@@ -316,7 +355,7 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage storage, int
 // fallback, so the grown storage is device memory too and goes back to the npu tensor without a copy
 struct GrowAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
-    DeviceIndex device = t_current;
+    DeviceIndex device = current();
     if (nbytes == 0) return c10::DataPtr(nullptr, Device(DeviceType::CPU));
     void* p = raw_malloc(nbytes, device, false);
     return c10::DataPtr(p, new NpuAllocator::Block{p, device}, &NpuAllocator::deleter, Device(DeviceType::CPU));
@@ -389,7 +428,7 @@ struct Aliases {
       v.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
       return v;
     }
-    const c10::DeviceGuard guard(device.value_or(Device(DeviceType::PrivateUse1, t_current)));
+    const c10::DeviceGuard guard(device.value_or(Device(DeviceType::PrivateUse1, current())));
     at::Tensor out = empty_strided(r.sizes(), r.strides(), r.scalar_type(), std::nullopt, std::nullopt, std::nullopt);
     if (r.numel() > 0) cpu_view(out).copy_(r);
     return out;
@@ -429,7 +468,7 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   {
-    const c10::DeviceGuard guard(aliases.device.value_or(Device(DeviceType::PrivateUse1, t_current)));
+    const c10::DeviceGuard guard(aliases.device.value_or(Device(DeviceType::PrivateUse1, current())));
     op.callBoxed(stack);
   }
   aliases.settle();
@@ -457,6 +496,11 @@ void set_memory_hooks(uintptr_t malloc_fn, uintptr_t free_fn) {
   g_free.store(reinterpret_cast<FreeFn>(free_fn));
 }
 
+void set_device_hooks(uintptr_t get_fn, uintptr_t set_fn) {
+  g_acl_get_device.store(reinterpret_cast<GetDeviceFn>(get_fn));
+  g_acl_set_device.store(reinterpret_cast<SetDeviceFn>(set_fn));
+}
+
 void set_device_count(int64_t n) {
   TORCH_CHECK(n >= 1 && n <= 1 << 15, "device count ", n, "; expected 1..32768");
   g_device_count.store(static_cast<int>(n));
@@ -469,13 +513,13 @@ void register_hooks() {
   }
 }
 
-int64_t current_device() { return t_current; }
+int64_t current_device() { return current(); }
 
 int64_t device_count() { return g_device_count.load(); }
 
 void set_current_device(int64_t index) {
   check_index(static_cast<DeviceIndex>(index));
-  t_current = static_cast<DeviceIndex>(index);
+  make_current(static_cast<DeviceIndex>(index));
 }
 
 }  // namespace hcomm_npu
@@ -506,6 +550,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_memory_hooks", &hcomm_npu::set_memory_hooks, "malloc/free function pointers (0, 0 to detach)");
   m.def("set_device_count", &hcomm_npu::set_device_count);
+  m.def("set_device_hooks", &hcomm_npu::set_device_hooks, "aclrtGetDevice/aclrtSetDevice of this thread (0, 0 to detach)");
   m.def("register_hooks", &hcomm_npu::register_hooks);
   m.def("current_device", &hcomm_npu::current_device);
   m.def("device_count", &hcomm_npu::device_count);
