@@ -177,6 +177,8 @@ assert pinned.is_pinned() and not torch.ones(4).is_pinned()
 # streams and events are the emulator's ACL streams and events
 st = torch.npu.Stream()
 assert isinstance(st, AclStream) and isinstance(torch.npu.current_stream(), AclStream)
+assert isinstance(st, torch.Stream) and st.device == torch.device("npu", 1)   # what record_stream takes
+b.record_stream(st)
 with torch.npu.stream(st):
     assert torch.npu.current_stream() is st
 ev = torch.npu.Event()
@@ -193,7 +195,9 @@ assert torch.npu.current_device() == 2 and torch.zeros(1, device="npu").device =
 # limits, named
 for bad, expected in ((lambda: torch.zeros(1, device="npu:3"), "npu:3 is not a device of the emulator: it has 3"),
                       (lambda: torch.npu.set_device(5), "the emulator has npu:0..npu:2"),
-                      (lambda: torch.npu.Event(interprocess=True), "no IPC events")):
+                      (lambda: torch.npu.Event(interprocess=True), "no IPC events"),
+                      (lambda: b.to_sparse(), "aten::_to_sparse on an npu tensor gives a Sparse tensor: the emulated "
+                                              "npu device has strided tensors only")):
     try:
         bad()
     except Exception as exc:

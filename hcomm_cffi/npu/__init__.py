@@ -11,6 +11,11 @@ device-backend autoload calls it at ``import torch`` through the entry-point gro
 * ``import torch_npu`` / ``torch_npu.npu``: names for the above, for scripts that import it.
 
 Without the switch (or with a real torch_npu) nothing here runs and nothing is registered.
+
+Why C++ and not torch's Python-only route (``torch.utils.backend_registration._setup_privateuseone_for_python_backend``,
+torch/utils/backend_registration.py:542 in torch 2.13): its device guard is answered in C++ and counts one device
+whatever the Python guard says (measured: a guard answering 4 still gives ``torch.accelerator.device_count() == 1``),
+so autograd keeps one device queue and a backward pass on ``npu:1`` fails, and with it DDP on rank 1.
 """
 from __future__ import annotations
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import threading
 import warnings
 from typing import Any, Dict, Iterator, List, Optional, Union
+
+import torch
 
 from .._ffi import ffi
 from ..api.stream import Stream as _AclStream
@@ -35,6 +38,7 @@ _defaults: Dict[int, "Stream"] = {}
 _defaults_lock = threading.Lock()
 
 DeviceLike = Union[int, str, Any, None]
+_PRIVATEUSE1 = 20     # c10::DeviceType::PrivateUse1, torch.Stream's device_type of an npu stream
 
 
 def _binding() -> Binding:
@@ -208,19 +212,24 @@ class _Device:
 device = _Device
 
 
-class Stream(_AclStream):
-    """``torch.npu.Stream``: an ``aclrtStream`` of the emulator on ``device`` (default: the current one)."""
+_stream_ids = itertools.count(1)
+
+
+class Stream(_AclStream, torch.Stream):
+    """``torch.npu.Stream``: an ``aclrtStream`` of the emulator on ``device`` (default: the current one).
+
+    Also a ``torch.Stream`` of the npu device (what ``Tensor.record_stream`` and torch's stream-generic code take);
+    its methods are the ACL stream's.
+    """
+
+    def __new__(cls, device: DeviceLike = None, priority: int = 0, **kwargs: Any) -> "Stream":
+        return super().__new__(cls, stream_id=next(_stream_ids), device_index=_index(device),
+                               device_type=_PRIVATEUSE1)
 
     def __init__(self, device: DeviceLike = None, priority: int = 0, **kwargs: Any) -> None:
-        self.device_index = _index(device)
-        with _Device(self.device_index):
+        with _Device(self.device_index):       # torch.Stream's, set by __new__
             _ensure_acl_device()
-            super().__init__(_binding())
-
-    @property
-    def device(self) -> Any:
-        import torch
-        return torch.device("npu", self.device_index)
+            _AclStream.__init__(self, _binding())
 
     def query(self) -> bool:
         """True when everything queued has run (checked without blocking)."""

@@ -346,6 +346,14 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage storage, int
   return at::cpu::set_(self, storage, offset, size, stride);
 }
 
+// Tensor.record_stream: torch's caching allocators keep a block from reuse until the stream's work is done.  Here
+// no kernel is ever pending (they run on the calling thread) and a block goes back to aclrtFree only when its
+// last tensor dies; communication queued on a stream keeps its tensors alive itself (the backend's Work)
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == DeviceType::PrivateUse1, "record_stream of an npu tensor on a ", stream.device(),
+              " stream; expected an npu stream");
+}
+
 // ------------------------------------------------------------------ the CPU fallback, in place on device memory
 // Every npu tensor argument becomes a CPU tensor over the same storage bytes (one per npu storage, so two
 // arguments sharing memory still share it); torch's CPU kernel runs on them; results that are arguments, or
@@ -417,8 +425,12 @@ struct Aliases {
     }
   }
 
+  const char* op = "";
+
   at::Tensor to_npu(const at::Tensor& r) {
     if (!r.defined() || !r.is_cpu()) return r;
+    TORCH_CHECK(r.layout() == c10::Layout::Strided, op, " on an npu tensor gives a ", r.layout(),
+                " tensor: the emulated npu device has strided tensors only");
     auto same = npu_of_cpu.find(r.unsafeGetTensorImpl());
     if (same != npu_of_cpu.end()) return same->second;
     auto shared = by_cpu.find(r.storage().unsafeGetStorageImpl());
@@ -445,6 +457,7 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t nargs = schema.arguments().size();
   const size_t base = stack->size() - nargs;
   Aliases aliases;
+  aliases.op = schema.name().c_str();
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue& v = (*stack)[base + i];
     const bool write = mutated(schema, i);
@@ -541,6 +554,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", hcomm_npu::set_source_tensor);
   m.impl("set_.source_Storage", hcomm_npu::set_source_storage);
   m.impl("set_.source_Storage_storage_offset", hcomm_npu::set_source_storage_offset);
+  m.impl("record_stream", hcomm_npu::record_stream);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
