@@ -215,7 +215,8 @@ device = _Device
 _stream_ids = itertools.count(1)
 
 
-class Stream(_AclStream, torch.Stream):
+# the ACL stream's methods win over torch.Stream's (they take and give torch.npu Events, as torch_npu's Stream does)
+class Stream(_AclStream, torch.Stream):  # type: ignore[misc]
     """``torch.npu.Stream``: an ``aclrtStream`` of the emulator on ``device`` (default: the current one).
 
     Also a ``torch.Stream`` of the npu device (what ``Tensor.record_stream`` and torch's stream-generic code take);
@@ -235,15 +236,15 @@ class Stream(_AclStream, torch.Stream):
         """True when everything queued has run (checked without blocking)."""
         return bool(self.synchronize(timeout=0.001))
 
-    def wait_event(self, event: "Event") -> None:
+    def wait_event(self, event: "Event") -> None:  # type: ignore[override]
         """Work queued here later starts after ``event`` (aclrtStreamWaitEvent)."""
         self.binding.stream_wait_event(self.handle, event.handle)
 
-    def wait_stream(self, other: "Stream") -> None:
+    def wait_stream(self, other: "Stream") -> None:  # type: ignore[override]
         """Work queued here later starts after what ``other`` has queued now."""
         self.wait_event(other.record_event())
 
-    def record_event(self, event: Optional["Event"] = None) -> "Event":
+    def record_event(self, event: Optional["Event"] = None) -> "Event":  # type: ignore[override]
         event = event if event is not None else Event()
         event.record(self)
         return event
