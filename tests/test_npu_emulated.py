@@ -187,6 +187,14 @@ ev.synchronize()
 assert ev.query() and st.query()
 torch.npu.synchronize()
 
+# freed blocks wait in the device's cache; empty_cache gives them back to the emulator's aclrtFree
+freed = torch.empty(1 << 16, device="npu")
+start = freed.data_ptr()
+del freed
+assert device_memory.find(start) is not None
+torch.npu.empty_cache()
+assert device_memory.find(start) is None or device_memory.find(start)[0] != start
+
 # torch's current npu is ACL's current device: hcomm.set_device (aclrtSetDevice) moves it too, as on CANN
 import hcomm
 hcomm.set_device(2)

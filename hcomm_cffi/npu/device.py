@@ -23,6 +23,7 @@ from ..binding import Binding, get_binding
 from ..errors import HcclError
 
 __all__ = ["is_available", "device_count", "set_device", "current_device", "synchronize", "Stream", "Event",
+           "empty_cache",
            "current_stream", "default_stream", "set_stream", "stream", "device", "get_device_name",
            "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "is_initialized", "init",
            "get_amp_supported_dtype", "is_bf16_supported", "EMULATED"]
@@ -89,6 +90,10 @@ def _extension() -> Any:
         if _ext is None:
             from . import build
 
+            if not _binding().lib.capabilities.emulator:
+                raise RuntimeError("the emulated npu device runs on the emulator only, but this process uses CANN's "
+                                   "libraries (HCOMM_BACKEND / an installed CANN); with an NPU, install torch_npu and "
+                                   "unset HCOMM_EMULATE_NPU")
             ext = build.load()
             _memory_hooks(ext)
             ext.register_hooks()
@@ -185,6 +190,11 @@ def _ensure_acl_device() -> None:
         b.get_device()
     except Exception:
         b.set_device(current_device())
+
+
+def empty_cache() -> None:
+    """Hand the blocks the device keeps for reuse back to the emulator's aclrtFree."""
+    _extension().empty_cache()
 
 
 def get_device_name(device: DeviceLike = None) -> str:

@@ -121,12 +121,56 @@ void make_current(DeviceIndex index) {
 }
 
 // ------------------------------------------------------------------ the device allocator
+// Blocks come from the emulator's aclrtMalloc and, freed, wait in a cache for a request of the same rounded size
+// (as torch_npu's caching allocator keeps them), so a training step does not call into Python per tensor; the
+// cache holds at most kCacheLimit bytes, and torch.npu.empty_cache() hands it all back to aclrtFree.
+constexpr size_t kRound = 512;
+constexpr size_t kCacheLimit = size_t(256) << 20;
+
+struct BlockCache {
+  std::mutex lock;
+  std::multimap<std::pair<DeviceIndex, size_t>, void*> free;   // (device, rounded size) -> block
+  size_t bytes = 0;
+
+  void* take(DeviceIndex device, size_t size) {
+    std::lock_guard<std::mutex> guard(lock);
+    auto it = free.find({device, size});
+    if (it == free.end()) return nullptr;
+    void* p = it->second;
+    free.erase(it);
+    bytes -= size;
+    return p;
+  }
+  bool keep(DeviceIndex device, size_t size, void* p) {
+    std::lock_guard<std::mutex> guard(lock);
+    if (bytes + size > kCacheLimit || g_free.load() == nullptr) return false;
+    free.emplace(std::make_pair(device, size), p);
+    bytes += size;
+    return true;
+  }
+  std::vector<std::pair<void*, DeviceIndex>> drain() {
+    std::lock_guard<std::mutex> guard(lock);
+    std::vector<std::pair<void*, DeviceIndex>> out;
+    for (auto& [key, p] : free) out.emplace_back(p, key.first);
+    free.clear();
+    bytes = 0;
+    return out;
+  }
+};
+BlockCache g_cache;
+
 struct NpuAllocator final : c10::Allocator {
-  struct Block { void* ptr; DeviceIndex device; };   // the deleter's context: what aclrtFree needs
+  struct Block { void* ptr; DeviceIndex device; size_t size; };   // the deleter's context
   static void deleter(void* ctx) {
     auto* blk = static_cast<Block*>(ctx);
-    raw_free(blk->ptr, blk->device, false);
+    if (!g_cache.keep(blk->device, blk->size, blk->ptr)) raw_free(blk->ptr, blk->device, false);
     delete blk;
+  }
+  static c10::DataPtr block(size_t nbytes, DeviceIndex device, Device as) {
+    const size_t size = (nbytes + kRound - 1) / kRound * kRound;
+    void* p = g_cache.take(device, size);
+    if (p == nullptr) p = raw_malloc(size, device, false);
+    return c10::DataPtr(p, new Block{p, device, size}, &NpuAllocator::deleter, as);
   }
 
   c10::DataPtr allocate(size_t nbytes) override {
@@ -134,8 +178,7 @@ struct NpuAllocator final : c10::Allocator {
     if (nbytes == 0) {
       return c10::DataPtr(nullptr, Device(DeviceType::PrivateUse1, device));
     }
-    void* p = raw_malloc(nbytes, device, false);
-    return c10::DataPtr(p, new Block{p, device}, &NpuAllocator::deleter, Device(DeviceType::PrivateUse1, device));
+    return block(nbytes, device, Device(DeviceType::PrivateUse1, device));
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -365,8 +408,7 @@ struct GrowAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
     DeviceIndex device = current();
     if (nbytes == 0) return c10::DataPtr(nullptr, Device(DeviceType::CPU));
-    void* p = raw_malloc(nbytes, device, false);
-    return c10::DataPtr(p, new NpuAllocator::Block{p, device}, &NpuAllocator::deleter, Device(DeviceType::CPU));
+    return NpuAllocator::block(nbytes, device, Device(DeviceType::CPU));
   }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
@@ -528,6 +570,10 @@ void register_hooks() {
 
 int64_t current_device() { return current(); }
 
+void empty_cache() {
+  for (auto& [p, device] : g_cache.drain()) raw_free(p, device, false);
+}
+
 int64_t device_count() { return g_device_count.load(); }
 
 void set_current_device(int64_t index) {
@@ -568,5 +614,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_hooks", &hcomm_npu::register_hooks);
   m.def("current_device", &hcomm_npu::current_device);
   m.def("device_count", &hcomm_npu::device_count);
+  m.def("empty_cache", &hcomm_npu::empty_cache, "cached blocks back to aclrtFree");
   m.def("set_current_device", &hcomm_npu::set_current_device);
 }
