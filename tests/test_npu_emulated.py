@@ -257,6 +257,19 @@ def test_seed_programs_as_written_under_hcomm_run(program: str, n: int, names: L
         assert {int(r): v for r, v in shown.items()} == expected
 
 
+@pytest.mark.slow
+def test_every_comm_call_and_torch_operation_on_npu_tensors(npu_paths: Dict[str, str]) -> None:
+    """The Comm API (collectives, out=, i*, stream= a torch.npu.Stream, send/recv) and backend "hccl"'s operations."""
+    shm = private_shm_dir()
+    proc = start(launcher(2, sys.executable, str(CLIENTS / "npu_every_call.py"), module="hcomm_cffi"),
+                 {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
+    out, err = proc.communicate(timeout=180)
+    left = os.listdir(shm)
+    os.rmdir(shm) if not left else None
+    assert proc.returncode == 0 and left == [], out + err
+    assert "[0] rank 0: every call OK on npu:0" in out and "[1] rank 1: every call OK on npu:1" in out, out
+
+
 def test_hcomm_run_leaves_the_switch_off_when_told(npu_paths: Dict[str, str]) -> None:
     cmd = launcher(1, sys.executable, "-c", "import os; print('switch', os.environ.get('HCOMM_EMULATE_NPU'))",
                    options=["--no-emulate-npu"], module="hcomm_cffi")

@@ -8,7 +8,6 @@ issued on a stream are queued there as on CANN.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import itertools
 import threading
@@ -141,9 +140,7 @@ def _memory_hooks(ext: Any) -> None:
     ext.set_device_count(b.get_device_count())
     ext.set_memory_hooks(int(ffi.cast("uintptr_t", malloc)), int(ffi.cast("uintptr_t", free)))
     ext.set_device_hooks(int(ffi.cast("uintptr_t", acl_get_device)), int(ffi.cast("uintptr_t", acl_set_device)))
-    # at exit Python goes away before the last tensors: frees after this are the process's to reclaim
-    atexit.register(ext.set_memory_hooks, 0, 0)
-    atexit.register(ext.set_device_hooks, 0, 0)
+    # the extension stops calling these when the interpreter starts finalizing (tensors alive then go with the process)
 
 
 def _is_in_bad_fork() -> bool:

@@ -62,6 +62,15 @@ std::map<uintptr_t, size_t> g_pinned;   // aclrtMallocHost blocks: start -> size
 
 // The hooks are Python (cffi callbacks): called with the GIL held and any pending Python error set aside
 // (a tensor freed while torch is raising an error would otherwise make the callback fail)
+// Python's hooks are callable until the interpreter starts finalizing; after that, a freed block goes with the process
+bool python_alive() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+  return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
 struct PythonCall {
   pybind11::gil_scoped_acquire gil;
   PyObject* type = nullptr;
@@ -73,8 +82,8 @@ struct PythonCall {
 
 void* raw_malloc(size_t nbytes, DeviceIndex device, bool host) {
   MallocFn fn = g_malloc.load();
-  TORCH_CHECK(fn != nullptr, "the emulated npu device is shut down (the interpreter is exiting) or not set up; "
-              "cannot allocate ", nbytes, " bytes");
+  TORCH_CHECK(fn != nullptr && python_alive(), "the emulated npu device is shut down (the interpreter is exiting) "
+              "or not set up; cannot allocate ", nbytes, " bytes");
   void* p = nullptr;
   {
     PythonCall call;
@@ -87,7 +96,7 @@ void* raw_malloc(size_t nbytes, DeviceIndex device, bool host) {
 
 void raw_free(void* p, DeviceIndex device, bool host) {
   FreeFn fn = g_free.load();
-  if (fn != nullptr && p != nullptr && Py_IsInitialized()) {
+  if (fn != nullptr && p != nullptr && python_alive()) {
     PythonCall call;
     fn(p, static_cast<int>(device), host ? 1 : 0);
   }  // else: the interpreter is exiting; the process's memory goes with it
@@ -95,7 +104,7 @@ void raw_free(void* p, DeviceIndex device, bool host) {
 
 DeviceIndex current() {
   GetDeviceFn fn = g_acl_get_device.load();
-  if (fn != nullptr && Py_IsInitialized()) {
+  if (fn != nullptr && python_alive()) {
     int index;
     {
       PythonCall call;
@@ -109,7 +118,7 @@ DeviceIndex current() {
 void make_current(DeviceIndex index) {
   if (index == t_current && g_acl_get_device.load() == nullptr) return;
   SetDeviceFn fn = g_acl_set_device.load();
-  if (fn != nullptr && Py_IsInitialized()) {
+  if (fn != nullptr && python_alive()) {
     int rc;
     {
       PythonCall call;
@@ -143,7 +152,7 @@ struct BlockCache {
   }
   bool keep(DeviceIndex device, size_t size, void* p) {
     std::lock_guard<std::mutex> guard(lock);
-    if (bytes + size > kCacheLimit || g_free.load() == nullptr) return false;
+    if (bytes + size > kCacheLimit || g_free.load() == nullptr || !python_alive()) return false;
     free.emplace(std::make_pair(device, size), p);
     bytes += size;
     return true;
