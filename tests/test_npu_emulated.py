@@ -113,12 +113,12 @@ def test_private_build_cache_refuses_a_directory_others_can_write(tmp_path: Path
 
 # ------------------------------------------------------------------ the device
 DEVICE_PROGRAM = r'''
-import io, sys, torch, torch_npu
+import io, torch, torch_npu
 from hcomm_cffi.binding import get_binding
 from hcomm_cffi.api.stream import Stream as AclStream
 
 assert torch_npu.npu is torch.npu and torch.npu.is_available() and torch.npu.device_count() == 3
-assert "hcomm_npu_device" not in sys.modules      # the extension is loaded when the device is first used
+assert torch._C._get_accelerator() == torch.device("npu")   # the device's hooks are there from import torch on
 device_memory = get_binding().lib.state.device
 def on_device(t):
     hit = device_memory.find(t.data_ptr(), t.numel() * t.element_size())

@@ -3,9 +3,9 @@
 Switched on by ``HCOMM_EMULATE_NPU=1`` and only when torch_npu is not installed, :func:`autoload` (torch's
 device-backend autoload calls it at ``import torch`` through the entry-point group ``torch.backends``) makes:
 
-* torch's PrivateUse1 device, renamed ``npu``, real: a C++ extension with a device guard, an allocator over the
-  emulator's ``aclrtMalloc`` and torch's CPU kernels running on that memory, loaded when the device is first used
-  (torch calls ``torch.npu._lazy_init``; built then the first time, see :mod:`hcomm_cffi.npu.build`);
+* torch's PrivateUse1 device, renamed ``npu``, real: a C++ extension (built the first time, then loaded from a
+  cache, see :mod:`hcomm_cffi.npu.build`) with a device guard, an allocator over the emulator's ``aclrtMalloc``
+  and torch's CPU kernels running on that memory;
 * ``torch.npu`` (:mod:`hcomm_cffi.npu.device`), ``Tensor.npu()``, ``Module.npu()``;
 * ``dist.init_process_group(backend="hccl")``: this package's torch backend on npu tensors;
 * ``import torch_npu`` / ``torch_npu.npu``: names for the above, for scripts that import it.
@@ -69,8 +69,8 @@ def _hccl_backend() -> None:
     import torch.distributed as dist
 
     def create(opts: Any, backend_options: Any) -> Any:
-        from ..torch import _create     # the backend module, imported when a group is made
-        return _create(opts, backend_options)
+        from ..torch import create_backend    # the backend module, imported when a group is made
+        return create_backend(opts, backend_options)
 
     if "hccl" not in dist.Backend.backend_list:
         dist.Backend.register_backend("hccl", create, extended_api=True, devices=["npu"])
@@ -92,6 +92,9 @@ def enable() -> None:
                            "take it")
     from . import device
 
+    # loaded now, not at the first npu tensor: torch asks the device's hooks as soon as the device has a name
+    # (torch._C._get_accelerator(), which dist.barrier() and others call, fails without them)
+    device._lazy_init()
     if name != "npu":
         torch.utils.rename_privateuse1_backend("npu")
     torch._register_device_module("npu", device)
