@@ -94,7 +94,7 @@ def enable() -> None:
 
     # loaded now, not at the first npu tensor: torch asks the device's hooks as soon as the device has a name
     # (torch._C._get_accelerator(), which dist.barrier() and others call, fails without them)
-    device._lazy_init()
+    device.init()
     if name != "npu":
         torch.utils.rename_privateuse1_backend("npu")
     torch._register_device_module("npu", device)

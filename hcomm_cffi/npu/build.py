@@ -17,7 +17,7 @@ from types import ModuleType
 
 from .. import settings
 
-__all__ = ["SOURCE", "cache_dir", "load"]
+__all__ = ["SOURCE", "NAME", "cache_dir", "is_built", "load"]
 
 SOURCE = Path(__file__).resolve().parent / "csrc" / "npu_device.cpp"
 
@@ -56,11 +56,17 @@ NAME = "hcomm_npu_device"
 _BUILT = "built"   # written once a build has loaded: the library in the directory is whole
 
 
+def is_built() -> bool:
+    """True when this source's extension is in the cache, ready to load."""
+    where = cache_dir()
+    return (where / _BUILT).is_file() and (where / f"{NAME}.so").is_file()
+
+
 def load() -> ModuleType:
     """The compiled extension (built here the first time, about half a minute; then loaded from the cache)."""
     where = cache_dir()
     library = where / f"{NAME}.so"
-    if (where / _BUILT).is_file() and library.is_file() and NAME not in sys.modules:
+    if is_built() and NAME not in sys.modules:
         spec = importlib.util.spec_from_file_location(NAME, library)
         if spec is not None and spec.loader is not None:
             module = importlib.util.module_from_spec(spec)

@@ -72,12 +72,13 @@ def is_initialized() -> bool:
 
 
 def init() -> None:
-    """Nothing to do: the device is ready when torch is imported (torch_npu's ``init`` is lazy set-up)."""
+    """Load the device's extension (built the first time), as torch_npu's ``init`` sets its device up."""
+    _extension()
 
 
 def _lazy_init() -> None:
-    """Load the device's extension (torch calls this before the first npu tensor; so does every call here)."""
-    _extension()
+    """torch calls this on a device module before its first tensor: :func:`init`."""
+    init()
 
 
 def _extension() -> Any:
