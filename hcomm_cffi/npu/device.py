@@ -140,7 +140,9 @@ def _memory_hooks(ext: Any) -> None:
     _keep.extend((malloc, free, acl_get_device, acl_set_device))
     ext.set_device_count(b.get_device_count())
     ext.set_memory_hooks(int(ffi.cast("uintptr_t", malloc)), int(ffi.cast("uintptr_t", free)))
-    ext.set_device_hooks(int(ffi.cast("uintptr_t", acl_get_device)), int(ffi.cast("uintptr_t", acl_set_device)))
+    changes = getattr(b.lib, "device_changes", None)      # the in-process emulator counts device changes
+    ext.set_device_hooks(int(ffi.cast("uintptr_t", acl_get_device)), int(ffi.cast("uintptr_t", acl_set_device)),
+                         0 if changes is None else int(ffi.cast("uintptr_t", changes)))
     # the extension stops calling these when the interpreter starts finalizing (tensors alive then go with the process)
 
 

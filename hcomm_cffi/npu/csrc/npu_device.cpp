@@ -56,6 +56,10 @@ using GetDeviceFn = int (*)();
 using SetDeviceFn = int (*)(int);
 std::atomic<GetDeviceFn> g_acl_get_device{nullptr};
 std::atomic<SetDeviceFn> g_acl_set_device{nullptr};
+// the emulator's count of device changes (any thread); while it stands still this thread's answer stands
+std::atomic<const volatile uint64_t*> g_device_changes{nullptr};
+thread_local uint64_t t_seen_changes = ~uint64_t(0);
+thread_local bool t_acl_has_device = false;   // ACL's answer was a device (not "none set on this thread")
 
 std::mutex g_pinned_lock;
 std::map<uintptr_t, size_t> g_pinned;   // aclrtMallocHost blocks: start -> size
@@ -104,6 +108,9 @@ void raw_free(void* p, DeviceIndex device, bool host) {
 
 DeviceIndex current() {
   GetDeviceFn fn = g_acl_get_device.load();
+  const volatile uint64_t* changes = g_device_changes.load();
+  const uint64_t now = changes != nullptr ? *changes : ~uint64_t(0);
+  if (changes != nullptr && now == t_seen_changes) return t_current;
   if (fn != nullptr && python_alive()) {
     int index;
     {
@@ -111,12 +118,14 @@ DeviceIndex current() {
       index = fn();
     }
     if (index >= 0) t_current = static_cast<DeviceIndex>(index);   // < 0: ACL has no device on this thread yet
+    t_acl_has_device = index >= 0;
+    t_seen_changes = now;
   }
   return t_current;
 }
 
 void make_current(DeviceIndex index) {
-  if (index == t_current && g_acl_get_device.load() == nullptr) return;
+  if (index == current() && (t_acl_has_device || g_acl_set_device.load() == nullptr)) return;
   SetDeviceFn fn = g_acl_set_device.load();
   if (fn != nullptr && python_alive()) {
     int rc;
@@ -125,6 +134,10 @@ void make_current(DeviceIndex index) {
       rc = fn(static_cast<int>(index));
     }
     TORCH_CHECK(rc == 0, "aclrtSetDevice(", static_cast<int>(index), ") of the emulator failed with ", rc);
+    // this thread's own change: its answer is index (changes of other threads move their devices, not this one's)
+    const volatile uint64_t* changes = g_device_changes.load();
+    if (changes != nullptr) t_seen_changes = *changes;
+    t_acl_has_device = true;
   }
   t_current = index;
 }
@@ -560,7 +573,8 @@ void set_memory_hooks(uintptr_t malloc_fn, uintptr_t free_fn) {
   g_free.store(reinterpret_cast<FreeFn>(free_fn));
 }
 
-void set_device_hooks(uintptr_t get_fn, uintptr_t set_fn) {
+void set_device_hooks(uintptr_t get_fn, uintptr_t set_fn, uintptr_t changes) {
+  g_device_changes.store(reinterpret_cast<const volatile uint64_t*>(changes));
   g_acl_get_device.store(reinterpret_cast<GetDeviceFn>(get_fn));
   g_acl_set_device.store(reinterpret_cast<SetDeviceFn>(set_fn));
 }
@@ -619,7 +633,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_memory_hooks", &hcomm_npu::set_memory_hooks, "malloc/free function pointers (0, 0 to detach)");
   m.def("set_device_count", &hcomm_npu::set_device_count);
-  m.def("set_device_hooks", &hcomm_npu::set_device_hooks, "aclrtGetDevice/aclrtSetDevice of this thread (0, 0 to detach)");
+  m.def("set_device_hooks", &hcomm_npu::set_device_hooks, "aclrtGetDevice/aclrtSetDevice of this thread and the address of the emulator's device-change count (0: none)");
   m.def("register_hooks", &hcomm_npu::register_hooks);
   m.def("current_device", &hcomm_npu::current_device);
   m.def("device_count", &hcomm_npu::device_count);
