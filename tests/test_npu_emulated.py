@@ -95,6 +95,21 @@ def test_a_real_torch_npu_is_never_shadowed(npu_paths: Dict[str, str], tmp_path:
     assert out.strip() == "the installed torch_npu False privateuseone False"
 
 
+def test_a_device_that_cannot_be_made_is_an_error_when_asked_for_and_a_warning_under_auto(
+        npu_paths: Dict[str, str], tmp_path: Path) -> None:
+    """HCOMM_EMULATE_NPU=1 fails at import torch, naming why; auto (hcomm run's) warns and leaves torch as it is."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)            # a build cache others could write: refused before anything is built or loaded
+    code = "import sys, torch; print('imported', hasattr(torch, 'npu'), 'torch_npu' in sys.modules)"
+    env = {**npu_paths, "HCOMM_NPU_EXT_DIR": str(shared)}
+    asked = _python(["-c", code], {**env, "HCOMM_EMULATE_NPU": "1"})
+    assert asked.returncode != 0 and f"build cache {shared} belongs to uid" in asked.stderr, asked.stderr
+    auto = _python(["-c", code], {**env, "HCOMM_EMULATE_NPU": "auto"})
+    assert auto.returncode == 0 and auto.stdout.strip() == "imported False False", auto.stdout + auto.stderr
+    assert "HCOMM_EMULATE_NPU=auto: no emulated npu device in this process" in auto.stderr, auto.stderr
+
+
 def test_private_build_cache_refuses_a_directory_others_can_write(tmp_path: Path) -> None:
     from hcomm_cffi.npu.build import _private_dir
 
@@ -276,6 +291,10 @@ def test_hcomm_run_leaves_the_switch_off_when_told(npu_paths: Dict[str, str]) ->
     proc = start(cmd, npu_paths)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "switch 0" in out, out + err
+    proc = start(launcher(1, sys.executable, "-c", "import os; print('switch', os.environ.get('HCOMM_EMULATE_NPU'))",
+                          module="hcomm_cffi"), npu_paths)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "switch auto" in out, out + err
 
 
 # ------------------------------------------------------------------ torch_npu-shaped scripts

@@ -99,7 +99,7 @@ class LaunchConfig:
     grace: float = 5.0
     env: Dict[str, str] = field(default_factory=dict)
     bind_to: str = "auto"
-    emulate_npu: bool = True     # ranks see HCOMM_EMULATE_NPU=1 (unless the environment sets it already)
+    emulate_npu: bool = True     # ranks see HCOMM_EMULATE_NPU=auto (unless the environment sets it already)
 
     def validate(self) -> None:
         """Raise LaunchError for an unusable field."""
@@ -373,7 +373,7 @@ class _Job:
         base.update(self.config.env)
         base["HCOMM_BACKEND"] = self.backend
         if self.config.emulate_npu:
-            base.setdefault("HCOMM_EMULATE_NPU", "1")    # torch's device npu over the emulator (hcomm_cffi/npu)
+            base.setdefault("HCOMM_EMULATE_NPU", "auto")  # torch's device npu over the emulator (hcomm_cffi/npu)
         else:
             base["HCOMM_EMULATE_NPU"] = "0"
         try:
@@ -687,8 +687,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "NUMA node, round-robin), none; auto (default) = core while ranks <= usable cores, "
                              "else none")
     parser.add_argument("--no-emulate-npu", dest="emulate_npu", action="store_false",
-                        help="do not set HCOMM_EMULATE_NPU=1 for the ranks (by default torch, without torch_npu, gets "
-                             "the emulated npu device and backend 'hccl')")
+                        help="do not set HCOMM_EMULATE_NPU=auto for the ranks (by default torch, without torch_npu, "
+                             "gets the emulated npu device and backend 'hccl' where it can be built)")
     parser.add_argument("--job-id", metavar="ID",
                         help="job id ([A-Za-z0-9_.-], default random); exported as HCOMM_RUN_ID and HCOMM_JOB_ID")
     # dest "program", not "command": the `hcomm` parser keeps the subcommand name in args.command

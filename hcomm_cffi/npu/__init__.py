@@ -23,6 +23,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
+import warnings
 from typing import Any
 
 from .. import settings
@@ -48,9 +49,21 @@ def enabled() -> bool:
 
 
 def autoload() -> None:
-    """torch's ``torch.backends`` entry point: the emulated device when switched on and torch_npu is absent."""
-    if settings.value("HCOMM_EMULATE_NPU") and not real_torch_npu_installed():
+    """torch's ``torch.backends`` entry point: the emulated device when switched on and torch_npu is absent.
+
+    ``HCOMM_EMULATE_NPU=1``: a device that cannot be made is an error at ``import torch``; ``auto`` (what
+    ``hcomm run`` sets): a warning saying why, and torch as without the switch.
+    """
+    mode = settings.value("HCOMM_EMULATE_NPU")
+    if mode == "off" or real_torch_npu_installed():
+        return
+    try:
         enable()
+    except Exception as exc:
+        if mode == "on":
+            raise
+        warnings.warn(f"HCOMM_EMULATE_NPU=auto: no emulated npu device in this process: {exc}", RuntimeWarning,
+                      stacklevel=2)
 
 
 def _alias_module(npu: types.ModuleType) -> None:
