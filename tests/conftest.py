@@ -60,7 +60,6 @@ def npu_extension_built():
         return
     from hcomm_cffi.npu import build
 
-    if not build.is_built():
-        done = subprocess.run([sys.executable, "-c", "from hcomm_cffi.npu import build; build.load()"],
-                              capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, done.stderr
+    if not build.is_built():   # a failed build fails the npu tests themselves, with its message; not every test
+        subprocess.run([sys.executable, "-c", "from hcomm_cffi.npu import build; build.load()"],
+                       capture_output=True, text=True, timeout=900)
