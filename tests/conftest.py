@@ -61,5 +61,8 @@ def npu_extension_built():
     from hcomm_cffi.npu import build
 
     if not build.is_built():   # a failed build fails the npu tests themselves, with its message; not every test
-        subprocess.run([sys.executable, "-c", "from hcomm_cffi.npu import build; build.load()"],
-                       capture_output=True, text=True, timeout=900)
+        try:
+            subprocess.run([sys.executable, "-c", "from hcomm_cffi.npu import build; build.load()"],
+                           capture_output=True, text=True, timeout=900)
+        except subprocess.TimeoutExpired:
+            pass
