@@ -126,6 +126,16 @@ def _flag(name: str, raw: str) -> bool:
     raise _fail(name, raw, "is not a boolean", f"one of {', '.join(_TRUE + _FALSE)}")
 
 
+def _switch(name: str, raw: str) -> str:
+    """on / off (a boolean's spellings), or auto: on where possible, else a warning and off."""
+    if raw.lower() == "auto":
+        return "auto"
+    try:
+        return "on" if _flag(name, raw) else "off"
+    except SettingsError:
+        raise _fail(name, raw, "is not a switch", f"auto or one of {', '.join(_TRUE + _FALSE)}") from None
+
+
 def _shape(name: str, raw: str) -> Tuple[int, int]:
     parts = raw.lower().split("x")
     if len(parts) != 2 or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
@@ -226,6 +236,13 @@ VARIABLES: Tuple[Variable, ...] = (
              "written (by hcomm run, else by each rank) while the job keeps waiting; 0 = never"),
     Variable("HCOMM_TRACE", "trace", _path, None,
              "write a Chrome trace-event timeline of every task per rank into this directory"),
+    Variable("HCOMM_EMULATE_NPU", "emulate_npu", _switch, "off",
+             "at `import torch`, without torch_npu installed: torch's device 'npu' over the emulator, torch.npu, "
+             "backend 'hccl' and the name torch_npu (docs/guide/npu-on-a-laptop.md); auto (what hcomm run sets): "
+             "the same, or a warning where the device cannot be made"),
+    Variable("HCOMM_NPU_EXT_DIR", "npu_ext_dir", _path, None,
+             "where the emulated npu device's compiled extension is cached (default: a private directory of this "
+             "user under $XDG_CACHE_HOME or ~/.cache)"),
 )
 _BY_NAME: Dict[str, Variable] = {v.name: v for v in VARIABLES}
 
@@ -271,6 +288,8 @@ class Settings:
     fr_dir: Optional[str]
     stuck_report_s: float
     trace: Optional[str]
+    emulate_npu: str
+    npu_ext_dir: Optional[str]
     raw: Tuple[Tuple[str, str], ...] = ()
 
     @property

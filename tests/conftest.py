@@ -43,3 +43,30 @@ def shm():
     left = os.listdir(path)
     shutil.rmtree(path, ignore_errors=True)
     assert left == [], f"segments left behind: {left}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def npu_extension_built():
+    """Build the emulated npu device's extension once, before any test, when torch is there.
+
+    ``hcomm run`` switches the device on for its ranks (hcomm_cffi/npu), so a torch program it starts loads the
+    extension at ``import torch``; its first build (half a minute, more under load) must not count against one
+    test's timeout.  It is cached per user: later sessions find it built.
+    """
+    import importlib.util
+    import subprocess
+
+    if importlib.util.find_spec("torch") is None:
+        return
+    from hcomm_cffi.npu import build
+
+    try:
+        built = build.is_built()
+    except RuntimeError:       # no usable cache directory: the npu tests say so
+        return
+    if not built:   # a failed build fails the npu tests themselves, with its message; not every test
+        try:
+            subprocess.run([sys.executable, "-c", "from hcomm_cffi.npu import build; build.load()"],
+                           capture_output=True, text=True, timeout=900)
+        except subprocess.TimeoutExpired:
+            pass

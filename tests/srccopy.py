@@ -16,6 +16,7 @@ def copy_sources(dst: Path) -> Path:
             shutil.copy2(REPO / name, dst / name)
     if not (dst / "README.md").exists():       # pyproject names it; the real one may not be written yet
         (dst / "README.md").write_text("hcomm_cffi\n")
-    shutil.copytree(REPO / "hcomm_cffi", dst / "hcomm_cffi",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_hcomm_ffi.py"))
+    for package in ("hcomm_cffi", "hcomm"):    # hcomm: the seed's import name for the same package
+        shutil.copytree(REPO / package, dst / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_hcomm_ffi.py"))
     return dst

@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "hcomm_cffi"
 
 #: top (0) to bottom; a module is in the layer of the longest matching prefix
 LAYERS: Tuple[Tuple[str, ...], ...] = (
-    ("cli", "launch", "bench", "examples", "torch", "cannlib", "run", "__main__"),
+    ("cli", "launch", "bench", "examples", "torch", "npu", "cannlib", "run", "__main__"),
     ("api",),
     ("algorithms",),
     ("plan", "resources", "bootstrap"),

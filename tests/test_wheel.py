@@ -35,8 +35,11 @@ def test_wheel_builds_installs_and_imports(tmp_path: Path) -> None:
     assert wheel.name.startswith("hcomm_cffi-0.1.0-") and wheel.name.endswith("py3-none-any.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("hcomm_cffi/_hcomm_ffi.py", "hcomm_cffi/py.typed", "hcomm_cffi/binding.py",
-                     "hcomm_cffi/lib/loader.py", "hcomm_cffi/cli/info.py"):
+                     "hcomm_cffi/lib/loader.py", "hcomm_cffi/cli/info.py", "hcomm/__init__.py",
+                     "hcomm_cffi/npu/csrc/npu_device.cpp"):
         assert required in names, required
+    entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/entry_points.txt")))
+    assert "[torch.backends]\nhcomm_emulated_npu = hcomm_cffi.npu:autoload" in entry_points.decode(), entry_points
     assert not any(n.endswith(".so") for n in names)
 
     run([str(py), "-m", "pip", "install", "--no-deps", str(wheel)], tmp_path)
@@ -44,7 +47,8 @@ def test_wheel_builds_installs_and_imports(tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     code = (
-        "import hcomm_cffi, hcomm_cffi._hcomm_ffi as m, hcomm_cffi.binding, hcomm_cffi.initializers as i;"
+        "import hcomm_cffi, hcomm_cffi._hcomm_ffi as m, hcomm_cffi.binding, hcomm_cffi.initializers as i, hcomm;"
+        "assert hcomm is hcomm_cffi;"
         "from hcomm_cffi._ffi import ffi;"
         "assert ffi is m.ffi and ffi.sizeof('HcclCommConfig') == 2248;"
         "assert 'site-packages' in hcomm_cffi.__file__, hcomm_cffi.__file__;"

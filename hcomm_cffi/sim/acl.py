@@ -46,6 +46,9 @@ class AclRuntime:
         self._device = _DEVICE
         self._device_count = int(settings.value("HCOMM_SIM_DEVICE_COUNT"))
         self._strings: Dict[str, Any] = {}
+        #: bumped by every aclrtSetDevice / aclrtResetDevice of any thread: a caller that caches a thread's
+        #: current device (the emulated npu device's guard, per operation) asks again only when it moved
+        self.device_changes = ffi.new("uint64_t *")
 
     def _string(self, text: str) -> Any:
         """A ``const char *`` the caller may keep (strings are interned per text)."""
@@ -79,6 +82,7 @@ class AclRuntime:
             raise SimError(ACL_ERROR_RT_INVALID_DEVICEID, f"deviceId={deviceId}; the emulator has devices "
                                                           f"0..{self._device_count - 1} (HCOMM_SIM_DEVICE_COUNT)")
         self._device.current = deviceId
+        self.device_changes[0] += 1
         return 0
 
     @entry
@@ -87,6 +91,7 @@ class AclRuntime:
             raise SimError(ACL_ERROR_RT_INVALID_DEVICEID, f"deviceId={deviceId} is not a device")
         if self._device.current == deviceId:
             self._device.current = -1
+        self.device_changes[0] += 1
         return 0
 
     @entry

@@ -29,7 +29,7 @@ from .process_group import ProcessGroupHcomm
 from .progress import serialised
 from .work import HcommWork, seconds_of
 
-__all__ = ["BACKEND", "ProcessGroupHcomm", "HcommWork", "get_comm", "devices"]
+__all__ = ["BACKEND", "ProcessGroupHcomm", "HcommWork", "get_comm", "devices", "create_backend"]
 
 BACKEND = "hcomm"
 
@@ -81,5 +81,8 @@ def get_comm(group: Any = None) -> Comm:
         raise TypeError(f"group {pg!r} does not use the hcomm backend")
     return pg.comm
 
+
+#: the creator of this backend's groups, public for the emulated npu device's backend name "hccl" (hcomm_cffi/npu)
+create_backend = _create
 
 dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=devices())

@@ -1,0 +1,437 @@
+"""The emulated npu device: torch_npu-shaped scripts and the seed's programs, unchanged, on the emulator.
+
+Every program runs in its own interpreter, as a user's would: ``HCOMM_EMULATE_NPU=1`` and torch's device-backend
+autoload (the ``torch.backends`` entry point this package declares; here a dist-info directory on PYTHONPATH
+declares the same one, as an installed wheel would) make the device at ``import torch``.  The extension is built
+at most once per session, into its per-user cache.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is not installed (pip install -e .[test])")
+
+from test_launch_helpers import launcher, private_shm_dir, start  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CLIENTS = Path(__file__).resolve().parent / "clients"
+SEED = ROOT / "examples" / "seed"
+
+
+def _entry_point() -> str:
+    """pyproject's torch.backends entry point line (the test's dist-info must declare the same)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    found = re.search(r'\[project\.entry-points\."torch\.backends"\]\s*\n(\w+) = "([\w.:]+)"', text)
+    assert found, "pyproject.toml declares no torch.backends entry point"
+    return f"{found.group(1)} = {found.group(2)}"
+
+
+@pytest.fixture(scope="session")
+def npu_paths(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, str]:
+    """PYTHONPATH with the entry point, a build cache (the extension built here once), for every test below."""
+    base = tmp_path_factory.mktemp("npu")
+    info = base / "site" / "hcomm_emulated_npu_test-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hcomm-emulated-npu-test\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(f"[torch.backends]\n{_entry_point()}\n")
+    # the extension's own cache (a private directory of this user, kept between sessions like pip's): built at most
+    # once per session, usually not at all
+    paths = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(base / "site")]), "OMP_NUM_THREADS": "1"}
+    done = _python(["-c", "import torch; torch.npu.init(); torch.zeros(1, device='npu')"],
+                   {**paths, "HCOMM_EMULATE_NPU": "1"}, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return paths
+
+
+def _python(args: List[str], env: Dict[str, str], timeout: float = 120) -> "subprocess.CompletedProcess[str]":
+    keep = {k: v for k, v in os.environ.items() if k not in ("HCOMM_EMULATE_NPU", "PYTHONPATH")}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**keep, **env}, cwd=str(ROOT))
+
+
+def _run(code: str, npu_paths: Dict[str, str], switch: Optional[str] = "1",
+         extra: Optional[Dict[str, str]] = None) -> str:
+    env = {**npu_paths, **(extra or {})}
+    if switch is not None:
+        env["HCOMM_EMULATE_NPU"] = switch
+    done = _python(["-c", code], env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ------------------------------------------------------------------ the switch
+def test_without_the_switch_import_torch_is_as_before(npu_paths: Dict[str, str]) -> None:
+    out = _run("import sys, torch, torch.distributed as dist\n"
+               "print(torch._C._get_privateuse1_backend_name(), hasattr(torch, 'npu'), 'torch_npu' in sys.modules,\n"
+               "      'hcomm_npu_device' in sys.modules, 'hccl' in dist.Backend.backend_list)\n"
+               "try:\n    import torch_npu\nexcept ModuleNotFoundError:\n    print('no torch_npu')",
+               npu_paths, switch=None)
+    assert out.split("\n")[:2] == ["privateuseone False False False False", "no torch_npu"]
+
+
+def test_a_real_torch_npu_is_never_shadowed(npu_paths: Dict[str, str], tmp_path: Path) -> None:
+    """With torch_npu installed (a stand-in package here) the switch changes nothing: its names stay its own."""
+    fake = tmp_path / "torch_npu"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("REAL = 'the installed torch_npu'\n")
+    out = _run("import torch, torch.distributed as dist, torch_npu\n"
+               "print(torch_npu.REAL, hasattr(torch, 'npu'), torch._C._get_privateuse1_backend_name(),\n"
+               "      'hccl' in dist.Backend.backend_list)",
+               npu_paths, extra={"PYTHONPATH": npu_paths["PYTHONPATH"] + os.pathsep + str(tmp_path)})
+    assert out.strip() == "the installed torch_npu False privateuseone False"
+
+
+def test_a_device_that_cannot_be_made_is_an_error_when_asked_for_and_a_warning_under_auto(
+        npu_paths: Dict[str, str], tmp_path: Path) -> None:
+    """HCOMM_EMULATE_NPU=1 fails at import torch, naming why; auto (hcomm run's) warns and leaves torch as it is."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)            # a build cache others could write: refused before anything is built or loaded
+    code = "import sys, torch; print('imported', hasattr(torch, 'npu'), 'torch_npu' in sys.modules)"
+    env = {**npu_paths, "HCOMM_NPU_EXT_DIR": str(shared)}
+    asked = _python(["-c", code], {**env, "HCOMM_EMULATE_NPU": "1"})
+    assert asked.returncode != 0 and f"build cache {shared} belongs to uid" in asked.stderr, asked.stderr
+    auto = _python(["-c", code], {**env, "HCOMM_EMULATE_NPU": "auto"})
+    assert auto.returncode == 0 and auto.stdout.strip() == "imported False False", auto.stdout + auto.stderr
+    assert "HCOMM_EMULATE_NPU=auto: no emulated npu device in this process" in auto.stderr, auto.stderr
+
+
+def test_private_build_cache_refuses_a_directory_others_can_write(tmp_path: Path) -> None:
+    from hcomm_cffi.npu.build import _private_dir
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(RuntimeError, match=r"mode 777; expected a directory owned by uid \d+ that nobody else can"):
+        _private_dir(shared)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "mine")
+    (tmp_path / "mine").mkdir(mode=0o700)
+    with pytest.raises(RuntimeError, match="is not a plain directory"):
+        _private_dir(link)
+    assert _private_dir(tmp_path / "new" / "dir").stat().st_mode & 0o777 == 0o700
+
+
+# ------------------------------------------------------------------ the device
+DEVICE_PROGRAM = r'''
+import io, torch, torch_npu
+from hcomm_cffi.binding import get_binding
+from hcomm_cffi.api.stream import Stream as AclStream
+
+assert torch_npu.npu is torch.npu and torch.npu.is_available() and torch.npu.device_count() == 3
+assert torch._C._get_accelerator() == torch.device("npu")   # the device's hooks are there from import torch on
+device_memory = get_binding().lib.state.device
+def on_device(t):
+    hit = device_memory.find(t.data_ptr(), t.numel() * t.element_size())
+    return hit is not None and "aclrtMalloc" in hit[2]
+
+# factories, moves, views, in-place ops: npu storage is the emulator's aclrtMalloc memory
+a = torch.arange(12, dtype=torch.float32, device="npu").reshape(3, 4)
+b = torch.ones(3, 4).npu()
+c = torch.zeros(2, device="npu:2")
+assert a.device == torch.device("npu", 0) and c.device == torch.device("npu", 2) and on_device(a) and on_device(c)
+v = a[:, 1:3]
+v.mul_(10)
+assert a.cpu()[0].tolist() == [0, 10, 20, 3] and v.device.type == "npu"
+assert (a + b).to("cpu").sum().item() == a.cpu().sum().item() + 12
+assert torch.equal(a.T.contiguous().cpu(), a.cpu().T) and a.max().item() == 100
+out = torch.empty(0, device="npu")
+torch.add(a, b, out=out)              # a CPU kernel grows an out= argument: still npu memory
+assert out.shape == (3, 4) and on_device(out) and torch.equal(out.cpu(), a.cpu() + 1)
+
+# autograd and an optimizer on npu:1 (the backward runs on torch's thread for that device)
+torch.npu.set_device(1)
+assert torch.npu.current_device() == 1 and torch.zeros(1, device="npu").device.index == 1
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+ref = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+ref.load_state_dict(model.state_dict())
+model.npu()
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+ref_opt = torch.optim.Adam(ref.parameters(), lr=0.01)
+x = torch.randn(16, 4)
+for _ in range(3):
+    for m, o, inp in ((model, opt, x.npu()), (ref, ref_opt, x)):
+        o.zero_grad()
+        m(inp).pow(2).mean().backward()
+        o.step()
+assert all(p.device == torch.device("npu", 1) and on_device(p) for p in model.parameters())
+assert all(torch.equal(p.cpu(), q) for p, q in zip(model.parameters(), ref.parameters()))
+
+# torch.save / torch.load keep the device
+buf = io.BytesIO()
+torch.save(model.state_dict(), buf)
+buf.seek(0)
+loaded = torch.load(buf)
+assert all(t.device == torch.device("npu", 1) and torch.equal(t.cpu(), p.detach().cpu())
+           for t, p in zip(loaded.values(), model.parameters()))
+
+# storage resizing (what FSDP2 does to free and refill a parameter) and pinned host memory
+s = a.untyped_storage()
+s.resize_(0)
+assert s.nbytes() == 0
+s.resize_(48)
+assert s.nbytes() == 48
+pinned = torch.ones(4).pin_memory()
+assert pinned.is_pinned() and not torch.ones(4).is_pinned()
+
+# streams and events are the emulator's ACL streams and events
+st = torch.npu.Stream()
+assert isinstance(st, AclStream) and isinstance(torch.npu.current_stream(), AclStream)
+assert isinstance(st, torch.Stream) and st.device == torch.device("npu", 1)   # what record_stream takes
+b.record_stream(st)
+with torch.npu.stream(st):
+    assert torch.npu.current_stream() is st
+ev = torch.npu.Event()
+ev.record(st)
+ev.synchronize()
+assert ev.query() and st.query()
+torch.npu.synchronize()
+
+# freed blocks wait in the device's cache; empty_cache gives them back to the emulator's aclrtFree
+freed = torch.empty(1 << 16, device="npu")
+start = freed.data_ptr()
+del freed
+assert device_memory.find(start) is not None
+torch.npu.empty_cache()
+assert device_memory.find(start) is None or device_memory.find(start)[0] != start
+
+# torch's current npu is ACL's current device: hcomm.set_device (aclrtSetDevice) moves it too, as on CANN
+import hcomm
+hcomm.set_device(2)
+assert torch.npu.current_device() == 2 and torch.zeros(1, device="npu").device == torch.device("npu", 2)
+
+# limits, named
+for bad, expected in ((lambda: torch.zeros(1, device="npu:3"), "npu:3 is not a device of the emulator: it has 3"),
+                      (lambda: torch.npu.set_device(5), "the emulator has npu:0..npu:2"),
+                      (lambda: torch.npu.Event(interprocess=True), "no IPC events"),
+                      (lambda: b.to_sparse(), "aten::_to_sparse on an npu tensor gives a Sparse tensor: the emulated "
+                                              "npu device has strided tensors only")):
+    try:
+        bad()
+    except Exception as exc:
+        assert expected in str(exc), exc
+    else:
+        raise AssertionError(expected)
+print("device OK")
+'''
+
+
+@pytest.mark.slow
+def test_the_device_does_what_torch_npu_does(npu_paths: Dict[str, str]) -> None:
+    assert _run(DEVICE_PROGRAM, npu_paths, extra={"HCOMM_SIM_DEVICE_COUNT": "3"}).strip() == "device OK"
+
+
+# ------------------------------------------------------------------ the seed's programs, under hcomm run
+SEED_RUNS = [  # program, ranks, the globals shown, what each rank must show (hcomm.set_device(n) makes npu:n current)
+    ("p2p.py", 2, ["data"], None),
+    ("pipeline.py", 3, ["outputs"], {0: "[]", 1: "[]", 2: "[" + ", ".join(
+        "npu:2:" + str([[float(2 * i + 1)] * 8] * 4) for i in range(3)) + "]"}),
+    ("ring.py", 4, ["data"], {r: f"npu:{r}:" + str([float(k * i) for i in range(10)]) for r, k in
+                              enumerate((2, 4, 6, 4))}),
+    ("nonblocking.py", 2, ["batch"], {0: "[]", 1: "[npu:1:[0, 1, 2, 3, 4], npu:1:[[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], "
+                                                  "npu:1:[-1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0]]"}),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program,n,names,expected", SEED_RUNS, ids=[r[0] for r in SEED_RUNS])
+def test_seed_programs_as_written_under_hcomm_run(program: str, n: int, names: List[str],
+                                                  expected: Optional[Dict[int, str]],
+                                                  npu_paths: Dict[str, str]) -> None:
+    """hcomm run switches the device on itself (the variable is not set here)."""
+    shm = private_shm_dir()
+    try:
+        cmd = launcher(n, sys.executable, str(CLIENTS / "show_globals.py"), str(SEED / program), *names,
+                       module="hcomm_cffi")
+        proc = start(cmd, {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, out + err
+        assert os.listdir(shm) == []
+    finally:
+        os.rmdir(shm) if os.path.isdir(shm) and not os.listdir(shm) else None
+    shown = dict(re.findall(r"^\[(\d+)\] SHOW \w+ (.*)$", out, re.M))
+    assert len(shown) == n, out
+    if expected is None:   # p2p: rank 1 received exactly rank 0's random tensor
+        assert shown["0"].startswith("npu:0:") and shown["0"] == shown["1"], shown
+    else:
+        assert {int(r): v for r, v in shown.items()} == expected
+
+
+@pytest.mark.slow
+def test_every_comm_call_and_torch_operation_on_npu_tensors(npu_paths: Dict[str, str]) -> None:
+    """The Comm API (collectives, out=, i*, stream= a torch.npu.Stream, send/recv) and backend "hccl"'s operations."""
+    shm = private_shm_dir()
+    proc = start(launcher(2, sys.executable, str(CLIENTS / "npu_every_call.py"), module="hcomm_cffi"),
+                 {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
+    out, err = proc.communicate(timeout=180)
+    left = os.listdir(shm)
+    os.rmdir(shm) if not left else None
+    assert proc.returncode == 0 and left == [], out + err
+    assert "[0] rank 0: every call OK on npu:0" in out and "[1] rank 1: every call OK on npu:1" in out, out
+
+
+def test_hcomm_run_leaves_the_switch_off_when_told(npu_paths: Dict[str, str]) -> None:
+    cmd = launcher(1, sys.executable, "-c", "import os; print('switch', os.environ.get('HCOMM_EMULATE_NPU'))",
+                   options=["--no-emulate-npu"], module="hcomm_cffi")
+    proc = start(cmd, npu_paths)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "switch 0" in out, out + err
+    proc = start(launcher(1, sys.executable, "-c", "import os; print('switch', os.environ.get('HCOMM_EMULATE_NPU'))",
+                          module="hcomm_cffi"), npu_paths)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "switch auto" in out, out + err
+
+
+# ------------------------------------------------------------------ torch_npu-shaped scripts
+DDP_NPU = r'''
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.npu.set_device(local_rank)
+dist.init_process_group(backend="hccl")
+rank, world = dist.get_rank(), dist.get_world_size()
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).npu()
+ddp = DDP(model, device_ids=[local_rank])
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+data = torch.randn(3, world * 4, 8, generator=torch.Generator().manual_seed(1))
+for step in range(3):
+    x = data[step][rank * 4:(rank + 1) * 4].to(f"npu:{local_rank}")
+    loss = ddp(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+torch.npu.synchronize()
+torch.save(model.state_dict(), sys.argv[1] + f".{rank}")
+print(f"rank {rank} trained on {x.device}", flush=True)
+dist.destroy_process_group()
+'''
+
+#: the same math on CPU with gloo: what differs from the torch_npu script, spelled out
+CPU_EDITS = (('torch.npu.set_device(local_rank)', 'pass'), ('backend="hccl"', 'backend="gloo"'), ('.npu()', ''),
+             ('DDP(model, device_ids=[local_rank])', 'DDP(model)'), ('.to(f"npu:{local_rank}")', ''),
+             ('torch.npu.synchronize()', 'pass'))
+
+
+@pytest.mark.slow
+def test_ddp_script_in_torch_npu_shape_equals_gloo_on_cpu_bit_for_bit(npu_paths: Dict[str, str],
+                                                                      tmp_path: Path) -> None:
+    import torch
+
+    cpu_script = DDP_NPU
+    for old, new in CPU_EDITS:
+        assert old in cpu_script
+        cpu_script = cpu_script.replace(old, new)
+    results = {}
+    for name, script, switch in (("npu", DDP_NPU, "1"), ("cpu", cpu_script, "0")):
+        path = tmp_path / f"ddp_{name}.py"
+        path.write_text(script)
+        shm = private_shm_dir()
+        done = _python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(path),
+                        str(tmp_path / name)], {**npu_paths, "HCOMM_EMULATE_NPU": switch, "HCOMM_SIM_SHM_DIR": shm},
+                       timeout=240)
+        left = os.listdir(shm)
+        os.rmdir(shm) if not left else None
+        assert done.returncode == 0 and left == [], done.stdout + done.stderr
+        results[name] = [torch.load(tmp_path / f"{name}.{r}", map_location="cpu") for r in range(2)]
+        if name == "npu":
+            assert "rank 0 trained on npu:0" in done.stdout and "rank 1 trained on npu:1" in done.stdout
+    for got, want in zip(results["npu"], results["cpu"]):
+        assert list(got) == list(want) and all(torch.equal(got[k], want[k]) for k in want)
+
+
+@pytest.mark.slow
+def test_the_vendor_pytorch_sample_shape_prints_its_readme_output(npu_paths: Dict[str, str]) -> None:
+    """import torch_npu, mp.spawn over torch_npu.npu.device_count() ranks, init_method tcp://, device="npu"."""
+    shm = private_shm_dir()
+    done = _python([str(CLIENTS / "torch_npu_allreduce.py"), str(_free_port())],
+                   {**npu_paths, "HCOMM_EMULATE_NPU": "1", "HCOMM_SIM_DEVICE_COUNT": "4", "HCOMM_SIM_SHM_DIR": shm},
+                   timeout=240)
+    left = os.listdir(shm)
+    os.rmdir(shm) if not left else None
+    assert done.returncode == 0 and left == [], done.stdout + done.stderr
+    # the ranks print concurrently: a line of one may run into another's
+    lines = set(re.findall(r"\[Rank \d\] \w+: tensor\(.*?device='npu:\d'\)", done.stdout))
+    assert "Available NPU count: 4" in done.stdout
+    for r in range(4):
+        assert f"[Rank {r}] Input: tensor([0., 1., 2., 3., 4., 5., 6., 7.], device='npu:{r}')" in lines, done.stdout
+        assert f"[Rank {r}] Output: tensor([ 0.,  4.,  8., 12., 16., 20., 24., 28.], device='npu:{r}')" in lines
+
+
+FSDP2_NPU = r"""
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.npu.set_device(local_rank)
+dist.init_process_group(backend="hccl")
+rank, world = dist.get_rank(), dist.get_world_size()
+
+
+def build():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+model = build().npu()
+for layer in model:
+    if isinstance(layer, torch.nn.Linear):
+        fully_shard(layer)
+fully_shard(model)       # parameters resharded after forward: their storage is resized to 0 and back
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+ref = build()            # the same math in one process on CPU, over every rank's batch
+ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+data = torch.randn(3, world, 4, 8, generator=torch.Generator().manual_seed(1))
+for step in range(3):
+    loss = model(data[step][rank].npu()).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    ref_opt.zero_grad()
+    sum(ref(data[step][r]).pow(2).mean() for r in range(world)).div(world).backward()
+    ref_opt.step()
+shards = [p.to_local() for p in model.parameters()]
+full = [p.full_tensor() for p in model.parameters()]
+assert all(s.device == torch.device("npu", local_rank) for s in shards)
+assert all(torch.allclose(f.cpu(), r, rtol=1e-5, atol=1e-6) for f, r in zip(full, ref.parameters()))
+print(f"rank {rank} FSDP2 on {shards[0].device}: parameters equal the reference", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_fsdp2_on_npu_tensors_with_hccl(npu_paths: Dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "fsdp2_npu.py"
+    path.write_text(FSDP2_NPU)
+    shm = private_shm_dir()
+    done = _python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(path)],
+                   {**npu_paths, "HCOMM_EMULATE_NPU": "1", "HCOMM_SIM_SHM_DIR": shm}, timeout=240)
+    left = os.listdir(shm)
+    os.rmdir(shm) if not left else None
+    assert done.returncode == 0 and left == [], done.stdout + done.stderr
+    for r in range(2):
+        assert f"rank {r} FSDP2 on npu:{r}: parameters equal the reference" in done.stdout, done.stdout
