@@ -24,8 +24,12 @@ def _listed() -> Dict[str, str]:
     return found
 
 
+#: written by build_ffi.py at install (ignored by git): described on `_ffi.py`'s line
+GENERATED = {"_hcomm_ffi.py"}
+
+
 def _existing() -> List[str]:
-    return sorted(p.relative_to(PKG).as_posix() for p in PKG.rglob("*.py"))
+    return sorted(rel for rel in (p.relative_to(PKG).as_posix() for p in PKG.rglob("*.py")) if rel not in GENERATED)
 
 
 def test_every_module_has_one_line():

@@ -45,7 +45,7 @@ def test_no_source_cites_a_document_users_do_not_have():
 
 
 #: pages of the guide that other branches bring (the coordinator assembles reliability.md): empty this set once merged
-PENDING = {"docs/guide/torch-parallelism.md", "docs/guide/npu-on-a-laptop.md"}
+PENDING = {"docs/guide/torch-parallelism.md"}
 
 
 def test_the_readme_links_to_pages_that_exist():
