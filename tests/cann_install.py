@@ -16,7 +16,11 @@ def install(tmp_path_factory: Any) -> Any:
         check_toolchain()
     except BuildError as exc:
         pytest.skip(f"cannot build the emulated CANN libraries here: {exc}")
-    return build_libs(str(tmp_path_factory.getbasetemp() / "emulated_cann"))
+    # built as ~/hcomm-cann of a home directory of its own, so a page's `--out ~/hcomm-cann` can find it up to date
+    # (tests/test_docs_examples.py: HOME is that directory; build-libs refuses an --out that is a link)
+    home = tmp_path_factory.getbasetemp() / "cann-home"
+    home.mkdir(exist_ok=True)
+    return build_libs(str(home / "hcomm-cann"))
 
 
 def child_env(install: Any, repo: str, **extra: str) -> Dict[str, str]:
