@@ -63,15 +63,18 @@ def _create(opts: Any, backend_options: Any) -> ProcessGroupHcomm:
     store, rank, size = opts.store, opts.group_rank, opts.group_size
     timeout = seconds_of(opts.timeout)
     ranks = list(opts.global_ranks_in_group or [])
+    if not ranks:   # the default group: torch passes it no ranks (torch/distributed/distributed_c10d.py:2004,2032)
+        return ProcessGroupHcomm(store, rank, size, _world(store, rank, size, timeout), timeout, devices())
     world = live.current_world()
-    if world is None or not ranks or ranks == list(range(world.size)) and world.rank == rank:
-        if world is None and ranks and ranks != list(range(len(ranks))):
+    if world is None:
+        if ranks != list(range(len(ranks))):
             raise RuntimeError("hcomm backend: the default process group must use hcomm before new_group(backend="
                                "'hcomm') over a subset of ranks")
-        comm = _world(store, rank, size, timeout)
-    else:
-        comm = Comm(f"pg{opts.group_id}"[:127], ranks=ranks, parent=world, timeout=timeout)
-    return ProcessGroupHcomm(store, rank, size, comm, timeout)
+        world = _world(store, rank, size, timeout)   # a group over every rank of a non-hcomm default group
+    # every other group gets a communicator of its own, also over all ranks: torch's groups are independent
+    # (two threads may use two of them at once, destroying one leaves the others)
+    comm = Comm(f"pg{opts.group_id}"[:127], ranks=ranks, parent=world, timeout=timeout)
+    return ProcessGroupHcomm(store, rank, size, comm, timeout, devices())
 
 
 def get_comm(group: Any = None) -> Comm:

@@ -30,7 +30,8 @@ import warnings
 from collections import deque
 from typing import Any, Callable, Deque, Optional, Protocol, TypeVar
 
-__all__ = ["LOCK", "PROGRESS", "SLICE_S", "THREAD_NAME", "serialised", "Progress", "LibraryLock"]
+__all__ = ["LOCK", "PROGRESS", "SLICE_S", "THREAD_NAME", "serialised", "alone", "step_aside", "Progress",
+           "LibraryLock"]
 
 #: How long the background thread drives the library per turn (the lock is held that long at most).
 SLICE_S = 0.002
@@ -89,6 +90,24 @@ def serialised(method: F) -> F:
     return locked  # type: ignore[return-value]
 
 
+def alone() -> bool:
+    """True when no Python thread but the caller and the progress thread is alive.
+
+    Only then may an operation wait for its peers inside one blocking library call: that call holds
+    :data:`LOCK` throughout, and another thread's collective on another group (``dcp.async_save``'s
+    thread on its own group while the training loop uses the default one) would wait for the lock
+    while its peers wait for it: a deadlock across ranks.
+    """
+    return threading.active_count() <= (2 if PROGRESS.running() else 1)
+
+
+def step_aside() -> None:
+    """Between two slices of a wait: let the threads queued for :data:`LOCK` have it first (at most ASIDE_MAX_S)."""
+    aside_until = time.monotonic() + ASIDE_MAX_S
+    while LOCK.wanted and time.monotonic() < aside_until:
+        time.sleep(YIELD_S)
+
+
 class Advancing(Protocol):
     """What the thread needs of a work: advance it a while, fail it when overdue, complete its Future.
 
@@ -122,6 +141,10 @@ class Progress:
                 self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
                 self._thread.start()
             self._cond.notify()
+
+    def running(self) -> bool:
+        """True while the background thread is alive."""
+        return self._thread is not None
 
     def pending(self) -> int:
         """Works not yet completed by the thread."""
@@ -160,9 +183,7 @@ class Progress:
             else:
                 with self._cond:
                     self._works.append(work)   # round robin: the others get their turn
-            aside_until = time.monotonic() + ASIDE_MAX_S
-            while LOCK.wanted and time.monotonic() < aside_until:
-                time.sleep(YIELD_S)
+            step_aside()
 
     @staticmethod
     def _expire_if_overdue(work: Advancing) -> bool:
