@@ -80,7 +80,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     # [] and "no backend".  gloo's group answers its devices, which DCP (_state_dict_utils.py:548,
     # state_dict_saver.py:302) and _get_pg_default_device (distributed_c10d.py:986) read.
     @property
-    def _device_types(self) -> List[torch.device]:  # type: ignore[override]
+    def _device_types(self) -> List[torch.device]:
         """The devices this group serves (those the backend was registered for)."""
         return list(self._devices)
 
