@@ -15,7 +15,7 @@ its own (DTensor, a fake or meta-less wrapper) is refused with a TypeError namin
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Sequence, Tuple
 
 import torch
 from torch.distributed._functional_collectives import AsyncCollectiveTensor
@@ -44,33 +44,37 @@ def _stored(t: torch.Tensor, where: str, label: Callable[[], str]) -> torch.Tens
     return t
 
 
+def _wrapped(value: Any) -> bool:
+    """True if ``value`` is, or (in lists, at any depth) holds, a tensor that is not a plain one."""
+    if type(value) in _PLAIN:
+        return False
+    if isinstance(value, torch.Tensor):
+        return True
+    return isinstance(value, (list, tuple)) and any(_wrapped(v) for v in value)
+
+
 def _operand(value: Any, where: str, label: Callable[[], str]) -> Any:
+    """``value`` with its wrapped tensors replaced (called only when :func:`_wrapped`; ``where`` names it)."""
     if isinstance(value, torch.Tensor):
         return value if type(value) in _PLAIN else _stored(value, where, label)
-    if isinstance(value, (list, tuple)) and value and not isinstance(value[0], (int, float)):
-        items = [_operand(v, f"{where}[{i}]", label) for i, v in enumerate(value)]
-        if any(a is not b for a, b in zip(items, value)):
-            return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, (list, tuple)):
+        items = [_operand(v, f"{where}[{i}]", label) if _wrapped(v) else v for i, v in enumerate(value)]
+        return items if isinstance(value, list) else tuple(items)
     return value
 
 
 def storage_operands(args: Sequence[Any], names: Sequence[str], label: Callable[[], str]) -> Sequence[Any]:
-    """``args`` with every tensor (in lists too) one with storage; ``args`` itself when nothing changed.
+    """``args`` with every tensor (in lists too) one with storage; ``args`` itself when all are plain already.
 
     ``names``: the positional arguments' names for messages; ``label()`` the operation's label (made only for
     an error).  Keyword arguments: :func:`storage_keywords`.
     """
-    out: List[Any] = list(args)
-    changed = False
-    for i, value in enumerate(args):
-        if isinstance(value, (torch.Tensor, list, tuple)):
-            new = _operand(value, names[i] if i < len(names) else f"argument {i}", label)
-            if new is not value:
-                out[i] = new
-                changed = True
-    return out if changed else args
+    if not any(_wrapped(a) for a in args):
+        return args
+    return [_operand(a, names[i] if i < len(names) else f"argument {i}", label) if _wrapped(a) else a
+            for i, a in enumerate(args)]
 
 
 def storage_keywords(kwargs: Dict[str, Any], label: Callable[[], str]) -> Dict[str, Any]:
     """:func:`storage_operands` of keyword arguments (named by their keys)."""
-    return {k: _operand(v, k, label) for k, v in kwargs.items()}
+    return {k: _operand(v, k, label) if _wrapped(v) else v for k, v in kwargs.items()}
