@@ -47,6 +47,7 @@ def _port() -> int:
 
 @pytest.fixture(scope="module")
 def runs() -> Dict[Tuple[str, int], List[Dict[str, Dict[str, Any]]]]:
+    torch_parallel.preload()
     base = tempfile.mkdtemp(prefix="hcomm-torch-parallel-")
     try:
         return {(backend, n): run_ranks(n, torch_parallel.job, _port(), backend, base, timeout=400)

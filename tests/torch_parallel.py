@@ -74,6 +74,7 @@ def pipeline(rank: int, pp: int, schedule: str, layout: str, shape: Tuple[int, i
     funcol's AsyncCollectiveTensor, which the pipeline sends as is).
     """
     import torch.distributed.pipelining as pipelining
+    from torch.distributed._functional_collectives import AsyncCollectiveTensor
     from torch.distributed.pipelining import PipelineStage
     per = 1 if layout == "single" else 2
     n_stages, micro, rows = pp * per, 2 * pp, 2
@@ -83,6 +84,8 @@ def pipeline(rank: int, pp: int, schedule: str, layout: str, shape: Tuple[int, i
         mod: nn.Module = Block(width, sid) if tp_mesh is None else TPBlock(width, sid, tp_mesh)
         modules.append((sid, mod))
         example = torch.zeros(rows, *shape)
+        if tp_mesh is not None:   # what this workload is about: the stage's output is a wrapper without storage
+            assert isinstance(mod(example), AsyncCollectiveTensor)
         kwargs = {} if infer else {"input_args": (example,), "output_args": (example,), "input_grads": (example,),
                                    "output_grads": (example,)}
         stages.append(PipelineStage(mod, sid, n_stages, torch.device("cpu"), group=group, **kwargs))
@@ -133,7 +136,7 @@ class TPBlock(nn.Module):
         parallelize_module(self, mesh, {"a": ColwiseParallel(), "b": RowwiseParallel()})
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.b(torch.relu(self.a(x))))
+        return self.b(torch.tanh(self.a(x)))    # Rowwise's output as is: the AsyncCollectiveTensor the stage sends
 
 
 def _train(model: nn.Module, batches: List[torch.Tensor], prefix: str, lr: float = 0.1) -> Result:
@@ -300,6 +303,18 @@ def checkpoints(rank: int, n: int, base: str, backend: str) -> Result:
 
 
 # ---------------------------------------------------------------------------------------------------- jobs
+def preload() -> None:
+    """Import torch's parallelism libraries in the parent before it forks the ranks: each rank importing
+    them on its own costs seconds of CPU (pipelining, DTensor, DCP), every job, on every rank."""
+    import torch.distributed.checkpoint  # noqa: F401
+    import torch.distributed.checkpoint.format_utils  # noqa: F401
+    import torch.distributed.checkpoint.state_dict  # noqa: F401
+    import torch.distributed.fsdp  # noqa: F401
+    import torch.distributed.nn.functional  # noqa: F401
+    import torch.distributed.pipelining  # noqa: F401
+    import torch.distributed.tensor.parallel  # noqa: F401
+
+
 def workloads(n: int, base: str, backend: str) -> List[Tuple[str, Callable[[int], Result]]]:
     """(name, body(rank)) of every workload at world size ``n``."""
     todo: List[Tuple[str, Callable[[int], Result]]] = []
