@@ -74,9 +74,14 @@ def _dtensor_refused(n: int) -> str:
 def _devices() -> Dict[str, Any]:
     import torch.distributed as dist
     pg = dist.distributed_c10d._get_default_group()
+    try:
+        pg._get_backend(torch.device("meta"))
+        other = "served"
+    except RuntimeError:      # the type torch's callers catch (distributed_c10d.py:2488-2491)
+        other = "RuntimeError"
     return {"cpu in _device_types": torch.device("cpu") in pg._device_types,
             "default device": str(dist.distributed_c10d._get_pg_default_device()),
-            "cpu backend": pg._get_backend(torch.device("cpu")) is not None}
+            "cpu backend": pg._get_backend(torch.device("cpu")) is not None, "meta backend": other}
 
 
 def _broadcast_from_rank0(rank: int) -> List[float]:
@@ -173,7 +178,7 @@ def test_a_tensor_without_storage_is_refused_naming_the_argument(seen) -> None:
 
 def test_a_group_reports_its_cpu_device_as_gloo_does(seen) -> None:
     assert _same(seen, "devices") == [{"cpu in _device_types": True, "default device": "cpu",
-                                       "cpu backend": True}] * 2
+                                       "cpu backend": True, "meta backend": "RuntimeError"}] * 2
 
 
 def test_set_model_state_dict_broadcasts_rank0s_full_state(seen) -> None:

@@ -7,8 +7,9 @@ Three lines change a gloo script into an hcomm one::
 
 Works under ``hcomm run``, torchrun, mpirun and srun (env://, the store torch passes in carries the
 root info; the local rank, for the device, comes from the package's bootstrap).  The default group
-becomes this package's world communicator (``hcomm_cffi.get_world()``), ``new_group`` a
-sub-communicator of it.  Devices: cpu, and npu when torch_npu is importable (the name ``hccl``
+becomes this package's world communicator (``hcomm_cffi.get_world()``); every ``new_group``, also one
+over all ranks, a sub-communicator of its own (torch's groups are independent: see
+docs/guide/torch-parallelism.md).  Devices: cpu, and npu when torch_npu is importable (the name ``hccl``
 stays torch_npu's).  :func:`get_comm` returns a group's :class:`~hcomm_cffi.Comm` (its
 ``comm_name`` and ``handle`` are what torch_npu's ``get_hccl_comm_name`` gives).
 """

@@ -85,10 +85,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return list(self._devices)
 
     def _get_backend(self, device: Any) -> "ProcessGroupHcomm":  # type: ignore[override]
-        """The backend of ``device``: this group itself, for every device it serves."""
+        """The backend of ``device``: this group itself, for every device it serves.
+
+        Another device raises RuntimeError, as the C++ method does: torch's callers catch that one
+        (distributed_c10d.py:2488-2491 asks for cuda and falls back).
+        """
         dev = torch.device(device)
         if dev.type not in {d.type for d in self._devices}:
-            raise ValueError(f"{self._label('_get_backend')}: no backend for device {dev}; this group serves "
+            raise RuntimeError(f"{self._label('_get_backend')}: no backend for device {dev}; this group serves "
                              f"{', '.join(str(d) for d in self._devices)}")
         return self
 
