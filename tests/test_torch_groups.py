@@ -122,7 +122,7 @@ def _two_threads(rank: int, n: int) -> Dict[str, Any]:
         for i in range(30):
             dist.all_gather(outs, torch.full((7,), float(10 * rank + i)), group=g)
         got["group"] = [o[0].item() for o in outs]
-    threads = [threading.Thread(target=on_default), threading.Thread(target=on_group)]
+    threads = [threading.Thread(target=on_default, daemon=True), threading.Thread(target=on_group, daemon=True)]
     for th in threads:
         th.start()
     for th in threads:
