@@ -69,7 +69,10 @@ def storage_operands(args: Sequence[Any], names: Sequence[str], label: Callable[
     ``names``: the positional arguments' names for messages; ``label()`` the operation's label (made only for
     an error).  Keyword arguments: :func:`storage_keywords`.
     """
-    if not any(_wrapped(a) for a in args):
+    for a in args:      # the common case, plain tensors only, in a loop of its own: it runs on every call
+        if _wrapped(a):
+            break
+    else:
         return args
     return [_operand(a, names[i] if i < len(names) else f"argument {i}", label) if _wrapped(a) else a
             for i, a in enumerate(args)]
