@@ -10,6 +10,8 @@ it saw, or the error it raised; the tests compare the two.  Sections:
 * groups over all ranks independent of the default group and of each other: async collectives issued in
   opposite orders on two of them, two threads on two groups at once (what ``dcp.async_save`` with a
   checkpoint group does), and ``destroy_process_group(g)`` leaving the default group working.
+
+The backend is imported in this process, before the ranks fork.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import hcomm_cffi.torch  # noqa: E402,F401  (before the ranks fork, as a program that forks its workers does:
+#                                       each rank must lock with a lock of its own, not one copied from here)
 from multiproc import run_ranks  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -27,7 +27,7 @@ from ..binding import get_binding
 from ..bootstrap import TorchStore, detect
 from ..bootstrap.rendezvous import exchange_root_info
 from .process_group import ProcessGroupHcomm
-from .progress import serialised
+from .progress import caller, serialised
 from .work import HcommWork, seconds_of
 
 __all__ = ["BACKEND", "ProcessGroupHcomm", "HcommWork", "get_comm", "devices"]
@@ -61,6 +61,7 @@ def _world(store: Any, rank: int, size: int, timeout: Optional[float]) -> Comm:
 @serialised
 def _create(opts: Any, backend_options: Any) -> ProcessGroupHcomm:
     """The creator torch calls for every group of backend ``hcomm`` (extended API: we need the global ranks)."""
+    caller()   # the thread that makes the groups uses them: it counts from now (progress.alone)
     store, rank, size = opts.store, opts.group_rank, opts.group_size
     timeout = seconds_of(opts.timeout)
     ranks = list(opts.global_ranks_in_group or [])

@@ -17,7 +17,7 @@ import torch
 from torch._C._profiler import _RecordFunctionFast
 
 from .operands import argument_names, storage_keywords, storage_operands
-from .progress import LOCK, PROGRESS, THREAD_NAME as PROGRESS_THREAD, serialised
+from .progress import CALLERS, LOCK, PROGRESS, THREAD_NAME as PROGRESS_THREAD, serialised
 
 END_WAIT_S = 1.0
 
@@ -75,8 +75,8 @@ class _End:
 
 def operation(title: str, inputs: int = 0) -> Callable[[F], F]:
     """A backend operation: its tensor arguments made plain tensors with storage (an AsyncCollectiveTensor waited
-    for, before the lock is taken: its wait is another operation's), then run holding the library lock (as :func:`~.progress.serialised`) and, while torch
-    profiles, recorded as ``hcomm:<title>`` until its work completes; the event's inputs are the tensors of
+    for, before the lock is taken: its wait is another operation's), then run holding the library lock (as
+    :func:`~.progress.serialised`) and, while torch profiles, recorded as ``hcomm:<title>`` until its work completes; the event's inputs are the tensors of
     positional argument ``inputs`` (as gloo's: the inputs, not the outputs).
 
     One wrapper for both, and the free lock taken inline: each frame between torch and the method costs
@@ -84,15 +84,17 @@ def operation(title: str, inputs: int = 0) -> Callable[[F], F]:
     """
     def wrap(method: F) -> F:
         locked = serialised(method)
-        lock = LOCK.lock
+        callers, current_thread = CALLERS, threading.current_thread
         names = argument_names(method)
 
         @functools.wraps(method)
         def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            callers.add(current_thread())     # progress.caller(), inline (every call)
             args = storage_operands(args, names, lambda: self._label(title))  # type: ignore[assignment]
             if kwargs:
                 kwargs = storage_keywords(kwargs, lambda: self._label(title))
             if not torch.autograd._profiler_enabled() or getattr(_NESTED, "on", False):
+                lock = LOCK.lock    # read per call: a forked child gets a fresh lock (progress._reset_after_fork)
                 if not lock.acquire(False):     # taken by the background thread: queue for it
                     LOCK.queue()
                 try:

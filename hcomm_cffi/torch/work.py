@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from ..api.errors import CommTimeoutError
 from ..api.request import Request
-from .progress import LOCK, PROGRESS, SLICE_S, step_aside
+from .progress import LOCK, PROGRESS, SLICE_S, caller, step_aside
 
 __all__ = ["HcommWork", "seconds_of"]
 
@@ -165,6 +165,7 @@ class HcommWork(dist._Work):
             return True
         if self._error is not None:
             raise self._error
+        caller()
         seconds = seconds_of(timeout)
         by_group = seconds is None and self._deadline is not None
         if by_group:
