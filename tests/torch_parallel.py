@@ -208,8 +208,8 @@ def fsdp(rank: int, n: int) -> Result:
 # -------------------------------------------------------------------------------------- expert parallel
 def expert_parallel(rank: int, n: int) -> Result:
     """One expert per rank; each rank's tokens routed by a fixed rule (uneven counts per expert) with
-    ``all_to_all_single`` (autograd: torch.distributed.nn.functional) there and back."""
-    from torch.distributed.nn.functional import all_to_all_single
+    ``all_to_all_single`` (functional collectives' autograd form) there and back."""
+    from torch.distributed._functional_collectives import all_to_all_single_autograd
     torch.manual_seed(100 + rank)
     expert = nn.Linear(8, 8)
     opt = torch.optim.SGD(expert.parameters(), lr=0.1)
@@ -223,8 +223,9 @@ def expert_parallel(rank: int, n: int) -> Result:
         recv_counts = torch.empty_like(send_counts)
         dist.all_to_all_single(recv_counts, send_counts)
         ins, outs = send_counts.tolist(), recv_counts.tolist()
-        got = all_to_all_single(torch.empty(sum(outs), 8), tokens[order], outs, ins)
-        back = all_to_all_single(torch.empty(tokens.shape[0], 8), torch.tanh(expert(got)), ins, outs)
+        world = dist.group.WORLD
+        got = all_to_all_single_autograd(tokens[order], outs, ins, world)
+        back = all_to_all_single_autograd(torch.tanh(expert(got)), ins, outs, world)
         mixed = torch.empty_like(back).index_copy(0, order, back)
         opt.zero_grad()
         loss = (mixed - tokens).pow(2).sum()
@@ -310,7 +311,6 @@ def preload() -> None:
     import torch.distributed.checkpoint.format_utils  # noqa: F401
     import torch.distributed.checkpoint.state_dict  # noqa: F401
     import torch.distributed.fsdp  # noqa: F401
-    import torch.distributed.nn.functional  # noqa: F401
     import torch.distributed.pipelining  # noqa: F401
     import torch.distributed.tensor.parallel  # noqa: F401
 
