@@ -141,7 +141,6 @@ def _two_threads(rank: int, n: int) -> Dict[str, Any]:
 
 def _body(rank: int, n: int, root: bytes, port: int, backend: str) -> Dict[str, Any]:
     import torch.distributed as dist
-    import hcomm_cffi.torch  # noqa: F401
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=n,
                             timeout=datetime.timedelta(seconds=30))
     out: Dict[str, Any] = {}

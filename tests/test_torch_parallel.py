@@ -81,8 +81,8 @@ def compare(gloo: List[Dict[str, Dict[str, Any]]], hcomm: List[Dict[str, Dict[st
                 assert why and np.allclose(got, want, rtol=RTOL, atol=ATOL), \
                     f"{workload}, rank {r}, {name}: hcomm differs from gloo by {diff}"
                 worst, whys = max(worst, diff), whys | {why}
-        table[workload] = ("bit for bit" if not whys else
-                           f"within rtol {RTOL:g} / atol {ATOL:g} ({'; '.join(sorted(whys))}), max difference {worst:.1e}")
+        within = f"within rtol {RTOL:g} / atol {ATOL:g} ({'; '.join(sorted(whys))}), max difference {worst:.1e}"
+        table[workload] = "bit for bit" if not whys else within
     return table
 
 

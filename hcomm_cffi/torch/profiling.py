@@ -76,8 +76,9 @@ class _End:
 def operation(title: str, inputs: int = 0) -> Callable[[F], F]:
     """A backend operation: its tensor arguments made plain tensors with storage (an AsyncCollectiveTensor waited
     for, before the lock is taken: its wait is another operation's), then run holding the library lock (as
-    :func:`~.progress.serialised`) and, while torch profiles, recorded as ``hcomm:<title>`` until its work completes; the event's inputs are the tensors of
-    positional argument ``inputs`` (as gloo's: the inputs, not the outputs).
+    :func:`~.progress.serialised`) and, while torch profiles, recorded as ``hcomm:<title>`` until its work
+    completes; the event's inputs are the tensors of positional argument ``inputs`` (as gloo's: the inputs, not
+    the outputs).
 
     One wrapper for both, and the free lock taken inline: each frame between torch and the method costs
     every call (and every flight record's walk to the user's line, callsite.py) about 0.2 us.
