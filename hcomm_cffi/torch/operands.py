@@ -10,7 +10,7 @@ stage's output is functional collectives' ``AsyncCollectiveTensor``
 :func:`storage_operands` is applied by ``profiling.operation`` (the entry of every operation) to every
 tensor argument, nested lists included: an ``AsyncCollectiveTensor`` is waited for and its tensor used
 (what its ``__torch_dispatch__`` does for any op, ``trigger_wait``); any other tensor without storage of
-its own (DTensor, a fake or meta-less wrapper) is refused with a TypeError naming the argument.
+its own (a DTensor, any other wrapper subclass) is refused with a TypeError naming the argument.
 """
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         dev = torch.device(device)
         if dev.type not in {d.type for d in self._devices}:
             raise RuntimeError(f"{self._label('_get_backend')}: no backend for device {dev}; this group serves "
-                             f"{', '.join(str(d) for d in self._devices)}")
+                               f"{', '.join(str(d) for d in self._devices)}")
         return self
 
     def supports_tensor_alloc(self, device: Any) -> bool:
