@@ -217,3 +217,15 @@ def test_no_process_left_after_success(job):
     rc, out, err = _finish(start(launcher(2, sys.executable, job.worker, "grandchild", job.state), job.env), 30)
     assert rc == 0
     assert [p for p in pids(job.state) if alive(p)] == []
+
+
+
+def test_one_intra_op_thread_per_rank_unless_set(job, monkeypatch):
+    """As torchrun (torch/distributed/run.py:872): OMP_NUM_THREADS=1 for every rank when unset and N > 1."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    show = [sys.executable, "-c", "import os; print('OMP', os.environ.get('OMP_NUM_THREADS'))"]
+    for n, given, expected in ((2, None, "1"), (2, "3", "3"), (1, None, "None")):
+        env = {**job.env, **({"OMP_NUM_THREADS": given} if given is not None else {})}
+        rc, out, err = _finish(start(launcher(n, *show), env), 30)
+        assert rc == 0, err
+        assert sorted(out.splitlines()) == [f"[{r}] OMP {expected}" for r in range(n)], (n, given, out)

@@ -4,10 +4,12 @@ An exception raised by a signal handler inside ``LibraryLock.__enter__`` could l
 count of waiters raised; the thread that completes DDP's Futures then waited for ever (no deadline applied:
 the deadline is checked in the thread's turn).  Now a work still fails at its deadline while another thread
 holds the lock, a raised waiter count only slows the thread, and ``__enter__`` gives back a lock an exception
-left taken.
+left taken.  An operation in a forked child holds the child's lock (the one every wait takes), not a copy of
+the parent's.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Optional
@@ -16,6 +18,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from hcomm_cffi.torch.profiling import operation  # noqa: E402
 from hcomm_cffi.torch.progress import LOCK, Progress  # noqa: E402
 
 
@@ -100,3 +103,20 @@ def test_enter_gives_back_a_lock_an_exception_left_taken() -> None:
         assert not LOCK.lock._is_owned() and LOCK.wanted == 0
     finally:
         LOCK.lock = saved
+
+
+@operation("probe")
+def _holds_the_lock(self: object) -> bool:
+    """An operation (made in this process, before any fork) that says whether it runs holding LOCK's lock."""
+    return bool(LOCK.lock._is_owned())   # type: ignore[attr-defined]
+
+
+def test_an_operation_in_a_forked_child_holds_the_childs_lock() -> None:
+    """After fork the child's lock is a new one (progress._reset_after_fork): an operation must take that one, or
+    two threads of the child (an operation on one, a wait on another) exclude each other with different locks."""
+    assert _holds_the_lock(None)
+    pid = os.fork()
+    if pid == 0:                                    # the child: exit code 0 when the operation held the lock
+        os._exit(0 if _holds_the_lock(None) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the operation ran holding the parent's copied lock"

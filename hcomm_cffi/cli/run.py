@@ -2,7 +2,8 @@
 
 Starts N local ranks of COMMAND with RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE and a private
 root-info rendezvous, prefixes their output with ``[rank]``, and stops every rank when one fails, on
-Ctrl-C, or after ``--timeout``.  The exit status is the first failing rank's.  Details:
+Ctrl-C, or after ``--timeout``.  The exit status is the first failing rank's.  As torchrun, with N > 1
+it sets OMP_NUM_THREADS=1 for every rank unless the variable is set (one intra-op thread per rank).  Details:
 ``hcomm_cffi/launch/runner.py``.
 """
 from __future__ import annotations

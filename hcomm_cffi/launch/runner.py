@@ -17,7 +17,8 @@ Behaviour:
   ``<temp dir or HCOMM_RENDEZVOUS_DIR>/hcomm-<uid>-run-<job id>-*`` for the root-info rendezvous, removed at the end),
   ``HCOMM_JOB_SECRET`` (random per launch: ranks prove membership of this job with it), ``HCOMM_RUN_NPROCS=N``, ``HCOMM_BACKEND`` (inherited,
   else the backend this machine selects: ``sim`` without CANN), ``MASTER_ADDR=127.0.0.1`` and a free
-  ``MASTER_PORT`` (for scripts that also use torch.distributed), ``PYTHONUNBUFFERED=1`` unless set.
+  ``MASTER_PORT`` (for scripts that also use torch.distributed), ``PYTHONUNBUFFERED=1`` unless set,
+  ``OMP_NUM_THREADS=1`` unless set when N > 1 (what torchrun does: one intra-op thread per rank).
   ``TORCHELASTIC_*`` variables of an enclosing torchrun job are removed.  ``HCOMM_FR_DIR`` (the flight
   recorders), unless set: ``<temp dir>/hcomm-<uid>-flight-<job id>-XXXXXXXX``, kept after the job when it holds
   anything (``flightwatch.py``).
@@ -302,6 +303,8 @@ def _rank_env(base: Mapping[str, str], rank: int, n: int, job_id: str, job_dir: 
         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port), ENV_JOB_SECRET: secret,
     })
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if n > 1:   # as torchrun: one intra-op thread per rank unless the variable is set (torch/distributed/run.py:872)
+        env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
 

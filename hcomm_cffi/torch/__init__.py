@@ -7,8 +7,9 @@ Three lines change a gloo script into an hcomm one::
 
 Works under ``hcomm run``, torchrun, mpirun and srun (env://, the store torch passes in carries the
 root info; the local rank, for the device, comes from the package's bootstrap).  The default group
-becomes this package's world communicator (``hcomm_cffi.get_world()``), ``new_group`` a
-sub-communicator of it.  Devices: cpu, and npu when torch_npu is importable (the name ``hccl``
+becomes this package's world communicator (``hcomm_cffi.get_world()``); every ``new_group``, also one
+over all ranks, a sub-communicator of its own (torch's groups are independent: see
+docs/guide/torch-parallelism.md).  Devices: cpu, and npu when torch_npu is importable (the name ``hccl``
 stays torch_npu's).  :func:`get_comm` returns a group's :class:`~hcomm_cffi.Comm` (its
 ``comm_name`` and ``handle`` are what torch_npu's ``get_hccl_comm_name`` gives).
 """
@@ -26,7 +27,7 @@ from ..binding import get_binding
 from ..bootstrap import TorchStore, detect
 from ..bootstrap.rendezvous import exchange_root_info
 from .process_group import ProcessGroupHcomm
-from .progress import serialised
+from .progress import caller, serialised
 from .work import HcommWork, seconds_of
 
 __all__ = ["BACKEND", "ProcessGroupHcomm", "HcommWork", "get_comm", "devices", "create_backend"]
@@ -60,18 +61,22 @@ def _world(store: Any, rank: int, size: int, timeout: Optional[float]) -> Comm:
 @serialised
 def _create(opts: Any, backend_options: Any) -> ProcessGroupHcomm:
     """The creator torch calls for every group of backend ``hcomm`` (extended API: we need the global ranks)."""
+    caller()   # the thread that makes the groups uses them: it counts from now (progress.alone)
     store, rank, size = opts.store, opts.group_rank, opts.group_size
     timeout = seconds_of(opts.timeout)
     ranks = list(opts.global_ranks_in_group or [])
+    if not ranks:   # the default group: torch passes it no ranks (torch/distributed/distributed_c10d.py:2004,2032)
+        return ProcessGroupHcomm(store, rank, size, _world(store, rank, size, timeout), timeout, devices())
     world = live.current_world()
-    if world is None or not ranks or ranks == list(range(world.size)) and world.rank == rank:
-        if world is None and ranks and ranks != list(range(len(ranks))):
+    if world is None:
+        if ranks != list(range(len(ranks))):
             raise RuntimeError("hcomm backend: the default process group must use hcomm before new_group(backend="
                                "'hcomm') over a subset of ranks")
-        comm = _world(store, rank, size, timeout)
-    else:
-        comm = Comm(f"pg{opts.group_id}"[:127], ranks=ranks, parent=world, timeout=timeout)
-    return ProcessGroupHcomm(store, rank, size, comm, timeout)
+        world = _world(store, rank, size, timeout)   # a group over every rank of a non-hcomm default group
+    # every other group gets a communicator of its own, also over all ranks: torch's groups are independent
+    # (two threads may use two of them at once, destroying one leaves the others)
+    comm = Comm(f"pg{opts.group_id}"[:127], ranks=ranks, parent=world, timeout=timeout)
+    return ProcessGroupHcomm(store, rank, size, comm, timeout, devices())
 
 
 def get_comm(group: Any = None) -> Comm:

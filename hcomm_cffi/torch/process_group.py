@@ -25,7 +25,7 @@ from ..api.request import Request
 from ..enums import dtype_from_torch
 from ..types import ReduceOpName
 from .profiling import operation
-from .progress import serialised
+from .progress import alone, serialised
 from .work import HcommWork, seconds_of
 
 __all__ = ["ProcessGroupHcomm", "DEVICES"]
@@ -55,7 +55,13 @@ def _op_name(op: Any) -> str:
 class ProcessGroupHcomm(dist.ProcessGroup):
     """The ``hcomm`` backend of one process group (world or new_group)."""
 
-    def __init__(self, store: Any, rank: int, size: int, comm: Comm, timeout: Optional[float] = None) -> None:
+    #: what a Backend of torch answers about itself (this group is its own backend, see :meth:`_get_backend`)
+    supports_splitting = False
+    supports_coalescing = False
+    supports_time_estimate = False
+
+    def __init__(self, store: Any, rank: int, size: int, comm: Comm, timeout: Optional[float] = None,
+                 devices: Sequence[str] = ("cpu",)) -> None:
         # the 3-argument (store, ...) form is not subclassable in torch 2.13; torch's stub lists only that
         # one, the binding also has this (rank, size) overload
         super().__init__(rank, size)  # type: ignore[call-arg]
@@ -66,8 +72,34 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self._group_name = ""
         self._group_desc = ""
         self._labels: Dict[str, str] = {}
+        self._devices = [torch.device(d) for d in devices]
 
     # ------------------------------------------------------------------ identity
+    # torch registers no backend with a ProcessGroup subclass: it takes the object its creator returns as the
+    # group itself (torch/distributed/distributed_c10d.py:2277-2282), so the C++ properties below would answer
+    # [] and "no backend".  gloo's group answers its devices, which DCP (_state_dict_utils.py:548,
+    # state_dict_saver.py:302) and _get_pg_default_device (distributed_c10d.py:986) read.
+    @property
+    def _device_types(self) -> List[torch.device]:
+        """The devices this group serves (those the backend was registered for)."""
+        return list(self._devices)
+
+    def _get_backend(self, device: Any) -> "ProcessGroupHcomm":  # type: ignore[override]
+        """The backend of ``device``: this group itself, for every device it serves.
+
+        Another device raises RuntimeError, as the C++ method does: torch's callers catch that one
+        (distributed_c10d.py:2488-2491 asks for cuda and falls back).
+        """
+        dev = torch.device(device)
+        if dev.type not in {d.type for d in self._devices}:
+            raise RuntimeError(f"{self._label('_get_backend')}: no backend for device {dev}; this group serves "
+                               f"{', '.join(str(d) for d in self._devices)}")
+        return self
+
+    def supports_tensor_alloc(self, device: Any) -> bool:
+        """False: tensors are torch's own (FSDP2 allocates with torch.empty then, _fsdp_collectives.py:74-78)."""
+        return False
+
     def getBackendName(self) -> str:
         return "hcomm"
 
@@ -161,9 +193,11 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
         torch sets ``opts.asyncOp`` False when the caller waits on the work immediately
         (``dist.all_reduce(t)``): the blocking path is then cheaper than a started collective
-        plus a wait.  Its failure is raised from the work's ``wait()``, as for a started one.
+        plus a wait, but it holds the library lock until the peers took part, so it is taken only
+        while no other thread could need the lock meanwhile (:func:`~.progress.alone`).  Its failure
+        is raised from the work's ``wait()``, as for a started one.
         """
-        if opts is None or getattr(opts, "asyncOp", True):
+        if opts is None or getattr(opts, "asyncOp", True) or not alone():
             return self._work(what, [run(True)], result, then)
         try:
             run(False)

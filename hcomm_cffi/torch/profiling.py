@@ -1,4 +1,5 @@
-"""The entry of every backend operation (:func:`operation`): under the library lock, and a torch.profiler event
+"""The entry of every backend operation (:func:`operation`): its tensors made plain ones with storage
+(:func:`~.operands.storage_operands`), then run under the library lock, and a torch.profiler event
 named as gloo's are (``hcomm:all_reduce``, ``hcomm:send``...) while torch profiles.
 
 An event starts when the operation is started and ends, on the backend's progress thread, once its
@@ -15,7 +16,8 @@ from typing import Any, Callable, Iterator, TypeVar
 import torch
 from torch._C._profiler import _RecordFunctionFast
 
-from .progress import LOCK, PROGRESS, THREAD_NAME as PROGRESS_THREAD, serialised
+from .operands import argument_names, storage_keywords, storage_operands
+from .progress import CALLERS, LOCK, PROGRESS, THREAD_NAME as PROGRESS_THREAD, serialised
 
 END_WAIT_S = 1.0
 
@@ -72,20 +74,28 @@ class _End:
 
 
 def operation(title: str, inputs: int = 0) -> Callable[[F], F]:
-    """A backend operation: run holding the library lock (as :func:`~.progress.serialised`) and, while torch
-    profiles, recorded as ``hcomm:<title>`` until its work completes; the event's inputs are the tensors of
-    positional argument ``inputs`` (as gloo's: the inputs, not the outputs).
+    """A backend operation: its tensor arguments made plain tensors with storage (an AsyncCollectiveTensor waited
+    for, before the lock is taken: its wait is another operation's), then run holding the library lock (as
+    :func:`~.progress.serialised`) and, while torch profiles, recorded as ``hcomm:<title>`` until its work
+    completes; the event's inputs are the tensors of positional argument ``inputs`` (as gloo's: the inputs, not
+    the outputs).
 
     One wrapper for both, and the free lock taken inline: each frame between torch and the method costs
     every call (and every flight record's walk to the user's line, callsite.py) about 0.2 us.
     """
     def wrap(method: F) -> F:
         locked = serialised(method)
-        lock = LOCK.lock
+        callers, current_thread = CALLERS, threading.current_thread
+        names = argument_names(method)
 
         @functools.wraps(method)
         def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            callers.add(current_thread())     # progress.caller(), inline (every call)
+            args = storage_operands(args, names, lambda: self._label(title))  # type: ignore[assignment]
+            if kwargs:
+                kwargs = storage_keywords(kwargs, lambda: self._label(title))
             if not torch.autograd._profiler_enabled() or getattr(_NESTED, "on", False):
+                lock = LOCK.lock    # read per call: a forked child gets a fresh lock (progress._reset_after_fork)
                 if not lock.acquire(False):     # taken by the background thread: queue for it
                     LOCK.queue()
                 try:

@@ -28,9 +28,10 @@ import threading
 import time
 import warnings
 from collections import deque
-from typing import Any, Callable, Deque, Optional, Protocol, TypeVar
+from typing import Any, Callable, Deque, Optional, Protocol, Set, TypeVar
 
-__all__ = ["LOCK", "PROGRESS", "SLICE_S", "THREAD_NAME", "serialised", "Progress", "LibraryLock"]
+__all__ = ["LOCK", "PROGRESS", "SLICE_S", "THREAD_NAME", "CALLERS", "serialised", "caller", "alone", "step_aside",
+           "Progress", "LibraryLock"]
 
 #: How long the background thread drives the library per turn (the lock is held that long at most).
 SLICE_S = 0.002
@@ -87,6 +88,43 @@ def serialised(method: F) -> F:
         with LOCK:
             return method(*args, **kwargs)
     return locked  # type: ignore[return-value]
+
+
+#: the threads that called the backend (an operation, a wait, a group's creation); the dead ones are dropped
+#: by :func:`alone`.  A set of Thread objects: ``add``, ``discard`` and ``tuple()`` of it are atomic under the GIL.
+CALLERS: Set[threading.Thread] = set()
+
+
+def caller() -> None:
+    """Count the calling thread among the backend's callers (every operation, wait and group creation does)."""
+    CALLERS.add(threading.current_thread())
+
+
+def alone() -> bool:
+    """True when no other live thread has called the backend.
+
+    Only then may an operation wait for its peers inside one blocking library call: that call holds
+    :data:`LOCK` throughout, and another thread's collective on another group (``dcp.async_save``'s
+    thread on its own group while the training loop uses the default one) would wait for the lock
+    while its peers wait for it: a deadlock across ranks.  Threads that never call the backend (the
+    package's own watchers, a data loader's) do not count.  A thread counts from its first call on,
+    and the thread that created the groups counts from then: a blocking call of one thread waits only
+    for the same call of its peers, never for another thread's.
+    """
+    me = threading.current_thread()
+    for thread in tuple(CALLERS):
+        if thread is not me:
+            if thread.is_alive():
+                return False
+            CALLERS.discard(thread)
+    return True
+
+
+def step_aside() -> None:
+    """Between two slices of a wait: let the threads queued for :data:`LOCK` have it first (at most ASIDE_MAX_S)."""
+    aside_until = time.monotonic() + ASIDE_MAX_S
+    while LOCK.wanted and time.monotonic() < aside_until:
+        time.sleep(YIELD_S)
 
 
 class Advancing(Protocol):
@@ -160,9 +198,7 @@ class Progress:
             else:
                 with self._cond:
                     self._works.append(work)   # round robin: the others get their turn
-            aside_until = time.monotonic() + ASIDE_MAX_S
-            while LOCK.wanted and time.monotonic() < aside_until:
-                time.sleep(YIELD_S)
+            step_aside()
 
     @staticmethod
     def _expire_if_overdue(work: Advancing) -> bool:
@@ -205,6 +241,7 @@ def _reset_after_fork() -> None:
     """Locks and the thread do not survive fork: the child starts with fresh ones."""
     LOCK.lock = threading.RLock()
     LOCK.wanted = 0
+    CALLERS.clear()
     PROGRESS._after_fork()
 
 

@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from ..api.errors import CommTimeoutError
 from ..api.request import Request
-from .progress import LOCK, PROGRESS
+from .progress import LOCK, PROGRESS, SLICE_S, caller, step_aside
 
 __all__ = ["HcommWork", "seconds_of"]
 
@@ -165,16 +165,17 @@ class HcommWork(dist._Work):
             return True
         if self._error is not None:
             raise self._error
+        caller()
         seconds = seconds_of(timeout)
         by_group = seconds is None and self._deadline is not None
         if by_group:
             seconds = max(0.0, self._deadline - time.monotonic())  # type: ignore[operator]
+        end = None if seconds is None else time.monotonic() + seconds
         try:
-            with LOCK:
-                finished = self.advance(seconds)
-                if not finished and by_group:
-                    self.expire()
-                    raise self._error  # type: ignore[misc]
+            finished = self._advance_in_slices(end)
+            if not finished and by_group:
+                self.expire()
+                raise self._error  # type: ignore[misc]
         finally:
             self.publish()
         if not finished:
@@ -183,6 +184,21 @@ class HcommWork(dist._Work):
             raise CommTimeoutError(f"{self.what} did not complete within {secs:g} s: Timed out waiting "
                                    f"{secs * 1000:.0f} ms{extra} (the work is still pending; wait again)")
         return True
+
+    def _advance_in_slices(self, end: Optional[float]) -> bool:
+        """Advance until done or ``end`` (monotonic; None: no end), taking :data:`LOCK` one slice at a time.
+
+        Between slices other threads get the lock: a thread waiting here for its peers must not keep
+        another thread's collective on another group from starting, which its peers may be waiting for.
+        """
+        while True:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            with LOCK:
+                if self.advance(SLICE_S if left is None else min(SLICE_S, left)):
+                    return True
+            if left is not None and left <= SLICE_S:
+                return False
+            step_aside()
 
     def is_completed(self) -> bool:
         """True once finished or failed (tests the requests without blocking long)."""
