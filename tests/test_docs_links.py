@@ -44,13 +44,10 @@ def test_no_source_cites_a_document_users_do_not_have():
     assert not found, "cites a document users do not have: " + ", ".join(found)
 
 
-#: pages of the guide that other branches bring (the coordinator assembles reliability.md): empty this set once merged
-PENDING = {"docs/guide/torch-parallelism.md"}
-
 
 def test_the_readme_links_to_pages_that_exist():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     targets = sorted(set(re.findall(r"\]\(((?:docs/)[^)#]+)(?:#[^)]*)?\)", text)))
     assert len(targets) > 10
-    missing = [t for t in targets if not (ROOT / t).exists() and t not in PENDING]
+    missing = [t for t in targets if not (ROOT / t).exists()]
     assert not missing, f"README.md links to pages that do not exist: {missing}"

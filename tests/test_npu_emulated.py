@@ -5,8 +5,9 @@ autoload (the ``torch.backends`` entry point this package declares; here a dist-
 declares the same one, as an installed wheel would) make the device at ``import torch``.  The extension is built
 at most once per session, into its per-user cache.
 
-The commands of docs/guide/npu-on-a-laptop.md are these tests: the seed's programs under ``hcomm run``, a
-torch_npu-shaped DDP script under torchrun, and a program in the shape of Ascend's PyTorch allreduce sample.
+The commands of docs/guide/npu-on-a-laptop.md (and the torchrun line of README.md) are these tests: the seed's
+programs under ``hcomm run``, a torch_npu-shaped DDP script under torchrun, and a program in the shape of Ascend's
+PyTorch allreduce sample.
 """
 from __future__ import annotations
 
