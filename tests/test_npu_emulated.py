@@ -257,11 +257,11 @@ SEED_RUNS = [  # program, ranks, the globals shown, what each rank must show (hc
 def test_seed_programs_as_written_under_hcomm_run(program: str, n: int, names: List[str],
                                                   expected: Optional[Dict[int, str]],
                                                   npu_paths: Dict[str, str]) -> None:
-    """hcomm run switches the device on itself (the variable is not set here)."""
+    """``hcomm run --emulate-npu`` switches the device on (the variable is not set here)."""
     shm = private_shm_dir()
     try:
         cmd = launcher(n, sys.executable, str(CLIENTS / "show_globals.py"), str(SEED / program), *names,
-                       module="hcomm_cffi")
+                       options=["--emulate-npu"], module="hcomm_cffi")
         proc = start(cmd, {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
         out, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, out + err
@@ -280,8 +280,8 @@ def test_seed_programs_as_written_under_hcomm_run(program: str, n: int, names: L
 def test_every_comm_call_and_torch_operation_on_npu_tensors(npu_paths: Dict[str, str]) -> None:
     """The Comm API (collectives, out=, i*, stream= a torch.npu.Stream, send/recv) and backend "hccl"'s operations."""
     shm = private_shm_dir()
-    proc = start(launcher(2, sys.executable, str(CLIENTS / "npu_every_call.py"), module="hcomm_cffi"),
-                 {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
+    proc = start(launcher(2, sys.executable, str(CLIENTS / "npu_every_call.py"), options=["--emulate-npu"],
+                          module="hcomm_cffi"), {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
     out, err = proc.communicate(timeout=180)
     left = os.listdir(shm)
     os.rmdir(shm) if not left else None
@@ -289,16 +289,47 @@ def test_every_comm_call_and_torch_operation_on_npu_tensors(npu_paths: Dict[str,
     assert "[0] rank 0: every call OK on npu:0" in out and "[1] rank 1: every call OK on npu:1" in out, out
 
 
-def test_hcomm_run_leaves_the_switch_off_when_told(npu_paths: Dict[str, str]) -> None:
-    cmd = launcher(1, sys.executable, "-c", "import os; print('switch', os.environ.get('HCOMM_EMULATE_NPU'))",
-                   options=["--no-emulate-npu"], module="hcomm_cffi")
-    proc = start(cmd, npu_paths)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and "switch 0" in out, out + err
-    proc = start(launcher(1, sys.executable, "-c", "import os; print('switch', os.environ.get('HCOMM_EMULATE_NPU'))",
-                          module="hcomm_cffi"), npu_paths)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and "switch auto" in out, out + err
+def test_hcomm_run_switches_the_device_on_only_when_asked(npu_paths: Dict[str, str]) -> None:
+    """Off by default (the variable left as the environment has it), on with --emulate-npu, the environment's value
+    kept either way."""
+    show = ("-c", "import os; print('switch', os.environ.get('HCOMM_EMULATE_NPU'))")
+    for options, env, want in (([], {}, "switch None"), (["--emulate-npu"], {}, "switch 1"),
+                               (["--emulate-npu"], {"HCOMM_EMULATE_NPU": "auto"}, "switch auto"),
+                               ([], {"HCOMM_EMULATE_NPU": "1"}, "switch 1")):
+        proc = start(launcher(1, sys.executable, *show, options=options, module="hcomm_cffi"), {**npu_paths, **env})
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and want in out, (options, env, out + err)
+
+
+CPU_FSDP2 = r'''
+import torch, torch.distributed as dist
+import hcomm_cffi.torch  # noqa: F401
+from torch.distributed.fsdp import fully_shard
+dist.init_process_group(backend="hcomm")
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+fully_shard(model)        # the default mesh is on torch's accelerator: the CPU here, unless a device is registered
+loss = model(torch.randn(4, 8)).sum()
+loss.backward()
+print("rank", dist.get_rank(), "accelerator", torch._C._get_accelerator().type, "params on", {p.device.type for p in model.parameters()})
+dist.destroy_process_group()
+'''
+
+
+@pytest.mark.slow
+def test_a_cpu_script_under_plain_hcomm_run_keeps_the_cpu(npu_paths: Dict[str, str], tmp_path: Path) -> None:
+    """With the device on, it is torch's accelerator, and FSDP2's default mesh moves a CPU model to it (which the
+    emulated device cannot take by set_data): plain hcomm run must leave a CPU script's torch as it is."""
+    script = tmp_path / "fsdp_cpu.py"
+    script.write_text(CPU_FSDP2)
+    shm = private_shm_dir()
+    proc = start(launcher(2, sys.executable, str(script), module="hcomm_cffi"), {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
+    out, err = proc.communicate(timeout=180)
+    left = os.listdir(shm)
+    os.rmdir(shm) if not left else None
+    assert proc.returncode == 0 and left == [], out + err
+    for rank in (0, 1):
+        assert f"[{rank}] rank {rank} accelerator cpu params on {{'cpu'}}" in out, out
 
 
 # ------------------------------------------------------------------ torch_npu-shaped scripts

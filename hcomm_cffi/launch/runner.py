@@ -101,7 +101,7 @@ class LaunchConfig:
     grace: float = 5.0
     env: Dict[str, str] = field(default_factory=dict)
     bind_to: str = "auto"
-    emulate_npu: bool = True     # ranks see HCOMM_EMULATE_NPU=auto (unless the environment sets it already)
+    emulate_npu: bool = False    # True: ranks see HCOMM_EMULATE_NPU=1 (unless the environment sets it already)
 
     def validate(self) -> None:
         """Raise LaunchError for an unusable field."""
@@ -376,10 +376,10 @@ class _Job:
         base = dict(os.environ)
         base.update(self.config.env)
         base["HCOMM_BACKEND"] = self.backend
-        if self.config.emulate_npu:
-            base.setdefault("HCOMM_EMULATE_NPU", "auto")  # torch's device npu over the emulator (hcomm_cffi/npu)
-        else:
-            base["HCOMM_EMULATE_NPU"] = "0"
+        if self.config.emulate_npu:   # torch's device npu over the emulator (hcomm_cffi/npu); off by default: a
+            # registered device becomes torch's accelerator, and CPU scripts' defaults (FSDP2's default mesh,
+            # DTensor's device) would then move their tensors to it
+            base.setdefault("HCOMM_EMULATE_NPU", "1")
         try:
             self.flight_dir = flightwatch.flight_dir(base, self.job_id)
         except BootstrapError as exc:
@@ -689,9 +689,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CPU binding of each rank, as mpirun's: core (one core each), numa (the cores of one "
                              "NUMA node, round-robin), none; auto (default) = core while ranks <= usable cores, "
                              "else none")
-    parser.add_argument("--no-emulate-npu", dest="emulate_npu", action="store_false",
-                        help="do not set HCOMM_EMULATE_NPU=auto for the ranks (by default torch, without torch_npu, "
-                             "gets the emulated npu device and backend 'hccl' where it can be built)")
+    parser.add_argument("--emulate-npu", dest="emulate_npu", action="store_true",
+                        help="set HCOMM_EMULATE_NPU=1 for the ranks (unless the environment sets it): torch, without "
+                             "torch_npu, gets the emulated npu device and backend 'hccl', so torch_npu-shaped scripts "
+                             "and .npu() tensors run unchanged; off by default, since the device then becomes torch's "
+                             "accelerator for every script of the job")
     parser.add_argument("--job-id", metavar="ID",
                         help="job id ([A-Za-z0-9_.-], default random); exported as HCOMM_RUN_ID and HCOMM_JOB_ID")
     # dest "program", not "command": the `hcomm` parser keeps the subcommand name in args.command
@@ -706,7 +708,7 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
         command = command[1:]
     return LaunchConfig(nprocs=args.nprocs, command=command, timeout=args.timeout, prefix=args.prefix,
                         job_id=args.job_id, grace=args.grace, bind_to=args.bind_to,
-                        emulate_npu=getattr(args, "emulate_npu", True))
+                        emulate_npu=getattr(args, "emulate_npu", False))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
