@@ -63,3 +63,37 @@ def test_close_waits_for_the_queued_work() -> None:
     from multiproc import run_ranks
 
     assert run_ranks(2, _close_right_away, timeout=60, env={"HCCL_EXEC_TIMEOUT": "10"}) == [3.0, 3.0]
+
+
+def _stream_closed_then_another(rank: int, n: int, root: bytes) -> list:
+    """A stream-ordered allreduce on s1, s1 closed, then one on s2 (never waited for) and finalize."""
+    import warnings
+
+    import numpy as np
+
+    w = hcomm.init(rank=rank, world_size=n, root_info=root)
+    got = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            for k in range(3):
+                s = hcomm.Stream()
+                y = np.full(8, rank + 1.0 + k, np.float32)
+                req = w.allreduce(y, algorithm="ring", stream=s)
+                if k < 2:
+                    req.wait(30)
+                    s.close()         # the communicator must forget it: the next call orders after it otherwise
+                else:
+                    s.synchronize()   # the last is never waited for; its stream closed before finalize
+                    s.close()
+                got.append(float(y[0]))
+        finally:
+            hcomm.finalize()
+    return got + [str(m.message) for m in caught if issubclass(m.category, RuntimeWarning)]
+
+
+def test_a_closed_stream_is_forgotten_by_the_communicators_it_served() -> None:
+    from multiproc import run_ranks
+
+    assert run_ranks(2, _stream_closed_then_another, timeout=60, env={"HCCL_EXEC_TIMEOUT": "10"}) == \
+        [[3.0, 5.0, 7.0], [3.0, 5.0, 7.0]]

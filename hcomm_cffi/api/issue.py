@@ -87,8 +87,8 @@ class Issuer:
         """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
         port = self.port
         for pending in list(self.inflight):
-            if pending.graph is not None and pending.graph.stream_closed:
-                pending.forget()       # its replays ran before the graph's stream was closed (Stream.close waits)
+            if (pending.graph is not None and pending.graph.stream_closed) or not self.targets.serves(pending.stream):
+                pending.forget()       # it ran before its stream (or its graph's) was closed: Stream.close waits
                 continue
             try:
                 if not pending.sync(timeout_s):

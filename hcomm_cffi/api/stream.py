@@ -39,6 +39,8 @@ class Stream:
         #: and waits for it (a replayed graph's flight records, a communicator's started calls).  It may raise a
         #: better error (not for an interrupt: the interrupt goes on)
         self.on_synchronized: Dict[Any, Callable[[Optional[BaseException]], None]] = {}
+        #: called once the stream is destroyed, by key (one per registrant): the communicators it served forget it
+        self.on_close: Dict[Any, Callable[[], None]] = {}
 
     @property
     def npu_stream(self) -> int:
@@ -97,6 +99,9 @@ class Stream:
             if not capturing:
                 handle, self.handle = self.handle, None
                 self.binding.destroy_stream(handle)
+                callbacks, self.on_close = self.on_close, {}
+                for forget in callbacks.values():
+                    forget()
 
     def __enter__(self) -> "Stream":
         return self

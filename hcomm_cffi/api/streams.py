@@ -13,6 +13,8 @@ or the HCCL buffer at the same time.
 """
 from __future__ import annotations
 
+from functools import partial
+
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -116,7 +118,23 @@ class StreamTargets:
                                 "communicator is destroyed: reuse a stream, or raise HCOMM_MAX_STREAMS")
             target = Target(handle, ResourceCache(self.binding, self.comm, handle), False)
             self._targets[_key(handle)] = target
+            closing = getattr(stream, "on_close", None)     # a Stream of the package: told when it is destroyed
+            if isinstance(closing, dict):
+                closing[id(self)] = partial(self.forget, target)
         return target
+
+    def serves(self, stream: Any) -> bool:
+        """Whether ``stream`` (a target's handle) is still one of this communicator's (not closed since)."""
+        target = self._targets.get(_key(stream))
+        return target is not None and target.stream is stream
+
+    def forget(self, target: Target) -> None:
+        """``target``'s stream was destroyed (``Stream.close`` waited for its work first): drop it, and order the
+        next call after nothing of it (a new stream may even get its address)."""
+        if self._targets.get(_key(target.stream)) is target:
+            del self._targets[_key(target.stream)]
+        if self._last is target:
+            self._last = self.own
 
     def order(self, target: Target) -> None:
         """Make ``target``'s stream wait for the previous collective's stream (same stream: nothing to do)."""
