@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Sequence
 
-from .context import ACK, DATA, IssueContext, split_even
+from .interface import ACK, DATA, CollectiveCall, define, IssueContext, split_even, UnsupportedError
 from .formulas import formula_resources
-from .interface import CollectiveCall, UnsupportedError, define
 
 __all__ = ["mesh", "run", "mesh_rs", "mesh_ag", "mesh_broadcast", "mesh_reduce", "mesh_barrier", "ONE_SHOT_BYTES"]
 
