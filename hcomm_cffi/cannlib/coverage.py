@@ -7,8 +7,9 @@ this module's :func:`markdown` (a test keeps them equal): regenerate it with
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from typing import List, NamedTuple
+from typing import FrozenSet, List, NamedTuple
 
 from ..sim.library import DEVICE_ONLY_FUNCTIONS, SimLibrary
 from .declarations import prototypes
@@ -30,8 +31,13 @@ class Row(NamedTuple):
     library: str
 
 
+@functools.lru_cache(maxsize=1)
+def _emulated() -> FrozenSet[str]:
+    return frozenset(SimLibrary().functions)
+
+
 def _implemented(name: str) -> bool:
-    return any(name in vars(klass) for klass in SimLibrary.__mro__ if klass is not object)
+    return name in _emulated()
 
 
 def function_table() -> List[Row]:

@@ -24,6 +24,7 @@ from .tasks import (
     ChannelWait, HostCall, LocalCopy, LocalReduce, Read, ReadReduce, Task, ThreadRecord, ThreadWait, Write,
     WriteReduce,
 )
+from .part import Part
 from .state import SimState, c_string
 
 _NULL = ffi.NULL
@@ -83,13 +84,22 @@ def _reduce_args(count: int, dtype: int, op: int) -> "tuple[DataType, ReduceOp]"
     return dt, rop
 
 
-class DataPlane:
-    """Hcomm* data-plane calls (mixed into SimLibrary)."""
+class DataPlane(Part):
+    """Hcomm* data-plane calls (hcomm/hcomm_primitives.h)."""
 
-    state: SimState
+    HEADERS = ("hcomm/hcomm_primitives.h",)
 
-    def __init__(self) -> None:
+    def __init__(self, state: SimState) -> None:
+        super().__init__(state)
         self._batch = _Batch()
+
+    def open_batch(self) -> Optional[Dict[Any, List[Task]]]:
+        """The tasks of the batch this OS thread has open (HcommBatchModeStart without End), by thread; None."""
+        return self._batch.tasks
+
+    def sim_discard_batch(self) -> None:
+        """Emulator only: drop this OS thread's open batch (a kernel that stopped before HcommBatchModeEnd)."""
+        self._batch.tasks = None
 
     # ------------------------------------------------------------------ issuing
     def _issue(self, th: SimThread, task: Task) -> None:
