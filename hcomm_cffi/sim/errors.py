@@ -72,7 +72,7 @@ def entry(func: F, name: Optional[str] = None, divert: Optional[Callable[..., An
     OS thread's last-error text (``aclGetRecentErrMsg``) is remembered.  ``name``: the C function the
     text names (default: ``func``'s own name).  ``divert``: called first with the same arguments; a
     result other than None is returned instead of calling ``func`` (a collective inside a group, or on a
-    capturing stream: sim/group.py).  ``failure``: returned instead of the code by a function whose
+    capturing stream: sim/group.py; ``diverted`` says so).  ``failure``: returned instead of the code by a function whose
     result is not a code (NULL for one returning a pointer).  The wrapper's ``c_function`` is ``name``.
     """
     name = name or func.__name__
@@ -95,6 +95,7 @@ def entry(func: F, name: Optional[str] = None, divert: Optional[Callable[..., An
             return code if failure is None else failure
 
     wrapper.c_function = name  # type: ignore[attr-defined]
+    wrapper.diverted = divert is not None  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
 
 

@@ -11,11 +11,10 @@ A library collective is declared with :func:`collective`, whose entry defers it 
 """
 from __future__ import annotations
 
-import re
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .._cdef import CDEF
+from .._cdef import CDEF, DECLARATION
 from .._ffi import ffi
 from .errors import HcclResult, SimError, entry
 from .graphs import captured
@@ -31,9 +30,8 @@ _P2P = {"HcclSend": 0, "HcclRecv": 1}          # HcclSendRecvType
 
 def _positions(name: str) -> Tuple[int, int]:
     """Where ``name``'s comm and stream parameters are, from the package's cdef."""
-    m = re.search(rf"\b{name}\(([^)]*)\);", str(CDEF))
-    assert m is not None, name
-    params = [p.strip().split()[-1].lstrip("*") for p in m.group(1).split(",")]
+    declared = next(params for _, n, params in DECLARATION.findall(CDEF) if n == name)
+    params = [p.strip().split()[-1].lstrip("*") for p in declared.split(",")]
     return params.index("comm"), params.index("stream")
 
 
