@@ -74,7 +74,7 @@ def markdown() -> str:
         "`aclGetRecentErrMsg()` and returns `HCCL_E_NOT_SUPPORT` (5) or, for an ACL function, the runtime's",
         "`ACL_ERROR_API_NOT_SUPPORT` (200001; NULL or UINT32_MAX where the function returns a pointer or an",
         "integer), or *not exported*.  One rule decides: a function the cdef declares is forwarded to the emulator,",
-        "implemented when `SimLibrary` has a method of its name; any other `acl_rt.h` name is an exported stub",
+        "implemented when a part of `SimLibrary` implements it; any other `acl_rt.h` name is an exported stub",
         "(`cannlib/acl_rt_exports.py`).",
         "",
         f"**{len(rows)} functions: {counts[IMPLEMENTED]} implemented, {counts[STUB] + counts[ACL_STUB]} stubs, "

@@ -22,7 +22,7 @@ from .errors import (
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
     SimError, entry, last_error,
 )
-from . import graphs
+from . import acl_graphs
 from .runtime import EXECUTOR, Queue, SimEvent
 from .tasks import EventRecord, HostCall
 from .part import Part
@@ -139,7 +139,7 @@ class AclRuntime(Part):
         rtDeviceSynchronize -> ApiImpl::DeviceSynchronize (src/runtime/api/impl/api_impl.cc:3975), which needs a
         current context and returns Context::Synchronize's error (src/runtime/core/src/context/context.cc:1219).
         """
-        graphs.refuse_sync("aclrtSynchronizeDevice")
+        acl_graphs.refuse_sync("aclrtSynchronizeDevice")
         if _DEVICE.current < 0:
             raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
         EXECUTOR.run_until(lambda: not EXECUTOR.active)
@@ -200,7 +200,7 @@ class AclRuntime(Part):
 
     @entry
     def aclrtMemcpy(self, dst: Any, destMax: int, src: Any, count: int, kind: int) -> int:
-        graphs.refuse_unsafe("aclrtMemcpy")
+        acl_graphs.refuse_unsafe("aclrtMemcpy")
         self._check_copy(dst, destMax, src, count, kind)
         if count:
             ffi.memmove(dst, src, count)
@@ -226,7 +226,7 @@ class AclRuntime(Part):
 
     @entry
     def aclrtMemset(self, devPtr: Any, maxCount: int, value: int, count: int) -> int:
-        graphs.refuse_unsafe("aclrtMemset")
+        acl_graphs.refuse_unsafe("aclrtMemset")
         if devPtr == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
         if count > maxCount:
@@ -251,7 +251,7 @@ class AclRuntime(Part):
         q = self.state.streams.get(key)
         if q is None or key == 0:
             raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"stream 0x{key:x} is not a stream of this process")
-        graphs.refuse_sync("aclrtDestroyStream", queue=q)
+        acl_graphs.refuse_sync("aclrtDestroyStream", queue=q)
         if q.tasks:
             EXECUTOR.settle()
         self.state.forget_stream(key)
@@ -286,13 +286,13 @@ class AclRuntime(Part):
     @entry
     def aclrtSynchronizeStream(self, stream: Any) -> int:
         q = acl_stream(self.state, stream)
-        graphs.refuse_sync("aclrtSynchronizeStream", queue=q)
+        acl_graphs.refuse_sync("aclrtSynchronizeStream", queue=q)
         return self._sync(q, None, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
     @entry
     def aclrtSynchronizeStreamWithTimeout(self, stream: Any, timeout: int) -> int:
         q = acl_stream(self.state, stream)
-        graphs.refuse_sync("aclrtSynchronizeStreamWithTimeout", queue=q)
+        acl_graphs.refuse_sync("aclrtSynchronizeStreamWithTimeout", queue=q)
         deadline = None if timeout < 0 else time.monotonic() + timeout / 1000.0
         return self._sync(q, deadline, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
@@ -324,7 +324,7 @@ class AclRuntime(Part):
     @entry
     def aclrtSynchronizeEvent(self, event: Any) -> int:
         ev = acl_event(self.state, event)
-        graphs.refuse_sync("aclrtSynchronizeEvent", event=ev)
+        acl_graphs.refuse_sync("aclrtSynchronizeEvent", event=ev)
         target = ev.recorded
         EXECUTOR.run_until(lambda: ev.completed >= target)
         if ev.error is not None:

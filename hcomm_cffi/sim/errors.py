@@ -1,4 +1,4 @@
-"""Return codes the emulator hands back, and the internal exception that carries them.
+"""Return codes of the emulator, the exception carrying them, and ``entry``: where an error becomes a return code.
 
 Every emulated C function is wrapped by ``entry``, which turns a ``SimError`` into its code, keeping the
 message for ``aclGetRecentErrMsg`` as the real runtime does for its last error.

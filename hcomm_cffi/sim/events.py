@@ -20,7 +20,7 @@ from typing import Any
 from .._ffi import ffi
 from ..errors import ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, entry
-from . import graphs
+from . import acl_graphs
 from .runtime import EXECUTOR, SimEvent
 from .acl import acl_event, acl_stream
 from .part import Part
@@ -54,7 +54,7 @@ class TimedEvents(Part):
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
         ev = acl_event(self.state, event)
         q = acl_stream(self.state, stream)
-        graphs.join_event(q, ev, self.state.default_stream)    # waiting on a captured event joins the capture
+        acl_graphs.join_event(q, ev, self.state.default_stream)    # waiting on a captured event joins the capture
         if q.capture is not None or ev.recorded > ev.reset_at:
             target = ev.recorded                        # the last record issued
         elif ev.flag & ACL_EVENT_SYNC:

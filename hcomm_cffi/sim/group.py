@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .._cdef import CDEF, DECLARATION
 from .._ffi import ffi
 from .errors import HcclResult, SimError, entry
-from .graphs import captured
+from .acl_graphs import captured
 from .part import Part
 from .state import SimState
 

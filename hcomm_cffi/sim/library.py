@@ -1,4 +1,4 @@
-"""``SimLibrary``: the emulator seen as one C library, with every HCCL/HCOMM/ACL function name."""
+"""``SimLibrary``: the emulator seen as one C library: one part per vendor header, every HCCL/HCOMM/ACL function name."""
 from __future__ import annotations
 
 import atexit
@@ -14,7 +14,7 @@ from .aicpu import AicpuCalls
 from .dataplane import DataPlane
 from ..errors import ACL_ERROR_API_NOT_SUPPORT
 from .errors import HcclResult, SimError, entry
-from .graphs import GraphCalls
+from .acl_graphs import GraphCalls
 from .group import GroupCalls
 from .hccl_comm import HcclCommCalls
 from .hccl_rank_graph import HcclRankGraphCalls

@@ -57,7 +57,7 @@ class SimState:
         self.memory: Dict[int, Any] = {}            # aclrtMalloc'ed blocks by address
         self.device = DeviceMemory()                # ranges a device task may touch (devmem.py)
         self.released_streams: Dict[int, str] = {}  # stream handles that died with their owner, and why
-        self.releases = 0                           # aclrtFree's and stream destructions so far (graphs.py's checks)
+        self.releases = 0                           # aclrtFree's and stream destructions so far (acl_graphs.py's checks)
         self.default_wait_s = float(DEFAULT_NOTIFY_WAIT_S)  # of the *WithDefaultTimeout waits (process-wide)
         self._ptr_keys = itertools.count(0x10000, 0x100)
         self._thread_ids = itertools.count(1)
