@@ -11,7 +11,7 @@ from hcomm_cffi.lib.contract import Backend
 from hcomm_cffi.sim import SimLibrary
 from hcomm_cffi.sim.group import GROUPED_FUNCTIONS
 from hcomm_cffi.sim.native import NativeCollectives
-from hcomm_cffi.sim.part import Part
+from hcomm_cffi.sim.part import Part, c_functions
 
 
 def _headers() -> Dict[str, str]:
@@ -30,6 +30,7 @@ def test_the_library_holds_its_parts_instead_of_inheriting_them() -> None:
     assert SimLibrary.__bases__ == (Backend,)
     lib = SimLibrary()
     assert len(lib.parts) >= 10
+    assert sum(len(c_functions(part)) for part in lib.parts) == len(lib.functions)   # no name in two parts
     for part in lib.parts:
         # a part is a Part and nothing else: no part reaches another through base-class order
         assert type(part).__bases__ == (Part,), type(part)

@@ -631,8 +631,3 @@ class AicpuCalls(Part):
         codes = [issue() for issue in issues]
         end = self.primitives.HcommBatchModeEnd(b"hccl_aicpu_kernel_launch")
         return int(next((code for code in codes if code), end))
-
-    def sim_aicpu_abandon_all(self) -> None:
-        """Emulator only (tests): forget the AICPU threads (their kernels keep running to completion)."""
-        with _THREADS_LOCK:
-            _THREADS.clear()

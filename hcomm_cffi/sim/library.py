@@ -102,10 +102,7 @@ class SimLibrary(Backend):
                       TimedEvents(state), GraphCalls(state), vmm, DeviceModes(state), Profiler(state))
         self.functions: Dict[str, Callable[..., Any]] = {}
         for part in self.parts:
-            functions = c_functions(part)
-            twice = self.functions.keys() & functions.keys()
-            assert not twice, f"{sorted(twice)} implemented by two parts"
-            self.functions.update(functions)
+            self.functions.update(c_functions(part))
         self.__dict__.update(self.functions)
         #: bumped by every aclrtSetDevice / aclrtResetDevice (sim/acl.py)
         self.device_changes = acl.device_changes
@@ -113,26 +110,21 @@ class SimLibrary(Backend):
         self.sim_prepare_batch = self.primitives.sim_prepare_batch
         self.sim_issue_prepared = self.primitives.sim_issue_prepared
 
-    def sim_register_device_memory(self, addr: int, size: int) -> None:
-        """Emulator only: [addr, addr+size) stands for device memory (what the Comm API would stage on CANN).
+    # the backend contract (lib/contract.py)
+    def declare_device_memory(self, addr: int, size: int) -> None:
+        """[addr, addr+size) stands for device memory (what the Comm API would stage on CANN).
 
         Not a CANN function: on CANN the Comm API copies host arrays into aclrtMalloc memory; on the
         emulator it hands the arrays to the data plane directly and declares them here instead.
         """
         self.state.device.add(int(addr), int(size), "memory registered with sim_register_device_memory")
 
-    def sim_unregister_device_memory(self, addr: int) -> bool:
-        """Emulator only: forget a range registered at ``addr``; False when there was none."""
+    def withdraw_device_memory(self, addr: int) -> bool:
+        """Forget a range :meth:`declare_device_memory` declared at ``addr``; False when there was none."""
         return self.state.device.remove(int(addr))
 
-    # the backend contract (lib/contract.py)
-    def declare_device_memory(self, addr: int, size: int) -> None:
-        """Host range [addr, addr+size) stands for device memory (sim_register_device_memory)."""
-        self.sim_register_device_memory(addr, size)
-
-    def withdraw_device_memory(self, addr: int) -> bool:
-        """Forget a range :meth:`declare_device_memory` declared at ``addr``."""
-        return self.sim_unregister_device_memory(addr)
+    sim_register_device_memory = declare_device_memory          # the emulator's own names (tests)
+    sim_unregister_device_memory = withdraw_device_memory
 
     def prepare_batch(self, calls: Sequence[DataPlaneCall]) -> Any:
         """A prepared task list of ``calls`` (sim_prepare_batch)."""

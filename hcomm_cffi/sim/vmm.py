@@ -281,13 +281,3 @@ class VirtualMemory(Part):
                     if s <= addr < s + n:
                         return s, n, h
         return None
-
-    def vmm_reservation(self, addr: int) -> Optional[Tuple[int, int]]:
-        """(start, size) of the reservation holding ``addr``, or None."""
-        with self._vmm_lock:
-            for r in self._reservations.values():
-                if r.start <= addr < r.start + r.size:
-                    return r.start, r.size
-        return None
-
-
