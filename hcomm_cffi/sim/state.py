@@ -49,7 +49,7 @@ class SimState:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.comms: Dict[int, SimComm] = {}
-        self.client_calls: Dict[str, Any] = {}      # process-wide settings of sim/client_api.py (HcclSetConfig)
+        self.client_calls: Dict[str, Any] = {}      # process-wide settings of HcclSetConfig (sim/hccl_comm.py)
         self.threads: Dict[int, SimThread] = {}
         self.channels: Dict[int, SimChannel] = {}
         self.streams: Dict[int, Queue] = {}
