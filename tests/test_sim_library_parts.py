@@ -9,6 +9,7 @@ from hcomm_cffi._ffi import ffi
 from hcomm_cffi.enums import HcclResult
 from hcomm_cffi.lib.contract import Backend
 from hcomm_cffi.sim import SimLibrary
+from hcomm_cffi.sim.abi_check import function_types
 from hcomm_cffi.sim.group import GROUPED_FUNCTIONS
 from hcomm_cffi.sim.native import NativeCollectives
 from hcomm_cffi.sim.part import Part, c_functions
@@ -72,3 +73,30 @@ def test_group_deferral_is_the_collectives_own_entry() -> None:
         assert type(fn.__self__) is NativeCollectives, name
         assert fn.__func__ is getattr(NativeCollectives, name)
         assert fn.__func__.diverted, name                          # group.collective: deferred inside a group
+
+
+def _call_everything_with_zeros(rank: int, n: int, root: bytes) -> Dict[str, str]:
+    """Every emulated C function called with 0 for each argument: what escaped it (nothing may)."""
+    import faulthandler
+    faulthandler.dump_traceback_later(50)              # a call that blocks names itself
+    lib = SimLibrary()
+    escaped: Dict[str, str] = {}
+    for name, fn in sorted(lib.functions.items()):
+        if name in ("HcclGroupStart", "aclrtResetDevice"):
+            continue            # would leave the collectives after it deferred / the thread without a device
+        declared = function_types().get(name)                 # cdef parameters, else the Python ones
+        nargs = (len(declared.split("(*)(", 1)[1][:-1].split(",")) if declared and not declared.endswith("(void)")
+                 else 0 if declared else fn.__func__.__wrapped__.__code__.co_argcount - 1)
+        try:
+            result = fn(*([0] * nargs))
+        except BaseException as exc:       # a C function never raises: entry turns everything into its result
+            escaped[name] = repr(exc)
+            continue
+        if not isinstance(result, (int, ffi.CData)):
+            escaped[name] = f"returned {result!r}"
+    return escaped
+
+
+def test_no_c_function_raises_whatever_its_arguments() -> None:
+    from multiproc import run_ranks
+    assert run_ranks(1, _call_everything_with_zeros, timeout=120)[0] == {}
