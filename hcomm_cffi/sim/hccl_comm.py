@@ -35,13 +35,9 @@ from .zero_copy import remember_config
 __all__ = ["HcclCommCalls"]
 
 ROOT_MAGIC = b"HCOMMSIM"
-
 ROOT_VERSION = 1
-
 ROOT_SECRET_BYTES = 16      # after magic (8), version and pid (8), comm id (20)
-
 COMM_CONFIG_MAGIC = 0xF0F0F0F0
-
 NOT_SET_U32 = 0xFFFFFFFF
 _HCCL_DETERMINISTIC = 0
 

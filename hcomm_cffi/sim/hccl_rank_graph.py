@@ -16,13 +16,9 @@ from .part import Part, check_out
 __all__ = ["HcclRankGraphCalls"]
 
 _COMM_TOPO_1DMESH = 1
-
 _COMM_LINK_MAGIC_WORD = 0x0F0E0F0F        # hccl/hccl_rank_graph.h
-
 _COMM_ADDR_TYPE_ID = 2
-
 _ENDPOINT_LOC_TYPE_DEVICE = 0
-
 _HCCL_HETEROG_MODE_HOMOGENEOUS = 0
 
 

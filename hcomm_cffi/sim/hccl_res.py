@@ -21,11 +21,8 @@ __all__ = ["HcclResCalls", "HcclChannelCalls", "ENGINE_CTX_TAG_MAX"]
 
 CHANNEL_DESC_MAGIC = 0x0F0F0F0F
 ENGINE_CTX_TAG_MAX = 255
-
 _THREAD_TYPE_TS = 0
-
 _THREAD_CONFIG_MAGIC = 0x0F0F0F2F        # HCOMM_THREAD_CONFIG_MAGIC_WORD (hcomm_res_defs.h)
-
 _ENGINES = range(0, 6)                   # CommEngine: CPU .. CCU
 
 
@@ -43,15 +40,10 @@ _ENGINES = range(0, 6)                   # CommEngine: CPU .. CCU
 #   AIV only HCCS, HCCS_ONLY and SIO; every rejection is HCCL_E_PARA.  (The documentation's per-product engine
 #   table, hcomm docs/zh/api_ref/.../HcclChannelAcquire.md, is narrower; the source decides here.)
 VALID_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.AICPU, Engine.AICPU_TS, Engine.AIV, Engine.CCU}
-
 TS_ENGINE_OF = {Engine.CPU_TS: Engine.CPU, Engine.AICPU_TS: Engine.AICPU}
-
 STREAM_THREAD_ENGINES = {Engine.CPU, Engine.CCU}
-
 CHANNEL_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.AICPU, Engine.AICPU_TS, Engine.AIV}
-
 CHANNEL_PROTOCOLS = {Protocol.HCCS, Protocol.ROCE, Protocol.HCCS_ONLY, Protocol.SIO}
-
 AIV_CHANNEL_PROTOCOLS = {Protocol.HCCS, Protocol.HCCS_ONLY, Protocol.SIO}
 
 
