@@ -17,13 +17,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from .._ffi import ffi
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, Protocol, ReduceOp
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
-from .graphs import join_batch
+from .acl_graphs import join_batch
 from .runtime import EXECUTOR, CheckerWarning, SimThread, TaskFailure
 from .tasks import (
     C_RECORD, C_WAIT, COPY, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE, ChannelRecord,
     ChannelWait, HostCall, LocalCopy, LocalReduce, Read, ReadReduce, Task, ThreadRecord, ThreadWait, Write,
     WriteReduce,
 )
+from .part import Part
 from .state import SimState, c_string
 
 _NULL = ffi.NULL
@@ -83,13 +84,22 @@ def _reduce_args(count: int, dtype: int, op: int) -> "tuple[DataType, ReduceOp]"
     return dt, rop
 
 
-class DataPlane:
-    """Hcomm* data-plane calls (mixed into SimLibrary)."""
+class DataPlane(Part):
+    """Hcomm* data-plane calls (hcomm/hcomm_primitives.h)."""
 
-    state: SimState
+    HEADERS = ("hcomm/hcomm_primitives.h",)
 
-    def __init__(self) -> None:
+    def __init__(self, state: SimState) -> None:
+        super().__init__(state)
         self._batch = _Batch()
+
+    def open_batch(self) -> Optional[Dict[Any, List[Task]]]:
+        """The tasks of the batch this OS thread has open (HcommBatchModeStart without End), by thread; None."""
+        return self._batch.tasks
+
+    def sim_discard_batch(self) -> None:
+        """Emulator only: drop this OS thread's open batch (a kernel that stopped before HcommBatchModeEnd)."""
+        self._batch.tasks = None
 
     # ------------------------------------------------------------------ issuing
     def _issue(self, th: SimThread, task: Task) -> None:

@@ -15,14 +15,15 @@ the interval is what the stream spent between the two records (the operations' e
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._ffi import ffi
 from ..errors import ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, entry
-from . import graphs
-from .runtime import EXECUTOR, Queue, SimEvent
-from .state import SimState
+from . import acl_graphs
+from .runtime import EXECUTOR, SimEvent
+from .acl import acl_event, acl_stream
+from .part import Part
 from .tasks import EventWait, HostCall
 
 __all__ = ["TimedEvents", "ACL_EVENT_SYNC", "EVENT_FLAGS"]
@@ -32,14 +33,10 @@ ACL_EVENT_SYNC = 0x1
 EVENT_FLAGS = 0x1 | 0x2 | 0x8 | 0x10 | 0x20 | 0x40
 
 
-class TimedEvents:
-    """The event calls above (mixed into SimLibrary beside sim/acl.py's create/record/synchronize/destroy)."""
+class TimedEvents(Part):
+    """The event calls above (acl/acl_rt.h, beside sim/acl.py's create/record/synchronize/destroy)."""
 
-    state: SimState
-
-    if TYPE_CHECKING:        # sim/acl.py's AclRuntime provides them in SimLibrary
-        def _event(self, event: Any) -> SimEvent: ...
-        def _stream(self, stream: Any) -> Queue: ...
+    HEADERS = ("acl/acl_rt.h",)
 
     @entry
     def aclrtCreateEventWithFlag(self, event: Any, flag: int) -> int:
@@ -55,9 +52,9 @@ class TimedEvents:
 
     @entry
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
-        ev = self._event(event)
-        q = self._stream(stream)
-        graphs.join_event(q, ev, self.state.default_stream)    # waiting on a captured event joins the capture
+        ev = acl_event(self.state, event)
+        q = acl_stream(self.state, stream)
+        acl_graphs.join_event(q, ev, self.state.default_stream)    # waiting on a captured event joins the capture
         if q.capture is not None or ev.recorded > ev.reset_at:
             target = ev.recorded                        # the last record issued
         elif ev.flag & ACL_EVENT_SYNC:
@@ -72,8 +69,8 @@ class TimedEvents:
 
     @entry
     def aclrtResetEvent(self, event: Any, stream: Any) -> int:
-        ev = self._event(event)
-        q = self._stream(stream)
+        ev = acl_event(self.state, event)
+        q = acl_stream(self.state, stream)
         ev.reset_at = ev.recorded
 
         def reset() -> None:
@@ -86,7 +83,7 @@ class TimedEvents:
     def aclrtEventElapsedTime(self, ms: Any, startEvent: Any, endEvent: Any) -> int:
         if ms == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "ms is NULL")
-        start, end = self._event(startEvent), self._event(endEvent)
+        start, end = acl_event(self.state, startEvent), acl_event(self.state, endEvent)
         for name, ev in (("startEvent", start), ("endEvent", end)):
             if not ev.stamp:
                 raise SimError(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, f"{name} 0x{ev.handle:x} has no executed record "
