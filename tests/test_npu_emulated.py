@@ -184,6 +184,16 @@ loaded = torch.load(buf)
 assert all(t.device == torch.device("npu", 1) and torch.equal(t.cpu(), p.detach().cpu())
            for t, p in zip(loaded.values(), model.parameters()))
 
+# tensor.data = other across CPU and npu, as torch_npu allows it (nn.Module._apply and FSDP2's move to its mesh's
+# device do it): the parameter keeps its identity and autograd follows it to the device
+w = torch.nn.Parameter(torch.arange(4.0))
+w.data = w.data.to("npu:1")
+assert w.device == torch.device("npu", 1) and on_device(w) and w.tolist() == [0.0, 1.0, 2.0, 3.0]
+(w * w).sum().backward()
+assert w.grad.device == w.device and w.grad.tolist() == [0.0, 2.0, 4.0, 6.0]
+w.data = torch.ones(2)
+assert w.device == torch.device("cpu") and w.tolist() == [1.0, 1.0]
+
 # storage resizing (what FSDP2 does to free and refill a parameter) and pinned host memory
 s = a.untyped_storage()
 s.resize_(0)
@@ -257,11 +267,11 @@ SEED_RUNS = [  # program, ranks, the globals shown, what each rank must show (hc
 def test_seed_programs_as_written_under_hcomm_run(program: str, n: int, names: List[str],
                                                   expected: Optional[Dict[int, str]],
                                                   npu_paths: Dict[str, str]) -> None:
-    """``hcomm run --emulate-npu`` switches the device on (the variable is not set here)."""
+    """Plain ``hcomm run`` switches the device on (the variable is not set here)."""
     shm = private_shm_dir()
     try:
         cmd = launcher(n, sys.executable, str(CLIENTS / "show_globals.py"), str(SEED / program), *names,
-                       options=["--emulate-npu"], module="hcomm_cffi")
+                       module="hcomm_cffi")
         proc = start(cmd, {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
         out, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, out + err
@@ -289,47 +299,75 @@ def test_every_comm_call_and_torch_operation_on_npu_tensors(npu_paths: Dict[str,
     assert "[0] rank 0: every call OK on npu:0" in out and "[1] rank 1: every call OK on npu:1" in out, out
 
 
-def test_hcomm_run_switches_the_device_on_only_when_asked(npu_paths: Dict[str, str]) -> None:
-    """Off by default (the variable left as the environment has it), on with --emulate-npu, the environment's value
-    kept either way."""
+def test_hcomm_run_switches_the_device_on_unless_told_not_to(npu_paths: Dict[str, str]) -> None:
+    """auto by default (the environment's value kept), 1 with --emulate-npu, 0 with --no-emulate-npu: an option
+    overrides the environment."""
     show = ("-c", "import os; print('switch', os.environ.get('HCOMM_EMULATE_NPU'))")
-    for options, env, want in (([], {}, "switch None"), (["--emulate-npu"], {}, "switch 1"),
-                               (["--emulate-npu"], {"HCOMM_EMULATE_NPU": "auto"}, "switch auto"),
-                               ([], {"HCOMM_EMULATE_NPU": "1"}, "switch 1")):
+    for options, env, want in (([], {}, "switch auto"), ([], {"HCOMM_EMULATE_NPU": "0"}, "switch 0"),
+                               (["--emulate-npu"], {}, "switch 1"),
+                               (["--emulate-npu"], {"HCOMM_EMULATE_NPU": "auto"}, "switch 1"),
+                               (["--no-emulate-npu"], {"HCOMM_EMULATE_NPU": "1"}, "switch 0")):
         proc = start(launcher(1, sys.executable, *show, options=options, module="hcomm_cffi"), {**npu_paths, **env})
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0 and want in out, (options, env, out + err)
+    proc = start(launcher(1, sys.executable, *show, options=["--emulate-npu", "--no-emulate-npu"],
+                          module="hcomm_cffi"), npu_paths)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "not allowed with argument" in err, out + err
 
 
 CPU_FSDP2 = r'''
+import sys
 import torch, torch.distributed as dist
 import hcomm_cffi.torch  # noqa: F401
 from torch.distributed.fsdp import fully_shard
-dist.init_process_group(backend="hcomm")
+dist.init_process_group(backend=sys.argv[1])
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
-fully_shard(model)        # the default mesh is on torch's accelerator: the CPU here, unless a device is registered
-loss = model(torch.randn(4, 8)).sum()
-loss.backward()
-print("rank", dist.get_rank(), "accelerator", torch._C._get_accelerator().type, "params on", {p.device.type for p in model.parameters()})
+ref = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+ref.load_state_dict(model.state_dict())
+fully_shard(model)        # no mesh: FSDP2 builds it on torch's accelerator and moves the model there
+x = torch.randn(4, 8)     # the same batch on every rank: the averaged gradient is the one-process gradient
+model(x).sum().backward()
+ref(x).sum().backward()
+same = all(torch.allclose(p.grad.full_tensor().cpu(), q.grad, rtol=1e-5, atol=1e-6)
+           for p, q in zip(model.parameters(), ref.parameters()))
+print("rank", dist.get_rank(), "accelerator", torch._C._get_accelerator().type, "params on",
+      sorted({str(p.device) for p in model.parameters()}), "gradients equal the reference", same, flush=True)
 dist.destroy_process_group()
 '''
 
 
 @pytest.mark.slow
-def test_a_cpu_script_under_plain_hcomm_run_keeps_the_cpu(npu_paths: Dict[str, str], tmp_path: Path) -> None:
-    """With the device on, it is torch's accelerator, and FSDP2's default mesh moves a CPU model to it (which the
-    emulated device cannot take by set_data): plain hcomm run must leave a CPU script's torch as it is."""
+def test_a_cpu_fsdp2_script_under_hcomm_run_does_what_it_does_beside_torch_npu(npu_paths: Dict[str, str],
+                                                                                tmp_path: Path) -> None:
+    """The device is torch's accelerator under hcomm run, as torch_npu's is on an Ascend machine: fully_shard without
+    a mesh moves a CPU model to npu:<rank> (tensor.data = an npu tensor, which torch_npu allows), and trains it over
+    a backend that serves npu tensors; a gloo group serves cpu and cuda only, so it stops, as it does beside
+    torch_npu; --no-emulate-npu keeps the CPU."""
     script = tmp_path / "fsdp_cpu.py"
     script.write_text(CPU_FSDP2)
-    shm = private_shm_dir()
-    proc = start(launcher(2, sys.executable, str(script), module="hcomm_cffi"), {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
-    out, err = proc.communicate(timeout=180)
-    left = os.listdir(shm)
-    os.rmdir(shm) if not left else None
-    assert proc.returncode == 0 and left == [], out + err
+    outputs = {}
+    for backend, options in (("hcomm", []), ("gloo", []), ("gloo", ["--no-emulate-npu"])):
+        shm = private_shm_dir()
+        proc = start(launcher(2, sys.executable, str(script), backend, options=options, module="hcomm_cffi"),
+                     {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
+        out, err = proc.communicate(timeout=180)
+        left = os.listdir(shm)
+        os.rmdir(shm) if not left else None
+        assert left == [], left
+        outputs[(backend, bool(options))] = (proc.returncode, out, err)
+    code, out, err = outputs[("hcomm", False)]
+    assert code == 0, out + err
     for rank in (0, 1):
-        assert f"[{rank}] rank {rank} accelerator cpu params on {{'cpu'}}" in out, out
+        assert f"[{rank}] rank {rank} accelerator npu params on ['npu:{rank}'] gradients equal the reference True" \
+            in out, out
+    code, out, err = outputs[("gloo", False)]
+    assert code != 0 and "No backend type associated with device type npu" in out + err, out + err
+    code, out, err = outputs[("gloo", True)]
+    assert code == 0, out + err
+    for rank in (0, 1):
+        assert f"[{rank}] rank {rank} accelerator cpu params on ['cpu'] gradients equal the reference True" in out, out
 
 
 # ------------------------------------------------------------------ torch_npu-shaped scripts

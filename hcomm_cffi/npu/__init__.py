@@ -52,7 +52,7 @@ def autoload() -> None:
     """torch's ``torch.backends`` entry point: the emulated device when switched on and torch_npu is absent.
 
     ``HCOMM_EMULATE_NPU=1`` (what ``hcomm run --emulate-npu`` sets): a device that cannot be made is an error at
-    ``import torch``; ``auto``: a warning saying why, and torch as without the switch.
+    ``import torch``; ``auto`` (what plain ``hcomm run`` sets): a warning saying why, and torch as without the switch.
     """
     mode = settings.value("HCOMM_EMULATE_NPU")
     if mode == "off" or real_torch_npu_installed():

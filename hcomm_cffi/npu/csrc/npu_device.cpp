@@ -411,6 +411,18 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage storage, int
   return at::cpu::set_(self, storage, offset, size, stride);
 }
 
+// `tensor.data = other` (and nn.Module._apply, FSDP2's _move_states_to_device) between a CPU tensor and an npu
+// tensor.  torch allows the swap only between its own dense backends (c10/core/TensorImpl.h,
+// has_compatible_shallow_copy_type) and leaves PrivateUse1 devices to say; torch_npu allows CPU <-> npu
+// (Ascend/torch_npu csrc/aten/HasCompatibleShallowCopyType.cpp:10-26), and so does this device.  Both are plain
+// strided TensorImpls here, so the metadata copy that follows is exact.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense_here = [](c10::DispatchKeySet keys) {
+    return keys.has(c10::DispatchKey::CPU) || keys.has(c10::DispatchKey::PrivateUse1);
+  };
+  return self.key_set() == from.key_set() || (dense_here(self.key_set()) && dense_here(from.key_set()));
+}
+
 // Tensor.record_stream: torch's caching allocators keep a block from reuse until the stream's work is done.  Here
 // no kernel is ever pending (they run on the calling thread) and a block goes back to aclrtFree only when its
 // last tensor dies; communication queued on a stream keeps its tensors alive itself (the backend's Work)
@@ -624,6 +636,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", hcomm_npu::set_source_storage);
   m.impl("set_.source_Storage_storage_offset", hcomm_npu::set_source_storage_offset);
   m.impl("record_stream", hcomm_npu::record_stream);
+  m.impl("_has_compatible_shallow_copy_type", hcomm_npu::has_compatible_shallow_copy_type);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
