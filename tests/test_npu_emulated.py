@@ -114,6 +114,54 @@ def test_a_device_that_cannot_be_made_is_an_error_when_asked_for_and_a_warning_u
     assert "HCOMM_EMULATE_NPU=auto: no emulated npu device in this process" in auto.stderr, auto.stderr
 
 
+def _user_site_with_the_pth(base: Path) -> Dict[str, str]:
+    """A user site directory (PYTHONUSERBASE) holding the package's .pth file, as pip puts it into site-packages."""
+    site_dir = subprocess.run([sys.executable, "-c", "import site; print(site.getusersitepackages())"],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONUSERBASE": str(base)},
+                              check=True).stdout.strip()
+    os.makedirs(site_dir)
+    (Path(site_dir) / "hcomm_cffi_npu.pth").write_text((ROOT / "hcomm_cffi" / "npu" / "hcomm_cffi_npu.pth").read_text())
+    return {"PYTHONUSERBASE": str(base)}
+
+
+IMPORT_TORCH_NPU_FIRST = r"""
+import sys
+import torch_npu.npu
+assert "torch" in sys.modules and torch_npu.__hcomm_emulated__
+import torch
+assert torch_npu.npu is torch.npu and torch.npu.device_count() == 2
+torch_npu.npu.set_device(1)
+x = torch.arange(3.0, device="npu") * 2
+print("torch_npu first:", x.device, x.cpu().tolist())
+"""
+
+
+def test_import_torch_npu_before_torch_with_the_switch(npu_paths: Dict[str, str], tmp_path: Path) -> None:
+    """The .pth's finder: torch_npu first gives the emulated device (also with torch's autoload off); without the
+    switch no such name; an installed torch_npu is the one imported; a device that cannot be made says why."""
+    env = {**npu_paths, **_user_site_with_the_pth(tmp_path / "user"), "HCOMM_SIM_DEVICE_COUNT": "2"}
+    for extra in ({}, {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}):
+        out = _run(IMPORT_TORCH_NPU_FIRST, env, extra=extra)
+        assert out.strip() == "torch_npu first: npu:1 [0.0, 2.0, 4.0]", (extra, out)
+    for switch in (None, "0"):
+        out = _run("import importlib.util\nprint(importlib.util.find_spec('torch_npu'))\n"
+                   "try:\n    import torch_npu\nexcept ModuleNotFoundError as exc:\n    print(exc)", env, switch=switch)
+        assert out.split("\n")[:2] == ["None", "No module named 'torch_npu'"], (switch, out)
+    real = tmp_path / "real" / "torch_npu"
+    real.mkdir(parents=True)
+    (real / "__init__.py").write_text("REAL = 'the installed torch_npu'\n")
+    out = _run("import sys, torch_npu\nprint(torch_npu.REAL, 'torch' in sys.modules)",
+               {**env, "PYTHONPATH": env["PYTHONPATH"] + os.pathsep + str(real.parent)})
+    assert out.strip() == "the installed torch_npu False"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    failed = _python(["-c", "import torch_npu"], {**env, "HCOMM_EMULATE_NPU": "auto", "HCOMM_NPU_EXT_DIR": str(shared)})
+    assert failed.returncode != 0 and "No module named 'torch_npu': HCOMM_EMULATE_NPU is on but the emulated npu " \
+        f"device cannot be made: the emulated npu device's build cache {shared} belongs to uid" in failed.stderr, \
+        failed.stderr
+
+
 def test_private_build_cache_refuses_a_directory_others_can_write(tmp_path: Path) -> None:
     from hcomm_cffi.npu.build import _private_dir
 
