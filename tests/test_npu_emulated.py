@@ -77,6 +77,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _torchrun(script: Path, args: List[str], env: Dict[str, str], nprocs: int = 2) -> "subprocess.CompletedProcess[str]":
+    """``script`` under torchrun on ``nprocs`` ranks, in a private shared-memory directory that must end empty."""
+    shm = private_shm_dir()
+    done = _python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nprocs), str(script), *args],
+                   {**env, "HCOMM_SIM_SHM_DIR": shm}, timeout=240)
+    left = os.listdir(shm)
+    os.rmdir(shm) if not left else None
+    assert done.returncode == 0 and left == [], done.stdout + done.stderr
+    return done
+
+
 # ------------------------------------------------------------------ the switch
 def test_without_the_switch_import_torch_is_as_before(npu_paths: Dict[str, str]) -> None:
     out = _run("import sys, torch, torch.distributed as dist\n"
@@ -468,13 +479,7 @@ def test_ddp_script_in_torch_npu_shape_equals_gloo_on_cpu_bit_for_bit(npu_paths:
     for name, script, switch in (("npu", DDP_NPU, "1"), ("cpu", cpu_script, "0")):
         path = tmp_path / f"ddp_{name}.py"
         path.write_text(script)
-        shm = private_shm_dir()
-        done = _python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(path),
-                        str(tmp_path / name)], {**npu_paths, "HCOMM_EMULATE_NPU": switch, "HCOMM_SIM_SHM_DIR": shm},
-                       timeout=240)
-        left = os.listdir(shm)
-        os.rmdir(shm) if not left else None
-        assert done.returncode == 0 and left == [], done.stdout + done.stderr
+        done = _torchrun(path, [str(tmp_path / name)], {**npu_paths, "HCOMM_EMULATE_NPU": switch})
         results[name] = [torch.load(tmp_path / f"{name}.{r}", map_location="cpu") for r in range(2)]
         if name == "npu":
             assert "rank 0 trained on npu:0" in done.stdout and "rank 1 trained on npu:1" in done.stdout
@@ -548,11 +553,68 @@ dist.destroy_process_group()
 def test_fsdp2_on_npu_tensors_with_hccl(npu_paths: Dict[str, str], tmp_path: Path) -> None:
     path = tmp_path / "fsdp2_npu.py"
     path.write_text(FSDP2_NPU)
-    shm = private_shm_dir()
-    done = _python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(path)],
-                   {**npu_paths, "HCOMM_EMULATE_NPU": "1", "HCOMM_SIM_SHM_DIR": shm}, timeout=240)
-    left = os.listdir(shm)
-    os.rmdir(shm) if not left else None
-    assert done.returncode == 0 and left == [], done.stdout + done.stderr
+    done = _torchrun(path, [], {**npu_paths, "HCOMM_EMULATE_NPU": "1"})
     for r in range(2):
         assert f"rank {r} FSDP2 on npu:{r}: parameters equal the reference" in done.stdout, done.stdout
+
+
+TP_NPU = r"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.npu.set_device(local_rank)
+dist.init_process_group(backend="hccl")
+rank, world = dist.get_rank(), dist.get_world_size()
+mesh = init_device_mesh("npu", (world,))
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).npu()
+model = parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+data = torch.randn(3, 4, 8, generator=torch.Generator().manual_seed(1))
+for step in range(3):
+    loss = model(data[step].npu()).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+torch.npu.synchronize()
+shards = sorted({str(p.to_local().device) for p in model.parameters()})
+torch.save({k: v.full_tensor().cpu() for k, v in model.state_dict().items()}, sys.argv[1] + f".{rank}")
+print(f"rank {rank} TP shards on {shards}", flush=True)
+dist.destroy_process_group()
+"""
+
+#: the same math on CPU with gloo
+TP_CPU_EDITS = (('torch.npu.set_device(local_rank)', 'pass'), ('backend="hccl"', 'backend="gloo"'),
+                ('init_device_mesh("npu"', 'init_device_mesh("cpu"'), ('.npu()', ''),
+                ('torch.npu.synchronize()', 'pass'))
+
+
+@pytest.mark.slow
+def test_tensor_parallel_on_npu_tensors_with_hccl_equals_gloo_on_cpu_bit_for_bit(npu_paths: Dict[str, str],
+                                                                                  tmp_path: Path) -> None:
+    """ColwiseParallel then RowwiseParallel over a 2-rank npu mesh (DTensor's redistributions and the row-wise
+    partial sums go through backend hccl), trained 3 steps; the full parameters equal torch's TP on CPU with gloo."""
+    import torch
+
+    cpu_script = TP_NPU
+    for old, new in TP_CPU_EDITS:
+        assert old in cpu_script
+        cpu_script = cpu_script.replace(old, new)
+    results = {}
+    for name, script, switch in (("npu", TP_NPU, "1"), ("cpu", cpu_script, "0")):
+        path = tmp_path / f"tp_{name}.py"
+        path.write_text(script)
+        done = _torchrun(path, [str(tmp_path / name)], {**npu_paths, "HCOMM_EMULATE_NPU": switch})
+        results[name] = [torch.load(tmp_path / f"{name}.{r}", map_location="cpu") for r in range(2)]
+        if name == "npu":
+            assert "rank 0 TP shards on ['npu:0']" in done.stdout and "rank 1 TP shards on ['npu:1']" in done.stdout
+    for got, want in zip(results["npu"], results["cpu"]):
+        assert list(got) == list(want) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+        assert all(torch.equal(got[k], want[k]) for k in want)
