@@ -309,6 +309,74 @@ def test_the_device_does_what_torch_npu_does(npu_paths: Dict[str, str]) -> None:
     assert _run(DEVICE_PROGRAM, npu_paths, extra={"HCOMM_SIM_DEVICE_COUNT": "3"}).strip() == "device OK"
 
 
+GENERATORS_PROGRAM = r"""
+import torch
+from torch.utils.checkpoint import checkpoint
+
+# each device has its own generator, apart from the CPU's: npu draws leave torch.default_generator as it was
+torch.npu.manual_seed(5)
+cpu_state = torch.get_rng_state()
+a = torch.randn(4, device="npu")
+assert torch.equal(cpu_state, torch.get_rng_state())
+torch.manual_seed(5)
+assert torch.equal(a.cpu(), torch.randn(4))          # the same algorithm: the same numbers for the same seed
+torch.npu.set_device(1)
+torch.npu.manual_seed(9)                              # the current device's only
+assert [g.initial_seed() for g in torch.npu.default_generators] == [5, 9] and torch.npu.initial_seed() == 9
+torch.npu.manual_seed_all(11)
+assert [g.initial_seed() for g in torch.npu.default_generators] == [11, 11]
+torch.manual_seed(3)                                  # torch's: the CPU and every npu device
+assert [g.initial_seed() for g in torch.npu.default_generators] == [3, 3] and torch.initial_seed() == 3
+
+# get/set_rng_state, per device and for all; a draw on another device or the CPU in between changes nothing
+state, states = torch.npu.get_rng_state(), torch.npu.get_rng_state_all()
+x = torch.rand(3, device="npu")
+torch.rand(5), torch.rand(5, device="npu:0")
+torch.npu.set_rng_state(state)
+assert torch.equal(torch.rand(3, device="npu").cpu(), x.cpu())
+torch.npu.set_rng_state_all(states)
+assert torch.equal(torch.rand(3, device="npu:1").cpu(), x.cpu())
+assert torch.equal(torch.npu.get_rng_state("npu:0"), states[0])
+
+# dropout draws from the device's generator (torch routes it to native_dropout, which takes no generator)
+torch.npu.manual_seed(1)
+d1 = torch.nn.functional.dropout(torch.ones(64, device="npu"), 0.5)
+torch.npu.manual_seed(1)
+assert torch.equal(torch.nn.functional.dropout(torch.ones(64, device="npu"), 0.5).cpu(), d1.cpu())
+assert set(d1.cpu().tolist()) == {0.0, 2.0}
+
+# activation checkpointing replays the forward with the device's saved state: dropout masks and gradients equal
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Dropout(0.5), torch.nn.Linear(32, 1)).npu()
+inp = torch.randn(16, 8).npu()
+grads = []
+for use_checkpoint in (False, True):
+    torch.npu.manual_seed(2)
+    net.zero_grad()
+    out = checkpoint(net, inp, use_reentrant=False) if use_checkpoint else net(inp)
+    out.sum().backward()
+    grads.append([p.grad.cpu().clone() for p in net.parameters()])
+assert all(torch.equal(g, h) for g, h in zip(*grads))
+
+# a generator of its own, and the arguments named
+g = torch.Generator(device="npu").manual_seed(4)
+assert torch.equal(torch.randn(3, device="npu", generator=g).cpu(), torch.randn(3, generator=torch.Generator().manual_seed(4)))
+for bad, expected in ((lambda: torch.npu.set_rng_state([1, 2]), "new_state=list; expected the torch.uint8 tensor"),
+                      (lambda: torch.npu.get_rng_state(2), "npu:2 is not a device of the emulator")):
+    try:
+        bad()
+    except Exception as exc:
+        assert expected in str(exc), exc
+    else:
+        raise AssertionError(expected)
+print("generators OK")
+"""
+
+
+def test_npu_generators_as_torch_npu_scripts_use_them(npu_paths: Dict[str, str]) -> None:
+    assert _run(GENERATORS_PROGRAM, npu_paths, extra={"HCOMM_SIM_DEVICE_COUNT": "2"}).strip() == "generators OK"
+
+
 # ------------------------------------------------------------------ the seed's programs, under hcomm run
 SEED_RUNS = [  # program, ranks, the globals shown, what each rank must show (hcomm.set_device(n) makes npu:n current)
     ("p2p.py", 2, ["data"], None),
