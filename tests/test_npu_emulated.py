@@ -77,7 +77,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _torchrun(script: Path, args: List[str], env: Dict[str, str], nprocs: int = 2) -> "subprocess.CompletedProcess[str]":
+def _torchrun(script: Path, args: List[str], env: Dict[str, str],
+              nprocs: int = 2) -> "subprocess.CompletedProcess[str]":
     """``script`` under torchrun on ``nprocs`` ranks, in a private shared-memory directory that must end empty."""
     shm = private_shm_dir()
     done = _python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nprocs), str(script), *args],
@@ -292,6 +293,8 @@ assert torch.npu.current_device() == 2 and torch.zeros(1, device="npu").device =
 for bad, expected in ((lambda: torch.zeros(1, device="npu:3"), "npu:3 is not a device of the emulator: it has 3"),
                       (lambda: torch.npu.set_device(5), "the emulator has npu:0..npu:2"),
                       (lambda: torch.npu.Event(interprocess=True), "no IPC events"),
+                      (lambda: torch.npu.set_rng_state([1, 2]), "new_state=list; expected the torch.uint8 tensor"),
+                      (lambda: torch.npu.get_rng_state(3), "npu:3 is not a device of the emulator"),
                       (lambda: b.to_sparse(), "aten::_to_sparse on an npu tensor gives a Sparse tensor: the emulated "
                                               "npu device has strided tensors only")):
     try:
@@ -358,17 +361,10 @@ for use_checkpoint in (False, True):
     grads.append([p.grad.cpu().clone() for p in net.parameters()])
 assert all(torch.equal(g, h) for g, h in zip(*grads))
 
-# a generator of its own, and the arguments named
+# a generator of its own (the arguments' checks are in the device program's limits)
 g = torch.Generator(device="npu").manual_seed(4)
-assert torch.equal(torch.randn(3, device="npu", generator=g).cpu(), torch.randn(3, generator=torch.Generator().manual_seed(4)))
-for bad, expected in ((lambda: torch.npu.set_rng_state([1, 2]), "new_state=list; expected the torch.uint8 tensor"),
-                      (lambda: torch.npu.get_rng_state(2), "npu:2 is not a device of the emulator")):
-    try:
-        bad()
-    except Exception as exc:
-        assert expected in str(exc), exc
-    else:
-        raise AssertionError(expected)
+expected = torch.randn(3, generator=torch.Generator().manual_seed(4))
+assert torch.equal(torch.randn(3, device="npu", generator=g).cpu(), expected)
 print("generators OK")
 """
 
@@ -534,23 +530,33 @@ CPU_EDITS = (('torch.npu.set_device(local_rank)', 'pass'), ('backend="hccl"', 'b
              ('torch.npu.synchronize()', 'pass'))
 
 
+def _npu_and_cpu_runs(npu_script: str, cpu_edits: "tuple[tuple[str, str], ...]", npu_paths: Dict[str, str],
+                      tmp_path: Path) -> "tuple[Dict[str, List[Dict[str, object]]], str]":
+    """The torch_npu-shaped script with the switch, and its CPU/gloo edit without, each under torchrun on 2 ranks;
+    every rank saves a state dict to argv[1].<rank>: both runs' (npu first) and the npu run's output."""
+    import torch
+
+    cpu_script = npu_script
+    for old, new in cpu_edits:
+        assert old in cpu_script, old
+        cpu_script = cpu_script.replace(old, new)
+    results, npu_out = {}, ""
+    for name, script, switch in (("npu", npu_script, "1"), ("cpu", cpu_script, "0")):
+        path = tmp_path / f"{name}.py"
+        path.write_text(script)
+        done = _torchrun(path, [str(tmp_path / name)], {**npu_paths, "HCOMM_EMULATE_NPU": switch})
+        results[name] = [torch.load(tmp_path / f"{name}.{r}", map_location="cpu") for r in range(2)]
+        npu_out = npu_out or done.stdout
+    return results, npu_out
+
+
 @pytest.mark.slow
 def test_ddp_script_in_torch_npu_shape_equals_gloo_on_cpu_bit_for_bit(npu_paths: Dict[str, str],
                                                                       tmp_path: Path) -> None:
     import torch
 
-    cpu_script = DDP_NPU
-    for old, new in CPU_EDITS:
-        assert old in cpu_script
-        cpu_script = cpu_script.replace(old, new)
-    results = {}
-    for name, script, switch in (("npu", DDP_NPU, "1"), ("cpu", cpu_script, "0")):
-        path = tmp_path / f"ddp_{name}.py"
-        path.write_text(script)
-        done = _torchrun(path, [str(tmp_path / name)], {**npu_paths, "HCOMM_EMULATE_NPU": switch})
-        results[name] = [torch.load(tmp_path / f"{name}.{r}", map_location="cpu") for r in range(2)]
-        if name == "npu":
-            assert "rank 0 trained on npu:0" in done.stdout and "rank 1 trained on npu:1" in done.stdout
+    results, npu_out = _npu_and_cpu_runs(DDP_NPU, CPU_EDITS, npu_paths, tmp_path)
+    assert "rank 0 trained on npu:0" in npu_out and "rank 1 trained on npu:1" in npu_out
     for got, want in zip(results["npu"], results["cpu"]):
         assert list(got) == list(want) and all(torch.equal(got[k], want[k]) for k in want)
 
@@ -671,18 +677,8 @@ def test_tensor_parallel_on_npu_tensors_with_hccl_equals_gloo_on_cpu_bit_for_bit
     partial sums go through backend hccl), trained 3 steps; the full parameters equal torch's TP on CPU with gloo."""
     import torch
 
-    cpu_script = TP_NPU
-    for old, new in TP_CPU_EDITS:
-        assert old in cpu_script
-        cpu_script = cpu_script.replace(old, new)
-    results = {}
-    for name, script, switch in (("npu", TP_NPU, "1"), ("cpu", cpu_script, "0")):
-        path = tmp_path / f"tp_{name}.py"
-        path.write_text(script)
-        done = _torchrun(path, [str(tmp_path / name)], {**npu_paths, "HCOMM_EMULATE_NPU": switch})
-        results[name] = [torch.load(tmp_path / f"{name}.{r}", map_location="cpu") for r in range(2)]
-        if name == "npu":
-            assert "rank 0 TP shards on ['npu:0']" in done.stdout and "rank 1 TP shards on ['npu:1']" in done.stdout
+    results, npu_out = _npu_and_cpu_runs(TP_NPU, TP_CPU_EDITS, npu_paths, tmp_path)
+    assert "rank 0 TP shards on ['npu:0']" in npu_out and "rank 1 TP shards on ['npu:1']" in npu_out
     for got, want in zip(results["npu"], results["cpu"]):
         assert list(got) == list(want) == ["0.weight", "0.bias", "2.weight", "2.bias"]
         assert all(torch.equal(got[k], want[k]) for k in want)

@@ -695,5 +695,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("device_count", &hcomm_npu::device_count);
   m.def("empty_cache", &hcomm_npu::empty_cache, "cached blocks back to aclrtFree");
   m.def("set_current_device", &hcomm_npu::set_current_device);
-  m.def("default_generator", &hcomm_npu::default_generator_of, "the default generator of npu:index (-1: the current one)");
+  m.def("default_generator", &hcomm_npu::default_generator_of,
+        "the default generator of npu:index (-1: the current one)");
 }
