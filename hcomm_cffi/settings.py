@@ -238,7 +238,8 @@ VARIABLES: Tuple[Variable, ...] = (
              "write a Chrome trace-event timeline of every task per rank into this directory"),
     Variable("HCOMM_EMULATE_NPU", "emulate_npu", _switch, "off",
              "at `import torch`, without torch_npu installed: torch's device 'npu' over the emulator, torch.npu, "
-             "backend 'hccl' and the name torch_npu (docs/guide/npu-on-a-laptop.md; hcomm run --emulate-npu sets 1); "
+             "backend 'hccl' and the name torch_npu (docs/guide/npu-on-a-laptop.md; hcomm run sets auto, 1 with "
+             "--emulate-npu, 0 with --no-emulate-npu); "
              "auto: the same, or a warning where the device cannot be made"),
     Variable("HCOMM_NPU_EXT_DIR", "npu_ext_dir", _path, None,
              "where the emulated npu device's compiled extension is cached (default: a private directory of this "
