@@ -38,7 +38,7 @@ BUFFSIZE_MAX_MB = 0xFFFFFFFF            # u32 (vendor sal.cc SalStrToULong)
 EXEC_TIMEOUT_MAX_S = 2147483647         # vendor A2/A3 maximum
 EXEC_TIMEOUT_NEVER_S = float(EXEC_TIMEOUT_MAX_S)  # what "0 = never" waits for: longer than any allowed value
 DEFAULT_EAGER_LIMIT = 64 << 10
-STEP_MIN_BYTES = 128                    # one aligned landing slot (algorithms.context.ALIGN)
+STEP_MIN_BYTES = 128                    # one aligned landing slot (algorithms.interface.ALIGN)
 CHECK_MODES = ("off", "warn", "strict")
 BACKENDS = ("sim", "cann")
 #: the platforms the emulator can stand for (sim/product.py maps each to its SoC name and links)
