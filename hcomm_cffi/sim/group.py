@@ -63,20 +63,22 @@ def group_depth() -> int:
     return _GROUP.depth
 
 
-def collective(func: Callable[..., int]) -> Callable[..., int]:
+def collective(func: Callable[..., int], fast: Optional[Callable[..., Optional[int]]] = None) -> Callable[..., int]:
     """Declare a library collective of sim/native.py (its comm and stream arguments last).
 
     Its entry (errors.entry) first diverts it: inside a group (GROUPED_FUNCTIONS) it is deferred to the
-    group's end, on a capturing stream it is recorded (graphs.captured, replayed through ``run``).
+    group's end, on a capturing stream it is recorded (graphs.captured, replayed through ``run``), else
+    ``fast`` (called with the part and the arguments) may serve it: a result other than None is its return.
     """
     name = func.__name__
-    run = entry(func)
+    run = entry(func, divert=fast)
     grouped = name in GROUPED_FUNCTIONS
 
     def divert(part: Any, *args: Any) -> Optional[int]:
         if grouped and _GROUP.depth > 0:
             return _defer(part.state, name, args)
-        return captured(part, run, args)
+        rc = captured(part, run, args)
+        return fast(part, *args) if rc is None and fast is not None else rc
 
     return entry(func, divert=divert)
 
