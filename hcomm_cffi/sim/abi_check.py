@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict
 
 from .._cdef import CDEF, DECLARATION, FUNCTIONS_MARKER
 from .._ffi import ffi
@@ -19,24 +19,11 @@ from ..lib.contract import Backend, Capabilities
 
 __all__ = ["AbiCheckedLibrary", "function_types", "declared_functions"]
 
-_types: Optional[Dict[str, str]] = None
-_lock = threading.Lock()
-
-
-def function_types(cdef: Optional[str] = None) -> Dict[str, str]:
-    """``{function name: "ret(*)(params)"}`` for every function declared in ``cdef`` (default: the package's CDEF)."""
-    global _types
-    if cdef is None and _types is not None:
-        return _types
-    if cdef is None:
-        cdef = CDEF
-    start = cdef.find(FUNCTIONS_MARKER)
-    found = {}
-    for ret, name, params in DECLARATION.findall(cdef[start:]):
-        found[name] = f"{ret.strip()}(*)({params.strip() or 'void'})"
-    with _lock:
-        _types = found
-    return found
+@functools.lru_cache(maxsize=1)
+def function_types() -> Dict[str, str]:
+    """``{function name: "ret(*)(params)"}`` for every function declared in the package's CDEF."""
+    declarations = CDEF[CDEF.find(FUNCTIONS_MARKER):]
+    return {name: f"{ret.strip()}(*)({params.strip() or 'void'})" for ret, name, params in DECLARATION.findall(declarations)}
 
 
 @functools.lru_cache(maxsize=1)

@@ -25,7 +25,7 @@ from .errors import (
 from . import acl_graphs
 from .runtime import EXECUTOR, Queue, SimEvent
 from .tasks import EventRecord, HostCall
-from .part import Part
+from .part import Part, check_out
 from .state import SimState, key_of
 
 __all__ = ["AclRuntime", "acl_event", "acl_stream", "current_device", "interned"]
@@ -154,8 +154,7 @@ class AclRuntime(Part):
 
     # ------------------------------------------------------------------ memory
     def _alloc(self, out: Any, size: int, what: str) -> int:
-        if out == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
+        check_out(out, "devPtr", ACL_ERROR_INVALID_PARAM)
         if size <= 0:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"size={size}; expected > 0")
         try:
@@ -227,8 +226,7 @@ class AclRuntime(Part):
     @entry
     def aclrtMemset(self, devPtr: Any, maxCount: int, value: int, count: int) -> int:
         acl_graphs.refuse_unsafe("aclrtMemset")
-        if devPtr == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
+        check_out(devPtr, "devPtr", ACL_ERROR_INVALID_PARAM)
         if count > maxCount:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"count={count} exceeds maxCount={maxCount}")
         if count:
@@ -238,8 +236,7 @@ class AclRuntime(Part):
     # ------------------------------------------------------------------ streams
     @entry
     def aclrtCreateStream(self, stream: Any) -> int:
-        if stream == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "stream is NULL")
+        check_out(stream, "stream", ACL_ERROR_INVALID_PARAM)
         key = self.state.new_ptr_key()
         self.state.streams[key] = Queue(f"stream 0x{key:x}")
         stream[0] = ffi.cast("aclrtStream", key)
@@ -299,8 +296,7 @@ class AclRuntime(Part):
     # ------------------------------------------------------------------ events
     @entry
     def aclrtCreateEvent(self, event: Any) -> int:
-        if event == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "event is NULL")
+        check_out(event, "event", ACL_ERROR_INVALID_PARAM)
         key = self.state.new_ptr_key()
         self.state.events[key] = SimEvent(key)
         event[0] = ffi.cast("aclrtEvent", key)

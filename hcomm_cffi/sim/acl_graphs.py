@@ -28,13 +28,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 from .._ffi import ffi
 from ..errors import ACL_CODES
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, entry, last_error
-from .part import Part
+from .part import Part, check_out
 from .runtime import EXECUTOR, Queue, SimEvent
 from .state import SimState, key_of
 from .tasks import EVENT_RECORD, EVENT_WAIT, EventRecord, EventWait, Task
 
 __all__ = ["GraphCalls", "Recorder", "Capture", "SimModel", "captured", "refuse_unsafe", "refuse_sync",
-           "join_batch", "join_event", "capture_of", "models", "GLOBAL", "THREAD_LOCAL", "RELAXED"]
+           "join_batch", "join_event", "capture_of", "GLOBAL", "THREAD_LOCAL", "RELAXED"]
 
 GLOBAL, THREAD_LOCAL, RELAXED, _NO_MODE = 0, 1, 2, 3          # aclmdlRICaptureMode (acl/acl_rt.h:407-411)
 STATUS_NONE, STATUS_ACTIVE, STATUS_INVALIDATED = 0, 1, 2      # aclmdlRICaptureStatus (acl/acl_rt.h:413-417)
@@ -309,11 +309,6 @@ class _Graphs:
 _GRAPHS = _Graphs()
 
 
-def models() -> Dict[int, SimModel]:
-    """The live models of this process, by handle."""
-    return _GRAPHS.models
-
-
 def capture_of(queue: Queue) -> Optional[Capture]:
     """The capture ``queue`` takes part in, if any."""
     rec = queue.capture
@@ -494,8 +489,7 @@ class GraphCalls(Part):
 
     @entry
     def aclmdlRICaptureEnd(self, stream: Any, modelRI: Any) -> int:
-        if modelRI is None or modelRI == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "modelRI is NULL")
+        check_out(modelRI, "modelRI", ACL_ERROR_INVALID_PARAM)
         q = self._queue(stream)
         modelRI[0] = ffi.NULL
         cap = capture_of(q)
@@ -567,8 +561,7 @@ class GraphCalls(Part):
     @entry
     def aclmdlRICaptureThreadExchangeMode(self, mode: Any) -> int:
         """Swap this thread's capture mode with ``*mode`` (context_aclgraph.cc:716)."""
-        if mode is None or mode == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "mode is NULL")
+        check_out(mode, "mode", ACL_ERROR_INVALID_PARAM)
         new = int(mode[0])
         if not GLOBAL <= new <= RELAXED:
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"*mode={new}; expected an aclmdlRICaptureMode")
@@ -588,8 +581,7 @@ class GraphCalls(Part):
 
     @entry
     def aclmdlRICaptureTaskGrpEnd(self, stream: Any, handle: Any) -> int:
-        if handle is None or handle == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "handle is NULL")
+        check_out(handle, "handle", ACL_ERROR_INVALID_PARAM)
         cap = capture_of(self._queue(stream))
         if cap is None or cap.group_start is None:
             raise SimError(TASK_GROUP_STATUS, "the end operation cannot be performed on a stream that has not "

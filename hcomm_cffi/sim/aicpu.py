@@ -38,12 +38,12 @@ from .acl import AclRuntime, acl_stream, current_device
 from .dataplane import DataPlane
 from .group import group_depth
 from .hccl_res import HcclResCalls
-from .part import Part
+from .part import Part, check_out
 from .runtime import EXECUTOR, Queue, SimEvent
 from .state import SimState, c_string, key_of
 from .tasks import EventWait, HostCall
 
-__all__ = ["AicpuCalls", "KernelBinary", "KernelFunction", "KernelRunning", "running_kernels", "CPU_KERNEL_MODES"]
+__all__ = ["AicpuCalls", "KernelBinary", "KernelFunction", "KernelRunning", "CPU_KERNEL_MODES"]
 
 # acl/error_codes/rt_error_codes.h (hicann/runtime@681ef7610 include/external/acl/error_codes/rt_error_codes.h)
 ACL_ERROR_RT_AICPU_TIMEOUT = 507017
@@ -145,11 +145,6 @@ class _Registry:
 
 
 _REG = _Registry()
-
-
-def running_kernels() -> int:
-    """How many AICPU kernels of this process are running now (they may still issue tasks)."""
-    return EXECUTOR.kernels_running
 
 
 def _parse_json(path: str) -> Dict[str, Tuple[str, str]]:
@@ -475,8 +470,7 @@ class AicpuCalls(Part):
     # ------------------------------------------------------------------ arguments
     @entry
     def aclrtKernelArgsInit(self, funcHandle: Any, argsHandle: Any) -> int:
-        if argsHandle == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "argsHandle is NULL")
+        check_out(argsHandle, "argsHandle", ACL_ERROR_INVALID_PARAM)
         _REG.add(_REG.args, KernelArgs(self._new_handle(), self._function(funcHandle)), argsHandle, "aclrtArgsHandle")
         return 0
 

@@ -7,7 +7,7 @@ operators) take the platform's branch.
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict
+from typing import Any
 
 from .._ffi import ffi
 
@@ -16,7 +16,6 @@ from . import product
 from .errors import ACL_ERROR_RT_PARAM_INVALID, SimError, entry
 from .acl import acl_stream, interned
 from .part import Part
-from .state import key_of
 
 __all__ = ["DeviceModes", "OVERFLOW_MODE_INFNAN", "STOP_ON_FAILURE"]
 
@@ -29,7 +28,6 @@ class DeviceModes(Part):
 
     HEADERS = ("acl/acl_base_rt.h", "acl/acl_rt.h")
     _overflow_mode = OVERFLOW_MODE_INFNAN
-    _failure_modes: Dict[int, int] = {}
 
     @functools.partial(entry, failure=ffi.NULL)
     def aclrtGetSocName(self) -> Any:
@@ -56,11 +54,10 @@ class DeviceModes(Part):
     @entry
     def aclrtSetStreamFailureMode(self, stream: Any, mode: int) -> int:
         """runtime stream.cpp:258-264 (rtStreamSetMode).  The emulator stops a stream at its first failed task
-        and fails what waits on it (sim/runtime.py fail_queue), which is STOP_ON_FAILURE; both modes are recorded,
+        and fails what waits on it (sim/runtime.py fail_queue), which is STOP_ON_FAILURE; both modes are accepted,
         continuing past a failed task is not emulated."""
         acl_stream(self.state, stream)                      # an unknown stream: ACL_ERROR_RT_INVALID_HANDLE
         if mode not in (CONTINUE_ON_FAILURE, STOP_ON_FAILURE):
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"mode={mode}; expected 0 (continue on failure) or 1 (stop "
                                                        "on failure)")
-        DeviceModes._failure_modes[key_of(stream)] = mode
         return 0

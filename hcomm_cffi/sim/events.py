@@ -23,7 +23,7 @@ from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimErro
 from . import acl_graphs
 from .runtime import EXECUTOR, SimEvent
 from .acl import acl_event, acl_stream
-from .part import Part
+from .part import Part, check_out
 from .tasks import EventWait, HostCall
 
 __all__ = ["TimedEvents", "ACL_EVENT_SYNC", "EVENT_FLAGS"]
@@ -40,8 +40,7 @@ class TimedEvents(Part):
 
     @entry
     def aclrtCreateEventWithFlag(self, event: Any, flag: int) -> int:
-        if event == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "event is NULL")
+        check_out(event, "event", ACL_ERROR_INVALID_PARAM)
         if flag & ~EVENT_FLAGS:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"flag=0x{flag:x} has bits that are no ACL_EVENT_* flag "
                                                     f"(expected a combination of 0x{EVENT_FLAGS:x})")
@@ -81,8 +80,7 @@ class TimedEvents(Part):
 
     @entry
     def aclrtEventElapsedTime(self, ms: Any, startEvent: Any, endEvent: Any) -> int:
-        if ms == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "ms is NULL")
+        check_out(ms, "ms", ACL_ERROR_INVALID_PARAM)
         start, end = acl_event(self.state, startEvent), acl_event(self.state, endEvent)
         for name, ev in (("startEvent", start), ("endEvent", end)):
             if not ev.stamp:

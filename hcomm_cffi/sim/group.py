@@ -18,7 +18,7 @@ from .._cdef import CDEF, DECLARATION
 from .._ffi import ffi
 from .errors import HcclResult, SimError, entry
 from .acl_graphs import captured
-from .part import Part
+from .part import Part, check_out
 from .state import SimState
 
 __all__ = ["GroupCalls", "GROUPED_FUNCTIONS", "collective", "group_depth"]
@@ -119,8 +119,7 @@ class GroupCalls(Part):
 
     @entry
     def HcclGroupStatusGet(self, isGroupEnabled: Any) -> int:
-        if isGroupEnabled is None or isGroupEnabled == ffi.NULL:
-            raise SimError(HcclResult.E_PTR, "isGroupEnabled is NULL")
+        check_out(isGroupEnabled, "isGroupEnabled")
         isGroupEnabled[0] = _GROUP.depth > 0
         return 0
 

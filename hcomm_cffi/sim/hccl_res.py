@@ -262,9 +262,17 @@ class HcclResCalls(Part):
     # NULL -> HCCL_E_PTR; strlen(ctxTag) > HCCL_OP_TAG_LEN_MAX (255) or size == 0 -> HCCL_E_PARA; a context is
     # keyed by communicator + ctxTag + engine and lives until HcclEngineCtxDestroy or the communicator's destroy.
     def _contexts(self, comm: Any) -> Dict[Tuple[str, int], _EngineCtx]:
-        c = self.state.comm(comm)
-        contexts: Dict[Tuple[str, int], _EngineCtx] = c.engine_contexts
+        contexts: Dict[Tuple[str, int], _EngineCtx] = self.state.comm(comm).engine_contexts
         return contexts
+
+    @staticmethod
+    def _found(contexts: Dict[Tuple[str, int], _EngineCtx], tag: str, engine: int, pop: bool = False) -> _EngineCtx:
+        """The context of ``tag`` and ``engine`` (taken out of ``contexts`` when ``pop``); HCCL_E_NOT_FOUND if none."""
+        key = (tag, int(engine))
+        found = contexts.pop(key, None) if pop else contexts.get(key)
+        if found is None:
+            raise SimError(HcclResult.E_NOT_FOUND, f"no engine context with ctxTag={tag!r} for engine {int(engine)}")
+        return found
 
     @entry
     def HcclEngineCtxCreate(self, comm: Any, ctxTag: Any, engine: int, size: int, ctx: Any) -> int:
@@ -290,9 +298,7 @@ class HcclResCalls(Part):
         tag = _tag(ctxTag)
         check_out(ctx, "ctx")
         check_out(size, "size")
-        found = contexts.get((tag, int(engine)))
-        if found is None:
-            raise SimError(HcclResult.E_NOT_FOUND, f"no engine context with ctxTag={tag!r} for engine {int(engine)}")
+        found = self._found(contexts, tag, engine)
         ctx[0] = found.memory
         size[0] = found.size
         return 0
@@ -304,9 +310,7 @@ class HcclResCalls(Part):
         check_out(srcCtx, "srcCtx")
         if size == 0:
             raise SimError(HcclResult.E_PARA, "size=0; expected the number of bytes to copy")
-        found = contexts.get((tag, int(engine)))
-        if found is None:
-            raise SimError(HcclResult.E_NOT_FOUND, f"no engine context with ctxTag={tag!r} for engine {int(engine)}")
+        found = self._found(contexts, tag, engine)
         if dstCtxOffset + size > found.size:
             raise SimError(HcclResult.E_PARA, f"dstCtxOffset={dstCtxOffset} + size={size} exceeds the context's "
                                               f"{found.size} bytes")
@@ -316,10 +320,7 @@ class HcclResCalls(Part):
     @entry
     def HcclEngineCtxDestroy(self, comm: Any, ctxTag: Any, engine: int) -> int:
         contexts = self._contexts(comm)
-        tag = _tag(ctxTag)
-        found = contexts.pop((tag, int(engine)), None)
-        if found is None:
-            raise SimError(HcclResult.E_NOT_FOUND, f"no engine context with ctxTag={tag!r} for engine {int(engine)}")
+        found = self._found(contexts, _tag(ctxTag), engine, pop=True)
         self.state.device.remove(int(ffi.cast("uintptr_t", found.memory)))
         return 0
 

@@ -106,9 +106,6 @@ class SimLibrary(Backend):
         self.__dict__.update(self.functions)
         #: bumped by every aclrtSetDevice / aclrtResetDevice (sim/acl.py)
         self.device_changes = acl.device_changes
-        self.sim_host_task = self.primitives.sim_host_task
-        self.sim_prepare_batch = self.primitives.sim_prepare_batch
-        self.sim_issue_prepared = self.primitives.sim_issue_prepared
 
     # the backend contract (lib/contract.py)
     def declare_device_memory(self, addr: int, size: int) -> None:
@@ -128,15 +125,15 @@ class SimLibrary(Backend):
 
     def prepare_batch(self, calls: Sequence[DataPlaneCall]) -> Any:
         """A prepared task list of ``calls`` (sim_prepare_batch)."""
-        return self.sim_prepare_batch(calls)
+        return self.primitives.sim_prepare_batch(calls)
 
     def issue_prepared(self, prepared: Any) -> None:
         """Add a prepared task list to the open batch (sim_issue_prepared)."""
-        self.sim_issue_prepared(prepared)
+        self.primitives.sim_issue_prepared(prepared)
 
     def host_task(self, thread: int, fn: Callable[[], None]) -> DataPlaneCall:
         """The call that queues ``fn`` on ``thread`` (sim_host_task)."""
-        return (self.sim_host_task, (thread, fn))
+        return (self.primitives.sim_host_task, (thread, fn))
 
     def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
         """Publish the Comm API's collective ``seq`` in this rank's announcements (sim/announce.py)."""

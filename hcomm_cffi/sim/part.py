@@ -32,7 +32,8 @@ def c_functions(part: object) -> Dict[str, Callable[..., Any]]:
     return out
 
 
-def check_out(ptr: Any, what: str) -> None:
-    """An out (or required) pointer argument ``what`` of an HCCL function: NULL is HCCL_E_PTR."""
+def check_out(ptr: Any, what: str, code: int = HcclResult.E_PTR) -> None:
+    """An out (or required) pointer argument ``what``: NULL (or None, which cffi passes as NULL) is error
+    ``code``: HCCL_E_PTR for an HCCL function, ACL_ERROR_INVALID_PARAM for an ACL one."""
     if ptr is None or ptr == ffi.NULL:
-        raise SimError(HcclResult.E_PTR, f"{what} is NULL")
+        raise SimError(code, f"{what} is NULL")

@@ -21,10 +21,10 @@ from typing import Any, Dict, Optional, Tuple
 from .. import files, trace
 from .._ffi import ffi
 from ..errors import ACL_ERROR_INVALID_PROFILING_CONFIG, ACL_ERROR_PROF_ALREADY_RUN, ACL_ERROR_PROF_NOT_RUN
-from .part import Part
+from .part import Part, check_out
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, SimError, entry
 
-__all__ = ["Profiler", "ProfilerConfig", "last_result"]
+__all__ = ["Profiler", "ProfilerConfig"]
 
 _MAX_PATH = 4096
 _AICORE_METRICS = frozenset(range(9)) | {0xFF}
@@ -44,17 +44,14 @@ class _Session:
     configs: Dict[int, Tuple[Any, ProfilerConfig]] = {}      # address of the opaque object -> (its cdata, config)
     running: Optional[int] = None
     owns_trace = False           # False: HCOMM_TRACE was tracing already; its file gets the interval
-    last: Optional[str] = None
 
 
-def last_result() -> Optional[str]:
-    """The trace file the last aclprofStop wrote (None before one)."""
-    return _Session.last
-
-
-def _end_trace() -> Optional[str]:
+def _end_trace() -> None:
     """Write the profiled interval: the profiler's own trace is written and turned off, HCOMM_TRACE's is flushed."""
-    return trace.stop() if _Session.owns_trace else trace.flush()
+    if _Session.owns_trace:
+        trace.stop()
+    else:
+        trace.flush()
 
 
 class Profiler(Part):
@@ -64,8 +61,7 @@ class Profiler(Part):
 
     @entry
     def aclprofInit(self, profilerResultPath: Any, length: int) -> int:
-        if profilerResultPath == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "profilerResultPath is NULL")
+        check_out(profilerResultPath, "profilerResultPath", ACL_ERROR_INVALID_PARAM)
         if not 0 < length <= _MAX_PATH:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"length={length}; expected the path's length, 1..{_MAX_PATH}")
         if _Session.path is not None:
@@ -126,7 +122,7 @@ class Profiler(Part):
             raise SimError(ACL_ERROR_INVALID_PROFILING_CONFIG, "profilerConfig is not the config profiling was "
                                                                "started with")
         _Session.running = None
-        _Session.last = _end_trace()
+        _end_trace()
         return 0
 
     @entry
@@ -142,7 +138,7 @@ class Profiler(Part):
         if _Session.path is None:
             raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
         if _Session.running is not None:
-            _Session.last = _end_trace()        # finalize ends a running session, writing what it recorded
+            _end_trace()                        # finalize ends a running session, writing what it recorded
             _Session.running = None
         _Session.path = None
         return 0

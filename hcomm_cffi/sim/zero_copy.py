@@ -22,18 +22,17 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from .. import settings
 from ..constants import HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE
 from .._ffi import ffi
 from .errors import HcclResult, SimError, entry
-from .part import Part
+from . import product
+from .part import Part, check_out
 from .state import SimState, key_of
 from .vmm import VirtualMemory
 
 __all__ = ["ZeroCopyCalls", "SYM_WINDOW_FLAG_COLL_SYMMETRIC", "CommConfigFields", "remember_config"]
 
 SYM_WINDOW_FLAG_COLL_SYMMETRIC = 1
-_A3_ONLY = ("a3",)
 _GIB = 1 << 30
 
 
@@ -73,8 +72,8 @@ def comm_config(handle: int) -> CommConfigFields:
 
 
 def _require_a3(what: str) -> None:
-    platform = str(settings.value("HCOMM_SIM_PLATFORM"))
-    if platform not in _A3_ONLY:
+    platform = product.platform()
+    if platform != "a3":
         raise SimError(HcclResult.E_NOT_SUPPORT, f"{what} needs an Atlas A3 device; the emulated platform is "
                                                  f"{platform} (HCOMM_SIM_PLATFORM=a3 emulates A3)")
 
@@ -93,8 +92,8 @@ class _Window:
 
 
 def _ptr(value: Any, name: str) -> int:
-    if value == ffi.NULL or value is None:
-        raise SimError(HcclResult.E_PTR, f"{name} is NULL")
+    """The address of a required pointer argument ``name`` (NULL: HCCL_E_PTR)."""
+    check_out(value, name)
     return key_of(value)
 
 
