@@ -28,7 +28,7 @@ from .tasks import EventRecord, HostCall
 from .part import Part, check_out
 from .state import SimState, key_of
 
-__all__ = ["AclRuntime", "acl_event", "acl_stream", "current_device", "interned"]
+__all__ = ["AclRuntime", "acl_event", "acl_stream", "current_device", "require_device", "interned"]
 
 
 class _Device(threading.local):
@@ -41,6 +41,13 @@ _STRINGS: Dict[str, Any] = {}
 
 def current_device() -> int:
     """The calling OS thread's current device (aclrtSetDevice), -1 when none."""
+    return _DEVICE.current
+
+
+def require_device() -> int:
+    """The calling OS thread's current device; ACL_ERROR_RT_CONTEXT_NULL when none is set."""
+    if _DEVICE.current < 0:
+        raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
     return _DEVICE.current
 
 
@@ -121,9 +128,7 @@ class AclRuntime(Part):
 
     @entry
     def aclrtGetDevice(self, deviceId: Any) -> int:
-        if _DEVICE.current < 0:
-            raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
-        deviceId[0] = _DEVICE.current
+        deviceId[0] = require_device()
         return 0
 
     @entry
@@ -140,8 +145,7 @@ class AclRuntime(Part):
         current context and returns Context::Synchronize's error (src/runtime/core/src/context/context.cc:1219).
         """
         acl_graphs.refuse_sync("aclrtSynchronizeDevice")
-        if _DEVICE.current < 0:
-            raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
+        require_device()
         EXECUTOR.run_until(lambda: not EXECUTOR.active)
         self._host_saw(lambda q: True)
         queues = list(self.state.streams.values()) + [th.queue for th in self.state.threads.values()]

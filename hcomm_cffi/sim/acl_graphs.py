@@ -288,11 +288,7 @@ def _with_events(tasks: Tuple[Task, ...], fresh: Dict[SimEvent, SimEvent]) -> Li
 
 def _comm_of(state: SimState, args: tuple) -> Any:
     """The communicator among a library collective's arguments (the one before the stream)."""
-    if len(args) >= 2:
-        comm = state.comms.get(key_of(args[-2]))
-        if comm is not None:
-            return comm
-    return None
+    return state.comms.get(key_of(args[-2])) if len(args) >= 2 else None
 
 
 class _Graphs:
@@ -398,15 +394,10 @@ def refuse_sync(what: str, queue: Optional[Queue] = None, event: Optional[SimEve
 
 def join_batch(queues: Sequence[Queue]) -> None:
     """A batch launched on a capturing stream: its other threads join the capture (HCCL's helper streams)."""
-    rec = None
-    for q in queues:
-        if q.capture is not None:
-            rec = q.capture
-            break
-    if rec is None:
-        return
-    for q in queues:
-        rec.join(q)
+    rec = next((q.capture for q in queues if q.capture is not None), None)
+    if rec is not None:
+        for q in queues:
+            rec.join(q)
 
 
 def join_event(queue: Queue, event: SimEvent, default: Queue) -> None:
@@ -638,9 +629,9 @@ class _Update(Recorder):
         origin = self.model.origin
         assert origin is not None          # a task group exists only in an ended capture
         new = [_moved(it, origin) if _queue_of(it) is self.origin else it for it in self.items]
-        shape_old = [(it[0], it[2] if it[0] == "call" else tuple(t[0] for t in it[2])) for it in old]
-        shape_new = [(it[0], it[2] if it[0] == "call" else tuple(t[0] for t in it[2])) for it in new]
-        if shape_old != shape_new:
+        def shape(items: List[Any]) -> List[Any]:      # what each item runs: its method, or its task kinds
+            return [(it[0], it[2] if it[0] == "call" else tuple(t[0] for t in it[2])) for it in items]
+        if shape(old) != shape(new):
             raise SimError(UPDATE_FAILED, f"the task update launched {len(new)} operation(s) that differ from the "
                                           f"{len(old)} of the task group; an update changes arguments, not tasks")
         self.model.items[lo:hi] = new

@@ -30,11 +30,11 @@ import cffi
 from .. import settings
 from .._ffi import ffi
 from .errors import (
-    ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_INVALID_HANDLE, ACL_ERROR_RT_PARAM_INVALID,
+    ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_INVALID_HANDLE, ACL_ERROR_RT_PARAM_INVALID,
     HcclResult, SimError, entry, last_error,
 )
 from ..enums import Engine
-from .acl import AclRuntime, acl_stream, current_device
+from .acl import AclRuntime, acl_stream, current_device, require_device
 from .dataplane import DataPlane
 from .group import group_depth
 from .hccl_res import HcclResCalls
@@ -416,9 +416,6 @@ class AicpuCalls(Part):
         self.res = res
         self.primitives = primitives
 
-    def _new_handle(self) -> int:
-        return self.state.new_ptr_key()
-
     # ------------------------------------------------------------------ binaries and functions
     @entry
     def aclrtBinaryLoadFromFile(self, binPath: Any, options: Any, binHandle: Any) -> int:
@@ -440,7 +437,7 @@ class AicpuCalls(Part):
         if mode not in CPU_KERNEL_MODES:
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"cpuKernelMode={mode}: a file load accepts 0 (the JSON only) "
                                                        "or 1 (the .so next to the JSON)")
-        binary = KernelBinary(self._new_handle(), os.path.realpath(path), mode, _parse_json(path))
+        binary = KernelBinary(self.state.new_ptr_key(), os.path.realpath(path), mode, _parse_json(path))
         _REG.add(_REG.binaries, binary, binHandle, "aclrtBinHandle")
         return 0
 
@@ -460,7 +457,7 @@ class AicpuCalls(Part):
         binary = _REG.find(_REG.binaries, binHandle, "a loaded binary (binHandle of aclrtBinaryLoadFromFile)")
         name = c_string(kernelName).decode("utf-8", "replace")
         so_path, symbol, address = _resolve(binary, name)
-        function = KernelFunction(self._new_handle(), binary, name, so_path, symbol, address)
+        function = KernelFunction(self.state.new_ptr_key(), binary, name, so_path, symbol, address)
         _REG.add(_REG.functions, function, funcHandle, "aclrtFuncHandle")
         return 0
 
@@ -471,7 +468,7 @@ class AicpuCalls(Part):
     @entry
     def aclrtKernelArgsInit(self, funcHandle: Any, argsHandle: Any) -> int:
         check_out(argsHandle, "argsHandle", ACL_ERROR_INVALID_PARAM)
-        _REG.add(_REG.args, KernelArgs(self._new_handle(), self._function(funcHandle)), argsHandle, "aclrtArgsHandle")
+        _REG.add(_REG.args, KernelArgs(self.state.new_ptr_key(), self._function(funcHandle)), argsHandle, "aclrtArgsHandle")
         return 0
 
     def _args(self, handle: Any) -> KernelArgs:
@@ -516,9 +513,7 @@ class AicpuCalls(Part):
         if blocks < 1:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"{blocks_name}={blocks}; expected >= 1")
         q = acl_stream(self.state, stream)
-        device = current_device()
-        if device < 0:
-            raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
+        device = require_device()
         blob = ffi.new("char[]", args or b"\0")
         self._launch_kernel(_KernelRun(self, function, blob, int(blocks), device, q,
                                        timeout_s or float(settings.value("HCCL_EXEC_TIMEOUT"))))

@@ -150,14 +150,8 @@ class GroupCalls(Part):
     def _run_group(self, comm: Any, plan: _Plan, streams: List[Any]) -> List[int]:
         """Launch one communicator's share of the group (depth 0 now: the collectives run, not defer)."""
         codes: List[int] = []
-        if plan.p2p:
-            items = ffi.new("HcclSendRecvItem[]", len(plan.p2p))
-            for i, (kind, buf, count, data_type, peer) in enumerate(plan.p2p):
-                items[i].sendRecvType = kind
-                items[i].buf = buf
-                items[i].count = count
-                items[i].dataType = data_type
-                items[i].remoteRank = peer
+        if plan.p2p:       # its tuples are in HcclSendRecvItem's field order
+            items = ffi.new("HcclSendRecvItem[]", plan.p2p)
             codes.append(int(self.collectives.HcclBatchSendRecv(items, len(plan.p2p), comm, plan.p2p_stream)))
         for name, args in plan.collectives:
             codes.append(int(getattr(self.collectives, name)(*args)))

@@ -54,6 +54,13 @@ def _end_trace() -> None:
         trace.flush()
 
 
+def _require_init() -> str:
+    """The result directory of aclprofInit; ACL_ERROR_UNINITIALIZE before it."""
+    if _Session.path is None:
+        raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
+    return _Session.path
+
+
 class Profiler(Part):
     """aclprofInit, aclprofCreateConfig, aclprofStart, aclprofStop, aclprofDestroyConfig, aclprofFinalize."""
 
@@ -102,19 +109,17 @@ class Profiler(Part):
 
     @entry
     def aclprofStart(self, profilerConfig: Any) -> int:
-        if _Session.path is None:
-            raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
+        path = _require_init()
         key, config = self._prof_config(profilerConfig)
         if _Session.running is not None:
             raise SimError(ACL_ERROR_PROF_ALREADY_RUN, "profiling is already running; aclprofStop it first")
         _Session.running = key
-        _Session.owns_trace = trace.start_in(_Session.path, config.devices[0])
+        _Session.owns_trace = trace.start_in(path, config.devices[0])
         return 0
 
     @entry
     def aclprofStop(self, profilerConfig: Any) -> int:
-        if _Session.path is None:
-            raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
+        _require_init()
         key, _config = self._prof_config(profilerConfig)
         if _Session.running is None:
             raise SimError(ACL_ERROR_PROF_NOT_RUN, "profiling is not running (aclprofStart)")
@@ -135,8 +140,7 @@ class Profiler(Part):
 
     @entry
     def aclprofFinalize(self) -> int:
-        if _Session.path is None:
-            raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
+        _require_init()
         if _Session.running is not None:
             _end_trace()                        # finalize ends a running session, writing what it recorded
             _Session.running = None
