@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .._cdef import CDEF, DECLARATION
 from .._ffi import ffi
 from .errors import HcclResult, SimError, entry
 from .acl_graphs import captured
@@ -27,16 +26,8 @@ _COLLECTIVES = ("HcclAllReduce", "HcclBroadcast", "HcclReduceScatter", "HcclRedu
                 "HcclAllGather", "HcclAllGatherV", "HcclAlltoAllVC", "HcclAlltoAllV", "HcclAlltoAll", "HcclReduce")
 _P2P = {"HcclSend": 0, "HcclRecv": 1}          # HcclSendRecvType
 
-
-def _positions(name: str) -> Tuple[int, int]:
-    """Where ``name``'s comm and stream parameters are, from the package's cdef."""
-    declared = next(params for _, n, params in DECLARATION.findall(CDEF) if n == name)
-    params = [p.strip().split()[-1].lstrip("*") for p in declared.split(",")]
-    return params.index("comm"), params.index("stream")
-
-
-#: every function a group defers -> (index of its comm argument, index of its stream argument)
-GROUPED_FUNCTIONS: Dict[str, Tuple[int, int]] = {name: _positions(name) for name in (*_COLLECTIVES, *_P2P)}
+#: every function a group defers; each takes its comm and stream as its last two arguments
+GROUPED_FUNCTIONS = frozenset((*_COLLECTIVES, *_P2P))
 
 
 class _Plan:
@@ -85,8 +76,7 @@ def collective(func: Callable[..., int], fast: Optional[Callable[..., Optional[i
 
 def _defer(state: SimState, name: str, args: Tuple[Any, ...]) -> int:
     """Record ``name(*args)`` for the group's end (the communicator must be a live one now)."""
-    comm_at, stream_at = GROUPED_FUNCTIONS[name]
-    comm = args[comm_at]
+    comm, stream = args[-2:]
     c = state.comm(comm)
     held = _GROUP.plans.get(c.handle)
     if held is None:
@@ -96,7 +86,7 @@ def _defer(state: SimState, name: str, args: Tuple[Any, ...]) -> int:
         buf, count, data_type, peer = args[0], args[1], args[2], args[3]
         plan.p2p.append((_P2P[name], buf, int(count), int(data_type), int(peer)))
         if plan.p2p_stream is None:
-            plan.p2p_stream = args[stream_at]
+            plan.p2p_stream = stream
     else:
         plan.collectives.append((name, tuple(args)))
     return 0
@@ -155,7 +145,7 @@ class GroupCalls(Part):
             codes.append(int(self.collectives.HcclBatchSendRecv(items, len(plan.p2p), comm, plan.p2p_stream)))
         for name, args in plan.collectives:
             codes.append(int(getattr(self.collectives, name)(*args)))
-            stream = args[GROUPED_FUNCTIONS[name][1]]
+            stream = args[-1]
             if all(stream != known for known in streams):
                 streams.append(stream)
         return codes

@@ -292,17 +292,19 @@ class HcclCommCalls(Part):
         return 0
 
     # ------------------------------------------------------------------ queries
-    @entry
-    def HcclGetRankId(self, comm: Any, rank: Any) -> int:
-        check_out(rank, "rank")
-        rank[0] = self.state.comm(comm).rank
+    def _answer(self, comm: Any, out: Any, what: str, field: str) -> int:
+        """``*out`` = the communicator's ``field`` (the out pointer ``what`` is checked first)."""
+        check_out(out, what)
+        out[0] = getattr(self.state.comm(comm), field)
         return 0
 
     @entry
+    def HcclGetRankId(self, comm: Any, rank: Any) -> int:
+        return self._answer(comm, rank, "rank", "rank")
+
+    @entry
     def HcclGetRankSize(self, comm: Any, rankSize: Any) -> int:
-        check_out(rankSize, "rankSize")
-        rankSize[0] = self.state.comm(comm).nranks
-        return 0
+        return self._answer(comm, rankSize, "rankSize", "nranks")
 
     @entry
     def HcclGetCommName(self, comm: Any, commName: Any) -> int:
@@ -313,9 +315,7 @@ class HcclCommCalls(Part):
 
     @entry
     def HcclGetCommAsyncError(self, comm: Any, asyncError: Any) -> int:
-        check_out(asyncError, "asyncError")
-        asyncError[0] = self.state.comm(comm).async_error
-        return 0
+        return self._answer(comm, asyncError, "asyncError", "async_error")
 
     @functools.partial(entry, failure=ffi.NULL)
     def HcclGetErrorString(self, code: int) -> Any:

@@ -149,10 +149,7 @@ class SimLibrary(Backend):
 
     def checker_reports(self) -> List[str]:
         """Every checker finding of this process so far, oldest first."""
-        out: List[str] = []
-        for comm in self.state.comms.values():
-            out.extend(comm.reports)
-        return out
+        return [report for comm in self.state.comms.values() for report in comm.reports]
 
     def __getattr__(self, name: str) -> Any:
         """A declared host function the emulator does not implement answers HCCL_E_NOT_SUPPORT.
