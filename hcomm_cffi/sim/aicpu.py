@@ -571,8 +571,7 @@ class AicpuCalls(Part):
         """
         for name, value in (("comm", comm), ("opInfo", opInfo), ("funcInfo", funcInfo), ("userStream", userStream),
                             ("kernelLaunchCfg", kernelLaunchCfg)):
-            if value == ffi.NULL:
-                raise SimError(HcclResult.E_PTR, f"{name} is NULL")
+            check_out(value, name)
         c = self.state.comm(comm)
         size = int(funcInfo.argSize)
         if size and funcInfo.args == ffi.NULL:

@@ -110,12 +110,8 @@ class HcclResCalls(Part):
         check_out(buffer, "buffer")
         check_out(size, "size")
         c = self.state.comm(comm)
-        if c.nranks == 1:     # the vendor documents NULL and 0 for a one-rank communicator: it has no peers
-            buffer[0] = ffi.NULL
-            size[0] = 0
-            return 0
-        buffer[0] = c.buf.ptr
-        size[0] = c.buffer_bytes
+        # the vendor documents NULL and 0 for a one-rank communicator: it has no peers
+        buffer[0], size[0] = (ffi.NULL, 0) if c.nranks == 1 else (c.buf.ptr, c.buffer_bytes)
         return 0
 
     @entry
@@ -209,12 +205,10 @@ class HcclResCalls(Part):
         th = self.state.thread(thread)
         if th.comm is not c or resType != 0 or infoLen != ffi.sizeof("aclrtStream"):
             raise SimError(HcclResult.E_PARA, "expected THREAD_RES_TYPE_STREAM with infoLen == sizeof(aclrtStream)")
-        for key, q in self.state.streams.items():
-            if q is th.queue:
-                ffi.cast("aclrtStream *", info)[0] = ffi.cast("aclrtStream", key)
-                return 0
-        key = self.state.new_ptr_key()
-        self.state.streams[key] = th.queue
+        key = next((k for k, q in self.state.streams.items() if q is th.queue), None)
+        if key is None:                     # first asked: the thread's queue gets a stream handle
+            key = self.state.new_ptr_key()
+            self.state.streams[key] = th.queue
         ffi.cast("aclrtStream *", info)[0] = ffi.cast("aclrtStream", key)
         return 0
 

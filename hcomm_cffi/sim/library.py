@@ -29,7 +29,7 @@ from .zero_copy import ZeroCopyCalls
 from .runtime import EXECUTOR
 from .state import SimState
 
-__all__ = ["SimLibrary", "shared_state", "shutdown"]
+__all__ = ["SimLibrary", "shutdown"]
 
 _STATE = SimState()
 
@@ -61,11 +61,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def shared_state() -> SimState:
-    """The process-wide emulator state (every SimLibrary instance of a process shares it)."""
-    return _STATE
 
 
 #: The emulator's answers to the backend contract (lib/contract.py).  Its step: what the Comm API's

@@ -109,14 +109,15 @@ class ZeroCopyCalls(Part):
     _comm_memory: Dict[int, _CommMemory] = {}
     _windows: Dict[int, _Window] = {}
 
-    def _zero_copy(self, comm: Any) -> Tuple[int, _CommMemory]:
+    def _zero_copy(self, comm: Any) -> _CommMemory:
+        """The memory ranges of communicator ``comm`` (NULL: HCCL_E_PTR; unknown or destroyed: its error)."""
         key = _ptr(comm, "comm")
-        self.state.comm(comm)                        # an unknown or destroyed communicator: its error
-        return key, self._comm_memory.setdefault(key, _CommMemory())
+        self.state.comm(comm)
+        return self._comm_memory.setdefault(key, _CommMemory())
 
     @entry
     def HcclCommSetMemoryRange(self, comm: Any, baseVirPtr: Any, size: int, alignment: int, flags: int) -> int:
-        key, mem = self._zero_copy(comm)
+        mem = self._zero_copy(comm)
         base = _ptr(baseVirPtr, "baseVirPtr")
         _require_a3("zero copy")
         if size == 0:
@@ -131,7 +132,7 @@ class ZeroCopyCalls(Part):
 
     @entry
     def HcclCommUnsetMemoryRange(self, comm: Any, baseVirPtr: Any) -> int:
-        key, mem = self._zero_copy(comm)
+        mem = self._zero_copy(comm)
         base = _ptr(baseVirPtr, "baseVirPtr")
         with self._zc_lock:
             if base not in mem.ranges:
@@ -148,7 +149,7 @@ class ZeroCopyCalls(Part):
     @entry
     def HcclCommActivateCommMemory(self, comm: Any, virPtr: Any, size: int, offset: int, handle: Any,
                                    flags: int) -> int:
-        key, mem = self._zero_copy(comm)
+        mem = self._zero_copy(comm)
         start = _ptr(virPtr, "virPtr")
         phys = _ptr(handle, "handle")
         if size == 0:
@@ -172,7 +173,7 @@ class ZeroCopyCalls(Part):
 
     @entry
     def HcclCommDeactivateCommMemory(self, comm: Any, virPtr: Any) -> int:
-        key, mem = self._zero_copy(comm)
+        mem = self._zero_copy(comm)
         start = _ptr(virPtr, "virPtr")
         with self._zc_lock:
             if not mem.ranges:
