@@ -84,9 +84,9 @@ class AbiCheckedLibrary(Backend):
             return getattr(self._lib, name)
         impl = getattr(self._lib, name)
         returns_pointer = ctype.split("(*)")[0].strip().endswith("*")
+        # what C gets if the call raises anyway: E_INTERNAL, or NULL (error=None) from a pointer function
         error = None if returns_pointer else int(HcclResult.E_INTERNAL)
-        cb = (ffi.callback(ctype, impl, error=error, onerror=_carry) if error is not None
-              else ffi.callback(ctype, impl, onerror=_carry))
+        cb = ffi.callback(ctype, impl, error=error, onerror=_carry)
         self._callbacks[name] = cb
         call = _raising_carried(cb)
         setattr(self, name, call)

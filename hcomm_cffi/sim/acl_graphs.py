@@ -172,11 +172,9 @@ class SimModel:
                 if th is not None and hasattr(th, "comm"):
                     self.comms.add(th.comm)
             for v in values:
-                if callable(v) and getattr(v, "__closure__", None):    # a host task (an async copy): its operands
-                    values_of_fn = [cell.cell_contents for cell in v.__closure__]
-                else:
-                    values_of_fn = [v]
-                for w in values_of_fn:
+                closure = getattr(v, "__closure__", None) if callable(v) else None
+                operands = [cell.cell_contents for cell in closure] if closure else [v]   # a host task: its operands
+                for w in operands:
                     if isinstance(w, ffi.CData) and ffi.typeof(w).kind == "pointer" and w != ffi.NULL:
                         self._note_block(state, int(ffi.cast("uintptr_t", w)))
         self.raced = any(c.race is not None for c in self.comms)

@@ -122,16 +122,11 @@ class GroupCalls(Part):
             return 0
         plans = list(_GROUP.plans.values())
         _GROUP.plans.clear()
-        first_failure = 0
         streams: List[Any] = []
-        for comm, plan in plans:
-            for rc in self._run_group(comm, plan, streams):
-                if rc != 0 and first_failure == 0:
-                    first_failure = rc
-        for stream in streams:
-            rc = int(self.sync_stream(stream))
-            if rc != 0 and first_failure == 0:
-                first_failure = int(HcclResult.E_INTERNAL)
+        codes = [rc for comm, plan in plans for rc in self._run_group(comm, plan, streams)]
+        # then the collectives' streams are synchronised: a failure there is the group's internal error
+        codes += [int(HcclResult.E_INTERNAL) for stream in streams if int(self.sync_stream(stream)) != 0]
+        first_failure = next((rc for rc in codes if rc != 0), 0)
         if first_failure:
             raise SimError(first_failure, "an operation issued inside the group failed when the group ran "
                                           "(aclGetRecentErrMsg named it before this call)")

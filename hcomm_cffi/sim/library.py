@@ -101,6 +101,10 @@ class SimLibrary(Backend):
         self.__dict__.update(self.functions)
         #: bumped by every aclrtSetDevice / aclrtResetDevice (sim/acl.py)
         self.device_changes = acl.device_changes
+        # the data plane's prepared batches and host tasks under their emulator names (tests call them)
+        self.sim_host_task = self.primitives.sim_host_task
+        self.sim_prepare_batch = self.primitives.sim_prepare_batch
+        self.sim_issue_prepared = self.primitives.sim_issue_prepared
 
     # the backend contract (lib/contract.py)
     def declare_device_memory(self, addr: int, size: int) -> None:
