@@ -14,7 +14,7 @@ import secrets
 import struct
 import time
 import uuid
-from typing import Any, List
+from typing import Any, List, Optional
 
 from .. import settings
 from .. import trace as _trace
@@ -101,10 +101,8 @@ class HcclCommCalls(Part):
         secret = blob[36:36 + ROOT_SECRET_BYTES] + (settings.value("HCOMM_JOB_SECRET") or "").encode()
         if n < 1:
             raise SimError(HcclResult.E_PARA, f"nRanks={n}; expected at least 1")
-        cfg, name = self._config(config, comm_id)
-        comm = self._new_comm(comm_id, name, rank, n, cfg, secret)
+        comm = self._new_comm(out, comm_id, rank, n, config, secret)
         remember_config(comm.handle, config)          # the fields zero copy and windows read (sim/zero_copy.py)
-        out[0] = ffi.cast("HcclComm", comm.handle)
         return 0
 
     def _config(self, config: Any, default_name: str) -> "tuple[SimConfig, str]":
@@ -128,7 +126,13 @@ class HcclCommCalls(Part):
             name = ffi.string(c.hcclCommName, 128).decode("utf-8", "replace")
         return cfg, name
 
-    def _new_comm(self, comm_id: str, name: str, rank: int, n: int, cfg: SimConfig, secret: bytes) -> SimComm:
+    def _new_comm(self, out: Any, comm_id: str, rank: int, n: int, config: Any, secret: bytes,
+                  inherited: Optional[SimConfig] = None) -> SimComm:
+        """Make, connect and hand out through ``*out`` communicator ``comm_id``: its settings from ``config``
+        (else ``inherited``, else the environment's), its name from ``config`` (else ``comm_id``)."""
+        cfg, name = self._config(config, comm_id)
+        if inherited is not None and (config is None or config == ffi.NULL):
+            cfg = inherited
         with self.state.lock:
             handle = self.state.new_ptr_key()
             comm = SimComm(handle, comm_id, name, rank, n, cfg, secret)
@@ -144,6 +148,7 @@ class HcclCommCalls(Part):
         _record_buffer(comm, "HcclCommInit")
         if self.traces_c_program:
             _trace.start(rank)   # HCOMM_TRACE of a C program (the Comm API starts it for Python programs)
+        out[0] = ffi.cast("HcclComm", comm.handle)
         return comm
 
     @entry
@@ -176,9 +181,7 @@ class HcclCommCalls(Part):
         secret = (settings.value("HCOMM_JOB_SECRET") or "").encode()
         digest = hashlib.sha1(os.path.realpath(path).encode() + raw
                               + (settings.value("HCOMM_JOB_ID") or "").encode() + secret).hexdigest()[:20]
-        cfg, name = self._config(config, digest)
-        comm = self._new_comm(digest, name, rank, len(ranks), cfg, secret)
-        out[0] = ffi.cast("HcclComm", comm.handle)
+        self._new_comm(out, digest, rank, len(ranks), config, secret)
         return 0
 
     @entry
@@ -197,11 +200,7 @@ class HcclCommCalls(Part):
             raise SimError(HcclResult.E_PARA, f"subCommRankId={subCommRankId} does not point at this rank "
                                               f"({parent.rank}) in rankIds={ids}")
         digest = hashlib.sha1(f"{parent.comm_id}/{subCommId}/{ids}".encode()).hexdigest()[:20]
-        cfg, name = self._config(config, digest)
-        if config is None or config == ffi.NULL:
-            cfg = parent.config
-        sub = self._new_comm(digest, name, subCommRankId, rankNum, cfg, parent.secret)
-        subComm[0] = ffi.cast("HcclComm", sub.handle)
+        self._new_comm(subComm, digest, subCommRankId, rankNum, config, parent.secret, inherited=parent.config)
         return 0
 
     @entry
