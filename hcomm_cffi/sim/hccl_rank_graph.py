@@ -31,10 +31,13 @@ class HcclRankGraphCalls(Part):
     # On one host every rank is in network layer 0, one topology instance of the 1D-mesh type (the
     # server's HCCS mesh); hcomm's rank-graph queries answer from the cluster's rank table the same way
     # for a single server.  Returned arrays belong to the communicator (valid until HcclCommDestroy).
-    def _graph(self, comm: Any, layer: int) -> Any:
+    def _graph(self, comm: Any, layer: int, inst: int = 0) -> Any:
+        """The communicator, once ``layer`` (and topology instance ``inst``) is checked to be its only one."""
         c = self.state.comm(comm)
         if layer != 0:
             raise SimError(HcclResult.E_PARA, f"netLayer={layer}; this communicator has one network layer (0)")
+        if inst != 0:
+            raise SimError(HcclResult.E_PARA, f"topoInstId={inst}; layer 0 has one topology instance (0)")
         return c
 
     def _answer(self, c: Any, values: List[int], out: Any, count: Any, names: Tuple[str, str]) -> int:
@@ -50,9 +53,7 @@ class HcclRankGraphCalls(Part):
         return 0
 
     def _topology(self, comm: Any, layer: int, topoType: Any, inst: int = 0) -> int:
-        self._graph(comm, layer)
-        if inst != 0:
-            raise SimError(HcclResult.E_PARA, f"topoInstId={inst}; layer 0 has one topology instance (0)")
+        self._graph(comm, layer, inst)
         check_out(topoType, "topoType")
         topoType[0] = _COMM_TOPO_1DMESH
         return 0
@@ -93,9 +94,7 @@ class HcclRankGraphCalls(Part):
     @entry
     def HcclRankGraphGetRanksByTopoInst(self, comm: Any, netLayer: int, topoInstId: int, ranks: Any,
                                         rankNum: Any) -> int:
-        c = self._graph(comm, netLayer)
-        if topoInstId != 0:
-            raise SimError(HcclResult.E_PARA, f"topoInstId={topoInstId}; layer 0 has one topology instance (0)")
+        c = self._graph(comm, netLayer, topoInstId)
         return self._answer(c, list(range(c.nranks)), ranks, rankNum, ("ranks", "rankNum"))
 
     @entry
