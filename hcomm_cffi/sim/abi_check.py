@@ -17,13 +17,18 @@ from .._ffi import ffi
 from ..enums import HcclResult
 from ..lib.contract import Backend, Capabilities
 
-__all__ = ["AbiCheckedLibrary", "function_types", "declared_functions"]
+__all__ = ["AbiCheckedLibrary", "function_types", "returns_pointer", "declared_functions"]
 
 @functools.lru_cache(maxsize=1)
 def function_types() -> Dict[str, str]:
     """``{function name: "ret(*)(params)"}`` for every function declared in the package's CDEF."""
     declarations = CDEF[CDEF.find(FUNCTIONS_MARKER):]
     return {name: f"{ret.strip()}(*)({params.strip() or 'void'})" for ret, name, params in DECLARATION.findall(declarations)}
+
+
+def returns_pointer(ctype: str) -> bool:
+    """Whether a function type of :func:`function_types` returns a pointer (its failure value is NULL)."""
+    return ctype.split("(*)")[0].strip().endswith("*")
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,9 +88,8 @@ class AbiCheckedLibrary(Backend):
         if ctype is None:
             return getattr(self._lib, name)
         impl = getattr(self._lib, name)
-        returns_pointer = ctype.split("(*)")[0].strip().endswith("*")
         # what C gets if the call raises anyway: E_INTERNAL, or NULL (error=None) from a pointer function
-        error = None if returns_pointer else int(HcclResult.E_INTERNAL)
+        error = None if returns_pointer(ctype) else int(HcclResult.E_INTERNAL)
         cb = ffi.callback(ctype, impl, error=error, onerror=_carry)
         self._callbacks[name] = cb
         call = _raising_carried(cb)

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .._ffi import ffi
 from ..errors import ACL_CODES
-from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, entry, last_error
+from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, last_error
 from .part import Part, check_out
 from .runtime import EXECUTOR, Queue, SimEvent
 from .state import SimState, key_of
@@ -446,7 +446,6 @@ class GraphCalls(Part):
             _GRAPHS.last = (modelRI, model)
         return model
 
-    @entry
     def aclmdlRICaptureBegin(self, stream: Any, mode: int) -> int:
         q = self._queue(stream)
         if not GLOBAL <= mode <= RELAXED:   # api_error_aclgraph.cc:41
@@ -462,7 +461,6 @@ class GraphCalls(Part):
             _GRAPHS.captures.append(cap)
         return 0
 
-    @entry
     def aclmdlRICaptureGetInfo(self, stream: Any, status: Any, modelRI: Any) -> int:
         if status is None or status == ffi.NULL or modelRI is None or modelRI == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "status or modelRI is NULL")
@@ -476,7 +474,6 @@ class GraphCalls(Part):
             modelRI[0] = ffi.cast("aclmdlRI", cap.model.handle)
         return 0
 
-    @entry
     def aclmdlRICaptureEnd(self, stream: Any, modelRI: Any) -> int:
         check_out(modelRI, "modelRI", ACL_ERROR_INVALID_PARAM)
         q = self._queue(stream)
@@ -510,7 +507,6 @@ class GraphCalls(Part):
         if cap in _GRAPHS.captures:
             _GRAPHS.captures.remove(cap)
 
-    @entry
     def aclmdlRIExecuteAsync(self, modelRI: Any, stream: Any) -> int:
         model = self._model(modelRI)
         q = self._queue(stream)
@@ -519,7 +515,6 @@ class GraphCalls(Part):
         EXECUTOR.settle()
         return 0
 
-    @entry
     def aclmdlRIExecute(self, modelRI: Any, timeout: int) -> int:
         """Replay on a stream of its own and wait (``timeout`` ms; -1 waits for ever)."""
         model = self._model(modelRI)
@@ -537,7 +532,6 @@ class GraphCalls(Part):
             raise SimError(acl_code, message)
         return 0
 
-    @entry
     def aclmdlRIDestroy(self, modelRI: Any) -> int:
         model = self._model(modelRI)
         with _GRAPHS.lock:
@@ -547,7 +541,6 @@ class GraphCalls(Part):
         model.items = []
         return 0
 
-    @entry
     def aclmdlRICaptureThreadExchangeMode(self, mode: Any) -> int:
         """Swap this thread's capture mode with ``*mode`` (context_aclgraph.cc:716)."""
         check_out(mode, "mode", ACL_ERROR_INVALID_PARAM)
@@ -558,7 +551,6 @@ class GraphCalls(Part):
         return 0
 
     # ------------------------------------------------------------------ task groups and task update
-    @entry
     def aclmdlRICaptureTaskGrpBegin(self, stream: Any) -> int:
         cap = capture_of(self._queue(stream))
         if cap is None:                     # context_aclgraph.cc:783 (RT_ERROR_STREAM_NOT_CAPTURED)
@@ -568,7 +560,6 @@ class GraphCalls(Part):
         cap.group_start = len(cap.items)
         return 0
 
-    @entry
     def aclmdlRICaptureTaskGrpEnd(self, stream: Any, handle: Any) -> int:
         check_out(handle, "handle", ACL_ERROR_INVALID_PARAM)
         cap = capture_of(self._queue(stream))
@@ -585,7 +576,6 @@ class GraphCalls(Part):
             raise SimError(CAPTURE_INVALIDATED, f"the ACL graph capture of this stream was invalidated: {cap.why}")
         return 0
 
-    @entry
     def aclmdlRICaptureTaskUpdateBegin(self, stream: Any, handle: Any) -> int:
         q = self._queue(stream)
         if q.capture is not None:           # api_error_aclgraph.cc:88: not on a capturing stream
@@ -601,7 +591,6 @@ class GraphCalls(Part):
         q.capture = _Update(q, found[0], found[1])
         return 0
 
-    @entry
     def aclmdlRICaptureTaskUpdateEnd(self, stream: Any) -> int:
         q = self._queue(stream)
         upd = q.capture

@@ -31,7 +31,7 @@ from .. import settings
 from .._ffi import ffi
 from .errors import (
     ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_INVALID_HANDLE, ACL_ERROR_RT_PARAM_INVALID,
-    HcclResult, SimError, entry, last_error,
+    HcclResult, SimError, last_error,
 )
 from ..enums import Engine
 from .acl import AclRuntime, acl_stream, current_device, require_device
@@ -417,7 +417,6 @@ class AicpuCalls(Part):
         self.primitives = primitives
 
     # ------------------------------------------------------------------ binaries and functions
-    @entry
     def aclrtBinaryLoadFromFile(self, binPath: Any, options: Any, binHandle: Any) -> int:
         if binPath == ffi.NULL or binHandle == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "binPath or binHandle is NULL")
@@ -441,7 +440,6 @@ class AicpuCalls(Part):
         _REG.add(_REG.binaries, binary, binHandle, "aclrtBinHandle")
         return 0
 
-    @entry
     def aclrtBinaryUnLoad(self, binHandle: Any) -> int:
         binary = _REG.find(_REG.binaries, binHandle, "a loaded binary (binHandle of aclrtBinaryLoadFromFile)")
         with _REG.lock:
@@ -450,7 +448,6 @@ class AicpuCalls(Part):
                 del _REG.functions[h]
         return 0
 
-    @entry
     def aclrtBinaryGetFunction(self, binHandle: Any, kernelName: Any, funcHandle: Any) -> int:
         if kernelName == ffi.NULL or funcHandle == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "kernelName or funcHandle is NULL")
@@ -465,7 +462,6 @@ class AicpuCalls(Part):
         return _REG.find(_REG.functions, handle, "a kernel function (funcHandle of aclrtBinaryGetFunction)")
 
     # ------------------------------------------------------------------ arguments
-    @entry
     def aclrtKernelArgsInit(self, funcHandle: Any, argsHandle: Any) -> int:
         check_out(argsHandle, "argsHandle", ACL_ERROR_INVALID_PARAM)
         _REG.add(_REG.args, KernelArgs(self.state.new_ptr_key(), self._function(funcHandle)), argsHandle, "aclrtArgsHandle")
@@ -474,7 +470,6 @@ class AicpuCalls(Part):
     def _args(self, handle: Any) -> KernelArgs:
         return _REG.find(_REG.args, handle, "kernel arguments (argsHandle of aclrtKernelArgsInit)")
 
-    @entry
     def aclrtKernelArgsAppend(self, argsHandle: Any, param: Any, paramSize: int, paramHandle: Any) -> int:
         args = self._args(argsHandle)
         if args.finalized:
@@ -488,13 +483,11 @@ class AicpuCalls(Part):
             paramHandle[0] = ffi.cast("aclrtParamHandle", offset + 1)
         return 0
 
-    @entry
     def aclrtKernelArgsFinalize(self, argsHandle: Any) -> int:
         self._args(argsHandle).finalized = True
         return 0
 
     # ------------------------------------------------------------------ launch
-    @entry
     def aclrtLaunchKernelWithConfig(self, funcHandle: Any, numBlocks: int, stream: Any, cfg: Any, argsHandle: Any,
                                     reserve: Any) -> int:
         function = self._function(funcHandle)
@@ -523,14 +516,12 @@ class AicpuCalls(Part):
         EXECUTOR.submit(run.stream, [HostCall(run.start), KernelRunning(run.done, 1)])
         EXECUTOR.settle()
 
-    @entry
     def aclrtGetLastError(self, level: int) -> int:
         """The calling OS thread's last kernel-launch error (a ``<<<>>>`` launch has no return code), then cleared."""
         code = getattr(_LAUNCH_ERRORS, "code", 0)
         _LAUNCH_ERRORS.code = 0
         return int(code)
 
-    @entry
     def HcommSimAscLaunchAicpu(self, fn: Any, name: Any, blockDim: int, stream: Any, args: Any, argsSize: int) -> int:
         """Emulator only: ``kernel<<<blockDim, l2ctrl, stream>>>(args, argsSize)`` of an AICPU kernel in an ASC source.
 
@@ -557,7 +548,6 @@ class AicpuCalls(Part):
         return 0
 
     # ------------------------------------------------------------------ hccl/hccl_launch.h
-    @entry
     def HcclAicpuKernelLaunch(self, comm: Any, opInfo: Any, funcInfo: Any, aicpuThreadHandle: int, userStream: Any,
                               kernelLaunchCfg: Any) -> int:
         """The user's AICPU kernel between a host-to-device and a device-to-host notify, as the vendor's host does.

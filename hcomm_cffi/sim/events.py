@@ -19,7 +19,7 @@ from typing import Any
 
 from .._ffi import ffi
 from ..errors import ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID
-from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, entry
+from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError
 from . import acl_graphs
 from .runtime import EXECUTOR, SimEvent
 from .acl import acl_event, acl_stream
@@ -38,7 +38,6 @@ class TimedEvents(Part):
 
     HEADERS = ("acl/acl_rt.h",)
 
-    @entry
     def aclrtCreateEventWithFlag(self, event: Any, flag: int) -> int:
         check_out(event, "event", ACL_ERROR_INVALID_PARAM)
         if flag & ~EVENT_FLAGS:
@@ -49,7 +48,6 @@ class TimedEvents(Part):
         event[0] = ffi.cast("aclrtEvent", key)
         return 0
 
-    @entry
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
         ev = acl_event(self.state, event)
         q = acl_stream(self.state, stream)
@@ -66,7 +64,6 @@ class TimedEvents(Part):
         EXECUTOR.settle()
         return 0
 
-    @entry
     def aclrtResetEvent(self, event: Any, stream: Any) -> int:
         ev = acl_event(self.state, event)
         q = acl_stream(self.state, stream)
@@ -78,7 +75,6 @@ class TimedEvents(Part):
         EXECUTOR.settle()
         return 0
 
-    @entry
     def aclrtEventElapsedTime(self, ms: Any, startEvent: Any, endEvent: Any) -> int:
         check_out(ms, "ms", ACL_ERROR_INVALID_PARAM)
         start, end = acl_event(self.state, startEvent), acl_event(self.state, endEvent)

@@ -102,18 +102,15 @@ class GroupCalls(Part):
         self.collectives = collectives      # the part with the library collectives (sim/native.py)
         self.sync_stream = sync_stream      # aclrtSynchronizeStream
 
-    @entry
     def HcclGroupStart(self) -> int:
         _GROUP.depth += 1
         return 0
 
-    @entry
     def HcclGroupStatusGet(self, isGroupEnabled: Any) -> int:
         check_out(isGroupEnabled, "isGroupEnabled")
         isGroupEnabled[0] = _GROUP.depth > 0
         return 0
 
-    @entry
     def HcclGroupEnd(self) -> int:
         if _GROUP.depth == 0:
             raise SimError(HcclResult.E_NOT_SUPPORT, "not in a group: HcclGroupStart was not called first")

@@ -6,7 +6,6 @@ sim/zero_copy.py, HcclBarrier with the collectives in sim/native.py.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -24,7 +23,7 @@ from .acl import current_device, interned
 from .comm import SimComm
 from .config import SimConfig, read_config
 from . import ledger
-from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
+from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, warn_caller
 from .native import NATIVE_PROTOCOL
 from .part import Part, check_out
 from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
@@ -67,7 +66,6 @@ class HcclCommCalls(Part):
         return device
 
     # ------------------------------------------------------------------ root info and init
-    @entry
     def HcclGetRootInfo(self, rootInfo: Any) -> int:
         self._require_device("HcclGetRootInfo")
         check_out(rootInfo, "rootInfo")
@@ -78,11 +76,9 @@ class HcclCommCalls(Part):
         ffi.memmove(ffi.cast("char *", rootInfo), blob.ljust(HCCL_ROOT_INFO_BYTES, b"\0"), HCCL_ROOT_INFO_BYTES)
         return 0
 
-    @entry
     def HcclCommInitRootInfo(self, nRanks: int, rootInfo: Any, rank: int, comm: Any) -> int:
         return self._init_root(nRanks, rootInfo, rank, None, comm)
 
-    @entry
     def HcclCommInitRootInfoConfig(self, nRanks: int, rootInfo: Any, rank: int, config: Any, comm: Any) -> int:
         check_out(config, "config")
         return self._init_root(nRanks, rootInfo, rank, config, comm)
@@ -151,11 +147,9 @@ class HcclCommCalls(Part):
         out[0] = ffi.cast("HcclComm", comm.handle)
         return comm
 
-    @entry
     def HcclCommInitClusterInfo(self, clusterInfo: Any, rank: int, comm: Any) -> int:
         return self._init_cluster(clusterInfo, rank, None, comm)
 
-    @entry
     def HcclCommInitClusterInfoConfig(self, clusterInfo: Any, rank: int, config: Any, comm: Any) -> int:
         return self._init_cluster(clusterInfo, rank, config, comm)
 
@@ -184,7 +178,6 @@ class HcclCommCalls(Part):
         self._new_comm(out, digest, rank, len(ranks), config, secret)
         return 0
 
-    @entry
     def HcclCreateSubCommConfig(self, comm: Any, rankNum: int, rankIds: Any, subCommId: int, subCommRankId: int,
                                 config: Any, subComm: Any) -> int:
         check_out(comm, "comm")
@@ -203,7 +196,6 @@ class HcclCommCalls(Part):
         self._new_comm(subComm, digest, subCommRankId, rankNum, config, parent.secret, inherited=parent.config)
         return 0
 
-    @entry
     def HcclCommInitAll(self, ndev: int, devices: Any, comms: Any) -> int:
         self._require_device("HcclCommInitAll")
         check_out(devices, "devices")
@@ -240,7 +232,6 @@ class HcclCommCalls(Part):
             comms[r] = ffi.cast("HcclComm", c.handle)
         return 0
 
-    @entry
     def HcclCommDestroy(self, comm: Any) -> int:
         c = self.state.comm(comm)
         EXECUTOR.settle()
@@ -297,35 +288,28 @@ class HcclCommCalls(Part):
         out[0] = getattr(self.state.comm(comm), field)
         return 0
 
-    @entry
     def HcclGetRankId(self, comm: Any, rank: Any) -> int:
         return self._answer(comm, rank, "rank", "rank")
 
-    @entry
     def HcclGetRankSize(self, comm: Any, rankSize: Any) -> int:
         return self._answer(comm, rankSize, "rankSize", "nranks")
 
-    @entry
     def HcclGetCommName(self, comm: Any, commName: Any) -> int:
         check_out(commName, "commName")
         name = self.state.comm(comm).name.encode()[:127] + b"\0"
         ffi.memmove(ffi.cast("char *", commName), name, len(name))
         return 0
 
-    @entry
     def HcclGetCommAsyncError(self, comm: Any, asyncError: Any) -> int:
         return self._answer(comm, asyncError, "asyncError", "async_error")
 
-    @functools.partial(entry, failure=ffi.NULL)
     def HcclGetErrorString(self, code: int) -> Any:
         return interned(_ERROR_STRINGS.get(int(code), f"unknown HcclResult {int(code)}"))
 
-    @entry
     def HcclGetCommConfigCapability(self) -> int:
         return 12  # every HcclCommConfigCapability item up to HCCL_COMM_CONFIG_BUFFER_NAME
 
     # ------------------------------------------------------------------ communicators by name
-    @entry
     def HcclCommGetHandleWithName(self, commName: Any, comm: Any) -> int:
         """hcomm op_base HcclCommGetHandleWithName: NULL -> HCCL_E_PTR, an unknown name -> HCCL_E_PARA.
 
@@ -352,7 +336,6 @@ class HcclCommCalls(Part):
 
     # ------------------------------------------------------------------ process-wide configuration
     # hcomm HcclSetConfig/HcclGetConfig: only HCCL_DETERMINISTIC; its value is 0 or 1, anything else HCCL_E_PARA.
-    @entry
     def HcclSetConfig(self, config: int, configValue: int) -> int:
         if config != _HCCL_DETERMINISTIC:
             raise SimError(HcclResult.E_NOT_SUPPORT, f"config={config}; only HCCL_DETERMINISTIC (0) is supported")
@@ -361,7 +344,6 @@ class HcclCommCalls(Part):
         self.state.client_calls["deterministic"] = int(configValue)
         return 0
 
-    @entry
     def HcclGetConfig(self, config: int, configValue: Any) -> int:
         check_out(configValue, "configValue")
         if config != _HCCL_DETERMINISTIC:

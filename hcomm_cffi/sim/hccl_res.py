@@ -11,7 +11,7 @@ from ..enums import MAX_NOTIFIES_PER_COMM, MAX_THREAD_NOTIFIES, MAX_THREADS_PER_
 from .comm import SimComm
 from .notifies import MAX_NOTIFIES_PER_CHANNEL
 from . import ledger
-from .errors import HcclResult, SimError, entry
+from .errors import HcclResult, SimError
 from . import product
 from .part import Part, check_out
 from .runtime import Queue, SimThread
@@ -105,7 +105,6 @@ class HcclResCalls(Part):
     HEADERS = ("hccl/hccl_res.h", "hccl/hccl_res_expt.h")
 
     # ------------------------------------------------------------------ buffers
-    @entry
     def HcclGetHcclBuffer(self, comm: Any, buffer: Any, size: Any) -> int:
         check_out(buffer, "buffer")
         check_out(size, "size")
@@ -114,7 +113,6 @@ class HcclResCalls(Part):
         buffer[0], size[0] = (ffi.NULL, 0) if c.nranks == 1 else (c.buf.ptr, c.buffer_bytes)
         return 0
 
-    @entry
     def HcclGetHcclBufferCleared(self, comm: Any, buffer: Any, size: Any) -> int:
         check_out(buffer, "buffer")
         check_out(size, "size")
@@ -126,7 +124,6 @@ class HcclResCalls(Part):
                                                  "(use HcclGetHcclBuffer and clear what you need)")
 
     # ------------------------------------------------------------------ threads
-    @entry
     def HcclThreadAcquire(self, comm: Any, engine: int, threadNum: int, notifyNumPerThread: int, threads: Any) -> int:
         c = self.state.comm(comm)
         check_out(threads, "threads")
@@ -159,7 +156,6 @@ class HcclResCalls(Part):
                       function="HcclThreadAcquire")
         return 0
 
-    @entry
     def HcclThreadAcquireWithStream(self, comm: Any, engine: int, stream: Any, notifyNum: int, thread: Any) -> int:
         c = self.state.comm(comm)
         if stream is None or stream == ffi.NULL:   # CHK_PTR_NULL(stream): thread_c_adpt.cc:315
@@ -198,7 +194,6 @@ class HcclResCalls(Part):
         thread[0] = th.handle
         return 0
 
-    @entry
     def HcclThreadResGetInfo(self, comm: Any, thread: int, resType: int, infoLen: int, info: Any) -> int:
         check_out(info, "info")
         c = self.state.comm(comm)
@@ -213,7 +208,6 @@ class HcclResCalls(Part):
         return 0
 
     # ------------------------------------------------------------------ threads with a config
-    @entry
     def HcclThreadAcquireWithConfig(self, comm: Any, engine: int, threadNum: int, type: int, config: Any,
                                     threads: Any) -> int:
         """HcclThreadAcquire with the notify count from a ThreadConfig (ThreadConfigInit); type THREAD_TYPE_TS."""
@@ -229,7 +223,6 @@ class HcclResCalls(Part):
         return int(acquire(comm, engine, threadNum, int(config.notifyNumPerThread), threads))
 
     # ------------------------------------------------------------------ threads seen from another engine
-    @entry
     def HcclThreadExportToCommEngine(self, comm: Any, threadNum: int, threads: Any, dstCommEngine: int,
                                      exportedThreads: Any) -> int:
         """hccl_res_expt.h: a thread usable from ``dstCommEngine`` (the custom-op samples export the host
@@ -268,7 +261,6 @@ class HcclResCalls(Part):
             raise SimError(HcclResult.E_NOT_FOUND, f"no engine context with ctxTag={tag!r} for engine {int(engine)}")
         return found
 
-    @entry
     def HcclEngineCtxCreate(self, comm: Any, ctxTag: Any, engine: int, size: int, ctx: Any) -> int:
         contexts = self._contexts(comm)
         tag = _tag(ctxTag)
@@ -286,7 +278,6 @@ class HcclResCalls(Part):
         ctx[0] = made.memory
         return 0
 
-    @entry
     def HcclEngineCtxGet(self, comm: Any, ctxTag: Any, engine: int, ctx: Any, size: Any) -> int:
         contexts = self._contexts(comm)
         tag = _tag(ctxTag)
@@ -297,7 +288,6 @@ class HcclResCalls(Part):
         size[0] = found.size
         return 0
 
-    @entry
     def HcclEngineCtxCopy(self, comm: Any, engine: int, ctxTag: Any, srcCtx: Any, size: int, dstCtxOffset: int) -> int:
         contexts = self._contexts(comm)
         tag = _tag(ctxTag)
@@ -311,7 +301,6 @@ class HcclResCalls(Part):
         ffi.memmove(found.memory + dstCtxOffset, srcCtx, size)
         return 0
 
-    @entry
     def HcclEngineCtxDestroy(self, comm: Any, ctxTag: Any, engine: int) -> int:
         contexts = self._contexts(comm)
         found = self._found(contexts, _tag(ctxTag), engine, pop=True)
@@ -324,7 +313,6 @@ class HcclChannelCalls(Part):
 
     HEADERS = ("hccl/hccl_channel.h",)
 
-    @entry
     def HcclChannelGetHcclBuffer(self, comm: Any, channel: int, buffer: Any, size: Any) -> int:
         check_out(buffer, "buffer")
         check_out(size, "size")
@@ -337,7 +325,6 @@ class HcclChannelCalls(Part):
         return 0
 
     # ------------------------------------------------------------------ channels
-    @entry
     def HcclChannelAcquire(self, comm: Any, engine: int, channelDescs: Any, channelNum: int, channels: Any) -> int:
         check_out(channelDescs, "channelDescs")
         check_out(channels, "channels")
@@ -376,7 +363,6 @@ class HcclChannelCalls(Part):
         _record_new_channels(c, engine, made, held)
         return 0
 
-    @entry
     def HcclChannelDestroy(self, comm: Any, channels: Any, channelNum: int) -> int:
         self.state.comm(comm)
         raise SimError(HcclResult.E_NOT_SUPPORT, "HcclChannelDestroy only releases CCU channels (Ascend 950); "

@@ -14,7 +14,6 @@ starting twice ACL_ERROR_PROF_ALREADY_RUN and stopping what is not running ACL_E
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
@@ -22,7 +21,7 @@ from .. import files, trace
 from .._ffi import ffi
 from ..errors import ACL_ERROR_INVALID_PROFILING_CONFIG, ACL_ERROR_PROF_ALREADY_RUN, ACL_ERROR_PROF_NOT_RUN
 from .part import Part, check_out
-from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, SimError, entry
+from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, SimError
 
 __all__ = ["Profiler", "ProfilerConfig"]
 
@@ -66,7 +65,6 @@ class Profiler(Part):
 
     HEADERS = ("acl/acl_prof.h",)
 
-    @entry
     def aclprofInit(self, profilerResultPath: Any, length: int) -> int:
         check_out(profilerResultPath, "profilerResultPath", ACL_ERROR_INVALID_PARAM)
         if not 0 < length <= _MAX_PATH:
@@ -82,7 +80,6 @@ class Profiler(Part):
         _Session.path = path
         return 0
 
-    @functools.partial(entry, failure=ffi.NULL)
     def aclprofCreateConfig(self, deviceIdList: Any, deviceNums: int, aicoreMetrics: int, aicoreEvents: Any,
                             dataTypeConfig: int) -> Any:
         """The opaque config, or NULL (the header's failure value) when an argument is unusable (named in
@@ -107,7 +104,6 @@ class Profiler(Part):
                                                                "aclprofCreateConfig (or was destroyed)")
         return key, got[1]
 
-    @entry
     def aclprofStart(self, profilerConfig: Any) -> int:
         path = _require_init()
         key, config = self._prof_config(profilerConfig)
@@ -117,7 +113,6 @@ class Profiler(Part):
         _Session.owns_trace = trace.start_in(path, config.devices[0])
         return 0
 
-    @entry
     def aclprofStop(self, profilerConfig: Any) -> int:
         _require_init()
         key, _config = self._prof_config(profilerConfig)
@@ -130,7 +125,6 @@ class Profiler(Part):
         _end_trace()
         return 0
 
-    @entry
     def aclprofDestroyConfig(self, profilerConfig: Any) -> int:
         key, _config = self._prof_config(profilerConfig)
         if _Session.running == key:
@@ -138,7 +132,6 @@ class Profiler(Part):
         del _Session.configs[key]
         return 0
 
-    @entry
     def aclprofFinalize(self) -> int:
         _require_init()
         if _Session.running is not None:

@@ -25,7 +25,7 @@ from typing import Any, Dict, Optional, Tuple
 import cffi
 
 from .._ffi import ffi
-from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, SimError, entry
+from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, SimError
 from .part import Part, check_out
 from .state import key_of
 
@@ -91,7 +91,6 @@ class VirtualMemory(Part):
                                                     "location; DDR memory is allocated on the host (location 0 or 4)")
         return HUGE1G_GRANULARITY if prop.memAttr in _HUGE1G else GRANULARITY
 
-    @entry
     def aclrtMemGetAllocationGranularity(self, prop: Any, option: int, granularity: Any) -> int:
         check_out(granularity, "granularity", ACL_ERROR_INVALID_PARAM)
         if option not in (0, 1):
@@ -100,7 +99,6 @@ class VirtualMemory(Part):
         granularity[0] = self._granularity_of(prop)
         return 0
 
-    @entry
     def aclrtGetMemInfo(self, attr: int, free: Any, total: Any) -> int:
         """memory.cpp:963-976: free and total not NULL; the emulator's device is the process's memory."""
         if free == ffi.NULL or total == ffi.NULL:
@@ -113,7 +111,6 @@ class VirtualMemory(Part):
         return 0
 
     # ------------------------------------------------------------------ reservations
-    @entry
     def aclrtReserveMemAddress(self, virPtr: Any, size: int, alignment: int, expectPtr: Any, flags: int) -> int:
         check_out(virPtr, "virPtr", ACL_ERROR_INVALID_PARAM)
         if size <= 0:
@@ -141,7 +138,6 @@ class VirtualMemory(Part):
         virPtr[0] = ffi.cast("void *", start)
         return 0
 
-    @entry
     def aclrtReleaseMemAddress(self, virPtr: Any) -> int:
         check_out(virPtr, "virPtr", ACL_ERROR_INVALID_PARAM)
         start = key_of(virPtr)
@@ -159,7 +155,6 @@ class VirtualMemory(Part):
         return 0
 
     # ------------------------------------------------------------------ physical memory
-    @entry
     def aclrtMallocPhysical(self, handle: Any, size: int, prop: Any, flags: int) -> int:
         check_out(handle, "handle", ACL_ERROR_INVALID_PARAM)
         if size <= 0:
@@ -199,7 +194,6 @@ class VirtualMemory(Part):
                                                        "process (aclrtMallocPhysical), or was freed")
         return key, phys
 
-    @entry
     def aclrtFreePhysical(self, handle: Any) -> int:
         check_out(handle, "handle", ACL_ERROR_INVALID_PARAM)
         with self._vmm_lock:
@@ -223,7 +217,6 @@ class VirtualMemory(Part):
         raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"virPtr=0x{start:x} is not inside a range reserved by "
                                                    "aclrtReserveMemAddress")
 
-    @entry
     def aclrtMapMem(self, virPtr: Any, size: int, offset: int, handle: Any, flags: int) -> int:
         if virPtr == ffi.NULL or handle == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "virPtr or handle is NULL")
@@ -252,7 +245,6 @@ class VirtualMemory(Part):
         self.state.device.add(start, size, "its aclrtMapMem mapping")
         return 0
 
-    @entry
     def aclrtUnmapMem(self, virPtr: Any) -> int:
         check_out(virPtr, "virPtr", ACL_ERROR_INVALID_PARAM)
         start = key_of(virPtr)

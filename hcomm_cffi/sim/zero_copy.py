@@ -24,7 +24,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..constants import HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE
 from .._ffi import ffi
-from .errors import HcclResult, SimError, entry
+from .errors import HcclResult, SimError
 from . import product
 from .part import Part, check_out
 from .state import SimState, key_of
@@ -115,7 +115,6 @@ class ZeroCopyCalls(Part):
         self.state.comm(comm)
         return self._comm_memory.setdefault(key, _CommMemory())
 
-    @entry
     def HcclCommSetMemoryRange(self, comm: Any, baseVirPtr: Any, size: int, alignment: int, flags: int) -> int:
         mem = self._zero_copy(comm)
         base = _ptr(baseVirPtr, "baseVirPtr")
@@ -130,7 +129,6 @@ class ZeroCopyCalls(Part):
             mem.ranges[base] = size
         return 0
 
-    @entry
     def HcclCommUnsetMemoryRange(self, comm: Any, baseVirPtr: Any) -> int:
         mem = self._zero_copy(comm)
         base = _ptr(baseVirPtr, "baseVirPtr")
@@ -146,7 +144,6 @@ class ZeroCopyCalls(Part):
             del mem.ranges[base]
         return 0
 
-    @entry
     def HcclCommActivateCommMemory(self, comm: Any, virPtr: Any, size: int, offset: int, handle: Any,
                                    flags: int) -> int:
         mem = self._zero_copy(comm)
@@ -171,7 +168,6 @@ class ZeroCopyCalls(Part):
             mem.active[start] = (size, phys)
         return 0
 
-    @entry
     def HcclCommDeactivateCommMemory(self, comm: Any, virPtr: Any) -> int:
         mem = self._zero_copy(comm)
         start = _ptr(virPtr, "virPtr")
@@ -184,7 +180,6 @@ class ZeroCopyCalls(Part):
         return 0
 
     # ------------------------------------------------------------------ symmetric windows
-    @entry
     def HcclCommSymWinRegister(self, comm: Any, addr: Any, size: int, winHandle: Any, flag: int) -> int:
         key = _ptr(comm, "comm")
         self.state.comm(comm)
@@ -210,7 +205,6 @@ class ZeroCopyCalls(Part):
         winHandle[0] = ffi.cast("HcclCommSymWindow", handle)
         return 0
 
-    @entry
     def HcclCommSymWinDeregister(self, winHandle: Any) -> int:
         handle = _ptr(winHandle, "winHandle")
         with self._zc_lock:
@@ -218,7 +212,6 @@ class ZeroCopyCalls(Part):
                 raise SimError(HcclResult.E_PARA, f"window handle 0x{handle:x} is not registered")
         return 0
 
-    @entry
     def HcclCommSymWinGet(self, comm: Any, ptr: Any, size: int, winHandle: Any, offset: Any) -> int:
         key = _ptr(comm, "comm")
         start = _ptr(ptr, "ptr")
