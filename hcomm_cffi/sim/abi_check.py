@@ -17,28 +17,20 @@ from .._ffi import ffi
 from ..enums import HcclResult
 from ..lib.contract import Backend, Capabilities
 
-__all__ = ["AbiCheckedLibrary", "function_types", "returns_pointer", "declared_functions"]
+__all__ = ["AbiCheckedLibrary", "function_types", "returns_pointer"]
+
 
 @functools.lru_cache(maxsize=1)
 def function_types() -> Dict[str, str]:
-    """``{function name: "ret(*)(params)"}`` for every function declared in the package's CDEF."""
-    declarations = CDEF[CDEF.find(FUNCTIONS_MARKER):]
-    return {name: f"{ret.strip()}(*)({params.strip() or 'void'})" for ret, name, params in DECLARATION.findall(declarations)}
+    """``{function name: "ret(*)(params)"}`` for every C function of the package's cdef (the CANN host API the
+    bindings know; hcomm_cffi/_cdef.py ships inside the package)."""
+    declarations = DECLARATION.findall(CDEF[CDEF.find(FUNCTIONS_MARKER):])
+    return {name: f"{ret.strip()}(*)({params.strip() or 'void'})" for ret, name, params in declarations}
 
 
 def returns_pointer(ctype: str) -> bool:
     """Whether a function type of :func:`function_types` returns a pointer (its failure value is NULL)."""
     return ctype.split("(*)")[0].strip().endswith("*")
-
-
-@functools.lru_cache(maxsize=1)
-def declared_functions() -> "frozenset[str]":
-    """Names of every C function of the cdef (the CANN host API the bindings know).
-
-    Read from the compiled ffi itself (``dir()`` of a library handle lists the declarations without
-    resolving any symbol), so it works from an installed package without build_ffi.py.
-    """
-    return frozenset(name for name in dir(ffi.dlopen(None)) if name.startswith(("Hccl", "Hcomm", "acl")))
 
 
 _carried = threading.local()     # an exception a callback could not raise, raised once it returned

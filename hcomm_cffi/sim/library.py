@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Sequence
 from ..lib.contract import Backend, DataPlaneCall, Capabilities
 from .abandon import abandon
 from .announce import API
-from .abi_check import declared_functions
+from .abi_check import function_types
 from .acl import AclRuntime
 from .aicpu import AicpuCalls
 from .dataplane import DataPlane
@@ -159,7 +159,7 @@ class SimLibrary(Backend):
         """
         if name.startswith("_"):
             raise AttributeError(name)
-        if name in DEVICE_ONLY_FUNCTIONS or name not in declared_functions():
+        if name in DEVICE_ONLY_FUNCTIONS or name not in function_types():
             from ..errors import MissingSymbolError
             from ..lib.cann import library_for
 
