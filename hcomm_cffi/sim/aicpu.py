@@ -464,7 +464,8 @@ class AicpuCalls(Part):
     # ------------------------------------------------------------------ arguments
     def aclrtKernelArgsInit(self, funcHandle: Any, argsHandle: Any) -> int:
         check_out(argsHandle, "argsHandle", ACL_ERROR_INVALID_PARAM)
-        _REG.add(_REG.args, KernelArgs(self.state.new_ptr_key(), self._function(funcHandle)), argsHandle, "aclrtArgsHandle")
+        args = KernelArgs(self.state.new_ptr_key(), self._function(funcHandle))
+        _REG.add(_REG.args, args, argsHandle, "aclrtArgsHandle")
         return 0
 
     def _args(self, handle: Any) -> KernelArgs:
