@@ -5,6 +5,9 @@ Each emulator function is wrapped in an ``ffi.callback`` built from its declarat
 for the real ``libhcomm.so``: an int passed where a pointer is declared, a str for a ``char *``,
 a wrong struct pointer, all fail here as they would on an Ascend server.  It costs a C round trip
 per call, so it is for tests (``HCOMM_SIM_ABI_CHECK=1``), not benchmarks.
+
+:func:`function_types` (the cdef's C functions and their types) also tells the emulator which functions
+are declared and which return a pointer (sim/part.py, sim/library.py).
 """
 from __future__ import annotations
 
