@@ -70,12 +70,11 @@ def _engine_name(engine: int) -> str:
 def _record_new_channels(c: SimComm, engine: int, made: List[Any], held: "set[int]") -> None:
     """One ledger record per notify count for the channels this call created (reused ones are not new)."""
     fresh: "dict[int, list[int]]" = {}
-    seen: "set[int]" = set()
+    seen = set(held)
     for ch in made:
-        if id(ch) in held or id(ch) in seen:
-            continue
-        seen.add(id(ch))
-        fresh.setdefault(ch.notify_num, []).append(ch.peer)
+        if id(ch) not in seen:
+            seen.add(id(ch))
+            fresh.setdefault(ch.notify_num, []).append(ch.peer)
     for notifies, peers in fresh.items():
         ledger.record(c.name, "channel", _engine_name(engine), len(peers), notifies, rank=c.rank,
                       peers=tuple(peers), function="HcclChannelAcquire")

@@ -45,7 +45,7 @@ from .comm import SimChannel, SimComm
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError
 from . import kernels
 from .group import collective
-from .part import Part
+from .part import Part, check_out
 from .runtime import EXECUTOR, SimThread, TaskFailure
 from .tasks import ChannelRecord, ChannelWait, HostCall, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
 from .state import SimState
@@ -113,8 +113,7 @@ def _ptr(p: Any, name: str, needed: bool) -> Any:
 
 def _u64s(ptr: Any, n: int, name: str) -> List[int]:
     """``n`` uint64 values of a host array argument (counts, displacements, count matrices)."""
-    if ptr is None or ptr == ffi.NULL:
-        raise SimError(HcclResult.E_PTR, f"{name} is NULL")
+    check_out(ptr, name)
     arr = ffi.cast("uint64_t *", ptr)
     return [int(arr[i]) for i in range(n)]
 
