@@ -12,6 +12,7 @@ from hcomm_cffi.sim import SimLibrary
 from hcomm_cffi.sim.abi_check import function_types
 from hcomm_cffi.sim.group import GROUPED_FUNCTIONS
 from hcomm_cffi.sim.native import NativeCollectives
+from hcomm_cffi.sim.errors import SimError
 from hcomm_cffi.sim.part import Part, c_functions
 
 
@@ -58,6 +59,26 @@ def test_every_c_function_is_one_entry_wrapper_deep() -> None:
     assert stub.c_function == "HcclCommSuspend"
     assert stub(ffi.NULL) == int(HcclResult.E_NOT_SUPPORT)
     assert ffi.string(lib.aclGetRecentErrMsg()).decode().startswith("HcclCommSuspend is not implemented")
+
+
+def test_a_part_method_named_as_a_c_function_is_that_function() -> None:
+    """Part wraps it by errors.entry when the class is made: its error becomes the code, or NULL for a function
+    the cdef declares to return a pointer; a method with another name stays a plain method."""
+    class Probe(Part):
+        def HcclGetRankId(self, comm: object, rank: object) -> int:
+            raise SimError(HcclResult.E_PARA, "probe")
+
+        def HcclGetErrorString(self, code: int) -> object:
+            raise SimError(HcclResult.E_PARA, "probe")
+
+        def helper(self) -> int:
+            return 7
+
+    functions = c_functions(Probe(SimLibrary().state))
+    assert sorted(functions) == ["HcclGetErrorString", "HcclGetRankId"]
+    assert functions["HcclGetRankId"](None, None) == int(HcclResult.E_PARA)
+    assert functions["HcclGetErrorString"](1) == ffi.NULL
+    assert Probe.helper(Probe(SimLibrary().state)) == 7
 
 
 def test_a_pointer_function_fails_with_null_and_its_message() -> None:

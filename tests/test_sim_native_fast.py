@@ -25,15 +25,18 @@ HCCL_E_PARA = 1
 
 
 def _counted(env: RankEnv, name: str) -> List[int]:
-    """Count the full-path calls of ``name`` (its private method of the library's collectives part, e.g. _broadcast)."""
-    raw = next(part for part in getattr(env.lib, "raw", env.lib).parts if hasattr(part, name))
-    full = getattr(raw, name)
+    """Count the calls of C function ``name`` (e.g. HcclBroadcast) that took the full path: those for which the
+    collectives part's _repeat found no kept task list to launch."""
+    raw = next(part for part in getattr(env.lib, "raw", env.lib).parts if hasattr(part, "_repeat"))
+    repeat = raw._repeat          # possibly already counting another function
     calls = [0]
 
-    def counted(*args: Any) -> int:
-        calls[0] += 1
-        return full(*args)
-    setattr(raw, name, counted)
+    def counted(called: str, args: tuple, count_at: Any) -> Any:
+        rc = repeat(called, args, count_at)
+        if rc is None and called == name:
+            calls[0] += 1
+        return rc
+    raw._repeat = counted
     return calls
 
 
@@ -53,7 +56,7 @@ ORDER = [0, 0, 1, 0, 2, 3, 2, 4, 1, 5, 5, 0, 3, 4, 4, 2, 1, 0, 3, 5, 1, 2, 0, 0,
 
 def _alternating(rank: int, n: int, root: bytes) -> dict:
     env = open_rank(rank, n, root)
-    calls = _counted(env, "_all_reduce")
+    calls = _counted(env, "HcclAllReduce")
     b, lib = env.b, env.lib
     bufs = {"a": np.zeros(8, np.float32), "ya": np.zeros(8, np.float32), "b": np.zeros(5, np.int32),
             "yb": np.zeros(5, np.int32), "c": np.zeros(3, np.float64), "yc": np.zeros(3, np.float64)}
@@ -88,7 +91,7 @@ def test_repeated_allreduces_alternating_buffers_counts_types_ops_and_streams(n:
 def _behind_a_blocked_queue(rank: int, n: int, root: bytes) -> dict:
     """A fast-path allreduce issued while its stream waits on a thread notify runs after it, in stream order."""
     env = open_rank(rank, n, root)
-    calls = _counted(env, "_all_reduce")
+    calls = _counted(env, "HcclAllReduce")
     lib, comm, s = env.lib, env.comm, env.stream
     x, src = np.zeros(4, np.float32), np.full(4, rank + 1.0, np.float32)
     px, psrc = env.ptr(x), env.ptr(src)
@@ -128,7 +131,7 @@ def test_fast_path_keeps_stream_order_behind_a_blocked_queue() -> None:
 def _comm_destroyed_then_handle_reused(rank: int, n: int, root: bytes) -> dict:
     """Warm the fast path on a sub-communicator, destroy it, make another at the same handle value, reuse the call."""
     env = open_rank(rank, n, root)
-    calls = _counted(env, "_all_reduce")
+    calls = _counted(env, "HcclAllReduce")
     b, lib, s = env.b, env.lib, env.stream
     raw = getattr(lib, "raw", lib)
     x, y = np.zeros(2, np.float32), np.zeros(2, np.float32)
@@ -171,7 +174,7 @@ def test_destroyed_communicator_and_a_new_one_at_the_same_handle() -> None:
 def _one_rank_skips_a_call(rank: int, n: int, root: bytes) -> dict:
     """Rank 1 issues one allreduce fewer: rank 0's fast-path call must time out, not pass or hang."""
     env = open_rank(rank, n, root)
-    calls = _counted(env, "_all_reduce")
+    calls = _counted(env, "HcclAllReduce")
     lib, comm, s = env.lib, env.comm, env.stream
     x = np.ones(2, np.float32)
     px = env.ptr(x)
@@ -206,7 +209,7 @@ def test_a_missing_call_still_times_out_on_the_fast_path() -> None:
 def _other_collectives(rank: int, n: int, root: bytes) -> dict:
     """Broadcast (alternating roots and buffers), allgather, reduce_scatter and barrier repeated, interleaved."""
     env = open_rank(rank, n, root)
-    full = {name: _counted(env, name) for name in ("_broadcast", "_all_gather", "_reduce_scatter", "_barrier")}
+    full = {name: _counted(env, name) for name in ("HcclBroadcast", "HcclAllGather", "HcclReduceScatter", "HcclBarrier")}
     lib = env.lib
     a, b2 = np.zeros(6, np.float32), np.zeros(6, np.float32)
     blk, gathered = np.zeros(3, np.float32), np.zeros(3 * n, np.float32)
@@ -256,8 +259,8 @@ def test_repeated_broadcast_allgather_reduce_scatter_and_barrier_stay_right(n: i
                                       np.concatenate([_data(q, 11, 3, np.float32) for q in range(n)]))
     for r in range(n):   # repeats were served from the kept task lists: at most one full call per signature and parity
         full = results[r]["full"]
-        assert full["_broadcast"] <= min(2 * 2 * n, 8), full    # 2 buffers x n roots x 2 parities, of 12 calls
-        assert full["_all_gather"] <= 2 and full["_reduce_scatter"] <= 2 and full["_barrier"] <= 2, full
+        assert full["HcclBroadcast"] <= min(2 * 2 * n, 8), full    # 2 buffers x n roots x 2 parities, of 12 calls
+        assert full["HcclAllGather"] <= 2 and full["HcclReduceScatter"] <= 2 and full["HcclBarrier"] <= 2, full
 
 
 def _stream_per_step(rank: int, n: int, root: bytes) -> dict:

@@ -5,48 +5,35 @@ Each emulator function is wrapped in an ``ffi.callback`` built from its declarat
 for the real ``libhcomm.so``: an int passed where a pointer is declared, a str for a ``char *``,
 a wrong struct pointer, all fail here as they would on an Ascend server.  It costs a C round trip
 per call, so it is for tests (``HCOMM_SIM_ABI_CHECK=1``), not benchmarks.
+
+:func:`function_types` (the cdef's C functions and their types) also tells the emulator which functions
+are declared and which return a pointer (sim/part.py, sim/library.py).
 """
 from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict
 
 from .._cdef import CDEF, DECLARATION, FUNCTIONS_MARKER
 from .._ffi import ffi
 from ..enums import HcclResult
 from ..lib.contract import Backend, Capabilities
 
-__all__ = ["AbiCheckedLibrary", "function_types", "declared_functions"]
-
-_types: Optional[Dict[str, str]] = None
-_lock = threading.Lock()
-
-
-def function_types(cdef: Optional[str] = None) -> Dict[str, str]:
-    """``{function name: "ret(*)(params)"}`` for every function declared in ``cdef`` (default: the package's CDEF)."""
-    global _types
-    if cdef is None and _types is not None:
-        return _types
-    if cdef is None:
-        cdef = CDEF
-    start = cdef.find(FUNCTIONS_MARKER)
-    found = {}
-    for ret, name, params in DECLARATION.findall(cdef[start:]):
-        found[name] = f"{ret.strip()}(*)({params.strip() or 'void'})"
-    with _lock:
-        _types = found
-    return found
+__all__ = ["AbiCheckedLibrary", "function_types", "returns_pointer"]
 
 
 @functools.lru_cache(maxsize=1)
-def declared_functions() -> "frozenset[str]":
-    """Names of every C function of the cdef (the CANN host API the bindings know).
+def function_types() -> Dict[str, str]:
+    """``{function name: "ret(*)(params)"}`` for every C function of the package's cdef (the CANN host API the
+    bindings know; hcomm_cffi/_cdef.py ships inside the package)."""
+    declarations = DECLARATION.findall(CDEF[CDEF.find(FUNCTIONS_MARKER):])
+    return {name: f"{ret.strip()}(*)({params.strip() or 'void'})" for ret, name, params in declarations}
 
-    Read from the compiled ffi itself (``dir()`` of a library handle lists the declarations without
-    resolving any symbol), so it works from an installed package without build_ffi.py.
-    """
-    return frozenset(name for name in dir(ffi.dlopen(None)) if name.startswith(("Hccl", "Hcomm", "acl")))
+
+def returns_pointer(ctype: str) -> bool:
+    """Whether a function type of :func:`function_types` returns a pointer (its failure value is NULL)."""
+    return ctype.split("(*)")[0].strip().endswith("*")
 
 
 _carried = threading.local()     # an exception a callback could not raise, raised once it returned
@@ -96,10 +83,9 @@ class AbiCheckedLibrary(Backend):
         if ctype is None:
             return getattr(self._lib, name)
         impl = getattr(self._lib, name)
-        returns_pointer = ctype.split("(*)")[0].strip().endswith("*")
-        error = None if returns_pointer else int(HcclResult.E_INTERNAL)
-        cb = (ffi.callback(ctype, impl, error=error, onerror=_carry) if error is not None
-              else ffi.callback(ctype, impl, onerror=_carry))
+        # what C gets if the call raises anyway: E_INTERNAL, or NULL (error=None) from a pointer function
+        error = None if returns_pointer(ctype) else int(HcclResult.E_INTERNAL)
+        cb = ffi.callback(ctype, impl, error=error, onerror=_carry)
         self._callbacks[name] = cb
         call = _raising_carried(cb)
         setattr(self, name, call)

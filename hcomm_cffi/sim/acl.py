@@ -6,7 +6,6 @@ wrapped by HcclThreadAcquireWithStream and the thread share one FIFO.
 """
 from __future__ import annotations
 
-import functools
 import mmap
 import threading
 import time
@@ -20,15 +19,15 @@ from .errors import (
     ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_CONTEXT_NULL,
     ACL_ERROR_RT_INVALID_DEVICEID, ACL_ERROR_RT_INVALID_HANDLE,
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
-    SimError, entry, last_error,
+    SimError, last_error,
 )
 from . import acl_graphs
 from .runtime import EXECUTOR, Queue, SimEvent
 from .tasks import EventRecord, HostCall
-from .part import Part
+from .part import Part, check_out
 from .state import SimState, key_of
 
-__all__ = ["AclRuntime", "acl_event", "acl_stream", "current_device", "interned"]
+__all__ = ["AclRuntime", "acl_event", "acl_stream", "current_device", "require_device", "interned"]
 
 
 class _Device(threading.local):
@@ -41,6 +40,13 @@ _STRINGS: Dict[str, Any] = {}
 
 def current_device() -> int:
     """The calling OS thread's current device (aclrtSetDevice), -1 when none."""
+    return _DEVICE.current
+
+
+def require_device() -> int:
+    """The calling OS thread's current device; ACL_ERROR_RT_CONTEXT_NULL when none is set."""
+    if _DEVICE.current < 0:
+        raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
     return _DEVICE.current
 
 
@@ -82,26 +88,22 @@ class AclRuntime(Part):
         self.device_changes = ffi.new("uint64_t *")
 
     # ------------------------------------------------------------------ init and devices
-    @entry
     def aclInit(self, configPath: Any) -> int:
         if self._acl_initialised:
             raise SimError(ACL_ERROR_REPEAT_INITIALIZE, "aclInit was already called in this process")
         self._acl_initialised = True
         return 0
 
-    @entry
     def aclFinalize(self) -> int:
         if not self._acl_initialised:
             raise SimError(ACL_ERROR_UNINITIALIZE, "aclFinalize without aclInit")
         self._acl_initialised = False
         return 0
 
-    @functools.partial(entry, failure=ffi.NULL)
     def aclGetRecentErrMsg(self) -> Any:
         text = last_error()
         return ffi.NULL if text is None else interned(text)
 
-    @entry
     def aclrtSetDevice(self, deviceId: int) -> int:
         if not 0 <= deviceId < self._device_count:
             raise SimError(ACL_ERROR_RT_INVALID_DEVICEID, f"deviceId={deviceId}; the emulator has devices "
@@ -110,7 +112,6 @@ class AclRuntime(Part):
         self.device_changes[0] += 1
         return 0
 
-    @entry
     def aclrtResetDevice(self, deviceId: int) -> int:
         if not 0 <= deviceId < self._device_count:
             raise SimError(ACL_ERROR_RT_INVALID_DEVICEID, f"deviceId={deviceId} is not a device")
@@ -119,19 +120,14 @@ class AclRuntime(Part):
         self.device_changes[0] += 1
         return 0
 
-    @entry
     def aclrtGetDevice(self, deviceId: Any) -> int:
-        if _DEVICE.current < 0:
-            raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
-        deviceId[0] = _DEVICE.current
+        deviceId[0] = require_device()
         return 0
 
-    @entry
     def aclrtGetDeviceCount(self, count: Any) -> int:
         count[0] = self._device_count
         return 0
 
-    @entry
     def aclrtSynchronizeDevice(self) -> int:
         """Wait for every queue of the process; a task that failed on any of them fails the call.
 
@@ -140,8 +136,7 @@ class AclRuntime(Part):
         current context and returns Context::Synchronize's error (src/runtime/core/src/context/context.cc:1219).
         """
         acl_graphs.refuse_sync("aclrtSynchronizeDevice")
-        if _DEVICE.current < 0:
-            raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
+        require_device()
         EXECUTOR.run_until(lambda: not EXECUTOR.active)
         self._host_saw(lambda q: True)
         queues = list(self.state.streams.values()) + [th.queue for th in self.state.threads.values()]
@@ -154,8 +149,7 @@ class AclRuntime(Part):
 
     # ------------------------------------------------------------------ memory
     def _alloc(self, out: Any, size: int, what: str) -> int:
-        if out == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
+        check_out(out, "devPtr", ACL_ERROR_INVALID_PARAM)
         if size <= 0:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"size={size}; expected > 0")
         try:
@@ -182,23 +176,18 @@ class AclRuntime(Part):
             pass  # still referenced by a live view; freed with the process
         return 0
 
-    @entry
     def aclrtMalloc(self, devPtr: Any, size: int, policy: int) -> int:
         return self._alloc(devPtr, size, "aclrtMalloc")
 
-    @entry
     def aclrtFree(self, devPtr: Any) -> int:
         return self._release(devPtr)
 
-    @entry
     def aclrtMallocHost(self, hostPtr: Any, size: int) -> int:
         return self._alloc(hostPtr, size, "aclrtMallocHost")
 
-    @entry
     def aclrtFreeHost(self, hostPtr: Any) -> int:
         return self._release(hostPtr)
 
-    @entry
     def aclrtMemcpy(self, dst: Any, destMax: int, src: Any, count: int, kind: int) -> int:
         acl_graphs.refuse_unsafe("aclrtMemcpy")
         self._check_copy(dst, destMax, src, count, kind)
@@ -206,7 +195,6 @@ class AclRuntime(Part):
             ffi.memmove(dst, src, count)
         return 0
 
-    @entry
     def aclrtMemcpyAsync(self, dst: Any, destMax: int, src: Any, count: int, kind: int, stream: Any) -> int:
         self._check_copy(dst, destMax, src, count, kind)
         q = acl_stream(self.state, stream)
@@ -224,11 +212,9 @@ class AclRuntime(Part):
         if not 0 <= kind <= 7:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"kind={kind} is not an aclrtMemcpyKind")
 
-    @entry
     def aclrtMemset(self, devPtr: Any, maxCount: int, value: int, count: int) -> int:
         acl_graphs.refuse_unsafe("aclrtMemset")
-        if devPtr == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
+        check_out(devPtr, "devPtr", ACL_ERROR_INVALID_PARAM)
         if count > maxCount:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"count={count} exceeds maxCount={maxCount}")
         if count:
@@ -236,16 +222,13 @@ class AclRuntime(Part):
         return 0
 
     # ------------------------------------------------------------------ streams
-    @entry
     def aclrtCreateStream(self, stream: Any) -> int:
-        if stream == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "stream is NULL")
+        check_out(stream, "stream", ACL_ERROR_INVALID_PARAM)
         key = self.state.new_ptr_key()
         self.state.streams[key] = Queue(f"stream 0x{key:x}")
         stream[0] = ffi.cast("aclrtStream", key)
         return 0
 
-    @entry
     def aclrtDestroyStream(self, stream: Any) -> int:
         key = key_of(stream)
         q = self.state.streams.get(key)
@@ -283,13 +266,11 @@ class AclRuntime(Part):
             if race is not None and synced(th.queue):
                 race.host_saw(th)
 
-    @entry
     def aclrtSynchronizeStream(self, stream: Any) -> int:
         q = acl_stream(self.state, stream)
         acl_graphs.refuse_sync("aclrtSynchronizeStream", queue=q)
         return self._sync(q, None, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
-    @entry
     def aclrtSynchronizeStreamWithTimeout(self, stream: Any, timeout: int) -> int:
         q = acl_stream(self.state, stream)
         acl_graphs.refuse_sync("aclrtSynchronizeStreamWithTimeout", queue=q)
@@ -297,22 +278,18 @@ class AclRuntime(Part):
         return self._sync(q, deadline, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
     # ------------------------------------------------------------------ events
-    @entry
     def aclrtCreateEvent(self, event: Any) -> int:
-        if event == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "event is NULL")
+        check_out(event, "event", ACL_ERROR_INVALID_PARAM)
         key = self.state.new_ptr_key()
         self.state.events[key] = SimEvent(key)
         event[0] = ffi.cast("aclrtEvent", key)
         return 0
 
-    @entry
     def aclrtDestroyEvent(self, event: Any) -> int:
         ev = acl_event(self.state, event)
         del self.state.events[ev.handle]
         return 0
 
-    @entry
     def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
         ev = acl_event(self.state, event)
         q = acl_stream(self.state, stream)
@@ -321,7 +298,6 @@ class AclRuntime(Part):
         EXECUTOR.settle()
         return 0
 
-    @entry
     def aclrtSynchronizeEvent(self, event: Any) -> int:
         ev = acl_event(self.state, event)
         acl_graphs.refuse_sync("aclrtSynchronizeEvent", event=ev)

@@ -27,14 +27,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .._ffi import ffi
 from ..errors import ACL_CODES
-from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, entry, last_error
-from .part import Part
+from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, last_error
+from .part import Part, check_out
 from .runtime import EXECUTOR, Queue, SimEvent
 from .state import SimState, key_of
 from .tasks import EVENT_RECORD, EVENT_WAIT, EventRecord, EventWait, Task
 
 __all__ = ["GraphCalls", "Recorder", "Capture", "SimModel", "captured", "refuse_unsafe", "refuse_sync",
-           "join_batch", "join_event", "capture_of", "models", "GLOBAL", "THREAD_LOCAL", "RELAXED"]
+           "join_batch", "join_event", "capture_of", "GLOBAL", "THREAD_LOCAL", "RELAXED"]
 
 GLOBAL, THREAD_LOCAL, RELAXED, _NO_MODE = 0, 1, 2, 3          # aclmdlRICaptureMode (acl/acl_rt.h:407-411)
 STATUS_NONE, STATUS_ACTIVE, STATUS_INVALIDATED = 0, 1, 2      # aclmdlRICaptureStatus (acl/acl_rt.h:413-417)
@@ -172,11 +172,9 @@ class SimModel:
                 if th is not None and hasattr(th, "comm"):
                     self.comms.add(th.comm)
             for v in values:
-                if callable(v) and getattr(v, "__closure__", None):    # a host task (an async copy): its operands
-                    values_of_fn = [cell.cell_contents for cell in v.__closure__]
-                else:
-                    values_of_fn = [v]
-                for w in values_of_fn:
+                closure = getattr(v, "__closure__", None) if callable(v) else None
+                operands = [cell.cell_contents for cell in closure] if closure else [v]   # a host task: its operands
+                for w in operands:
                     if isinstance(w, ffi.CData) and ffi.typeof(w).kind == "pointer" and w != ffi.NULL:
                         self._note_block(state, int(ffi.cast("uintptr_t", w)))
         self.raced = any(c.race is not None for c in self.comms)
@@ -288,11 +286,7 @@ def _with_events(tasks: Tuple[Task, ...], fresh: Dict[SimEvent, SimEvent]) -> Li
 
 def _comm_of(state: SimState, args: tuple) -> Any:
     """The communicator among a library collective's arguments (the one before the stream)."""
-    if len(args) >= 2:
-        comm = state.comms.get(key_of(args[-2]))
-        if comm is not None:
-            return comm
-    return None
+    return state.comms.get(key_of(args[-2])) if len(args) >= 2 else None
 
 
 class _Graphs:
@@ -307,11 +301,6 @@ class _Graphs:
 
 
 _GRAPHS = _Graphs()
-
-
-def models() -> Dict[int, SimModel]:
-    """The live models of this process, by handle."""
-    return _GRAPHS.models
 
 
 def capture_of(queue: Queue) -> Optional[Capture]:
@@ -403,15 +392,10 @@ def refuse_sync(what: str, queue: Optional[Queue] = None, event: Optional[SimEve
 
 def join_batch(queues: Sequence[Queue]) -> None:
     """A batch launched on a capturing stream: its other threads join the capture (HCCL's helper streams)."""
-    rec = None
-    for q in queues:
-        if q.capture is not None:
-            rec = q.capture
-            break
-    if rec is None:
-        return
-    for q in queues:
-        rec.join(q)
+    rec = next((q.capture for q in queues if q.capture is not None), None)
+    if rec is not None:
+        for q in queues:
+            rec.join(q)
 
 
 def join_event(queue: Queue, event: SimEvent, default: Queue) -> None:
@@ -462,7 +446,6 @@ class GraphCalls(Part):
             _GRAPHS.last = (modelRI, model)
         return model
 
-    @entry
     def aclmdlRICaptureBegin(self, stream: Any, mode: int) -> int:
         q = self._queue(stream)
         if not GLOBAL <= mode <= RELAXED:   # api_error_aclgraph.cc:41
@@ -478,7 +461,6 @@ class GraphCalls(Part):
             _GRAPHS.captures.append(cap)
         return 0
 
-    @entry
     def aclmdlRICaptureGetInfo(self, stream: Any, status: Any, modelRI: Any) -> int:
         if status is None or status == ffi.NULL or modelRI is None or modelRI == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "status or modelRI is NULL")
@@ -492,10 +474,8 @@ class GraphCalls(Part):
             modelRI[0] = ffi.cast("aclmdlRI", cap.model.handle)
         return 0
 
-    @entry
     def aclmdlRICaptureEnd(self, stream: Any, modelRI: Any) -> int:
-        if modelRI is None or modelRI == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "modelRI is NULL")
+        check_out(modelRI, "modelRI", ACL_ERROR_INVALID_PARAM)
         q = self._queue(stream)
         modelRI[0] = ffi.NULL
         cap = capture_of(q)
@@ -527,7 +507,6 @@ class GraphCalls(Part):
         if cap in _GRAPHS.captures:
             _GRAPHS.captures.remove(cap)
 
-    @entry
     def aclmdlRIExecuteAsync(self, modelRI: Any, stream: Any) -> int:
         model = self._model(modelRI)
         q = self._queue(stream)
@@ -536,7 +515,6 @@ class GraphCalls(Part):
         EXECUTOR.settle()
         return 0
 
-    @entry
     def aclmdlRIExecute(self, modelRI: Any, timeout: int) -> int:
         """Replay on a stream of its own and wait (``timeout`` ms; -1 waits for ever)."""
         model = self._model(modelRI)
@@ -554,7 +532,6 @@ class GraphCalls(Part):
             raise SimError(acl_code, message)
         return 0
 
-    @entry
     def aclmdlRIDestroy(self, modelRI: Any) -> int:
         model = self._model(modelRI)
         with _GRAPHS.lock:
@@ -564,11 +541,9 @@ class GraphCalls(Part):
         model.items = []
         return 0
 
-    @entry
     def aclmdlRICaptureThreadExchangeMode(self, mode: Any) -> int:
         """Swap this thread's capture mode with ``*mode`` (context_aclgraph.cc:716)."""
-        if mode is None or mode == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "mode is NULL")
+        check_out(mode, "mode", ACL_ERROR_INVALID_PARAM)
         new = int(mode[0])
         if not GLOBAL <= new <= RELAXED:
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"*mode={new}; expected an aclmdlRICaptureMode")
@@ -576,7 +551,6 @@ class GraphCalls(Part):
         return 0
 
     # ------------------------------------------------------------------ task groups and task update
-    @entry
     def aclmdlRICaptureTaskGrpBegin(self, stream: Any) -> int:
         cap = capture_of(self._queue(stream))
         if cap is None:                     # context_aclgraph.cc:783 (RT_ERROR_STREAM_NOT_CAPTURED)
@@ -586,10 +560,8 @@ class GraphCalls(Part):
         cap.group_start = len(cap.items)
         return 0
 
-    @entry
     def aclmdlRICaptureTaskGrpEnd(self, stream: Any, handle: Any) -> int:
-        if handle is None or handle == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "handle is NULL")
+        check_out(handle, "handle", ACL_ERROR_INVALID_PARAM)
         cap = capture_of(self._queue(stream))
         if cap is None or cap.group_start is None:
             raise SimError(TASK_GROUP_STATUS, "the end operation cannot be performed on a stream that has not "
@@ -604,7 +576,6 @@ class GraphCalls(Part):
             raise SimError(CAPTURE_INVALIDATED, f"the ACL graph capture of this stream was invalidated: {cap.why}")
         return 0
 
-    @entry
     def aclmdlRICaptureTaskUpdateBegin(self, stream: Any, handle: Any) -> int:
         q = self._queue(stream)
         if q.capture is not None:           # api_error_aclgraph.cc:88: not on a capturing stream
@@ -620,7 +591,6 @@ class GraphCalls(Part):
         q.capture = _Update(q, found[0], found[1])
         return 0
 
-    @entry
     def aclmdlRICaptureTaskUpdateEnd(self, stream: Any) -> int:
         q = self._queue(stream)
         upd = q.capture
@@ -646,9 +616,9 @@ class _Update(Recorder):
         origin = self.model.origin
         assert origin is not None          # a task group exists only in an ended capture
         new = [_moved(it, origin) if _queue_of(it) is self.origin else it for it in self.items]
-        shape_old = [(it[0], it[2] if it[0] == "call" else tuple(t[0] for t in it[2])) for it in old]
-        shape_new = [(it[0], it[2] if it[0] == "call" else tuple(t[0] for t in it[2])) for it in new]
-        if shape_old != shape_new:
+        def shape(items: List[Any]) -> List[Any]:      # what each item runs: its method, or its task kinds
+            return [(it[0], it[2] if it[0] == "call" else tuple(t[0] for t in it[2])) for it in items]
+        if shape(old) != shape(new):
             raise SimError(UPDATE_FAILED, f"the task update launched {len(new)} operation(s) that differ from the "
                                           f"{len(old)} of the task group; an update changes arguments, not tasks")
         self.model.items[lo:hi] = new

@@ -30,20 +30,20 @@ import cffi
 from .. import settings
 from .._ffi import ffi
 from .errors import (
-    ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_INVALID_HANDLE, ACL_ERROR_RT_PARAM_INVALID,
-    HcclResult, SimError, entry, last_error,
+    ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_INVALID_HANDLE, ACL_ERROR_RT_PARAM_INVALID,
+    HcclResult, SimError, last_error,
 )
 from ..enums import Engine
-from .acl import AclRuntime, acl_stream, current_device
+from .acl import AclRuntime, acl_stream, current_device, require_device
 from .dataplane import DataPlane
 from .group import group_depth
 from .hccl_res import HcclResCalls
-from .part import Part
+from .part import Part, check_out
 from .runtime import EXECUTOR, Queue, SimEvent
 from .state import SimState, c_string, key_of
 from .tasks import EventWait, HostCall
 
-__all__ = ["AicpuCalls", "KernelBinary", "KernelFunction", "KernelRunning", "running_kernels", "CPU_KERNEL_MODES"]
+__all__ = ["AicpuCalls", "KernelBinary", "KernelFunction", "KernelRunning", "CPU_KERNEL_MODES"]
 
 # acl/error_codes/rt_error_codes.h (hicann/runtime@681ef7610 include/external/acl/error_codes/rt_error_codes.h)
 ACL_ERROR_RT_AICPU_TIMEOUT = 507017
@@ -145,11 +145,6 @@ class _Registry:
 
 
 _REG = _Registry()
-
-
-def running_kernels() -> int:
-    """How many AICPU kernels of this process are running now (they may still issue tasks)."""
-    return EXECUTOR.kernels_running
 
 
 def _parse_json(path: str) -> Dict[str, Tuple[str, str]]:
@@ -421,11 +416,7 @@ class AicpuCalls(Part):
         self.res = res
         self.primitives = primitives
 
-    def _new_handle(self) -> int:
-        return self.state.new_ptr_key()
-
     # ------------------------------------------------------------------ binaries and functions
-    @entry
     def aclrtBinaryLoadFromFile(self, binPath: Any, options: Any, binHandle: Any) -> int:
         if binPath == ffi.NULL or binHandle == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "binPath or binHandle is NULL")
@@ -445,11 +436,10 @@ class AicpuCalls(Part):
         if mode not in CPU_KERNEL_MODES:
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"cpuKernelMode={mode}: a file load accepts 0 (the JSON only) "
                                                        "or 1 (the .so next to the JSON)")
-        binary = KernelBinary(self._new_handle(), os.path.realpath(path), mode, _parse_json(path))
+        binary = KernelBinary(self.state.new_ptr_key(), os.path.realpath(path), mode, _parse_json(path))
         _REG.add(_REG.binaries, binary, binHandle, "aclrtBinHandle")
         return 0
 
-    @entry
     def aclrtBinaryUnLoad(self, binHandle: Any) -> int:
         binary = _REG.find(_REG.binaries, binHandle, "a loaded binary (binHandle of aclrtBinaryLoadFromFile)")
         with _REG.lock:
@@ -458,14 +448,13 @@ class AicpuCalls(Part):
                 del _REG.functions[h]
         return 0
 
-    @entry
     def aclrtBinaryGetFunction(self, binHandle: Any, kernelName: Any, funcHandle: Any) -> int:
         if kernelName == ffi.NULL or funcHandle == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "kernelName or funcHandle is NULL")
         binary = _REG.find(_REG.binaries, binHandle, "a loaded binary (binHandle of aclrtBinaryLoadFromFile)")
         name = c_string(kernelName).decode("utf-8", "replace")
         so_path, symbol, address = _resolve(binary, name)
-        function = KernelFunction(self._new_handle(), binary, name, so_path, symbol, address)
+        function = KernelFunction(self.state.new_ptr_key(), binary, name, so_path, symbol, address)
         _REG.add(_REG.functions, function, funcHandle, "aclrtFuncHandle")
         return 0
 
@@ -473,17 +462,15 @@ class AicpuCalls(Part):
         return _REG.find(_REG.functions, handle, "a kernel function (funcHandle of aclrtBinaryGetFunction)")
 
     # ------------------------------------------------------------------ arguments
-    @entry
     def aclrtKernelArgsInit(self, funcHandle: Any, argsHandle: Any) -> int:
-        if argsHandle == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "argsHandle is NULL")
-        _REG.add(_REG.args, KernelArgs(self._new_handle(), self._function(funcHandle)), argsHandle, "aclrtArgsHandle")
+        check_out(argsHandle, "argsHandle", ACL_ERROR_INVALID_PARAM)
+        args = KernelArgs(self.state.new_ptr_key(), self._function(funcHandle))
+        _REG.add(_REG.args, args, argsHandle, "aclrtArgsHandle")
         return 0
 
     def _args(self, handle: Any) -> KernelArgs:
         return _REG.find(_REG.args, handle, "kernel arguments (argsHandle of aclrtKernelArgsInit)")
 
-    @entry
     def aclrtKernelArgsAppend(self, argsHandle: Any, param: Any, paramSize: int, paramHandle: Any) -> int:
         args = self._args(argsHandle)
         if args.finalized:
@@ -497,13 +484,11 @@ class AicpuCalls(Part):
             paramHandle[0] = ffi.cast("aclrtParamHandle", offset + 1)
         return 0
 
-    @entry
     def aclrtKernelArgsFinalize(self, argsHandle: Any) -> int:
         self._args(argsHandle).finalized = True
         return 0
 
     # ------------------------------------------------------------------ launch
-    @entry
     def aclrtLaunchKernelWithConfig(self, funcHandle: Any, numBlocks: int, stream: Any, cfg: Any, argsHandle: Any,
                                     reserve: Any) -> int:
         function = self._function(funcHandle)
@@ -522,9 +507,7 @@ class AicpuCalls(Part):
         if blocks < 1:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"{blocks_name}={blocks}; expected >= 1")
         q = acl_stream(self.state, stream)
-        device = current_device()
-        if device < 0:
-            raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
+        device = require_device()
         blob = ffi.new("char[]", args or b"\0")
         self._launch_kernel(_KernelRun(self, function, blob, int(blocks), device, q,
                                        timeout_s or float(settings.value("HCCL_EXEC_TIMEOUT"))))
@@ -534,14 +517,12 @@ class AicpuCalls(Part):
         EXECUTOR.submit(run.stream, [HostCall(run.start), KernelRunning(run.done, 1)])
         EXECUTOR.settle()
 
-    @entry
     def aclrtGetLastError(self, level: int) -> int:
         """The calling OS thread's last kernel-launch error (a ``<<<>>>`` launch has no return code), then cleared."""
         code = getattr(_LAUNCH_ERRORS, "code", 0)
         _LAUNCH_ERRORS.code = 0
         return int(code)
 
-    @entry
     def HcommSimAscLaunchAicpu(self, fn: Any, name: Any, blockDim: int, stream: Any, args: Any, argsSize: int) -> int:
         """Emulator only: ``kernel<<<blockDim, l2ctrl, stream>>>(args, argsSize)`` of an AICPU kernel in an ASC source.
 
@@ -568,7 +549,6 @@ class AicpuCalls(Part):
         return 0
 
     # ------------------------------------------------------------------ hccl/hccl_launch.h
-    @entry
     def HcclAicpuKernelLaunch(self, comm: Any, opInfo: Any, funcInfo: Any, aicpuThreadHandle: int, userStream: Any,
                               kernelLaunchCfg: Any) -> int:
         """The user's AICPU kernel between a host-to-device and a device-to-host notify, as the vendor's host does.
@@ -582,8 +562,7 @@ class AicpuCalls(Part):
         """
         for name, value in (("comm", comm), ("opInfo", opInfo), ("funcInfo", funcInfo), ("userStream", userStream),
                             ("kernelLaunchCfg", kernelLaunchCfg)):
-            if value == ffi.NULL:
-                raise SimError(HcclResult.E_PTR, f"{name} is NULL")
+            check_out(value, name)
         c = self.state.comm(comm)
         size = int(funcInfo.argSize)
         if size and funcInfo.args == ffi.NULL:

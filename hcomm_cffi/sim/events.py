@@ -19,11 +19,11 @@ from typing import Any
 
 from .._ffi import ffi
 from ..errors import ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID
-from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, entry
+from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError
 from . import acl_graphs
 from .runtime import EXECUTOR, SimEvent
 from .acl import acl_event, acl_stream
-from .part import Part
+from .part import Part, check_out
 from .tasks import EventWait, HostCall
 
 __all__ = ["TimedEvents", "ACL_EVENT_SYNC", "EVENT_FLAGS"]
@@ -38,10 +38,8 @@ class TimedEvents(Part):
 
     HEADERS = ("acl/acl_rt.h",)
 
-    @entry
     def aclrtCreateEventWithFlag(self, event: Any, flag: int) -> int:
-        if event == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "event is NULL")
+        check_out(event, "event", ACL_ERROR_INVALID_PARAM)
         if flag & ~EVENT_FLAGS:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"flag=0x{flag:x} has bits that are no ACL_EVENT_* flag "
                                                     f"(expected a combination of 0x{EVENT_FLAGS:x})")
@@ -50,7 +48,6 @@ class TimedEvents(Part):
         event[0] = ffi.cast("aclrtEvent", key)
         return 0
 
-    @entry
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
         ev = acl_event(self.state, event)
         q = acl_stream(self.state, stream)
@@ -67,7 +64,6 @@ class TimedEvents(Part):
         EXECUTOR.settle()
         return 0
 
-    @entry
     def aclrtResetEvent(self, event: Any, stream: Any) -> int:
         ev = acl_event(self.state, event)
         q = acl_stream(self.state, stream)
@@ -79,10 +75,8 @@ class TimedEvents(Part):
         EXECUTOR.settle()
         return 0
 
-    @entry
     def aclrtEventElapsedTime(self, ms: Any, startEvent: Any, endEvent: Any) -> int:
-        if ms == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "ms is NULL")
+        check_out(ms, "ms", ACL_ERROR_INVALID_PARAM)
         start, end = acl_event(self.state, startEvent), acl_event(self.state, endEvent)
         for name, ev in (("startEvent", start), ("endEvent", end)):
             if not ev.stamp:

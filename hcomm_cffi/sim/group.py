@@ -14,11 +14,10 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .._cdef import CDEF, DECLARATION
 from .._ffi import ffi
 from .errors import HcclResult, SimError, entry
 from .acl_graphs import captured
-from .part import Part
+from .part import Part, check_out
 from .state import SimState
 
 __all__ = ["GroupCalls", "GROUPED_FUNCTIONS", "collective", "group_depth"]
@@ -27,16 +26,8 @@ _COLLECTIVES = ("HcclAllReduce", "HcclBroadcast", "HcclReduceScatter", "HcclRedu
                 "HcclAllGather", "HcclAllGatherV", "HcclAlltoAllVC", "HcclAlltoAllV", "HcclAlltoAll", "HcclReduce")
 _P2P = {"HcclSend": 0, "HcclRecv": 1}          # HcclSendRecvType
 
-
-def _positions(name: str) -> Tuple[int, int]:
-    """Where ``name``'s comm and stream parameters are, from the package's cdef."""
-    declared = next(params for _, n, params in DECLARATION.findall(CDEF) if n == name)
-    params = [p.strip().split()[-1].lstrip("*") for p in declared.split(",")]
-    return params.index("comm"), params.index("stream")
-
-
-#: every function a group defers -> (index of its comm argument, index of its stream argument)
-GROUPED_FUNCTIONS: Dict[str, Tuple[int, int]] = {name: _positions(name) for name in (*_COLLECTIVES, *_P2P)}
+#: every function a group defers; each takes its comm and stream as its last two arguments
+GROUPED_FUNCTIONS = frozenset((*_COLLECTIVES, *_P2P))
 
 
 class _Plan:
@@ -63,28 +54,29 @@ def group_depth() -> int:
     return _GROUP.depth
 
 
-def collective(func: Callable[..., int]) -> Callable[..., int]:
+def collective(func: Callable[..., int], fast: Optional[Callable[..., Optional[int]]] = None) -> Callable[..., int]:
     """Declare a library collective of sim/native.py (its comm and stream arguments last).
 
     Its entry (errors.entry) first diverts it: inside a group (GROUPED_FUNCTIONS) it is deferred to the
-    group's end, on a capturing stream it is recorded (graphs.captured, replayed through ``run``).
+    group's end, on a capturing stream it is recorded (graphs.captured, replayed through ``run``), else
+    ``fast`` (called with the part and the arguments) may serve it: a result other than None is its return.
     """
     name = func.__name__
-    run = entry(func)
+    run = entry(func, divert=fast)
     grouped = name in GROUPED_FUNCTIONS
 
     def divert(part: Any, *args: Any) -> Optional[int]:
         if grouped and _GROUP.depth > 0:
             return _defer(part.state, name, args)
-        return captured(part, run, args)
+        rc = captured(part, run, args)
+        return fast(part, *args) if rc is None and fast is not None else rc
 
     return entry(func, divert=divert)
 
 
 def _defer(state: SimState, name: str, args: Tuple[Any, ...]) -> int:
     """Record ``name(*args)`` for the group's end (the communicator must be a live one now)."""
-    comm_at, stream_at = GROUPED_FUNCTIONS[name]
-    comm = args[comm_at]
+    comm, stream = args[-2:]
     c = state.comm(comm)
     held = _GROUP.plans.get(c.handle)
     if held is None:
@@ -94,7 +86,7 @@ def _defer(state: SimState, name: str, args: Tuple[Any, ...]) -> int:
         buf, count, data_type, peer = args[0], args[1], args[2], args[3]
         plan.p2p.append((_P2P[name], buf, int(count), int(data_type), int(peer)))
         if plan.p2p_stream is None:
-            plan.p2p_stream = args[stream_at]
+            plan.p2p_stream = stream
     else:
         plan.collectives.append((name, tuple(args)))
     return 0
@@ -110,19 +102,15 @@ class GroupCalls(Part):
         self.collectives = collectives      # the part with the library collectives (sim/native.py)
         self.sync_stream = sync_stream      # aclrtSynchronizeStream
 
-    @entry
     def HcclGroupStart(self) -> int:
         _GROUP.depth += 1
         return 0
 
-    @entry
     def HcclGroupStatusGet(self, isGroupEnabled: Any) -> int:
-        if isGroupEnabled is None or isGroupEnabled == ffi.NULL:
-            raise SimError(HcclResult.E_PTR, "isGroupEnabled is NULL")
+        check_out(isGroupEnabled, "isGroupEnabled")
         isGroupEnabled[0] = _GROUP.depth > 0
         return 0
 
-    @entry
     def HcclGroupEnd(self) -> int:
         if _GROUP.depth == 0:
             raise SimError(HcclResult.E_NOT_SUPPORT, "not in a group: HcclGroupStart was not called first")
@@ -131,16 +119,11 @@ class GroupCalls(Part):
             return 0
         plans = list(_GROUP.plans.values())
         _GROUP.plans.clear()
-        first_failure = 0
         streams: List[Any] = []
-        for comm, plan in plans:
-            for rc in self._run_group(comm, plan, streams):
-                if rc != 0 and first_failure == 0:
-                    first_failure = rc
-        for stream in streams:
-            rc = int(self.sync_stream(stream))
-            if rc != 0 and first_failure == 0:
-                first_failure = int(HcclResult.E_INTERNAL)
+        codes = [rc for comm, plan in plans for rc in self._run_group(comm, plan, streams)]
+        # then the collectives' streams are synchronised: a failure there is the group's internal error
+        codes += [int(HcclResult.E_INTERNAL) for stream in streams if int(self.sync_stream(stream)) != 0]
+        first_failure = next((rc for rc in codes if rc != 0), 0)
         if first_failure:
             raise SimError(first_failure, "an operation issued inside the group failed when the group ran "
                                           "(aclGetRecentErrMsg named it before this call)")
@@ -149,18 +132,12 @@ class GroupCalls(Part):
     def _run_group(self, comm: Any, plan: _Plan, streams: List[Any]) -> List[int]:
         """Launch one communicator's share of the group (depth 0 now: the collectives run, not defer)."""
         codes: List[int] = []
-        if plan.p2p:
-            items = ffi.new("HcclSendRecvItem[]", len(plan.p2p))
-            for i, (kind, buf, count, data_type, peer) in enumerate(plan.p2p):
-                items[i].sendRecvType = kind
-                items[i].buf = buf
-                items[i].count = count
-                items[i].dataType = data_type
-                items[i].remoteRank = peer
+        if plan.p2p:       # its tuples are in HcclSendRecvItem's field order
+            items = ffi.new("HcclSendRecvItem[]", plan.p2p)
             codes.append(int(self.collectives.HcclBatchSendRecv(items, len(plan.p2p), comm, plan.p2p_stream)))
         for name, args in plan.collectives:
             codes.append(int(getattr(self.collectives, name)(*args)))
-            stream = args[GROUPED_FUNCTIONS[name][1]]
+            stream = args[-1]
             if all(stream != known for known in streams):
                 streams.append(stream)
         return codes

@@ -6,7 +6,6 @@ sim/zero_copy.py, HcclBarrier with the collectives in sim/native.py.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -14,7 +13,7 @@ import secrets
 import struct
 import time
 import uuid
-from typing import Any, List
+from typing import Any, List, Optional
 
 from .. import settings
 from .. import trace as _trace
@@ -24,7 +23,7 @@ from .acl import current_device, interned
 from .comm import SimComm
 from .config import SimConfig, read_config
 from . import ledger
-from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
+from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, warn_caller
 from .native import NATIVE_PROTOCOL
 from .part import Part, check_out
 from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
@@ -67,7 +66,6 @@ class HcclCommCalls(Part):
         return device
 
     # ------------------------------------------------------------------ root info and init
-    @entry
     def HcclGetRootInfo(self, rootInfo: Any) -> int:
         self._require_device("HcclGetRootInfo")
         check_out(rootInfo, "rootInfo")
@@ -78,11 +76,9 @@ class HcclCommCalls(Part):
         ffi.memmove(ffi.cast("char *", rootInfo), blob.ljust(HCCL_ROOT_INFO_BYTES, b"\0"), HCCL_ROOT_INFO_BYTES)
         return 0
 
-    @entry
     def HcclCommInitRootInfo(self, nRanks: int, rootInfo: Any, rank: int, comm: Any) -> int:
         return self._init_root(nRanks, rootInfo, rank, None, comm)
 
-    @entry
     def HcclCommInitRootInfoConfig(self, nRanks: int, rootInfo: Any, rank: int, config: Any, comm: Any) -> int:
         check_out(config, "config")
         return self._init_root(nRanks, rootInfo, rank, config, comm)
@@ -101,10 +97,8 @@ class HcclCommCalls(Part):
         secret = blob[36:36 + ROOT_SECRET_BYTES] + (settings.value("HCOMM_JOB_SECRET") or "").encode()
         if n < 1:
             raise SimError(HcclResult.E_PARA, f"nRanks={n}; expected at least 1")
-        cfg, name = self._config(config, comm_id)
-        comm = self._new_comm(comm_id, name, rank, n, cfg, secret)
+        comm = self._new_comm(out, comm_id, rank, n, config, secret)
         remember_config(comm.handle, config)          # the fields zero copy and windows read (sim/zero_copy.py)
-        out[0] = ffi.cast("HcclComm", comm.handle)
         return 0
 
     def _config(self, config: Any, default_name: str) -> "tuple[SimConfig, str]":
@@ -128,7 +122,13 @@ class HcclCommCalls(Part):
             name = ffi.string(c.hcclCommName, 128).decode("utf-8", "replace")
         return cfg, name
 
-    def _new_comm(self, comm_id: str, name: str, rank: int, n: int, cfg: SimConfig, secret: bytes) -> SimComm:
+    def _new_comm(self, out: Any, comm_id: str, rank: int, n: int, config: Any, secret: bytes,
+                  inherited: Optional[SimConfig] = None) -> SimComm:
+        """Make, connect and hand out through ``*out`` communicator ``comm_id``: its settings from ``config``
+        (else ``inherited``, else the environment's), its name from ``config`` (else ``comm_id``)."""
+        cfg, name = self._config(config, comm_id)
+        if inherited is not None and (config is None or config == ffi.NULL):
+            cfg = inherited
         with self.state.lock:
             handle = self.state.new_ptr_key()
             comm = SimComm(handle, comm_id, name, rank, n, cfg, secret)
@@ -144,13 +144,12 @@ class HcclCommCalls(Part):
         _record_buffer(comm, "HcclCommInit")
         if self.traces_c_program:
             _trace.start(rank)   # HCOMM_TRACE of a C program (the Comm API starts it for Python programs)
+        out[0] = ffi.cast("HcclComm", comm.handle)
         return comm
 
-    @entry
     def HcclCommInitClusterInfo(self, clusterInfo: Any, rank: int, comm: Any) -> int:
         return self._init_cluster(clusterInfo, rank, None, comm)
 
-    @entry
     def HcclCommInitClusterInfoConfig(self, clusterInfo: Any, rank: int, config: Any, comm: Any) -> int:
         return self._init_cluster(clusterInfo, rank, config, comm)
 
@@ -176,12 +175,9 @@ class HcclCommCalls(Part):
         secret = (settings.value("HCOMM_JOB_SECRET") or "").encode()
         digest = hashlib.sha1(os.path.realpath(path).encode() + raw
                               + (settings.value("HCOMM_JOB_ID") or "").encode() + secret).hexdigest()[:20]
-        cfg, name = self._config(config, digest)
-        comm = self._new_comm(digest, name, rank, len(ranks), cfg, secret)
-        out[0] = ffi.cast("HcclComm", comm.handle)
+        self._new_comm(out, digest, rank, len(ranks), config, secret)
         return 0
 
-    @entry
     def HcclCreateSubCommConfig(self, comm: Any, rankNum: int, rankIds: Any, subCommId: int, subCommRankId: int,
                                 config: Any, subComm: Any) -> int:
         check_out(comm, "comm")
@@ -197,14 +193,9 @@ class HcclCommCalls(Part):
             raise SimError(HcclResult.E_PARA, f"subCommRankId={subCommRankId} does not point at this rank "
                                               f"({parent.rank}) in rankIds={ids}")
         digest = hashlib.sha1(f"{parent.comm_id}/{subCommId}/{ids}".encode()).hexdigest()[:20]
-        cfg, name = self._config(config, digest)
-        if config is None or config == ffi.NULL:
-            cfg = parent.config
-        sub = self._new_comm(digest, name, subCommRankId, rankNum, cfg, parent.secret)
-        subComm[0] = ffi.cast("HcclComm", sub.handle)
+        self._new_comm(subComm, digest, subCommRankId, rankNum, config, parent.secret, inherited=parent.config)
         return 0
 
-    @entry
     def HcclCommInitAll(self, ndev: int, devices: Any, comms: Any) -> int:
         self._require_device("HcclCommInitAll")
         check_out(devices, "devices")
@@ -241,7 +232,6 @@ class HcclCommCalls(Part):
             comms[r] = ffi.cast("HcclComm", c.handle)
         return 0
 
-    @entry
     def HcclCommDestroy(self, comm: Any) -> int:
         c = self.state.comm(comm)
         EXECUTOR.settle()
@@ -292,41 +282,34 @@ class HcclCommCalls(Part):
         return 0
 
     # ------------------------------------------------------------------ queries
-    @entry
+    def _answer(self, comm: Any, out: Any, what: str, field: str) -> int:
+        """``*out`` = the communicator's ``field`` (the out pointer ``what`` is checked first)."""
+        check_out(out, what)
+        out[0] = getattr(self.state.comm(comm), field)
+        return 0
+
     def HcclGetRankId(self, comm: Any, rank: Any) -> int:
-        check_out(rank, "rank")
-        rank[0] = self.state.comm(comm).rank
-        return 0
+        return self._answer(comm, rank, "rank", "rank")
 
-    @entry
     def HcclGetRankSize(self, comm: Any, rankSize: Any) -> int:
-        check_out(rankSize, "rankSize")
-        rankSize[0] = self.state.comm(comm).nranks
-        return 0
+        return self._answer(comm, rankSize, "rankSize", "nranks")
 
-    @entry
     def HcclGetCommName(self, comm: Any, commName: Any) -> int:
         check_out(commName, "commName")
         name = self.state.comm(comm).name.encode()[:127] + b"\0"
         ffi.memmove(ffi.cast("char *", commName), name, len(name))
         return 0
 
-    @entry
     def HcclGetCommAsyncError(self, comm: Any, asyncError: Any) -> int:
-        check_out(asyncError, "asyncError")
-        asyncError[0] = self.state.comm(comm).async_error
-        return 0
+        return self._answer(comm, asyncError, "asyncError", "async_error")
 
-    @functools.partial(entry, failure=ffi.NULL)
     def HcclGetErrorString(self, code: int) -> Any:
         return interned(_ERROR_STRINGS.get(int(code), f"unknown HcclResult {int(code)}"))
 
-    @entry
     def HcclGetCommConfigCapability(self) -> int:
         return 12  # every HcclCommConfigCapability item up to HCCL_COMM_CONFIG_BUFFER_NAME
 
     # ------------------------------------------------------------------ communicators by name
-    @entry
     def HcclCommGetHandleWithName(self, commName: Any, comm: Any) -> int:
         """hcomm op_base HcclCommGetHandleWithName: NULL -> HCCL_E_PTR, an unknown name -> HCCL_E_PARA.
 
@@ -353,7 +336,6 @@ class HcclCommCalls(Part):
 
     # ------------------------------------------------------------------ process-wide configuration
     # hcomm HcclSetConfig/HcclGetConfig: only HCCL_DETERMINISTIC; its value is 0 or 1, anything else HCCL_E_PARA.
-    @entry
     def HcclSetConfig(self, config: int, configValue: int) -> int:
         if config != _HCCL_DETERMINISTIC:
             raise SimError(HcclResult.E_NOT_SUPPORT, f"config={config}; only HCCL_DETERMINISTIC (0) is supported")
@@ -362,7 +344,6 @@ class HcclCommCalls(Part):
         self.state.client_calls["deterministic"] = int(configValue)
         return 0
 
-    @entry
     def HcclGetConfig(self, config: int, configValue: Any) -> int:
         check_out(configValue, "configValue")
         if config != _HCCL_DETERMINISTIC:

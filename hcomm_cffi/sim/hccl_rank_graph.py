@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, List, Tuple
 
 from .._ffi import ffi
-from .errors import HcclResult, SimError, entry
+from .errors import HcclResult, SimError
 from . import product
 from .part import Part, check_out
 
@@ -31,10 +31,13 @@ class HcclRankGraphCalls(Part):
     # On one host every rank is in network layer 0, one topology instance of the 1D-mesh type (the
     # server's HCCS mesh); hcomm's rank-graph queries answer from the cluster's rank table the same way
     # for a single server.  Returned arrays belong to the communicator (valid until HcclCommDestroy).
-    def _graph(self, comm: Any, layer: int) -> Any:
+    def _graph(self, comm: Any, layer: int, inst: int = 0) -> Any:
+        """The communicator, once ``layer`` (and topology instance ``inst``) is checked to be its only one."""
         c = self.state.comm(comm)
         if layer != 0:
             raise SimError(HcclResult.E_PARA, f"netLayer={layer}; this communicator has one network layer (0)")
+        if inst != 0:
+            raise SimError(HcclResult.E_PARA, f"topoInstId={inst}; layer 0 has one topology instance (0)")
         return c
 
     def _answer(self, c: Any, values: List[int], out: Any, count: Any, names: Tuple[str, str]) -> int:
@@ -50,55 +53,42 @@ class HcclRankGraphCalls(Part):
         return 0
 
     def _topology(self, comm: Any, layer: int, topoType: Any, inst: int = 0) -> int:
-        self._graph(comm, layer)
-        if inst != 0:
-            raise SimError(HcclResult.E_PARA, f"topoInstId={inst}; layer 0 has one topology instance (0)")
+        self._graph(comm, layer, inst)
         check_out(topoType, "topoType")
         topoType[0] = _COMM_TOPO_1DMESH
         return 0
 
-    @entry
     def HcclRankGraphGetLayers(self, comm: Any, netLayers: Any, netLayerNum: Any) -> int:
         return self._answer(self.state.comm(comm), [0], netLayers, netLayerNum, ("netLayers", "netLayerNum"))
 
-    @entry
     def HcclRankGraphGetRanksByLayer(self, comm: Any, netLayer: int, ranks: Any, rankNum: Any) -> int:
         c = self._graph(comm, netLayer)
         return self._answer(c, list(range(c.nranks)), ranks, rankNum, ("ranks", "rankNum"))
 
-    @entry
     def HcclRankGraphGetRankSizeByLayer(self, comm: Any, netLayer: int, rankNum: Any) -> int:
         c = self._graph(comm, netLayer)
         check_out(rankNum, "rankNum")
         rankNum[0] = c.nranks
         return 0
 
-    @entry
     def HcclRankGraphGetTopoTypeByLayer(self, comm: Any, netLayer: int, topoType: Any) -> int:
         return self._topology(comm, netLayer, topoType)
 
-    @entry
     def HcclRankGraphGetInstSizeListByLayer(self, comm: Any, netLayer: int, instSizeList: Any, listSize: Any) -> int:
         c = self._graph(comm, netLayer)
         return self._answer(c, [c.nranks], instSizeList, listSize, ("instSizeList", "listSize"))
 
-    @entry
     def HcclRankGraphGetTopoInstsByLayer(self, comm: Any, netLayer: int, topoInsts: Any, topoInstNum: Any) -> int:
         return self._answer(self._graph(comm, netLayer), [0], topoInsts, topoInstNum, ("topoInsts", "topoInstNum"))
 
-    @entry
     def HcclRankGraphGetTopoType(self, comm: Any, netLayer: int, topoInstId: int, topoType: Any) -> int:
         return self._topology(comm, netLayer, topoType, topoInstId)
 
-    @entry
     def HcclRankGraphGetRanksByTopoInst(self, comm: Any, netLayer: int, topoInstId: int, ranks: Any,
                                         rankNum: Any) -> int:
-        c = self._graph(comm, netLayer)
-        if topoInstId != 0:
-            raise SimError(HcclResult.E_PARA, f"topoInstId={topoInstId}; layer 0 has one topology instance (0)")
+        c = self._graph(comm, netLayer, topoInstId)
         return self._answer(c, list(range(c.nranks)), ranks, rankNum, ("ranks", "rankNum"))
 
-    @entry
     def HcclRankGraphGetLinks(self, comm: Any, netLayer: int, srcRank: int, dstRank: int, links: Any,
                               linkNum: Any) -> int:
         """One HCCS link, one hop, between two ranks of the server (the ranks' endpoints: device = rank)."""
@@ -129,7 +119,6 @@ class HcclRankGraphCalls(Part):
         linkNum[0] = 1
         return 0
 
-    @entry
     def HcclGetHeterogMode(self, comm: Any, mode: Any) -> int:
         self.state.comm(comm)
         check_out(mode, "mode")

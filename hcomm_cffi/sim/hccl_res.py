@@ -11,7 +11,7 @@ from ..enums import MAX_NOTIFIES_PER_COMM, MAX_THREAD_NOTIFIES, MAX_THREADS_PER_
 from .comm import SimComm
 from .notifies import MAX_NOTIFIES_PER_CHANNEL
 from . import ledger
-from .errors import HcclResult, SimError, entry
+from .errors import HcclResult, SimError
 from . import product
 from .part import Part, check_out
 from .runtime import Queue, SimThread
@@ -70,12 +70,11 @@ def _engine_name(engine: int) -> str:
 def _record_new_channels(c: SimComm, engine: int, made: List[Any], held: "set[int]") -> None:
     """One ledger record per notify count for the channels this call created (reused ones are not new)."""
     fresh: "dict[int, list[int]]" = {}
-    seen: "set[int]" = set()
+    seen = set(held)
     for ch in made:
-        if id(ch) in held or id(ch) in seen:
-            continue
-        seen.add(id(ch))
-        fresh.setdefault(ch.notify_num, []).append(ch.peer)
+        if id(ch) not in seen:
+            seen.add(id(ch))
+            fresh.setdefault(ch.notify_num, []).append(ch.peer)
     for notifies, peers in fresh.items():
         ledger.record(c.name, "channel", _engine_name(engine), len(peers), notifies, rank=c.rank,
                       peers=tuple(peers), function="HcclChannelAcquire")
@@ -105,20 +104,14 @@ class HcclResCalls(Part):
     HEADERS = ("hccl/hccl_res.h", "hccl/hccl_res_expt.h")
 
     # ------------------------------------------------------------------ buffers
-    @entry
     def HcclGetHcclBuffer(self, comm: Any, buffer: Any, size: Any) -> int:
         check_out(buffer, "buffer")
         check_out(size, "size")
         c = self.state.comm(comm)
-        if c.nranks == 1:     # the vendor documents NULL and 0 for a one-rank communicator: it has no peers
-            buffer[0] = ffi.NULL
-            size[0] = 0
-            return 0
-        buffer[0] = c.buf.ptr
-        size[0] = c.buffer_bytes
+        # the vendor documents NULL and 0 for a one-rank communicator: it has no peers
+        buffer[0], size[0] = (ffi.NULL, 0) if c.nranks == 1 else (c.buf.ptr, c.buffer_bytes)
         return 0
 
-    @entry
     def HcclGetHcclBufferCleared(self, comm: Any, buffer: Any, size: Any) -> int:
         check_out(buffer, "buffer")
         check_out(size, "size")
@@ -130,7 +123,6 @@ class HcclResCalls(Part):
                                                  "(use HcclGetHcclBuffer and clear what you need)")
 
     # ------------------------------------------------------------------ threads
-    @entry
     def HcclThreadAcquire(self, comm: Any, engine: int, threadNum: int, notifyNumPerThread: int, threads: Any) -> int:
         c = self.state.comm(comm)
         check_out(threads, "threads")
@@ -163,7 +155,6 @@ class HcclResCalls(Part):
                       function="HcclThreadAcquire")
         return 0
 
-    @entry
     def HcclThreadAcquireWithStream(self, comm: Any, engine: int, stream: Any, notifyNum: int, thread: Any) -> int:
         c = self.state.comm(comm)
         if stream is None or stream == ffi.NULL:   # CHK_PTR_NULL(stream): thread_c_adpt.cc:315
@@ -202,24 +193,20 @@ class HcclResCalls(Part):
         thread[0] = th.handle
         return 0
 
-    @entry
     def HcclThreadResGetInfo(self, comm: Any, thread: int, resType: int, infoLen: int, info: Any) -> int:
         check_out(info, "info")
         c = self.state.comm(comm)
         th = self.state.thread(thread)
         if th.comm is not c or resType != 0 or infoLen != ffi.sizeof("aclrtStream"):
             raise SimError(HcclResult.E_PARA, "expected THREAD_RES_TYPE_STREAM with infoLen == sizeof(aclrtStream)")
-        for key, q in self.state.streams.items():
-            if q is th.queue:
-                ffi.cast("aclrtStream *", info)[0] = ffi.cast("aclrtStream", key)
-                return 0
-        key = self.state.new_ptr_key()
-        self.state.streams[key] = th.queue
+        key = next((k for k, q in self.state.streams.items() if q is th.queue), None)
+        if key is None:                     # first asked: the thread's queue gets a stream handle
+            key = self.state.new_ptr_key()
+            self.state.streams[key] = th.queue
         ffi.cast("aclrtStream *", info)[0] = ffi.cast("aclrtStream", key)
         return 0
 
     # ------------------------------------------------------------------ threads with a config
-    @entry
     def HcclThreadAcquireWithConfig(self, comm: Any, engine: int, threadNum: int, type: int, config: Any,
                                     threads: Any) -> int:
         """HcclThreadAcquire with the notify count from a ThreadConfig (ThreadConfigInit); type THREAD_TYPE_TS."""
@@ -235,7 +222,6 @@ class HcclResCalls(Part):
         return int(acquire(comm, engine, threadNum, int(config.notifyNumPerThread), threads))
 
     # ------------------------------------------------------------------ threads seen from another engine
-    @entry
     def HcclThreadExportToCommEngine(self, comm: Any, threadNum: int, threads: Any, dstCommEngine: int,
                                      exportedThreads: Any) -> int:
         """hccl_res_expt.h: a thread usable from ``dstCommEngine`` (the custom-op samples export the host
@@ -262,11 +248,18 @@ class HcclResCalls(Part):
     # NULL -> HCCL_E_PTR; strlen(ctxTag) > HCCL_OP_TAG_LEN_MAX (255) or size == 0 -> HCCL_E_PARA; a context is
     # keyed by communicator + ctxTag + engine and lives until HcclEngineCtxDestroy or the communicator's destroy.
     def _contexts(self, comm: Any) -> Dict[Tuple[str, int], _EngineCtx]:
-        c = self.state.comm(comm)
-        contexts: Dict[Tuple[str, int], _EngineCtx] = c.engine_contexts
+        contexts: Dict[Tuple[str, int], _EngineCtx] = self.state.comm(comm).engine_contexts
         return contexts
 
-    @entry
+    @staticmethod
+    def _found(contexts: Dict[Tuple[str, int], _EngineCtx], tag: str, engine: int, pop: bool = False) -> _EngineCtx:
+        """The context of ``tag`` and ``engine`` (taken out of ``contexts`` when ``pop``); HCCL_E_NOT_FOUND if none."""
+        key = (tag, int(engine))
+        found = contexts.pop(key, None) if pop else contexts.get(key)
+        if found is None:
+            raise SimError(HcclResult.E_NOT_FOUND, f"no engine context with ctxTag={tag!r} for engine {int(engine)}")
+        return found
+
     def HcclEngineCtxCreate(self, comm: Any, ctxTag: Any, engine: int, size: int, ctx: Any) -> int:
         contexts = self._contexts(comm)
         tag = _tag(ctxTag)
@@ -284,42 +277,32 @@ class HcclResCalls(Part):
         ctx[0] = made.memory
         return 0
 
-    @entry
     def HcclEngineCtxGet(self, comm: Any, ctxTag: Any, engine: int, ctx: Any, size: Any) -> int:
         contexts = self._contexts(comm)
         tag = _tag(ctxTag)
         check_out(ctx, "ctx")
         check_out(size, "size")
-        found = contexts.get((tag, int(engine)))
-        if found is None:
-            raise SimError(HcclResult.E_NOT_FOUND, f"no engine context with ctxTag={tag!r} for engine {int(engine)}")
+        found = self._found(contexts, tag, engine)
         ctx[0] = found.memory
         size[0] = found.size
         return 0
 
-    @entry
     def HcclEngineCtxCopy(self, comm: Any, engine: int, ctxTag: Any, srcCtx: Any, size: int, dstCtxOffset: int) -> int:
         contexts = self._contexts(comm)
         tag = _tag(ctxTag)
         check_out(srcCtx, "srcCtx")
         if size == 0:
             raise SimError(HcclResult.E_PARA, "size=0; expected the number of bytes to copy")
-        found = contexts.get((tag, int(engine)))
-        if found is None:
-            raise SimError(HcclResult.E_NOT_FOUND, f"no engine context with ctxTag={tag!r} for engine {int(engine)}")
+        found = self._found(contexts, tag, engine)
         if dstCtxOffset + size > found.size:
             raise SimError(HcclResult.E_PARA, f"dstCtxOffset={dstCtxOffset} + size={size} exceeds the context's "
                                               f"{found.size} bytes")
         ffi.memmove(found.memory + dstCtxOffset, srcCtx, size)
         return 0
 
-    @entry
     def HcclEngineCtxDestroy(self, comm: Any, ctxTag: Any, engine: int) -> int:
         contexts = self._contexts(comm)
-        tag = _tag(ctxTag)
-        found = contexts.pop((tag, int(engine)), None)
-        if found is None:
-            raise SimError(HcclResult.E_NOT_FOUND, f"no engine context with ctxTag={tag!r} for engine {int(engine)}")
+        found = self._found(contexts, _tag(ctxTag), engine, pop=True)
         self.state.device.remove(int(ffi.cast("uintptr_t", found.memory)))
         return 0
 
@@ -329,7 +312,6 @@ class HcclChannelCalls(Part):
 
     HEADERS = ("hccl/hccl_channel.h",)
 
-    @entry
     def HcclChannelGetHcclBuffer(self, comm: Any, channel: int, buffer: Any, size: Any) -> int:
         check_out(buffer, "buffer")
         check_out(size, "size")
@@ -342,7 +324,6 @@ class HcclChannelCalls(Part):
         return 0
 
     # ------------------------------------------------------------------ channels
-    @entry
     def HcclChannelAcquire(self, comm: Any, engine: int, channelDescs: Any, channelNum: int, channels: Any) -> int:
         check_out(channelDescs, "channelDescs")
         check_out(channels, "channels")
@@ -381,7 +362,6 @@ class HcclChannelCalls(Part):
         _record_new_channels(c, engine, made, held)
         return 0
 
-    @entry
     def HcclChannelDestroy(self, comm: Any, channels: Any, channelNum: int) -> int:
         self.state.comm(comm)
         raise SimError(HcclResult.E_NOT_SUPPORT, "HcclChannelDestroy only releases CCU channels (Ascend 950); "

@@ -92,8 +92,7 @@ def record(comm: str, kind: str, engine: str, count: int, notifies: int, *, rank
                         tuple(int(p) for p in peers), function)
     with _LOCK:
         _RECORDS.append(entry)
-    if ledger_path() is not None:
-        dump()
+    dump()
     return entry
 
 
@@ -107,8 +106,7 @@ def clear() -> None:
     """Forget every record (tests between cases); the dump file, if any, is rewritten empty."""
     with _LOCK:
         _RECORDS.clear()
-    if ledger_path() is not None:
-        dump()
+    dump()
 
 
 def ledger_path() -> Optional[str]:
@@ -129,7 +127,8 @@ def check_dir() -> None:
 
 
 def dump(path: Optional[str] = None) -> Optional[str]:
-    """Write the records as JSON (atomically) to ``path`` or :func:`ledger_path`; the path written, or None."""
+    """Write the records as JSON (atomically) to ``path`` or :func:`ledger_path`; the path written, or None
+    (neither: nothing is written)."""
     target = path or ledger_path()
     if target is None:
         return None
@@ -151,8 +150,7 @@ def load(path: str) -> List[Acquisition]:
 
 def _dump_at_exit() -> None:
     try:
-        if ledger_path() is not None:
-            dump()
+        dump()
     except Exception:
         pass
 

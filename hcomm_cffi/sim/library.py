@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Sequence
 from ..lib.contract import Backend, DataPlaneCall, Capabilities
 from .abandon import abandon
 from .announce import API
-from .abi_check import declared_functions
+from .abi_check import function_types
 from .acl import AclRuntime
 from .aicpu import AicpuCalls
 from .dataplane import DataPlane
@@ -29,7 +29,7 @@ from .zero_copy import ZeroCopyCalls
 from .runtime import EXECUTOR
 from .state import SimState
 
-__all__ = ["SimLibrary", "shared_state", "shutdown"]
+__all__ = ["SimLibrary", "shutdown"]
 
 _STATE = SimState()
 
@@ -61,11 +61,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def shared_state() -> SimState:
-    """The process-wide emulator state (every SimLibrary instance of a process shares it)."""
-    return _STATE
 
 
 #: The emulator's answers to the backend contract (lib/contract.py).  Its step: what the Comm API's
@@ -106,6 +101,7 @@ class SimLibrary(Backend):
         self.__dict__.update(self.functions)
         #: bumped by every aclrtSetDevice / aclrtResetDevice (sim/acl.py)
         self.device_changes = acl.device_changes
+        # the data plane's prepared batches and host tasks under their emulator names (tests call them)
         self.sim_host_task = self.primitives.sim_host_task
         self.sim_prepare_batch = self.primitives.sim_prepare_batch
         self.sim_issue_prepared = self.primitives.sim_issue_prepared
@@ -128,15 +124,15 @@ class SimLibrary(Backend):
 
     def prepare_batch(self, calls: Sequence[DataPlaneCall]) -> Any:
         """A prepared task list of ``calls`` (sim_prepare_batch)."""
-        return self.sim_prepare_batch(calls)
+        return self.primitives.sim_prepare_batch(calls)
 
     def issue_prepared(self, prepared: Any) -> None:
         """Add a prepared task list to the open batch (sim_issue_prepared)."""
-        self.sim_issue_prepared(prepared)
+        self.primitives.sim_issue_prepared(prepared)
 
     def host_task(self, thread: int, fn: Callable[[], None]) -> DataPlaneCall:
         """The call that queues ``fn`` on ``thread`` (sim_host_task)."""
-        return (self.sim_host_task, (thread, fn))
+        return (self.primitives.sim_host_task, (thread, fn))
 
     def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
         """Publish the Comm API's collective ``seq`` in this rank's announcements (sim/announce.py)."""
@@ -152,10 +148,7 @@ class SimLibrary(Backend):
 
     def checker_reports(self) -> List[str]:
         """Every checker finding of this process so far, oldest first."""
-        out: List[str] = []
-        for comm in self.state.comms.values():
-            out.extend(comm.reports)
-        return out
+        return [report for comm in self.state.comms.values() for report in comm.reports]
 
     def __getattr__(self, name: str) -> Any:
         """A declared host function the emulator does not implement answers HCCL_E_NOT_SUPPORT.
@@ -166,7 +159,7 @@ class SimLibrary(Backend):
         """
         if name.startswith("_"):
             raise AttributeError(name)
-        if name in DEVICE_ONLY_FUNCTIONS or name not in declared_functions():
+        if name in DEVICE_ONLY_FUNCTIONS or name not in function_types():
             from ..errors import MissingSymbolError
             from ..lib.cann import library_for
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
@@ -45,7 +45,7 @@ from .comm import SimChannel, SimComm
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError
 from . import kernels
 from .group import collective
-from .part import Part
+from .part import Part, check_out
 from .runtime import EXECUTOR, SimThread, TaskFailure
 from .tasks import ChannelRecord, ChannelWait, HostCall, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
 from .state import SimState
@@ -113,8 +113,7 @@ def _ptr(p: Any, name: str, needed: bool) -> Any:
 
 def _u64s(ptr: Any, n: int, name: str) -> List[int]:
     """``n`` uint64 values of a host array argument (counts, displacements, count matrices)."""
-    if ptr is None or ptr == ffi.NULL:
-        raise SimError(HcclResult.E_PTR, f"{name} is NULL")
+    check_out(ptr, name)
     arr = ffi.cast("uint64_t *", ptr)
     return [int(arr[i]) for i in range(n)]
 
@@ -335,6 +334,16 @@ class _Plan:
         return self.comm.peer_scratch[rank].ptr
 
 
+def repeatable(count_at: Optional[int]) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Declare a library collective whose repeats of a small call launch the task list its first call kept
+    (NativeCollectives._repeat, tried after the group and capture diversions); ``count_at``: where its
+    element count is among the arguments."""
+    def declare(func: Callable[..., int]) -> Callable[..., int]:
+        name = func.__name__
+        return collective(func, fast=lambda part, *args: part._repeat(name, args, count_at))
+    return declare
+
+
 class NativeCollectives(Part):
     """HcclAllReduce and friends: hccl/hccl.h, and HcclBarrier of hccl/hccl_comm.h (each entry: group.collective)."""
 
@@ -385,8 +394,9 @@ class NativeCollectives(Part):
         return c, [r for r in range(c.nranks) if r != c.rank]
 
     # ------------------------------------------------------------------ collectives
-    def _repeat(self, name: str, args: tuple, count: Any) -> Optional[int]:
-        """Launch the task list kept for a repeat of the small call ``name(*args)``; None when there is none.
+    def _repeat(self, name: str, args: tuple, count_at: Optional[int]) -> Optional[int]:
+        """Launch the task list kept for a repeat of the small call ``name(*args)``; None when there is none
+        (the call then takes its full path).
 
         The full path keeps it (:meth:`_keep`) per starting parity.  Before reuse this checks what
         could have changed since: the communicator (destroyed, or its native state replaced); a
@@ -397,7 +407,8 @@ class NativeCollectives(Part):
             hit = self.state.call_cache.get((name,) + args)
         except TypeError:       # an unhashable argument: the full path names it
             return None
-        if hit is None or type(count) is not int:    # a float count equal to an int one must not match
+        # a float count equal to an int one must not match
+        if hit is None or (count_at is not None and type(args[count_at]) is not int):
             return None
         c, nat, q, pair, advance, value, stamped = hit
         if c.destroyed or c.native is not nat:
@@ -438,16 +449,9 @@ class NativeCollectives(Part):
             self._keep(plan, name, args, plan.tasks)
         return self._launch(plan)
 
-    @collective
+    @repeatable(count_at=2)
     def HcclAllReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
                       stream: Any) -> int:
-        args = (sendBuf, recvBuf, count, dataType, op, comm, stream)
-        rc = self._repeat("HcclAllReduce", args, count)
-        return self._all_reduce(*args) if rc is None else rc
-
-    def _all_reduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
-                    stream: Any) -> int:
-        """HcclAllReduce's full path: check the arguments, then build (or find) and launch the task list."""
         dt, rop = _dtype(dataType), _op(op)
         send, recv = _ptr(sendBuf, "sendBuf", count > 0), _ptr(recvBuf, "recvBuf", count > 0)
         c, peers = self._others(comm)
@@ -515,14 +519,8 @@ class NativeCollectives(Part):
                 plan.handshake([root], DONE, record=False)
         return self._launch(plan)
 
-    @collective
+    @repeatable(count_at=1)
     def HcclBroadcast(self, buf: Any, count: int, dataType: int, root: int, comm: Any, stream: Any) -> int:
-        args = (buf, count, dataType, root, comm, stream)
-        rc = self._repeat("HcclBroadcast", args, count)
-        return self._broadcast(*args) if rc is None else rc
-
-    def _broadcast(self, buf: Any, count: int, dataType: int, root: int, comm: Any, stream: Any) -> int:
-        """HcclBroadcast's full path (a repeat of a small call: _repeat)."""
         dt = _dtype(dataType)
         data = _ptr(buf, "buf", count > 0)
         c, peers = self._others(comm)
@@ -544,16 +542,9 @@ class NativeCollectives(Part):
                 plan.copy(data + b, plan.ccl(root) + region, n * esz)
         return self._launch_small(plan, "HcclBroadcast", (buf, count, dataType, root, comm, stream), count * esz)
 
-    @collective
+    @repeatable(count_at=2)
     def HcclAllGather(self, sendBuf: Any, recvBuf: Any, sendCount: int, dataType: int, comm: Any,
                       stream: Any) -> int:
-        args = (sendBuf, recvBuf, sendCount, dataType, comm, stream)
-        rc = self._repeat("HcclAllGather", args, sendCount)
-        return self._all_gather(*args) if rc is None else rc
-
-    def _all_gather(self, sendBuf: Any, recvBuf: Any, sendCount: int, dataType: int, comm: Any,
-                      stream: Any) -> int:
-        """HcclAllGather's full path (a repeat of a small call: _repeat)."""
         dt = _dtype(dataType)
         send, recv = _ptr(sendBuf, "sendBuf", sendCount > 0), _ptr(recvBuf, "recvBuf", sendCount > 0)
         c, peers = self._others(comm)
@@ -578,16 +569,9 @@ class NativeCollectives(Part):
                 plan.copy(recv + (r * sendCount + off) * esz, plan.ccl(r) + region, n * esz)
         return self._launch_small(plan, "HcclAllGather", (sendBuf, recvBuf, sendCount, dataType, comm, stream), sendCount * esz * c.nranks)
 
-    @collective
+    @repeatable(count_at=2)
     def HcclReduceScatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, op: int, comm: Any,
                           stream: Any) -> int:
-        args = (sendBuf, recvBuf, recvCount, dataType, op, comm, stream)
-        rc = self._repeat("HcclReduceScatter", args, recvCount)
-        return self._reduce_scatter(*args) if rc is None else rc
-
-    def _reduce_scatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, op: int, comm: Any,
-                          stream: Any) -> int:
-        """HcclReduceScatter's full path (a repeat of a small call: _repeat)."""
         dt, rop = _dtype(dataType), _op(op)
         send, recv = _ptr(sendBuf, "sendBuf", recvCount > 0), _ptr(recvBuf, "recvBuf", recvCount > 0)
         c, peers = self._others(comm)
@@ -758,14 +742,8 @@ class NativeCollectives(Part):
             EXECUTOR.submit(q, [LocalCopy(None, recv + rd[me] * esz, send + sd[me] * esz, sc[me] * esz)])
         return self._p2p(items, comm, stream) if items else 0
 
-    @collective
+    @repeatable(count_at=None)
     def HcclBarrier(self, comm: Any, stream: Any) -> int:
-        args = (comm, stream)
-        rc = self._repeat("HcclBarrier", args, 0)
-        return self._barrier(*args) if rc is None else rc
-
-    def _barrier(self, comm: Any, stream: Any) -> int:
-        """HcclBarrier's full path (a repeat of a small call: _repeat)."""
         c, peers = self._others(comm)
         plan = self._prepare(comm, stream, peers)
         plan.sign("barrier", 0, DataType.INT8)

@@ -14,17 +14,16 @@ starting twice ACL_ERROR_PROF_ALREADY_RUN and stopping what is not running ACL_E
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from .. import files, trace
 from .._ffi import ffi
 from ..errors import ACL_ERROR_INVALID_PROFILING_CONFIG, ACL_ERROR_PROF_ALREADY_RUN, ACL_ERROR_PROF_NOT_RUN
-from .part import Part
-from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, SimError, entry
+from .part import Part, check_out
+from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, SimError
 
-__all__ = ["Profiler", "ProfilerConfig", "last_result"]
+__all__ = ["Profiler", "ProfilerConfig"]
 
 _MAX_PATH = 4096
 _AICORE_METRICS = frozenset(range(9)) | {0xFF}
@@ -44,17 +43,21 @@ class _Session:
     configs: Dict[int, Tuple[Any, ProfilerConfig]] = {}      # address of the opaque object -> (its cdata, config)
     running: Optional[int] = None
     owns_trace = False           # False: HCOMM_TRACE was tracing already; its file gets the interval
-    last: Optional[str] = None
 
 
-def last_result() -> Optional[str]:
-    """The trace file the last aclprofStop wrote (None before one)."""
-    return _Session.last
-
-
-def _end_trace() -> Optional[str]:
+def _end_trace() -> None:
     """Write the profiled interval: the profiler's own trace is written and turned off, HCOMM_TRACE's is flushed."""
-    return trace.stop() if _Session.owns_trace else trace.flush()
+    if _Session.owns_trace:
+        trace.stop()
+    else:
+        trace.flush()
+
+
+def _require_init() -> str:
+    """The result directory of aclprofInit; ACL_ERROR_UNINITIALIZE before it."""
+    if _Session.path is None:
+        raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
+    return _Session.path
 
 
 class Profiler(Part):
@@ -62,10 +65,8 @@ class Profiler(Part):
 
     HEADERS = ("acl/acl_prof.h",)
 
-    @entry
     def aclprofInit(self, profilerResultPath: Any, length: int) -> int:
-        if profilerResultPath == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "profilerResultPath is NULL")
+        check_out(profilerResultPath, "profilerResultPath", ACL_ERROR_INVALID_PARAM)
         if not 0 < length <= _MAX_PATH:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"length={length}; expected the path's length, 1..{_MAX_PATH}")
         if _Session.path is not None:
@@ -79,7 +80,6 @@ class Profiler(Part):
         _Session.path = path
         return 0
 
-    @functools.partial(entry, failure=ffi.NULL)
     def aclprofCreateConfig(self, deviceIdList: Any, deviceNums: int, aicoreMetrics: int, aicoreEvents: Any,
                             dataTypeConfig: int) -> Any:
         """The opaque config, or NULL (the header's failure value) when an argument is unusable (named in
@@ -104,21 +104,17 @@ class Profiler(Part):
                                                                "aclprofCreateConfig (or was destroyed)")
         return key, got[1]
 
-    @entry
     def aclprofStart(self, profilerConfig: Any) -> int:
-        if _Session.path is None:
-            raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
+        path = _require_init()
         key, config = self._prof_config(profilerConfig)
         if _Session.running is not None:
             raise SimError(ACL_ERROR_PROF_ALREADY_RUN, "profiling is already running; aclprofStop it first")
         _Session.running = key
-        _Session.owns_trace = trace.start_in(_Session.path, config.devices[0])
+        _Session.owns_trace = trace.start_in(path, config.devices[0])
         return 0
 
-    @entry
     def aclprofStop(self, profilerConfig: Any) -> int:
-        if _Session.path is None:
-            raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
+        _require_init()
         key, _config = self._prof_config(profilerConfig)
         if _Session.running is None:
             raise SimError(ACL_ERROR_PROF_NOT_RUN, "profiling is not running (aclprofStart)")
@@ -126,10 +122,9 @@ class Profiler(Part):
             raise SimError(ACL_ERROR_INVALID_PROFILING_CONFIG, "profilerConfig is not the config profiling was "
                                                                "started with")
         _Session.running = None
-        _Session.last = _end_trace()
+        _end_trace()
         return 0
 
-    @entry
     def aclprofDestroyConfig(self, profilerConfig: Any) -> int:
         key, _config = self._prof_config(profilerConfig)
         if _Session.running == key:
@@ -137,12 +132,10 @@ class Profiler(Part):
         del _Session.configs[key]
         return 0
 
-    @entry
     def aclprofFinalize(self) -> int:
-        if _Session.path is None:
-            raise SimError(ACL_ERROR_UNINITIALIZE, "aclprofInit was not called")
+        _require_init()
         if _Session.running is not None:
-            _Session.last = _end_trace()        # finalize ends a running session, writing what it recorded
+            _end_trace()                        # finalize ends a running session, writing what it recorded
             _Session.running = None
         _Session.path = None
         return 0

@@ -47,13 +47,7 @@ class SimState:
     """All emulator objects of this process."""
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.comms: Dict[int, SimComm] = {}
         self.client_calls: Dict[str, Any] = {}      # process-wide settings of HcclSetConfig (sim/hccl_comm.py)
-        self.threads: Dict[int, SimThread] = {}
-        self.channels: Dict[int, SimChannel] = {}
-        self.streams: Dict[int, Queue] = {}
-        self.events: Dict[int, SimEvent] = {}
         self.memory: Dict[int, Any] = {}            # aclrtMalloc'ed blocks by address
         self.device = DeviceMemory()                # ranges a device task may touch (devmem.py)
         self.released_streams: Dict[int, str] = {}  # stream handles that died with their owner, and why
@@ -62,29 +56,28 @@ class SimState:
         self._ptr_keys = itertools.count(0x10000, 0x100)
         self._thread_ids = itertools.count(1)
         self._channel_ids = itertools.count(1)
-        self.default_stream = Queue("default stream")
-        self.streams[0] = self.default_stream
-        # callers pass the same handle objects again and again: remember the last lookups by identity
-        self._last_comm: tuple = (None, None)
-        self._last_stream: tuple = (None, None)
-        # HcclAllReduce's fast path (native.py): raw argument tuple -> (comm, native state, queue, [tasks by parity])
-        self.call_cache: Dict[tuple, Any] = {}
+        self._own_registries()
 
     def forget_inherited(self) -> None:
         """In a forked child: the parent's communicators, threads, channels, streams and events are not this
         process's (their handles are refused as unknown), and are never destroyed here (that would end them in
         the parent's job: a destroyed-state word in shared memory, unlinked segments)."""
+        self._own_registries()
+
+    def _own_registries(self) -> None:
+        """Empty registries of the objects only the process that made them may use, and a default stream."""
         self.lock = threading.RLock()
-        self.comms.clear()
-        self.threads.clear()
-        self.channels.clear()
-        self.events.clear()
-        self.streams.clear()
+        self.comms: Dict[int, SimComm] = {}
+        self.threads: Dict[int, SimThread] = {}
+        self.channels: Dict[int, SimChannel] = {}
+        self.events: Dict[int, SimEvent] = {}
         self.default_stream = Queue("default stream")
-        self.streams[0] = self.default_stream
-        self._last_comm = (None, None)
-        self._last_stream = (None, None)
-        self.call_cache.clear()
+        self.streams: Dict[int, Queue] = {0: self.default_stream}
+        # callers pass the same handle objects again and again: remember the last lookups by identity
+        self._last_comm: tuple = (None, None)
+        self._last_stream: tuple = (None, None)
+        # HcclAllReduce's fast path (native.py): raw argument tuple -> (comm, native state, queue, [tasks by parity])
+        self.call_cache: Dict[tuple, Any] = {}
 
     def new_ptr_key(self) -> int:
         return next(self._ptr_keys)

@@ -25,8 +25,8 @@ from typing import Any, Dict, Optional, Tuple
 import cffi
 
 from .._ffi import ffi
-from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, SimError, entry
-from .part import Part
+from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, SimError
+from .part import Part, check_out
 from .state import key_of
 
 __all__ = ["VirtualMemory", "GRANULARITY", "HUGE1G_GRANULARITY", "HOST_MEMORY_BYTES"]
@@ -83,7 +83,7 @@ class VirtualMemory(Part):
 
     # ------------------------------------------------------------------ granularity and memory info
     @staticmethod
-    def _granularity_of(prop: Any, function: str) -> int:
+    def _granularity_of(prop: Any) -> int:
         if prop == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "prop is NULL; expected an aclrtPhysicalMemProp")
         if prop.location.type == _LOCATION_DEVICE and prop.memAttr in _DDR:
@@ -91,17 +91,14 @@ class VirtualMemory(Part):
                                                     "location; DDR memory is allocated on the host (location 0 or 4)")
         return HUGE1G_GRANULARITY if prop.memAttr in _HUGE1G else GRANULARITY
 
-    @entry
     def aclrtMemGetAllocationGranularity(self, prop: Any, option: int, granularity: Any) -> int:
-        if granularity == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "granularity is NULL")
+        check_out(granularity, "granularity", ACL_ERROR_INVALID_PARAM)
         if option not in (0, 1):
             raise SimError(ACL_ERROR_INVALID_PARAM, f"option={option}; expected ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM "
                                                     "(0) or ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED (1)")
-        granularity[0] = self._granularity_of(prop, "aclrtMemGetAllocationGranularity")
+        granularity[0] = self._granularity_of(prop)
         return 0
 
-    @entry
     def aclrtGetMemInfo(self, attr: int, free: Any, total: Any) -> int:
         """memory.cpp:963-976: free and total not NULL; the emulator's device is the process's memory."""
         if free == ffi.NULL or total == ffi.NULL:
@@ -114,10 +111,8 @@ class VirtualMemory(Part):
         return 0
 
     # ------------------------------------------------------------------ reservations
-    @entry
     def aclrtReserveMemAddress(self, virPtr: Any, size: int, alignment: int, expectPtr: Any, flags: int) -> int:
-        if virPtr == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "virPtr is NULL")
+        check_out(virPtr, "virPtr", ACL_ERROR_INVALID_PARAM)
         if size <= 0:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"size={size}; expected > 0")
         if flags not in (0, 1):
@@ -143,10 +138,8 @@ class VirtualMemory(Part):
         virPtr[0] = ffi.cast("void *", start)
         return 0
 
-    @entry
     def aclrtReleaseMemAddress(self, virPtr: Any) -> int:
-        if virPtr == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "virPtr is NULL")
+        check_out(virPtr, "virPtr", ACL_ERROR_INVALID_PARAM)
         start = key_of(virPtr)
         with self._vmm_lock:
             r = self._reservations.get(start)
@@ -162,15 +155,13 @@ class VirtualMemory(Part):
         return 0
 
     # ------------------------------------------------------------------ physical memory
-    @entry
     def aclrtMallocPhysical(self, handle: Any, size: int, prop: Any, flags: int) -> int:
-        if handle == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "handle is NULL")
+        check_out(handle, "handle", ACL_ERROR_INVALID_PARAM)
         if size <= 0:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"size={size}; expected > 0")
         if flags != 0:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"flags={flags}; expected 0 (reserved)")
-        granularity = self._granularity_of(prop, "aclrtMallocPhysical")
+        granularity = self._granularity_of(prop)
         if prop.handleType != 0:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"prop->handleType={prop.handleType}; expected "
                                                     "ACL_MEM_HANDLE_TYPE_NONE (0)")
@@ -203,10 +194,8 @@ class VirtualMemory(Part):
                                                        "process (aclrtMallocPhysical), or was freed")
         return key, phys
 
-    @entry
     def aclrtFreePhysical(self, handle: Any) -> int:
-        if handle == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "handle is NULL")
+        check_out(handle, "handle", ACL_ERROR_INVALID_PARAM)
         with self._vmm_lock:
             key, phys = self._handle(handle)
             if phys.mapped:
@@ -228,7 +217,6 @@ class VirtualMemory(Part):
         raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"virPtr=0x{start:x} is not inside a range reserved by "
                                                    "aclrtReserveMemAddress")
 
-    @entry
     def aclrtMapMem(self, virPtr: Any, size: int, offset: int, handle: Any, flags: int) -> int:
         if virPtr == ffi.NULL or handle == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "virPtr or handle is NULL")
@@ -257,10 +245,8 @@ class VirtualMemory(Part):
         self.state.device.add(start, size, "its aclrtMapMem mapping")
         return 0
 
-    @entry
     def aclrtUnmapMem(self, virPtr: Any) -> int:
-        if virPtr == ffi.NULL:
-            raise SimError(ACL_ERROR_INVALID_PARAM, "virPtr is NULL")
+        check_out(virPtr, "virPtr", ACL_ERROR_INVALID_PARAM)
         start = key_of(virPtr)
         with self._vmm_lock:
             owner: Optional[_Reservation] = next((r for r in self._reservations.values() if start in r.mapped), None)

@@ -22,18 +22,17 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from .. import settings
 from ..constants import HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE
 from .._ffi import ffi
-from .errors import HcclResult, SimError, entry
-from .part import Part
+from .errors import HcclResult, SimError
+from . import product
+from .part import Part, check_out
 from .state import SimState, key_of
 from .vmm import VirtualMemory
 
 __all__ = ["ZeroCopyCalls", "SYM_WINDOW_FLAG_COLL_SYMMETRIC", "CommConfigFields", "remember_config"]
 
 SYM_WINDOW_FLAG_COLL_SYMMETRIC = 1
-_A3_ONLY = ("a3",)
 _GIB = 1 << 30
 
 
@@ -73,8 +72,8 @@ def comm_config(handle: int) -> CommConfigFields:
 
 
 def _require_a3(what: str) -> None:
-    platform = str(settings.value("HCOMM_SIM_PLATFORM"))
-    if platform not in _A3_ONLY:
+    platform = product.platform()
+    if platform != "a3":
         raise SimError(HcclResult.E_NOT_SUPPORT, f"{what} needs an Atlas A3 device; the emulated platform is "
                                                  f"{platform} (HCOMM_SIM_PLATFORM=a3 emulates A3)")
 
@@ -93,8 +92,8 @@ class _Window:
 
 
 def _ptr(value: Any, name: str) -> int:
-    if value == ffi.NULL or value is None:
-        raise SimError(HcclResult.E_PTR, f"{name} is NULL")
+    """The address of a required pointer argument ``name`` (NULL: HCCL_E_PTR)."""
+    check_out(value, name)
     return key_of(value)
 
 
@@ -110,14 +109,14 @@ class ZeroCopyCalls(Part):
     _comm_memory: Dict[int, _CommMemory] = {}
     _windows: Dict[int, _Window] = {}
 
-    def _zero_copy(self, comm: Any) -> Tuple[int, _CommMemory]:
+    def _zero_copy(self, comm: Any) -> _CommMemory:
+        """The memory ranges of communicator ``comm`` (NULL: HCCL_E_PTR; unknown or destroyed: its error)."""
         key = _ptr(comm, "comm")
-        self.state.comm(comm)                        # an unknown or destroyed communicator: its error
-        return key, self._comm_memory.setdefault(key, _CommMemory())
+        self.state.comm(comm)
+        return self._comm_memory.setdefault(key, _CommMemory())
 
-    @entry
     def HcclCommSetMemoryRange(self, comm: Any, baseVirPtr: Any, size: int, alignment: int, flags: int) -> int:
-        key, mem = self._zero_copy(comm)
+        mem = self._zero_copy(comm)
         base = _ptr(baseVirPtr, "baseVirPtr")
         _require_a3("zero copy")
         if size == 0:
@@ -130,9 +129,8 @@ class ZeroCopyCalls(Part):
             mem.ranges[base] = size
         return 0
 
-    @entry
     def HcclCommUnsetMemoryRange(self, comm: Any, baseVirPtr: Any) -> int:
-        key, mem = self._zero_copy(comm)
+        mem = self._zero_copy(comm)
         base = _ptr(baseVirPtr, "baseVirPtr")
         with self._zc_lock:
             if base not in mem.ranges:
@@ -146,10 +144,9 @@ class ZeroCopyCalls(Part):
             del mem.ranges[base]
         return 0
 
-    @entry
     def HcclCommActivateCommMemory(self, comm: Any, virPtr: Any, size: int, offset: int, handle: Any,
                                    flags: int) -> int:
-        key, mem = self._zero_copy(comm)
+        mem = self._zero_copy(comm)
         start = _ptr(virPtr, "virPtr")
         phys = _ptr(handle, "handle")
         if size == 0:
@@ -171,9 +168,8 @@ class ZeroCopyCalls(Part):
             mem.active[start] = (size, phys)
         return 0
 
-    @entry
     def HcclCommDeactivateCommMemory(self, comm: Any, virPtr: Any) -> int:
-        key, mem = self._zero_copy(comm)
+        mem = self._zero_copy(comm)
         start = _ptr(virPtr, "virPtr")
         with self._zc_lock:
             if not mem.ranges:
@@ -184,7 +180,6 @@ class ZeroCopyCalls(Part):
         return 0
 
     # ------------------------------------------------------------------ symmetric windows
-    @entry
     def HcclCommSymWinRegister(self, comm: Any, addr: Any, size: int, winHandle: Any, flag: int) -> int:
         key = _ptr(comm, "comm")
         self.state.comm(comm)
@@ -210,7 +205,6 @@ class ZeroCopyCalls(Part):
         winHandle[0] = ffi.cast("HcclCommSymWindow", handle)
         return 0
 
-    @entry
     def HcclCommSymWinDeregister(self, winHandle: Any) -> int:
         handle = _ptr(winHandle, "winHandle")
         with self._zc_lock:
@@ -218,7 +212,6 @@ class ZeroCopyCalls(Part):
                 raise SimError(HcclResult.E_PARA, f"window handle 0x{handle:x} is not registered")
         return 0
 
-    @entry
     def HcclCommSymWinGet(self, comm: Any, ptr: Any, size: int, winHandle: Any, offset: Any) -> int:
         key = _ptr(comm, "comm")
         start = _ptr(ptr, "ptr")
