@@ -22,7 +22,8 @@ from .errors import (
     SimError, entry, last_error, set_last_error,
 )
 from . import graphs
-from .runtime import EXECUTOR, Queue, SimEvent
+from .queues import Queue, SimEvent
+from .runtime import EXECUTOR
 from .tasks import EventRecord, HostCall
 from .state import SimState, key_of
 

@@ -35,7 +35,8 @@ from .errors import (
 )
 from ..enums import Engine
 from .group import group_depth
-from .runtime import EXECUTOR, Queue, SimEvent
+from .queues import Queue, SimEvent
+from .runtime import EXECUTOR
 from .state import SimState, c_string, key_of
 from .tasks import EventWait, HostCall
 

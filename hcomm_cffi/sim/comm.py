@@ -26,12 +26,12 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from .._ffi import ffi
 from . import ledger
 from .announce import TABLE_WORDS, Announcements
-from .config import CHECK_MODES, SimConfig
+from .config import CHECK_MODES, CheckerWarning, SimConfig
 from .errors import HcclResult, SimError, warn_caller
 from .futex import futex_wait, futex_wake
 from .notifies import CONSUMED, MAX_NOTIFIES_PER_CHANNEL, WORDS_PER_NOTIFY
 from .races import RaceState, chk_bytes
-from .runtime import Queue, SimThread
+from .queues import Queue, SimThread
 from .shm import SHM_DIR, Segment, check_dir, owner_alive, sweep_stale, user_prefix
 from .tasks import Task
 
@@ -459,8 +459,6 @@ class SimComm:
 
     def _note(self, text: str) -> None:
         """A checker finding at the host call (not a task): warn, or fail the call when strict."""
-        from .runtime import CheckerWarning
-
         message = f"checker: rank {self.rank}, communicator {self.name}: {text}"
         self.reports.append(message)
         if self.config.check == "strict":

@@ -20,12 +20,13 @@ from ..enums import (
 )
 from .comm import SimComm
 from .notifies import MAX_NOTIFIES_PER_CHANNEL
-from .config import SimConfig, read_config
+from .config import CheckerWarning, SimConfig, read_config
 from . import ledger
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
 from .native import NATIVE_PROTOCOL
 from . import product
-from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
+from .queues import Queue, SimThread
+from .runtime import EXECUTOR
 from .state import SimState, c_string
 from .tasks import C_WAIT, T_WAIT
 from .zero_copy import remember_config

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict
 from ..errors import ACL_ERROR_API_NOT_SUPPORT
 from . import product
 from .errors import ACL_ERROR_RT_PARAM_INVALID, SimError, entry
-from .runtime import Queue
+from .queues import Queue
 from .state import SimState, key_of
 
 __all__ = ["DeviceModes", "OVERFLOW_MODE_INFNAN", "STOP_ON_FAILURE"]

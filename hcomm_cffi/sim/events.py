@@ -21,7 +21,8 @@ from .._ffi import ffi
 from ..errors import ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, entry
 from . import graphs
-from .runtime import EXECUTOR, Queue, SimEvent
+from .queues import Queue, SimEvent
+from .runtime import EXECUTOR
 from .state import SimState
 from .tasks import EventWait, HostCall
 

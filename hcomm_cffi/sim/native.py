@@ -45,7 +45,8 @@ from .comm import SimChannel, SimComm
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, failure_code
 from . import kernels
 from .graphs import capturable
-from .runtime import EXECUTOR, SimThread, TaskFailure
+from .queues import SimThread
+from .runtime import EXECUTOR, TaskFailure
 from .tasks import ChannelRecord, ChannelWait, HostCall, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
 from .state import SimState
 

@@ -1,4 +1,4 @@
-"""Execution model of the emulator: ordered task queues, binary notifies, and the executor.
+"""Execution model of the emulator: the executor that runs the task queues of sim/queues.py.
 
 Every Thread (and every stream) is a FIFO of tasks.  The executor runs all queues of the
 process cooperatively: a queue advances until its head task is a wait whose notify is not set,
@@ -12,12 +12,13 @@ import contextlib
 import threading
 import time
 import warnings
-from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from . import kernels, races
 from .announce import BLOCKED_S
+from .config import CheckerWarning
 from .notifies import CONSUMED, VALUES
+from .queues import Queue, SimThread
 from .. import trace as _trace
 from .errors import (
     ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
@@ -42,73 +43,13 @@ PEER_LEFT_GRACE_S = 1.0     # a wait blocked this long on a peer that left its c
 LOST_WAIT_GRACE_S = 1.0     # a thread-notify wait blocked this long that nothing can record any more fails
 LEFT_AT_ONCE = ("destroyed", "abandoned")   # ways of leaving (SimComm.peer_left) with no more precise error to wait for
 
-__all__ = ["Queue", "SimThread", "SimEvent", "Executor", "CheckerWarning", "EXECUTOR", "KIND_NAMES",
+__all__ = ["Executor", "EXECUTOR", "KIND_NAMES",
            "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
            "C_RECORD", "C_WAIT", "EVENT_RECORD", "EVENT_WAIT", "CALL", "REDUCE3", "UFUNC", "TaskFailure"]
 
 
 # UFUNC tasks: float overflow to inf is what the hardware produces too, silently
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
-
-
-class CheckerWarning(UserWarning):
-    """A schedule problem found by the emulator's checker (HCOMM_SIM_CHECK=warn)."""
-
-
-class Queue:
-    """An ordered task queue: the execution context of a Thread or a stream."""
-
-    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked", "raced", "capture",
-                 "stamps")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.checked = False   # a thread of a communicator with the race checker runs here
-        self.raced: List["SimThread"] = []   # those threads (an event recorded or waited here carries their clocks)
-        self.tasks: Deque[Task] = deque()
-        self.error: Optional[Tuple[int, int, str]] = None  # (HcclResult, aclError, message)
-        self.blocked_since = 0.0
-        self.executed = 0
-        self.comm: Optional["SimComm"] = None
-        self.capture: Any = None   # an ACL graph capture records what is launched here instead (sim/graphs.py)
-        self.stamps: Deque[int] = deque()   # native chunks launched here, not yet checked (sim/native.py _Plan.stamp)
-
-
-class SimThread:
-    """A Thread handle's state: its queue and its binary thread notifies."""
-
-    __slots__ = ("handle", "comm", "engine", "notifies", "queue", "main", "label", "vc", "actor")
-
-    def __init__(self, handle: int, comm: "SimComm", engine: int, notify_num: int, queue: Queue,
-                 main: bool) -> None:
-        self.handle = handle
-        self.comm = comm
-        self.engine = engine
-        self.notifies: List[int] = [0] * notify_num
-        self.queue = queue
-        self.main = main
-        self.label = f"thread 0x{handle:x}{' (stream)' if main else ''}"
-        self.vc: Any = None    # vector clock of the race checker (sim.races), made on its first checked task
-        self.actor = 0
-        if comm.race is not None:
-            queue.checked = True
-            queue.raced.append(self)
-
-
-class SimEvent:
-    """An ACL event: counts how many of its records have executed, and when the last one did (sim/events.py)."""
-
-    __slots__ = ("handle", "recorded", "completed", "error", "flag", "stamp", "reset_at", "clocks")
-
-    def __init__(self, handle: int, flag: int = 0) -> None:
-        self.handle = handle
-        self.recorded = 0
-        self.completed = 0
-        self.error: Optional[Tuple[int, int, str]] = None  # set when its stream failed first
-        self.flag = flag            # aclrtCreateEventWithFlag's flag (ACL_EVENT_SYNC: a wait may precede the record)
-        self.stamp = 0              # the stream clock (perf_counter_ns) when its last record executed; 0: none yet
-        self.reset_at = 0           # ``recorded`` when aclrtResetEvent was last issued
-        self.clocks: Dict[Any, Any] = {}   # race checker: per communicator, the clock its last record carries
 
 
 class Executor:
