@@ -9,6 +9,7 @@ then sleeps on the communicator's futex doorbell, which every record into this r
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import warnings
@@ -37,6 +38,12 @@ if TYPE_CHECKING:  # pragma: no cover
 _cast = ffi.cast
 
 SPIN_ROUNDS = 200           # sched_yield polls of the awaited words before sleeping on the doorbell
+# ... when a blocked communicator has more ranks than this host has cores: the ranks then share cores, and a
+# waiter yielding in a loop takes the core from the rank it waits for, or from one with work (a 4-rank 8-byte
+# HcclAllReduce on 2 cores: 722 us per call with 200 rounds, 213 with 20, 244 with none: benchmarks/profile_native.py)
+SHARED_SPIN_ROUNDS = 20
+CORES = os.cpu_count() or 1   # the host's cores (not this rank's affinity: a rank bound to one core shares it only
+                              # with the ranks bound there too)
 MAX_SLEEP_S = 0.02          # bound on one futex sleep (guards against a lost wake-up)
 LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers still exist
 PEER_LEFT_GRACE_S = 1.0     # a wait blocked this long on a peer that left its communicator fails naming it
@@ -224,7 +231,7 @@ class Executor:
         Several ranks live in one process when a program runs one host thread per device: another
         rank's thread may be polling or sleeping on this communicator's words outside the lock, and
         an unmap under it is a SIGSEGV.  New readers skip a communicator from here on; the current
-        ones hold it for one poll (SPIN_ROUNDS yields) or one sleep (MAX_SLEEP_S) at most.  A pin of
+        ones hold it for one poll (SPIN_ROUNDS yields at most) or one sleep (MAX_SLEEP_S) at most.  A pin of
         this thread's own is one an interrupted read left behind: it is dropped, not waited for.
         """
         limit = time.monotonic() + timeout
@@ -249,6 +256,7 @@ class Executor:
         another process, so the spin alone could outlast a short wait (a ``Request.test()``).
         """
         words = []
+        rounds = SPIN_ROUNDS
         with self.lock:
             comms = set()
             for q in self.active:
@@ -261,9 +269,11 @@ class Executor:
                         comms.add(ch.comm)
             if not words:
                 return False
+            if any(c.nranks > CORES for c in comms):
+                rounds = SHARED_SPIN_ROUNDS
             pinned = self._pin(comms)
         try:
-            for _ in range(SPIN_ROUNDS):
+            for _ in range(rounds):
                 for w, i in words:
                     if w[i] != w[i + CONSUMED]:
                         return True
