@@ -44,13 +44,18 @@ SPIN_ROUNDS = 200           # sched_yield polls of the awaited words before slee
 SHARED_SPIN_ROUNDS = 20
 CORES = os.cpu_count() or 1   # the host's cores (not this rank's affinity: a rank bound to one core shares it only
                               # with the ranks bound there too)
+
+
+def shares_cores(nranks: int) -> bool:
+    """Whether a communicator of ``nranks`` ranks (all on this host) has more ranks than the host has cores."""
+    return nranks > CORES
 MAX_SLEEP_S = 0.02          # bound on one futex sleep (guards against a lost wake-up)
 LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers still exist
 PEER_LEFT_GRACE_S = 1.0     # a wait blocked this long on a peer that left its communicator fails naming it
 LOST_WAIT_GRACE_S = 1.0     # a thread-notify wait blocked this long that nothing can record any more fails
 LEFT_AT_ONCE = ("destroyed", "abandoned")   # ways of leaving (SimComm.peer_left) with no more precise error to wait for
 
-__all__ = ["Executor", "EXECUTOR", "KIND_NAMES",
+__all__ = ["Executor", "EXECUTOR", "KIND_NAMES", "shares_cores",
            "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
            "C_RECORD", "C_WAIT", "EVENT_RECORD", "EVENT_WAIT", "CALL", "REDUCE3", "UFUNC", "TaskFailure"]
 
@@ -269,7 +274,7 @@ class Executor:
                         comms.add(ch.comm)
             if not words:
                 return False
-            if any(c.nranks > CORES for c in comms):
+            if any(shares_cores(c.nranks) for c in comms):
                 rounds = SHARED_SPIN_ROUNDS
             pinned = self._pin(comms)
         try:
