@@ -113,10 +113,13 @@ class SimChannel:
         return self.local_words[i] != self.local_words[i + CONSUMED]
 
     def ring_peer(self) -> None:
-        """Bump the peer's doorbell and wake it if it sleeps."""
+        """Bump the peer's doorbell (a rank polling or about to sleep sees it); ``wake_peer`` wakes a sleeper."""
         words = self.remote_words
         words[H_BELL] = (words[H_BELL] + 1) & 0xFFFFFFFF
-        if words[H_SLEEPING]:
+
+    def wake_peer(self) -> None:
+        """Wake the peer if it sleeps on its doorbell (after ``ring_peer``: it then sees the ring)."""
+        if self.remote_words[H_SLEEPING]:
             futex_wake(self.peer_bell_addr)
 
     def on_record(self) -> None:
