@@ -155,8 +155,6 @@ def main() -> None:
         print(f"{'blocking, binding method + sync':>44s} {binding_only:8.2f}")
         for name, ns in spent.items():
             print(f"{name:>44s} {ns / n / 1e3:8.2f}")
-        print(f"{'binding wrapper (blocking - library + sync)':>44s} "
-              f"{binding_only - (spent['library entry to launch'] + spent['synchronize (rest of the list, waits)']) / n / 1e3:8.2f}")
         print("# the synchronisations: " + ", ".join(f"{k} {v / n:.2f} per call" for k, v in ends.items()))
         print("# tasks per call by kind: count, µs per call when they ran")
         for kind, (count, ns) in sorted(kinds.items()):
