@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple, Type
 
+from . import acl_codes
+
 __all__ = [
     "HcclError", "AclError", "LibraryNotFoundError", "MissingSymbolError", "error_for",
     "HCCL_ERROR_CLASSES", "ACL_ERROR_CLASSES", "ACL_ERROR_NAMES", "ACL_CODES", "hint_for",
@@ -110,81 +112,81 @@ _HCCL_CODES: Dict[int, Tuple[str, str, Optional[str]]] = {
     1042: ("HCCL_E_RESERVED", "HcclReservedError", None),
 }
 
-# The one table of aclError codes: C name, value, exception class name (None: no class), hint.
-# Values from the runtime's include/external/acl/error_codes/rt_error_codes.h and acl_base.h
-# (runtime @ 681ef76); the emulator (sim/errors.py) and the binding take their constants from here.
-_ACL_TABLE: Tuple[Tuple[str, int, Optional[str], Optional[str]], ...] = (
-    ("ACL_SUCCESS", 0, None, None),
-    ("ACL_ERROR_INVALID_PARAM", 100000, "AclInvalidParamError", _HINT_PARA),
-    ("ACL_ERROR_UNINITIALIZE", 100001, "AclUninitializedError", "call aclInit (Binding.acl_init) before any other ACL call"),
-    ("ACL_ERROR_REPEAT_INITIALIZE", 100002, "AclRepeatInitializeError",
+# The aclError codes the package raises or returns: C name, exception class name (None: no class), hint.
+# Their values are the headers' (acl_codes.py); the emulator (sim/errors.py) and the binding take their
+# constants from here.
+_ACL_TABLE: Tuple[Tuple[str, Optional[str], Optional[str]], ...] = (
+    ("ACL_SUCCESS", None, None),
+    ("ACL_ERROR_INVALID_PARAM", "AclInvalidParamError", _HINT_PARA),
+    ("ACL_ERROR_UNINITIALIZE", "AclUninitializedError", "call aclInit (Binding.acl_init) before any other ACL call"),
+    ("ACL_ERROR_REPEAT_INITIALIZE", "AclRepeatInitializeError",
      "aclInit was already called in this process (e.g. by torch_npu); it is safe to continue"),
-    ("ACL_ERROR_BAD_ALLOC", 200000, "AclBadAllocError", _HINT_MEMORY),
-    ("ACL_ERROR_INTERNAL_ERROR", 500000, "AclInternalFailureError", None),
-    ("ACL_ERROR_RT_PARAM_INVALID", 107000, "AclRtParamInvalidError", _HINT_PARA),
-    ("ACL_ERROR_RT_INVALID_DEVICEID", 107001, "AclRtInvalidDeviceError",
+    ("ACL_ERROR_BAD_ALLOC", "AclBadAllocError", _HINT_MEMORY),
+    ("ACL_ERROR_INTERNAL_ERROR", "AclInternalFailureError", None),
+    ("ACL_ERROR_RT_PARAM_INVALID", "AclRtParamInvalidError", _HINT_PARA),
+    ("ACL_ERROR_RT_INVALID_DEVICEID", "AclRtInvalidDeviceError",
      "the device id does not exist: check ASCEND_RT_VISIBLE_DEVICES and the number of visible devices"),
-    ("ACL_ERROR_RT_CONTEXT_NULL", 107002, "AclRtContextNullError", _HINT_RUNTIME),
-    ("ACL_ERROR_RT_INVALID_HANDLE", 107017, "AclRtInvalidHandleError",
+    ("ACL_ERROR_RT_CONTEXT_NULL", "AclRtContextNullError", _HINT_RUNTIME),
+    ("ACL_ERROR_RT_INVALID_HANDLE", "AclRtInvalidHandleError",
      "a stream/event handle that this process did not create, or one already destroyed, was passed"),
-    ("ACL_ERROR_RT_WAIT_TIMEOUT", 107019, "AclRtWaitTimeoutError", _HINT_TIMEOUT),
-    ("ACL_ERROR_RT_TASK_TIMEOUT", 107020, "AclRtTaskTimeoutError", _HINT_TIMEOUT),
-    ("ACL_ERROR_RT_FEATURE_NOT_SUPPORT", 207000, "AclRtFeatureNotSupportError", _HINT_NOT_SUPPORT),
-    ("ACL_ERROR_RT_MEMORY_ALLOCATION", 207001, "AclRtMemoryAllocationError", _HINT_MEMORY),
-    ("ACL_ERROR_RT_NO_DEVICE", 207004, "AclRtNoDeviceError",
+    ("ACL_ERROR_RT_WAIT_TIMEOUT", "AclRtWaitTimeoutError", _HINT_TIMEOUT),
+    ("ACL_ERROR_RT_TASK_TIMEOUT", "AclRtTaskTimeoutError", _HINT_TIMEOUT),
+    ("ACL_ERROR_RT_FEATURE_NOT_SUPPORT", "AclRtFeatureNotSupportError", _HINT_NOT_SUPPORT),
+    ("ACL_ERROR_RT_MEMORY_ALLOCATION", "AclRtMemoryAllocationError", _HINT_MEMORY),
+    ("ACL_ERROR_RT_NO_DEVICE", "AclRtNoDeviceError",
      "no NPU is visible to this process: check the driver and ASCEND_RT_VISIBLE_DEVICES, or use HCOMM_BACKEND=sim"),
-    ("ACL_ERROR_RT_DEVICE_OOM", 207018, "AclRtDeviceOomError", _HINT_MEMORY),
-    ("ACL_ERROR_RT_INTERNAL_ERROR", 507000, "AclRtInternalError", None),
-    ("ACL_ERROR_RT_STREAM_SYNC_TIMEOUT", 507046, "AclRtStreamSyncTimeoutError", _HINT_TIMEOUT),
-    ("ACL_ERROR_RT_EVENT_SYNC_TIMEOUT", 507047, "AclRtEventSyncTimeoutError", _HINT_TIMEOUT),
-    ("ACL_ERROR_RT_FFTS_PLUS_TIMEOUT", 507048, "AclRtFftsPlusTimeoutError",
+    ("ACL_ERROR_RT_DEVICE_OOM", "AclRtDeviceOomError", _HINT_MEMORY),
+    ("ACL_ERROR_RT_INTERNAL_ERROR", "AclRtInternalError", None),
+    ("ACL_ERROR_RT_STREAM_SYNC_TIMEOUT", "AclRtStreamSyncTimeoutError", _HINT_TIMEOUT),
+    ("ACL_ERROR_RT_EVENT_SYNC_TIMEOUT", "AclRtEventSyncTimeoutError", _HINT_TIMEOUT),
+    ("ACL_ERROR_RT_FFTS_PLUS_TIMEOUT", "AclRtFftsPlusTimeoutError",
      "a notify wait on the stream timed out: " + _HINT_TIMEOUT),
-    ("ACL_ERROR_RT_LINK_ERROR", 507056, "AclRtLinkError", _HINT_REMOTE),
-    ("ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", 507057, "AclRtSuspectRemoteError", _HINT_REMOTE),
-    ("ACL_ERROR_RT_COMM_OP_RETRY_FAIL", 507904, "AclRtCommOpRetryFailError",
+    ("ACL_ERROR_RT_LINK_ERROR", "AclRtLinkError", _HINT_REMOTE),
+    ("ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", "AclRtSuspectRemoteError", _HINT_REMOTE),
+    ("ACL_ERROR_RT_COMM_OP_RETRY_FAIL", "AclRtCommOpRetryFailError",
      "operator retry (HCCL_OP_RETRY_ENABLE) could not recover from a link fault"),
     # ---- ACL graphs (rt_error_codes.h:48-59, 154): the capture rules of aclmdlRICaptureBegin..End
-    ("ACL_ERROR_RT_STREAM_CAPTURED", 107027, "AclRtStreamCapturedError",
+    ("ACL_ERROR_RT_STREAM_CAPTURED", "AclRtStreamCapturedError",
      "the stream is capturing an ACL graph: it cannot be synchronised or destroyed until aclmdlRICaptureEnd"),
-    ("ACL_ERROR_RT_EVENT_CAPTURED", 107028, "AclRtEventCapturedError",
+    ("ACL_ERROR_RT_EVENT_CAPTURED", "AclRtEventCapturedError",
      "the event was recorded inside an ACL graph capture: it cannot be synchronised until the capture ends"),
-    ("ACL_ERROR_RT_STREAM_NOT_CAPTURED", 107029, "AclRtStreamNotCapturedError",
+    ("ACL_ERROR_RT_STREAM_NOT_CAPTURED", "AclRtStreamNotCapturedError",
      "the stream is not capturing: call aclmdlRICaptureBegin first"),
-    ("ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT", 107030, "AclRtCaptureModeNotSupportError",
+    ("ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT", "AclRtCaptureModeNotSupportError",
      "a synchronous operation during a GLOBAL/THREAD_LOCAL capture: do it before the capture, or switch this "
      "thread to RELAXED with aclmdlRICaptureThreadExchangeMode"),
-    ("ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT", 107031, "AclRtStreamCaptureImplicitError",
+    ("ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT", "AclRtStreamCaptureImplicitError",
      "the default stream cannot take part in an ACL graph: use a stream made by aclrtCreateStream"),
-    ("ACL_ERROR_STREAM_TASK_GROUP_STATUS", 107033, "AclStreamTaskGroupStatusError",
+    ("ACL_ERROR_STREAM_TASK_GROUP_STATUS", "AclStreamTaskGroupStatusError",
      "task groups: aclmdlRICaptureTaskGrpBegin/End and TaskUpdateBegin/End must pair up on one stream"),
-    ("ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED", 107036, "AclRtStreamCaptureUnmatchedError",
+    ("ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED", "AclRtStreamCaptureUnmatchedError",
      "end the capture on the stream that began it"),
-    ("ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD", 107038, "AclRtStreamCaptureWrongThreadError",
+    ("ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD", "AclRtStreamCaptureWrongThreadError",
      "end the capture on the OS thread that began it (or capture in RELAXED mode)"),
-    ("ACL_ERROR_RT_MODEL_UPDATE_FAILED", 107040, "AclRtModelUpdateFailedError",
+    ("ACL_ERROR_RT_MODEL_UPDATE_FAILED", "AclRtModelUpdateFailedError",
      "a task update must launch the same operations as the task group, with new arguments"),
-    ("ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED", 507903, "AclRtStreamCaptureInvalidatedError",
+    ("ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED", "AclRtStreamCaptureInvalidatedError",
      "an operation refused during the capture invalidated it: fix that operation and capture again"),
     # the profiler, events with timing and unsupported APIs (hccl_test; acl_base_rt.h:64 on, rt_error_codes.h:21 on)
-    ("ACL_ERROR_INVALID_PROFILING_CONFIG", 100010, "AclInvalidProfilingConfigError",
+    ("ACL_ERROR_INVALID_PROFILING_CONFIG", "AclInvalidProfilingConfigError",
      "pass the aclprofConfig that aclprofCreateConfig returned (and that aclprofStart started)"),
-    ("ACL_ERROR_PROF_ALREADY_RUN", 100042, "AclProfAlreadyRunError", "profiling is running: aclprofStop it first"),
-    ("ACL_ERROR_PROF_NOT_RUN", 100043, "AclProfNotRunError", "start profiling (aclprofStart) before stopping it"),
-    ("ACL_ERROR_API_NOT_SUPPORT", 200001, "AclApiNotSupportError", _HINT_NOT_SUPPORT),
-    ("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID", 107006, "AclRtEventTimestampInvalidError",
+    ("ACL_ERROR_PROF_ALREADY_RUN", "AclProfAlreadyRunError", "profiling is running: aclprofStop it first"),
+    ("ACL_ERROR_PROF_NOT_RUN", "AclProfNotRunError", "start profiling (aclprofStart) before stopping it"),
+    ("ACL_ERROR_API_NOT_SUPPORT", "AclApiNotSupportError", _HINT_NOT_SUPPORT),
+    ("ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID", "AclRtEventTimestampInvalidError",
      "both events need an executed record: record them and synchronize their streams first"),
 )
 
 # code -> (C name, class name, hint), like _HCCL_CODES
 _ACL_CODES: Dict[int, Tuple[str, str, Optional[str]]] = {
-    code: (c_name, cls_name, hint) for c_name, code, cls_name, hint in _ACL_TABLE if cls_name is not None
+    acl_codes.VALUES[c_name]: (c_name, cls_name, hint) for c_name, cls_name, hint in _ACL_TABLE if cls_name is not None
 }
 
 ACL_ERROR_NAMES: Dict[int, str] = {code: entry[0] for code, entry in _ACL_CODES.items()}
 
 # the C names as module constants (plain ints), spelled out so type checkers and readers see them;
 # tests/test_acl_codes.py checks that every row of the table has its constant
-ACL_CODES: Dict[str, int] = {c_name: code for c_name, code, _cls, _hint in _ACL_TABLE}
+ACL_CODES: Dict[str, int] = {c_name: acl_codes.VALUES[c_name] for c_name, _cls, _hint in _ACL_TABLE}
 ACL_SUCCESS: int = ACL_CODES["ACL_SUCCESS"]
 ACL_ERROR_INVALID_PARAM: int = ACL_CODES["ACL_ERROR_INVALID_PARAM"]
 ACL_ERROR_UNINITIALIZE: int = ACL_CODES["ACL_ERROR_UNINITIALIZE"]

@@ -24,20 +24,18 @@ from ._ffi import ffi
 from .binding import Binding
 from .enums import Engine, Protocol
 from .initializers import make_channel_descs, make_comm_config
-from .plan import Plan, RankResources
+from .plan import ALGORITHM_NOTIFIES, Plan, RankResources
 from .sim import ledger
 
 __all__ = ["Resources", "ResourceCache", "ENGINE", "ALGORITHM_ENGINE", "ALGORITHM_NOTIFIES", "CHANNEL_CLASSES",
            "channel_class", "COMM_ENGINE", "Holding", "CommHoldings",
-           "COMM_NOTIFIES", "held_by", "holdings", "forget", "acquire_comm_channels", "shape_key", "comm_config_for"]
+           "COMM_NOTIFIES", "SIG_NOTIFIES", "SIG_RELEASE", "P2P_DATA", "P2P_CREDIT", "CAPTURED", "held_by", "holdings", "forget", "acquire_comm_channels", "shape_key", "comm_config_for"]
 
 #: Engine of the host-driven data plane's threads.  HcclThreadAcquireWithStream accepts CPU, CPU_TS and CCU (CPU_TS
 #: becomes CPU; AICPU, AICPU_TS and AIV are rejected): hcomm @ 8958adb thread_c_adpt.cc:311, thread.cc:63.
 ENGINE = Engine.CPU_TS
 #: Engine of an algorithm's channels of ALGORITHM_NOTIFIES (ACK, DATA: every built-in but double_ring).
 ALGORITHM_ENGINE = Engine.CPU
-#: Notifies on an algorithm's channel: ACK and DATA, the planning model's 2 per channel.
-ALGORITHM_NOTIFIES = 2
 #: An algorithm's channels come in fixed classes (notifies, engine): a channel held is handed back whatever
 #: notifies are asked (channel_manager.cc:111-123 keys by engine, not notifies), so every algorithm sharing a
 #: channel must want the same count; a schedule using more than 2 indices (up to 8) gets the 8-notify class,
@@ -45,9 +43,18 @@ ALGORITHM_NOTIFIES = 2
 CHANNEL_CLASSES: Tuple[Tuple[int, Engine], ...] = ((ALGORITHM_NOTIFIES, ALGORITHM_ENGINE), (8, Engine.AICPU_TS))
 #: Engine of the communicator's own channel to each peer (signature handshake, point-to-point).
 COMM_ENGINE = Engine.CPU_TS
-#: Notifies on the communicator's own channel: the signature handshake's four (one per parity, the captured form's
-#: two rounds: algorithms/context.py), point-to-point's two.
+#: Notifies on the communicator's own channel, laid out below: the signature handshake's four (one per form, the
+#: captured form's release round: api/signatures.py) and point-to-point's two.
 COMM_NOTIFIES = 6
+#: The signature handshake's notify by its form: parity 0, parity 1, CAPTURED.
+SIG_NOTIFIES = (0, 1, 4)
+#: The captured form's release round.
+SIG_RELEASE = 5
+#: Point-to-point's data and credit notifies, so point-to-point runs concurrently with a collective.
+P2P_DATA, P2P_CREDIT = 2, 3
+#: The handshake form of a call captured into an ACL graph (its index in SIG_NOTIFIES and in the slot rows): a
+#: replay repeats it, so it cannot alternate by parity as the eager forms do (api/signatures.py).
+CAPTURED = 2
 
 _LOG = log.get("resources")
 

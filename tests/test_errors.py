@@ -142,3 +142,13 @@ def test_library_errors() -> None:
     err = errors.MissingSymbolError("HcclChannelDestroy", "/opt/lib64/libhcomm.so", "undefined\nsymbol")
     assert isinstance(err, AttributeError)
     assert "HcclChannelDestroy" in str(err) and "/opt/lib64/libhcomm.so" in str(err) and "\n" not in str(err)
+
+
+def test_the_acl_headers_never_give_one_name_two_values() -> None:
+    # acl_base_rt.h's static consts and rt_error_codes.h's defines overlap (ACL_ERROR_RT_* in both); the table
+    # of values the errors take their codes from must agree with both groups
+    from hcomm_cffi import acl_codes
+    for name, value in acl_codes.STATIC_CONST + acl_codes.DEFINES:
+        assert acl_codes.VALUES[name] == value, name
+    assert errors.ACL_CODES["ACL_ERROR_RT_STREAM_SYNC_TIMEOUT"] == 507046
+    assert errors.ACL_CODES["ACL_ERROR_API_NOT_SUPPORT"] == 200001

@@ -24,7 +24,7 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("plan", "resources", "bootstrap"),
     ("binding", "_binding_methods", "initializers", "calltable"),
     ("lib", "sim"),
-    ("_ffi", "_hcomm_ffi", "_cdef", "enums", "errors", "settings", "files", "constants", "cpus", "log", "flight", "trace",
+    ("_ffi", "_hcomm_ffi", "_cdef", "acl_codes", "enums", "errors", "settings", "files", "constants", "cpus", "log", "flight", "trace",
      "desync", "stallwatch", "timeline", "types", "flocks", "sigterm", "callsite", "stacks", "excepthook"),
 )
 

@@ -138,7 +138,7 @@ def test_prepared_batch_validates_once_and_needs_batch_mode() -> None:
     b = Binding(lib)
     with pytest.raises(HcclError):
         lib.sim_prepare_batch([(b.thread_notify_wait, (0xdead, 0, 1))])    # not a thread handle
-    assert lib._batch.tasks is None
+    assert lib.primitives.open_batch() is None
     empty = lib.sim_prepare_batch([])
     assert len(empty) == 0
     with pytest.raises(RuntimeError, match="outside HcommBatchModeStart"):

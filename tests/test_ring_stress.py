@@ -2,7 +2,7 @@
 
 One hang was seen in nine 4-rank 8-byte ring allreduce jobs of the compare benchmark: a rank waited
 for a DATA notify its left neighbour had recorded, while that neighbour was already in the next
-call's signature handshake -- a record lost.  Each step of the ring (algorithms/context.py
+call's signature handshake -- a record lost.  Each step of the ring (algorithms/interface.py
 ``shift``) records a notify only after the peer's wait for the previous one (ACK before DATA, DATA
 before the next ACK), and the handshake of call k+1 completes only after every rank finished call k,
 so no record can land on a word still set; ``HCOMM_SIM_CHECK=warn`` reports one that does

@@ -25,8 +25,8 @@ HCCL_E_PARA = 1
 
 
 def _counted(env: RankEnv, name: str) -> List[int]:
-    """Count the full-path calls of ``name`` (its private method, e.g. _broadcast)."""
-    raw = getattr(env.lib, "raw", env.lib)
+    """Count the full-path calls of ``name`` (its private method of the library's collectives part, e.g. _broadcast)."""
+    raw = next(part for part in getattr(env.lib, "raw", env.lib).parts if hasattr(part, name))
     full = getattr(raw, name)
     calls = [0]
 

@@ -5,14 +5,14 @@ algorithm is registered with :func:`algorithm` or referenced as ``"package.modul
 """
 from __future__ import annotations
 
-from .context import ACK, DATA, NOTIFIES_PER_CHANNEL, P2P_CREDIT, P2P_DATA, IssueContext
+from .interface import (ACK, COLLECTIVES, DATA, ALGORITHM_NOTIFIES, P2P_CREDIT, P2P_DATA, Algorithm, AlgorithmArg,
+                        AlgorithmName, AlgorithmRef, CollectiveCall, IssueContext, UnsupportedError)
 from .dryrun import DryRun, ScheduleError, dry_run
-from .interface import COLLECTIVES, Algorithm, AlgorithmArg, AlgorithmName, AlgorithmRef, CollectiveCall, UnsupportedError
 from .registry import algorithm, choose, names, register, resolve
 
 register_algorithm = register   # the name hcomm_cffi exports it under
 
-__all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "NOTIFIES_PER_CHANNEL", "IssueContext", "CollectiveCall",
+__all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "ALGORITHM_NOTIFIES", "IssueContext", "CollectiveCall",
            "Algorithm", "UnsupportedError", "ScheduleError", "DryRun", "dry_run", "algorithm", "register",
            "resolve", "choose", "names", "COLLECTIVES", "register_algorithm", "AlgorithmArg", "AlgorithmName",
            "AlgorithmRef"]

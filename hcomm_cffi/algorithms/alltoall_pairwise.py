@@ -8,9 +8,8 @@ every piece is the shift handshake (``IssueContext.shift``), whose ACK frees the
 """
 from __future__ import annotations
 
-from .context import IssueContext
+from .interface import CollectiveCall, define, IssueContext, UnsupportedError
 from .formulas import formula_resources
-from .interface import CollectiveCall, UnsupportedError, define
 
 __all__ = ["alltoall_pairwise"]
 

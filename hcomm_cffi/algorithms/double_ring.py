@@ -15,9 +15,8 @@ from typing import Optional
 
 from ..enums import DataType, ReduceOp
 from ..plan import Topology
-from .context import ACK, DATA, IssueContext
+from .interface import ACK, DATA, CollectiveCall, define, IssueContext, UnsupportedError
 from .formulas import formula_resources
-from .interface import CollectiveCall, UnsupportedError, define
 from .ring import _chunked
 
 __all__ = ["double_ring", "LANES", "COLLECTIVES"]

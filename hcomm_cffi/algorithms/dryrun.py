@@ -25,8 +25,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Se
 from ..enums import MAX_THREADS_PER_COMM, DataType
 from ..plan import ChannelSpec, RankResources, Topology, rank_resources
 from ..resources import channel_class
-from .context import MAX_ALGORITHM_NOTIFIES, IssueContext
-from .interface import Algorithm, CollectiveCall, UnsupportedError
+from .interface import MAX_ALGORITHM_NOTIFIES, Algorithm, CollectiveCall, IssueContext, UnsupportedError
 from .races import RaceChecker
 
 __all__ = ["ScheduleError", "DryRun", "RankSchedule", "dry_run", "virtual_call", "REGION_NAMES", "walk", "notify_key"]

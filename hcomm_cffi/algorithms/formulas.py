@@ -12,8 +12,8 @@ from typing import Any, Callable, Optional, Tuple
 from ..enums import Engine
 from ..plan import InvalidAlgorithm, Plan, RankResources, Topology, make_plan, rank_resources
 from ..resources import ENGINE
-from .context import ALGORITHM_NOTIFIES, COMM_ENGINE, COMM_NOTIFIES
-from .interface import ROOTED, Algorithm, CollectiveCall, UnsupportedError
+from .interface import (ALGORITHM_NOTIFIES, COMM_ENGINE, COMM_NOTIFIES, ROOTED, Algorithm, CollectiveCall,
+                        UnsupportedError)
 
 __all__ = ["plan_for", "p2p_plan", "formula_resources", "no_resources", "package_plan", "comm_overhead"]
 

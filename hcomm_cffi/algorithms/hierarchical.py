@@ -15,9 +15,8 @@ from typing import List, Optional, Sequence
 from ..plan import Topology
 from . import mesh, ring
 from ..enums import DataType, ReduceOp
-from .context import IssueContext, split_even
+from .interface import COLLECTIVES, CollectiveCall, define, IssueContext, split_even, UnsupportedError
 from .formulas import formula_resources
-from .interface import COLLECTIVES, CollectiveCall, UnsupportedError, define
 
 __all__ = ["hierarchical", "run", "groups"]
 

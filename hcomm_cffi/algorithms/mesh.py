@@ -9,11 +9,10 @@ allgather) above.  Broadcast and Reduce are stars around the root.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Sequence
+from typing import Any, Callable, List, Sequence, Tuple
 
-from .context import ACK, DATA, IssueContext, split_even
+from .interface import ACK, DATA, CollectiveCall, define, IssueContext, split_even, UnsupportedError
 from .formulas import formula_resources
-from .interface import CollectiveCall, UnsupportedError, define
 
 __all__ = ["mesh", "run", "mesh_rs", "mesh_ag", "mesh_broadcast", "mesh_reduce", "mesh_barrier", "ONE_SHOT_BYTES"]
 
@@ -65,11 +64,7 @@ def mesh_rs(ctx: IssueContext, group: Sequence[int], srcs: List[CData], lens: Li
 
 def mesh_ag(ctx: IssueContext, group: Sequence[int], own: CData, lens: List[int], outs: List[CData]) -> None:
     """Every member's chunk (mine at ``own``) lands at ``outs[j]`` on every rank."""
-    n, esz, main = len(group), ctx.esz, ctx.threads[0]
-    me = group.index(ctx.rank)
-    slot = ctx.slot_elems(n)
-    sb = ctx.slot_bytes(slot)
-    peers = [p for p in group if p != ctx.rank]
+    n, esz, main, me, slot, sb, peers = _slotted(ctx, group)
     for po in range(0, max(lens), slot):
         ln = [max(0, min(slot, l - po)) for l in lens]
         src = own + po * esz
@@ -136,13 +131,18 @@ def mesh_barrier(ctx: IssueContext, group: Sequence[int]) -> None:
         _phase(ctx, peers, lambda th, p: ctx.exchange(th, p, []))
 
 
+def _slotted(ctx: IssueContext, group: Sequence[int]) -> Tuple[int, int, int, int, int, int, List[int]]:
+    """A one-phase exchange's frame: group size, element size, main thread, my index, and one landing slot per
+    member (elements, bytes); my peers."""
+    n = len(group)
+    slot = ctx.slot_elems(n)
+    return (n, ctx.esz, ctx.threads[0], group.index(ctx.rank), slot, ctx.slot_bytes(slot),
+            [p for p in group if p != ctx.rank])
+
+
 def _one_shot(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> None:
     """Everyone sends everything to everyone and reduces locally: one phase."""
-    n, esz, main = len(group), ctx.esz, ctx.threads[0]
-    me = group.index(ctx.rank)
-    slot = ctx.slot_elems(n)
-    sb = ctx.slot_bytes(slot)
-    peers = [p for p in group if p != ctx.rank]
+    n, esz, main, me, slot, sb, peers = _slotted(ctx, group)
     for po in range(0, a.count, slot):
         cnt = min(slot, a.count - po)
         own, dst = a.send + po * esz, a.recv + po * esz
@@ -189,11 +189,7 @@ def run(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> None:
 
 
 def _alltoall(ctx: IssueContext, group: Sequence[int], a: CollectiveCall) -> None:
-    n, esz, main = len(group), ctx.esz, ctx.threads[0]
-    me = group.index(ctx.rank)
-    slot = ctx.slot_elems(n)
-    sb = ctx.slot_bytes(slot)
-    peers = [p for p in group if p != ctx.rank]
+    n, esz, main, me, slot, sb, peers = _slotted(ctx, group)
     blk = a.count
     for po in range(0, blk, slot):
         nb = min(slot, blk - po) * esz

@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Tuple
 
 from .._ffi import ffi
-from .context import IssueContext
+from .interface import COLLECTIVES, CollectiveCall, define, IssueContext
 from .formulas import no_resources
-from .interface import COLLECTIVES, CollectiveCall, define
 
 __all__ = ["native"]
 

@@ -18,9 +18,8 @@ from __future__ import annotations
 from typing import Any, List, Sequence
 
 from ..plan.algos.common import ceil_log2
-from .context import ALIGN, IssueContext, split_even
+from .interface import ALIGN, CollectiveCall, define, IssueContext, split_even, UnsupportedError
 from .formulas import formula_resources
-from .interface import CollectiveCall, UnsupportedError, define
 
 __all__ = ["nb", "nb_reduce_scatter", "nb_allgather", "COLLECTIVES"]
 

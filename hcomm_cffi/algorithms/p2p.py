@@ -21,7 +21,7 @@ from typing import Any, List, Tuple
 import numpy as np
 
 from ..enums import DataType
-from .context import ALIGN, P2P_CREDIT, P2P_DATA, IssueContext, signature_area
+from .interface import ALIGN, P2P_CREDIT, P2P_DATA, IssueContext, signature_area
 
 __all__ = ["HEADER_BYTES", "MAGIC", "LaneState", "inbox", "inbox_at", "announces", "pieces", "make_header",
            "parse_header", "issue_send", "issue_recv", "drain"]

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
-from .context import ACK, DATA, IssueContext, split_even
+from .interface import ACK, DATA, CollectiveCall, define, IssueContext, split_even, UnsupportedError
 from .formulas import formula_resources
-from .interface import CollectiveCall, UnsupportedError, define
 
 __all__ = ["ring", "run", "COLLECTIVES", "ring_pass", "ring_broadcast", "ring_reduce", "ring_barrier"]
 

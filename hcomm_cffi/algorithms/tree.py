@@ -14,9 +14,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from ..plan.algos.common import ceil_log2, floor_log2
 from ..plan.algos.tree import binomial_children
-from .context import ACK, DATA, IssueContext
+from .interface import ACK, COLLECTIVES, DATA, CollectiveCall, define, IssueContext, UnsupportedError
 from .formulas import formula_resources
-from .interface import COLLECTIVES, CollectiveCall, UnsupportedError, define
 
 __all__ = ["tree", "run", "rd_allreduce", "rd_barrier", "binomial_broadcast", "binomial_reduce"]
 

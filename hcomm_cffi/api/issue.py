@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 from .._ffi import ffi
 from .. import settings
 from ..algorithms import registry
-from ..algorithms.context import CAPTURED, IssueContext
+from ..algorithms.interface import CAPTURED, CollectiveCall, IssueContext
 from ..algorithms.dryrun import dry_run
-from ..algorithms.interface import CollectiveCall
 from ..algorithms.replay import Schedule, capture
 from ..algorithms.tasks import PreparedLaunch, TaskBatch
 from ..binding import Binding

@@ -22,7 +22,7 @@ import numpy as np
 
 from .._ffi import ffi
 from ..algorithms import p2p
-from ..algorithms.context import COMM_ENGINE, IssueContext, region_bytes
+from ..algorithms.interface import COMM_ENGINE, IssueContext, region_bytes
 from ..algorithms.formulas import p2p_plan
 from ..algorithms.tasks import TaskBatch
 from ..enums import DataType, MemcpyKind

@@ -18,7 +18,7 @@ own (``CAPTURED``: a slot row and a notify apart from the parities') and a secon
 after comparing, every rank records ``SIG_RELEASE`` to every peer and waits for theirs, so a rank
 reaches the next captured handshake only when every peer has consumed its record and compared its
 slot of this one.  The
-slots are the last :func:`~hcomm_cffi.algorithms.context.signature_area` bytes of the HCCL buffer's
+slots are the last :func:`~hcomm_cffi.algorithms.interface.signature_area` bytes of the HCCL buffer's
 second half (point-to-point inboxes stop short of them).  Communicators of up to
 ``ALL_PEERS_MAX`` ranks exchange with every rank (each rank sees every call); larger ones with the
 peers the algorithm talks to.
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 import numpy as np
 
 from .._ffi import ffi
-from ..algorithms.context import (CAPTURED, COMM_ENGINE, COMM_NOTIFIES, SIG_NOTIFIES, SIG_RELEASE, SIG_SLOT_BYTES,
+from ..algorithms.interface import (CAPTURED, COMM_ENGINE, COMM_NOTIFIES, SIG_NOTIFIES, SIG_RELEASE, SIG_SLOT_BYTES,
                                   region_bytes, signature_area)
 from ..algorithms.tasks import TaskBatch
 from ..enums import MemcpyKind

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Tuple
 
 from .. import enums, settings
 from ..settings import SettingsError
@@ -120,18 +120,24 @@ def _ranktable(env: Mapping[str, str]) -> Optional[str]:
     return path or None
 
 
+def _torch_style_ranks(env: Mapping[str, str], src: str) -> Tuple[int, int, int, int]:
+    """RANK and WORLD_SIZE (required), LOCAL_RANK and LOCAL_WORLD_SIZE (default: the global ones), checked."""
+    rank = _required(env, "RANK", src)
+    size = _required(env, "WORLD_SIZE", src, 1)
+    _check_rank(src, "RANK", rank, "WORLD_SIZE", size)
+    local_rank = int_var(env, "LOCAL_RANK", 0, rank)
+    local_size = int_var(env, "LOCAL_WORLD_SIZE", 1, size)
+    assert local_rank is not None and local_size is not None
+    return rank, size, local_rank, local_size
+
+
 def _hcomm_run(env: Mapping[str, str]) -> Optional[LaunchEnv]:
     run_id = settings.value(ENV_RUN_ID, env)
     job_dir = settings.value(ENV_RUN_JOB_DIR, env)
     if not run_id or not job_dir:
         return None
     src = "hcomm-run"
-    rank = _required(env, "RANK", src)
-    size = _required(env, "WORLD_SIZE", src, 1)
-    _check_rank(src, "RANK", rank, "WORLD_SIZE", size)
-    local_size = int_var(env, "LOCAL_WORLD_SIZE", 1, size)
-    local_rank = int_var(env, "LOCAL_RANK", 0, rank)
-    assert local_rank is not None and local_size is not None
+    rank, size, local_rank, local_size = _torch_style_ranks(env, src)
     ranktable = _ranktable(env)
     if ranktable is not None:  # validated as on the plain ranktable path, and it must match the launch
         from ..plan.ranktable import load_ranktable
@@ -150,12 +156,7 @@ def _torchrun(env: Mapping[str, str]) -> Optional[LaunchEnv]:
     if not run_id and not manual:
         return None
     src = "torchrun"
-    rank = _required(env, "RANK", src)
-    size = _required(env, "WORLD_SIZE", src, 1)
-    _check_rank(src, "RANK", rank, "WORLD_SIZE", size)
-    local_rank = int_var(env, "LOCAL_RANK", 0, rank)
-    local_size = int_var(env, "LOCAL_WORLD_SIZE", 1, size)
-    assert local_rank is not None and local_size is not None
+    rank, size, local_rank, local_size = _torch_style_ranks(env, src)
     addr = env.get("MASTER_ADDR", "").strip() or None
     port = int_var(env, "MASTER_PORT", 1)
     if port is not None and port > 65535:

@@ -7,8 +7,9 @@ this module's :func:`markdown` (a test keeps them equal): regenerate it with
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from typing import List, NamedTuple
+from typing import FrozenSet, List, NamedTuple
 
 from ..sim.library import DEVICE_ONLY_FUNCTIONS, SimLibrary
 from .declarations import prototypes
@@ -30,8 +31,13 @@ class Row(NamedTuple):
     library: str
 
 
+@functools.lru_cache(maxsize=1)
+def _emulated() -> FrozenSet[str]:
+    return frozenset(SimLibrary().functions)
+
+
 def _implemented(name: str) -> bool:
-    return any(name in vars(klass) for klass in SimLibrary.__mro__ if klass is not object)
+    return name in _emulated()
 
 
 def function_table() -> List[Row]:
@@ -68,7 +74,7 @@ def markdown() -> str:
         "`aclGetRecentErrMsg()` and returns `HCCL_E_NOT_SUPPORT` (5) or, for an ACL function, the runtime's",
         "`ACL_ERROR_API_NOT_SUPPORT` (200001; NULL or UINT32_MAX where the function returns a pointer or an",
         "integer), or *not exported*.  One rule decides: a function the cdef declares is forwarded to the emulator,",
-        "implemented when `SimLibrary` has a method of its name; any other `acl_rt.h` name is an exported stub",
+        "implemented when a part of `SimLibrary` implements it; any other `acl_rt.h` name is an exported stub",
         "(`cannlib/acl_rt_exports.py`).",
         "",
         f"**{len(rows)} functions: {counts[IMPLEMENTED]} implemented, {counts[STUB] + counts[ACL_STUB]} stubs, "

@@ -82,8 +82,7 @@ def bind(core_ffi: Any, functions: Sequence[Tuple[str, str]], prefix: str, c_pro
     ``c_program``: the library started this interpreter (a C program, which has no Comm API to start
     HCOMM_TRACE and never runs the exit-time flush): the emulator traces from each communicator's creation.
     """
-    sim = SimLibrary()          # directly: this library must never go through the cann backend
-    sim.traces_c_program = c_program
+    sim = SimLibrary(traces_c_program=c_program)   # directly: never through the cann backend
     for name, ctype in functions:
         if name == BOOTSTRAP_FUNCTION:
             impl: Callable[..., Any] = lambda rank, n, root, _sim=sim: bootstrap_root_info(_sim, rank, n, root)

@@ -13,7 +13,7 @@ import re
 from typing import Dict, Tuple
 
 from .. import constants
-from . import acl_codes
+from .. import acl_codes
 from .acl_rt_exports import ACL_PROF_MACROS, ACL_RT_MACROS
 from ..enums import HCCL_ROOT_INFO_BYTES
 from ..files import write_atomically

@@ -1,6 +1,6 @@
 """Host functions of the current vendor headers that the package's cdef lacks: exported as documented stubs.
 
-Those of ``EMULATED`` are implemented (a SimLibrary method of the name, declared in the core library
+Those of ``EMULATED`` are implemented (a C function of a SimLibrary part, declared in the core library
 only); every other one returns ``HCCL_E_NOT_SUPPORT`` (5), as the vendor's own builds do on a product without the
 feature, after naming itself in ``aclGetRecentErrMsg()``, so a C program that mentions one links and
 a ``dlsym`` client finds it.  Declarations are the vendor's (hicann/hcomm include/hccl/hccl_comm.h,
@@ -31,7 +31,7 @@ class VendorStub:
     header: str
     declaration: Optional[str]
     library: str = "hcomm"
-    emulated: bool = False          # the emulator implements it after all (a SimLibrary method of the name)
+    emulated: bool = False          # the emulator implements it after all (a C function of a SimLibrary part)
 
     @property
     def returns(self) -> str:

@@ -27,12 +27,13 @@ from .cost import DEFAULT_COST_MODEL, CostModel
 from .topology import Topology
 
 __all__ = ["ChannelSpec", "RankResources", "RoleSummary", "Plan", "Candidate", "make_plan",
-           "compare_algorithms", "parse_size", "parse_engine", "MIB", "REDUCING", "rank_resources"]
+           "compare_algorithms", "parse_size", "ALGORITHM_NOTIFIES", "parse_engine", "MIB", "REDUCING", "rank_resources"]
 
 MIB = 1 << 20
 #: Collectives that reduce (gamma term, reduce dtype checks).
 REDUCING = frozenset({Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE})
-DEFAULT_NOTIFIES_PER_CHANNEL = 2
+#: Notifies on an algorithm's channel: ACK and DATA, the planning model's 2 per channel.
+ALGORITHM_NOTIFIES = 2
 CCU_CHANNEL_NOTIFIES = 8
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)[iI]?[bB]?\s*$")
 
@@ -378,7 +379,7 @@ def _normalise(collective: Union[str, Collective], topology: Topology, size: Uni
     if refused is not None:
         raise ValueError(f"engine={eng.name.lower()} on platform {plat}: {refused}")
     if notifies_per_channel is None:      # the profile's: 3 per channel for the vendor, 2 in the document
-        notifies_per_channel = DEFAULT_NOTIFIES_PER_CHANNEL if plat == "doc" else VENDOR_NOTIFIES_PER_CHANNEL
+        notifies_per_channel = ALGORITHM_NOTIFIES if plat == "doc" else VENDOR_NOTIFIES_PER_CHANNEL
     if isinstance(notifies_per_channel, bool) or not isinstance(notifies_per_channel, int) \
             or notifies_per_channel < 1:
         raise ValueError(f"notifies_per_channel={notifies_per_channel!r}: expected an integer >= 1")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional
 
 from .._cdef import CDEF, DECLARATION, FUNCTIONS_MARKER
 from .._ffi import ffi
 from ..enums import HcclResult
-from ..lib.contract import Backend, DataPlaneCall, Capabilities
+from ..lib.contract import Backend, Capabilities
 
 __all__ = ["AbiCheckedLibrary", "function_types", "declared_functions"]
 
@@ -79,7 +79,8 @@ def _raising_carried(cb: Any) -> Callable[..., Any]:
 class AbiCheckedLibrary(Backend):
     """Wraps a SimLibrary: attribute ``F`` is a C function pointer of F's declared type.
 
-    The backend contract (lib/contract.py) is the wrapped library's: its capabilities and methods.
+    The backend contract (lib/contract.py) is the wrapped library's: its capabilities and methods
+    (each method of ``Backend`` is forwarded, below the class).
     """
 
     backend_name = "sim"
@@ -89,38 +90,6 @@ class AbiCheckedLibrary(Backend):
         self._types = function_types()
         self._callbacks: Dict[str, Any] = {}
         self.capabilities: Capabilities = lib.capabilities
-
-    def declare_device_memory(self, addr: int, size: int) -> None:
-        """The wrapped library's."""
-        self._lib.declare_device_memory(addr, size)
-
-    def withdraw_device_memory(self, addr: int) -> bool:
-        """The wrapped library's."""
-        return bool(self._lib.withdraw_device_memory(addr))
-
-    def prepare_batch(self, calls: Sequence[DataPlaneCall]) -> Any:
-        """The wrapped library's."""
-        return self._lib.prepare_batch(calls)
-
-    def issue_prepared(self, prepared: Any) -> None:
-        """The wrapped library's."""
-        self._lib.issue_prepared(prepared)
-
-    def host_task(self, thread: int, fn: Callable[[], None]) -> DataPlaneCall:
-        """The wrapped library's."""
-        return self._lib.host_task(thread, fn)
-
-    def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
-        """The wrapped library's."""
-        self._lib.announce_collective(comm, seq, value, text)
-
-    def announce_wait(self, comm: Any, kind: int, number: int, peer: int, text: str) -> None:
-        """The wrapped library's."""
-        self._lib.announce_wait(comm, kind, number, peer, text)
-
-    def abandon_communicator(self, comm: Any, why: str, interrupted: bool = False) -> bool:
-        """The wrapped library's."""
-        return bool(self._lib.abandon_communicator(comm, why, interrupted))
 
     def __getattr__(self, name: str) -> Any:
         ctype = self._types.get(name)
@@ -140,3 +109,16 @@ class AbiCheckedLibrary(Backend):
     def raw(self) -> Any:
         """The wrapped SimLibrary (for emulator-specific helpers such as checker_reports)."""
         return self._lib
+
+
+def _forwarded(name: str) -> Callable[..., Any]:
+    def call(self: AbiCheckedLibrary, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.raw, name)(*args, **kwargs)
+    call.__name__ = name
+    call.__doc__ = "The wrapped library's."
+    return call
+
+
+for _name, _method in vars(Backend).items():
+    if callable(_method) and not _name.startswith("_"):
+        setattr(AbiCheckedLibrary, _name, _forwarded(_name))

@@ -6,6 +6,7 @@ wrapped by HcclThreadAcquireWithStream and the thread share one FIFO.
 """
 from __future__ import annotations
 
+import functools
 import mmap
 import threading
 import time
@@ -19,15 +20,16 @@ from .errors import (
     ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_CONTEXT_NULL,
     ACL_ERROR_RT_INVALID_DEVICEID, ACL_ERROR_RT_INVALID_HANDLE,
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
-    SimError, entry, last_error, set_last_error,
+    SimError, entry, last_error,
 )
-from . import graphs
+from . import acl_graphs
 from .queues import Queue, SimEvent
 from .runtime import EXECUTOR
 from .tasks import EventRecord, HostCall
+from .part import Part
 from .state import SimState, key_of
 
-__all__ = ["AclRuntime"]
+__all__ = ["AclRuntime", "acl_event", "acl_stream", "current_device", "interned"]
 
 
 class _Device(threading.local):
@@ -35,28 +37,50 @@ class _Device(threading.local):
 
 
 _DEVICE = _Device()   # per OS thread and process-wide, as the runtime's current context is
+_STRINGS: Dict[str, Any] = {}
 
 
-class AclRuntime:
-    """aclInit/aclrt* calls (mixed into SimLibrary)."""
+def current_device() -> int:
+    """The calling OS thread's current device (aclrtSetDevice), -1 when none."""
+    return _DEVICE.current
 
-    state: SimState
 
-    def __init__(self) -> None:
+def interned(text: str) -> Any:
+    """A ``const char *`` the caller may keep (strings are interned per text)."""
+    s = _STRINGS.get(text)
+    if s is None:
+        s = _STRINGS[text] = ffi.new("char[]", text.encode("utf-8", "replace"))
+    return s
+
+
+def acl_stream(state: SimState, stream: Any) -> Queue:
+    """The queue of an aclrt* call's stream argument; an unknown handle is ACL_ERROR_RT_INVALID_HANDLE."""
+    try:
+        return state.stream(stream)
+    except SimError as exc:
+        raise SimError(ACL_ERROR_RT_INVALID_HANDLE, exc.message) from None
+
+
+def acl_event(state: SimState, event: Any) -> SimEvent:
+    """The event of an aclrt* call's event argument; an unknown handle is ACL_ERROR_RT_INVALID_HANDLE."""
+    ev = state.event(event)
+    if ev is None:
+        raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"event 0x{key_of(event):x} is not an event of this process")
+    return ev
+
+
+class AclRuntime(Part):
+    """aclInit/aclrt* calls: devices, streams, events, memory (acl/acl_rt.h)."""
+
+    HEADERS = ("acl/acl_rt.h",)
+
+    def __init__(self, state: SimState) -> None:
+        super().__init__(state)
         self._acl_initialised = False
-        self._device = _DEVICE
         self._device_count = int(settings.value("HCOMM_SIM_DEVICE_COUNT"))
-        self._strings: Dict[str, Any] = {}
         #: bumped by every aclrtSetDevice / aclrtResetDevice of any thread: a caller that caches a thread's
         #: current device (the emulated npu device's guard, per operation) asks again only when it moved
         self.device_changes = ffi.new("uint64_t *")
-
-    def _string(self, text: str) -> Any:
-        """A ``const char *`` the caller may keep (strings are interned per text)."""
-        s = self._strings.get(text)
-        if s is None:
-            s = self._strings[text] = ffi.new("char[]", text.encode("utf-8", "replace"))
-        return s
 
     # ------------------------------------------------------------------ init and devices
     @entry
@@ -73,16 +97,17 @@ class AclRuntime:
         self._acl_initialised = False
         return 0
 
+    @functools.partial(entry, failure=ffi.NULL)
     def aclGetRecentErrMsg(self) -> Any:
         text = last_error()
-        return ffi.NULL if text is None else self._string(text)
+        return ffi.NULL if text is None else interned(text)
 
     @entry
     def aclrtSetDevice(self, deviceId: int) -> int:
         if not 0 <= deviceId < self._device_count:
             raise SimError(ACL_ERROR_RT_INVALID_DEVICEID, f"deviceId={deviceId}; the emulator has devices "
                                                           f"0..{self._device_count - 1} (HCOMM_SIM_DEVICE_COUNT)")
-        self._device.current = deviceId
+        _DEVICE.current = deviceId
         self.device_changes[0] += 1
         return 0
 
@@ -90,16 +115,16 @@ class AclRuntime:
     def aclrtResetDevice(self, deviceId: int) -> int:
         if not 0 <= deviceId < self._device_count:
             raise SimError(ACL_ERROR_RT_INVALID_DEVICEID, f"deviceId={deviceId} is not a device")
-        if self._device.current == deviceId:
-            self._device.current = -1
+        if _DEVICE.current == deviceId:
+            _DEVICE.current = -1
         self.device_changes[0] += 1
         return 0
 
     @entry
     def aclrtGetDevice(self, deviceId: Any) -> int:
-        if self._device.current < 0:
+        if _DEVICE.current < 0:
             raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
-        deviceId[0] = self._device.current
+        deviceId[0] = _DEVICE.current
         return 0
 
     @entry
@@ -115,8 +140,8 @@ class AclRuntime:
         rtDeviceSynchronize -> ApiImpl::DeviceSynchronize (src/runtime/api/impl/api_impl.cc:3975), which needs a
         current context and returns Context::Synchronize's error (src/runtime/core/src/context/context.cc:1219).
         """
-        graphs.refuse_sync("aclrtSynchronizeDevice")
-        if self._device.current < 0:
+        acl_graphs.refuse_sync("aclrtSynchronizeDevice")
+        if _DEVICE.current < 0:
             raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
         EXECUTOR.run_until(lambda: not EXECUTOR.active)
         self._host_saw(lambda q: True)
@@ -176,7 +201,7 @@ class AclRuntime:
 
     @entry
     def aclrtMemcpy(self, dst: Any, destMax: int, src: Any, count: int, kind: int) -> int:
-        graphs.refuse_unsafe("aclrtMemcpy")
+        acl_graphs.refuse_unsafe("aclrtMemcpy")
         self._check_copy(dst, destMax, src, count, kind)
         if count:
             ffi.memmove(dst, src, count)
@@ -185,7 +210,7 @@ class AclRuntime:
     @entry
     def aclrtMemcpyAsync(self, dst: Any, destMax: int, src: Any, count: int, kind: int, stream: Any) -> int:
         self._check_copy(dst, destMax, src, count, kind)
-        q = self._stream(stream)
+        q = acl_stream(self.state, stream)
         if count:
             EXECUTOR.submit(q, [HostCall(lambda: ffi.memmove(dst, src, count))])
             EXECUTOR.settle()
@@ -202,7 +227,7 @@ class AclRuntime:
 
     @entry
     def aclrtMemset(self, devPtr: Any, maxCount: int, value: int, count: int) -> int:
-        graphs.refuse_unsafe("aclrtMemset")
+        acl_graphs.refuse_unsafe("aclrtMemset")
         if devPtr == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "devPtr is NULL")
         if count > maxCount:
@@ -227,18 +252,11 @@ class AclRuntime:
         q = self.state.streams.get(key)
         if q is None or key == 0:
             raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"stream 0x{key:x} is not a stream of this process")
-        graphs.refuse_sync("aclrtDestroyStream", queue=q)
+        acl_graphs.refuse_sync("aclrtDestroyStream", queue=q)
         if q.tasks:
             EXECUTOR.settle()
         self.state.forget_stream(key)
         return 0
-
-    def _stream(self, stream: Any) -> Queue:
-        """The queue of an aclrt* call's stream argument; an unknown handle is ACL_ERROR_RT_INVALID_HANDLE."""
-        try:
-            return self.state.stream(stream)
-        except SimError as exc:
-            raise SimError(ACL_ERROR_RT_INVALID_HANDLE, exc.message) from None
 
     def _sync(self, q: Queue, deadline: "float | None", timeout_code: int) -> int:
         """Drive the executor until the tasks ``q`` holds now have run (or it failed); its error, the timeout's code,
@@ -252,11 +270,9 @@ class AclRuntime:
         if q.error is not None:
             code, acl_code, message = q.error
             q.error = None
-            set_last_error(message)
-            return acl_code
+            raise SimError(acl_code, message, named=True)
         if not finished:
-            set_last_error(f"{q.name}: not finished before the synchronisation timeout")
-            return timeout_code
+            raise SimError(timeout_code, f"{q.name}: not finished before the synchronisation timeout", named=True)
         if q.checked:       # only a race-checked thread's queue has anything to tell the checker
             self._host_saw(lambda other: other is q)
         return 0
@@ -270,14 +286,14 @@ class AclRuntime:
 
     @entry
     def aclrtSynchronizeStream(self, stream: Any) -> int:
-        q = self._stream(stream)
-        graphs.refuse_sync("aclrtSynchronizeStream", queue=q)
+        q = acl_stream(self.state, stream)
+        acl_graphs.refuse_sync("aclrtSynchronizeStream", queue=q)
         return self._sync(q, None, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
     @entry
     def aclrtSynchronizeStreamWithTimeout(self, stream: Any, timeout: int) -> int:
-        q = self._stream(stream)
-        graphs.refuse_sync("aclrtSynchronizeStreamWithTimeout", queue=q)
+        q = acl_stream(self.state, stream)
+        acl_graphs.refuse_sync("aclrtSynchronizeStreamWithTimeout", queue=q)
         deadline = None if timeout < 0 else time.monotonic() + timeout / 1000.0
         return self._sync(q, deadline, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
@@ -291,22 +307,16 @@ class AclRuntime:
         event[0] = ffi.cast("aclrtEvent", key)
         return 0
 
-    def _event(self, event: Any) -> SimEvent:
-        ev = self.state.event(event)
-        if ev is None:
-            raise SimError(ACL_ERROR_RT_INVALID_HANDLE, f"event 0x{key_of(event):x} is not an event of this process")
-        return ev
-
     @entry
     def aclrtDestroyEvent(self, event: Any) -> int:
-        ev = self._event(event)
+        ev = acl_event(self.state, event)
         del self.state.events[ev.handle]
         return 0
 
     @entry
     def aclrtRecordEvent(self, event: Any, stream: Any) -> int:
-        ev = self._event(event)
-        q = self._stream(stream)
+        ev = acl_event(self.state, event)
+        q = acl_stream(self.state, stream)
         ev.recorded += 1
         EXECUTOR.submit(q, [EventRecord(ev)])
         EXECUTOR.settle()
@@ -314,13 +324,12 @@ class AclRuntime:
 
     @entry
     def aclrtSynchronizeEvent(self, event: Any) -> int:
-        ev = self._event(event)
-        graphs.refuse_sync("aclrtSynchronizeEvent", event=ev)
+        ev = acl_event(self.state, event)
+        acl_graphs.refuse_sync("aclrtSynchronizeEvent", event=ev)
         target = ev.recorded
         EXECUTOR.run_until(lambda: ev.completed >= target)
         if ev.error is not None:
             _, acl_code, message = ev.error
             ev.error = None
-            set_last_error(f"the stream of this event failed: {message}")
-            return acl_code
+            raise SimError(acl_code, f"the stream of this event failed: {message}", named=True)
         return 0

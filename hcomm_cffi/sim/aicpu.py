@@ -23,7 +23,7 @@ import os
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import cffi
 
@@ -34,7 +34,11 @@ from .errors import (
     HcclResult, SimError, entry, last_error,
 )
 from ..enums import Engine
+from .acl import AclRuntime, acl_stream, current_device
+from .dataplane import DataPlane
 from .group import group_depth
+from .hccl_res import HcclResCalls
+from .part import Part
 from .queues import Queue, SimEvent
 from .runtime import EXECUTOR
 from .state import SimState, c_string, key_of
@@ -340,7 +344,7 @@ class _AicpuThread:
         self.thread.start()
 
     def _serve(self) -> None:
-        self.lib.aclrtSetDevice(self.device)           # the kernel's calls see the device it was launched on
+        self.lib.acl.aclrtSetDevice(self.device)           # the kernel's calls see the device it was launched on
         while True:
             run = self.jobs.get()
             try:
@@ -352,7 +356,7 @@ class _AicpuThread:
     def _run(self, run: _KernelRun) -> Optional[str]:
         for block in range(run.blocks):
             code, signal = run.body()
-            self.lib.sim_discard_batch()                 # a kernel that stopped mid-batch launched nothing
+            self.lib.primitives.sim_discard_batch()                 # a kernel that stopped mid-batch launched nothing
             if signal:
                 name = _SIGNALS.get(signal, f"signal {signal}")
                 return (f"crashed with {name} in its own code (block {block}); the emulator caught it on the AICPU "
@@ -406,29 +410,17 @@ def _call_kernel(address: int, args: Any) -> Tuple[int, int]:
     return int(result[0]), int(signal)
 
 
-class AicpuCalls:
-    """aclrtBinary*/aclrtKernelArgs*/aclrtLaunchKernelWithConfig and HcclAicpuKernelLaunch (mixed into SimLibrary)."""
+class AicpuCalls(Part):
+    """aclrtBinary*/aclrtKernelArgs*/aclrtLaunchKernelWithConfig (acl/acl_rt.h) and HcclAicpuKernelLaunch
+    (hccl/hccl_launch.h); a kernel's calls go to the ACL, resource and data-plane parts it is given."""
 
-    state: SimState
+    HEADERS = ("hccl/hccl_launch.h", "acl/acl_rt.h")
 
-    _device: Any        # AclRuntime's per-OS-thread current device
-    _batch: Any         # DataPlane's per-OS-thread open batch
-
-    if TYPE_CHECKING:   # provided by the other mixins of SimLibrary (ahead of this one in its bases)
-        def aclrtSetDevice(self, deviceId: int) -> int: ...
-        def _stream(self, stream: Any) -> Queue: ...
-        def HcclThreadAcquireWithStream(self, comm: Any, engine: int, stream: Any, notifyNum: int,
-                                        thread: Any) -> int: ...
-        def HcommBatchModeStart(self, batchTag: Any) -> int: ...
-        def HcommBatchModeEnd(self, batchTag: Any) -> int: ...
-        def HcommThreadNotifyRecordOnThread(self, thread: int, dstThread: int, dstNotifyIdx: int) -> int: ...
-        def HcommThreadNotifyWaitOnThread(self, thread: int, notifyIdx: int, timeOut: int) -> int: ...
-        def HcommThreadNotifyWaitOnThreadWithDefaultTimeout(self, thread: int,
-                                                             notifyIdx: int) -> int: ...
-
-    def sim_discard_batch(self) -> None:
-        """Emulator only: drop this OS thread's open batch (a kernel that stopped before HcommBatchModeEnd)."""
-        self._batch.tasks = None
+    def __init__(self, state: SimState, acl: AclRuntime, res: HcclResCalls, primitives: DataPlane) -> None:
+        super().__init__(state)
+        self.acl = acl
+        self.res = res
+        self.primitives = primitives
 
     def _new_handle(self) -> int:
         return self.state.new_ptr_key()
@@ -530,8 +522,8 @@ class AicpuCalls:
         """Launch ``function`` with a device copy of ``args`` on ``stream`` for the calling thread's device."""
         if blocks < 1:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"{blocks_name}={blocks}; expected >= 1")
-        q = self._stream(stream)
-        device = self._device.current
+        q = acl_stream(self.state, stream)
+        device = current_device()
         if device < 0:
             raise SimError(ACL_ERROR_RT_CONTEXT_NULL, "no device set on this thread (call aclrtSetDevice)")
         blob = ffi.new("char[]", args or b"\0")
@@ -543,12 +535,14 @@ class AicpuCalls:
         EXECUTOR.submit(run.stream, [HostCall(run.start), KernelRunning(run.done, 1)])
         EXECUTOR.settle()
 
+    @entry
     def aclrtGetLastError(self, level: int) -> int:
         """The calling OS thread's last kernel-launch error (a ``<<<>>>`` launch has no return code), then cleared."""
         code = getattr(_LAUNCH_ERRORS, "code", 0)
         _LAUNCH_ERRORS.code = 0
         return int(code)
 
+    @entry
     def HcommSimAscLaunchAicpu(self, fn: Any, name: Any, blockDim: int, stream: Any, args: Any, argsSize: int) -> int:
         """Emulator only: ``kernel<<<blockDim, l2ctrl, stream>>>(args, argsSize)`` of an AICPU kernel in an ASC source.
 
@@ -556,12 +550,12 @@ class AicpuCalls:
         bisheng compiler's job on CANN); the kernel, compiled from the package's ``.aicpu`` source into the host
         library, runs as an aclrtLaunchKernelWithConfig launch does.  Errors are kept for aclrtGetLastError.
         """
-        code = self._asc_launch(fn, name, blockDim, stream, args, argsSize)
-        if code:
-            _LAUNCH_ERRORS.code = code
-        return code
+        try:
+            return self._asc_launch(fn, name, blockDim, stream, args, argsSize)
+        except Exception as exc:        # the code entry returns, kept for aclrtGetLastError too
+            _LAUNCH_ERRORS.code = exc.code if isinstance(exc, SimError) else int(HcclResult.E_INTERNAL)
+            raise
 
-    @entry
     def _asc_launch(self, fn: Any, name: Any, blockDim: int, stream: Any, args: Any, argsSize: int) -> int:
         if fn == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "the kernel function is NULL")
@@ -608,10 +602,10 @@ class AicpuCalls:
         so_name = ffi.string(funcInfo.kernelSoName).decode("utf-8", "replace")
         symbol = ffi.string(funcInfo.kernelFuncName).decode("utf-8", "replace")
         so_path, address = _device_kernel(so_name, symbol)
-        device = self._device.current
-        q = self._stream(unfold)
+        device = current_device()
+        q = acl_stream(self.state, unfold)
         out = ffi.new("ThreadHandle *")
-        code = self.HcclThreadAcquireWithStream(comm, int(Engine.CPU_TS), userStream, 3, out)
+        code = self.res.HcclThreadAcquireWithStream(comm, int(Engine.CPU_TS), userStream, 3, out)
         if code:
             return int(code)
         cpu = self.state.thread(int(out[0]))
@@ -622,24 +616,19 @@ class AicpuCalls:
         user = KernelFunction(0, KernelBinary(0, so_path, 0, {}), symbol, so_path, symbol, address)
         for function, body in (
                 (_builtin("RunAicpuNotifyWait"), lambda: (self._batched(
-                    lambda: self.HcommThreadNotifyWaitOnThread(aicpu.handle, last, 0)), 0)),
+                    lambda: self.primitives.HcommThreadNotifyWaitOnThread(aicpu.handle, last, 0)), 0)),
                 (user, None),
                 (_builtin("RunAicpuNotifyRecord"), lambda: (self._batched(
-                    lambda: self.HcommThreadNotifyRecordOnThread(aicpu.handle, cpu.handle, 0)), 0))):
+                    lambda: self.primitives.HcommThreadNotifyRecordOnThread(aicpu.handle, cpu.handle, 0)), 0))):
             self._launch_kernel(_KernelRun(self, function, blob, 1, device, q, timeout_s, body))
         # the h2d record and the host's wait, one batch on the user stream (after the launches, which are on the
         # other stream: the record never sits set on an idle rank, which the checker would report)
-        return self._batched(lambda: self.HcommThreadNotifyRecordOnThread(cpu.handle, aicpu.handle, last),
-                             lambda: self.HcommThreadNotifyWaitOnThreadWithDefaultTimeout(cpu.handle, 0))
+        return self._batched(lambda: self.primitives.HcommThreadNotifyRecordOnThread(cpu.handle, aicpu.handle, last),
+                             lambda: self.primitives.HcommThreadNotifyWaitOnThreadWithDefaultTimeout(cpu.handle, 0))
 
     def _batched(self, *issues: Callable[[], int]) -> int:
         """Each of ``issues`` (data-plane calls) between HcommBatchModeStart and End; the first error, else End's."""
-        self.HcommBatchModeStart(b"hccl_aicpu_kernel_launch")
+        self.primitives.HcommBatchModeStart(b"hccl_aicpu_kernel_launch")
         codes = [issue() for issue in issues]
-        end = self.HcommBatchModeEnd(b"hccl_aicpu_kernel_launch")
+        end = self.primitives.HcommBatchModeEnd(b"hccl_aicpu_kernel_launch")
         return int(next((code for code in codes if code), end))
-
-    def sim_aicpu_abandon_all(self) -> None:
-        """Emulator only (tests): forget the AICPU threads (their kernels keep running to completion)."""
-        with _THREADS_LOCK:
-            _THREADS.clear()

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from .._ffi import ffi
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, Protocol, ReduceOp
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
-from .graphs import join_batch
+from .acl_graphs import join_batch
 from .config import CheckerWarning
 from .queues import SimThread
 from .runtime import EXECUTOR, TaskFailure
@@ -26,6 +26,7 @@ from .tasks import (
     ChannelWait, HostCall, LocalCopy, LocalReduce, Read, ReadReduce, Task, ThreadRecord, ThreadWait, Write,
     WriteReduce,
 )
+from .part import Part
 from .state import SimState, c_string
 
 _NULL = ffi.NULL
@@ -85,13 +86,22 @@ def _reduce_args(count: int, dtype: int, op: int) -> "tuple[DataType, ReduceOp]"
     return dt, rop
 
 
-class DataPlane:
-    """Hcomm* data-plane calls (mixed into SimLibrary)."""
+class DataPlane(Part):
+    """Hcomm* data-plane calls (hcomm/hcomm_primitives.h)."""
 
-    state: SimState
+    HEADERS = ("hcomm/hcomm_primitives.h",)
 
-    def __init__(self) -> None:
+    def __init__(self, state: SimState) -> None:
+        super().__init__(state)
         self._batch = _Batch()
+
+    def open_batch(self) -> Optional[Dict[Any, List[Task]]]:
+        """The tasks of the batch this OS thread has open (HcommBatchModeStart without End), by thread; None."""
+        return self._batch.tasks
+
+    def sim_discard_batch(self) -> None:
+        """Emulator only: drop this OS thread's open batch (a kernel that stopped before HcommBatchModeEnd)."""
+        self._batch.tasks = None
 
     # ------------------------------------------------------------------ issuing
     def _issue(self, th: SimThread, task: Task) -> None:

@@ -6,13 +6,17 @@ operators) take the platform's branch.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict
+import functools
+from typing import Any, Dict
+
+from .._ffi import ffi
 
 from ..errors import ACL_ERROR_API_NOT_SUPPORT
 from . import product
 from .errors import ACL_ERROR_RT_PARAM_INVALID, SimError, entry
-from .queues import Queue
-from .state import SimState, key_of
+from .acl import acl_stream, interned
+from .part import Part
+from .state import key_of
 
 __all__ = ["DeviceModes", "OVERFLOW_MODE_INFNAN", "STOP_ON_FAILURE"]
 
@@ -20,19 +24,16 @@ OVERFLOW_MODE_SATURATION, OVERFLOW_MODE_INFNAN = 0, 1        # aclrtFloatOverflo
 CONTINUE_ON_FAILURE, STOP_ON_FAILURE = 0, 1                  # aclrtSetStreamFailureMode's modes
 
 
-class DeviceModes:
-    """aclrtGetSocName, aclrtSetDeviceSatMode / aclrtGetDeviceSatMode, aclrtSetStreamFailureMode (mixed into SimLibrary)."""
+class DeviceModes(Part):
+    """aclrtGetSocName (acl/acl_base_rt.h), aclrtSetDeviceSatMode / aclrtGetDeviceSatMode, aclrtSetStreamFailureMode."""
 
-    state: SimState
+    HEADERS = ("acl/acl_base_rt.h", "acl/acl_rt.h")
     _overflow_mode = OVERFLOW_MODE_INFNAN
     _failure_modes: Dict[int, int] = {}
 
-    if TYPE_CHECKING:        # sim/acl.py's AclRuntime provides them in SimLibrary
-        def _string(self, text: str) -> Any: ...
-        def _stream(self, stream: Any) -> Queue: ...
-
+    @functools.partial(entry, failure=ffi.NULL)
     def aclrtGetSocName(self) -> Any:
-        return self._string(product.soc_name())
+        return interned(product.soc_name())
 
     @entry
     def aclrtSetDeviceSatMode(self, mode: int) -> int:
@@ -57,7 +58,7 @@ class DeviceModes:
         """runtime stream.cpp:258-264 (rtStreamSetMode).  The emulator stops a stream at its first failed task
         and fails what waits on it (sim/runtime.py fail_queue), which is STOP_ON_FAILURE; both modes are recorded,
         continuing past a failed task is not emulated."""
-        self._stream(stream)                      # an unknown stream: ACL_ERROR_RT_INVALID_HANDLE
+        acl_stream(self.state, stream)                      # an unknown stream: ACL_ERROR_RT_INVALID_HANDLE
         if mode not in (CONTINUE_ON_FAILURE, STOP_ON_FAILURE):
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"mode={mode}; expected 0 (continue on failure) or 1 (stop "
                                                        "on failure)")

@@ -1,7 +1,7 @@
-"""Return codes the emulator hands back, and the internal exception that carries them.
+"""Return codes of the emulator, the exception carrying them, and ``entry``: where an error becomes a return code.
 
-Entry points catch ``SimError`` and return its code, keeping the message for
-``aclGetRecentErrMsg`` as the real runtime does for its last error.
+Every emulated C function is wrapped by ``entry``, which turns a ``SimError`` into its code, keeping the
+message for ``aclGetRecentErrMsg`` as the real runtime does for its last error.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from ..errors import (
 )
 
 __all__ = [
-    "SimError", "entry", "failure_code", "last_error", "set_last_error", "warn_caller", "HcclResult",
+    "SimError", "entry", "last_error", "set_last_error", "warn_caller", "HcclResult",
     "ACL_SUCCESS", "ACL_ERROR_INVALID_PARAM", "ACL_ERROR_UNINITIALIZE", "ACL_ERROR_REPEAT_INITIALIZE",
     "ACL_ERROR_RT_PARAM_INVALID", "ACL_ERROR_RT_INVALID_DEVICEID", "ACL_ERROR_RT_CONTEXT_NULL",
     "ACL_ERROR_RT_INVALID_HANDLE", "ACL_ERROR_RT_MEMORY_ALLOCATION", "ACL_ERROR_RT_INTERNAL_ERROR",
@@ -35,12 +35,17 @@ __all__ = [
 
 
 class SimError(Exception):
-    """An error the C function reports by return code; ``code`` is what it returns."""
+    """An error the C function reports by return code; ``code`` is what it returns.
 
-    def __init__(self, code: int, message: str) -> None:
+    ``named``: ``message`` is the whole last-error text (it names its source itself); otherwise the text
+    is ``"<C function>: <message>"``.
+    """
+
+    def __init__(self, code: int, message: str, named: bool = False) -> None:
         super().__init__(message)
         self.code = int(code)
         self.message = message
+        self.named = named
 
 
 _tls = threading.local()
@@ -59,33 +64,39 @@ def last_error() -> Optional[str]:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def entry(func: F, name: Optional[str] = None) -> F:
-    """Wrap a C entry point: a SimError becomes its return code plus a remembered message.
+def entry(func: F, name: Optional[str] = None, divert: Optional[Callable[..., Any]] = None,
+          failure: Any = None) -> F:
+    """Wrap an emulated C function: the one place where an exception becomes its return value.
 
-    ``name``: the C function the messages name (default: ``func``'s own name).
+    A SimError returns its code, anything else (an emulator bug) E_INTERNAL; either way the calling
+    OS thread's last-error text (``aclGetRecentErrMsg``) is remembered.  ``name``: the C function the
+    text names (default: ``func``'s own name).  ``divert``: called first with the same arguments; a
+    result other than None is returned instead of calling ``func`` (a collective inside a group, or on a
+    capturing stream: sim/group.py; ``diverted`` says so).  ``failure``: returned instead of the code by a function whose
+    result is not a code (NULL for one returning a pointer).  The wrapper's ``c_function`` is ``name``.
     """
     name = name or func.__name__
 
     @functools.wraps(func)
     def wrapper(*args: Any) -> Any:
         try:
+            if divert is not None:
+                diverted = divert(*args)
+                if diverted is not None:
+                    return diverted
             return func(*args)
         except Exception as exc:
-            return failure_code(name, exc)
+            if isinstance(exc, SimError):
+                set_last_error(exc.message if exc.named else f"{name}: {exc.message}")
+                code = exc.code
+            else:
+                set_last_error(f"{name}: internal error in the emulator: {exc!r}")
+                code = int(HcclResult.E_INTERNAL)
+            return code if failure is None else failure
 
+    wrapper.c_function = name  # type: ignore[attr-defined]
+    wrapper.diverted = divert is not None  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
-
-
-def failure_code(name: str, exc: Exception) -> int:
-    """What C entry point ``name`` returns for ``exc`` (remembering its text): a C function never raises.
-
-    A SimError carries its code; anything else is an emulator bug and becomes E_INTERNAL.
-    """
-    if isinstance(exc, SimError):
-        set_last_error(f"{name}: {exc.message}")
-        return exc.code
-    set_last_error(f"{name}: internal error in the emulator: {exc!r}")
-    return int(HcclResult.E_INTERNAL)
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

@@ -15,15 +15,16 @@ the interval is what the stream spent between the two records (the operations' e
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._ffi import ffi
 from ..errors import ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, entry
-from . import graphs
-from .queues import Queue, SimEvent
+from . import acl_graphs
+from .queues import SimEvent
 from .runtime import EXECUTOR
-from .state import SimState
+from .acl import acl_event, acl_stream
+from .part import Part
 from .tasks import EventWait, HostCall
 
 __all__ = ["TimedEvents", "ACL_EVENT_SYNC", "EVENT_FLAGS"]
@@ -33,14 +34,10 @@ ACL_EVENT_SYNC = 0x1
 EVENT_FLAGS = 0x1 | 0x2 | 0x8 | 0x10 | 0x20 | 0x40
 
 
-class TimedEvents:
-    """The event calls above (mixed into SimLibrary beside sim/acl.py's create/record/synchronize/destroy)."""
+class TimedEvents(Part):
+    """The event calls above (acl/acl_rt.h, beside sim/acl.py's create/record/synchronize/destroy)."""
 
-    state: SimState
-
-    if TYPE_CHECKING:        # sim/acl.py's AclRuntime provides them in SimLibrary
-        def _event(self, event: Any) -> SimEvent: ...
-        def _stream(self, stream: Any) -> Queue: ...
+    HEADERS = ("acl/acl_rt.h",)
 
     @entry
     def aclrtCreateEventWithFlag(self, event: Any, flag: int) -> int:
@@ -56,9 +53,9 @@ class TimedEvents:
 
     @entry
     def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
-        ev = self._event(event)
-        q = self._stream(stream)
-        graphs.join_event(q, ev, self.state.default_stream)    # waiting on a captured event joins the capture
+        ev = acl_event(self.state, event)
+        q = acl_stream(self.state, stream)
+        acl_graphs.join_event(q, ev, self.state.default_stream)    # waiting on a captured event joins the capture
         if q.capture is not None or ev.recorded > ev.reset_at:
             target = ev.recorded                        # the last record issued
         elif ev.flag & ACL_EVENT_SYNC:
@@ -73,8 +70,8 @@ class TimedEvents:
 
     @entry
     def aclrtResetEvent(self, event: Any, stream: Any) -> int:
-        ev = self._event(event)
-        q = self._stream(stream)
+        ev = acl_event(self.state, event)
+        q = acl_stream(self.state, stream)
         ev.reset_at = ev.recorded
 
         def reset() -> None:
@@ -87,7 +84,7 @@ class TimedEvents:
     def aclrtEventElapsedTime(self, ms: Any, startEvent: Any, endEvent: Any) -> int:
         if ms == ffi.NULL:
             raise SimError(ACL_ERROR_INVALID_PARAM, "ms is NULL")
-        start, end = self._event(startEvent), self._event(endEvent)
+        start, end = acl_event(self.state, startEvent), acl_event(self.state, endEvent)
         for name, ev in (("startEvent", start), ("endEvent", end)):
             if not ev.stamp:
                 raise SimError(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, f"{name} 0x{ev.handle:x} has no executed record "

@@ -7,21 +7,21 @@ batch); the outermost HcclGroupEnd (line 282) launches, per communicator in firs
 batch (as HcclBatchSendRecv) and then the collectives in issue order, and synchronises the
 collectives' streams (groupLaunch, line 251); HcclGroupEnd without HcclGroupStart is
 HCCL_E_NOT_SUPPORT (line 284).  The emulator also returns the first failure of the launch.
-Mixed into SimLibrary ahead of the collectives it defers.
+A library collective is declared with :func:`collective`, whose entry defers it inside a group.
 """
 from __future__ import annotations
 
-import functools
-import re
 import threading
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .._cdef import CDEF
+from .._cdef import CDEF, DECLARATION
 from .._ffi import ffi
 from .errors import HcclResult, SimError, entry
+from .acl_graphs import captured
+from .part import Part
 from .state import SimState
 
-__all__ = ["GroupCalls", "GROUPED_FUNCTIONS", "group_depth"]
+__all__ = ["GroupCalls", "GROUPED_FUNCTIONS", "collective", "group_depth"]
 
 _COLLECTIVES = ("HcclAllReduce", "HcclBroadcast", "HcclReduceScatter", "HcclReduceScatterV", "HcclScatter",
                 "HcclAllGather", "HcclAllGatherV", "HcclAlltoAllVC", "HcclAlltoAllV", "HcclAlltoAll", "HcclReduce")
@@ -30,9 +30,8 @@ _P2P = {"HcclSend": 0, "HcclRecv": 1}          # HcclSendRecvType
 
 def _positions(name: str) -> Tuple[int, int]:
     """Where ``name``'s comm and stream parameters are, from the package's cdef."""
-    m = re.search(rf"\b{name}\(([^)]*)\);", str(CDEF))
-    assert m is not None, name
-    params = [p.strip().split()[-1].lstrip("*") for p in m.group(1).split(",")]
+    declared = next(params for _, n, params in DECLARATION.findall(CDEF) if n == name)
+    params = [p.strip().split()[-1].lstrip("*") for p in declared.split(",")]
     return params.index("comm"), params.index("stream")
 
 
@@ -64,10 +63,52 @@ def group_depth() -> int:
     return _GROUP.depth
 
 
-class GroupCalls:
-    """HcclGroupStart/End/StatusGet, and the deferral of the collectives and send/recv issued inside a group."""
+def collective(func: Callable[..., int]) -> Callable[..., int]:
+    """Declare a library collective of sim/native.py (its comm and stream arguments last).
 
-    state: SimState
+    Its entry (errors.entry) first diverts it: inside a group (GROUPED_FUNCTIONS) it is deferred to the
+    group's end, on a capturing stream it is recorded (graphs.captured, replayed through ``run``).
+    """
+    name = func.__name__
+    run = entry(func)
+    grouped = name in GROUPED_FUNCTIONS
+
+    def divert(part: Any, *args: Any) -> Optional[int]:
+        if grouped and _GROUP.depth > 0:
+            return _defer(part.state, name, args)
+        return captured(part, run, args)
+
+    return entry(func, divert=divert)
+
+
+def _defer(state: SimState, name: str, args: Tuple[Any, ...]) -> int:
+    """Record ``name(*args)`` for the group's end (the communicator must be a live one now)."""
+    comm_at, stream_at = GROUPED_FUNCTIONS[name]
+    comm = args[comm_at]
+    c = state.comm(comm)
+    held = _GROUP.plans.get(c.handle)
+    if held is None:
+        held = _GROUP.plans[c.handle] = (comm, _Plan())
+    plan = held[1]
+    if name in _P2P:
+        buf, count, data_type, peer = args[0], args[1], args[2], args[3]
+        plan.p2p.append((_P2P[name], buf, int(count), int(data_type), int(peer)))
+        if plan.p2p_stream is None:
+            plan.p2p_stream = args[stream_at]
+    else:
+        plan.collectives.append((name, tuple(args)))
+    return 0
+
+
+class GroupCalls(Part):
+    """HcclGroupStart/End/StatusGet (hccl/hccl_comm.h); the group's end runs what :func:`collective` deferred."""
+
+    HEADERS = ("hccl/hccl_comm.h",)
+
+    def __init__(self, state: SimState, collectives: Any, sync_stream: Callable[[Any], int]) -> None:
+        super().__init__(state)
+        self.collectives = collectives      # the part with the library collectives (sim/native.py)
+        self.sync_stream = sync_stream      # aclrtSynchronizeStream
 
     @entry
     def HcclGroupStart(self) -> int:
@@ -96,9 +137,8 @@ class GroupCalls:
             for rc in self._run_group(comm, plan, streams):
                 if rc != 0 and first_failure == 0:
                     first_failure = rc
-        sync = getattr(self, "aclrtSynchronizeStream")
         for stream in streams:
-            rc = int(sync(stream))
+            rc = int(self.sync_stream(stream))
             if rc != 0 and first_failure == 0:
                 first_failure = int(HcclResult.E_INTERNAL)
         if first_failure:
@@ -107,7 +147,7 @@ class GroupCalls:
         return 0
 
     def _run_group(self, comm: Any, plan: _Plan, streams: List[Any]) -> List[int]:
-        base = super()
+        """Launch one communicator's share of the group (depth 0 now: the collectives run, not defer)."""
         codes: List[int] = []
         if plan.p2p:
             items = ffi.new("HcclSendRecvItem[]", len(plan.p2p))
@@ -117,41 +157,10 @@ class GroupCalls:
                 items[i].count = count
                 items[i].dataType = data_type
                 items[i].remoteRank = peer
-            codes.append(int(getattr(base, "HcclBatchSendRecv")(items, len(plan.p2p), comm, plan.p2p_stream)))
+            codes.append(int(self.collectives.HcclBatchSendRecv(items, len(plan.p2p), comm, plan.p2p_stream)))
         for name, args in plan.collectives:
-            codes.append(int(getattr(base, name)(*args)))
+            codes.append(int(getattr(self.collectives, name)(*args)))
             stream = args[GROUPED_FUNCTIONS[name][1]]
             if all(stream != known for known in streams):
                 streams.append(stream)
         return codes
-
-    def _defer(self, name: str, args: Tuple[Any, ...]) -> int:
-        """Record ``name(*args)`` for the group's end (the communicator must be a live one now)."""
-        comm_at, stream_at = GROUPED_FUNCTIONS[name]
-        comm = args[comm_at]
-        c = self.state.comm(comm)
-        entry_ = _GROUP.plans.get(c.handle)
-        if entry_ is None:
-            entry_ = _GROUP.plans[c.handle] = (comm, _Plan())
-        plan = entry_[1]
-        if name in _P2P:
-            buf, count, data_type, peer = args[0], args[1], args[2], args[3]
-            plan.p2p.append((_P2P[name], buf, int(count), int(data_type), int(peer)))
-            if plan.p2p_stream is None:
-                plan.p2p_stream = args[stream_at]
-        else:
-            plan.collectives.append((name, tuple(args)))
-        return 0
-
-
-def _grouped(name: str) -> Callable[..., int]:
-    def call(self: GroupCalls, *args: Any) -> int:
-        if _GROUP.depth > 0:
-            return int(entry(functools.partial(GroupCalls._defer, self), name)(name, args))
-        return int(getattr(super(GroupCalls, self), name)(*args))
-    call.__name__ = name
-    return call
-
-
-for _name in GROUPED_FUNCTIONS:
-    setattr(GroupCalls, _name, _grouped(_name))

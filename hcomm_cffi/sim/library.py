@@ -1,9 +1,9 @@
-"""``SimLibrary``: the emulator seen as one C library, with every HCCL/HCOMM/ACL function name."""
+"""``SimLibrary``: the emulator seen as one C library: one part per vendor header, every HCCL/HCOMM/ACL function name."""
 from __future__ import annotations
 
 import atexit
 import os
-from typing import Any, Callable, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
 from ..lib.contract import Backend, DataPlaneCall, Capabilities
 from .abandon import abandon
@@ -11,16 +11,18 @@ from .announce import API
 from .abi_check import declared_functions
 from .acl import AclRuntime
 from .aicpu import AicpuCalls
-from .client_api import ClientCalls
-from .control import ControlPlane
 from .dataplane import DataPlane
 from ..errors import ACL_ERROR_API_NOT_SUPPORT
-from .errors import HcclResult, set_last_error
-from .graphs import GraphCalls
+from .errors import HcclResult, SimError, entry
+from .acl_graphs import GraphCalls
 from .group import GroupCalls
+from .hccl_comm import HcclCommCalls
+from .hccl_rank_graph import HcclRankGraphCalls
+from .hccl_res import HcclChannelCalls, HcclResCalls
 from .native import NativeCollectives
 from .device_modes import DeviceModes
 from .events import TimedEvents
+from .part import c_functions
 from .profiler import Profiler
 from .vmm import VirtualMemory
 from .zero_copy import ZeroCopyCalls
@@ -75,41 +77,54 @@ SIM_CAPABILITIES = Capabilities(emulator=True, host_memory_as_device=True, step_
                                 checks_signatures_in_band=True, host_tasks=True, prepares_batches=True)
 
 
-class SimLibrary(ControlPlane, DataPlane, AclRuntime, GraphCalls, AicpuCalls, ClientCalls, GroupCalls,
-                 NativeCollectives, TimedEvents, DeviceModes, VirtualMemory, ZeroCopyCalls, Profiler, Backend):
+class SimLibrary(Backend):
     """Drop-in for the dlopen'ed CANN libraries: same function names, cdata arguments, return codes.
 
-    All instances in a process share one state, as all handles into one real library would.
+    It holds one part per vendor header (sim/part.py), all over the one state every instance of a
+    process shares, as all handles into one real library would; each C function is an attribute bound
+    to its part's method.  ``traces_c_program``: a C program runs on it (HCOMM_TRACE from each
+    communicator's creation on, sim/hccl_comm.py).
     """
 
     backend_name = "sim"
     capabilities = SIM_CAPABILITIES
 
-    def __init__(self) -> None:
-        self.state = _STATE
-        DataPlane.__init__(self)
-        AclRuntime.__init__(self)
+    def __init__(self, traces_c_program: bool = False) -> None:
+        state = self.state = _STATE
+        acl = AclRuntime(state)
+        self.primitives = DataPlane(state)
+        vmm = VirtualMemory(state)
+        res = HcclResCalls(state)
+        collectives = NativeCollectives(state)
+        self.parts = (HcclCommCalls(state, traces_c_program), res, HcclChannelCalls(state), HcclRankGraphCalls(state),
+                      GroupCalls(state, collectives, acl.aclrtSynchronizeStream), ZeroCopyCalls(state, vmm),
+                      collectives, self.primitives, AicpuCalls(state, acl, res, self.primitives), acl,
+                      TimedEvents(state), GraphCalls(state), vmm, DeviceModes(state), Profiler(state))
+        self.functions: Dict[str, Callable[..., Any]] = {}
+        for part in self.parts:
+            self.functions.update(c_functions(part))
+        self.__dict__.update(self.functions)
+        #: bumped by every aclrtSetDevice / aclrtResetDevice (sim/acl.py)
+        self.device_changes = acl.device_changes
+        self.sim_host_task = self.primitives.sim_host_task
+        self.sim_prepare_batch = self.primitives.sim_prepare_batch
+        self.sim_issue_prepared = self.primitives.sim_issue_prepared
 
-    def sim_register_device_memory(self, addr: int, size: int) -> None:
-        """Emulator only: [addr, addr+size) stands for device memory (what the Comm API would stage on CANN).
+    # the backend contract (lib/contract.py)
+    def declare_device_memory(self, addr: int, size: int) -> None:
+        """[addr, addr+size) stands for device memory (what the Comm API would stage on CANN).
 
         Not a CANN function: on CANN the Comm API copies host arrays into aclrtMalloc memory; on the
         emulator it hands the arrays to the data plane directly and declares them here instead.
         """
         self.state.device.add(int(addr), int(size), "memory registered with sim_register_device_memory")
 
-    def sim_unregister_device_memory(self, addr: int) -> bool:
-        """Emulator only: forget a range registered at ``addr``; False when there was none."""
+    def withdraw_device_memory(self, addr: int) -> bool:
+        """Forget a range :meth:`declare_device_memory` declared at ``addr``; False when there was none."""
         return self.state.device.remove(int(addr))
 
-    # the backend contract (lib/contract.py)
-    def declare_device_memory(self, addr: int, size: int) -> None:
-        """Host range [addr, addr+size) stands for device memory (sim_register_device_memory)."""
-        self.sim_register_device_memory(addr, size)
-
-    def withdraw_device_memory(self, addr: int) -> bool:
-        """Forget a range :meth:`declare_device_memory` declared at ``addr``."""
-        return self.sim_unregister_device_memory(addr)
+    sim_register_device_memory = declare_device_memory          # the emulator's own names (tests)
+    sim_unregister_device_memory = withdraw_device_memory
 
     def prepare_batch(self, calls: Sequence[DataPlaneCall]) -> Any:
         """A prepared task list of ``calls`` (sim_prepare_batch)."""
@@ -133,7 +148,7 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, GraphCalls, AicpuCalls, Cl
 
     def abandon_communicator(self, comm: Any, why: str, interrupted: bool = False) -> bool:
         """Drop communicator ``comm``'s queued tasks and mark it FAILED (ABANDONED) for its peers (sim/abandon.py)."""
-        return abandon(self.state, self._batch.tasks, comm, why, interrupted)
+        return abandon(self.state, self.primitives.open_batch(), comm, why, interrupted)
 
     def checker_reports(self) -> List[str]:
         """Every checker finding of this process so far, oldest first."""
@@ -160,9 +175,9 @@ class SimLibrary(ControlPlane, DataPlane, AclRuntime, GraphCalls, AicpuCalls, Cl
 
         # an ACL function answers ACL's "API not supported" (cannlib/acl_rt_exports.py), an HCCL one HCCL's
         code = ACL_ERROR_API_NOT_SUPPORT if name.startswith("acl") else int(HcclResult.E_NOT_SUPPORT)
+        why = f"{name} is not implemented by the hcomm_cffi emulator (HCOMM_BACKEND=sim)"
 
         def not_implemented(*args: Any) -> int:
-            set_last_error(f"{name} is not implemented by the hcomm_cffi emulator (HCOMM_BACKEND=sim)")
-            return code
+            raise SimError(code, why, named=True)
         not_implemented.__name__ = name
-        return not_implemented
+        return entry(not_implemented)

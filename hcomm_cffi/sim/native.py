@@ -44,9 +44,10 @@ from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH
 from .announce import LIBRARY
 from .comm import SimChannel, SimComm
-from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, failure_code
+from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError
 from . import kernels
-from .graphs import capturable
+from .group import collective
+from .part import Part
 from .queues import SimThread
 from .runtime import EXECUTOR, TaskFailure, shares_cores
 from .tasks import ChannelRecord, ChannelWait, HostCall, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
@@ -344,10 +345,10 @@ class _Plan:
         return self.comm.peer_scratch[rank].ptr
 
 
-class NativeCollectives:
-    """HcclAllReduce and friends (mixed into SimLibrary)."""
+class NativeCollectives(Part):
+    """HcclAllReduce and friends: hccl/hccl.h, and HcclBarrier of hccl/hccl_comm.h (each entry: group.collective)."""
 
-    state: SimState
+    HEADERS = ("hccl/hccl.h", "hccl/hccl_comm.h")
 
     def _prepare(self, comm: Any, stream: Any, peers: Sequence[int]) -> _Plan:
         c = self.state.comm(comm)
@@ -419,10 +420,7 @@ class NativeCollectives:
         nat.seq += advance
         announced = c.announced
         announced.announce(LIBRARY, announced.next_library(), value, "")
-        try:
-            EXECUTOR.launch(q, tasks)
-        except Exception as exc:
-            return failure_code(name, exc)
+        EXECUTOR.launch(q, tasks)
         return 0
 
     def _keep(self, plan: _Plan, name: str, args: tuple, tasks: Sequence[Task]) -> None:
@@ -450,7 +448,7 @@ class NativeCollectives:
             self._keep(plan, name, args, plan.tasks)
         return self._launch(plan)
 
-    @capturable
+    @collective
     def HcclAllReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
                       stream: Any) -> int:
         args = (sendBuf, recvBuf, count, dataType, op, comm, stream)
@@ -481,8 +479,6 @@ class NativeCollectives:
         return self._launch_small(plan, "HcclAllReduce", (sendBuf, recvBuf, count, dataType, op, comm, stream),
                                   count * esz)
 
-    _all_reduce = entry(_all_reduce, "HcclAllReduce")
-
     def _two_shot_allreduce(self, plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
                             rop: ReduceOp) -> int:
         """Reduce-scatter then allgather through the parity regions (each rank reduces 1/n of a chunk)."""
@@ -504,8 +500,7 @@ class NativeCollectives:
                 plan.copy(recv + (off + r_lo) * esz, plan.ccl(r) + result, min(blk, n - r_lo) * esz)
         return self._launch(plan)
 
-    @capturable
-    @entry
+    @collective
     def HcclReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, root: int, comm: Any,
                    stream: Any) -> int:
         dt, rop = _dtype(dataType), _op(op)
@@ -530,7 +525,7 @@ class NativeCollectives:
                 plan.handshake([root], DONE, record=False)
         return self._launch(plan)
 
-    @capturable
+    @collective
     def HcclBroadcast(self, buf: Any, count: int, dataType: int, root: int, comm: Any, stream: Any) -> int:
         args = (buf, count, dataType, root, comm, stream)
         rc = self._repeat("HcclBroadcast", args, count)
@@ -559,9 +554,7 @@ class NativeCollectives:
                 plan.copy(data + b, plan.ccl(root) + region, n * esz)
         return self._launch_small(plan, "HcclBroadcast", (buf, count, dataType, root, comm, stream), count * esz)
 
-    _broadcast = entry(_broadcast, "HcclBroadcast")
-
-    @capturable
+    @collective
     def HcclAllGather(self, sendBuf: Any, recvBuf: Any, sendCount: int, dataType: int, comm: Any,
                       stream: Any) -> int:
         args = (sendBuf, recvBuf, sendCount, dataType, comm, stream)
@@ -595,9 +588,7 @@ class NativeCollectives:
                 plan.copy(recv + (r * sendCount + off) * esz, plan.ccl(r) + region, n * esz)
         return self._launch_small(plan, "HcclAllGather", (sendBuf, recvBuf, sendCount, dataType, comm, stream), sendCount * esz * c.nranks)
 
-    _all_gather = entry(_all_gather, "HcclAllGather")
-
-    @capturable
+    @collective
     def HcclReduceScatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, op: int, comm: Any,
                           stream: Any) -> int:
         args = (sendBuf, recvBuf, recvCount, dataType, op, comm, stream)
@@ -628,10 +619,7 @@ class NativeCollectives:
                             own=mine + off * esz if direct else None)
         return self._launch_small(plan, "HcclReduceScatter", (sendBuf, recvBuf, recvCount, dataType, op, comm, stream), recvCount * esz * c.nranks)
 
-    _reduce_scatter = entry(_reduce_scatter, "HcclReduceScatter")
-
-    @capturable
-    @entry
+    @collective
     def HcclAlltoAll(self, sendBuf: Any, sendCount: int, sendType: int, recvBuf: Any, recvCount: int,
                      recvType: int, comm: Any, stream: Any) -> int:
         dt = _dtype(sendType)
@@ -654,8 +642,7 @@ class NativeCollectives:
         return self._launch(plan)
 
     # ------------------------------------------------------------------ scatter and the V variants
-    @capturable
-    @entry
+    @collective
     def HcclScatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, root: int, comm: Any,
                     stream: Any) -> int:
         dt = _dtype(dataType)
@@ -680,8 +667,7 @@ class NativeCollectives:
                 plan.handshake([root], DONE, wait=False)
         return self._launch(plan)
 
-    @capturable
-    @entry
+    @collective
     def HcclAllGatherV(self, sendBuf: Any, sendCount: int, recvBuf: Any, recvCounts: Any, recvDispls: Any,
                        dataType: int, comm: Any, stream: Any) -> int:
         dt = _dtype(dataType)
@@ -704,8 +690,7 @@ class NativeCollectives:
             plan.handshake(peers, DONE)
         return self._launch(plan)
 
-    @capturable
-    @entry
+    @collective
     def HcclReduceScatterV(self, sendBuf: Any, sendCounts: Any, sendDispls: Any, recvBuf: Any, recvCount: int,
                            dataType: int, op: int, comm: Any, stream: Any) -> int:
         dt, rop = _dtype(dataType), _op(op)
@@ -729,8 +714,7 @@ class NativeCollectives:
             plan.handshake(peers, DONE)
         return self._launch(plan)
 
-    @capturable
-    @entry
+    @collective
     def HcclAlltoAllVC(self, sendBuf: Any, sendCountMatrix: Any, sendType: int, recvBuf: Any, recvType: int,
                        comm: Any, stream: Any) -> int:
         dt = _dtype(sendType)
@@ -760,8 +744,7 @@ class NativeCollectives:
             plan.handshake(peers, DONE)
         return self._launch(plan)
 
-    @capturable
-    @entry
+    @collective
     def HcclAlltoAllV(self, sendBuf: Any, sendCounts: Any, sdispls: Any, sendType: int, recvBuf: Any,
                       recvCounts: Any, rdispls: Any, recvType: int, comm: Any, stream: Any) -> int:
         """Pairwise: each rank knows what it sends to and receives from every peer, so the pieces of
@@ -785,7 +768,7 @@ class NativeCollectives:
             EXECUTOR.submit(q, [LocalCopy(None, recv + rd[me] * esz, send + sd[me] * esz, sc[me] * esz)])
         return self._p2p(items, comm, stream) if items else 0
 
-    @capturable
+    @collective
     def HcclBarrier(self, comm: Any, stream: Any) -> int:
         args = (comm, stream)
         rc = self._repeat("HcclBarrier", args, 0)
@@ -800,21 +783,16 @@ class NativeCollectives:
         plan.handshake(peers, idx)
         return self._launch_small(plan, "HcclBarrier", (comm, stream), 0)
 
-    _barrier = entry(_barrier, "HcclBarrier")
-
     # ------------------------------------------------------------------ point to point
-    @capturable
-    @entry
+    @collective
     def HcclSend(self, sendBuf: Any, count: int, dataType: int, destRank: int, comm: Any, stream: Any) -> int:
         return self._p2p([(0, sendBuf, count, dataType, destRank)], comm, stream)
 
-    @capturable
-    @entry
+    @collective
     def HcclRecv(self, recvBuf: Any, count: int, dataType: int, srcRank: int, comm: Any, stream: Any) -> int:
         return self._p2p([(1, recvBuf, count, dataType, srcRank)], comm, stream)
 
-    @capturable
-    @entry
+    @collective
     def HcclBatchSendRecv(self, sendRecvInfo: Any, itemNum: int, comm: Any, stream: Any) -> int:
         items_c = ffi.cast("HcclSendRecvItem *", _ptr(sendRecvInfo, "sendRecvInfo", itemNum > 0))
         items = []

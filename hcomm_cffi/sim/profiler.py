@@ -14,12 +14,14 @@ starting twice ACL_ERROR_PROF_ALREADY_RUN and stopping what is not running ACL_E
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from .. import files, trace
 from .._ffi import ffi
 from ..errors import ACL_ERROR_INVALID_PROFILING_CONFIG, ACL_ERROR_PROF_ALREADY_RUN, ACL_ERROR_PROF_NOT_RUN
+from .part import Part
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, SimError, entry
 
 __all__ = ["Profiler", "ProfilerConfig", "last_result"]
@@ -55,8 +57,10 @@ def _end_trace() -> Optional[str]:
     return trace.stop() if _Session.owns_trace else trace.flush()
 
 
-class Profiler:
+class Profiler(Part):
     """aclprofInit, aclprofCreateConfig, aclprofStart, aclprofStop, aclprofDestroyConfig, aclprofFinalize."""
+
+    HEADERS = ("acl/acl_prof.h",)
 
     @entry
     def aclprofInit(self, profilerResultPath: Any, length: int) -> int:
@@ -75,18 +79,16 @@ class Profiler:
         _Session.path = path
         return 0
 
+    @functools.partial(entry, failure=ffi.NULL)
     def aclprofCreateConfig(self, deviceIdList: Any, deviceNums: int, aicoreMetrics: int, aicoreEvents: Any,
                             dataTypeConfig: int) -> Any:
         """The opaque config, or NULL (the header's failure value) when an argument is unusable (named in
         aclGetRecentErrMsg)."""
-        from .errors import set_last_error
         if deviceIdList == ffi.NULL or deviceNums == 0:
-            set_last_error("aclprofCreateConfig: deviceIdList is NULL or deviceNums is 0; expected the devices "
-                           "to profile")
-            return ffi.NULL
+            raise SimError(ACL_ERROR_INVALID_PARAM, "deviceIdList is NULL or deviceNums is 0; expected the devices "
+                                                    "to profile")
         if aicoreMetrics not in _AICORE_METRICS:
-            set_last_error(f"aclprofCreateConfig: aicoreMetrics={aicoreMetrics} is not an aclprofAicoreMetrics")
-            return ffi.NULL
+            raise SimError(ACL_ERROR_INVALID_PARAM, f"aicoreMetrics={aicoreMetrics} is not an aclprofAicoreMetrics")
         devices = tuple(int(deviceIdList[i]) for i in range(deviceNums))
         handle = ffi.new("char[]", 8)                          # the opaque object: its address is the handle
         config = ProfilerConfig(devices, int(aicoreMetrics), int(dataTypeConfig))

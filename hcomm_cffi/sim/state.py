@@ -49,7 +49,7 @@ class SimState:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.comms: Dict[int, SimComm] = {}
-        self.client_calls: Dict[str, Any] = {}      # process-wide settings of sim/client_api.py (HcclSetConfig)
+        self.client_calls: Dict[str, Any] = {}      # process-wide settings of HcclSetConfig (sim/hccl_comm.py)
         self.threads: Dict[int, SimThread] = {}
         self.channels: Dict[int, SimChannel] = {}
         self.streams: Dict[int, Queue] = {}
@@ -57,7 +57,7 @@ class SimState:
         self.memory: Dict[int, Any] = {}            # aclrtMalloc'ed blocks by address
         self.device = DeviceMemory()                # ranges a device task may touch (devmem.py)
         self.released_streams: Dict[int, str] = {}  # stream handles that died with their owner, and why
-        self.releases = 0                           # aclrtFree's and stream destructions so far (graphs.py's checks)
+        self.releases = 0                           # aclrtFree's and stream destructions so far (acl_graphs.py's checks)
         self.default_wait_s = float(DEFAULT_NOTIFY_WAIT_S)  # of the *WithDefaultTimeout waits (process-wide)
         self._ptr_keys = itertools.count(0x10000, 0x100)
         self._thread_ids = itertools.count(1)

@@ -26,7 +26,8 @@ import cffi
 
 from .._ffi import ffi
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, SimError, entry
-from .state import SimState, key_of
+from .part import Part
+from .state import key_of
 
 __all__ = ["VirtualMemory", "GRANULARITY", "HUGE1G_GRANULARITY", "HOST_MEMORY_BYTES"]
 
@@ -72,10 +73,10 @@ def _mmap(addr: int, size: int, prot: int, flags: int, fd: int = -1, offset: int
     return value
 
 
-class VirtualMemory:
-    """aclrtReserveMemAddress ... aclrtMemGetAllocationGranularity and aclrtGetMemInfo (mixed into SimLibrary)."""
+class VirtualMemory(Part):
+    """aclrtReserveMemAddress ... aclrtMemGetAllocationGranularity and aclrtGetMemInfo (acl/acl_rt.h)."""
 
-    state: SimState
+    HEADERS = ("acl/acl_rt.h",)
     _vmm_lock = threading.Lock()
     _reservations: Dict[int, _Reservation] = {}     # process-wide, as the device's address space is
     _physical: Dict[int, _Physical] = {}
@@ -280,13 +281,3 @@ class VirtualMemory:
                     if s <= addr < s + n:
                         return s, n, h
         return None
-
-    def vmm_reservation(self, addr: int) -> Optional[Tuple[int, int]]:
-        """(start, size) of the reservation holding ``addr``, or None."""
-        with self._vmm_lock:
-            for r in self._reservations.values():
-                if r.start <= addr < r.start + r.size:
-                    return r.start, r.size
-        return None
-
-

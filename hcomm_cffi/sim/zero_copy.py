@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from .. import settings
 from ..constants import HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE
 from .._ffi import ffi
 from .errors import HcclResult, SimError, entry
+from .part import Part
 from .state import SimState, key_of
+from .vmm import VirtualMemory
 
 __all__ = ["ZeroCopyCalls", "SYM_WINDOW_FLAG_COLL_SYMMETRIC", "CommConfigFields", "remember_config"]
 
@@ -96,10 +98,14 @@ def _ptr(value: Any, name: str) -> int:
     return key_of(value)
 
 
-class ZeroCopyCalls:
-    """HcclCommSetMemoryRange ... HcclCommDeactivateCommMemory, HcclCommSymWinRegister/Deregister/Get (mixed into SimLibrary)."""
+class ZeroCopyCalls(Part):
+    """HcclCommSetMemoryRange ... HcclCommDeactivateCommMemory, HcclCommSymWinRegister/Deregister/Get (hccl/hccl_comm.h)."""
 
-    state: SimState
+    HEADERS = ("hccl/hccl_comm.h",)
+
+    def __init__(self, state: SimState, vmm: VirtualMemory) -> None:
+        super().__init__(state)
+        self.vmm = vmm                      # the ACL part that maps physical memory (aclrtMapMem)
     _zc_lock = threading.Lock()
     _comm_memory: Dict[int, _CommMemory] = {}
     _windows: Dict[int, _Window] = {}
@@ -154,7 +160,7 @@ class ZeroCopyCalls:
             if not any(b <= start and start + size <= b + n for b, n in mem.ranges.items()):
                 raise SimError(HcclResult.E_PARA, f"[0x{start:x}, +{size}) is not inside a range set by "
                                                   "HcclCommSetMemoryRange")
-            mapping = self.vmm_mapping(start)
+            mapping = self.vmm.vmm_mapping(start)
             if mapping is None or mapping[2] != phys or start + size > mapping[0] + mapping[1]:
                 raise SimError(HcclResult.E_PARA, f"[0x{start:x}, +{size}) is not mapped to handle 0x{phys:x} "
                                                   "(aclrtMapMem it first)")
@@ -190,7 +196,7 @@ class ZeroCopyCalls:
             raise SimError(HcclResult.E_PARA, f"flag={flag}; only HCCL_COMM_SYM_WINDOW_FLAG_COLL_SYMMETRIC (1) is "
                                               "supported")
         _require_a3("symmetric memory")
-        if self.vmm_mapping(start) is None:
+        if self.vmm.vmm_mapping(start) is None:
             raise SimError(HcclResult.E_PARA, f"addr=0x{start:x} is not memory mapped by aclrtMapMem (a window "
                                               "is made of physical allocations)")
         stride = comm_config(key).sym_win_stride_gib * _GIB
@@ -227,6 +233,3 @@ class ZeroCopyCalls:
         winHandle[0] = ffi.cast("HcclCommSymWindow", found[0])
         offset[0] = start - found[1].addr
         return 0
-
-    if TYPE_CHECKING:        # sim/vmm.py's VirtualMemory provides it in SimLibrary
-        def vmm_mapping(self, addr: int) -> Optional[Tuple[int, int, int]]: ...

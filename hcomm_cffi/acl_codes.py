@@ -4,9 +4,9 @@
 acl_base_rt.h:64 on); ``DEFINES``: ``#define``s in acl/error_codes/rt_error_codes.h (same commit, line 21 on).
 The emulated install's header declares them the same way.
 """
-from typing import Tuple
+from typing import Dict, Tuple
 
-__all__ = ["STATIC_CONST", "DEFINES"]
+__all__ = ["STATIC_CONST", "DEFINES", "VALUES"]
 
 STATIC_CONST: Tuple[Tuple[str, int], ...] = (
     ("ACL_ERROR_NONE", 0),
@@ -226,3 +226,6 @@ DEFINES: Tuple[Tuple[str, int], ...] = (
     ("ACL_ERROR_RT_CCU_TIMEOUT", 507915),
     ("ACL_ERROR_RT_CCU_EXCEPTION", 507916),
 )
+
+#: every name above with its value (the two groups never give one name two values: tests/test_errors.py)
+VALUES: Dict[str, int] = dict(STATIC_CONST + DEFINES)

@@ -1,7 +1,12 @@
-"""Control plane of the emulator: root info, communicator life cycle, buffers, threads, channels."""
+"""hccl/hccl_comm.h on the emulator: root info, communicator life cycle and names, configs, error strings.
+
+The header's other functions: the group calls in sim/group.py, memory ranges and symmetric windows in
+sim/zero_copy.py, HcclBarrier with the collectives in sim/native.py.
+"""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -11,81 +16,42 @@ import time
 import uuid
 from typing import Any, List
 
-
 from .. import settings
 from .. import trace as _trace
 from .._ffi import ffi
-from ..enums import (
-    HCCL_ROOT_INFO_BYTES, MAX_NOTIFIES_PER_COMM, MAX_THREAD_NOTIFIES, MAX_THREADS_PER_COMM, Engine, Protocol,
-)
+from ..enums import HCCL_ROOT_INFO_BYTES
+from .acl import current_device, interned
 from .comm import SimComm
-from .notifies import MAX_NOTIFIES_PER_CHANNEL
 from .config import CheckerWarning, SimConfig, read_config
 from . import ledger
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
 from .native import NATIVE_PROTOCOL
-from . import product
+from .part import Part, check_out
 from .queues import Queue, SimThread
 from .runtime import EXECUTOR
 from .state import SimState, c_string
 from .tasks import C_WAIT, T_WAIT
 from .zero_copy import remember_config
 
+__all__ = ["HcclCommCalls"]
+
 ROOT_MAGIC = b"HCOMMSIM"
 ROOT_VERSION = 1
 ROOT_SECRET_BYTES = 16      # after magic (8), version and pid (8), comm id (20)
 COMM_CONFIG_MAGIC = 0xF0F0F0F0
-CHANNEL_DESC_MAGIC = 0x0F0F0F0F
 NOT_SET_U32 = 0xFFFFFFFF
-
-# Engine and protocol acceptance, as the A2/A3 host build of libhcomm.so decides it (hcomm @ 8958adb):
-# - HcclThreadAcquire accepts every valid CommEngine (coll_communicator_mgr/common/hccl_independent_common.h:54
-#   IsValidCommEngine; threads of CPU/CPU_TS/CCU/AIV and AICPU/AICPU_TS are created in
-#   base_comm/resources/comm_engine_res/threads/thread.cc:45 CreateThread), after turning CPU_TS into CPU and
-#   AICPU_TS into AICPU (coll_communicator_mgr/api_c_adpt/resource/thread_c_adpt.cc:201 ConvertEngineToTsType);
-#   anything else is HCCL_E_PARA.
-# - HcclThreadAcquireWithStream converts the same way, then only CPU and CCU can wrap a stream
-#   (thread.cc:63 CommHostEngineToNotifyLoadType; AICPU and AIV -> HCCL_E_PARA), unless the stream already has
-#   its thread, which is returned whatever the engine (threads/thread_manager.cc:441).
-# - HcclChannelAcquire (coll_communicator_mgr/resource_mgr/remote/rank_pairs/channel_manager.cc:56
-#   CheckChannelParam): engines CPU, CPU_TS, AICPU, AICPU_TS and AIV; protocols HCCS, ROCE, HCCS_ONLY and SIO,
-#   AIV only HCCS, HCCS_ONLY and SIO; every rejection is HCCL_E_PARA.  (The documentation's per-product engine
-#   table, hcomm docs/zh/api_ref/.../HcclChannelAcquire.md, is narrower; the source decides here.)
-VALID_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.AICPU, Engine.AICPU_TS, Engine.AIV, Engine.CCU}
-TS_ENGINE_OF = {Engine.CPU_TS: Engine.CPU, Engine.AICPU_TS: Engine.AICPU}
-STREAM_THREAD_ENGINES = {Engine.CPU, Engine.CCU}
-CHANNEL_ENGINES = {Engine.CPU, Engine.CPU_TS, Engine.AICPU, Engine.AICPU_TS, Engine.AIV}
-CHANNEL_PROTOCOLS = {Protocol.HCCS, Protocol.ROCE, Protocol.HCCS_ONLY, Protocol.SIO}
-AIV_CHANNEL_PROTOCOLS = {Protocol.HCCS, Protocol.HCCS_ONLY, Protocol.SIO}
-
-__all__ = ["ControlPlane"]
+_HCCL_DETERMINISTIC = 0
 
 
-def _check_out(ptr: Any, what: str) -> None:
-    if ptr is None or ptr == ffi.NULL:
-        raise SimError(HcclResult.E_PTR, f"{what} is NULL")
+class HcclCommCalls(Part):
+    """Communicator creation, destruction and queries, HcclGet/SetConfig, HcclGetErrorString."""
 
+    HEADERS = ("hccl/hccl_comm.h",)
 
-def _engine_value(engine: int, what: str) -> Engine:
-    """``engine`` as a CommEngine, or HCCL_E_PARA as IsValidCommEngine answers (hccl_independent_common.h:54)."""
-    try:
-        value = Engine(engine)
-    except ValueError:
-        value = None
-    if value not in VALID_ENGINES:
-        raise SimError(HcclResult.E_PARA, f"{what}: engine={engine} is not a valid CommEngine "
-                                          f"(expected one of {sorted(int(e) for e in VALID_ENGINES)})")
-    return value
-
-
-class ControlPlane:
-    """HCCL/HCOMM communicator and resource calls (mixed into SimLibrary)."""
-
-    state: SimState
-    _string: Any  # interned C strings, provided by AclRuntime
-    _device: Any  # the calling OS thread's current device, provided by AclRuntime
-    #: the emulated install's core sets it in a C program: HCOMM_TRACE from each communicator's creation on
-    traces_c_program = False
+    def __init__(self, state: SimState, traces_c_program: bool = False) -> None:
+        super().__init__(state)
+        #: the emulated install's core runs a C program: HCOMM_TRACE from each communicator's creation on
+        self.traces_c_program = traces_c_program
 
     def _require_device(self, function: str) -> int:
         """The calling thread's device; CANN's init calls fail with HCCL_E_RUNTIME without one.
@@ -95,7 +61,7 @@ class ControlPlane:
         HcclDeviceRefresh (:5305) -> hrtGetDeviceRefresh (legacy/ascend910/platform/common/adapter/
         adapter_rts.cc:264), which returns HCCL_E_RUNTIME when aclrtGetDevice fails (no device set).
         """
-        device = self._device.current
+        device = current_device()
         if device < 0:
             raise SimError(HcclResult.E_RUNTIME, f"no device is set on this thread: call aclrtSetDevice before "
                                                  f"{function} (CANN's aclrtGetDevice fails here)")
@@ -105,7 +71,7 @@ class ControlPlane:
     @entry
     def HcclGetRootInfo(self, rootInfo: Any) -> int:
         self._require_device("HcclGetRootInfo")
-        _check_out(rootInfo, "rootInfo")
+        check_out(rootInfo, "rootInfo")
         comm_id = uuid.uuid4().hex[:20]
         # the job secret travels with the root info (through the job's rendezvous) and is checked at attach
         blob = (ROOT_MAGIC + struct.pack("<II", ROOT_VERSION, os.getpid()) + comm_id.encode()
@@ -119,13 +85,13 @@ class ControlPlane:
 
     @entry
     def HcclCommInitRootInfoConfig(self, nRanks: int, rootInfo: Any, rank: int, config: Any, comm: Any) -> int:
-        _check_out(config, "config")
+        check_out(config, "config")
         return self._init_root(nRanks, rootInfo, rank, config, comm)
 
     def _init_root(self, n: int, root: Any, rank: int, config: Any, out: Any) -> int:
         self._require_device("HcclCommInitRootInfoConfig" if config is not None else "HcclCommInitRootInfo")
-        _check_out(root, "rootInfo")
-        _check_out(out, "comm")
+        check_out(root, "rootInfo")
+        check_out(out, "comm")
         blob = bytes(ffi.buffer(ffi.cast("char *", root), HCCL_ROOT_INFO_BYTES))
         if not blob.startswith(ROOT_MAGIC):
             raise SimError(HcclResult.E_PARA, "rootInfo was not produced by HcclGetRootInfo of the emulator "
@@ -167,7 +133,7 @@ class ControlPlane:
         with self.state.lock:
             handle = self.state.new_ptr_key()
             comm = SimComm(handle, comm_id, name, rank, n, cfg, secret)
-            comm.device = getattr(self, "_device").current
+            comm.device = current_device()
             self.state.comms[handle] = comm
         try:
             comm.connect()
@@ -191,8 +157,8 @@ class ControlPlane:
 
     def _init_cluster(self, path_c: Any, rank: int, config: Any, out: Any) -> int:
         self._require_device("HcclCommInitClusterInfo")
-        _check_out(path_c, "clusterInfo")
-        _check_out(out, "comm")
+        check_out(path_c, "clusterInfo")
+        check_out(out, "comm")
         path = c_string(path_c).decode()
         try:
             with open(path, "rb") as fh:
@@ -219,9 +185,9 @@ class ControlPlane:
     @entry
     def HcclCreateSubCommConfig(self, comm: Any, rankNum: int, rankIds: Any, subCommId: int, subCommRankId: int,
                                 config: Any, subComm: Any) -> int:
-        _check_out(comm, "comm")
-        _check_out(subComm, "subComm")
-        _check_out(rankIds, "rankIds")
+        check_out(comm, "comm")
+        check_out(subComm, "subComm")
+        check_out(rankIds, "rankIds")
         parent = self.state.comm(comm[0])
         if rankNum < 1 or rankNum > parent.nranks:
             raise SimError(HcclResult.E_PARA, f"rankNum={rankNum}; expected 1..{parent.nranks}")
@@ -242,8 +208,8 @@ class ControlPlane:
     @entry
     def HcclCommInitAll(self, ndev: int, devices: Any, comms: Any) -> int:
         self._require_device("HcclCommInitAll")
-        _check_out(devices, "devices")
-        _check_out(comms, "comms")
+        check_out(devices, "devices")
+        check_out(comms, "comms")
         devs = [int(devices[i]) for i in range(ndev)]
         if ndev < 1 or len(set(devs)) != ndev:
             raise SimError(HcclResult.E_PARA, f"devices={devs}: expected ndev >= 1 distinct device ids")
@@ -329,228 +295,81 @@ class ControlPlane:
     # ------------------------------------------------------------------ queries
     @entry
     def HcclGetRankId(self, comm: Any, rank: Any) -> int:
-        _check_out(rank, "rank")
+        check_out(rank, "rank")
         rank[0] = self.state.comm(comm).rank
         return 0
 
     @entry
     def HcclGetRankSize(self, comm: Any, rankSize: Any) -> int:
-        _check_out(rankSize, "rankSize")
+        check_out(rankSize, "rankSize")
         rankSize[0] = self.state.comm(comm).nranks
         return 0
 
     @entry
     def HcclGetCommName(self, comm: Any, commName: Any) -> int:
-        _check_out(commName, "commName")
+        check_out(commName, "commName")
         name = self.state.comm(comm).name.encode()[:127] + b"\0"
         ffi.memmove(ffi.cast("char *", commName), name, len(name))
         return 0
 
     @entry
     def HcclGetCommAsyncError(self, comm: Any, asyncError: Any) -> int:
-        _check_out(asyncError, "asyncError")
+        check_out(asyncError, "asyncError")
         asyncError[0] = self.state.comm(comm).async_error
         return 0
 
+    @functools.partial(entry, failure=ffi.NULL)
     def HcclGetErrorString(self, code: int) -> Any:
-        return self._string(_ERROR_STRINGS.get(int(code), f"unknown HcclResult {int(code)}"))
+        return interned(_ERROR_STRINGS.get(int(code), f"unknown HcclResult {int(code)}"))
 
+    @entry
     def HcclGetCommConfigCapability(self) -> int:
         return 12  # every HcclCommConfigCapability item up to HCCL_COMM_CONFIG_BUFFER_NAME
 
-    # ------------------------------------------------------------------ buffers
+    # ------------------------------------------------------------------ communicators by name
     @entry
-    def HcclGetHcclBuffer(self, comm: Any, buffer: Any, size: Any) -> int:
-        _check_out(buffer, "buffer")
-        _check_out(size, "size")
-        c = self.state.comm(comm)
-        if c.nranks == 1:     # the vendor documents NULL and 0 for a one-rank communicator: it has no peers
-            buffer[0] = ffi.NULL
-            size[0] = 0
-            return 0
-        buffer[0] = c.buf.ptr
-        size[0] = c.buffer_bytes
-        return 0
+    def HcclCommGetHandleWithName(self, commName: Any, comm: Any) -> int:
+        """hcomm op_base HcclCommGetHandleWithName: NULL -> HCCL_E_PTR, an unknown name -> HCCL_E_PARA.
 
-    @entry
-    def HcclGetHcclBufferCleared(self, comm: Any, buffer: Any, size: Any) -> int:
-        _check_out(buffer, "buffer")
-        _check_out(size, "size")
-        self.state.comm(comm)
-        # hcomm @ 8958adb coll_communicator_mgr/api_c_adpt/resource/comm_mem_c_adpt.cc:192: only the
-        # communicator-V2 path (Ascend 950) implements it; A2/A3 log "not supported" and return HCCL_E_NOT_SUPPORT
-        # (the documentation says it returns the buffer zeroed: the source decides here).
-        raise SimError(HcclResult.E_NOT_SUPPORT, "HcclGetHcclBufferCleared is not supported on A2/A3 "
-                                                 "(use HcclGetHcclBuffer and clear what you need)")
-
-    @entry
-    def HcclChannelGetHcclBuffer(self, comm: Any, channel: int, buffer: Any, size: Any) -> int:
-        _check_out(buffer, "buffer")
-        _check_out(size, "size")
-        c = self.state.comm(comm)
-        ch = self.state.channel(channel)
-        if ch.comm is not c:
-            raise SimError(HcclResult.E_PARA, f"channel 0x{channel:x} belongs to another communicator")
-        buffer[0] = ch.peer_buf.ptr
-        size[0] = ch.peer_buf.size
-        return 0
-
-    # ------------------------------------------------------------------ threads
-    @entry
-    def HcclThreadAcquire(self, comm: Any, engine: int, threadNum: int, notifyNumPerThread: int, threads: Any) -> int:
-        c = self.state.comm(comm)
-        _check_out(threads, "threads")
-        eng = TS_ENGINE_OF.get(_engine_value(engine, "HcclThreadAcquire"), Engine(engine))
-        if threadNum < 1:
-            raise SimError(HcclResult.E_PARA, f"threadNum={threadNum}; expected at least 1")
-        if notifyNumPerThread > MAX_THREAD_NOTIFIES:
-            raise SimError(HcclResult.E_PARA, f"notifyNumPerThread={notifyNumPerThread}; expected at most "
-                                              f"{MAX_THREAD_NOTIFIES}")
+        One process may hold one communicator of a name per device (a thread per device): the calling
+        thread's current device (aclrtSetDevice) picks among them, as the vendor's per-device lookup does.
+        """
+        check_out(commName, "commName")
+        check_out(comm, "comm")
+        name = c_string(commName).decode("utf-8", "replace")
         with self.state.lock:
-            if len(c.threads) + threadNum > MAX_THREADS_PER_COMM:
-                raise SimError(HcclResult.E_UNAVAIL,
-                               f"thread quota: communicator {c.name} has {len(c.threads)} threads, {threadNum} more "
-                               f"would exceed {MAX_THREADS_PER_COMM} (HcclThreadAcquire creates new threads on every "
-                               "call on A2/A3: acquire once and cache the handles)")
-            if c.thread_notifies + threadNum * notifyNumPerThread > MAX_NOTIFIES_PER_COMM:
-                raise SimError(HcclResult.E_UNAVAIL,
-                               f"notify quota: {c.thread_notifies} thread notifies in use, "
-                               f"{threadNum * notifyNumPerThread} more would exceed {MAX_NOTIFIES_PER_COMM}")
-            for i in range(threadNum):
-                handle = self.state.new_thread_handle()
-                q = Queue(f"rank {c.rank} thread 0x{handle:x}")
-                q.comm = c
-                th = SimThread(handle, c, int(eng), notifyNumPerThread, q, main=False)
-                c.threads.append(th)
-                self.state.threads[handle] = th
-                threads[i] = handle
-            c.thread_notifies += threadNum * notifyNumPerThread
-        ledger.record(c.name, "thread", _engine_name(engine), threadNum, notifyNumPerThread, rank=c.rank,
-                      function="HcclThreadAcquire")
+            found = [c for c in self.state.comms.values() if c.name == name and not c.destroyed]
+        if not found:
+            raise SimError(HcclResult.E_PARA, f"no communicator named {name!r} in this process")
+        if len(found) > 1:
+            device = current_device()
+            mine = [c for c in found if c.device == device]
+            if len(mine) != 1:
+                raise SimError(HcclResult.E_PARA, f"{len(found)} communicators are named {name!r} in this process and "
+                                                  f"{len(mine)} of them on this thread's device {device}; set the "
+                                                  "device of the one you want first (aclrtSetDevice)")
+            found = mine
+        comm[0] = ffi.cast("HcclComm", found[0].handle)
+        return 0
+
+    # ------------------------------------------------------------------ process-wide configuration
+    # hcomm HcclSetConfig/HcclGetConfig: only HCCL_DETERMINISTIC; its value is 0 or 1, anything else HCCL_E_PARA.
+    @entry
+    def HcclSetConfig(self, config: int, configValue: int) -> int:
+        if config != _HCCL_DETERMINISTIC:
+            raise SimError(HcclResult.E_NOT_SUPPORT, f"config={config}; only HCCL_DETERMINISTIC (0) is supported")
+        if configValue not in (0, 1):
+            raise SimError(HcclResult.E_PARA, f"HCCL_DETERMINISTIC value={configValue}; expected 0 or 1")
+        self.state.client_calls["deterministic"] = int(configValue)
         return 0
 
     @entry
-    def HcclThreadAcquireWithStream(self, comm: Any, engine: int, stream: Any, notifyNum: int, thread: Any) -> int:
-        c = self.state.comm(comm)
-        if stream is None or stream == ffi.NULL:   # CHK_PTR_NULL(stream): thread_c_adpt.cc:315
-            raise SimError(HcclResult.E_PTR, "stream is NULL; pass the aclrtStream the thread should wrap")
-        _check_out(thread, "thread")
-        eng = TS_ENGINE_OF.get(_engine_value(engine, "HcclThreadAcquireWithStream"), Engine(engine))
-        if notifyNum > MAX_THREAD_NOTIFIES:
-            raise SimError(HcclResult.E_PARA, f"notifyNum={notifyNum}; expected at most {MAX_THREAD_NOTIFIES}")
-        q = self.state.stream(stream)
-        key = id(q)   # one thread per (communicator, stream), whoever asks first
-        with self.state.lock:
-            th = c.stream_threads.get(key)
-            if th is None:
-                if eng not in STREAM_THREAD_ENGINES:
-                    raise SimError(HcclResult.E_PARA, f"engine={engine}: only COMM_ENGINE_CPU, COMM_ENGINE_CPU_TS "
-                                                      "and COMM_ENGINE_CCU threads can wrap a stream")
-                handle = self.state.new_thread_handle()
-                th = SimThread(handle, c, int(eng), notifyNum, q, main=True)
-                c.stream_threads[key] = th
-                self.state.threads[handle] = th
-                made = ("thread", 1, notifyNum)
-            elif key not in c.acquired_streams:     # the library's own collectives made it: first handed out now
-                made = ("thread", 1, max(notifyNum, len(th.notifies)))
-                th.notifies.extend([0] * (notifyNum - len(th.notifies)))
-            elif notifyNum > len(th.notifies):
-                made = ("notify", notifyNum - len(th.notifies), 0)
-                th.notifies.extend([0] * (notifyNum - len(th.notifies)))
-            else:
-                made = None
-            c.acquired_streams.add(key)
-            if q.comm is None:
-                q.comm = c
-        if made is not None:
-            ledger.record(c.name, made[0], _engine_name(engine), made[1], made[2], rank=c.rank,
-                          function="HcclThreadAcquireWithStream")
-        thread[0] = th.handle
+    def HcclGetConfig(self, config: int, configValue: Any) -> int:
+        check_out(configValue, "configValue")
+        if config != _HCCL_DETERMINISTIC:
+            raise SimError(HcclResult.E_NOT_SUPPORT, f"config={config}; only HCCL_DETERMINISTIC (0) is supported")
+        configValue[0].value = self.state.client_calls.get("deterministic", 0)
         return 0
-
-    @entry
-    def HcclThreadResGetInfo(self, comm: Any, thread: int, resType: int, infoLen: int, info: Any) -> int:
-        _check_out(info, "info")
-        c = self.state.comm(comm)
-        th = self.state.thread(thread)
-        if th.comm is not c or resType != 0 or infoLen != ffi.sizeof("aclrtStream"):
-            raise SimError(HcclResult.E_PARA, "expected THREAD_RES_TYPE_STREAM with infoLen == sizeof(aclrtStream)")
-        for key, q in self.state.streams.items():
-            if q is th.queue:
-                ffi.cast("aclrtStream *", info)[0] = ffi.cast("aclrtStream", key)
-                return 0
-        key = self.state.new_ptr_key()
-        self.state.streams[key] = th.queue
-        ffi.cast("aclrtStream *", info)[0] = ffi.cast("aclrtStream", key)
-        return 0
-
-    # ------------------------------------------------------------------ channels
-    @entry
-    def HcclChannelAcquire(self, comm: Any, engine: int, channelDescs: Any, channelNum: int, channels: Any) -> int:
-        _check_out(channelDescs, "channelDescs")
-        _check_out(channels, "channels")
-        c = self.state.comm(comm)
-        if not 0 < channelNum <= 1048576:
-            raise SimError(HcclResult.E_PARA, f"channelNum={channelNum}; expected 1..1048576")
-        if engine not in CHANNEL_ENGINES:
-            raise SimError(HcclResult.E_PARA, f"engine={engine}: channels exist for COMM_ENGINE_CPU, CPU_TS, AICPU, "
-                                              "AICPU_TS and AIV only")
-        protocols = AIV_CHANNEL_PROTOCOLS if engine == Engine.AIV else CHANNEL_PROTOCOLS | product.extra_channel_protocols()
-        descs = ffi.cast("HcclChannelDesc *", channelDescs)
-        requests = []
-        for i in range(channelNum):
-            d = descs[i]
-            if d.header.magicWord != CHANNEL_DESC_MAGIC:
-                raise SimError(HcclResult.E_PARA, f"channelDescs[{i}] magic word is 0x{d.header.magicWord:08x}; "
-                                                  "initialise descriptors with HcclChannelDescInit")
-            peer = int(d.remoteRank)
-            if peer == c.rank or peer >= c.nranks:
-                raise SimError(HcclResult.E_PARA, f"channelDescs[{i}].remoteRank={peer}; expected another rank "
-                                                  f"in [0, {c.nranks}) (this is rank {c.rank})")
-            proto = int(d.channelProtocol)
-            if proto not in protocols:
-                raise SimError(HcclResult.E_PARA, f"channelDescs[{i}].channelProtocol={proto} is not accepted for "
-                                                  f"engine {engine} (expected one of {sorted(int(p) for p in protocols)})")
-            if d.notifyNum > MAX_NOTIFIES_PER_CHANNEL:
-                raise SimError(HcclResult.E_PARA, f"channelDescs[{i}].notifyNum={d.notifyNum}; expected at most "
-                                                  f"{MAX_NOTIFIES_PER_CHANNEL}")
-            requests.append((peer, int(engine), proto, int(d.notifyNum)))
-        held = {id(ch) for ch in c.channels.values()}
-        made = c.connect_channels(requests, self.state.new_channel_handle)
-        with self.state.lock:
-            for i, ch in enumerate(made):
-                self.state.channels[ch.handle] = ch
-                channels[i] = ch.handle
-        _record_new_channels(c, engine, made, held)
-        return 0
-
-    @entry
-    def HcclChannelDestroy(self, comm: Any, channels: Any, channelNum: int) -> int:
-        self.state.comm(comm)
-        raise SimError(HcclResult.E_NOT_SUPPORT, "HcclChannelDestroy only releases CCU channels (Ascend 950); "
-                                                 "A2/A3 channels live until HcclCommDestroy")
-
-
-def _engine_name(engine: int) -> str:
-    """The CommEngine's name as the caller spelled it (CPU_TS stays CPU_TS), for the ledger."""
-    try:
-        return Engine(engine).name
-    except ValueError:
-        return str(engine)
-
-
-def _record_new_channels(c: SimComm, engine: int, made: List[Any], held: "set[int]") -> None:
-    """One ledger record per notify count for the channels this call created (reused ones are not new)."""
-    fresh: "dict[int, list[int]]" = {}
-    seen: "set[int]" = set()
-    for ch in made:
-        if id(ch) in held or id(ch) in seen:
-            continue
-        seen.add(id(ch))
-        fresh.setdefault(ch.notify_num, []).append(ch.peer)
-    for notifies, peers in fresh.items():
-        ledger.record(c.name, "channel", _engine_name(engine), len(peers), notifies, rank=c.rank,
-                      peers=tuple(peers), function="HcclChannelAcquire")
 
 
 def _stranded(c: SimComm, th: SimThread, q: Queue) -> str:

@@ -5,7 +5,7 @@ hands the tasks of a capturing queue to its :class:`Recorder` (runtime.py's one 
 threads launched in the same batch as a capturing stream join the capture (as HCCL adds its helper
 streams to the model: hicann/hccl@09300b70:src/ops/op_common/op_common.cc:1084 CaptureSlaveStreams),
 and so does a stream that waits on an event recorded inside the capture.  A library collective
-(``HcclAllReduce`` ...) is validated when captured and planned again at each replay (:func:`capturable`),
+(``HcclAllReduce`` ...) is validated when captured and planned again at each replay (:func:`captured`),
 because its chunk parity and signature values follow the communicator's call sequence.  A replay
 (``aclmdlRIExecuteAsync``) queues the recording in stream order with the captured addresses, after
 checking that no captured aclrtMalloc block was freed and no communicator was destroyed since.
@@ -21,7 +21,6 @@ silently lacks the refused operation.
 """
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
@@ -29,12 +28,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 from .._ffi import ffi
 from ..errors import ACL_CODES
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, entry, last_error
+from .part import Part
 from .queues import Queue, SimEvent
 from .runtime import EXECUTOR
 from .state import SimState, key_of
 from .tasks import EVENT_RECORD, EVENT_WAIT, EventRecord, EventWait, Task
 
-__all__ = ["GraphCalls", "Recorder", "Capture", "SimModel", "capturable", "refuse_unsafe", "refuse_sync",
+__all__ = ["GraphCalls", "Recorder", "Capture", "SimModel", "captured", "refuse_unsafe", "refuse_sync",
            "join_batch", "join_event", "capture_of", "models", "GLOBAL", "THREAD_LOCAL", "RELAXED"]
 
 GLOBAL, THREAD_LOCAL, RELAXED, _NO_MODE = 0, 1, 2, 3          # aclmdlRICaptureMode (acl/acl_rt.h:407-411)
@@ -322,19 +322,14 @@ def capture_of(queue: Queue) -> Optional[Capture]:
 
 
 # ---------------------------------------------------------------------- hooks of the other entry points
-def capturable(method: Callable[..., int]) -> Callable[..., int]:
-    """Decorate a library collective whose last argument is the stream: on a capturing stream it is recorded."""
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any) -> int:
-        try:
-            q = self.state.stream(args[-1])
-        except SimError:
-            return method(self, *args)      # the collective names the bad stream
-        rec = q.capture
-        if rec is None:
-            return method(self, *args)
-        return rec.library_call(self, method, args, q)
-    return wrapper
+def captured(lib: Any, method: Callable[..., int], args: tuple) -> Optional[int]:
+    """A library collective (stream last) on a capturing stream: recorded, its return code; else None (it runs)."""
+    try:
+        q = lib.state.stream(args[-1])
+    except SimError:
+        return None                         # the collective names the bad stream
+    rec = q.capture
+    return None if rec is None else rec.library_call(lib, method, args, q)
 
 
 def _context_mode() -> int:
@@ -438,10 +433,10 @@ def join_event(queue: Queue, event: SimEvent, default: Queue) -> None:
 
 
 # ---------------------------------------------------------------------- the C entry points
-class GraphCalls:
-    """aclmdlRI* calls (mixed into SimLibrary)."""
+class GraphCalls(Part):
+    """aclmdlRI* calls (acl/acl_rt.h)."""
 
-    state: SimState
+    HEADERS = ("acl/acl_rt.h",)
 
     def _queue(self, stream: Any) -> Queue:
         try:
