@@ -38,17 +38,13 @@ if TYPE_CHECKING:  # pragma: no cover
 _cast = ffi.cast
 
 SPIN_ROUNDS = 200           # sched_yield polls of the awaited words before sleeping on the doorbell
-# ... when a blocked communicator has more ranks than this host has cores: the ranks then share cores, and a
-# waiter yielding in a loop takes the core from the rank it waits for, or from one with work (a 4-rank 8-byte
-# HcclAllReduce on 2 cores: 722 us per call with 200 rounds, 213 with 20, 244 with none: benchmarks/profile_native.py)
+# The same when the blocked communicator has more ranks than the host has cores (shares_cores): a waiter yielding
+# in a loop then hands the core to a rank that is often only polling too, while the rank with work waits.  A 4-rank
+# 8-byte HcclAllReduce on 2 cores (benchmarks/profile_native.py, loaded machine): 722-807 us per call with 50-200
+# rounds, 196-507 with 20, 216-263 with none; with the wakes deferred (_wake_peers) 20, 5 and 0 are alike.
 SHARED_SPIN_ROUNDS = 20
 CORES = os.cpu_count() or 1   # the host's cores (not this rank's affinity: a rank bound to one core shares it only
                               # with the ranks bound there too)
-
-
-def shares_cores(nranks: int) -> bool:
-    """Whether a communicator of ``nranks`` ranks (all on this host) has more ranks than the host has cores."""
-    return nranks > CORES
 MAX_SLEEP_S = 0.02          # bound on one futex sleep (guards against a lost wake-up)
 LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers still exist
 PEER_LEFT_GRACE_S = 1.0     # a wait blocked this long on a peer that left its communicator fails naming it
@@ -58,6 +54,12 @@ LEFT_AT_ONCE = ("destroyed", "abandoned")   # ways of leaving (SimComm.peer_left
 __all__ = ["Executor", "EXECUTOR", "KIND_NAMES", "shares_cores",
            "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
            "C_RECORD", "C_WAIT", "EVENT_RECORD", "EVENT_WAIT", "CALL", "REDUCE3", "UFUNC", "TaskFailure"]
+
+
+def shares_cores(nranks: int) -> bool:
+    """Whether a communicator of ``nranks`` ranks (all on this host) has more ranks than the host has cores: its
+    ranks cannot all run at once (the waits' spin and the native collectives' piece size depend on it)."""
+    return nranks > CORES
 
 
 # UFUNC tasks: float overflow to inf is what the hardware produces too, silently
