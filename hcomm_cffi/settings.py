@@ -38,7 +38,7 @@ BUFFSIZE_MAX_MB = 0xFFFFFFFF            # u32 (vendor sal.cc SalStrToULong)
 EXEC_TIMEOUT_MAX_S = 2147483647         # vendor A2/A3 maximum
 EXEC_TIMEOUT_NEVER_S = float(EXEC_TIMEOUT_MAX_S)  # what "0 = never" waits for: longer than any allowed value
 DEFAULT_EAGER_LIMIT = 64 << 10
-STEP_MIN_BYTES = 128                    # one aligned landing slot (algorithms.context.ALIGN)
+STEP_MIN_BYTES = 128                    # one aligned landing slot (algorithms.interface.ALIGN)
 CHECK_MODES = ("off", "warn", "strict")
 BACKENDS = ("sim", "cann")
 #: the platforms the emulator can stand for (sim/product.py maps each to its SoC name and links)
@@ -238,7 +238,8 @@ VARIABLES: Tuple[Variable, ...] = (
              "write a Chrome trace-event timeline of every task per rank into this directory"),
     Variable("HCOMM_EMULATE_NPU", "emulate_npu", _switch, "off",
              "at `import torch`, without torch_npu installed: torch's device 'npu' over the emulator, torch.npu, "
-             "backend 'hccl' and the name torch_npu (docs/guide/npu-on-a-laptop.md; hcomm run --emulate-npu sets 1); "
+             "backend 'hccl' and the name torch_npu (docs/guide/npu-on-a-laptop.md; hcomm run sets auto, 1 with "
+             "--emulate-npu, 0 with --no-emulate-npu); "
              "auto: the same, or a warning where the device cannot be made"),
     Variable("HCOMM_NPU_EXT_DIR", "npu_ext_dir", _path, None,
              "where the emulated npu device's compiled extension is cached (default: a private directory of this "

@@ -77,6 +77,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _torchrun(script: Path, args: List[str], env: Dict[str, str],
+              nprocs: int = 2) -> "subprocess.CompletedProcess[str]":
+    """``script`` under torchrun on ``nprocs`` ranks, in a private shared-memory directory that must end empty."""
+    shm = private_shm_dir()
+    done = _python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nprocs), str(script), *args],
+                   {**env, "HCOMM_SIM_SHM_DIR": shm}, timeout=240)
+    left = os.listdir(shm)
+    os.rmdir(shm) if not left else None
+    assert done.returncode == 0 and left == [], done.stdout + done.stderr
+    return done
+
+
 # ------------------------------------------------------------------ the switch
 def test_without_the_switch_import_torch_is_as_before(npu_paths: Dict[str, str]) -> None:
     out = _run("import sys, torch, torch.distributed as dist\n"
@@ -112,6 +124,54 @@ def test_a_device_that_cannot_be_made_is_an_error_when_asked_for_and_a_warning_u
     auto = _python(["-c", code], {**env, "HCOMM_EMULATE_NPU": "auto"})
     assert auto.returncode == 0 and auto.stdout.strip() == "imported False False", auto.stdout + auto.stderr
     assert "HCOMM_EMULATE_NPU=auto: no emulated npu device in this process" in auto.stderr, auto.stderr
+
+
+def _user_site_with_the_pth(base: Path) -> Dict[str, str]:
+    """A user site directory (PYTHONUSERBASE) holding the package's .pth file, as pip puts it into site-packages."""
+    site_dir = subprocess.run([sys.executable, "-c", "import site; print(site.getusersitepackages())"],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONUSERBASE": str(base)},
+                              check=True).stdout.strip()
+    os.makedirs(site_dir)
+    (Path(site_dir) / "hcomm_cffi_npu.pth").write_text((ROOT / "hcomm_cffi" / "npu" / "hcomm_cffi_npu.pth").read_text())
+    return {"PYTHONUSERBASE": str(base)}
+
+
+IMPORT_TORCH_NPU_FIRST = r"""
+import sys
+import torch_npu.npu
+assert "torch" in sys.modules and torch_npu.__hcomm_emulated__
+import torch
+assert torch_npu.npu is torch.npu and torch.npu.device_count() == 2
+torch_npu.npu.set_device(1)
+x = torch.arange(3.0, device="npu") * 2
+print("torch_npu first:", x.device, x.cpu().tolist())
+"""
+
+
+def test_import_torch_npu_before_torch_with_the_switch(npu_paths: Dict[str, str], tmp_path: Path) -> None:
+    """The .pth's finder: torch_npu first gives the emulated device (also with torch's autoload off); without the
+    switch no such name; an installed torch_npu is the one imported; a device that cannot be made says why."""
+    env = {**npu_paths, **_user_site_with_the_pth(tmp_path / "user"), "HCOMM_SIM_DEVICE_COUNT": "2"}
+    for extra in ({}, {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}):
+        out = _run(IMPORT_TORCH_NPU_FIRST, env, extra=extra)
+        assert out.strip() == "torch_npu first: npu:1 [0.0, 2.0, 4.0]", (extra, out)
+    for switch in (None, "0"):
+        out = _run("import importlib.util\nprint(importlib.util.find_spec('torch_npu'))\n"
+                   "try:\n    import torch_npu\nexcept ModuleNotFoundError as exc:\n    print(exc)", env, switch=switch)
+        assert out.split("\n")[:2] == ["None", "No module named 'torch_npu'"], (switch, out)
+    real = tmp_path / "real" / "torch_npu"
+    real.mkdir(parents=True)
+    (real / "__init__.py").write_text("REAL = 'the installed torch_npu'\n")
+    out = _run("import sys, torch_npu\nprint(torch_npu.REAL, 'torch' in sys.modules)",
+               {**env, "PYTHONPATH": env["PYTHONPATH"] + os.pathsep + str(real.parent)})
+    assert out.strip() == "the installed torch_npu False"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    failed = _python(["-c", "import torch_npu"], {**env, "HCOMM_EMULATE_NPU": "auto", "HCOMM_NPU_EXT_DIR": str(shared)})
+    assert failed.returncode != 0 and "No module named 'torch_npu': HCOMM_EMULATE_NPU is on but the emulated npu " \
+        f"device cannot be made: the emulated npu device's build cache {shared} belongs to uid" in failed.stderr, \
+        failed.stderr
 
 
 def test_private_build_cache_refuses_a_directory_others_can_write(tmp_path: Path) -> None:
@@ -184,6 +244,16 @@ loaded = torch.load(buf)
 assert all(t.device == torch.device("npu", 1) and torch.equal(t.cpu(), p.detach().cpu())
            for t, p in zip(loaded.values(), model.parameters()))
 
+# tensor.data = other across CPU and npu, as torch_npu allows it (nn.Module._apply and FSDP2's move to its mesh's
+# device do it): the parameter keeps its identity and autograd follows it to the device
+w = torch.nn.Parameter(torch.arange(4.0))
+w.data = w.data.to("npu:1")
+assert w.device == torch.device("npu", 1) and on_device(w) and w.tolist() == [0.0, 1.0, 2.0, 3.0]
+(w * w).sum().backward()
+assert w.grad.device == w.device and w.grad.tolist() == [0.0, 2.0, 4.0, 6.0]
+w.data = torch.ones(2)
+assert w.device == torch.device("cpu") and w.tolist() == [1.0, 1.0]
+
 # storage resizing (what FSDP2 does to free and refill a parameter) and pinned host memory
 s = a.untyped_storage()
 s.resize_(0)
@@ -223,6 +293,8 @@ assert torch.npu.current_device() == 2 and torch.zeros(1, device="npu").device =
 for bad, expected in ((lambda: torch.zeros(1, device="npu:3"), "npu:3 is not a device of the emulator: it has 3"),
                       (lambda: torch.npu.set_device(5), "the emulator has npu:0..npu:2"),
                       (lambda: torch.npu.Event(interprocess=True), "no IPC events"),
+                      (lambda: torch.npu.set_rng_state([1, 2]), "new_state=list; expected the torch.uint8 tensor"),
+                      (lambda: torch.npu.get_rng_state(3), "npu:3 is not a device of the emulator"),
                       (lambda: b.to_sparse(), "aten::_to_sparse on an npu tensor gives a Sparse tensor: the emulated "
                                               "npu device has strided tensors only")):
     try:
@@ -238,6 +310,67 @@ print("device OK")
 @pytest.mark.slow
 def test_the_device_does_what_torch_npu_does(npu_paths: Dict[str, str]) -> None:
     assert _run(DEVICE_PROGRAM, npu_paths, extra={"HCOMM_SIM_DEVICE_COUNT": "3"}).strip() == "device OK"
+
+
+GENERATORS_PROGRAM = r"""
+import torch
+from torch.utils.checkpoint import checkpoint
+
+# each device has its own generator, apart from the CPU's: npu draws leave torch.default_generator as it was
+torch.npu.manual_seed(5)
+cpu_state = torch.get_rng_state()
+a = torch.randn(4, device="npu")
+assert torch.equal(cpu_state, torch.get_rng_state())
+torch.manual_seed(5)
+assert torch.equal(a.cpu(), torch.randn(4))          # the same algorithm: the same numbers for the same seed
+torch.npu.set_device(1)
+torch.npu.manual_seed(9)                              # the current device's only
+assert [g.initial_seed() for g in torch.npu.default_generators] == [5, 9] and torch.npu.initial_seed() == 9
+torch.npu.manual_seed_all(11)
+assert [g.initial_seed() for g in torch.npu.default_generators] == [11, 11]
+torch.manual_seed(3)                                  # torch's: the CPU and every npu device
+assert [g.initial_seed() for g in torch.npu.default_generators] == [3, 3] and torch.initial_seed() == 3
+
+# get/set_rng_state, per device and for all; a draw on another device or the CPU in between changes nothing
+state, states = torch.npu.get_rng_state(), torch.npu.get_rng_state_all()
+x = torch.rand(3, device="npu")
+torch.rand(5), torch.rand(5, device="npu:0")
+torch.npu.set_rng_state(state)
+assert torch.equal(torch.rand(3, device="npu").cpu(), x.cpu())
+torch.npu.set_rng_state_all(states)
+assert torch.equal(torch.rand(3, device="npu:1").cpu(), x.cpu())
+assert torch.equal(torch.npu.get_rng_state("npu:0"), states[0])
+
+# dropout draws from the device's generator (torch routes it to native_dropout, which takes no generator)
+torch.npu.manual_seed(1)
+d1 = torch.nn.functional.dropout(torch.ones(64, device="npu"), 0.5)
+torch.npu.manual_seed(1)
+assert torch.equal(torch.nn.functional.dropout(torch.ones(64, device="npu"), 0.5).cpu(), d1.cpu())
+assert set(d1.cpu().tolist()) == {0.0, 2.0}
+
+# activation checkpointing replays the forward with the device's saved state: dropout masks and gradients equal
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Dropout(0.5), torch.nn.Linear(32, 1)).npu()
+inp = torch.randn(16, 8).npu()
+grads = []
+for use_checkpoint in (False, True):
+    torch.npu.manual_seed(2)
+    net.zero_grad()
+    out = checkpoint(net, inp, use_reentrant=False) if use_checkpoint else net(inp)
+    out.sum().backward()
+    grads.append([p.grad.cpu().clone() for p in net.parameters()])
+assert all(torch.equal(g, h) for g, h in zip(*grads))
+
+# a generator of its own (the arguments' checks are in the device program's limits)
+g = torch.Generator(device="npu").manual_seed(4)
+expected = torch.randn(3, generator=torch.Generator().manual_seed(4))
+assert torch.equal(torch.randn(3, device="npu", generator=g).cpu(), expected)
+print("generators OK")
+"""
+
+
+def test_npu_generators_as_torch_npu_scripts_use_them(npu_paths: Dict[str, str]) -> None:
+    assert _run(GENERATORS_PROGRAM, npu_paths, extra={"HCOMM_SIM_DEVICE_COUNT": "2"}).strip() == "generators OK"
 
 
 # ------------------------------------------------------------------ the seed's programs, under hcomm run
@@ -257,11 +390,11 @@ SEED_RUNS = [  # program, ranks, the globals shown, what each rank must show (hc
 def test_seed_programs_as_written_under_hcomm_run(program: str, n: int, names: List[str],
                                                   expected: Optional[Dict[int, str]],
                                                   npu_paths: Dict[str, str]) -> None:
-    """``hcomm run --emulate-npu`` switches the device on (the variable is not set here)."""
+    """Plain ``hcomm run`` switches the device on (the variable is not set here)."""
     shm = private_shm_dir()
     try:
         cmd = launcher(n, sys.executable, str(CLIENTS / "show_globals.py"), str(SEED / program), *names,
-                       options=["--emulate-npu"], module="hcomm_cffi")
+                       module="hcomm_cffi")
         proc = start(cmd, {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
         out, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, out + err
@@ -289,47 +422,75 @@ def test_every_comm_call_and_torch_operation_on_npu_tensors(npu_paths: Dict[str,
     assert "[0] rank 0: every call OK on npu:0" in out and "[1] rank 1: every call OK on npu:1" in out, out
 
 
-def test_hcomm_run_switches_the_device_on_only_when_asked(npu_paths: Dict[str, str]) -> None:
-    """Off by default (the variable left as the environment has it), on with --emulate-npu, the environment's value
-    kept either way."""
+def test_hcomm_run_switches_the_device_on_unless_told_not_to(npu_paths: Dict[str, str]) -> None:
+    """auto by default (the environment's value kept), 1 with --emulate-npu, 0 with --no-emulate-npu: an option
+    overrides the environment."""
     show = ("-c", "import os; print('switch', os.environ.get('HCOMM_EMULATE_NPU'))")
-    for options, env, want in (([], {}, "switch None"), (["--emulate-npu"], {}, "switch 1"),
-                               (["--emulate-npu"], {"HCOMM_EMULATE_NPU": "auto"}, "switch auto"),
-                               ([], {"HCOMM_EMULATE_NPU": "1"}, "switch 1")):
+    for options, env, want in (([], {}, "switch auto"), ([], {"HCOMM_EMULATE_NPU": "0"}, "switch 0"),
+                               (["--emulate-npu"], {}, "switch 1"),
+                               (["--emulate-npu"], {"HCOMM_EMULATE_NPU": "auto"}, "switch 1"),
+                               (["--no-emulate-npu"], {"HCOMM_EMULATE_NPU": "1"}, "switch 0")):
         proc = start(launcher(1, sys.executable, *show, options=options, module="hcomm_cffi"), {**npu_paths, **env})
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0 and want in out, (options, env, out + err)
+    proc = start(launcher(1, sys.executable, *show, options=["--emulate-npu", "--no-emulate-npu"],
+                          module="hcomm_cffi"), npu_paths)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "not allowed with argument" in err, out + err
 
 
 CPU_FSDP2 = r'''
+import sys
 import torch, torch.distributed as dist
 import hcomm_cffi.torch  # noqa: F401
 from torch.distributed.fsdp import fully_shard
-dist.init_process_group(backend="hcomm")
+dist.init_process_group(backend=sys.argv[1])
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
-fully_shard(model)        # the default mesh is on torch's accelerator: the CPU here, unless a device is registered
-loss = model(torch.randn(4, 8)).sum()
-loss.backward()
-print("rank", dist.get_rank(), "accelerator", torch._C._get_accelerator().type, "params on", {p.device.type for p in model.parameters()})
+ref = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+ref.load_state_dict(model.state_dict())
+fully_shard(model)        # no mesh: FSDP2 builds it on torch's accelerator and moves the model there
+x = torch.randn(4, 8)     # the same batch on every rank: the averaged gradient is the one-process gradient
+model(x).sum().backward()
+ref(x).sum().backward()
+same = all(torch.allclose(p.grad.full_tensor().cpu(), q.grad, rtol=1e-5, atol=1e-6)
+           for p, q in zip(model.parameters(), ref.parameters()))
+print("rank", dist.get_rank(), "accelerator", torch._C._get_accelerator().type, "params on",
+      sorted({str(p.device) for p in model.parameters()}), "gradients equal the reference", same, flush=True)
 dist.destroy_process_group()
 '''
 
 
 @pytest.mark.slow
-def test_a_cpu_script_under_plain_hcomm_run_keeps_the_cpu(npu_paths: Dict[str, str], tmp_path: Path) -> None:
-    """With the device on, it is torch's accelerator, and FSDP2's default mesh moves a CPU model to it (which the
-    emulated device cannot take by set_data): plain hcomm run must leave a CPU script's torch as it is."""
+def test_a_cpu_fsdp2_script_under_hcomm_run_does_what_it_does_beside_torch_npu(npu_paths: Dict[str, str],
+                                                                                tmp_path: Path) -> None:
+    """The device is torch's accelerator under hcomm run, as torch_npu's is on an Ascend machine: fully_shard without
+    a mesh moves a CPU model to npu:<rank> (tensor.data = an npu tensor, which torch_npu allows), and trains it over
+    a backend that serves npu tensors; a gloo group serves cpu and cuda only, so it stops, as it does beside
+    torch_npu; --no-emulate-npu keeps the CPU."""
     script = tmp_path / "fsdp_cpu.py"
     script.write_text(CPU_FSDP2)
-    shm = private_shm_dir()
-    proc = start(launcher(2, sys.executable, str(script), module="hcomm_cffi"), {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
-    out, err = proc.communicate(timeout=180)
-    left = os.listdir(shm)
-    os.rmdir(shm) if not left else None
-    assert proc.returncode == 0 and left == [], out + err
+    outputs = {}
+    for backend, options in (("hcomm", []), ("gloo", []), ("gloo", ["--no-emulate-npu"])):
+        shm = private_shm_dir()
+        proc = start(launcher(2, sys.executable, str(script), backend, options=options, module="hcomm_cffi"),
+                     {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
+        out, err = proc.communicate(timeout=180)
+        left = os.listdir(shm)
+        os.rmdir(shm) if not left else None
+        assert left == [], left
+        outputs[(backend, bool(options))] = (proc.returncode, out, err)
+    code, out, err = outputs[("hcomm", False)]
+    assert code == 0, out + err
     for rank in (0, 1):
-        assert f"[{rank}] rank {rank} accelerator cpu params on {{'cpu'}}" in out, out
+        assert f"[{rank}] rank {rank} accelerator npu params on ['npu:{rank}'] gradients equal the reference True" \
+            in out, out
+    code, out, err = outputs[("gloo", False)]
+    assert code != 0 and "No backend type associated with device type npu" in out + err, out + err
+    code, out, err = outputs[("gloo", True)]
+    assert code == 0, out + err
+    for rank in (0, 1):
+        assert f"[{rank}] rank {rank} accelerator cpu params on ['cpu'] gradients equal the reference True" in out, out
 
 
 # ------------------------------------------------------------------ torch_npu-shaped scripts
@@ -369,29 +530,33 @@ CPU_EDITS = (('torch.npu.set_device(local_rank)', 'pass'), ('backend="hccl"', 'b
              ('torch.npu.synchronize()', 'pass'))
 
 
+def _npu_and_cpu_runs(npu_script: str, cpu_edits: "tuple[tuple[str, str], ...]", npu_paths: Dict[str, str],
+                      tmp_path: Path) -> "tuple[Dict[str, List[Dict[str, object]]], str]":
+    """The torch_npu-shaped script with the switch, and its CPU/gloo edit without, each under torchrun on 2 ranks;
+    every rank saves a state dict to argv[1].<rank>: both runs' (npu first) and the npu run's output."""
+    import torch
+
+    cpu_script = npu_script
+    for old, new in cpu_edits:
+        assert old in cpu_script, old
+        cpu_script = cpu_script.replace(old, new)
+    results, npu_out = {}, ""
+    for name, script, switch in (("npu", npu_script, "1"), ("cpu", cpu_script, "0")):
+        path = tmp_path / f"{name}.py"
+        path.write_text(script)
+        done = _torchrun(path, [str(tmp_path / name)], {**npu_paths, "HCOMM_EMULATE_NPU": switch})
+        results[name] = [torch.load(tmp_path / f"{name}.{r}", map_location="cpu") for r in range(2)]
+        npu_out = npu_out or done.stdout
+    return results, npu_out
+
+
 @pytest.mark.slow
 def test_ddp_script_in_torch_npu_shape_equals_gloo_on_cpu_bit_for_bit(npu_paths: Dict[str, str],
                                                                       tmp_path: Path) -> None:
     import torch
 
-    cpu_script = DDP_NPU
-    for old, new in CPU_EDITS:
-        assert old in cpu_script
-        cpu_script = cpu_script.replace(old, new)
-    results = {}
-    for name, script, switch in (("npu", DDP_NPU, "1"), ("cpu", cpu_script, "0")):
-        path = tmp_path / f"ddp_{name}.py"
-        path.write_text(script)
-        shm = private_shm_dir()
-        done = _python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(path),
-                        str(tmp_path / name)], {**npu_paths, "HCOMM_EMULATE_NPU": switch, "HCOMM_SIM_SHM_DIR": shm},
-                       timeout=240)
-        left = os.listdir(shm)
-        os.rmdir(shm) if not left else None
-        assert done.returncode == 0 and left == [], done.stdout + done.stderr
-        results[name] = [torch.load(tmp_path / f"{name}.{r}", map_location="cpu") for r in range(2)]
-        if name == "npu":
-            assert "rank 0 trained on npu:0" in done.stdout and "rank 1 trained on npu:1" in done.stdout
+    results, npu_out = _npu_and_cpu_runs(DDP_NPU, CPU_EDITS, npu_paths, tmp_path)
+    assert "rank 0 trained on npu:0" in npu_out and "rank 1 trained on npu:1" in npu_out
     for got, want in zip(results["npu"], results["cpu"]):
         assert list(got) == list(want) and all(torch.equal(got[k], want[k]) for k in want)
 
@@ -462,11 +627,58 @@ dist.destroy_process_group()
 def test_fsdp2_on_npu_tensors_with_hccl(npu_paths: Dict[str, str], tmp_path: Path) -> None:
     path = tmp_path / "fsdp2_npu.py"
     path.write_text(FSDP2_NPU)
-    shm = private_shm_dir()
-    done = _python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(path)],
-                   {**npu_paths, "HCOMM_EMULATE_NPU": "1", "HCOMM_SIM_SHM_DIR": shm}, timeout=240)
-    left = os.listdir(shm)
-    os.rmdir(shm) if not left else None
-    assert done.returncode == 0 and left == [], done.stdout + done.stderr
+    done = _torchrun(path, [], {**npu_paths, "HCOMM_EMULATE_NPU": "1"})
     for r in range(2):
         assert f"rank {r} FSDP2 on npu:{r}: parameters equal the reference" in done.stdout, done.stdout
+
+
+TP_NPU = r"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.npu.set_device(local_rank)
+dist.init_process_group(backend="hccl")
+rank, world = dist.get_rank(), dist.get_world_size()
+mesh = init_device_mesh("npu", (world,))
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).npu()
+model = parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+data = torch.randn(3, 4, 8, generator=torch.Generator().manual_seed(1))
+for step in range(3):
+    loss = model(data[step].npu()).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+torch.npu.synchronize()
+shards = sorted({str(p.to_local().device) for p in model.parameters()})
+torch.save({k: v.full_tensor().cpu() for k, v in model.state_dict().items()}, sys.argv[1] + f".{rank}")
+print(f"rank {rank} TP shards on {shards}", flush=True)
+dist.destroy_process_group()
+"""
+
+#: the same math on CPU with gloo
+TP_CPU_EDITS = (('torch.npu.set_device(local_rank)', 'pass'), ('backend="hccl"', 'backend="gloo"'),
+                ('init_device_mesh("npu"', 'init_device_mesh("cpu"'), ('.npu()', ''),
+                ('torch.npu.synchronize()', 'pass'))
+
+
+@pytest.mark.slow
+def test_tensor_parallel_on_npu_tensors_with_hccl_equals_gloo_on_cpu_bit_for_bit(npu_paths: Dict[str, str],
+                                                                                  tmp_path: Path) -> None:
+    """ColwiseParallel then RowwiseParallel over a 2-rank npu mesh (DTensor's redistributions and the row-wise
+    partial sums go through backend hccl), trained 3 steps; the full parameters equal torch's TP on CPU with gloo."""
+    import torch
+
+    results, npu_out = _npu_and_cpu_runs(TP_NPU, TP_CPU_EDITS, npu_paths, tmp_path)
+    assert "rank 0 TP shards on ['npu:0']" in npu_out and "rank 1 TP shards on ['npu:1']" in npu_out
+    for got, want in zip(results["npu"], results["cpu"]):
+        assert list(got) == list(want) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+        assert all(torch.equal(got[k], want[k]) for k in want)

@@ -36,7 +36,7 @@ def test_wheel_builds_installs_and_imports(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("hcomm_cffi/_hcomm_ffi.py", "hcomm_cffi/py.typed", "hcomm_cffi/binding.py",
                      "hcomm_cffi/lib/loader.py", "hcomm_cffi/cli/info.py", "hcomm/__init__.py",
-                     "hcomm_cffi/npu/csrc/npu_device.cpp"):
+                     "hcomm_cffi/npu/csrc/npu_device.cpp", "hcomm_cffi_npu.pth"):
         assert required in names, required
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/entry_points.txt")))
     assert "[torch.backends]\nhcomm_emulated_npu = hcomm_cffi.npu:autoload" in entry_points.decode(), entry_points
@@ -52,6 +52,10 @@ def test_wheel_builds_installs_and_imports(tmp_path: Path) -> None:
         "from hcomm_cffi._ffi import ffi;"
         "assert ffi is m.ffi and ffi.sizeof('HcclCommConfig') == 2248;"
         "assert 'site-packages' in hcomm_cffi.__file__, hcomm_cffi.__file__;"
+        # the .pth ran at start (its finder is on sys.meta_path) and finds no torch_npu without the switch
+        "import sys, importlib.util;"
+        "assert any(type(f).__name__ == 'HcommEmulatedTorchNpuFinder' for f in sys.meta_path), sys.meta_path;"
+        "assert importlib.util.find_spec('torch_npu') is None;"
         "print(len(bytes(ffi.buffer(i.comm_config_init()))))"
     )
     proc = run([str(py), "-c", code], outside)

@@ -101,7 +101,8 @@ class LaunchConfig:
     grace: float = 5.0
     env: Dict[str, str] = field(default_factory=dict)
     bind_to: str = "auto"
-    emulate_npu: bool = False    # True: ranks see HCOMM_EMULATE_NPU=1 (unless the environment sets it already)
+    # the ranks' HCOMM_EMULATE_NPU: True "1", False "0"; None the environment's value, else "auto"
+    emulate_npu: Optional[bool] = None
 
     def validate(self) -> None:
         """Raise LaunchError for an unusable field."""
@@ -376,10 +377,12 @@ class _Job:
         base = dict(os.environ)
         base.update(self.config.env)
         base["HCOMM_BACKEND"] = self.backend
-        if self.config.emulate_npu:   # torch's device npu over the emulator (hcomm_cffi/npu); off by default: a
-            # registered device becomes torch's accelerator, and CPU scripts' defaults (FSDP2's default mesh,
-            # DTensor's device) would then move their tensors to it
-            base.setdefault("HCOMM_EMULATE_NPU", "1")
+        # torch's device npu over the emulator (hcomm_cffi/npu), as torch_npu's is on an Ascend machine: on unless
+        # told otherwise; "auto" leaves torch as it is (with a warning) where the device cannot be made
+        if self.config.emulate_npu is None:
+            base.setdefault("HCOMM_EMULATE_NPU", "auto")
+        else:
+            base["HCOMM_EMULATE_NPU"] = "1" if self.config.emulate_npu else "0"
         try:
             self.flight_dir = flightwatch.flight_dir(base, self.job_id)
         except BootstrapError as exc:
@@ -689,11 +692,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CPU binding of each rank, as mpirun's: core (one core each), numa (the cores of one "
                              "NUMA node, round-robin), none; auto (default) = core while ranks <= usable cores, "
                              "else none")
-    parser.add_argument("--emulate-npu", dest="emulate_npu", action="store_true",
-                        help="set HCOMM_EMULATE_NPU=1 for the ranks (unless the environment sets it): torch, without "
-                             "torch_npu, gets the emulated npu device and backend 'hccl', so torch_npu-shaped scripts "
-                             "and .npu() tensors run unchanged; off by default, since the device then becomes torch's "
-                             "accelerator for every script of the job")
+    switch = parser.add_mutually_exclusive_group()
+    switch.add_argument("--emulate-npu", dest="emulate_npu", action="store_const", const=True, default=None,
+                        help="HCOMM_EMULATE_NPU=1 for the ranks: torch without torch_npu gets the emulated npu device "
+                             "and backend 'hccl', and a device that cannot be made is an error at import torch "
+                             "(default: the environment's HCOMM_EMULATE_NPU, else auto: the device where it can be "
+                             "made, else a warning)")
+    switch.add_argument("--no-emulate-npu", dest="emulate_npu", action="store_const", const=False,
+                        help="HCOMM_EMULATE_NPU=0 for the ranks: torch exactly as without this package, no npu device")
     parser.add_argument("--job-id", metavar="ID",
                         help="job id ([A-Za-z0-9_.-], default random); exported as HCOMM_RUN_ID and HCOMM_JOB_ID")
     # dest "program", not "command": the `hcomm` parser keeps the subcommand name in args.command
@@ -708,7 +714,7 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
         command = command[1:]
     return LaunchConfig(nprocs=args.nprocs, command=command, timeout=args.timeout, prefix=args.prefix,
                         job_id=args.job_id, grace=args.grace, bind_to=args.bind_to,
-                        emulate_npu=getattr(args, "emulate_npu", False))
+                        emulate_npu=getattr(args, "emulate_npu", None))
 
 
 def main(argv: Optional[List[str]] = None) -> int:

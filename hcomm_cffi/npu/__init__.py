@@ -8,7 +8,8 @@ device-backend autoload calls it at ``import torch`` through the entry-point gro
   and torch's CPU kernels running on that memory;
 * ``torch.npu`` (:mod:`hcomm_cffi.npu.device`), ``Tensor.npu()``, ``Module.npu()``;
 * ``dist.init_process_group(backend="hccl")``: this package's torch backend on npu tensors;
-* ``import torch_npu`` / ``torch_npu.npu``: names for the above, for scripts that import it.
+* ``import torch_npu`` / ``torch_npu.npu``: names for the above, for scripts that import it (also before torch:
+  :mod:`hcomm_cffi.npu.early_import`).
 
 Without the switch (or with a real torch_npu) nothing here runs and nothing is registered.
 
@@ -40,7 +41,8 @@ def real_torch_npu_installed() -> bool:
     found = sys.modules.get(ALIAS)
     if found is not None:
         return not getattr(found, "__hcomm_emulated__", False)
-    return importlib.util.find_spec(ALIAS) is not None
+    spec = importlib.util.find_spec(ALIAS)   # the early-import finder's spec (hcomm_cffi.npu.early_import) is not one
+    return spec is not None and not getattr(spec.loader, "hcomm_emulated", False)
 
 
 def enabled() -> bool:
@@ -52,7 +54,7 @@ def autoload() -> None:
     """torch's ``torch.backends`` entry point: the emulated device when switched on and torch_npu is absent.
 
     ``HCOMM_EMULATE_NPU=1`` (what ``hcomm run --emulate-npu`` sets): a device that cannot be made is an error at
-    ``import torch``; ``auto``: a warning saying why, and torch as without the switch.
+    ``import torch``; ``auto`` (what plain ``hcomm run`` sets): a warning saying why, and torch as without the switch.
     """
     mode = settings.value("HCOMM_EMULATE_NPU")
     if mode == "off" or real_torch_npu_installed():

@@ -24,13 +24,17 @@ from ..errors import HcclError
 __all__ = ["is_available", "device_count", "set_device", "current_device", "synchronize", "Stream", "Event",
            "empty_cache",
            "current_stream", "default_stream", "set_stream", "stream", "device", "get_device_name",
-           "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "is_initialized", "init",
+           "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "get_rng_state_all",
+           "set_rng_state", "set_rng_state_all", "is_initialized", "init",
            "get_amp_supported_dtype", "is_bf16_supported", "EMULATED"]
 
 #: this torch.npu is the emulator's (a real torch_npu has no such name)
 EMULATED = True
 
 _ext: Any = None          # the compiled extension, loaded by _lazy_init
+#: torch_npu's (and torch.cuda's) flag: set once the extension is loaded.  torch reads it, e.g. activation
+#: checkpointing saves and restores the device generators' states only when it is set (torch/utils/checkpoint.py)
+_initialized = False
 _ext_lock = threading.Lock()
 _keep: List[Any] = []     # the cffi callbacks the extension calls: alive as long as the process
 _local = threading.local()
@@ -68,7 +72,7 @@ def is_available() -> bool:
 
 
 def is_initialized() -> bool:
-    return True
+    return _initialized
 
 
 def init() -> None:
@@ -83,7 +87,7 @@ def _lazy_init() -> None:
 
 def _extension() -> Any:
     """The compiled extension, loaded (and built, the first time) on first use."""
-    global _ext
+    global _ext, _initialized
     if _ext is not None:
         return _ext
     with _ext_lock:
@@ -98,6 +102,7 @@ def _extension() -> Any:
             _memory_hooks(ext)
             ext.register_hooks()
             _ext = ext
+            _initialized = True
     return _ext
 
 
@@ -338,26 +343,67 @@ def stream(s: Optional[Stream]) -> Iterator[Optional[Stream]]:
         set_stream(prev)
 
 
-# random numbers of npu tensors come from torch's CPU generator (the CPU kernels draw them)
+# random numbers: every npu device has a default generator of its own (csrc/npu_device.cpp, default_generator),
+# apart from torch.default_generator, as torch_npu's devices do; npu tensors draw from their device's.  Shaped as
+# torch.cuda's (torch/cuda/random.py): manual_seed and seed act on the current device, the *_all forms on every one;
+# torch.manual_seed / torch.seed reach manual_seed_all through torch/random.py's _seed_custom_device.
+def _generator(device: DeviceLike = None) -> "torch.Generator":
+    return _extension().default_generator(_index(device))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "default_generators":   # torch_npu's name: one generator per device, npu:0 first
+        return tuple(_generator(i) for i in range(device_count()))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def get_rng_state(device: DeviceLike = "npu") -> "torch.Tensor":
+    """The state of ``device``'s generator (a CPU ByteTensor; default: the current device)."""
+    return _generator(device).get_state()
+
+
+def get_rng_state_all() -> List["torch.Tensor"]:
+    """The states of every device's generator, npu:0 first."""
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state(new_state: "torch.Tensor", device: DeviceLike = "npu") -> None:
+    """Restore ``device``'s generator to ``new_state`` (what :func:`get_rng_state` returned)."""
+    if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
+        raise TypeError(f"new_state={type(new_state).__name__}; expected the torch.uint8 tensor get_rng_state returns")
+    _generator(device).set_state(new_state.clone(memory_format=torch.contiguous_format))
+
+
+def set_rng_state_all(new_states: List["torch.Tensor"]) -> None:
+    """Restore every device's generator, npu:0 first."""
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
+
+
 def manual_seed(seed: int) -> None:
-    import torch
-    torch.default_generator.manual_seed(int(seed))
+    """Seed the current device's generator."""
+    _generator().manual_seed(int(seed))
 
 
-manual_seed_all = manual_seed
+def manual_seed_all(seed: int) -> None:
+    """Seed every device's generator."""
+    for i in range(device_count()):
+        _generator(i).manual_seed(int(seed))
 
 
 def seed() -> None:
-    import torch
-    torch.default_generator.seed()
+    """Seed the current device's generator with a non-deterministic number."""
+    _generator().seed()
 
 
-seed_all = seed
+def seed_all() -> None:
+    """Seed every device's generator with one non-deterministic number."""
+    manual_seed_all(_generator(0).seed())
 
 
 def initial_seed() -> int:
-    import torch
-    return int(torch.default_generator.initial_seed())
+    """The seed of the current device's generator."""
+    return int(_generator().initial_seed())
 
 
 def get_amp_supported_dtype() -> List[Any]:

@@ -296,13 +296,29 @@ struct NpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   double elapsedTime(void* event1, void* event2, const DeviceIndex device_index) const override { return 0.0; }
 };
 
+// ------------------------------------------------------------------ random numbers
+// Each npu device has its own default generator, as torch_npu's devices do (torch.npu.manual_seed seeds the
+// current device's, manual_seed_all every device's, torch.manual_seed the CPU's and every device's).  They are CPU
+// generators (the CPU kernels that draw the numbers accept no other), kept apart from torch's CPU default
+// generator: npu tensors draw from their device's generator, CPU tensors from the CPU's.
+std::mutex g_generators_mutex;
+std::map<DeviceIndex, at::Generator> g_generators;   // a map: references stay valid as devices are added
+
+const at::Generator& default_generator(DeviceIndex index) {
+  if (index < 0) index = current();
+  check_index(index);
+  std::lock_guard<std::mutex> lock(g_generators_mutex);
+  auto found = g_generators.find(index);
+  if (found == g_generators.end()) found = g_generators.emplace(index, at::detail::createCPUGenerator()).first;
+  return found->second;
+}
+
 // ------------------------------------------------------------------ hooks
 struct NpuHooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return true; }
   const at::Generator& getDefaultGenerator(DeviceIndex device_index) const override {
-    // random numbers of npu tensors come from torch's CPU generator (the fallback runs the CPU kernels)
-    return at::detail::getDefaultCPUGenerator();
+    return default_generator(device_index);
   }
   at::Generator getNewGenerator(DeviceIndex device_index = -1) const override {
     return at::detail::createCPUGenerator();
@@ -411,6 +427,33 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage storage, int
   return at::cpu::set_(self, storage, offset, size, stride);
 }
 
+// `tensor.data = other` (and nn.Module._apply, FSDP2's _move_states_to_device) between a CPU tensor and an npu
+// tensor.  torch allows the swap only between its own dense backends (c10/core/TensorImpl.h,
+// has_compatible_shallow_copy_type) and leaves PrivateUse1 devices to say; torch_npu allows CPU <-> npu
+// (Ascend/torch_npu csrc/aten/HasCompatibleShallowCopyType.cpp:10-26), and so does this device.  Both are plain
+// strided TensorImpls here, so the metadata copy that follows is exact.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense_here = [](c10::DispatchKeySet keys) {
+    return keys.has(c10::DispatchKey::CPU) || keys.has(c10::DispatchKey::PrivateUse1);
+  };
+  return self.key_set() == from.key_set() || (dense_here(self.key_set()) && dense_here(from.key_set()));
+}
+
+// dropout on an npu tensor: torch routes it to native_dropout (aten/src/ATen/native/Dropout.cpp, dropout() with
+// is_fused_kernel_acceptable), which has no generator argument, and its CPU kernel draws from the CPU default
+// generator; here the mask is drawn from the device's generator.  Results as the CPU kernel's: a bool mask, the
+// output input * mask / (1 - p) (0 where p == 1); not training, the input's copy and a mask of ones.
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  if (input.numel() == 0) return std::make_tuple(input, at::empty_like(input));
+  if (train.has_value() && !*train) {
+    return std::make_tuple(input.clone(), at::ones_like(input, input.options().dtype(at::kBool)));
+  }
+  const double keep = 1.0 - p;
+  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool), c10::MemoryFormat::Contiguous);
+  mask.bernoulli_(keep, default_generator(input.device().index()));
+  return std::make_tuple(input.mul(mask).mul_(keep == 0 ? 0.0 : 1.0 / keep), mask);
+}
+
 // Tensor.record_stream: torch's caching allocators keep a block from reuse until the stream's work is done.  Here
 // no kernel is ever pending (they run on the calling thread) and a block goes back to aclrtFree only when its
 // last tensor dies; communication queued on a stream keeps its tensors alive itself (the backend's Work)
@@ -511,6 +554,11 @@ struct Aliases {
   }
 };
 
+bool is_optional_generator(const c10::Argument& arg) {
+  const auto optional = arg.type()->cast<c10::OptionalType>();
+  return optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
 bool mutated(const c10::FunctionSchema& schema, size_t i) {
   const auto& alias = schema.arguments()[i].alias_info();
   return alias != nullptr && alias->isWrite();
@@ -522,8 +570,10 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t base = stack->size() - nargs;
   Aliases aliases;
   aliases.op = schema.name().c_str();
+  std::optional<size_t> generator_slot;   // a Generator? argument left None: the device's generator, not the CPU's
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue& v = (*stack)[base + i];
+    if (v.isNone() && is_optional_generator(schema.arguments()[i])) generator_slot = i;
     const bool write = mutated(schema, i);
     if (v.isTensor()) {
       v = aliases.to_cpu(v.toTensor(), write);
@@ -545,7 +595,9 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   {
-    const c10::DeviceGuard guard(aliases.device.value_or(Device(DeviceType::PrivateUse1, current())));
+    const Device device = aliases.device.value_or(Device(DeviceType::PrivateUse1, current()));
+    if (generator_slot) (*stack)[base + *generator_slot] = c10::IValue(default_generator(device.index()));
+    const c10::DeviceGuard guard(device);
     op.callBoxed(stack);
   }
   aliases.settle();
@@ -599,6 +651,8 @@ void empty_cache() {
 
 int64_t device_count() { return g_device_count.load(); }
 
+at::Generator default_generator_of(int64_t index) { return default_generator(static_cast<DeviceIndex>(index)); }
+
 void set_current_device(int64_t index) {
   check_index(static_cast<DeviceIndex>(index));
   make_current(static_cast<DeviceIndex>(index));
@@ -624,6 +678,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", hcomm_npu::set_source_storage);
   m.impl("set_.source_Storage_storage_offset", hcomm_npu::set_source_storage_offset);
   m.impl("record_stream", hcomm_npu::record_stream);
+  m.impl("_has_compatible_shallow_copy_type", hcomm_npu::has_compatible_shallow_copy_type);
+  m.impl("native_dropout", hcomm_npu::native_dropout);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
@@ -639,4 +695,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("device_count", &hcomm_npu::device_count);
   m.def("empty_cache", &hcomm_npu::empty_cache, "cached blocks back to aclrtFree");
   m.def("set_current_device", &hcomm_npu::set_current_device);
+  m.def("default_generator", &hcomm_npu::default_generator_of,
+        "the default generator of npu:index (-1: the current one)");
 }
