@@ -31,31 +31,56 @@ def _rows(busbw, times):
     return [{"size": s, "time_us": t, "busbw": b} for s, t, b in zip((8, 65536, 64 << 20), times, busbw)]
 
 
-def _table(n, series):
-    """series: name -> (busbw per size, time per size) for the sizes 8, 64K, 64M."""
+def _table(n, series, memcpy=None):
+    """series: name -> (busbw per size, time per size) for the sizes 8, 64K, 64M; memcpy: GB/s per size."""
     return {"op": "allreduce", "nranks": n, "sizes": [8, 65536, 64 << 20],
-            "series": {name: _rows(*values) for name, values in series.items()}}
+            "series": {name: _rows(*values) for name, values in series.items()},
+            "local": {"memcpy": memcpy} if memcpy else {}}
 
 
 def test_target_verdicts() -> None:
-    """Issue 16's targets: native vs Open MPI (busbw from 64 KiB, 8-byte time), 64 MiB on 2 ranks, the Comm API's
-    overhead, and ring/mesh against native; each line ends in ok or MISS."""
-    t = _table(2, {"hcomm-sim/native": ([0.001, 4.0, 6.0], [9.0, 16.0, 11000.0]),
+    """Issue 43's targets: native vs Open MPI (8-byte time, busbw at 64K..4M, 64 MiB against 2.5x Open MPI or the
+    memcpy bound), ring/mesh against native on 4 ranks, auto against the best algorithm; PASS or MISS."""
+    t = _table(4, {"hcomm-sim/native": ([0.001, 4.0, 6.0], [9.0, 16.0, 11000.0]),
                    "hcomm-sim/auto": ([0.001, 4.0, 6.0], [11.0, 16.0, 11000.0]),
                    "hcomm-sim/ring": ([0.001, 1.0, 5.8], [30.0, 40.0, 11500.0]),
+                   "hcomm-sim/mesh": ([0.001, 1.0, 5.8], [20.0, 12.0, 11500.0]),
                    "hcomm-sim/defaults": ([0.001, 4.0, 6.0], [18.0, 16.0, 11000.0]),
-                   "openmpi": ([0.01, 3.0, 7.0], [2.0, 20.0, 9000.0])})
-    lines = _module().targets([t], ["native", "auto", "defaults", "ring"])
-    assert "allreduce n=2  64K: native busbw >= Open MPI (4.000 vs 3.000 GB/s, 1.33x): ok" in lines
-    assert "allreduce n=2  64M: native busbw >= Open MPI (6.000 vs 7.000 GB/s, 0.86x): MISS" in lines
-    assert "allreduce n=2    8: native time <= 3x Open MPI (9.0 vs 2.0 us, 4.5x): MISS" in lines
-    assert "allreduce n=2  64M: native busbw >= 3.5 GB/s and >= 2.5x Open MPI (6.00 GB/s, 0.86x): MISS" in lines
-    assert "allreduce n=2    8: the Comm API (auto) adds <= 30% to native (11.0 vs 9.0 us, +22%): ok" in lines
-    assert "allreduce n=2    8: ring time <= 2x native (30.0 vs 9.0 us, 3.33x): MISS" in lines
-    assert "allreduce n=2    8: auto <= 1.5x native (11.0 vs 9.0 us, 1.22x): ok" in lines
-    assert "allreduce n=2    8: the defaults (both checks on) <= 1.5x both off (18.0 vs 11.0 us, 1.64x): MISS" in lines
-    assert "allreduce n=2  64M: ring within 10% of native (11500 vs 11000 us, 1.05x): ok" in lines
+                   "openmpi": ([0.01, 3.0, 7.0], [2.0, 20.0, 9000.0])}, memcpy=[1.0, 5.0, 14.0])
+    lines = _module().targets([t], ["native", "auto", "defaults", "ring", "mesh"], cpus=2)
+    assert "allreduce n=4    8: native time <= 1.5x Open MPI (9.0 vs 2.0 us, 4.50x): MISS" in lines
+    assert "allreduce n=4  64K: native busbw >= Open MPI (4.000 vs 3.000 GB/s, 1.33x): PASS" in lines
+    # the bound: memcpy 14 GB/s x min(4 ranks, 2 cores) / 4 = 7 GB/s; 6 is 86 % of it
+    assert ("allreduce n=4  64M: native busbw >= 2.5x Open MPI or >= 80% of the memcpy bound (6.00 GB/s, 0.86x "
+            "Open MPI, 86% of the memcpy bound 7.00 GB/s): PASS") in lines
+    assert "allreduce n=4    8: ring time <= 3x native (30.0 vs 9.0 us, 3.33x): MISS" in lines
+    assert "allreduce n=4    8: mesh time <= 3x native (20.0 vs 9.0 us, 2.22x): PASS" in lines
+    assert "allreduce n=4    8: auto <= 1.3x the best algorithm, native (11.0 vs 9.0 us, 1.22x): PASS" in lines
+    assert "allreduce n=4  64K: auto <= 1.3x the best algorithm, mesh (16.0 vs 12.0 us, 1.33x): MISS" in lines
+    assert "allreduce n=4    8: the defaults (both checks on) <= 1.5x both off (18.0 vs 11.0 us, 1.64x): MISS" in lines
     assert not any(" 8: native busbw" in line for line in lines)     # the bandwidth goals start at 64 KiB
+    eight = _table(8, {"hcomm-sim/native": ([0.001, 1.0, 2.0], [3.9, 16.0, 11000.0]),
+                       "openmpi": ([0.01, 3.0, 7.0], [2.0, 20.0, 9000.0])})
+    lines = _module().targets([eight], ["native"], cpus=2)
+    assert "allreduce n=8    8: native time <= 2x Open MPI (3.9 vs 2.0 us, 1.95x): PASS" in lines
+    assert not any("64K: native busbw" in line for line in lines)    # 64 KiB..4 MiB: 2 and 4 ranks
+    assert "allreduce n=8  64M: native busbw >= 2.5x Open MPI or >= 80% of the memcpy bound (2.00 GB/s, 0.29x " \
+           "Open MPI): MISS" in lines
+
+
+def test_memcpy_bound() -> None:
+    """memcpy GB/s x min(n, cores) / n: the ranks share the cores."""
+    bound = _module().memcpy_bound
+    t = _table(2, {}, memcpy=[1.0, 5.0, 10.0])
+    assert bound(t, 2, 2) == 10.0 and bound(t, 2, 1) == 5.0
+    assert bound(_table(8, {}, memcpy=[1.0, 5.0, 10.0]), 2, 2) == 2.5
+    assert bound(_table(2, {}), 2, 2) is None
+
+
+def test_unknown_library_is_refused() -> None:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--libraries", "openmpi,mpich"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "--libraries 'openmpi,mpich': mpich unknown" in proc.stderr
 
 
 def test_small_run_emulator_and_local(tmp_path) -> None:

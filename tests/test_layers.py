@@ -272,3 +272,21 @@ def test_the_private_reach_check_sees_reads_and_writes(tmp_path: Path) -> None:
     assert sorted(bad) == ["a._x", "a._y"]
     (tmp_path / "owner.py").write_text("class A:\n    def __init__(self):\n        self._broken = None\n")
     assert [line.split(" ", 1)[1] for line in _private_reaches(mods)] == ["a._broken"]
+
+
+def _import_graph_type_only_included(mods: Dict[str, Path], under: str) -> Dict[str, Set[str]]:
+    """module -> every module under ``under`` it imports, ``if TYPE_CHECKING:`` imports included."""
+    graph: Dict[str, Set[str]] = {m: set() for m in mods if m.startswith(under)}
+    for module in graph:
+        for name, _, _ in _imports(mods[module], module):
+            target = _resolve(name, set(mods))
+            if target != module and target in graph and not module.startswith(target + "."):
+                graph[module].add(target)
+    return graph
+
+
+def test_the_emulator_has_no_import_cycle_even_type_only() -> None:
+    """sim/ is layered all the way: the object model (sim/queues.py) and the task kinds (sim/tasks.py) sit below the
+    communicator and the executor, and no import, not even a type-only one, points back up (issue 42)."""
+    cycles = _cycles(_import_graph_type_only_included(_modules(), "hcomm_cffi.sim."))
+    assert not cycles, f"import cycles in hcomm_cffi.sim (type-only imports included): {cycles}"

@@ -4,7 +4,7 @@
 libraries, so everything above the lib layer runs unchanged on a machine without an NPU.
 """
 from .library import SimLibrary, shutdown
-from .runtime import CheckerWarning
+from .config import CheckerWarning
 from .shm import list_segments, sweep_stale
 
 __all__ = ["SimLibrary", "CheckerWarning", "shutdown", "list_segments", "sweep_stale"]

@@ -22,7 +22,8 @@ from .errors import (
     SimError, last_error,
 )
 from . import acl_graphs
-from .runtime import EXECUTOR, Queue, SimEvent
+from .queues import Queue, SimEvent
+from .runtime import EXECUTOR
 from .tasks import EventRecord, HostCall
 from .part import Part, check_out
 from .state import SimState, key_of

@@ -29,7 +29,8 @@ from .._ffi import ffi
 from ..errors import ACL_CODES
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, last_error
 from .part import Part, check_out
-from .runtime import EXECUTOR, Queue, SimEvent
+from .queues import Queue, SimEvent
+from .runtime import EXECUTOR
 from .state import SimState, key_of
 from .tasks import EVENT_RECORD, EVENT_WAIT, EventRecord, EventWait, Task
 

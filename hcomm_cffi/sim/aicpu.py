@@ -39,7 +39,8 @@ from .dataplane import DataPlane
 from .group import group_depth
 from .hccl_res import HcclResCalls
 from .part import Part, check_out
-from .runtime import EXECUTOR, Queue, SimEvent
+from .queues import Queue, SimEvent
+from .runtime import EXECUTOR
 from .state import SimState, c_string, key_of
 from .tasks import EventWait, HostCall
 

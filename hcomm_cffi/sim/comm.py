@@ -26,12 +26,12 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from .._ffi import ffi
 from . import ledger
 from .announce import TABLE_WORDS, Announcements
-from .config import CHECK_MODES, SimConfig
+from .config import CHECK_MODES, CheckerWarning, SimConfig
 from .errors import HcclResult, SimError, warn_caller
 from .futex import futex_wait, futex_wake
 from .notifies import CONSUMED, MAX_NOTIFIES_PER_CHANNEL, WORDS_PER_NOTIFY
 from .races import RaceState, chk_bytes
-from .runtime import Queue, SimThread
+from .queues import Queue, SimThread
 from .shm import SHM_DIR, Segment, check_dir, owner_alive, sweep_stale, user_prefix
 from .tasks import Task
 
@@ -113,10 +113,13 @@ class SimChannel:
         return self.local_words[i] != self.local_words[i + CONSUMED]
 
     def ring_peer(self) -> None:
-        """Bump the peer's doorbell and wake it if it sleeps."""
+        """Bump the peer's doorbell (a rank polling or about to sleep sees it); ``wake_peer`` wakes a sleeper."""
         words = self.remote_words
         words[H_BELL] = (words[H_BELL] + 1) & 0xFFFFFFFF
-        if words[H_SLEEPING]:
+
+    def wake_peer(self) -> None:
+        """Wake the peer if it sleeps on its doorbell (after ``ring_peer``: it then sees the ring)."""
+        if self.remote_words[H_SLEEPING]:
             futex_wake(self.peer_bell_addr)
 
     def on_record(self) -> None:
@@ -459,8 +462,6 @@ class SimComm:
 
     def _note(self, text: str) -> None:
         """A checker finding at the host call (not a task): warn, or fail the call when strict."""
-        from .runtime import CheckerWarning
-
         message = f"checker: rank {self.rank}, communicator {self.name}: {text}"
         self.reports.append(message)
         if self.config.check == "strict":

@@ -8,7 +8,11 @@ from .errors import HcclResult, SimError
 
 CHECK_MODES = settings.CHECK_MODES
 
-__all__ = ["SimConfig", "read_config", "CHECK_MODES"]
+__all__ = ["SimConfig", "read_config", "CHECK_MODES", "CheckerWarning"]
+
+
+class CheckerWarning(UserWarning):
+    """A schedule problem found by the emulator's checker (HCOMM_SIM_CHECK=warn)."""
 
 
 @dataclass(frozen=True)

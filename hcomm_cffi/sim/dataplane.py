@@ -18,7 +18,9 @@ from .._ffi import ffi
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, Protocol, ReduceOp
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
 from .acl_graphs import join_batch
-from .runtime import EXECUTOR, CheckerWarning, SimThread, TaskFailure
+from .config import CheckerWarning
+from .queues import SimThread
+from .runtime import EXECUTOR, TaskFailure
 from .tasks import (
     C_RECORD, C_WAIT, COPY, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE, ChannelRecord,
     ChannelWait, HostCall, LocalCopy, LocalReduce, Read, ReadReduce, Task, ThreadRecord, ThreadWait, Write,

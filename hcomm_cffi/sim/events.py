@@ -21,7 +21,8 @@ from .._ffi import ffi
 from ..errors import ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError
 from . import acl_graphs
-from .runtime import EXECUTOR, SimEvent
+from .queues import SimEvent
+from .runtime import EXECUTOR
 from .acl import acl_event, acl_stream
 from .part import Part, check_out
 from .tasks import EventWait, HostCall

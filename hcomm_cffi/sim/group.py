@@ -58,7 +58,7 @@ def collective(func: Callable[..., int], fast: Optional[Callable[..., Optional[i
     """Declare a library collective of sim/native.py (its comm and stream arguments last).
 
     Its entry (errors.entry) first diverts it: inside a group (GROUPED_FUNCTIONS) it is deferred to the
-    group's end, on a capturing stream it is recorded (graphs.captured, replayed through ``run``), else
+    group's end, on a capturing stream it is recorded (acl_graphs.captured, replayed through ``run``), else
     ``fast`` (called with the part and the arguments) may serve it: a result other than None is its return.
     """
     name = func.__name__

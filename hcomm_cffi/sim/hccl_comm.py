@@ -21,12 +21,13 @@ from .._ffi import ffi
 from ..enums import HCCL_ROOT_INFO_BYTES
 from .acl import current_device, interned
 from .comm import SimComm
-from .config import SimConfig, read_config
+from .config import CheckerWarning, SimConfig, read_config
 from . import ledger
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, warn_caller
 from .native import NATIVE_PROTOCOL
 from .part import Part, check_out
-from .runtime import EXECUTOR, CheckerWarning, Queue, SimThread
+from .queues import Queue, SimThread
+from .runtime import EXECUTOR
 from .state import SimState, c_string
 from .tasks import C_WAIT, T_WAIT
 from .zero_copy import remember_config

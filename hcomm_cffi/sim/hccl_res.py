@@ -14,7 +14,7 @@ from . import ledger
 from .errors import HcclResult, SimError
 from . import product
 from .part import Part, check_out
-from .runtime import Queue, SimThread
+from .queues import Queue, SimThread
 from .state import c_string
 
 __all__ = ["HcclResCalls", "HcclChannelCalls", "ENGINE_CTX_TAG_MAX"]

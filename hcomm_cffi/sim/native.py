@@ -26,7 +26,9 @@ Broadcast, allgather and reduce-scatter run the parity protocol over
 cache-sized pieces (``PIECE_BYTES``, not whole regions): a piece staged by one rank is still in the
 shared cache when its peers read it, and with two parities a rank stages piece k+1 while its peers
 drain piece k (the root of a broadcast fills the other region while the others copy out, across
-consecutive calls too).  Broadcast is symmetric in its notifies (every rank signals every rank per
+consecutive calls too).  When the communicator has more ranks than the host has cores, the ranks cannot
+run at once and nothing overlaps: the pieces are then as large as a region (``SHARED_PIECE_BYTES``), each
+piece's handshake round being the cost.  Broadcast is symmetric in its notifies (every rank signals every rank per
 piece) so that the parity invariant holds whatever the root of the calls before and after it.  A
 rank's own allgather block goes straight from its send buffer to its receive buffer, and a
 reduce-scatter reads its own operand straight from its send buffer (neither is staged).
@@ -46,7 +48,8 @@ from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError
 from . import kernels
 from .group import collective
 from .part import Part, check_out
-from .runtime import EXECUTOR, SimThread, TaskFailure
+from .queues import SimThread
+from .runtime import EXECUTOR, TaskFailure, shares_cores
 from .tasks import ChannelRecord, ChannelWait, HostCall, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
 from .state import SimState
 
@@ -73,6 +76,11 @@ _SIG_KINDS = ("allreduce", "reduce", "broadcast", "allgather", "reduce_scatter",
               "allgatherv", "reduce_scatterv", "alltoallvc", "barrier")
 _SIG_FIELDS = struct.Struct("<6q")
 PIECE_BYTES = 512 << 10      # bytes one rank stages per piece of the pipelined symmetric ops (L2/L3-sized)
+# ... when the ranks share cores (more ranks than the host has cores): they cannot run at once, so nothing overlaps
+# across ranks and every piece costs one handshake round, a few context switches; pieces as large as a parity
+# region (4 ranks on 2 cores, loaded machine: broadcast 4 MiB 5.5-9.2 -> 2.8-3.0 ms, 64 MiB 108-117 -> 36 ms,
+# reduce_scatter 4 MiB 5.6 -> 1.4 ms, 64 MiB 71 -> 32 ms; benchmarks/compare_allreduce.py's worker)
+SHARED_PIECE_BYTES = 16 << 20
 STAMP_BYTES = 64             # the end of each parity region: the number of the chunk staged there (_Plan.stamp)
 
 _SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, DataType.FP32, DataType.INT64,
@@ -317,8 +325,10 @@ class _Plan:
         return p, base + p * span, base + (2 + p) * span, span - STAMP_BYTES
 
     def piece(self, esz: int, blocks: int = 1) -> int:
-        """Elements per block of one pipelined piece: ``blocks`` blocks fill at most ``PIECE_BYTES`` and a region."""
-        return max(1, min(self.region_bytes(), PIECE_BYTES) // (esz * blocks))
+        """Elements per block of one pipelined piece: ``blocks`` blocks fill at most ``PIECE_BYTES`` (ranks sharing
+        cores: ``SHARED_PIECE_BYTES``) and a region; every rank of the communicator computes the same."""
+        piece = SHARED_PIECE_BYTES if shares_cores(self.comm.nranks) else PIECE_BYTES
+        return max(1, min(self.region_bytes(), piece) // (esz * blocks))
 
     def region_bytes(self) -> int:
         """Data bytes of each of the four parity regions (staging and result, for parities 0 and 1); each ends

@@ -1,4 +1,4 @@
-"""Execution model of the emulator: ordered task queues, binary notifies, and the executor.
+"""Execution model of the emulator: the executor that runs the task queues of sim/queues.py.
 
 Every Thread (and every stream) is a FIFO of tasks.  The executor runs all queues of the
 process cooperatively: a queue advances until its head task is a wait whose notify is not set,
@@ -9,15 +9,17 @@ then sleeps on the communicator's futex doorbell, which every record into this r
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import warnings
-from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from . import kernels, races
 from .announce import BLOCKED_S
+from .config import CheckerWarning
 from .notifies import CONSUMED, VALUES
+from .queues import Queue, SimThread
 from .. import trace as _trace
 from .errors import (
     ACL_ERROR_RT_FFTS_PLUS_TIMEOUT, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
@@ -36,79 +38,32 @@ if TYPE_CHECKING:  # pragma: no cover
 _cast = ffi.cast
 
 SPIN_ROUNDS = 200           # sched_yield polls of the awaited words before sleeping on the doorbell
+# The same when the blocked communicator has more ranks than the host has cores (shares_cores): a waiter yielding
+# in a loop then hands the core to a rank that is often only polling too, while the rank with work waits.  A 4-rank
+# 8-byte HcclAllReduce on 2 cores (benchmarks/profile_native.py, loaded machine): 722-807 us per call with 50-200
+# rounds, 196-507 with 20, 216-263 with none; with the wakes deferred (_wake_peers) 20, 5 and 0 are alike.
+SHARED_SPIN_ROUNDS = 20
+CORES = os.cpu_count() or 1   # the host's cores (not this rank's affinity: a rank bound to one core shares it only
+                              # with the ranks bound there too)
 MAX_SLEEP_S = 0.02          # bound on one futex sleep (guards against a lost wake-up)
 LIVENESS_EVERY_S = 0.1      # how often sleeping waits check that their peers still exist
 PEER_LEFT_GRACE_S = 1.0     # a wait blocked this long on a peer that left its communicator fails naming it
 LOST_WAIT_GRACE_S = 1.0     # a thread-notify wait blocked this long that nothing can record any more fails
 LEFT_AT_ONCE = ("destroyed", "abandoned")   # ways of leaving (SimComm.peer_left) with no more precise error to wait for
 
-__all__ = ["Queue", "SimThread", "SimEvent", "Executor", "CheckerWarning", "EXECUTOR", "KIND_NAMES",
+__all__ = ["Executor", "EXECUTOR", "KIND_NAMES", "shares_cores",
            "COPY", "REDUCE", "WRITE", "WRITE_REDUCE", "READ", "READ_REDUCE", "T_RECORD", "T_WAIT",
            "C_RECORD", "C_WAIT", "EVENT_RECORD", "EVENT_WAIT", "CALL", "REDUCE3", "UFUNC", "TaskFailure"]
 
 
+def shares_cores(nranks: int) -> bool:
+    """Whether a communicator of ``nranks`` ranks (all on this host) has more ranks than the host has cores: its
+    ranks cannot all run at once (the waits' spin and the native collectives' piece size depend on it)."""
+    return nranks > CORES
+
+
 # UFUNC tasks: float overflow to inf is what the hardware produces too, silently
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
-
-
-class CheckerWarning(UserWarning):
-    """A schedule problem found by the emulator's checker (HCOMM_SIM_CHECK=warn)."""
-
-
-class Queue:
-    """An ordered task queue: the execution context of a Thread or a stream."""
-
-    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked", "raced", "capture",
-                 "stamps")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.checked = False   # a thread of a communicator with the race checker runs here
-        self.raced: List["SimThread"] = []   # those threads (an event recorded or waited here carries their clocks)
-        self.tasks: Deque[Task] = deque()
-        self.error: Optional[Tuple[int, int, str]] = None  # (HcclResult, aclError, message)
-        self.blocked_since = 0.0
-        self.executed = 0
-        self.comm: Optional["SimComm"] = None
-        self.capture: Any = None   # an ACL graph capture records what is launched here instead (sim/graphs.py)
-        self.stamps: Deque[int] = deque()   # native chunks launched here, not yet checked (sim/native.py _Plan.stamp)
-
-
-class SimThread:
-    """A Thread handle's state: its queue and its binary thread notifies."""
-
-    __slots__ = ("handle", "comm", "engine", "notifies", "queue", "main", "label", "vc", "actor")
-
-    def __init__(self, handle: int, comm: "SimComm", engine: int, notify_num: int, queue: Queue,
-                 main: bool) -> None:
-        self.handle = handle
-        self.comm = comm
-        self.engine = engine
-        self.notifies: List[int] = [0] * notify_num
-        self.queue = queue
-        self.main = main
-        self.label = f"thread 0x{handle:x}{' (stream)' if main else ''}"
-        self.vc: Any = None    # vector clock of the race checker (sim.races), made on its first checked task
-        self.actor = 0
-        if comm.race is not None:
-            queue.checked = True
-            queue.raced.append(self)
-
-
-class SimEvent:
-    """An ACL event: counts how many of its records have executed, and when the last one did (sim/events.py)."""
-
-    __slots__ = ("handle", "recorded", "completed", "error", "flag", "stamp", "reset_at", "clocks")
-
-    def __init__(self, handle: int, flag: int = 0) -> None:
-        self.handle = handle
-        self.recorded = 0
-        self.completed = 0
-        self.error: Optional[Tuple[int, int, str]] = None  # set when its stream failed first
-        self.flag = flag            # aclrtCreateEventWithFlag's flag (ACL_EVENT_SYNC: a wait may precede the record)
-        self.stamp = 0              # the stream clock (perf_counter_ns) when its last record executed; 0: none yet
-        self.reset_at = 0           # ``recorded`` when aclrtResetEvent was last issued
-        self.clocks: Dict[Any, Any] = {}   # race checker: per communicator, the clock its last record carries
 
 
 class Executor:
@@ -127,12 +82,15 @@ class Executor:
         self.kernels_running = 0   # AICPU kernels running now (sim/aicpu.py): they may still issue records
         # host threads synchronising a stream of a communicator: its host issues nothing more meanwhile
         self.host_waiting: Dict["SimComm", int] = {}
+        # channels whose peer this queue run rang and has not woken yet (_run_queue: at the end of a run of records)
+        self.unwoken: List[Any] = []
 
     def forget_inherited(self) -> None:
         """In a forked child: the parent's queues never run here (their tasks would act in the parent's job), and
         locks another parent thread held at the fork are new."""
         self.active.clear()
         self.host_waiting.clear()
+        self.unwoken.clear()
         self.kernels_running = 0
         self.lock = threading.RLock()
         self.unpinned = threading.Condition(self.lock)
@@ -283,7 +241,7 @@ class Executor:
         Several ranks live in one process when a program runs one host thread per device: another
         rank's thread may be polling or sleeping on this communicator's words outside the lock, and
         an unmap under it is a SIGSEGV.  New readers skip a communicator from here on; the current
-        ones hold it for one poll (SPIN_ROUNDS yields) or one sleep (MAX_SLEEP_S) at most.  A pin of
+        ones hold it for one poll (SPIN_ROUNDS yields at most) or one sleep (MAX_SLEEP_S) at most.  A pin of
         this thread's own is one an interrupted read left behind: it is dropped, not waited for.
         """
         limit = time.monotonic() + timeout
@@ -308,6 +266,7 @@ class Executor:
         another process, so the spin alone could outlast a short wait (a ``Request.test()``).
         """
         words = []
+        rounds = SPIN_ROUNDS
         with self.lock:
             comms = set()
             for q in self.active:
@@ -320,9 +279,11 @@ class Executor:
                         comms.add(ch.comm)
             if not words:
                 return False
+            if any(shares_cores(c.nranks) for c in comms):
+                rounds = SHARED_SPIN_ROUNDS
             pinned = self._pin(comms)
         try:
-            for _ in range(SPIN_ROUNDS):
+            for _ in range(rounds):
                 for w, i in words:
                     if w[i] != w[i + CONSUMED]:
                         return True
@@ -335,12 +296,35 @@ class Executor:
 
     # ------------------------------------------------------------------ one queue
     def _run_queue(self, q: Queue) -> bool:
+        try:
+            return self._run_tasks(q)
+        finally:
+            if self.unwoken:
+                self._wake_peers()
+
+    def _wake_peers(self) -> None:
+        """Wake the sleeping peers the channel records just run rang.
+
+        A record's words and doorbell ring are written at once (a polling peer sees them); the futex wake of a
+        sleeping peer waits until the run of consecutive records ends.  Woken at once, a peer sharing this core
+        takes it (the scheduler favours a waking sleeper) before this rank's next record: with more ranks than
+        cores each record of a handshake cost a context switch (3 records of a 4-rank 8-byte allreduce on 2 cores:
+        51-73 us, benchmarks/profile_native.py).
+        """
+        unwoken = self.unwoken
+        self.unwoken = []
+        for ch in unwoken:
+            ch.wake_peer()
+
+    def _run_tasks(self, q: Queue) -> bool:
         tasks = q.tasks
         ran = False
         execute = self._execute_checked if q.checked else self._execute
         traced = _trace.ACTIVE      # HCOMM_TRACE: one test per queue run when off
         while tasks:
             task = tasks[0]
+            if self.unwoken and task[0] != C_RECORD:
+                self._wake_peers()
             if traced:
                 t0 = _trace.now()
             try:
@@ -480,6 +464,7 @@ class Executor:
             words[i] = (records + 1) & 0xFFFFFFFF
             ch.on_record()
             ch.ring_peer()
+            self.unwoken.append(ch)      # woken when this run of records ends (_wake_peers)
             return True
         if kind == T_RECORD:
             dst = t.target

@@ -13,7 +13,7 @@ from .._ffi import ffi
 from .comm import SimChannel, SimComm
 from .devmem import DeviceMemory
 from .errors import HcclResult, SimError
-from .runtime import Queue, SimEvent, SimThread
+from .queues import Queue, SimEvent, SimThread
 
 _NULL = ffi.NULL
 DEFAULT_NOTIFY_WAIT_S = 1836 + 27   # host default of the *WithDefaultTimeout waits

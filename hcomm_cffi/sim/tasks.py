@@ -12,8 +12,12 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Tuple, Un
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..enums import DataType, ReduceOp
-    from .comm import SimChannel
-    from .runtime import SimEvent, SimThread
+
+#: what a task's thread, channel and event fields hold: sim/queues.py's SimThread and SimEvent, sim/comm.py's
+#: SimChannel.  Those modules hold tasks, so this one is below them and names their classes only here, untyped.
+ThreadRef = Any
+ChannelRef = Any
+EventRef = Any
 
 # kind codes (element 0 of every task); the race checker stores them in 7 bits of its access log
 COPY, REDUCE, WRITE, WRITE_REDUCE, READ, READ_REDUCE = range(6)
@@ -56,7 +60,7 @@ class _Kinded:
 # ---------------------------------------------------------------------- local copy and reduce
 class _LocalCopy(NamedTuple):
     kind: int
-    thread: Optional["SimThread"]
+    thread: Optional[ThreadRef]
     dst: Any
     src: Any
     nbytes: int
@@ -67,13 +71,13 @@ class LocalCopy(_Kinded, _LocalCopy):
 
     __slots__ = ()
 
-    def __new__(cls, thread: Optional["SimThread"], dst: Any, src: Any, nbytes: int) -> "LocalCopy":
+    def __new__(cls, thread: Optional[ThreadRef], dst: Any, src: Any, nbytes: int) -> "LocalCopy":
         return _new(cls, (COPY, thread, dst, src, nbytes))
 
 
 class _LocalReduce(NamedTuple):
     kind: int
-    thread: Optional["SimThread"]   # None: touches no HCCL buffer (the race checker skips it)
+    thread: Optional[ThreadRef]   # None: touches no HCCL buffer (the race checker skips it)
     dst: Any
     src: Any
     count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
@@ -86,14 +90,14 @@ class LocalReduce(_Kinded, _LocalReduce):
 
     __slots__ = ()
 
-    def __new__(cls, thread: Optional["SimThread"], dst: Any, src: Any, count: int, dtype: "DataType",
+    def __new__(cls, thread: Optional[ThreadRef], dst: Any, src: Any, count: int, dtype: "DataType",
                 op: "ReduceOp") -> "LocalReduce":
         return _new(cls, (REDUCE, thread, dst, src, count, dtype, op))
 
 
 class _Reduce3(NamedTuple):
     kind: int
-    thread: "SimThread"
+    thread: ThreadRef
     dst: Any
     a: Any
     b: Any
@@ -107,14 +111,14 @@ class Reduce3(_Kinded, _Reduce3):
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", dst: Any, a: Any, b: Any, count: int, dtype: "DataType",
+    def __new__(cls, thread: ThreadRef, dst: Any, a: Any, b: Any, count: int, dtype: "DataType",
                 op: "ReduceOp") -> "Reduce3":
         return _new(cls, (REDUCE3, thread, dst, a, b, count, dtype, op))
 
 
 class _UfuncReduce(NamedTuple):
     kind: int
-    thread: "SimThread"
+    thread: ThreadRef
     ufunc: Callable[..., Any]
     out: Any
     a: Any
@@ -126,15 +130,15 @@ class UfuncReduce(_Kinded, _UfuncReduce):
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", ufunc: Callable[..., Any], out: Any, a: Any, b: Any) -> "UfuncReduce":
+    def __new__(cls, thread: ThreadRef, ufunc: Callable[..., Any], out: Any, a: Any, b: Any) -> "UfuncReduce":
         return _new(cls, (UFUNC, thread, ufunc, out, a, b))
 
 
 # ---------------------------------------------------------------------- remote (through a channel)
 class _Transfer(NamedTuple):
     kind: int
-    thread: "SimThread"
-    channel: "SimChannel"
+    thread: ThreadRef
+    channel: ChannelRef
     dst: Any
     src: Any
     nbytes: int
@@ -145,7 +149,7 @@ class Write(_Kinded, _Transfer):
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", channel: "SimChannel", dst: Any, src: Any, nbytes: int) -> "Write":
+    def __new__(cls, thread: ThreadRef, channel: ChannelRef, dst: Any, src: Any, nbytes: int) -> "Write":
         return _new(cls, (WRITE, thread, channel, dst, src, nbytes))
 
 
@@ -154,14 +158,14 @@ class Read(_Kinded, _Transfer):
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", channel: "SimChannel", dst: Any, src: Any, nbytes: int) -> "Read":
+    def __new__(cls, thread: ThreadRef, channel: ChannelRef, dst: Any, src: Any, nbytes: int) -> "Read":
         return _new(cls, (READ, thread, channel, dst, src, nbytes))
 
 
 class _TransferReduce(NamedTuple):
     kind: int
-    thread: "SimThread"
-    channel: "SimChannel"
+    thread: ThreadRef
+    channel: ChannelRef
     dst: Any
     src: Any
     count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
@@ -174,7 +178,7 @@ class WriteReduce(_Kinded, _TransferReduce):
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", channel: "SimChannel", dst: Any, src: Any, count: int,
+    def __new__(cls, thread: ThreadRef, channel: ChannelRef, dst: Any, src: Any, count: int,
                 dtype: "DataType", op: "ReduceOp") -> "WriteReduce":
         return _new(cls, (WRITE_REDUCE, thread, channel, dst, src, count, dtype, op))
 
@@ -184,7 +188,7 @@ class ReadReduce(_Kinded, _TransferReduce):
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", channel: "SimChannel", dst: Any, src: Any, count: int,
+    def __new__(cls, thread: ThreadRef, channel: ChannelRef, dst: Any, src: Any, count: int,
                 dtype: "DataType", op: "ReduceOp") -> "ReadReduce":
         return _new(cls, (READ_REDUCE, thread, channel, dst, src, count, dtype, op))
 
@@ -192,8 +196,8 @@ class ReadReduce(_Kinded, _TransferReduce):
 # ---------------------------------------------------------------------- notifies
 class _ThreadRecord(NamedTuple):
     kind: int
-    thread: "SimThread"
-    target: "SimThread"
+    thread: ThreadRef
+    target: ThreadRef
     index: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.index on purpose
 
 
@@ -202,13 +206,13 @@ class ThreadRecord(_Kinded, _ThreadRecord):
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", target: "SimThread", index: int) -> "ThreadRecord":
+    def __new__(cls, thread: ThreadRef, target: ThreadRef, index: int) -> "ThreadRecord":
         return _new(cls, (T_RECORD, thread, target, index))
 
 
 class _ThreadWait(NamedTuple):
     kind: int
-    thread: "SimThread"
+    thread: ThreadRef
     index: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.index on purpose
     timeout: float
 
@@ -218,14 +222,14 @@ class ThreadWait(_Kinded, _ThreadWait):
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", index: int, timeout: float) -> "ThreadWait":
+    def __new__(cls, thread: ThreadRef, index: int, timeout: float) -> "ThreadWait":
         return _new(cls, (T_WAIT, thread, index, timeout))
 
 
 class _ChannelRecord(NamedTuple):
     kind: int
-    thread: "SimThread"
-    channel: "SimChannel"
+    thread: ThreadRef
+    channel: ChannelRef
     index: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.index on purpose
     value: int   # what the peer's notify word is set to: 1, or a native collective's signature (sim/native.py)
 
@@ -235,14 +239,14 @@ class ChannelRecord(_Kinded, _ChannelRecord):
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", channel: "SimChannel", index: int, value: int = 1) -> "ChannelRecord":
+    def __new__(cls, thread: ThreadRef, channel: ChannelRef, index: int, value: int = 1) -> "ChannelRecord":
         return _new(cls, (C_RECORD, thread, channel, index, value))
 
 
 class _ChannelWait(NamedTuple):
     kind: int
-    thread: "SimThread"
-    channel: "SimChannel"
+    thread: ThreadRef
+    channel: ChannelRef
     index: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.index on purpose
     timeout: float
     expect: int   # 0: any record; else the value the record must carry (a native collective's signature)
@@ -257,7 +261,7 @@ class ChannelWait(_Kinded, _ChannelWait):
 
     __slots__ = ()
 
-    def __new__(cls, thread: "SimThread", channel: "SimChannel", index: int, timeout: float,
+    def __new__(cls, thread: ThreadRef, channel: ChannelRef, index: int, timeout: float,
                 expect: int = 0) -> "ChannelWait":
         return _new(cls, (C_WAIT, thread, channel, index, timeout, expect))
 
@@ -266,7 +270,7 @@ class ChannelWait(_Kinded, _ChannelWait):
 class _EventRecord(NamedTuple):
     kind: int
     thread: None
-    event: "SimEvent"
+    event: EventRef
 
 
 class EventRecord(_Kinded, _EventRecord):
@@ -275,14 +279,14 @@ class EventRecord(_Kinded, _EventRecord):
     __slots__ = ()
     _FILLED = 2
 
-    def __new__(cls, event: "SimEvent") -> "EventRecord":
+    def __new__(cls, event: EventRef) -> "EventRecord":
         return _new(cls, (EVENT_RECORD, None, event))
 
 
 class _EventWait(NamedTuple):
     kind: int
     thread: None
-    event: "SimEvent"
+    event: EventRef
     records: int
 
 
@@ -292,7 +296,7 @@ class EventWait(_Kinded, _EventWait):
     __slots__ = ()
     _FILLED = 2
 
-    def __new__(cls, event: "SimEvent", records: int) -> "EventWait":
+    def __new__(cls, event: EventRef, records: int) -> "EventWait":
         return _new(cls, (EVENT_WAIT, None, event, records))
 
 

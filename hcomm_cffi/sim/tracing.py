@@ -8,14 +8,12 @@ by the nth record, and each side counts its own.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Tuple
+from typing import Any, Dict, Tuple
 
 from .. import trace
+from .queues import Queue
 from .tasks import (C_RECORD, C_WAIT, COPY, READ, READ_REDUCE, REDUCE, T_RECORD, T_WAIT, WRITE, WRITE_REDUCE, Task,
                     task_bytes)
-
-if TYPE_CHECKING:  # pragma: no cover  (the executor imports this module when it first traces a task)
-    from .runtime import Queue
 
 __all__ = ["record", "KINDS"]
 
@@ -34,7 +32,7 @@ def _nth(side: str, key: Tuple[Any, ...]) -> int:
     return n
 
 
-def record(q: "Queue", t: Task, t0: float, t1: float) -> None:
+def record(q: Queue, t: Task, t0: float, t1: float) -> None:
     """Trace task ``t`` of queue ``q`` that ran (or waited) from ``t0`` to ``t1``."""
     kind = t[0]
     name = KINDS.get(kind) or t.name.lower()

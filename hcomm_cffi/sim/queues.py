@@ -1,0 +1,71 @@
+"""The emulator's object model: task queues (a Thread's or a stream's), thread handles with their notifies, events.
+
+The executor (sim/runtime.py) runs the tasks these hold; communicators (sim/comm.py) own the threads.  A
+queue's and a thread's communicator is typed loosely here: sim/comm.py imports this module, and nothing here
+points back up to it.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .tasks import Task
+
+__all__ = ["Queue", "SimThread", "SimEvent"]
+
+
+class Queue:
+    """An ordered task queue: the execution context of a Thread or a stream."""
+
+    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked", "raced", "capture",
+                 "stamps")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.checked = False   # a thread of a communicator with the race checker runs here
+        self.raced: List["SimThread"] = []   # those threads (an event recorded or waited here carries their clocks)
+        self.tasks: Deque[Task] = deque()
+        self.error: Optional[Tuple[int, int, str]] = None  # (HcclResult, aclError, message)
+        self.blocked_since = 0.0
+        self.executed = 0
+        self.comm: Any = None   # its SimComm (sim/comm.py); None: a stream of no communicator
+        self.capture: Any = None   # an ACL graph capture records what is launched here instead (sim/acl_graphs.py)
+        self.stamps: Deque[int] = deque()   # native chunks launched here, not yet checked (sim/native.py _Plan.stamp)
+
+
+class SimThread:
+    """A Thread handle's state: its queue and its binary thread notifies."""
+
+    __slots__ = ("handle", "comm", "engine", "notifies", "queue", "main", "label", "vc", "actor")
+
+    def __init__(self, handle: int, comm: Any, engine: int, notify_num: int, queue: Queue,
+                 main: bool) -> None:
+        self.handle = handle
+        self.comm = comm
+        self.engine = engine
+        self.notifies: List[int] = [0] * notify_num
+        self.queue = queue
+        self.main = main
+        self.label = f"thread 0x{handle:x}{' (stream)' if main else ''}"
+        self.vc: Any = None    # vector clock of the race checker (sim.races), made on its first checked task
+        self.actor = 0
+        if comm.race is not None:
+            queue.checked = True
+            queue.raced.append(self)
+
+
+class SimEvent:
+    """An ACL event: counts how many of its records have executed, and when the last one did (sim/events.py)."""
+
+    __slots__ = ("handle", "recorded", "completed", "error", "flag", "stamp", "reset_at", "clocks")
+
+    def __init__(self, handle: int, flag: int = 0) -> None:
+        self.handle = handle
+        self.recorded = 0
+        self.completed = 0
+        self.error: Optional[Tuple[int, int, str]] = None  # set when its stream failed first
+        self.flag = flag            # aclrtCreateEventWithFlag's flag (ACL_EVENT_SYNC: a wait may precede the record)
+        self.stamp = 0              # the stream clock (perf_counter_ns) when its last record executed; 0: none yet
+        self.reset_at = 0           # ``recorded`` when aclrtResetEvent was last issued
+        self.clocks: Dict[Any, Any] = {}   # race checker: per communicator, the clock its last record carries
