@@ -55,9 +55,11 @@ BENCHMARKS: Dict[str, Benchmark] = {b.name: b for b in (
               needs="cc"),
     Benchmark("bench_sim", "python benchmarks/bench_sim.py", "emulator write bandwidth and notify latency vs memcpy"),
     Benchmark("bench_plan", "python benchmarks/bench_plan.py", "planning every algorithm for 65,536 ranks"),
-    Benchmark("compare_allreduce", "python benchmarks/compare_allreduce.py --repeat 3 "
-              "--algos native,auto,ring,mesh,defaults",
-              "busbw of the package's collectives against gloo, Open MPI and memcpy", timeout=7200.0),
+    Benchmark("compare_allreduce", "for run in 1 2 3; do echo \"== run $run\"; python benchmarks/compare_allreduce.py; "
+              "done; echo '== the algorithms, 4 ranks'; python benchmarks/compare_allreduce.py --ranks 4 "
+              "--ops allreduce --sizes 8,64K,4M --algos native,auto,ring,mesh",
+              "the four collectives on the emulator against Open MPI and memcpy at 2, 4 and 8 ranks, three runs, "
+              "then the package's algorithms on 4 ranks; each run ends with the targets of issue 43", timeout=7200.0),
     Benchmark("ddp", "python benchmarks/ddp_gloo_vs_hcomm.py",
               "a DDP step and an 8-byte all_reduce, gloo against hcomm, with compute-only and comm-only steps",
               timeout=3600.0),
