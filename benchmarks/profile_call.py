@@ -37,7 +37,7 @@ def _floor(world: api.Comm, entry: Any, iters: int) -> Tuple[float, float]:
     """µs per call of the bound batch launched and waited for alone, and with the flight record (its call site
     included) and the launch-order announcement every call makes: the least a blocking call can cost here."""
     issuer = world._issuer
-    port, stream, batch = issuer.port, issuer.targets.own.stream, entry.bound[0].batch
+    port, stream, batch = issuer.state, issuer.targets.own.stream, entry.bound[0].batch
     sync = issuer.b.synchronize_stream
     world.barrier()
     start = time.perf_counter()
@@ -48,13 +48,13 @@ def _floor(world: api.Comm, entry: Any, iters: int) -> Tuple[float, float]:
     world.barrier()
     start = time.perf_counter()
     for _ in range(iters):
-        issuer.seq += 1
-        slot = observe.issue(port, issuer.seq, entry.record, entry.fixed)
+        issuer.state.seq += 1
+        slot = observe.issue(port, issuer.state.seq, entry.record, entry.fixed)
         issuer.announce(entry.record)
         batch.launch()
         observe.running(port, slot)
         sync(stream)
-        observe.done(port, slot, "allreduce", issuer.seq)
+        observe.done(port, slot, "allreduce", issuer.state.seq)
     floor = (time.perf_counter() - start) / iters * 1e6
     return bare, floor
 
@@ -70,7 +70,7 @@ def main() -> None:
         world.allreduce(x, "sum", out=y, algorithm=args.algorithm)
     world.barrier()
     issuer = world._issuer
-    port = issuer.port
+    port = issuer.state
     key = key_of("allreduce", x, False, y, (op_arg("sum"), args.algorithm, 0))
     fast = issuer.cache.fast.entries.get(key)
     if fast is None or len(fast.bound) != 1:
@@ -88,8 +88,8 @@ def main() -> None:
         t1 = clock()
         entry = issuer.cache.fast.entries.get(key_of("allreduce", x, False, y, (c.op, c.algorithm, c.root)))
         t2 = clock()
-        issuer.seq += 1
-        slot = observe.issue(port, issuer.seq, entry.record, entry.fixed)
+        issuer.state.seq += 1
+        slot = observe.issue(port, issuer.state.seq, entry.record, entry.fixed)
         t3 = clock()
         issuer.announce(entry.record)
         t3a = clock()
@@ -101,7 +101,7 @@ def main() -> None:
         t5 = clock()
         issuer.b.synchronize_stream(target.stream)
         t6 = clock()
-        observe.done(port, slot, "allreduce", issuer.seq)
+        observe.done(port, slot, "allreduce", issuer.state.seq)
         t7 = clock()
         for i, (a, b) in enumerate(((t0, t1), (t1, t2), (t2, t3), (t3, t3a), (t3a, t4), (t4, t5), (t5, t6), (t6, t7))):
             spent[i] += b - a

@@ -34,9 +34,9 @@ def body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, Any]:
         x = np.empty(12, np.float32)
         for step in range(4):                                # in place: issued once, replayed, then served
             x[:] = _values(rank, step, 12, np.float32)
-            seq = w._issuer.seq
+            seq = w._state.seq
             assert w.allreduce(x, algorithm=algo) is x
-            assert w._issuer.seq == seq + 1                          # one flight record per call, fast or not
+            assert w._state.seq == seq + 1                          # one flight record per call, fast or not
             np.testing.assert_array_equal(x, sum(_values(r, step, 12, np.float32) for r in ranks))
         seen["entries_in_place"] = len(w._issuer.cache.fast.entries)
         seen["issued_in_place"] = issued[0]

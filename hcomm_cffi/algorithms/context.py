@@ -27,12 +27,16 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 from ..enums import DataType, ReduceOp
 from ..plan import Topology
 from ..resources import ALGORITHM_ENGINE, ALGORITHM_NOTIFIES, CHANNEL_CLASSES, COMM_ENGINE, COMM_NOTIFIES
-from .interface import UnsupportedError
 from .tasks import TaskSink
 
 __all__ = ["ACK", "DATA", "P2P_DATA", "P2P_CREDIT", "SIG_NOTIFIES", "SIG_RELEASE", "CAPTURED", "SIG_SLOT_BYTES",
            "NOTIFIES_PER_CHANNEL", "ALGORITHM_NOTIFIES", "MAX_ALGORITHM_NOTIFIES", "COMM_NOTIFIES", "ALGORITHM_ENGINE",
-           "COMM_ENGINE", "ALIGN", "IssueContext", "split_even", "region_bytes", "signature_area"]
+           "COMM_ENGINE", "ALIGN", "IssueContext", "UnsupportedError", "split_even", "region_bytes", "signature_area"]
+
+
+class UnsupportedError(ValueError):
+    """This collective/algorithm/dtype/op combination cannot run; the message names the alternatives."""
+
 
 #: ALGORITHM_NOTIFIES (resources.py): on each channel of an algorithm whose schedule uses ACK and DATA.
 #: The old name: what an algorithm's channel carries.

@@ -15,13 +15,11 @@ or subclass :class:`Algorithm` and override :meth:`~Algorithm.issue`.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Iterable, Literal, NamedTuple, NewType, Optional, Tuple, Union
+from typing import Any, Callable, FrozenSet, Iterable, Literal, NamedTuple, NewType, Optional, Tuple, Union
 
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, ReduceOp
 from ..plan import RankResources, Topology
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .context import IssueContext
+from .context import IssueContext, UnsupportedError
 
 __all__ = ["COLLECTIVES", "REDUCING", "ROOTED", "CollectiveCall", "Algorithm", "FunctionAlgorithm",
            "UnsupportedError", "reduce_unsupported", "define", "ResourcesFn", "UnsupportedFn", "AlgorithmLike",
@@ -39,10 +37,6 @@ CData = Any
 ResourcesFn = Callable[[Topology, "CollectiveCall", int], Optional[RankResources]]
 #: ``unsupported(coll, dtype, op, topology)``: why an algorithm cannot run a call, or None
 UnsupportedFn = Callable[[str, DataType, Optional[ReduceOp], Topology], Optional[str]]
-
-
-class UnsupportedError(ValueError):
-    """This collective/algorithm/dtype/op combination cannot run; the message names the alternatives."""
 
 
 class CollectiveCall(NamedTuple):
@@ -116,7 +110,7 @@ class Algorithm:
         return None
 
     # -- what it does -------------------------------------------------------------------
-    def issue(self, ctx: "IssueContext", call: CollectiveCall) -> None:
+    def issue(self, ctx: IssueContext, call: CollectiveCall) -> None:
         """Issue this rank's tasks for ``call`` through ``ctx`` (record-then-launch is the caller's job)."""
         raise NotImplementedError(f"algorithm {self.name!r} does not define issue()")
 
@@ -140,7 +134,7 @@ AlgorithmArg = Union[AlgorithmName, AlgorithmRef, Algorithm]
 class FunctionAlgorithm(Algorithm):
     """An :class:`Algorithm` whose :meth:`issue` is a plain function (what the ``@algorithm`` decorator makes)."""
 
-    def __init__(self, fn: Callable[["IssueContext", CollectiveCall], None], name: str,
+    def __init__(self, fn: Callable[[IssueContext, CollectiveCall], None], name: str,
                  collectives: Optional[Iterable[str]], reduces_on_data_plane: bool = True,
                  resources: Optional[ResourcesFn] = None, unsupported: Optional[UnsupportedFn] = None) -> None:
         if not callable(fn):
@@ -166,7 +160,7 @@ class FunctionAlgorithm(Algorithm):
         """The function given as ``resources=`` (None: derive from a dry run)."""
         return None if self._resources is None else self._resources(topology, call, rank)
 
-    def issue(self, ctx: "IssueContext", call: CollectiveCall) -> None:
+    def issue(self, ctx: IssueContext, call: CollectiveCall) -> None:
         """Call the wrapped function."""
         self.fn(ctx, call)
 

@@ -18,12 +18,25 @@ pair that cannot go on really cannot (sim/announce.py).
 from __future__ import annotations
 
 import zlib
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 from ..lib.contract import WAIT_COLLECTIVE, WAIT_NONE, WAIT_P2P
-from .observe import Record
+from ..enums import DataType, ReduceOp
 
-__all__ = ["Announcer", "describe", "PUBLISH_AFTER_S"]
+__all__ = ["Announcer", "Record", "describe", "PUBLISH_AFTER_S"]
+
+
+class Record(NamedTuple):
+    """What the flight recorder and the DEBUG line keep of one operation."""
+
+    collective: str          # the operation: a collective name, or send/recv/send_multi/recv_multi
+    algorithm: str
+    count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
+    nbytes: int
+    dtype: DataType
+    redop: Optional[ReduceOp]
+    peer: int                # the root of a rooted collective, the peer of a send/recv; -1: none
+
 
 KNOWN_MAX = 256          # call shapes whose value and text are kept per communicator
 #: a committed wait that lasted this long is published (most complete first and publish nothing); a peer's

@@ -8,7 +8,7 @@ buffers are staged through device memory (aclrtMalloc + aclrtMemcpy) by :class:`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -185,3 +185,46 @@ class _NoStaging(Staging):
 
 NO_STAGING = _NoStaging()
 
+
+
+#: host ranges a communicator keeps declared device memory; more start over (many short-lived arrays)
+DEVICE_RANGES_MAX = 4096
+
+
+class DeviceMemory:
+    """The host buffers one communicator declared device memory, where the backend takes host memory so.
+
+    The emulator rejects host memory as a local copy/reduce operand (sim/devmem.py); the Comm API hands
+    NumPy buffers to it directly instead of copying them into aclrtMalloc memory, so it says so here, once
+    per address range (a range already declared costs one dict lookup).  ``on_withdraw``: called before
+    ranges are withdrawn (bound calls were validated on them).
+    """
+
+    __slots__ = ("lib", "needed", "ranges", "on_withdraw")
+
+    def __init__(self, lib: Any, needed: bool, on_withdraw: Callable[[], None]) -> None:
+        self.lib = lib
+        self.needed = needed                              # False where the backend stages host buffers
+        self.ranges: Dict[Tuple[Any, int], int] = {}      # (char *, bytes) -> address, declared
+        self.on_withdraw = on_withdraw
+
+    def declare(self, buf: Optional[Buffer]) -> None:
+        """Declare ``buf`` device memory (nothing for None, an NPU tensor, an empty buffer or a staging backend)."""
+        if buf is None or not self.needed or buf.device == "npu" or not buf.nbytes:
+            return
+        key = (buf.ptr, buf.nbytes)         # cffi pointers hash and compare by address
+        if key in self.ranges:
+            return
+        if len(self.ranges) >= DEVICE_RANGES_MAX:
+            self.withdraw()
+        addr = int(ffi.cast("uintptr_t", buf.ptr))
+        self.lib.declare_device_memory(addr, buf.nbytes)
+        self.ranges[key] = addr
+
+    def withdraw(self) -> None:
+        """Withdraw every range declared."""
+        if self.ranges:
+            self.on_withdraw()
+            for addr in self.ranges.values():
+                self.lib.withdraw_device_memory(addr)
+            self.ranges.clear()

@@ -19,10 +19,9 @@ from ..algorithms.interface import Algorithm, AlgorithmArg, CollectiveCall
 from ..enums import DataType, ReduceOp
 from .buffers import NO_STAGING, Buffer, Staging
 from .fastcalls import FastCalls
-from .observe import Record
+from .announce import Record
 
-__all__ = ["Call", "Bound", "Entry", "CommCache", "CHOICES_MAX", "RESOURCES_MAX", "SCHEDULES_MAX", "ENTRIES_MAX",
-           "DEVICE_RANGES_MAX"]
+__all__ = ["Call", "Bound", "Entry", "CommCache", "CHOICES_MAX", "RESOURCES_MAX", "SCHEDULES_MAX", "ENTRIES_MAX"]
 
 #: call signatures whose algorithm choice (and description) is kept
 CHOICES_MAX = 4096
@@ -32,8 +31,6 @@ RESOURCES_MAX = 4096
 SCHEDULES_MAX = 4096
 #: calls kept bound to their buffers (emulator: prepared task lists), across every stream
 ENTRIES_MAX = 256
-#: host ranges declared device memory on the emulator before the declarations start over
-DEVICE_RANGES_MAX = 4096
 
 
 class Call:

@@ -21,7 +21,6 @@ from ..binding import Binding, get_binding
 from ..errors import ACL_ERROR_RT_PARAM_INVALID, HcclError
 from . import observe
 from .errors import CommError
-from .interrupts import interrupted
 from .stream import CAPTURE_REFUSALS, Stream
 from .streams import stream_handle
 
@@ -30,7 +29,7 @@ __all__ = ["Graph", "graph", "capturing", "check_ordered", "holding", "refusal",
 #: torch's ``capture_error_mode`` spellings -> aclmdlRICaptureMode
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 _CAPTURING: Dict[int, "Graph"] = {}      # stream address -> the Graph capturing on it (this process)
-_HOLDING: Dict[int, "Graph"] = {}        # id(CommPort) -> the capturing Graph that holds operations of it
+_HOLDING: Dict[int, "Graph"] = {}        # id(CommState) -> the capturing Graph that holds operations of it
 _NAMES = itertools.count()
 
 
@@ -144,7 +143,7 @@ class Graph:
         for book in self._books:
             book.seal(self.name)
 
-    def _abort(self) -> None:
+    def capture_abort(self) -> None:
         """The capture block raised: end the capture and drop what it recorded."""
         handle = self._stop()
         try:
@@ -243,7 +242,7 @@ class Graph:
             failed = None       # failed while queueing or running: what it queued must never run later
             for book in books:
                 if not (book.port.destroyed or book.port.broken):
-                    failed = failed or book.port.fail(exc, f"the replay of ACL graph {self.name!r}")
+                    failed = failed or observe.fail(book.port, exc, f"the replay of ACL graph {self.name!r}")
             raise (failed or CommError(f"replay of graph {self.name!r} failed: {exc}")) from exc
         except BaseException as exc:    # Ctrl-C, an alarm... in the launch: part of it may be queued
             self._interrupted([book.port for book in books], f"the replay of ACL graph {self.name!r}", exc)
@@ -275,7 +274,7 @@ class Graph:
         """``exc`` left a replay once its work could be queued: each communicator it holds breaks (api/interrupts.py)."""
         for port in ports:
             if not port.destroyed:
-                interrupted(port, what, exc)
+                port.interrupted(what, exc)
 
     def _close_opened(self, error: Optional[BaseException]) -> None:
         """The stream passed the replays launched so far (their flight records are done), or failed in them:
@@ -289,9 +288,9 @@ class Graph:
             if error is None:
                 observe.done(port, slot, "replay", seq)
             elif not isinstance(error, HcclError):
-                interrupted(port, f"replay #{seq} of ACL graph {self.name!r}", error)
+                port.interrupted(f"replay #{seq} of ACL graph {self.name!r}", error)
             elif not port.broken:
-                failed = failed or port.fail(error, f"replay #{seq} of ACL graph {self.name!r}")
+                failed = failed or observe.fail(port, error, f"replay #{seq} of ACL graph {self.name!r}")
         if failed is not None:
             raise failed from error
 
@@ -335,6 +334,6 @@ def graph(g: Graph, pool: Any = None, stream: Any = None, capture_error_mode: st
     try:
         yield g
     except BaseException:
-        g._abort()
+        g.capture_abort()
         raise
     g.capture_end()

@@ -10,15 +10,14 @@ Entry, whichever way it came: the full path (which binds it, and keeps it for th
 key, :mod:`.fastcalls`), the fast path (:meth:`Issuer.fast`: the key's Entry) or a persistent
 request (:mod:`.persistent`: the Entry it bound at init).  The Issuer owns what that needs -- the
 streams, the caches, the scratch memory, the device-memory declarations, the sequence number --
-and reaches the rest of the communicator through its :class:`~hcomm_cffi.api.port.CommPort`.
+and reads and changes the communicator through its :class:`~hcomm_cffi.api.state.CommState`.
 """
 from __future__ import annotations
 
 import warnings
 from functools import partial
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+from typing import Any, List, Optional, Set, Tuple
 
-from .._ffi import ffi
 from .. import settings
 from ..algorithms import registry
 from ..algorithms.context import CAPTURED, IssueContext
@@ -33,18 +32,16 @@ from ..lib.contract import Capabilities
 from ..plan import MIB
 from ..resources import Resources
 from . import consistency, graphs, observe
-from .buffers import NO_STAGING, Buffer, Staging
+from .buffers import NO_STAGING, DeviceMemory, Staging
 from .announce import Announcer
-from .call import DEVICE_RANGES_MAX, RESOURCES_MAX, SCHEDULES_MAX, Bound, Call, CommCache, Entry
+from .call import RESOURCES_MAX, SCHEDULES_MAX, Bound, Call, CommCache, Entry
 from .errors import CommError
 from .fastcalls import key_of
-from .interrupts import break_on_interrupted_wait, interrupted
+from .interrupts import break_on_interrupted_wait
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
+from .state import CommState
 from .streams import StreamTargets, Target, sync_stream
-
-if TYPE_CHECKING:
-    from .port import CommPort
 
 __all__ = ["Issuer", "SCRATCH_MIN"]
 
@@ -57,45 +54,48 @@ AGREED_MAX = 4096
 class Issuer:
     """One communicator's collective machinery (see the module docstring)."""
 
-    def __init__(self, port: "CommPort", stream: Any) -> None:
-        b: Binding = port.binding
+    def __init__(self, state: CommState, stream: Any) -> None:
+        b: Binding = state.binding
         self.b = b
-        self.port = port
-        self.targets = StreamTargets(b, port.handle, stream, port.name)
+        self.state = state
+        self.targets = StreamTargets(b, state.handle, stream, state.name)
         self.buffer_bytes: int = self.targets.own.cache.local_buffer()[1]
+        state.buffer_bytes = self.buffer_bytes
         caps: Capabilities = b.lib.capabilities           # the backend contract (lib/contract.py)
         self.caps = caps
-        self.staging = not caps.host_memory_as_device
+        self.staging = state.stages
         step = settings.value("HCOMM_STEP_BYTES")
         self.step_bytes: Optional[int] = (caps.step_bytes if step is None else step) or None
         # library collectives: the backend's own in-band check, else (with the check on) the package's handshake
         self.check_native = bool(settings.value("HCOMM_CHECK_COLLECTIVES")) and not caps.checks_signatures_in_band
+        state.checks_library_collectives = self.check_native
         self.fast_ok = not self.staging                   # host buffers used in place: bound calls may be kept
-        self.on_device: Dict[Tuple[Any, int], int] = {}   # (char *, bytes) -> address, declared (emulator)
         self.cache = CommCache()                          # choices, bound calls, fast-call keys
-        self.signer = Signer(port)
-        self.announce = Announcer(b.lib, port.handle)    # launch order, for mismatches that never meet (api/announce.py)
-        self.seq = 0                          # collectives issued (flight recorder, mismatch messages)
+        # ranges declared device memory (the emulator): bound calls were validated on them
+        self.device_memory = state.device_memory = DeviceMemory(b.lib, not self.staging, self.cache.invalidate)
+        self.signer = Signer(state, self.cache.invalidate)
+        # launch order, for mismatches that never meet (api/announce.py)
+        self.announce = state.announcer = Announcer(b.lib, state.handle)
         self.scratch_ptr: Any = None
         self.scratch_size = 0
         self.retired: List[Any] = []          # scratch buffers a started collective may still use
-        self.inflight: Set[Pending] = set()   # started collectives not yet seen complete
+        self.inflight: Set[Any] = state.inflight   # started collectives not yet seen complete (Pending.forget)
         self.agreed: Set[Tuple[Any, ...]] = set()   # call signatures agreed on before their channels (_first_use)
 
     # ------------------------------------------------------------------ lifetime
     def drain(self, timeout_s: float) -> None:
         """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
-        port = self.port
+        state = self.state
         for pending in list(self.inflight):
             if (pending.graph is not None and pending.graph.stream_closed) or not self.targets.serves(pending.stream):
                 pending.forget()       # it ran before its stream (or its graph's) was closed: Stream.close waits
                 continue
             try:
                 if not pending.sync(timeout_s):
-                    warnings.warn(f"rank {port.rank}: destroy of {port.name!r}: {pending.what} never completed",
+                    warnings.warn(f"rank {state.rank}: destroy of {state.name!r}: {pending.what} never completed",
                                   RuntimeWarning, stacklevel=4)
             except CommError as exc:
-                warnings.warn(f"rank {port.rank}: destroy of {port.name!r}: {exc}", RuntimeWarning, stacklevel=4)
+                warnings.warn(f"rank {state.rank}: destroy of {state.name!r}: {exc}", RuntimeWarning, stacklevel=4)
 
     def release(self) -> None:
         """Free what the machinery holds (the communicator is destroyed; its handle is gone)."""
@@ -105,34 +105,8 @@ class Issuer:
         self.scratch_ptr = None
         self.signer.release()
         self.targets.clear()
-        self.forget_device_memory()
+        self.device_memory.withdraw()
         self.cache.clear()
-
-    def declare_device_memory(self, buf: Optional[Buffer]) -> None:
-        """Declare a host buffer device memory where the backend takes host memory so (once per address range).
-
-        The emulator rejects host memory as a local copy/reduce operand (sim/devmem.py); the Comm API
-        hands NumPy buffers to it directly instead of copying them into aclrtMalloc memory, so it says
-        so here.  A range already declared costs one dict lookup.
-        """
-        if buf is None or self.staging or buf.device == "npu" or not buf.nbytes:
-            return
-        key = (buf.ptr, buf.nbytes)         # cffi pointers hash and compare by address
-        if key in self.on_device:
-            return
-        if len(self.on_device) >= DEVICE_RANGES_MAX:        # many short-lived arrays: start over
-            self.forget_device_memory()
-        addr = int(ffi.cast("uintptr_t", buf.ptr))
-        self.b.lib.declare_device_memory(addr, buf.nbytes)
-        self.on_device[key] = addr
-
-    def forget_device_memory(self) -> None:
-        """Withdraw every range declare_device_memory declared (bound calls were validated on them)."""
-        if self.on_device:
-            self.cache.invalidate()
-            for addr in self.on_device.values():
-                self.b.lib.withdraw_device_memory(addr)
-            self.on_device.clear()
 
     def forget_resources(self) -> None:
         """Drop every cached resource set and the schedules recorded on them (they name their handles)."""
@@ -171,27 +145,27 @@ class Issuer:
 
         The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
         The Entry it launches is kept under the call's fast-call key, so the next identical call is
-        one lookup (:meth:`fast`).  It holds the communicator's call lock until it returns (api/port.py):
+        one lookup (:meth:`fast`).  It holds the communicator's call lock until it returns (api/state.py):
         another thread's call on the communicator waits for it.
         """
-        with self.port.lock:
-            self.port.check_usable(c.coll)   # again under the lock: another thread may have broken or destroyed it
+        with self.state.lock:
+            self.state.check_usable(c.coll)   # again under the lock: another thread may have broken or destroyed it
             return self._run(c)
 
     def _run(self, c: Call) -> str:
-        graphs.check_ordered(self.port, None)     # not after work captured in an open graph (api/graphs.py)
+        graphs.check_ordered(self.state, None)     # not after work captured in an open graph (api/graphs.py)
         self._prepare(c)
-        self.seq += 1
+        self.state.seq += 1
         record = observe.record_of(c)
         moved = self._moved()
         try:
             entry, bound = self._bind(c, self.targets.own, record)
             # recorded once it will launch: a call its algorithm refused while issuing leaves no open operation
-            slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
+            slot = observe.issue(self.state, self.state.seq, record, entry.fixed if entry is not None else None)
             self.announce(record)
             self._launch_and_wait(bound, slot, c.coll, c.what)
         except HcclError as exc:       # _bind's (the wait turns its own into a CommError)
-            raise self.port.fail(exc, c.what) from exc
+            raise observe.fail(self.state, exc, c.what) from exc
         except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
             self._interrupted(moved, c.what, exc)
             raise
@@ -207,12 +181,12 @@ class Issuer:
         ``c`` holds the validated op, algorithm and root (the same checks as every call); sets
         ``c.fast_key`` when the call has a key, so the full path keeps its Entry there.
         """
-        if not self.fast_ok or c.async_op or c.stream is not None or graphs.holding(self.port):
+        if not self.fast_ok or c.async_op or c.stream is not None or graphs.holding(self.state):
             return False                # (c.blocking, without the property's call; nothing after captured work)
         key = key_of(c.coll, x, x_written, out, (c.op, c.algorithm, c.root))
         if key is None:
             return False
-        with self.port.lock:       # as run(): the call lock until it returns; the lookup too (another thread's
+        with self.state.lock:       # as run(): the call lock until it returns; the lookup too (another thread's
             try:                   # call may drop the Entry, and the scratch memory it addresses, meanwhile)
                 entry = self.cache.fast.entries.get(key)
             except TypeError:               # an unhashable algorithm object: the full path serves it
@@ -220,11 +194,11 @@ class Issuer:
             c.fast_key = key
             if entry is None:
                 return False
-            self.port.check_usable(c.coll)
-            self.seq += 1
+            self.state.check_usable(c.coll)
+            self.state.seq += 1
             moved = self._moved()
             try:
-                slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
+                slot = observe.issue(self.state, self.state.seq, entry.record, entry.fixed)
                 bound = self._take(entry)
                 self.announce(entry.record)
                 self._launch_and_wait(bound, slot, c.coll, entry.what)
@@ -235,30 +209,30 @@ class Issuer:
 
     def start(self, c: Call) -> Pending:
         """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait (the call lock is held until
-        it is launched: api/port.py)."""
-        with self.port.lock:
-            self.port.check_usable(c.coll)
+        it is launched: api/state.py)."""
+        with self.state.lock:
+            self.state.check_usable(c.coll)
             return self._start(c)
 
     def _start(self, c: Call) -> Pending:
-        graphs.check_ordered(self.port, c.stream)
+        graphs.check_ordered(self.state, c.stream)
         self._prepare(c)
         target = self.targets.get(c.stream)
-        self.seq += 1
+        self.state.seq += 1
         record = observe.record_of(c)
         graph = graphs.capturing(c.stream)      # an ACL graph captures the stream: recorded (api/graphs.py)
         if graph is not None:                   # before the set-up, which the capture lets this thread do
-            slot = graph.captured(self.port, record, self.take_seq, partial(self.targets.order, target))
+            slot = graph.captured(self.state, record, self.state.next_seq, partial(self.targets.order, target))
         moved = self._moved()
         try:
             try:
                 entry, bound = self._bind(c, target, record, None if graph is None else graph.name)
             except HcclError as exc:
-                raise self.port.fail(exc, c.what) from exc
+                raise observe.fail(self.state, exc, c.what) from exc
             if graph is None:
-                slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
+                slot = observe.issue(self.state, self.state.seq, record, entry.fixed if entry is not None else None)
             else:     # announced at each replay, in the form whose handshake it repeats (api/announce.py)
-                graph.announces(self.port, partial(self.announce, record,
+                graph.announces(self.state, partial(self.announce, record,
                                                    self._has_handshake(self._resources(c, target))))
             pending = self._launch_started(c, bound, target, slot, record, announce=graph is None)
         except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
@@ -268,13 +242,9 @@ class Issuer:
             graph.keep(pending)
             pending.graph = graph
         elif c.stream is not None:
-            break_on_interrupted_wait(c.stream, self.port, c.what)
+            break_on_interrupted_wait(c.stream, self.state, c.what)
         return pending
 
-    def take_seq(self) -> int:
-        """The next operation number (a graph replay is one operation)."""
-        self.seq += 1
-        return self.seq
 
     # ------------------------------------------------------------------ persistent requests (persistent.py)
     def bind_persistent(self, c: Call) -> Tuple[Optional[Entry], int]:
@@ -283,8 +253,8 @@ class Issuer:
         None where a bound call cannot be kept (the backend stages host buffers, or the algorithm is
         not replayable): :meth:`start_persistent` then starts ``c`` the full way each time.
         """
-        with self.port.lock:                # its choices and cache entries are the communicator's (api/port.py)
-            self.port.check_usable(c.coll)
+        with self.state.lock:                # its choices and cache entries are the communicator's (api/state.py)
+            self.state.check_usable(c.coll)
             return self._bind_persistent(c)
 
     def _bind_persistent(self, c: Call) -> Tuple[Optional[Entry], int]:
@@ -294,7 +264,7 @@ class Issuer:
         try:
             entry = self._entry(c, self.targets.own, observe.record_of(c))
         except HcclError as exc:
-            raise self.port.fail(exc, c.what) from exc
+            raise observe.fail(self.state, exc, c.what) from exc
         return entry, self.cache.generation
 
     def start_persistent(self, c: Call, bound: Tuple[Optional[Entry], int], pending: Optional[Pending]
@@ -302,9 +272,9 @@ class Issuer:
         """Launch a persistent request's bound call (or, without one, start ``c`` afresh): (its Pending, the binding
         it used).  ``bound``: what :meth:`bind_persistent` returned, bound again first when the cache's generation
         moved on (what it named may be gone); ``pending``: the request's Pending of its previous start, started
-        again.  Under the call lock until it is launched (the generation compared there too: api/port.py)."""
-        with self.port.lock:
-            self.port.check_usable(c.coll)
+        again.  Under the call lock until it is launched (the generation compared there too: api/state.py)."""
+        with self.state.lock:
+            self.state.check_usable(c.coll)
             entry, generation = bound
             if entry is not None and generation != self.cache.generation:
                 entry, generation = self._bind_persistent(c)
@@ -313,11 +283,11 @@ class Issuer:
             return self._start_bound(c, entry, pending), (entry, generation)
 
     def _start_bound(self, c: Call, entry: Entry, pending: Optional[Pending]) -> Pending:
-        graphs.check_ordered(self.port, None)     # not after work captured in an open graph (api/graphs.py)
-        self.seq += 1
+        graphs.check_ordered(self.state, None)     # not after work captured in an open graph (api/graphs.py)
+        self.state.seq += 1
         moved = self._moved()
         try:
-            slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
+            slot = observe.issue(self.state, self.state.seq, entry.record, entry.fixed)
             return self._launch_started(c, self._take(entry), self.targets.own, slot, entry.record, pending)
         except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
             self._interrupted(moved, c.what, exc)
@@ -329,7 +299,7 @@ class Issuer:
         bound = entry.bound
         if len(bound) == 1:
             return bound[0]
-        return bound[self.signer.advance(self.seq)]
+        return bound[self.signer.advance(self.state.seq)]
 
     def _launch_and_wait(self, bound: Bound, slot: int, coll: str, what: str) -> None:
         """Launch ``bound`` on the communicator's stream after the previous collective and wait for it.
@@ -341,14 +311,14 @@ class Issuer:
         try:
             self.targets.order(target)
             bound.batch.launch()
-            observe.running(self.port, slot)
+            observe.running(self.state, slot)
             self.announce.waiting(partial(sync_stream, self.b, target.stream), collective=self.announce.current)
         except HcclError as exc:
-            self.check_exchange(bound.exchange, started=True)    # a mismatch explains the failure better
-            raise self.port.fail(exc, what) from exc
+            self.signer.check_completed(bound.exchange)    # a mismatch explains the failure better
+            raise observe.fail(self.state, exc, what) from exc
         if bound.exchange is not None:
-            self.check_exchange(bound.exchange, started=True)
-        observe.done(self.port, slot, coll, self.seq)
+            self.signer.check_completed(bound.exchange)
+        observe.done(self.state, slot, coll, self.state.seq)
         if self.retired:
             self._free_retired()
 
@@ -362,13 +332,13 @@ class Issuer:
             if announce:
                 self.announce(record)
             bound.batch.launch()
-            observe.running(self.port, slot)
+            observe.running(self.state, slot)
         except HcclError as exc:
-            raise self.port.fail(exc, c.what) from exc
+            raise observe.fail(self.state, exc, c.what) from exc
         if pending is None:
-            pending = Pending(self.port, c, target.stream, bound.exchange, slot, self.seq)
+            pending = Pending(self.state, self.signer, c, target.stream, bound.exchange, slot, self.state.seq)
         else:
-            pending.restart(bound.exchange, slot, self.seq)
+            pending.restart(bound.exchange, slot, self.state.seq)
         pending.announced = self.announce.current if announce else None
         self.inflight.add(pending)
         return pending
@@ -380,23 +350,7 @@ class Issuer:
     def _interrupted(self, before: Tuple[int, int], what: str, exc: BaseException) -> None:
         """``exc`` left a call before its wait: the communicator breaks only when peers saw it start."""
         if self._moved() != before:
-            interrupted(self.port, what, exc)
-
-    def check_exchange(self, exchange: Optional[Exchange], started: bool) -> None:
-        """Backends without host tasks: compare the handshake's slots now (its stream has passed them)."""
-        if exchange is None:
-            return
-        msg = self.signer.check(exchange)
-        if msg is not None:
-            err = consistency.CollectiveMismatchError(msg)
-            if started:       # the call's data may have moved: the communicator is unusable, as after any failure
-                self.port.mark_broken(msg)
-                observe.failed(self.port, None, err)
-            raise err
-
-    def completed(self, pending: Pending) -> None:
-        """A started collective is known complete (its resources may go)."""
-        self.inflight.discard(pending)
+            self.state.interrupted(what, exc)
 
     # ------------------------------------------------------------------ deriving a call's batches
     def _prepare(self, c: Call) -> None:
@@ -404,12 +358,12 @@ class Issuer:
         key = (c.algorithm, c.coll, c.nbytes, c.dtype, c.op, c.root)
         choice = self.cache.choices.get(key)
         if choice is None:
-            alg, why = registry.explain(c.algorithm, c.coll, self.port.topology, c.nbytes, c.dtype, c.op, c.root,
+            alg, why = registry.explain(c.algorithm, c.coll, self.state.topology, c.nbytes, c.dtype, c.op, c.root,
                                         max(1, self.buffer_bytes // 2 // MIB))
-            what = f"{c.coll} (algorithm={alg.name}, {c.nbytes} bytes, {self.port.size} ranks)"
+            what = f"{c.coll} (algorithm={alg.name}, {c.nbytes} bytes, {self.state.size} ranks)"
             choice = (alg, what)                  # the description too: no formatting per call
             self.cache.choose(key, choice)
-            observe.chose(self.port, c.coll, c.nbytes, alg, why)
+            observe.chose(self.state, c.coll, c.nbytes, alg, why)
         c.alg, c.what = choice
         send, recv = c.send, c.recv
         c.in_place = send is not None and recv is not None and recv.ptr == send.ptr
@@ -423,9 +377,9 @@ class Issuer:
         else:
             sp = send.ptr if send is not None else None
             rp = recv.ptr if recv is not None else None
-            self.declare_device_memory(send)
+            self.device_memory.declare(send)
             if recv is not send:
-                self.declare_device_memory(recv)
+                self.device_memory.declare(recv)
         c.lib = CollectiveCall(c.coll, sp, rp, c.count, c.dtype, ReduceOp.SUM if c.op is None else c.op, c.root,
                                c.recv_count)
 
@@ -446,19 +400,19 @@ class Issuer:
         exchange = self._handshake(batch, c, res, target, form, captured) if handshake else None
         batch.extend(self._issue(c, res, target))
         if handshake and captured is None:  # issued without error: the parity advances with the launch
-            self.signer.advance(self.seq)
+            self.signer.advance(self.state.seq)
         return None, Bound(batch, exchange)
 
     def _has_handshake(self, res: Resources) -> bool:
         """A call on ``res`` starts with the signature handshake: its algorithm talks to peers, or the check is on."""
-        return self.port.size > 1 and (bool(res.channels) or self.check_native)
+        return self.state.size > 1 and (bool(res.channels) or self.check_native)
 
     def _issue(self, c: Call, res: Resources, target: Target) -> TaskBatch:
         """The algorithm's tasks for ``c`` on ``res`` (its Python issue code runs)."""
         lc = c.lib
         body = TaskBatch(self.b)
-        ctx = IssueContext(body, res, rank=self.port.rank, size=self.port.size, topology=self.port.topology,
-                           timeout_s=self.port.timeout, dtype=lc.dtype, op=lc.op, comm=self.port.handle,
+        ctx = IssueContext(body, res, rank=self.state.rank, size=self.state.size, topology=self.state.topology,
+                           timeout_s=self.state.timeout, dtype=lc.dtype, op=lc.op, comm=self.state.handle,
                            stream=target.stream, scratch=self._scratch, step_bytes=self.step_bytes)
         c.alg.issue(ctx, lc)
         return body
@@ -521,10 +475,10 @@ class Issuer:
         key = (alg, call.signature)
         res = target.res.get(key)
         if res is None:
-            spec = alg.resources(self.port.topology, call, self.port.rank)
+            spec = alg.resources(self.state.topology, call, self.state.rank)
             if spec is None:
-                spec = dry_run(alg, self.port.topology, call, self.buffer_bytes, declared=False).resources_for(self.port.rank)
-            if spec.channels and self.port.size > 1 and self._first_use(key):   # agree on the call first
+                spec = dry_run(alg, self.state.topology, call, self.buffer_bytes, declared=False).resources_for(self.state.rank)
+            if spec.channels and self.state.size > 1 and self._first_use(key):   # agree on the call first
                 own = self.targets.own          # not ``target``: a stream= call's stream may be capturing a graph
                 self.announce(observe.record_of(c))     # peers blocked on this agreement compare launch orders
                 self.signer.agree(own.cache, own.stream, call, alg.name,
