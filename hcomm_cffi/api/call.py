@@ -13,7 +13,7 @@ their stream (``streams.Target``: they name that stream's threads), bounded ther
 """
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ..algorithms.interface import Algorithm, AlgorithmArg, CollectiveCall
 from ..enums import DataType, ReduceOp
@@ -21,7 +21,7 @@ from .buffers import NO_STAGING, Buffer, Staging
 from .fastcalls import FastCalls
 from .announce import Record
 
-__all__ = ["Call", "Bound", "Entry", "CommCache", "CHOICES_MAX", "RESOURCES_MAX", "SCHEDULES_MAX", "ENTRIES_MAX"]
+__all__ = ["Call", "Bound", "LibraryCall", "Entry", "CommCache", "CHOICES_MAX", "RESOURCES_MAX", "SCHEDULES_MAX", "ENTRIES_MAX"]
 
 #: call signatures whose algorithm choice (and description) is kept
 CHOICES_MAX = 4096
@@ -55,6 +55,25 @@ class Call:
     in_place = False
     staging: Staging = NO_STAGING
     lib: CollectiveCall              # the call with the pointers the engines use
+    # a stream-ordered send/recv: the library's HcclSend/HcclRecv (the binding's function) and the peer
+    direct: Optional[Callable[..., Any]] = None
+    peer = -1
+    announces = True                 # launched collectives are announced (api/announce.py); send/recv are not
+    # on its way through the engine (Issuer._launch): what it launches, what records it, what completes it
+    entry: Optional["Entry"] = None  # the kept Entry it launches (the fast path, a persistent request)
+    bound: Optional["Bound"] = None
+    graph: Any = None                # the ACL graph capturing its stream
+    record: Record
+    fixed: Optional[Tuple[Any, ...]] = None
+    name: Optional[str] = None       # its name in the trace (default: the record's operation)
+    seq = 0
+    slot = -1                        # its flight-recorder slot (-1: none)
+    pending: Any = None              # the Pending that completes a started call
+    # a send/recv on a point-to-point lane: what binds it (the lane's tasks; it lists the buffers to declare)
+    post: Optional[Callable[["Call", List[Buffer]], "Bound"]] = None
+    moves = False                    # its binding moved state peers see (a lane's numbers): cut short, it breaks
+    persistent = False               # a persistent request's: its ``entry`` was bound at the init, in ``generation``
+    generation = -1
 
     def __init__(self, coll: str, algorithm: AlgorithmArg, async_op: bool = False, stream: Any = None) -> None:
         self.coll = coll
@@ -79,6 +98,12 @@ class Bound(NamedTuple):
 
     batch: Any                  # launch() runs it: a TaskBatch or the backend's prepared batch
     exchange: Any               # the handshake to compare after completion (backends without host tasks), or None
+
+
+class LibraryCall(NamedTuple):
+    """A launchable direct library call (a stream-ordered HcclSend/HcclRecv): ``launch()`` makes it."""
+
+    launch: Callable[[], Any]
 
 
 class Entry(NamedTuple):

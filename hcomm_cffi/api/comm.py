@@ -222,7 +222,7 @@ class Comm:
         state.eager_limit = _eager(eager_limit)
         state.topology = _topology(topology, state.size)
         self._stream = b.create_stream()
-        self._issuer = Issuer(state, self._stream)
+        self._issuer = self._p2p.engine = Issuer(state, self._stream)
         state.announcer.p2p_pending = self._p2p.pending   # (api/announce.py: what a wait may publish)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
@@ -799,7 +799,7 @@ class Comm:
         ``stream=``: the library's HcclSend enqueued on that stream; returns a Request (api/stream_p2p.py).
         """
         if stream is not None:
-            return stream_p2p.post(self._state, "send", x, dst, stream)
+            return stream_p2p.post(self._issuer, "send", x, dst, stream)
         self._p2p.send(x, dst, timeout=timeout)
         return None
 
@@ -815,7 +815,7 @@ class Comm:
         ``stream=``: the library's HcclRecv enqueued on that stream; returns a Request (api/stream_p2p.py).
         """
         if stream is not None:
-            return stream_p2p.post(self._state, "recv", buf, src, stream)
+            return stream_p2p.post(self._issuer, "recv", buf, src, stream)
         self._p2p.recv(buf, src, timeout=timeout)
         return buf
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import warnings
 from functools import partial
-from typing import Any, List, Optional, Set, Tuple
+from typing import Any, List, Optional, Sequence, Set, Tuple
 
 from .. import settings
 from ..algorithms import registry
@@ -32,16 +32,16 @@ from ..lib.contract import Capabilities
 from ..plan import MIB
 from ..resources import Resources
 from . import consistency, graphs, observe
-from .buffers import NO_STAGING, DeviceMemory, Staging
+from .buffers import NO_STAGING, Buffer, DeviceMemory, Staging
 from .announce import Announcer
-from .call import RESOURCES_MAX, SCHEDULES_MAX, Bound, Call, CommCache, Entry
+from .call import RESOURCES_MAX, SCHEDULES_MAX, Bound, Call, CommCache, Entry, LibraryCall
 from .errors import CommError
 from .fastcalls import key_of
 from .interrupts import break_on_interrupted_wait
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
 from .state import CommState
-from .streams import StreamTargets, Target, sync_stream
+from .streams import StreamTargets, Target, stream_handle, sync_stream
 
 __all__ = ["Issuer", "SCRATCH_MIN"]
 
@@ -149,30 +149,11 @@ class Issuer:
         another thread's call on the communicator waits for it.
         """
         with self.state.lock:
-            self.state.check_usable(c.coll)   # again under the lock: another thread may have broken or destroyed it
-            return self._run(c)
-
-    def _run(self, c: Call) -> str:
-        graphs.check_ordered(self.state, None)     # not after work captured in an open graph (api/graphs.py)
-        self._prepare(c)
-        self.state.seq += 1
-        record = observe.record_of(c)
-        moved = self._moved()
-        try:
-            entry, bound = self._bind(c, self.targets.own, record)
-            # recorded once it will launch: a call its algorithm refused while issuing leaves no open operation
-            slot = observe.issue(self.state, self.state.seq, record, entry.fixed if entry is not None else None)
-            self.announce(record)
-            self._launch_and_wait(bound, slot, c.coll, c.what)
-        except HcclError as exc:       # _bind's (the wait turns its own into a CommError)
-            raise observe.fail(self.state, exc, c.what) from exc
-        except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
-            self._interrupted(moved, c.what, exc)
-            raise
+            self._launch(c)
         if c.staging is not NO_STAGING:
             c.staging.finish()
-        elif entry is not None and c.fast_key is not None:
-            self.cache.fast.store(c.fast_key, entry)
+        elif c.entry is not None and c.fast_key is not None:
+            self.cache.fast.store(c.fast_key, c.entry)
         return c.alg.name
 
     def fast(self, c: Call, x: Any, x_written: bool, out: Any) -> bool:
@@ -194,106 +175,152 @@ class Issuer:
             c.fast_key = key
             if entry is None:
                 return False
-            self.state.check_usable(c.coll)
-            self.state.seq += 1
-            moved = self._moved()
-            try:
-                slot = observe.issue(self.state, self.state.seq, entry.record, entry.fixed)
-                bound = self._take(entry)
-                self.announce(entry.record)
-                self._launch_and_wait(bound, slot, c.coll, entry.what)
-            except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
-                self._interrupted(moved, entry.what, exc)
-                raise
+            c.entry = entry
+            self._launch(c)
         return True
 
     def start(self, c: Call) -> Pending:
         """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait (the call lock is held until
         it is launched: api/state.py)."""
         with self.state.lock:
-            self.state.check_usable(c.coll)
-            return self._start(c)
+            return self._started(c)
 
-    def _start(self, c: Call) -> Pending:
-        graphs.check_ordered(self.state, c.stream)
-        self._prepare(c)
-        target = self.targets.get(c.stream)
-        self.state.seq += 1
-        record = observe.record_of(c)
-        graph = graphs.capturing(c.stream)      # an ACL graph captures the stream: recorded (api/graphs.py)
-        if graph is not None:                   # before the set-up, which the capture lets this thread do
-            slot = graph.captured(self.state, record, self.state.next_seq, partial(self.targets.order, target))
-        moved = self._moved()
-        try:
-            try:
-                entry, bound = self._bind(c, target, record, None if graph is None else graph.name)
-            except HcclError as exc:
-                raise observe.fail(self.state, exc, c.what) from exc
-            if graph is None:
-                slot = observe.issue(self.state, self.state.seq, record, entry.fixed if entry is not None else None)
-            else:     # announced at each replay, in the form whose handshake it repeats (api/announce.py)
-                graph.announces(self.state, partial(self.announce, record,
-                                                   self._has_handshake(self._resources(c, target))))
-            pending = self._launch_started(c, bound, target, slot, record, announce=graph is None)
-        except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
-            self._interrupted(moved, c.what, exc)
-            raise
-        if graph is not None:
-            graph.keep(pending)
-            pending.graph = graph
+    def _started(self, c: Call) -> Pending:
+        self._launch(c)
+        pending = c.pending
+        assert isinstance(pending, Pending)
+        if c.graph is not None:
+            c.graph.keep(pending)
+            pending.graph = c.graph
         elif c.stream is not None:
             break_on_interrupted_wait(c.stream, self.state, c.what)
         return pending
 
-
     # ------------------------------------------------------------------ persistent requests (persistent.py)
-    def bind_persistent(self, c: Call) -> Tuple[Optional[Entry], int]:
-        """Resolve ``c`` and bind it to its buffers now (validated once); (its Entry, the cache generation).
+    def bind_persistent(self, c: Call) -> None:
+        """Resolve ``c`` and bind it to its buffers now (validated once): ``c.entry``, in ``c.generation``.
 
         None where a bound call cannot be kept (the backend stages host buffers, or the algorithm is
         not replayable): :meth:`start_persistent` then starts ``c`` the full way each time.
         """
+        c.persistent = True
         with self.state.lock:                # its choices and cache entries are the communicator's (api/state.py)
             self.state.check_usable(c.coll)
-            return self._bind_persistent(c)
+            self._bind_persistent(c)
 
-    def _bind_persistent(self, c: Call) -> Tuple[Optional[Entry], int]:
+    def _bind_persistent(self, c: Call) -> None:
         self._prepare(c)
+        c.generation = self.cache.generation
         if c.staging is not NO_STAGING:
-            return None, self.cache.generation
+            c.entry = None
+            return
         try:
-            entry = self._entry(c, self.targets.own, observe.record_of(c))
+            c.entry = self._entry(c, self.targets.own, observe.record_of(c))
         except HcclError as exc:
             raise observe.fail(self.state, exc, c.what) from exc
-        return entry, self.cache.generation
 
-    def start_persistent(self, c: Call, bound: Tuple[Optional[Entry], int], pending: Optional[Pending]
-                         ) -> Tuple[Pending, Tuple[Optional[Entry], int]]:
-        """Launch a persistent request's bound call (or, without one, start ``c`` afresh): (its Pending, the binding
-        it used).  ``bound``: what :meth:`bind_persistent` returned, bound again first when the cache's generation
-        moved on (what it named may be gone); ``pending``: the request's Pending of its previous start, started
-        again.  Under the call lock until it is launched (the generation compared there too: api/state.py)."""
+    def start_persistent(self, c: Call, pending: Optional[Pending]) -> Pending:
+        """Launch a persistent request's bound call (or, without one, start ``c`` afresh): its Pending (``pending``,
+        the request's of its previous start, started again).  Under the call lock until it is launched; a call bound
+        in a generation of the cache that has passed is bound again first (what it named may be gone)."""
         with self.state.lock:
-            self.state.check_usable(c.coll)
-            entry, generation = bound
-            if entry is not None and generation != self.cache.generation:
-                entry, generation = self._bind_persistent(c)
-            if entry is None:
-                return self._start(c), (entry, generation)
-            return self._start_bound(c, entry, pending), (entry, generation)
+            c.pending = pending if c.entry is not None else None   # without an Entry: a fresh start each time
+            return self._started(c)
 
-    def _start_bound(self, c: Call, entry: Entry, pending: Optional[Pending]) -> Pending:
-        graphs.check_ordered(self.state, None)     # not after work captured in an open graph (api/graphs.py)
-        self.state.seq += 1
-        moved = self._moved()
+    def post(self, c: Call) -> None:
+        """Launch the point-to-point ``c`` (``c.post`` binds it on its lane; api/point_to_point.py makes its request)."""
+        with self.state.lock:
+            self._launch(c)
+
+    # ------------------------------------------------------------------ the one way every operation launches
+    def _launch(self, c: Call) -> None:
+        """Take ``c`` through check -> bind -> record -> announce -> launch, and (blocking) wait for it.
+
+        Every collective comes this way -- blocking (fresh or its kept Entry), started, persistent, stream-ordered,
+        captured into an ACL graph -- and so does a stream-ordered send/recv (``c.direct``: the library's own
+        HcclSend/HcclRecv); the caller holds the call lock.  Each step has its one place here: the usability
+        check, the order after captured work, the flight record and trace entry (:func:`observe.issue`; a
+        captured call is the graph's), the announcement, and the guard (:meth:`_failed`).
+        """
+        state = self.state
+        state.check_usable(c.coll)   # under the lock: another thread may have broken or destroyed it
+        if c.post is None:                      # (a lane runs on a stream of its own)
+            graphs.check_ordered(state, c.stream)   # not after work captured in an open graph (api/graphs.py)
+        before = self._moved()
         try:
-            slot = observe.issue(self.state, self.state.seq, entry.record, entry.fixed)
-            return self._launch_started(c, self._take(entry), self.targets.own, slot, entry.record, pending)
-        except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
-            self._interrupted(moved, c.what, exc)
-            raise
+            bound, target = self._bind_op(c)
+            graph = c.graph
+            if graph is None:   # recorded once it will launch: a call refused while issuing leaves no open operation
+                c.slot = observe.issue(state, c.seq, c.record, c.fixed, c.name)
+            elif c.announces:   # announced at each replay, in the form whose handshake it repeats (api/announce.py)
+                assert target is not None
+                graph.announces(state, partial(self.announce, c.record,
+                                               self._has_handshake(self._resources(c, target))))
+            if target is not None:
+                self.targets.order(target)
+            if graph is None and c.announces:
+                self.announce(c.record)
+            bound.batch.launch()
+            observe.running(state, c.slot)
+            if c.blocking:
+                self._wait(c, bound, target)
+            elif c.post is None:
+                self._pending(c, bound, target)
+        except BaseException as exc:
+            err = self._failed(c, exc, before, c.bound)
+            if err is exc:
+                raise
+            raise err from exc
 
-    # ------------------------------------------------------------------ launching
+    def _failed(self, c: Call, exc: BaseException, before: Tuple[int, int], bound: Optional[Bound]) -> BaseException:
+        """What leaves a call that raised ``exc``: a library error fails the communicator (a mismatch its handshake saw
+        explains it better); anything else (Ctrl-C, an alarm) breaks it once peers could see the call start."""
+        if isinstance(exc, HcclError):
+            if bound is not None and c.blocking:
+                self.signer.check_completed(bound.exchange)
+            return observe.fail(self.state, exc, c.what)
+        if c.moves or self._moved() != before:
+            self.state.interrupted(c.what, exc)
+        return exc
+
+    def _bind_op(self, c: Call) -> Tuple[Bound, Optional[Target]]:
+        """The batch ``c`` launches now and the stream target it goes to (None: a direct library call)."""
+        state = self.state
+        if c.post is not None:                      # a send/recv on a point-to-point lane
+            declared: List[Buffer] = []
+            bound = c.post(c, declared)
+            self._declare(declared)
+            return bound, None
+        c.seq = state.next_seq()
+        entry = c.entry
+        if c.direct is not None:                    # a stream-ordered send/recv: the library's own call
+            graph = c.graph = graphs.capturing(c.stream)
+            if graph is not None:
+                c.slot = graph.captured(state, c.record, state.next_seq)
+            sp, rp = self._pointers(c)
+            call = partial(c.direct, sp if sp is not None else rp, c.count, int(c.dtype), c.peer, state.handle,
+                           stream_handle(c.stream))
+            return Bound(LibraryCall(call), None), None
+        if entry is not None and c.persistent and c.generation != self.cache.generation:
+            self._bind_persistent(c)                # bound in a generation that has passed: again (api/call.py)
+            entry = c.entry
+        if entry is not None:                       # a kept Entry (the fast path, a persistent request)
+            c.what, c.record, c.fixed = entry.what, entry.record, entry.fixed
+            bound = c.bound = self._take(entry)
+            return bound, self.targets.own
+        self._prepare(c)
+        target = self.targets.get(c.stream)
+        c.record = record = observe.record_of(c)
+        graph = c.graph = graphs.capturing(c.stream) if c.stream is not None else None
+        if graph is not None:                       # before the set-up, which the capture lets this thread do
+            c.slot = graph.captured(state, record, state.next_seq, partial(self.targets.order, target))
+        entry, bound = self._bind(c, target, record, None if graph is None else graph.name)
+        c.bound = bound
+        if not c.persistent:                        # (a persistent request keeps the Entry of its init)
+            c.entry = entry
+        c.fixed = entry.fixed if entry is not None else None
+        return bound, target
+
     def _take(self, entry: Entry) -> Bound:
         """The batch of ``entry`` for the handshake parity now (advancing it when the call has a handshake)."""
         bound = entry.bound
@@ -301,56 +328,31 @@ class Issuer:
             return bound[0]
         return bound[self.signer.advance(self.state.seq)]
 
-    def _launch_and_wait(self, bound: Bound, slot: int, coll: str, what: str) -> None:
-        """Launch ``bound`` on the communicator's stream after the previous collective and wait for it.
-
-        The callers (:meth:`run`, :meth:`fast`) announced the call first, so an exception that leaves this
-        wait (Ctrl-C, an alarm) breaks the communicator in their guard: the queued rest never runs.
-        """
-        target = self.targets.own
-        try:
-            self.targets.order(target)
-            bound.batch.launch()
-            observe.running(self.state, slot)
-            self.announce.waiting(partial(sync_stream, self.b, target.stream), collective=self.announce.current)
-        except HcclError as exc:
-            self.signer.check_completed(bound.exchange)    # a mismatch explains the failure better
-            raise observe.fail(self.state, exc, what) from exc
+    def _wait(self, c: Call, bound: Bound, target: Optional[Target]) -> None:
+        """Wait for the blocking ``c`` launched on the communicator's stream (announced: a wait that lasts is
+        published); the exception that leaves it breaks the communicator in :meth:`_launch`'s guard."""
+        assert target is not None
+        self.announce.waiting(partial(sync_stream, self.b, target.stream), collective=self.announce.current)
         if bound.exchange is not None:
             self.signer.check_completed(bound.exchange)
-        observe.done(self.state, slot, coll, self.state.seq)
+        observe.done(self.state, c.slot, c.coll, c.seq)
         if self.retired:
             self._free_retired()
 
-    def _launch_started(self, c: Call, bound: Bound, target: Target, slot: int, record: observe.Record,
-                        pending: Optional[Pending] = None, announce: bool = True) -> Pending:
-        """Launch ``bound`` on ``target``'s stream after the previous collective; the Pending that completes it
-        (``pending`` started again, when given: a persistent request's).  ``announce``: False when an ACL graph
-        captures the launch (nothing runs now; each replay announces it)."""
-        try:
-            self.targets.order(target)
-            if announce:
-                self.announce(record)
-            bound.batch.launch()
-            observe.running(self.state, slot)
-        except HcclError as exc:
-            raise observe.fail(self.state, exc, c.what) from exc
+    def _pending(self, c: Call, bound: Bound, target: Optional[Target]) -> None:
+        """The Pending that completes the started ``c`` (a persistent request's, started again, when it has one)."""
+        stream = target.stream if target is not None else stream_handle(c.stream)
+        pending = c.pending
         if pending is None:
-            pending = Pending(self.state, self.signer, c, target.stream, bound.exchange, slot, self.state.seq)
+            pending = c.pending = Pending(self.state, self.signer, c, stream, bound.exchange, c.slot, c.seq)
         else:
-            pending.restart(bound.exchange, slot, self.state.seq)
-        pending.announced = self.announce.current if announce else None
+            pending.restart(bound.exchange, c.slot, c.seq)
+        pending.announced = self.announce.current if c.graph is None and c.announces else None
         self.inflight.add(pending)
-        return pending
 
     def _moved(self) -> Tuple[int, int]:
         """What peers can see of this rank's progress: handshakes launched and collectives announced."""
         return self.signer.launched, self.announce.count
-
-    def _interrupted(self, before: Tuple[int, int], what: str, exc: BaseException) -> None:
-        """``exc`` left a call before its wait: the communicator breaks only when peers saw it start."""
-        if self._moved() != before:
-            self.state.interrupted(what, exc)
 
     # ------------------------------------------------------------------ deriving a call's batches
     def _prepare(self, c: Call) -> None:
@@ -365,23 +367,28 @@ class Issuer:
             self.cache.choose(key, choice)
             observe.chose(self.state, c.coll, c.nbytes, alg, why)
         c.alg, c.what = choice
+        sp, rp = self._pointers(c)
+        c.lib = CollectiveCall(c.coll, sp, rp, c.count, c.dtype, ReduceOp.SUM if c.op is None else c.op, c.root,
+                               c.recv_count)
+
+    def _pointers(self, c: Call) -> Tuple[Any, Any]:
+        """The pointers the engines use for ``c``'s send and receive buffers: staged copies (CANN), else the buffers
+        themselves, declared device memory (the emulator)."""
         send, recv = c.send, c.recv
         c.in_place = send is not None and recv is not None and recv.ptr == send.ptr
         if self.staging:
             c.staging = staging = Staging(self.b, True)
             sp = staging.device_ptr(send) if send is not None else None
             if c.in_place and recv is not None:
-                rp = staging.in_place(recv, sp)
-            else:
-                rp = staging.device_ptr(recv, copy_in=c.coll == "broadcast", copy_out=True) if recv else None
-        else:
-            sp = send.ptr if send is not None else None
-            rp = recv.ptr if recv is not None else None
-            self.device_memory.declare(send)
-            if recv is not send:
-                self.device_memory.declare(recv)
-        c.lib = CollectiveCall(c.coll, sp, rp, c.count, c.dtype, ReduceOp.SUM if c.op is None else c.op, c.root,
-                               c.recv_count)
+                return sp, staging.in_place(recv, sp)
+            return sp, staging.device_ptr(recv, copy_in=c.coll == "broadcast", copy_out=True) if recv else None
+        self._declare((send, recv) if recv is not send else (send,))
+        return (send.ptr if send is not None else None), (recv.ptr if recv is not None else None)
+
+    def _declare(self, bufs: Sequence[Optional[Buffer]]) -> None:
+        """Declare the host buffers an operation launches on device memory (the emulator; nothing where it stages)."""
+        for buf in bufs:
+            self.device_memory.declare(buf)
 
     def _bind(self, c: Call, target: Target, record: observe.Record, captured: Optional[str] = None
               ) -> Tuple[Optional[Entry], Bound]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._ffi import ffi
 from .buffers import as_buffer
-from .call import Call, Entry
+from .call import Call
 from .errors import CommError
 from .fastcalls import buffer_view
 from .issue import Issuer
@@ -92,8 +92,7 @@ class Persistent(Request[T]):
         self._held: List[_Held] = [_Held(name, obj, written) for name, obj, written in buffers]
         self._pending: Optional[Pending] = None    # the start in flight (None: inactive)
         self._started: Optional[Pending] = None    # the Pending every start re-arms
-        # the call bound to its buffers, and the cache generation it was bound in (bound again when that moves on)
-        self._bound: Tuple[Optional[Entry], int] = self._issuer.bind_persistent(self._call)
+        self._issuer.bind_persistent(self._call)     # bound to its buffers once (again when the cache starts over)
 
     @property
     def active(self) -> bool:
@@ -105,7 +104,6 @@ class Persistent(Request[T]):
         if self._pending is not None:
             raise CommError(f"{self.what}: start() while the previous start is still active; wait() or test() it "
                             "to completion first (a persistent request runs one operation at a time)")
-        self._issuer.state.check_usable(self._call.coll)
         for held in self._held:
             if held.array and held.unchanged():     # the common case, without changed()'s frame
                 continue
@@ -113,7 +111,7 @@ class Persistent(Request[T]):
             if change is not None:
                 raise ValueError(f"{self.what}: start(): {change}; a persistent request's buffers must keep the "
                                  "address, shape and dtype they had at the init (create a new request for new buffers)")
-        self._pending, self._bound = self._issuer.start_persistent(self._call, self._bound, self._started)
+        self._pending = self._issuer.start_persistent(self._call, self._started)
         self._started = self._pending
         self._done = False
 

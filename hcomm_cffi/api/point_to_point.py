@@ -30,8 +30,10 @@ from ..errors import HcclError
 from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
 from . import observe
+from .call import Bound, Call
 from .errors import CommError, CommTimeoutError, MessageMismatchError
 from .request import Request, timeout_arg
+from .issue import Issuer
 from .state import CommState
 from .streams import sync_stream
 
@@ -59,6 +61,7 @@ class PointToPoint:
 
     def __init__(self, state: CommState) -> None:
         self.state = state        # the communicator's state (api/state.py)
+        self.engine: Optional[Issuer] = None   # the communicator's engine, once it has a handle (Comm._setup)
         self.lanes: Dict[Tuple[int, str], Lane] = {}   # (peer, direction): at most two per peer, no bound needed
         # per thread: messages whose lane state it advanced (its interrupted blocking call breaks if it moved one;
         # another thread's posts in the meantime are not this call's)
@@ -245,93 +248,83 @@ class PointToPoint:
 
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
         with self.state.lock:       # the call lock while the lane's state advances and the batch launches (state.py)
-            return self._send_locked(items, dst, what, single)
+            dst = self._peer_arg("dst", dst, what)
+            bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
+            staging = Staging(self.state.binding, self.state.stages)
+            keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
+            desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
 
-    def _send_locked(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
-        self.state.check_usable(what)
-        dst = self._peer_arg("dst", dst, what)
-        bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
-        lane = self._lane(dst, "send")
-        op = self._record("send" if single else "send_multi", lane, bufs)
-        ctx, batch = self._ctx(lane)
-        staging = Staging(self.state.binding, self.state.stages)
-        keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
-        desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
+            def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
+                for buf in bufs:
+                    header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.state.rank)
+                    keep.append(header)
+                    hb = as_buffer(header.view(np.uint8), "header")
+                    declared += (hb, buf)          # emulator: device memory (what staging makes them on CANN)
+                    p2p.issue_send(ctx, lane.res.main, dst, self.state.size, lane.state, staging.device_ptr(hb),
+                                   staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.state.eager_limit)
 
-        def finish() -> None:
-            keep.clear()
-            staging.finish()
-        self._count_post()
-        try:                 # the lane's state advances from here: cut short before it is returned, out of step
-            for buf in bufs:
-                header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.state.rank)
-                keep.append(header)
-                hb = as_buffer(header.view(np.uint8), "header")
-                self.state.device_memory.declare(hb)      # emulator: what staging makes them on CANN
-                self.state.device_memory.declare(buf)
-                p2p.issue_send(ctx, lane.res.main, dst, self.state.size, lane.state, staging.device_ptr(hb),
-                               staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.state.eager_limit)
-            self._launch(batch, desc, op[0])
-            with self._books:
-                lane.inflight.append(keep)
-            return self._request(lane, desc, finish, op)
-        except BaseException as exc:
-            self.state.interrupted(desc, exc)
-            raise
+            def finish() -> None:
+                keep.clear()
+                staging.finish()
+            return self._post(what, "send" if single else "send_multi", dst, "send", bufs, desc, issue, keep, finish)
 
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
         with self.state.lock:       # as _post_send
-            return self._recv_locked(items, src, what, single)
+            src = self._peer_arg("src", src, what)
+            bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
+            staging = Staging(self.state.binding, self.state.stages)
+            headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
+            first = [0]
+            desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
 
-    def _recv_locked(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
-        self.state.check_usable(what)
-        src = self._peer_arg("src", src, what)
-        bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
-        lane = self._lane(src, "recv")
-        op = self._record("recv" if single else "recv_multi", lane, bufs)
-        ctx, batch = self._ctx(lane)
-        staging = Staging(self.state.binding, self.state.stages)
-        headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
-        first_seq = lane.state.seq
-        desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
+            def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
+                first[0] = lane.state.seq
+                for k, buf in enumerate(bufs):
+                    hb = as_buffer(headers[k], "header", writable=True)
+                    declared += (hb, buf)          # emulator: device memory (what staging makes them on CANN)
+                    p2p.issue_recv(ctx, lane.res.main, src, self.state.size, lane.state,
+                                   staging.device_ptr(hb, False, True), staging.device_ptr(buf, False, True),
+                                   buf.nbytes)
 
-        def finish() -> Any:
-            staging.finish()
-            for k, buf in enumerate(bufs):
-                self._check_header(headers[k], buf, src, first_seq + k, what)
-            return items[0] if single else items
-        self._count_post()
-        try:                 # the lane's state advances from here: cut short before it is returned, out of step
-            for k, buf in enumerate(bufs):
-                hb = as_buffer(headers[k], "header", writable=True)
-                self.state.device_memory.declare(hb)      # emulator: what staging makes them on CANN
-                self.state.device_memory.declare(buf)
-                p2p.issue_recv(ctx, lane.res.main, src, self.state.size, lane.state,
-                               staging.device_ptr(hb, False, True), staging.device_ptr(buf, False, True), buf.nbytes)
-            self._launch(batch, desc, op[0])
-            with self._books:
-                lane.inflight.append((bufs, headers))
-            return self._request(lane, desc, finish, op)
-        except BaseException as exc:
-            self.state.interrupted(desc, exc)
-            raise
+            def finish() -> Any:
+                staging.finish()
+                for k, buf in enumerate(bufs):
+                    self._check_header(headers[k], buf, src, first[0] + k, what)
+                return items[0] if single else items
+            return self._post(what, "recv" if single else "recv_multi", src, "recv", bufs, desc, issue,
+                              (bufs, headers), finish)
 
-    def _record(self, op: str, lane: Lane, bufs: List[Buffer]) -> Tuple[int, str, int]:
-        """The flight record (and DEBUG line, trace slice) of a send/recv of ``bufs`` on ``lane``: (slot, trace name,
-        sequence number), what observe.done closes it with.  Lanes number their messages separately, so the
-        trace name carries the peer."""
-        name = f"{op} {'to' if lane.direction == 'send' else 'from'} {lane.peer}"
-        seq = lane.state.seq
-        slot = observe.issue(self.state, seq, observe.Record(op, "p2p", sum(b.count for b in bufs),
-                             sum(b.nbytes for b in bufs), bufs[0].dtype, None, lane.peer), name=name)
-        return slot, name, seq
+    def _post(self, what: str, op: str, peer: int, direction: str, bufs: List[Buffer], desc: str,
+              issue: Callable[[IssueContext, Lane, List[Buffer]], None], keep: Any, finish: Any) -> Request[Any]:
+        """Post ``op`` of ``bufs`` to/from ``peer`` (the caller's ``what``) on its lane through the engine (api/issue.py: checked, recorded,
+        launched, guarded); ``issue`` adds the protocol's tasks; the request completes it (``finish``)."""
+        engine = self.engine
+        if engine is None:                    # a null communicator: refused as every call on it
+            self.state.check_usable(what)
+        assert engine is not None
+        c = Call(what, "native", async_op=True)
+        c.announces = False
+        c.what = desc
+        lanes: List[Lane] = []
 
-    def _launch(self, batch: TaskBatch, desc: str, slot: int = observe.NO_SLOT) -> None:
-        try:
-            batch.launch()
-        except HcclError as exc:
-            raise observe.fail(self.state, exc, desc) from exc
-        observe.running(self.state, slot)
+        def post(c: Call, declared: List[Buffer]) -> Bound:
+            lane = self._lane(peer, direction)
+            lanes.append(lane)
+            ctx, batch = self._ctx(lane)
+            c.seq = lane.state.seq            # lanes number their messages apart: the trace name carries the peer
+            c.name = f"{op} {'to' if direction == 'send' else 'from'} {peer}"
+            c.record = observe.Record(op, "p2p", sum(b.count for b in bufs), sum(b.nbytes for b in bufs),
+                                      bufs[0].dtype, None, peer)
+            self._count_post()
+            c.moves = True                    # the lane's state advances from here: cut short, it is out of step
+            issue(ctx, lane, declared)
+            return Bound(batch, None)
+        c.post = post
+        engine.post(c)
+        lane = lanes[0]
+        with self._books:
+            lane.inflight.append(keep)
+        return self._request(lane, desc, finish, (c.slot, c.name or op, c.seq))
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)
