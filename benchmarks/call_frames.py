@@ -26,8 +26,10 @@ TARGETS = {"allreduce": 45, "send": 100}
 
 
 def _count(call: Callable[[], Any]) -> Tuple[int, Counter[str], int]:
-    """(package frames, frames per file, deepest package frame) of one ``call()``."""
+    """(package frames, frames per file (per function with HCOMM_FRAMES_BY=function), deepest package frame) of
+    one ``call()``."""
     files: Counter[str] = collections.Counter()
+    by_function = os.environ.get("HCOMM_FRAMES_BY") == "function"
     depth = [0, 0]
 
     def prof(frame: FrameType, event: str, arg: Any) -> None:
@@ -35,7 +37,8 @@ def _count(call: Callable[[], Any]) -> Tuple[int, Counter[str], int]:
             depth[0] += 1
             fname = frame.f_code.co_filename
             if fname.startswith(PKG):
-                files[os.path.relpath(fname, PKG)] += 1
+                where = os.path.relpath(fname, PKG)
+                files[f"{where}:{frame.f_code.co_name}" if by_function else where] += 1
                 depth[1] = max(depth[1], depth[0])
         elif event == "return":
             depth[0] -= 1
@@ -69,7 +72,7 @@ def main() -> None:
     if rank == 0:
         for name, frames, files, depth in results:
             target = TARGETS.get(name)
-            print(f"{name:>10s}: {frames} package frames in {len(files)} files, deepest at {depth}"
+            print(f"{name:>10s}: {frames} package frames in {len({f.split(':')[0] for f in files})} files, deepest at {depth}"
                   + (f" (target <= {target}: {'ok' if frames <= target else 'over'})" if target else ""))
             print("            " + ", ".join(f"{f} {n}" for f, n in files.most_common()))
     world.barrier()

@@ -7,34 +7,32 @@ buffers are staged through device memory (aclrtMalloc + aclrtMemcpy) by :class:`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
 from .._ffi import ffi
-from ..enums import DataType, MemcpyKind, dtype_from_numpy, dtype_from_torch, numpy_dtype, torch_dtype_names
+from ..enums import ELEMENT_SIZE, DataType, MemcpyKind, dtype_from_numpy, dtype_from_torch, numpy_dtype, torch_dtype_names
 from ..types import BufferLike, CData, SupportsDLPack
 
 __all__ = ["Buffer", "as_buffer", "new_like", "is_torch", "Staging", "overlaps"]
 
 
-@dataclass
 class Buffer:
-    """A validated user buffer: ``ptr`` (``char *``), element ``count``, ``dtype``, ``shape``, device kind."""
+    """A validated user buffer: ``ptr`` (``char *``), element ``count``, ``dtype``, ``shape``, device kind, ``nbytes``."""
 
-    obj: BufferLike
-    ptr: CData
-    count: int
-    dtype: DataType
-    shape: Tuple[int, ...]
-    device: str = "host"            # "host" or "npu"
-    keep: List[Any] = field(default_factory=list)
+    __slots__ = ("obj", "ptr", "count", "dtype", "shape", "device", "keep", "nbytes")
 
-    @property
-    def nbytes(self) -> int:
-        """Size in bytes."""
-        return self.count * self.dtype.itemsize
+    def __init__(self, obj: BufferLike, ptr: CData, count: int, dtype: DataType, shape: Tuple[int, ...],
+                 device: str = "host", keep: Optional[List[Any]] = None) -> None:
+        self.obj = obj
+        self.ptr = ptr
+        self.count = count
+        self.dtype = dtype
+        self.shape = shape
+        self.device = device                 # "host" or "npu"
+        self.keep = keep if keep is not None else []   # what keeps the memory alive
+        self.nbytes = count * ELEMENT_SIZE[dtype]       # size in bytes (read on every path: computed once)
 
     @property
     def addr(self) -> int:

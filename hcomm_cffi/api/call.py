@@ -80,17 +80,13 @@ class Call:
         self.algorithm = algorithm            # as the caller spelled it ("auto", a name, an Algorithm)
         self.async_op = async_op
         self.stream = stream
+        self.blocking = not async_op and stream is None   # neither ``async_op`` nor ``stream=``: run and wait
 
     def data(self, send: Optional[Buffer], recv: Optional[Buffer], count: int, nbytes: int) -> "Call":
         """Set the buffers, the element count the library takes and the bytes that choose the algorithm."""
         self.send, self.recv, self.count, self.nbytes = send, recv, count, nbytes
         self.dtype = send.dtype if send is not None else DataType.INT8
         return self
-
-    @property
-    def blocking(self) -> bool:
-        """Neither ``async_op`` nor ``stream=``: run and wait."""
-        return not self.async_op and self.stream is None
 
 
 class Bound(NamedTuple):

@@ -29,7 +29,7 @@ __all__ = ["Graph", "graph", "capturing", "check_ordered", "holding", "refusal",
 #: torch's ``capture_error_mode`` spellings -> aclmdlRICaptureMode
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 _CAPTURING: Dict[int, "Graph"] = {}      # stream address -> the Graph capturing on it (this process)
-_HOLDING: Dict[int, "Graph"] = {}        # id(CommState) -> the capturing Graph that holds operations of it
+HOLDING: Dict[int, "Graph"] = {}        # id(CommState) -> the capturing Graph that holds operations of it
 _NAMES = itertools.count()
 
 
@@ -51,9 +51,9 @@ def check_ordered(port: Any, stream: Any) -> None:
     stream s, a call on another stream would wait for s -- for work that only runs at replay (the runtime
     would pull that stream into the capture).  Refused before anything is issued: the communicator stays usable.
     """
-    if not _HOLDING:
+    if not HOLDING:
         return
-    g = _HOLDING.get(id(port))
+    g = HOLDING.get(id(port))
     if g is None or g.stream is None or (stream is not None and _key(stream) == _key(g.stream)):
         return
     what = "a call on its own stream" if stream is None else "a call on another stream"
@@ -64,7 +64,7 @@ def check_ordered(port: Any, stream: Any) -> None:
 
 def holding(port: Any) -> bool:
     """Whether a graph still capturing holds operations of ``port`` (the fast path then steps aside)."""
-    return bool(_HOLDING) and id(port) in _HOLDING
+    return bool(HOLDING) and id(port) in HOLDING
 
 
 def refusal(exc: HcclError) -> None:
@@ -177,7 +177,7 @@ class Graph:
         book = self._comms.get(id(port))
         if book is None:
             book = self._comms[id(port)] = _Captured(port, take_seq, order)
-            _HOLDING[id(port)] = self
+            HOLDING[id(port)] = self
         book.records.append(record)
         # the call's own set-up (scratch, resources, a signature row written once with aclrtMemcpy) is host work
         # that does not affect the capture: RELAXED for this thread until it is launched, as the vendor documents
@@ -197,8 +197,8 @@ class Graph:
         self._pendings.append(pending)
 
     def _release_ports(self) -> None:
-        for key in [k for k, g in _HOLDING.items() if g is self]:
-            del _HOLDING[key]
+        for key in [k for k, g in HOLDING.items() if g is self]:
+            del HOLDING[key]
 
     def _restore_mode(self) -> None:
         if self._saved_mode is not None:

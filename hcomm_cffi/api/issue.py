@@ -162,8 +162,8 @@ class Issuer:
         ``c`` holds the validated op, algorithm and root (the same checks as every call); sets
         ``c.fast_key`` when the call has a key, so the full path keeps its Entry there.
         """
-        if not self.fast_ok or c.async_op or c.stream is not None or graphs.holding(self.state):
-            return False                # (c.blocking, without the property's call; nothing after captured work)
+        if not self.fast_ok or not c.blocking or (graphs.HOLDING and graphs.holding(self.state)):
+            return False                # (nothing after captured work: the full path refuses it)
         key = key_of(c.coll, x, x_written, out, (c.op, c.algorithm, c.root))
         if key is None:
             return False
@@ -244,9 +244,10 @@ class Issuer:
         """
         state = self.state
         state.check_usable(c.coll)   # under the lock: another thread may have broken or destroyed it
-        if c.post is None:                      # (a lane runs on a stream of its own)
+        if graphs.HOLDING and c.post is None:   # (a lane runs on a stream of its own)
             graphs.check_ordered(state, c.stream)   # not after work captured in an open graph (api/graphs.py)
-        before = self._moved()
+        signer, announce = self.signer, self.announce
+        before = (signer.launched, announce.count)   # what peers see of this rank: a guard that knows if it moved
         try:
             bound, target = self._bind_op(c)
             graph = c.graph
@@ -256,14 +257,21 @@ class Issuer:
                 assert target is not None
                 graph.announces(state, partial(self.announce, c.record,
                                                self._has_handshake(self._resources(c, target))))
-            if target is not None:
+            if target is not None and target is not self.targets.last:
                 self.targets.order(target)
             if graph is None and c.announces:
-                self.announce(c.record)
+                announce(c.record)
             bound.batch.launch()
             observe.running(state, c.slot)
-            if c.blocking:
-                self._wait(c, bound, target)
+            if c.blocking:              # wait (announced: a wait that lasts is published), then it is done
+                assert target is not None
+                announce.waiting(partial(sync_stream, self.b, target.stream),
+                                 collective=(announce.count, announce.text))
+                if bound.exchange is not None:
+                    signer.check_completed(bound.exchange)
+                observe.done(state, c.slot, c.coll, c.seq)
+                if self.retired:
+                    self._free_retired()
             elif c.post is None:
                 self._pending(c, bound, target)
         except BaseException as exc:
@@ -279,7 +287,7 @@ class Issuer:
             if bound is not None and c.blocking:
                 self.signer.check_completed(bound.exchange)
             return observe.fail(self.state, exc, c.what)
-        if c.moves or self._moved() != before:
+        if c.moves or (self.signer.launched, self.announce.count) != before:
             self.state.interrupted(c.what, exc)
         return exc
 
@@ -291,7 +299,8 @@ class Issuer:
             bound = c.post(c, declared)
             self._declare(declared)
             return bound, None
-        c.seq = state.next_seq()
+        state.seq += 1
+        c.seq = state.seq
         entry = c.entry
         if c.direct is not None:                    # a stream-ordered send/recv: the library's own call
             graph = c.graph = graphs.capturing(c.stream)
@@ -306,7 +315,8 @@ class Issuer:
             entry = c.entry
         if entry is not None:                       # a kept Entry (the fast path, a persistent request)
             c.what, c.record, c.fixed = entry.what, entry.record, entry.fixed
-            bound = c.bound = self._take(entry)
+            kept = entry.bound           # the batch of the handshake parity now (advancing it when it has one)
+            bound = c.bound = kept[0] if len(kept) == 1 else kept[self.signer.advance(c.seq)]
             return bound, self.targets.own
         self._prepare(c)
         target = self.targets.get(c.stream)
@@ -328,17 +338,6 @@ class Issuer:
             return bound[0]
         return bound[self.signer.advance(self.state.seq)]
 
-    def _wait(self, c: Call, bound: Bound, target: Optional[Target]) -> None:
-        """Wait for the blocking ``c`` launched on the communicator's stream (announced: a wait that lasts is
-        published); the exception that leaves it breaks the communicator in :meth:`_launch`'s guard."""
-        assert target is not None
-        self.announce.waiting(partial(sync_stream, self.b, target.stream), collective=self.announce.current)
-        if bound.exchange is not None:
-            self.signer.check_completed(bound.exchange)
-        observe.done(self.state, c.slot, c.coll, c.seq)
-        if self.retired:
-            self._free_retired()
-
     def _pending(self, c: Call, bound: Bound, target: Optional[Target]) -> None:
         """The Pending that completes the started ``c`` (a persistent request's, started again, when it has one)."""
         stream = target.stream if target is not None else stream_handle(c.stream)
@@ -349,10 +348,6 @@ class Issuer:
             pending.restart(bound.exchange, c.slot, c.seq)
         pending.announced = self.announce.current if c.graph is None and c.announces else None
         self.inflight.add(pending)
-
-    def _moved(self) -> Tuple[int, int]:
-        """What peers can see of this rank's progress: handshakes launched and collectives announced."""
-        return self.signer.launched, self.announce.count
 
     # ------------------------------------------------------------------ deriving a call's batches
     def _prepare(self, c: Call) -> None:

@@ -68,14 +68,6 @@ class PointToPoint:
         self._posted = threading.local()
         self._books = threading.Lock()   # the lanes' in-flight lists: posts append, waits trim (never held in a wait)
 
-    @property
-    def posted(self) -> int:
-        """Messages this thread posted so far (their lane state advanced)."""
-        return getattr(self._posted, "n", 0)
-
-    def _count_post(self) -> None:
-        self._posted.n = self.posted + 1
-
     # ------------------------------------------------------------------ public API
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
         """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous)."""
@@ -157,7 +149,7 @@ class PointToPoint:
         one region: an exception between them (Ctrl-C, an alarm) once something was launched breaks the
         communicator too (api/interrupts.py); one before the launch (a refused argument) does not.
         """
-        posted = self.posted
+        posted = getattr(self._posted, "n", 0)
         req: Optional[Request[Any]] = None
         try:
             req = post()
@@ -172,7 +164,7 @@ class PointToPoint:
             observe.failed(self.state, None, err)
             raise err from None
         except BaseException as exc:       # Ctrl-C, an alarm handler...: the queued transfer must never land
-            if self.posted != posted:
+            if getattr(self._posted, "n", 0) != posted:
                 what = f"{'send to' if matching.startswith('recv') else 'receive from'} rank {peer}"
                 self.state.interrupted(req.what if req is not None else what, exc)
             raise
@@ -249,10 +241,10 @@ class PointToPoint:
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
         with self.state.lock:       # the call lock while the lane's state advances and the batch launches (state.py)
             dst = self._peer_arg("dst", dst, what)
-            bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
+            bufs = [as_buffer(items[0], "x")] if single else [as_buffer(x, f"items[{i}]") for i, x in enumerate(items)]
             staging = Staging(self.state.binding, self.state.stages)
             keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
-            desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
+            desc = f"{what} of {_total(bufs)[1]} bytes to rank {dst}"
 
             def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
                 for buf in bufs:
@@ -271,11 +263,12 @@ class PointToPoint:
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
         with self.state.lock:       # as _post_send
             src = self._peer_arg("src", src, what)
-            bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
+            bufs = [as_buffer(items[0], "buf", writable=True)] if single else [
+                as_buffer(x, f"items[{i}]", writable=True) for i, x in enumerate(items)]
             staging = Staging(self.state.binding, self.state.stages)
             headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
             first = [0]
-            desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
+            desc = f"{what} of {_total(bufs)[1]} bytes from rank {src}"
 
             def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
                 first[0] = lane.state.seq
@@ -313,9 +306,10 @@ class PointToPoint:
             ctx, batch = self._ctx(lane)
             c.seq = lane.state.seq            # lanes number their messages apart: the trace name carries the peer
             c.name = f"{op} {'to' if direction == 'send' else 'from'} {peer}"
-            c.record = observe.Record(op, "p2p", sum(b.count for b in bufs), sum(b.nbytes for b in bufs),
-                                      bufs[0].dtype, None, peer)
-            self._count_post()
+            count, nbytes = _total(bufs)
+            c.record = observe.Record(op, "p2p", count, nbytes, bufs[0].dtype, None, peer)
+            posted = self._posted
+            posted.n = getattr(posted, "n", 0) + 1
             c.moves = True                    # the lane's state advances from here: cut short, it is out of step
             issue(ctx, lane, declared)
             return Bound(batch, None)
@@ -369,6 +363,13 @@ class PointToPoint:
             except HcclError as exc:
                 warnings.warn(f"rank {self.state.rank}: destroy of {self.state.name!r}: draining the lane to rank {lane.peer} "
                               f"failed: {exc}", RuntimeWarning, stacklevel=3)
+
+
+def _total(bufs: List[Buffer]) -> Tuple[int, int]:
+    """(elements, bytes) of the messages ``bufs``."""
+    if len(bufs) == 1:
+        return bufs[0].count, bufs[0].nbytes
+    return sum(b.count for b in bufs), sum(b.nbytes for b in bufs)
 
 
 class AnySourceRequest(Request[Any]):

@@ -76,7 +76,8 @@ class Signer:
         self.topology: Topology = state.topology
         self.name: str = state.name
         self.timeout: int = state.timeout
-        self._count = 0                              # handshakes launched so far (parity = count & 1)
+        self.launched = 0     # handshakes launched so far (parity = launched & 1; an interrupted call that moved it
+        # leaves the ranks apart)
         self._seq = 0                                # the running collective's sequence number (messages only)
         self._table: Any = None                      # device memory: TABLE_SLOTS signatures
         self._rows: Dict[bytes, int] = {}            # signature words -> table slot
@@ -86,17 +87,12 @@ class Signer:
     @property
     def parity(self) -> int:
         """The parity of the next handshake (its slots and notifies)."""
-        return self._count & 1
-
-    @property
-    def launched(self) -> int:
-        """Handshakes launched so far (an interrupted call that moved it leaves the ranks apart)."""
-        return self._count
+        return self.launched & 1
 
     def advance(self, seq: int) -> int:
         """Collective #``seq`` launches the next handshake: its parity; the following one has the other."""
-        parity = self._count & 1
-        self._count += 1
+        parity = self.launched & 1
+        self.launched += 1
         self._seq = seq
         return parity
 

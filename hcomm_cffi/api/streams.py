@@ -100,7 +100,7 @@ class StreamTargets:
         self.name = name
         self.own = Target(own_stream, ResourceCache(binding, comm, own_stream), True)
         self._targets: Dict[int, Target] = {_key(own_stream): self.own}
-        self._last = self.own
+        self.last = self.own
         self._event: Any = None
         self.limit = int(settings.value("HCOMM_MAX_STREAMS"))
 
@@ -133,18 +133,18 @@ class StreamTargets:
         next call after nothing of it (a new stream may even get its address)."""
         if self._targets.get(_key(target.stream)) is target:
             del self._targets[_key(target.stream)]
-        if self._last is target:
-            self._last = self.own
+        if self.last is target:
+            self.last = self.own
 
     def order(self, target: Target) -> None:
         """Make ``target``'s stream wait for the previous collective's stream (same stream: nothing to do)."""
-        if target is self._last:
+        if target is self.last:
             return
         if self._event is None:
             self._event = self.binding.create_event()
-        self.binding.record_event(self._event, self._last.stream)
+        self.binding.record_event(self._event, self.last.stream)
         self.binding.stream_wait_event(target.stream, self._event)
-        self._last = target
+        self.last = target
 
     def forget_resources(self) -> None:
         """Every target forgets its resources and schedules."""
@@ -162,4 +162,4 @@ class StreamTargets:
             self._event = None
         self.forget_resources()
         self._targets = {_key(self.own.stream): self.own}
-        self._last = self.own
+        self.last = self.own
