@@ -233,6 +233,8 @@ class Graph:
                 if book.order is not None:
                     book.order()
         except HcclError as exc:
+            if not exc.from_library:          # refused here (a destroyed or failed communicator): as raised
+                raise
             raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
         try:
             self.binding.graph_execute_async(model, self._stream_handle)

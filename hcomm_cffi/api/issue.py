@@ -217,6 +217,8 @@ class Issuer:
         try:
             c.entry = self._entry(c, self.targets.own, observe.record_of(c))
         except HcclError as exc:
+            if not exc.from_library:          # the API's own (a mismatch the agreement found): as raised
+                raise
             raise observe.fail(self.state, exc, c.what) from exc
 
     def start_persistent(self, c: Call, pending: Optional[Pending]) -> Pending:
@@ -283,7 +285,7 @@ class Issuer:
     def _failed(self, c: Call, exc: BaseException, before: Tuple[int, int], bound: Optional[Bound]) -> BaseException:
         """What leaves a call that raised ``exc``: a library error fails the communicator (a mismatch its handshake saw
         explains it better); anything else (Ctrl-C, an alarm) breaks it once peers could see the call start."""
-        if isinstance(exc, HcclError):
+        if isinstance(exc, HcclError) and exc.from_library:
             if bound is not None and c.blocking:
                 self.signer.check_completed(bound.exchange)
             return observe.fail(self.state, exc, c.what)

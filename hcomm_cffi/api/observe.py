@@ -18,7 +18,7 @@ from typing import Any, Optional, Tuple
 from .. import callsite, flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED
 from ..enums import DataType, ReduceOp
-from ..errors import COLLECTIVE_MISMATCH, HcclError
+from ..errors import HcclError
 from . import live
 from .announce import Record
 from .consistency import CollectiveMismatchError
@@ -170,8 +170,7 @@ def failed(state: CommState, exc: Optional[HcclError], err: BaseException) -> No
         trace.ops_failed(state.name)
     timeout = isinstance(err, TimeoutError) or isinstance(exc, TimeoutError)
     gone = exc is not None and exc.code in _PEER_GONE_CODES
-    desync = isinstance(err, CollectiveMismatchError) or (
-        exc is not None and COLLECTIVE_MISMATCH in (exc.library_message or ""))
+    desync = isinstance(err, CollectiveMismatchError)   # a library's in-band report became one (api/errors.py)
     if not (timeout or gone or desync):
         return
     try:
