@@ -4,13 +4,13 @@
     HCOMM_SIM_CHECK=off HCOMM_CHECK_COLLECTIVES=0 hcomm run -n 2 -- python benchmarks/profile_call.py
 
 After a warm-up (so the call is served by the fast path of ``api/fastcalls.py``), every rank runs
-the steps of ``Comm.allreduce`` and ``Issuer.fast`` one by one with a clock read between them -- the
+the steps of ``Comm.allreduce`` and ``Engine.fast`` one by one with a clock read between them -- the
 usability check, the ``Call`` and its validated op and algorithm, the fast-call key and lookup, the
 flight record, the launch-order announcement, the launch, ``running``, the stream
 synchronisation, ``done`` -- then times the plain call the same number of times, and then the floor, three
 times: the bound batch launched and waited for alone (what the binding's own call costs) and with the flight
 record and the announcement every call keeps (their cost is the bookkeeping, as a ratio to the library call).  Rank 0 prints µs per call for each step, both totals and the floor.  It reaches into the communicator's internals on purpose:
-it profiles them, and the step list must follow ``Issuer.fast`` when that changes.  The launch
+it profiles them, and the step list must follow ``Engine.fast`` when that changes.  The launch
 includes waiting for the peers, which run the same loop; the checkers are as the environment sets
 them (the defaults unless told otherwise).
 """
@@ -36,7 +36,7 @@ STEPS = ("check + Call + args", "key + lookup", "flight issue", "announce", "lau
 def _floor(world: api.Comm, entry: Any, iters: int) -> Tuple[float, float]:
     """µs per call of the bound batch launched and waited for alone, and with the flight record (its call site
     included) and the launch-order announcement every call makes: the least a blocking call can cost here."""
-    issuer = world._issuer
+    issuer = world._engine
     port, stream, batch = issuer.state, issuer.targets.own.stream, entry.bound[0].batch
     sync = issuer.b.synchronize_stream
     world.barrier()
@@ -69,10 +69,10 @@ def main() -> None:
     for _ in range(300):
         world.allreduce(x, "sum", out=y, algorithm=args.algorithm)
     world.barrier()
-    issuer = world._issuer
+    issuer = world._engine
     port = issuer.state
     key = key_of("allreduce", x, False, y, (op_arg("sum"), args.algorithm, 0))
-    fast = issuer.cache.fast.entries.get(key)
+    fast = issuer.cache.fast.get(key)
     if fast is None or len(fast.bound) != 1:
         raise SystemExit(f"the call is not served by the fast path without a handshake here ({fast}); nothing to "
                          "profile")
@@ -86,7 +86,7 @@ def main() -> None:
         registry.check_algorithm(args.algorithm)
         c.result = y
         t1 = clock()
-        entry = issuer.cache.fast.entries.get(key_of("allreduce", x, False, y, (c.op, c.algorithm, c.root)))
+        entry = issuer.cache.fast.get(key_of("allreduce", x, False, y, (c.op, c.algorithm, c.root)))
         t2 = clock()
         issuer.state.seq += 1
         slot = observe.issue(port, issuer.state.seq, entry.record, entry.fixed)

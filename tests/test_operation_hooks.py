@@ -1,8 +1,8 @@
 """Each hook every operation needs has one call site on the launch path of api/ (issue 42), read from the source.
 
-Every public call -- a collective blocking (fresh or its kept Entry), started, persistent, stream-ordered or
+Every public call -- a collective blocking (fresh or its kept BoundCall), started, persistent, stream-ordered or
 captured, a stream-ordered send/recv, a send/recv on a point-to-point lane -- is launched by
-``Issuer._launch`` (api/issue.py).  The hooks it needs are called there and nowhere else: the flight record and
+``Engine._launch`` (api/engine.py).  The hooks it needs are called there and nowhere else: the flight record and
 trace entry (``observe.issue``), the device-memory declaration, the usability check, the order after captured
 work, the failure of the communicator on a library error (``observe.fail``) and the interrupt guard
 (``.interrupted``).  The sites that remain elsewhere are not launches, each named below with why.
@@ -33,8 +33,8 @@ NOT_LAUNCHES: Dict[Tuple[str, str, str], str] = {
     ("point_to_point.py", "sync", "fail on error"): "the wait of a lane's send/recv (its own stream and numbering)",
     ("point_to_point.py", "sync", "interrupt guard"): "the wait of a lane's send/recv",
     ("point_to_point.py", "_blocking", "interrupt guard"): "a blocking send/recv: the gap between its post and wait",
-    ("interrupts.py", "_stream_waited", "fail on error"): "a user's Stream.synchronize() that failed",
-    ("interrupts.py", "_stream_waited", "interrupt guard"): "a user's Stream.synchronize() interrupted",
+    ("engine.py", "_stream_waited", "fail on error"): "a user's Stream.synchronize() that failed",
+    ("engine.py", "_stream_waited", "interrupt guard"): "a user's Stream.synchronize() interrupted",
     # an ACL graph's replay: one operation of each communicator it holds, launched by the graph
     ("graphs.py", "_opened_replays", "observe"): "a graph replay is an operation of each communicator it holds",
     ("graphs.py", "replay", "fail on error"): "a graph replay that failed to launch",
@@ -47,12 +47,13 @@ NOT_LAUNCHES: Dict[Tuple[str, str, str], str] = {
                                                   "arguments are validated",
     ("comm.py", "_begin", "usable check"): "a collective's first check, before its arguments are validated "
                                            "(the engine checks again under the call lock)",
-    ("issue.py", "bind_persistent", "usable check"): "a persistent request's init binds, launches nothing",
-    ("issue.py", "_bind_persistent", "fail on error"): "a persistent request's init binds, launches nothing",
+    ("engine.py", "bind_persistent", "usable check"): "a persistent request's init binds, launches nothing",
+    ("engine.py", "_bind_persistent", "fail on error"): "a persistent request's init binds, launches nothing",
     ("point_to_point.py", "irecv_any", "usable check"): "irecv_any watches the inboxes before it posts a receive",
     ("point_to_point.py", "_announced", "usable check"): "irecv_any's look at the inboxes",
     ("point_to_point.py", "_announced", "fail on error"): "irecv_any's look at the inboxes",
     ("point_to_point.py", "_post", "usable check"): "a lane post on a null communicator (it has no engine)",
+    ("point_to_point.py", "on_stream", "usable check"): "a stream-ordered send/recv on a null communicator (no engine)",
 }
 
 
@@ -80,12 +81,12 @@ def test_each_hook_has_one_call_site_on_the_launch_path() -> None:
             if (path.name, func, hook) in NOT_LAUNCHES:
                 continue
             site = f"{path.name}:{line} ({func})"
-            if path.name == "issue.py" and func == "_launch" or (path.name, func) in (
-                    ("issue.py", "_declare"), ("issue.py", "_failed")):
+            if path.name == "engine.py" and func == "_launch" or (path.name, func) in (
+                    ("engine.py", "_declare"), ("engine.py", "_failed")):
                 launch[hook].append(site)
             else:
                 unexplained.append(f"{hook}: {site}")
-    assert not unexplained, "hook calls outside the engine's launch (route them through Issuer._launch, or name " \
+    assert not unexplained, "hook calls outside the engine's launch (route them through Engine._launch, or name " \
                             "them in NOT_LAUNCHES with why):\n" + "\n".join(unexplained)
     assert {hook: len(sites) for hook, sites in launch.items()} == {hook: 1 for hook in HOOKS}, launch
 

@@ -27,11 +27,11 @@ from ..plan import Topology
 from .. import resources
 from ..resources import Holding
 from ..types import BufferLike, ReduceOpLike, StreamLike
-from . import average, live, membership, observe, stream_p2p
+from . import average, live, membership, observe
 from .buffers import Buffer, as_buffer, new_like, overlaps
 from .call import Call
 from .errors import CommError
-from .issue import Issuer
+from .engine import Engine
 from .persistent import Persistent
 from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
 from .request import Request, is_seconds
@@ -135,7 +135,7 @@ class Comm:
 
     # set in _blank/_setup, which __init__ calls; declared here so their types are known before them
     _state: CommState
-    _issuer: Issuer
+    _engine: Engine
 
     def __init__(self, name: str, ranks: Optional[Sequence[int]] = None, *, parent: Optional["Comm"] = None,
                  topology: TopologyArg = None, eager_limit: Optional[int] = None,
@@ -222,8 +222,8 @@ class Comm:
         state.eager_limit = _eager(eager_limit)
         state.topology = _topology(topology, state.size)
         self._stream = b.create_stream()
-        self._issuer = self._p2p.engine = Issuer(state, self._stream)
-        state.announcer.p2p_pending = self._p2p.pending   # (api/announce.py: what a wait may publish)
+        self._engine = self._p2p.engine = Engine(state, self._stream)
+        state.announcer.p2p_pending = self._p2p.pending   # (api/launch_order.py: what a wait may publish)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
         if self.size > 1:
@@ -337,7 +337,7 @@ class Comm:
     @property
     def buffer_bytes(self) -> int:
         """Size of this rank's HCCL buffer in bytes (2 x the buffer size in MiB)."""
-        return self._issuer.buffer_bytes
+        return self._engine.buffer_bytes
 
     def __bool__(self) -> bool:
         return self._state.member
@@ -368,25 +368,25 @@ class Comm:
         It waits for another thread's call in progress on it (the call lock); a forked child may not destroy its
         parent's communicator (:class:`~hcomm_cffi.api.errors.ForeignProcessError`, nothing released).
         """
-        port = self._state
-        port.check_process("destroy")
-        with port.lock:
-            self._destroy(port)
+        state = self._state
+        state.check_process("destroy")
+        with state.lock:
+            self._destroy(state)
 
-    def _destroy(self, port: CommState) -> None:
-        if port.destroyed or port.handle is None:
-            port.destroyed = True
+    def _destroy(self, state: CommState) -> None:
+        if state.destroyed or state.handle is None:
+            state.destroyed = True
             return
-        port.destroyed = True
+        state.destroyed = True
         b = self.binding
         try:
-            if not port.broken:
-                self._issuer.drain(min(DRAIN_TIMEOUT_S, self.timeout or DRAIN_TIMEOUT_S))
+            if not state.broken:
+                self._engine.drain(min(DRAIN_TIMEOUT_S, self.timeout or DRAIN_TIMEOUT_S))
                 self._p2p.drain()
         finally:
             live.unregister(self)
-            handle, port.handle = port.handle, None
-            self._issuer.release()
+            handle, state.handle = state.handle, None
+            self._engine.release()
             left = self._p2p.pending()
             if left:              # requests the caller never waited for: their queued work goes (they fail, destroyed)
                 abandon_queued(b, handle, f"destroyed with {left} send/recv request(s) never waited for")
@@ -398,9 +398,9 @@ class Comm:
             self._p2p.close()
             b.destroy_stream(self._stream)
             resources.forget(handle)
-            observe.destroyed(port)
+            observe.destroyed(state)
             if failed is not None:
-                if not port.broken:
+                if not state.broken:
                     raise failed
                 # after a failure, notifies left set are its consequence (already reported), not a new error
                 warnings.warn(f"rank {self.rank}: destroy of {self.name!r} after an earlier failure: {failed}",
@@ -424,7 +424,7 @@ class Comm:
 
     # ------------------------------------------------------------------ collectives
     # Every public collective validates its scalar arguments (op, root, algorithm) with the same functions on every
-    # call, then asks the Issuer's fast path (api/fastcalls.py: the same checks of the buffers, one lookup) before
+    # call, then asks the Engine's fast path (api/fastcalls.py: the same checks of the buffers, one lookup) before
     # validating the buffers in full; a persistent request (``*_init``) validates the same way once.
     def _begin(self, coll: str, what: str, algorithm: Any, async_op: bool = False, stream: Any = None,
                op: Any = _NONE, root: Any = _NONE) -> Call:
@@ -464,9 +464,9 @@ class Comm:
                 x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c = self._begin("allreduce", "allreduce", algorithm, async_op, stream, op=op)
         c.result = x if out is None else out
-        if self._issuer.fast(c, x, out is None, out):
+        if self._engine.fast(c, x, out is None, out):
             return c.result
-        return self._issuer.call(self._allreduce_data(c, x, out, "allreduce"))
+        return self._engine.call(self._allreduce_data(c, x, out, "allreduce"))
 
     def _allreduce_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x", writable=out is None)
@@ -485,9 +485,9 @@ class Comm:
         """Copy ``x`` of rank ``root`` into ``x`` on every rank (in place); returns ``x``."""
         c = self._begin("broadcast", "broadcast", algorithm, async_op, stream, root=root)
         c.result = x
-        if self._issuer.fast(c, x, self.rank != c.root, None):
+        if self._engine.fast(c, x, self.rank != c.root, None):
             return x
-        return self._issuer.call(self._broadcast_data(c, x))
+        return self._engine.call(self._broadcast_data(c, x))
 
     def _broadcast_data(self, c: Call, x: BufferLike) -> Call:
         xb = as_buffer(x, "x", writable=self.rank != c.root)
@@ -507,9 +507,9 @@ class Comm:
                   async_op: bool = False, stream: Optional[StreamLike] = None) -> Any:
         """Every rank's ``x`` stacked in rank order: ``out`` (a new buffer of x's kind when None) has shape (size, *x.shape)."""
         c = self._begin("allgather", "allgather", algorithm, async_op, stream)
-        if out is not None and self._issuer.fast(c, x, False, out):
+        if out is not None and self._engine.fast(c, x, False, out):
             return out
-        return self._issuer.call(self._allgather_data(c, x, out, "allgather"))
+        return self._engine.call(self._allgather_data(c, x, out, "allgather"))
 
     def _allgather_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x")
@@ -538,9 +538,9 @@ class Comm:
             return average.run("reduce_scatter", self.size, x, lambda: self.reduce_scatter(
                 x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c = self._begin("reduce_scatter", "reduce_scatter", algorithm, async_op, stream, op=op)
-        if out is not None and self._issuer.fast(c, x, False, out):
+        if out is not None and self._engine.fast(c, x, False, out):
             return out
-        return self._issuer.call(self._reduce_scatter_data(c, x, out, "reduce_scatter"))
+        return self._engine.call(self._reduce_scatter_data(c, x, out, "reduce_scatter"))
 
     def _reduce_scatter_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x")
@@ -575,9 +575,9 @@ class Comm:
         c = self._begin("reduce", "reduce", algorithm, async_op, stream, op=op, root=root)
         is_root = self.rank == c.root
         c.result = None if not is_root else (x if out is None else out)
-        if self._issuer.fast(c, x, is_root and out is None, out):
+        if self._engine.fast(c, x, is_root and out is None, out):
             return c.result
-        return self._issuer.call(self._reduce_data(c, x, out, "reduce"))
+        return self._engine.call(self._reduce_data(c, x, out, "reduce"))
 
     def _reduce_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         is_root = self.rank == c.root
@@ -601,9 +601,9 @@ class Comm:
                  async_op: bool = False, stream: Optional[StreamLike] = None) -> Any:
         """Block j of ``x`` goes to rank j; block i of ``out`` comes from rank i."""
         c = self._begin("alltoall", "alltoall", algorithm, async_op, stream)
-        if out is not None and self._issuer.fast(c, x, False, out):
+        if out is not None and self._engine.fast(c, x, False, out):
             return out
-        return self._issuer.call(self._alltoall_data(c, x, out, "alltoall"))
+        return self._engine.call(self._alltoall_data(c, x, out, "alltoall"))
 
     def _alltoall_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x")
@@ -623,7 +623,7 @@ class Comm:
     def barrier(self, *, algorithm: AlgorithmArg = "auto", async_op: bool = False,
                 stream: Optional[StreamLike] = None) -> Any:
         """Return once every rank has entered the barrier (None; a Request with ``async_op``/``stream``)."""
-        return self._issuer.call(self._begin("barrier", "barrier", algorithm, async_op, stream))
+        return self._engine.call(self._begin("barrier", "barrier", algorithm, async_op, stream))
 
     # ------------------------------------------------------------------ nonblocking (MPI names)
     def iallreduce(self, x: B, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
@@ -713,7 +713,7 @@ class Comm:
 
     def _persistent(self, c: Call, what: str, buffers: Tuple[Tuple[str, Any, bool], ...]) -> Persistent[Any]:
         """The persistent request of the validated call ``c`` over ``buffers`` ((argument, buffer, written), ...)."""
-        return Persistent(self._issuer, c, f"rank {self.rank} of communicator {self.name!r}: {what}",
+        return Persistent(self._engine, c, f"rank {self.rank} of communicator {self.name!r}: {what}",
                           tuple(b for b in buffers if b[1] is not None))
 
     # ------------------------------------------------------------------ any algorithm
@@ -744,7 +744,7 @@ class Comm:
             raise ValueError("run_algorithm: out overlaps x; expected separate buffers (or out=None for in place)")
         c = Call(collective, alg).data(xb, ob, xb.count, xb.nbytes)
         c.op, c.root, c.recv_count = rop, root, ob.count
-        self._issuer.run(c)
+        self._engine.run(c)
         return x if out is None else out
 
     # ------------------------------------------------------------------ split (MPI_Comm_split)
@@ -796,10 +796,10 @@ class Comm:
              stream: Optional[StreamLike] = None) -> Optional[Request[Any]]:
         """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous).
 
-        ``stream=``: the library's HcclSend enqueued on that stream; returns a Request (api/stream_p2p.py).
+        ``stream=``: the library's HcclSend enqueued on that stream; returns a Request (api/point_to_point.py).
         """
         if stream is not None:
-            return stream_p2p.post(self._issuer, "send", x, dst, stream)
+            return self._p2p.on_stream("send", x, dst, stream)
         self._p2p.send(x, dst, timeout=timeout)
         return None
 
@@ -812,10 +812,10 @@ class Comm:
              stream: Optional[StreamLike] = None) -> Union[BufferLike, Request[Any]]:
         """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``.
 
-        ``stream=``: the library's HcclRecv enqueued on that stream; returns a Request (api/stream_p2p.py).
+        ``stream=``: the library's HcclRecv enqueued on that stream; returns a Request (api/point_to_point.py).
         """
         if stream is not None:
-            return stream_p2p.post(self._issuer, "recv", buf, src, stream)
+            return self._p2p.on_stream("recv", buf, src, stream)
         self._p2p.recv(buf, src, timeout=timeout)
         return buf
 

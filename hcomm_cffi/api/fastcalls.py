@@ -1,4 +1,4 @@
-"""Repeated blocking calls: the key of a call's buffers, and the per-communicator map from keys to bound calls.
+"""Repeated blocking calls: the key of a call's buffers (the communicator's cache maps keys to bound calls).
 
 Every public collective of :class:`~hcomm_cffi.api.comm.Comm` validates its scalar arguments (op,
 root, algorithm) with the same functions on every call, cached or not; the key is the collective,
@@ -20,17 +20,14 @@ import numpy as np
 
 from .._ffi import ffi
 
-__all__ = ["FastCalls", "key_of", "buffer_view", "MAX_ENTRIES"]
-
-#: call keys kept per communicator (the map starts over when full)
-MAX_ENTRIES = 1024
+__all__ = ["key_of", "buffer_view", "unowned", "Key", "X_AT", "OUT_AT"]
 
 Key = Tuple[Any, ...]
 _from_buffer = ffi.from_buffer
 _ndarray = np.ndarray
 _NOT_A_BUFFER = (ValueError, TypeError, BufferError)
 #: positions of the two buffer addresses in a key (see key_of), and the key's tail without ``out``
-_X_AT, _OUT_AT = 2, 5
+X_AT, OUT_AT = 2, 5
 _NO_OUT = (None, 0, None)
 
 
@@ -71,7 +68,7 @@ def key_of(coll: str, x: Any, x_written: bool, out: Any, scalars: Tuple[Any, ...
     """The cache key of a call on ``x`` (and ``out``), or None when the full path must serve it.
 
     ``scalars``: the call's validated op, algorithm and root.  The key holds ``from_buffer`` views
-    (they keep the arrays alive only as long as the key lives); :meth:`FastCalls.store` keeps
+    (they keep the arrays alive only as long as the key lives); :meth:`~hcomm_cffi.api.call.CommCache.keep_fast` keeps
     plain pointers instead, which hash and compare equal to them.
     """
     if type(x) is _ndarray:          # the common case inline (what buffer_view does for an ndarray)
@@ -99,29 +96,6 @@ def key_of(coll: str, x: Any, x_written: bool, out: Any, scalars: Tuple[Any, ...
     return (coll, scalars) + xv + ov
 
 
-def _unowned(address: Any) -> Any:
+def unowned(address: Any) -> Any:
     """A plain pointer (or int address) equal to ``address`` as a key, keeping no array alive."""
     return ffi.cast("char *", address) if isinstance(address, ffi.CData) else address
-
-
-class FastCalls:
-    """The per-communicator map from call keys to the bound calls (:class:`~hcomm_cffi.api.call.Entry`) they run."""
-
-    __slots__ = ("entries",)
-
-    def __init__(self) -> None:
-        self.entries: Dict[Key, Any] = {}
-
-    def store(self, key: Key, entry: Any) -> None:
-        """Keep ``entry`` for ``key`` (one the lookup hashed); zero-size buffers are not kept (no meaningful address)."""
-        if not key[_X_AT + 1] or (key[_OUT_AT] is not None and not key[_OUT_AT + 1]):
-            return
-        stored = key[:_X_AT] + (_unowned(key[_X_AT]),) + key[_X_AT + 1:_OUT_AT] + (_unowned(key[_OUT_AT]),) \
-            + key[_OUT_AT + 1:]
-        if len(self.entries) >= MAX_ENTRIES:
-            self.entries.clear()
-        self.entries[stored] = entry
-
-    def clear(self) -> None:
-        """Forget every entry (the batches they hold may name resources that are gone)."""
-        self.entries.clear()

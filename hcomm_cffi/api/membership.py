@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import settings
-from .announce import PUBLISH_AFTER_S
+from .launch_order import PUBLISH_AFTER_S
 from .consistency import CollectiveMismatchError
 from .errors import CommError, CommTimeoutError, MessageMismatchError
 from .point_to_point import PointToPoint
@@ -139,7 +139,7 @@ def agree(state: CommState, p2p: PointToPoint, name: str, nth: int, ranks: List[
                 except MessageMismatchError as exc:
                     raise MembershipError(f"{where}: {exc}; point-to-point traffic between members on the parent "
                                           "must be complete before a sub-communicator is created") from exc
-                except CollectiveMismatchError as exc:   # the peer is in a collective of the parent (api/announce.py)
+                except CollectiveMismatchError as exc:   # the peer is in a collective of the parent (api/launch_order.py)
                     raise CollectiveMismatchError(f"{exc} (while this rank created Comm({name!r}))") from exc
                 except CommError as exc:    # the library's wait gave up first: name the user's call and the rank
                     state.mark_broken(f"{where}: rank {p} never sent its rank list")
@@ -171,7 +171,7 @@ def agree(state: CommState, p2p: PointToPoint, name: str, nth: int, ranks: List[
                 delay = min(delay * 2, 0.01)
 
     # committed until every list arrived or the communicator breaks: published while it lasts, so a listed rank
-    # that is in a collective of the parent meanwhile is named at once (api/announce.py)
+    # that is in a collective of the parent meanwhile is named at once (api/launch_order.py)
     if not exchange(PUBLISH_AFTER_S):
         first = min(p for p in peers if p not in got)
         state.announcer.waiting(exchange, peer=first, text=f"the creation of sub-communicator {name!r} (ranks "

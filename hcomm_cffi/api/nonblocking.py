@@ -77,7 +77,7 @@ class Pending:
         if self.done:
             return True
         try:
-            if timeout is None:                   # committed: published if it lasts (api/announce.py)
+            if timeout is None:                   # committed: published if it lasts (api/launch_order.py)
                 announced = self.announced
                 if announced is None:
                     state.binding.synchronize_stream(self.stream)

@@ -20,7 +20,7 @@ from ..algorithms.interface import ROOTED
 from ..enums import DataType, ReduceOp
 from ..errors import HcclError
 from . import live
-from .announce import Record
+from .launch_order import Record
 from .consistency import CollectiveMismatchError
 from .errors import CommError, failure_error
 from .state import CommState

@@ -23,7 +23,7 @@ from .buffers import as_buffer
 from .call import Call
 from .errors import CommError
 from .fastcalls import buffer_view
-from .issue import Issuer
+from .engine import Engine
 from .nonblocking import Pending
 from .request import Request
 
@@ -81,18 +81,18 @@ class _Held:
 class Persistent(Request[T]):
     """A persistent collective request: :meth:`start` launches the call bound at its init; wait()/test() complete it."""
 
-    def __init__(self, issuer: Issuer, call: Call, what: str,
+    def __init__(self, issuer: Engine, call: Call, what: str,
                  buffers: Tuple[Tuple[str, Any, bool], ...]) -> None:
         result: T = call.result
         self._result_of = result
         super().__init__(what, self._sync, lambda: result)
         self._done = True                        # inactive until the first start
-        self._issuer = issuer
+        self._engine = issuer
         self._call = call
         self._held: List[_Held] = [_Held(name, obj, written) for name, obj, written in buffers]
         self._pending: Optional[Pending] = None    # the start in flight (None: inactive)
         self._started: Optional[Pending] = None    # the Pending every start re-arms
-        self._issuer.bind_persistent(self._call)     # bound to its buffers once (again when the cache starts over)
+        self._engine.bind_persistent(self._call)     # bound to its buffers once (again when the cache starts over)
 
     @property
     def active(self) -> bool:
@@ -111,7 +111,7 @@ class Persistent(Request[T]):
             if change is not None:
                 raise ValueError(f"{self.what}: start(): {change}; a persistent request's buffers must keep the "
                                  "address, shape and dtype they had at the init (create a new request for new buffers)")
-        self._pending = self._issuer.start_persistent(self._call, self._started)
+        self._pending = self._engine.start_persistent(self._call, self._started)
         self._started = self._pending
         self._done = False
 

@@ -5,6 +5,9 @@ Lanes let sends to one peer proceed while a receive from another is pending, so 
 protocol (eager up to ``eager_limit`` bytes, rendezvous above; headers checked on receipt) is in
 :mod:`hcomm_cffi.algorithms.p2p`.
 
+``stream=`` send/recv (:meth:`PointToPoint.on_stream`) are the library's own HcclSend/HcclRecv on the caller's
+stream instead, taken by the engine as stream-ordered collectives are.
+
 A receive from any source (:meth:`PointToPoint.irecv_any`) first watches the inboxes in this rank's
 HCCL buffer (one device-to-host copy of each header) for the next message of some peer, then posts
 an ordinary receive from that peer: the sender is whoever's message arrives first.
@@ -30,12 +33,13 @@ from ..errors import HcclError
 from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
 from . import observe
-from .call import Bound, Call
+from .call import LaunchBatch, Call
 from .errors import CommError, CommTimeoutError, MessageMismatchError
+from .nonblocking import request_for
 from .request import Request, timeout_arg
-from .issue import Issuer
+from .engine import Engine
 from .state import CommState
-from .streams import sync_stream
+from .streams import stream_handle, sync_stream
 
 __all__ = ["PointToPoint", "Lane", "AnySourceRequest"]
 
@@ -61,7 +65,7 @@ class PointToPoint:
 
     def __init__(self, state: CommState) -> None:
         self.state = state        # the communicator's state (api/state.py)
-        self.engine: Optional[Issuer] = None   # the communicator's engine, once it has a handle (Comm._setup)
+        self.engine: Optional[Engine] = None   # the communicator's engine, once it has a handle (Comm._setup)
         self.lanes: Dict[Tuple[int, str], Lane] = {}   # (peer, direction): at most two per peer, no bound needed
         # per thread: messages whose lane state it advanced (its interrupted blocking call breaks if it moved one;
         # another thread's posts in the meantime are not this call's)
@@ -99,6 +103,33 @@ class PointToPoint:
         got = self._blocking(lambda: self._post_recv(self._items(items, "recv_multi"), src, "recv_multi",
                                                      single=False), timeout, src, "send_multi")
         return cast(List[Any], got)
+
+    def on_stream(self, direction: str, x: Any, peer: int, stream: Any) -> Request[Any]:
+        """Enqueue the library's HcclSend (``direction`` "send": ``x`` to ``peer``) or HcclRecv ("recv": into ``x``
+        from ``peer``) on ``stream``, after the work there, and return its Request without waiting -- so it can be
+        captured into an ACL graph (:mod:`.graphs`).  Not the lanes' protocol (no header checked on receipt): sizes
+        and dtypes must match the peer's call, as for HcclSend/HcclRecv.  The engine takes it as a started
+        collective (one flight record and trace entry, closed by its Pending's completion)."""
+        state, engine = self.state, self.engine
+        sending = direction == "send"
+        peer = state.rank_arg("dst" if sending else "src", peer)
+        if peer == state.rank:
+            raise ValueError(f"{'dst' if sending else 'src'}={peer} is this rank; expected another rank of "
+                             f"communicator {state.name!r}")
+        buf = as_buffer(x, "x" if sending else "buf", writable=not sending)
+        stream_handle(stream)                  # a stream of this process (refused before anything is issued)
+        if engine is None:                     # a null communicator: refused as every call on it
+            state.check_usable(direction)
+        assert engine is not None
+        c = Call(direction, "native", stream=stream)   # the library's own send/recv
+        c.data(buf if sending else None, None if sending else buf, buf.count, buf.nbytes)
+        c.dtype = buf.dtype
+        c.direct = state.binding.send if sending else state.binding.recv
+        c.peer = peer
+        c.announces = False
+        c.what = f"{direction} of {buf.nbytes} bytes {'to' if sending else 'from'} rank {peer} (stream-ordered)"
+        c.record = observe.Record(direction, "p2p", buf.count, buf.nbytes, buf.dtype, None, peer)
+        return request_for(engine.start(c), None if sending else x)
 
     def irecv_any(self, buf: Any) -> "AnySourceRequest":
         """Start receiving into ``buf`` from whichever rank's next message arrives first (its ``source`` once done)."""
@@ -147,7 +178,7 @@ class PointToPoint:
         The transfer stays queued (it could still land in the buffer later), so the communicator is
         marked unusable rather than left to corrupt a buffer the caller reuses.  Posting and waiting are
         one region: an exception between them (Ctrl-C, an alarm) once something was launched breaks the
-        communicator too (api/interrupts.py); one before the launch (a refused argument) does not.
+        communicator too (api/engine.py); one before the launch (a refused argument) does not.
         """
         posted = getattr(self._posted, "n", 0)
         req: Optional[Request[Any]] = None
@@ -220,7 +251,7 @@ class PointToPoint:
             try:
                 with self._books:             # what was posted before this wait (other threads may post more)
                     issued = list(lane.inflight)
-                if timeout is None:           # committed: published if it lasts (api/announce.py)
+                if timeout is None:           # committed: published if it lasts (api/launch_order.py)
                     done = self.state.announcer.waiting(partial(sync_stream, self.state.binding, lane.stream),
                                                        peer=lane.peer, text=what)
                 else:
@@ -289,7 +320,7 @@ class PointToPoint:
 
     def _post(self, what: str, op: str, peer: int, direction: str, bufs: List[Buffer], desc: str,
               issue: Callable[[IssueContext, Lane, List[Buffer]], None], keep: Any, finish: Any) -> Request[Any]:
-        """Post ``op`` of ``bufs`` to/from ``peer`` (the caller's ``what``) on its lane through the engine (api/issue.py: checked, recorded,
+        """Post ``op`` of ``bufs`` to/from ``peer`` (the caller's ``what``) on its lane through the engine (api/engine.py: checked, recorded,
         launched, guarded); ``issue`` adds the protocol's tasks; the request completes it (``finish``)."""
         engine = self.engine
         if engine is None:                    # a null communicator: refused as every call on it
@@ -300,7 +331,7 @@ class PointToPoint:
         c.what = desc
         lanes: List[Lane] = []
 
-        def post(c: Call, declared: List[Buffer]) -> Bound:
+        def post(c: Call, declared: List[Buffer]) -> LaunchBatch:
             lane = self._lane(peer, direction)
             lanes.append(lane)
             ctx, batch = self._ctx(lane)
@@ -312,7 +343,7 @@ class PointToPoint:
             posted.n = getattr(posted, "n", 0) + 1
             c.moves = True                    # the lane's state advances from here: cut short, it is out of step
             issue(ctx, lane, declared)
-            return Bound(batch, None)
+            return LaunchBatch(batch, None)
         c.post = post
         engine.post(c)
         lane = lanes[0]
@@ -373,7 +404,10 @@ def _total(bufs: List[Buffer]) -> Tuple[int, int]:
 
 
 class AnySourceRequest(Request[Any]):
-    """A receive from any source: watches the inboxes until a peer's message arrives, then receives it from that peer."""
+    """``stream=`` send/recv (:meth:`PointToPoint.on_stream`) are the library's own HcclSend/HcclRecv on the caller's
+stream instead, taken by the engine as stream-ordered collectives are.
+
+A receive from any source: watches the inboxes until a peer's message arrives, then receives it from that peer."""
 
     def __init__(self, p2p_: PointToPoint, buf: Any) -> None:
         super().__init__(f"irecv_any on rank {p2p_.state.rank}", self._step, lambda: buf)

@@ -1,6 +1,6 @@
 """One communicator's state (:class:`CommState`): what it is, its lifecycle, and the checks and transitions on them.
 
-Every part of a communicator -- the Comm's methods, the collective engine (issue.py), the
+Every part of a communicator -- the Comm's methods, the collective engine (engine.py), the
 point-to-point lanes, started and persistent requests, the signature handshake, the observers --
 holds this one object and reads and changes the communicator through it; it points at nothing of
 theirs (its announcer, device-memory ranges and flight recorder are plain parts below it), so
@@ -27,7 +27,7 @@ from ..binding import Binding
 from ..flight import FlightRecorder
 from ..plan import Topology
 from . import live
-from .announce import Announcer
+from .launch_order import Announcer
 from .buffers import DeviceMemory
 from .errors import CommError, ForeignProcessError, NotMemberError
 
@@ -38,7 +38,7 @@ class CommState:
     """One communicator's identity, lifecycle and shared parts (see the module docstring)."""
 
     # set when the communicator's handle exists (Comm._setup); a null communicator never has them
-    announcer: Announcer            # what peers see of its calls and waits (api/announce.py)
+    announcer: Announcer            # what peers see of its calls and waits (api/launch_order.py)
     device_memory: DeviceMemory     # host ranges declared device memory (the emulator)
 
     __slots__ = ("binding", "name", "rank", "size", "parent_ranks", "topology", "timeout", "handle", "eager_limit",
@@ -126,7 +126,7 @@ class CommState:
 
     def interrupted(self, what: str, exc: BaseException) -> None:
         """``exc`` left the blocking ``what`` while its work was queued: the communicator breaks (the caller
-        re-raises).  A CommError (the library failed, already handled) changes nothing (api/interrupts.py)."""
+        re-raises).  A CommError (the library failed, already handled) changes nothing (api/engine.py)."""
         if isinstance(exc, CommError) or self.broken:
             return
         text = str(exc)

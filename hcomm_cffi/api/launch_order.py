@@ -5,7 +5,7 @@ collective against another whose notifies differ, or against a package algorithm
 both ranks would wait for the execution timeout.  The emulator keeps each rank's
 announcements where a peer's blocked wait reads them and fails naming both calls (sim/announce.py).
 A call is announced right before its launch, inside the region where an interrupted call breaks the
-communicator (api/interrupts.py), so a call cut short never leaves the ranks' numbering apart.  A call
+communicator (api/engine.py), so a call cut short never leaves the ranks' numbering apart.  A call
 an ACL graph captures runs nothing then: it is announced at each replay (``replayed``).
 
 A point-to-point operation is not a collective and takes no number, so a rank waiting in one while its

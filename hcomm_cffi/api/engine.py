@@ -1,16 +1,24 @@
-"""How a communicator's collectives become launched tasks: :class:`Issuer` (one per member Comm).
+"""The engine of one member Comm (:class:`Engine`): every operation of the communicator launches here, one way.
 
-For each :class:`~hcomm_cffi.api.call.Call` it resolves the algorithm, stages or declares the
-buffers, gets the resources (declared, or derived by a dry run), records the algorithm's schedule
-the first time per signature and stream, binds it to the call's buffers behind the signature
-handshake (:mod:`.signatures`; one bound batch per handshake parity, or one of its captured form) as an
-:class:`~hcomm_cffi.api.call.Entry`, launches it, and waits (blocking) or hands back a
-:class:`~hcomm_cffi.api.nonblocking.Pending`.  Every call of a replayable algorithm launches an
-Entry, whichever way it came: the full path (which binds it, and keeps it for the blocking call's
-key, :mod:`.fastcalls`), the fast path (:meth:`Issuer.fast`: the key's Entry) or a persistent
-request (:mod:`.persistent`: the Entry it bound at init).  The Issuer owns what that needs -- the
-streams, the caches, the scratch memory, the device-memory declarations, the sequence number --
-and reads and changes the communicator through its :class:`~hcomm_cffi.api.state.CommState`.
+Every public call becomes a :class:`~hcomm_cffi.api.call.Call` -- a collective blocking (fresh, or the
+:class:`~hcomm_cffi.api.call.BoundCall` kept for its key, :mod:`.fastcalls`), started, persistent (the BoundCall
+it bound at its init), stream-ordered or captured into an ACL graph; a stream-ordered send/recv (the
+library's own HcclSend/HcclRecv); a send/recv on a point-to-point lane -- and :meth:`Engine._launch` takes it
+through check -> bind -> record -> announce -> launch, then waits (blocking) or hands back a
+:class:`~hcomm_cffi.api.nonblocking.Pending`.  Each thing every call must do has its one place there: the
+usability check, the order after captured work, the flight record and trace entry, the device-memory
+declaration, and the guard (:meth:`Engine._failed`: a library error fails the communicator; Ctrl-C or an
+alarm once peers saw the call start breaks it, its queued work discarded so it never runs later against
+memory the caller reused).  Binding a collective resolves the algorithm, stages or declares the buffers,
+gets the resources (declared, or derived by a dry run), records the algorithm's schedule the first time per
+signature and stream, and binds it to the call's buffers behind the signature handshake (:mod:`.signatures`;
+one batch per handshake parity, or one of its captured form).  The Engine owns what that needs -- the
+streams, the caches, the scratch memory, the device-memory declarations -- and reads and changes the
+communicator through its :class:`~hcomm_cffi.api.state.CommState`.
+
+A call issued with ``stream=`` on a :class:`~hcomm_cffi.api.stream.Stream` breaks its communicator when that
+stream's next synchronize() fails or is interrupted (:func:`break_on_interrupted_wait`): its queued work must
+never run later either.
 """
 from __future__ import annotations
 
@@ -33,17 +41,17 @@ from ..plan import MIB
 from ..resources import Resources
 from . import consistency, graphs, observe
 from .buffers import NO_STAGING, Buffer, DeviceMemory, Staging
-from .announce import Announcer
-from .call import RESOURCES_MAX, SCHEDULES_MAX, Bound, Call, CommCache, Entry, LibraryCall
+from .launch_order import Announcer
+from .call import RESOURCES_MAX, SCHEDULES_MAX, LaunchBatch, Call, CommCache, BoundCall, LibraryCall
 from .errors import CommError
 from .fastcalls import key_of
-from .interrupts import break_on_interrupted_wait
+from .stream import Stream
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
 from .state import CommState
-from .streams import StreamTargets, Target, stream_handle, sync_stream
+from .streams import StreamTargets, StreamTarget, stream_handle, sync_stream
 
-__all__ = ["Issuer", "SCRATCH_MIN"]
+__all__ = ["Engine", "SCRATCH_MIN", "break_on_interrupted_wait"]
 
 #: The smallest scratch allocation (bytes); larger ones double.
 SCRATCH_MIN = 4096
@@ -51,7 +59,7 @@ SCRATCH_MIN = 4096
 AGREED_MAX = 4096
 
 
-class Issuer:
+class Engine:
     """One communicator's collective machinery (see the module docstring)."""
 
     def __init__(self, state: CommState, stream: Any) -> None:
@@ -74,7 +82,7 @@ class Issuer:
         # ranges declared device memory (the emulator): bound calls were validated on them
         self.device_memory = state.device_memory = DeviceMemory(b.lib, not self.staging, self.cache.invalidate)
         self.signer = Signer(state, self.cache.invalidate)
-        # launch order, for mismatches that never meet (api/announce.py)
+        # launch order, for mismatches that never meet (api/launch_order.py)
         self.announce = state.announcer = Announcer(b.lib, state.handle)
         self.scratch_ptr: Any = None
         self.scratch_size = 0
@@ -144,7 +152,7 @@ class Issuer:
         """Run ``c`` and wait for it; returns the algorithm's name.
 
         The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
-        The Entry it launches is kept under the call's fast-call key, so the next identical call is
+        The BoundCall it launches is kept under the call's fast-call key, so the next identical call is
         one lookup (:meth:`fast`).  It holds the communicator's call lock until it returns (api/state.py):
         another thread's call on the communicator waits for it.
         """
@@ -153,14 +161,14 @@ class Issuer:
         if c.staging is not NO_STAGING:
             c.staging.finish()
         elif c.entry is not None and c.fast_key is not None:
-            self.cache.fast.store(c.fast_key, c.entry)
+            self.cache.keep_fast(c.fast_key, c.entry)
         return c.alg.name
 
     def fast(self, c: Call, x: Any, x_written: bool, out: Any) -> bool:
-        """Whether the Entry kept for this blocking call's key ran it (its flight record and batch; nothing re-derived).
+        """Whether the BoundCall kept for this blocking call's key ran it (its flight record and batch; nothing re-derived).
 
         ``c`` holds the validated op, algorithm and root (the same checks as every call); sets
-        ``c.fast_key`` when the call has a key, so the full path keeps its Entry there.
+        ``c.fast_key`` when the call has a key, so the full path keeps its BoundCall there.
         """
         if not self.fast_ok or not c.blocking or (graphs.HOLDING and graphs.holding(self.state)):
             return False                # (nothing after captured work: the full path refuses it)
@@ -168,8 +176,8 @@ class Issuer:
         if key is None:
             return False
         with self.state.lock:       # as run(): the call lock until it returns; the lookup too (another thread's
-            try:                   # call may drop the Entry, and the scratch memory it addresses, meanwhile)
-                entry = self.cache.fast.entries.get(key)
+            try:                   # call may drop the BoundCall, and the scratch memory it addresses, meanwhile)
+                entry = self.cache.fast.get(key)
             except TypeError:               # an unhashable algorithm object: the full path serves it
                 return False
             c.fast_key = key
@@ -226,7 +234,7 @@ class Issuer:
         the request's of its previous start, started again).  Under the call lock until it is launched; a call bound
         in a generation of the cache that has passed is bound again first (what it named may be gone)."""
         with self.state.lock:
-            c.pending = pending if c.entry is not None else None   # without an Entry: a fresh start each time
+            c.pending = pending if c.entry is not None else None   # without an BoundCall: a fresh start each time
             return self._started(c)
 
     def post(self, c: Call) -> None:
@@ -238,7 +246,7 @@ class Issuer:
     def _launch(self, c: Call) -> None:
         """Take ``c`` through check -> bind -> record -> announce -> launch, and (blocking) wait for it.
 
-        Every collective comes this way -- blocking (fresh or its kept Entry), started, persistent, stream-ordered,
+        Every collective comes this way -- blocking (fresh or its kept BoundCall), started, persistent, stream-ordered,
         captured into an ACL graph -- and so does a stream-ordered send/recv (``c.direct``: the library's own
         HcclSend/HcclRecv); the caller holds the call lock.  Each step has its one place here: the usability
         check, the order after captured work, the flight record and trace entry (:func:`observe.issue`; a
@@ -255,7 +263,7 @@ class Issuer:
             graph = c.graph
             if graph is None:   # recorded once it will launch: a call refused while issuing leaves no open operation
                 c.slot = observe.issue(state, c.seq, c.record, c.fixed, c.name)
-            elif c.announces:   # announced at each replay, in the form whose handshake it repeats (api/announce.py)
+            elif c.announces:   # announced at each replay, in the form whose handshake it repeats (api/launch_order.py)
                 assert target is not None
                 graph.announces(state, partial(self.announce, c.record,
                                                self._has_handshake(self._resources(c, target))))
@@ -282,7 +290,7 @@ class Issuer:
                 raise
             raise err from exc
 
-    def _failed(self, c: Call, exc: BaseException, before: Tuple[int, int], bound: Optional[Bound]) -> BaseException:
+    def _failed(self, c: Call, exc: BaseException, before: Tuple[int, int], bound: Optional[LaunchBatch]) -> BaseException:
         """What leaves a call that raised ``exc``: a library error fails the communicator (a mismatch its handshake saw
         explains it better); anything else (Ctrl-C, an alarm) breaks it once peers could see the call start."""
         if isinstance(exc, HcclError) and exc.from_library:
@@ -293,7 +301,7 @@ class Issuer:
             self.state.interrupted(c.what, exc)
         return exc
 
-    def _bind_op(self, c: Call) -> Tuple[Bound, Optional[Target]]:
+    def _bind_op(self, c: Call) -> Tuple[LaunchBatch, Optional[StreamTarget]]:
         """The batch ``c`` launches now and the stream target it goes to (None: a direct library call)."""
         state = self.state
         if c.post is not None:                      # a send/recv on a point-to-point lane
@@ -311,11 +319,11 @@ class Issuer:
             sp, rp = self._pointers(c)
             call = partial(c.direct, sp if sp is not None else rp, c.count, int(c.dtype), c.peer, state.handle,
                            stream_handle(c.stream))
-            return Bound(LibraryCall(call), None), None
+            return LaunchBatch(LibraryCall(call), None), None
         if entry is not None and c.persistent and c.generation != self.cache.generation:
             self._bind_persistent(c)                # bound in a generation that has passed: again (api/call.py)
             entry = c.entry
-        if entry is not None:                       # a kept Entry (the fast path, a persistent request)
+        if entry is not None:                       # a kept BoundCall (the fast path, a persistent request)
             c.what, c.record, c.fixed = entry.what, entry.record, entry.fixed
             kept = entry.bound           # the batch of the handshake parity now (advancing it when it has one)
             bound = c.bound = kept[0] if len(kept) == 1 else kept[self.signer.advance(c.seq)]
@@ -328,19 +336,19 @@ class Issuer:
             c.slot = graph.captured(state, record, state.next_seq, partial(self.targets.order, target))
         entry, bound = self._bind(c, target, record, None if graph is None else graph.name)
         c.bound = bound
-        if not c.persistent:                        # (a persistent request keeps the Entry of its init)
+        if not c.persistent:                        # (a persistent request keeps the BoundCall of its init)
             c.entry = entry
         c.fixed = entry.fixed if entry is not None else None
         return bound, target
 
-    def _take(self, entry: Entry) -> Bound:
+    def _take(self, entry: BoundCall) -> LaunchBatch:
         """The batch of ``entry`` for the handshake parity now (advancing it when the call has a handshake)."""
         bound = entry.bound
         if len(bound) == 1:
             return bound[0]
         return bound[self.signer.advance(self.state.seq)]
 
-    def _pending(self, c: Call, bound: Bound, target: Optional[Target]) -> None:
+    def _pending(self, c: Call, bound: LaunchBatch, target: Optional[StreamTarget]) -> None:
         """The Pending that completes the started ``c`` (a persistent request's, started again, when it has one)."""
         stream = target.stream if target is not None else stream_handle(c.stream)
         pending = c.pending
@@ -365,7 +373,7 @@ class Issuer:
             observe.chose(self.state, c.coll, c.nbytes, alg, why)
         c.alg, c.what = choice
         sp, rp = self._pointers(c)
-        c.lib = CollectiveCall(c.coll, sp, rp, c.count, c.dtype, ReduceOp.SUM if c.op is None else c.op, c.root,
+        c.collective = CollectiveCall(c.coll, sp, rp, c.count, c.dtype, ReduceOp.SUM if c.op is None else c.op, c.root,
                                c.recv_count)
 
     def _pointers(self, c: Call) -> Tuple[Any, Any]:
@@ -387,9 +395,9 @@ class Issuer:
         for buf in bufs:
             self.device_memory.declare(buf)
 
-    def _bind(self, c: Call, target: Target, record: observe.Record, captured: Optional[str] = None
-              ) -> Tuple[Optional[Entry], Bound]:
-        """The Entry of ``c`` on ``target`` (None for an algorithm that is not replayable) and the batch to launch now.
+    def _bind(self, c: Call, target: StreamTarget, record: observe.Record, captured: Optional[str] = None
+              ) -> Tuple[Optional[BoundCall], LaunchBatch]:
+        """The BoundCall of ``c`` on ``target`` (None for an algorithm that is not replayable) and the batch to launch now.
 
         ``captured``: the name of the ACL graph that records the launch; the handshake takes the captured form,
         which every replay repeats as recorded (api/signatures.py), and the parity does not advance.
@@ -405,15 +413,15 @@ class Issuer:
         batch.extend(self._issue(c, res, target))
         if handshake and captured is None:  # issued without error: the parity advances with the launch
             self.signer.advance(self.state.seq)
-        return None, Bound(batch, exchange)
+        return None, LaunchBatch(batch, exchange)
 
     def _has_handshake(self, res: Resources) -> bool:
         """A call on ``res`` starts with the signature handshake: its algorithm talks to peers, or the check is on."""
         return self.state.size > 1 and (bool(res.channels) or self.check_native)
 
-    def _issue(self, c: Call, res: Resources, target: Target) -> TaskBatch:
+    def _issue(self, c: Call, res: Resources, target: StreamTarget) -> TaskBatch:
         """The algorithm's tasks for ``c`` on ``res`` (its Python issue code runs)."""
-        lc = c.lib
+        lc = c.collective
         body = TaskBatch(self.b)
         ctx = IssueContext(body, res, rank=self.state.rank, size=self.state.size, topology=self.state.topology,
                            timeout_s=self.state.timeout, dtype=lc.dtype, op=lc.op, comm=self.state.handle,
@@ -421,12 +429,12 @@ class Issuer:
         c.alg.issue(ctx, lc)
         return body
 
-    def _schedule(self, c: Call, target: Target) -> Optional[Tuple[Schedule, bool]]:
+    def _schedule(self, c: Call, target: StreamTarget) -> Optional[Tuple[Schedule, bool]]:
         """The recorded schedule of ``c``'s signature on ``target`` and whether it has a handshake (recorded now the
         first time); None when the algorithm is not replayable."""
         if not c.alg.replayable:
             return None
-        lc = c.lib
+        lc = c.collective
         key = (c.alg, lc.coll, lc.count, lc.dtype, lc.op, lc.root, lc.recv_count, c.in_place)
         known = target.schedules.get(key)
         if known is None:
@@ -438,24 +446,24 @@ class Issuer:
             known = target.schedules[key] = (capture(body, self._bases(c)), self._has_handshake(res))
         return known
 
-    def _entry(self, c: Call, target: Target, record: observe.Record, captured: Optional[str] = None
-               ) -> Optional[Entry]:
+    def _entry(self, c: Call, target: StreamTarget, record: observe.Record, captured: Optional[str] = None
+               ) -> Optional[BoundCall]:
         """``c`` bound to its buffers on ``target`` (kept in the cache, so the same buffers bind once); ``captured``:
         the graph that records it (the handshake's captured form alone, naming the graph in a mismatch)."""
         known = self._schedule(c, target)
         if known is None:
             return None
         schedule, handshake = known
-        key = (schedule, c.lib.send, c.lib.recv, self.scratch_ptr, captured)
+        key = (schedule, c.collective.send, c.collective.recv, self.scratch_ptr, captured)
         entry = self.cache.entries.get(key)
         if entry is None:
             parities = ((0, 1) if captured is None else (CAPTURED,)) if handshake else (-1,)
             bound = tuple(self._bound(schedule, c, target, parity, captured) for parity in parities)
-            entry = Entry(c.alg.name, c.what, bound, record, observe.fixed_of(record))
+            entry = BoundCall(c.alg.name, c.what, bound, record, observe.fixed_of(record))
             self.cache.keep(key, entry)
         return entry
 
-    def _bound(self, known: Schedule, c: Call, target: Target, parity: int, graph: Optional[str] = None) -> Bound:
+    def _bound(self, known: Schedule, c: Call, target: StreamTarget, parity: int, graph: Optional[str] = None) -> LaunchBatch:
         """A replay of ``known`` on this call's buffers, after the handshake of ``parity`` (-1: none; CAPTURED: the
         captured form, in ACL graph ``graph``).
 
@@ -470,12 +478,12 @@ class Issuer:
             exchange = self._handshake(batch, c, res, target, parity, graph)
         batch.extend(known.bind(self.b, self._bases(c)))
         if self.caps.prepares_batches and not known.unbatched:
-            return Bound(PreparedLaunch(self.b, self.b.lib.prepare_batch(batch.calls)), exchange)
-        return Bound(batch, exchange)
+            return LaunchBatch(PreparedLaunch(self.b, self.b.lib.prepare_batch(batch.calls)), exchange)
+        return LaunchBatch(batch, exchange)
 
-    def _resources(self, c: Call, target: Target) -> Resources:
+    def _resources(self, c: Call, target: StreamTarget) -> Resources:
         """What ``c``'s algorithm declares for it on ``target``'s stream, or what a dry run of its schedule derives."""
-        alg, call = c.alg, c.lib
+        alg, call = c.alg, c.collective
         key = (alg, call.signature)
         res = target.res.get(key)
         if res is None:
@@ -508,7 +516,7 @@ class Issuer:
         agreed.add(key)
         return True
 
-    def _handshake(self, sink: TaskBatch, c: Call, res: Resources, target: Target, parity: int,
+    def _handshake(self, sink: TaskBatch, c: Call, res: Resources, target: StreamTarget, parity: int,
                    graph: Optional[str] = None) -> Optional[Exchange]:
         """Issue the signature handshake of ``c`` (slots and notifies of ``parity``; CAPTURED: the captured form, in
         ACL graph ``graph``) into ``sink``, on the thread the call's tasks run on."""
@@ -519,11 +527,26 @@ class Issuer:
         links = target.res.get(key)
         if links is None:
             links = target.res[key] = signer.resources(target.cache, peers, not own_thread)
-        words = consistency.signature(c.lib, c.alg.name)
+        words = consistency.signature(c.collective, c.alg.name)
         host_task = self.b.lib.host_task if self.caps.host_tasks else None
         return signer.issue(sink, links, res.main if own_thread else links.main, words, host_task, parity, graph)
 
     def _bases(self, c: Call) -> Tuple[Tuple[Any, int], ...]:
         """The buffers a schedule's addresses are relative to: (pointer, bytes) of send, receive and scratch."""
-        return ((c.lib.send, 0 if c.send is None else c.send.nbytes), (c.lib.recv, 0 if c.recv is None else c.recv.nbytes),
+        return ((c.collective.send, 0 if c.send is None else c.send.nbytes), (c.collective.recv, 0 if c.recv is None else c.recv.nbytes),
                 (self.scratch_ptr, self.scratch_size))
+
+
+def break_on_interrupted_wait(stream: Any, state: CommState, what: str) -> None:
+    """``what`` of communicator ``state`` was queued on ``stream``: when that is a :class:`Stream` whose next
+    synchronize() fails or an exception interrupts, the communicator breaks (its queued work never runs later)."""
+    if isinstance(stream, Stream):
+        stream.on_synchronized[id(state)] = partial(_stream_waited, state, what)
+
+
+def _stream_waited(state: CommState, what: str, error: Optional[BaseException]) -> None:
+    if error is None or state.broken or state.destroyed:
+        return
+    if isinstance(error, HcclError):        # the stream failed with the call queued: synchronize() raises this
+        raise observe.fail(state, error, f"a wait on the stream holding {what}") from error
+    state.interrupted(f"a wait on the stream holding {what}", error)
