@@ -3,7 +3,7 @@
     hcomm run -n 2 -- python benchmarks/profile_call.py [--iters 5000] [--algorithm auto]
     HCOMM_SIM_CHECK=off HCOMM_CHECK_COLLECTIVES=0 hcomm run -n 2 -- python benchmarks/profile_call.py
 
-After a warm-up (so the call is served by the fast path of ``api/fastcalls.py``), every rank runs
+After a warm-up (so the call is served by the fast path of ``api/buffers.py``), every rank runs
 the steps of ``Comm.allreduce`` and ``Engine.fast`` one by one with a clock read between them -- the
 usability check, the ``Call`` and its validated op and algorithm, the fast-call key and lookup, the
 flight record, the launch-order announcement, the launch, ``running``, the stream
@@ -27,7 +27,7 @@ from hcomm_cffi.algorithms import registry
 from hcomm_cffi.api import observe
 from hcomm_cffi.api.call import Call
 from hcomm_cffi.api.comm import _op as op_arg
-from hcomm_cffi.api.fastcalls import key_of
+from hcomm_cffi.api.buffers import key_of
 
 STEPS = ("check + Call + args", "key + lookup", "flight issue", "announce", "launch (+ wait)", "running", "synchronize",
          "done")

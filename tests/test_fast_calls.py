@@ -1,4 +1,4 @@
-"""Blocking calls repeated on the same NumPy buffers run from the per-signature cache (api/fastcalls.py).
+"""Blocking calls repeated on the same NumPy buffers run from the per-signature cache (api/buffers.py).
 
 Each rank runs every collective several times on fixed buffers under the strict checker, against
 NumPy, and checks that the cache served the repeats (its entry count, the algorithm's issue()

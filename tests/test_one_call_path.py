@@ -1,6 +1,6 @@
 """One call path: a cached call is validated as a fresh one, torch tensors are cached too, every operation ends in observe.
 
-Each rank warms a call up until the fast path serves it (api/fastcalls.py), then makes the
+Each rank warms a call up until the fast path serves it (api/buffers.py), then makes the
 spellings a fresh call refuses -- a bool or float root, ``op=False`` / ``0.0`` after ``op=0``, an
 ``out=`` viewed as another dtype -- and checks that the error is the one a fresh communicator
 raises for the same call, and that nothing was written.  A torch tensor repeated is served from

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 from ..algorithms.interface import Algorithm, AlgorithmArg, CollectiveCall
 from ..enums import DataType, ReduceOp
 from .buffers import NO_STAGING, Buffer, Staging
-from .fastcalls import X_AT, OUT_AT, Key, unowned
+from .buffers import OUT_AT, X_AT, Key, unowned
 from .launch_order import Record
 
 __all__ = ["Call", "LaunchBatch", "LibraryCall", "BoundCall", "CommCache", "CHOICES_MAX", "RESOURCES_MAX", "SCHEDULES_MAX",
@@ -32,7 +32,7 @@ RESOURCES_MAX = 4096
 SCHEDULES_MAX = 4096
 #: calls kept bound to their buffers (emulator: prepared task lists), across every stream
 ENTRIES_MAX = 256
-#: blocking call keys kept (api/fastcalls.py), each naming one of the bound calls above
+#: blocking call keys kept (api/buffers.py), each naming one of the bound calls above
 FAST_MAX = 1024
 
 
@@ -51,7 +51,7 @@ class Call:
     nbytes = 0
     recv_count: Optional[int] = None
     result: Any = None               # what a blocking call returns (and Request.wait())
-    fast_key: Optional[Tuple[Any, ...]] = None  # its key in the fast-call map (fastcalls.py), when it has one
+    fast_key: Optional[Tuple[Any, ...]] = None  # its key in the fast-call map (buffers.key_of), when it has one
     # resolved by Engine._prepare (engine.py)
     alg: Algorithm
     what = ""                        # the description errors carry
@@ -118,7 +118,7 @@ class BoundCall(NamedTuple):
 
 class CommCache:
     """The communicator's one cache of bound calls, with named bounds: the algorithm choices, the bound calls by
-    (schedule, buffers, scratch), and the blocking calls' keys (api/fastcalls.py) to them; :meth:`invalidate`
+    (schedule, buffers, scratch), and the blocking calls' keys (api/buffers.py) to them; :meth:`invalidate`
     drops whatever may name memory or resources that are gone.
 
     ``generation`` counts the invalidations: a persistent request (api/persistent.py) holds a BoundCall
@@ -132,7 +132,7 @@ class CommCache:
         self.generation = 0
         self.choices: Dict[Tuple[Any, ...], Tuple[Algorithm, str]] = {}   # (spec, coll, bytes, dtype, op, root) -> (alg, what)
         self.entries: Dict[Tuple[Any, ...], BoundCall] = {}  # (schedule, send, recv, scratch) -> the call bound there
-        self.fast: Dict[Key, BoundCall] = {}             # blocking call keys (fastcalls.key_of) -> their BoundCall
+        self.fast: Dict[Key, BoundCall] = {}             # blocking call keys (buffers.key_of) -> their BoundCall
 
     def invalidate(self) -> None:
         """Bound batches may name memory or resources that are gone: drop them and start a new generation."""

@@ -424,7 +424,7 @@ class Comm:
 
     # ------------------------------------------------------------------ collectives
     # Every public collective validates its scalar arguments (op, root, algorithm) with the same functions on every
-    # call, then asks the Engine's fast path (api/fastcalls.py: the same checks of the buffers, one lookup) before
+    # call, then asks the Engine's fast path (api/buffers.py: the same checks of the buffers, one lookup) before
     # validating the buffers in full; a persistent request (``*_init``) validates the same way once.
     def _begin(self, coll: str, what: str, algorithm: Any, async_op: bool = False, stream: Any = None,
                op: Any = _NONE, root: Any = _NONE) -> Call:

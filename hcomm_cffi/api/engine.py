@@ -1,7 +1,7 @@
 """The engine of one member Comm (:class:`Engine`): every operation of the communicator launches here, one way.
 
 Every public call becomes a :class:`~hcomm_cffi.api.call.Call` -- a collective blocking (fresh, or the
-:class:`~hcomm_cffi.api.call.BoundCall` kept for its key, :mod:`.fastcalls`), started, persistent (the BoundCall
+:class:`~hcomm_cffi.api.call.BoundCall` kept for its key, :func:`.buffers.key_of`), started, persistent (the BoundCall
 it bound at its init), stream-ordered or captured into an ACL graph; a stream-ordered send/recv (the
 library's own HcclSend/HcclRecv); a send/recv on a point-to-point lane -- and :meth:`Engine._launch` takes it
 through check -> bind -> record -> announce -> launch, then waits (blocking) or hands back a
@@ -44,7 +44,7 @@ from .buffers import NO_STAGING, Buffer, DeviceMemory, Staging
 from .launch_order import Announcer
 from .call import RESOURCES_MAX, SCHEDULES_MAX, LaunchBatch, Call, CommCache, BoundCall, LibraryCall
 from .errors import CommError
-from .fastcalls import key_of
+from .buffers import key_of
 from .stream import Stream
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer

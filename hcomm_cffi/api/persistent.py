@@ -22,7 +22,7 @@ from .._ffi import ffi
 from .buffers import as_buffer
 from .call import Call
 from .errors import CommError
-from .fastcalls import buffer_view
+from .buffers import buffer_view
 from .engine import Engine
 from .nonblocking import Pending
 from .request import Request
