@@ -1,4 +1,4 @@
-"""One collective call, normalised once (:class:`Call`), and what a communicator derives from calls (:class:`CommCache`).
+"""One operation, normalised once (:class:`Call`), and the communicator's one cache of bound calls (:class:`CommCache`).
 
 A public method of :class:`~hcomm_cffi.api.comm.Comm` validates its arguments into a ``Call``;
 every later step (the fast path, the algorithm choice, staging, the signature handshake, the
@@ -37,7 +37,8 @@ FAST_MAX = 1024
 
 
 class Call:
-    """One collective as the caller made it, then as the communicator resolved it.
+    """One operation -- a collective, a stream-ordered send/recv, a lane's send/recv -- as the caller made it, then
+    as the engine resolved, bound, recorded and launched it (api/engine.py).
 
     The fields a call may leave unset default at class level (no per-call cost for them).
     """
