@@ -33,7 +33,7 @@ def _no_site(skip: int = 2) -> bytes:
 
 
 def _round(comm: hcomm.Comm, ring: object, x: np.ndarray, iters: int, sites: bool = True) -> float:
-    comm._port.flight = ring               # the recorder on (the ring) or off (None), as HCOMM_FR_SIZE decides
+    comm._state.flight = ring               # the recorder on (the ring) or off (None), as HCOMM_FR_SIZE decides
     observe.callsite.here = _CAPTURE if sites else _no_site      # type: ignore[assignment]
     comm.barrier()
     t0 = time.perf_counter()
@@ -51,7 +51,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.pop("HCOMM_FR_SIZE", None)             # the default ring size
     world = hcomm.init()
-    ring = world._port.flight
+    ring = world._state.flight
     assert ring is not None, "the flight recorder is on by default"
     x = np.ones(2, np.float32)                       # 8 bytes
     rings = {"off": None, "on": ring, "no site": ring}
@@ -62,7 +62,7 @@ def main() -> None:
     for r in range(args.rounds):                      # rotate which goes first
         for key in order[r % 3:] + order[:r % 3]:
             best[key] = min(best[key], _round(world, rings[key], x, args.iters, key != "no site"))
-    world._port.flight = ring
+    world._state.flight = ring
     if world.rank == 0:
         print(f"8-byte allreduce on {world.size} ranks ({args.rounds} rounds x {args.iters}, best round): "
               f"flight recorder off {best['off']:.2f} us, on {best['on']:.2f} us (of which the call site "

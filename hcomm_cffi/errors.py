@@ -242,6 +242,8 @@ class HcclError(Exception):
     """A C call returned a nonzero HcclResult/aclError: names the function, the code and its name, the library's message and a hint."""
 
     default_code: Optional[int] = None
+    #: raised for a library's return code (False: the Comm API's own errors, api/errors.py, carry a code too)
+    from_library = True
 
     def __init__(
         self,

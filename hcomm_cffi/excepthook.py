@@ -38,7 +38,7 @@ def format_clean(value: BaseException, tb: Optional[TracebackType]) -> Optional[
     if not cut:
         return None
     cause, suppress = value.__cause__, value.__suppress_context__
-    hide = isinstance(cause, HcclError)
+    hide = isinstance(cause, HcclError) and cause.from_library     # a library's code: the message said it
     if hide:
         value.__cause__, value.__suppress_context__ = None, True
     try:

@@ -1,7 +1,7 @@
 """No argument combination is accepted on a cached call that a fresh call refuses (issue 36.2; the fix is issue 33's).
 
 A blocking call repeated on the same NumPy buffers is served from the communicator's fast-call
-cache (api/fastcalls.py), keyed by the buffers' addresses and the arguments as spelled.  The
+cache (api/buffers.py), keyed by the buffers' addresses and the arguments as spelled.  The
 hostile pass found it accepting what a fresh call refuses: ``out=o.view(np.int32)`` after two float32
 calls (float bits written into the int32 array), ``root=True / 1.0 / 1+0j / Fraction(1)`` and
 ``op=False / 0.0`` -- spellings that hash equal to the valid ones.

@@ -1,4 +1,4 @@
-"""Blocking calls repeated on the same NumPy buffers run from the per-signature cache (api/fastcalls.py).
+"""Blocking calls repeated on the same NumPy buffers run from the per-signature cache (api/buffers.py).
 
 Each rank runs every collective several times on fixed buffers under the strict checker, against
 NumPy, and checks that the cache served the repeats (its entry count, the algorithm's issue()
@@ -34,11 +34,11 @@ def body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, Any]:
         x = np.empty(12, np.float32)
         for step in range(4):                                # in place: issued once, replayed, then served
             x[:] = _values(rank, step, 12, np.float32)
-            seq = w._issuer.seq
+            seq = w._state.seq
             assert w.allreduce(x, algorithm=algo) is x
-            assert w._issuer.seq == seq + 1                          # one flight record per call, fast or not
+            assert w._state.seq == seq + 1                          # one flight record per call, fast or not
             np.testing.assert_array_equal(x, sum(_values(r, step, 12, np.float32) for r in ranks))
-        seen["entries_in_place"] = len(w._issuer.cache.fast.entries)
+        seen["entries_in_place"] = len(w._engine.cache.fast)
         seen["issued_in_place"] = issued[0]
 
         as_int = x.view(np.int32)                            # same address and bytes, another dtype
@@ -95,7 +95,7 @@ def body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, Any]:
                 np.testing.assert_array_equal(x, sum(_values(r, step, 12, np.float32) for r in ranks))
             else:
                 assert got is None
-        seen["entries"] = len(w._issuer.cache.fast.entries)
+        seen["entries"] = len(w._engine.cache.fast)
 
         x.flags.writeable = False                            # a cached buffer made read-only: refused
         with pytest.raises(ValueError, match="read-only"):
@@ -106,8 +106,8 @@ def body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, Any]:
         with pytest.raises(ValueError, match="C-contiguous"):   # same first address, not contiguous
             w.allreduce(grid.T, algorithm=algo)
 
-        w._issuer.forget_resources()                                # resources re-acquired: nothing stale is served
-        seen["entries_after_forget"] = len(w._issuer.cache.fast.entries)
+        w._engine.forget_resources()                                # resources re-acquired: nothing stale is served
+        seen["entries_after_forget"] = len(w._engine.cache.fast)
         before = issued[0]
         for step in range(3):
             x[:] = _values(rank, step, 12, np.float32)
@@ -147,7 +147,7 @@ def mismatch_body(rank: int, n: int, root_info: bytes, algo: str) -> str:
         x = np.ones(8, np.float32)
         for _ in range(3):
             w.allreduce(x, algorithm=algo)
-        assert len(w._issuer.cache.fast.entries) == 1
+        assert len(w._engine.cache.fast) == 1
         x[:] = 1
         with pytest.raises(CollectiveMismatchError) as info:
             w.allreduce(x, "max" if rank == 1 else "sum", algorithm=algo)

@@ -115,7 +115,7 @@ def _fork_body(rank: int, n: int, root: bytes) -> Any:
         assert np.all(started == n), started
         w.barrier()
         _checked_calls(w, sub, 3)
-        rings = [c._port.flight for c in (w, sub) if c._port.flight is not None]
+        rings = [c._state.flight for c in (w, sub) if c._state.flight is not None]
         assert all(ring.ended() == flight.LIVE for ring in rings), "a child ended the parent's flight recorder"
         return result
     finally:

@@ -104,13 +104,14 @@ def test_no_upward_imports() -> None:
     assert not bad, "upward imports:\n" + "\n".join(bad)
 
 
-def _import_graph(mods: Dict[str, Path]) -> Dict[str, Set[str]]:
-    """module -> the modules it imports when it runs (module level or lazily), type-only imports left out."""
+def _import_graph(mods: Dict[str, Path], type_only: bool = False) -> Dict[str, Set[str]]:
+    """module -> the modules it imports when it runs (module level or lazily); ``type_only``: and those it imports
+    under ``if TYPE_CHECKING:`` (a cycle tied by them still leaves nobody able to say where a thing lives)."""
     graph: Dict[str, Set[str]] = {m: set() for m in mods}
     for module, path in mods.items():
         for name, _, runs in _imports(path, module):
             target = _resolve(name, set(mods))
-            if runs and target != module and target in graph and target != "hcomm_cffi" \
+            if (runs or type_only) and target != module and target in graph and target != "hcomm_cffi" \
                     and not module.startswith(target + "."):   # a submodule importing its package's __init__
                 graph[module].add(target)
     return graph
@@ -172,6 +173,80 @@ def test_the_cycle_check_counts_lazy_imports_and_not_type_only_ones(tmp_path: Pa
     graph = _import_graph(mods)
     assert graph["hcomm_cffi.c"] == {"hcomm_cffi.a"} and graph["hcomm_cffi.d"] == {"hcomm_cffi.c"}
     assert _cycles(graph) == [["hcomm_cffi.a", "hcomm_cffi.b"]]
+
+
+#: the folders whose modules may not import each other in a circle, type-only imports included (issue 42)
+STRICT_FOLDERS = ("api", "algorithms", "sim")
+
+def _folder_cycles(mods: Dict[str, Path]) -> List[List[str]]:
+    """The import cycles, type-only imports included, within each folder of STRICT_FOLDERS."""
+    graph = _import_graph(mods, type_only=True)
+    found = []
+    for folder in STRICT_FOLDERS:
+        prefix = f"hcomm_cffi.{folder}."
+        sub = {m: {t for t in targets if t.startswith(prefix)} for m, targets in graph.items() if m.startswith(prefix)}
+        found += _cycles(sub)
+    return found
+
+
+def test_no_import_cycles_in_api_algorithms_sim_type_only_included() -> None:
+    """api/, algorithms/ and sim/ have no import cycle, ``if TYPE_CHECKING:`` imports included: in sim/ the object
+    model (queues.py) and the task kinds (tasks.py) sit below the communicator and the executor."""
+    cycles = _folder_cycles(_modules())
+    assert not cycles, "import cycles (type-only imports included):\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_folder_cycle_check_counts_type_only_imports(tmp_path: Path) -> None:
+    """A cycle tied only by a TYPE_CHECKING import inside api/ is found (a guard against a check that cannot fail)."""
+    (tmp_path / "a.py").write_text("from . import b\n")
+    (tmp_path / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n")
+    mods = {f"hcomm_cffi.api.{m}": tmp_path / f"{m}.py" for m in "ab"}
+    assert _cycles(_import_graph(mods)) == []
+    assert _folder_cycles(mods) == [["hcomm_cffi.api.a", "hcomm_cffi.api.b"]]
+
+
+def _class_privates(tree: ast.AST) -> Dict[str, Set[str]]:
+    """class name -> the private names it defines (methods, class-level names, ``__slots__``, ``self._x`` stores)."""
+    out: Dict[str, Set[str]] = {}
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef):
+            names = _private_definitions(ast.Module(body=cls.body, type_ignores=[]))
+            out[cls.name] = names
+    return out
+
+
+def _foreign_private_reads(path: Path) -> List[str]:
+    """``obj._name`` in ``path`` where ``obj`` is not ``self``/``cls`` and the enclosing class (if any) does not
+    define ``_name``: a private attribute read from outside the class that owns it."""
+    tree = ast.parse(path.read_text(), str(path))
+    privates = _class_privates(tree)
+    found: List[str] = []
+
+    def visit(node: ast.AST, owner: Set[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            mine = privates.get(child.name, set()) if isinstance(child, ast.ClassDef) else owner
+            if isinstance(child, ast.Attribute) and child.attr.startswith("_") and not child.attr.startswith("__") \
+                    and not (isinstance(child.value, ast.Name) and child.value.id in ("self", "cls")) \
+                    and child.attr not in owner:
+                found.append(f"{path.name}:{child.lineno} {ast.unparse(child)}")
+            visit(child, mine)
+    visit(tree, set())
+    return found
+
+
+def test_nothing_outside_a_class_reads_its_private_attributes_in_api() -> None:
+    """Within api/, ``x._name`` appears only inside the class that defines ``_name`` (issue 42: one owner per state)."""
+    bad = [hit for path in sorted((PKG / "api").glob("*.py")) for hit in _foreign_private_reads(path)]
+    assert not bad, "private attributes read outside their class:\n" + "\n".join(bad)
+
+
+def test_the_foreign_private_check_sees_reads(tmp_path: Path) -> None:
+    """A read of another class's private attribute is found; the owner's own read of another instance is not."""
+    sample = tmp_path / "sample.py"
+    sample.write_text("class A:\n    def __init__(self):\n        self._x = 1\n    def same(self, other):\n"
+                      "        return other._x\n\n"
+                      "class B:\n    def peek(self, a):\n        return a._x\n\ndef f(a):\n    return a._x\n")
+    assert [hit.split(" ", 1)[1] for hit in _foreign_private_reads(sample)] == ["a._x", "a._x"]
 
 
 @pytest.mark.parametrize("module", ["hcomm_cffi.algorithms.interface", "hcomm_cffi.api.comm"])
@@ -256,7 +331,7 @@ def _private_reaches(modules: Dict[str, Path]) -> List[str]:
 
 
 def test_no_module_reaches_into_another_modules_private_state() -> None:
-    """A Comm's state is reached through its CommPort, a Work's through its properties, a TaskBatch's through its
+    """A Comm's state is reached through its CommState, a Work's through its properties, a TaskBatch's through its
     attributes: no module reads or writes ``other._private`` of another module of the package (issue 33)."""
     bad = _private_reaches(_modules())
     assert not bad, "private attributes reached across modules:\n" + "\n".join(bad)
@@ -272,21 +347,3 @@ def test_the_private_reach_check_sees_reads_and_writes(tmp_path: Path) -> None:
     assert sorted(bad) == ["a._x", "a._y"]
     (tmp_path / "owner.py").write_text("class A:\n    def __init__(self):\n        self._broken = None\n")
     assert [line.split(" ", 1)[1] for line in _private_reaches(mods)] == ["a._broken"]
-
-
-def _import_graph_type_only_included(mods: Dict[str, Path], under: str) -> Dict[str, Set[str]]:
-    """module -> every module under ``under`` it imports, ``if TYPE_CHECKING:`` imports included."""
-    graph: Dict[str, Set[str]] = {m: set() for m in mods if m.startswith(under)}
-    for module in graph:
-        for name, _, _ in _imports(mods[module], module):
-            target = _resolve(name, set(mods))
-            if target != module and target in graph and not module.startswith(target + "."):
-                graph[module].add(target)
-    return graph
-
-
-def test_the_emulator_has_no_import_cycle_even_type_only() -> None:
-    """sim/ is layered all the way: the object model (sim/queues.py) and the task kinds (sim/tasks.py) sit below the
-    communicator and the executor, and no import, not even a type-only one, points back up (issue 42)."""
-    cycles = _cycles(_import_graph_type_only_included(_modules(), "hcomm_cffi.sim."))
-    assert not cycles, f"import cycles in hcomm_cffi.sim (type-only imports included): {cycles}"

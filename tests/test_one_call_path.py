@@ -1,6 +1,6 @@
 """One call path: a cached call is validated as a fresh one, torch tensors are cached too, every operation ends in observe.
 
-Each rank warms a call up until the fast path serves it (api/fastcalls.py), then makes the
+Each rank warms a call up until the fast path serves it (api/buffers.py), then makes the
 spellings a fresh call refuses -- a bool or float root, ``op=False`` / ``0.0`` after ``op=0``, an
 ``out=`` viewed as another dtype -- and checks that the error is the one a fresh communicator
 raises for the same call, and that nothing was written.  A torch tensor repeated is served from
@@ -42,7 +42,7 @@ def validation_body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str,
         for _ in range(3):                       # cached: served by the fast path from the second call on
             w.broadcast(x, root=1, algorithm=algo)
             w.allreduce(x, op=0, out=out, algorithm=algo)
-        entries = len(w._issuer.cache.fast.entries)
+        entries = len(w._engine.cache.fast)
         before_x, before_out = x.copy(), out.copy()
         calls: List[Tuple[str, Callable[[Any], Any]]] = [
             ("root=True", lambda c: c.broadcast(x, True, algorithm=algo)),
@@ -65,7 +65,7 @@ def validation_body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str,
             assert cached == first, (label, cached, first)
             np.testing.assert_array_equal(x, before_x, err_msg=label)        # a refused call writes nothing
             np.testing.assert_array_equal(out, before_out, err_msg=label)
-        seen["entries_unchanged"] = len(w._issuer.cache.fast.entries) == entries
+        seen["entries_unchanged"] = len(w._engine.cache.fast) == entries
         w.broadcast(x, np.int64(1), algorithm=algo)  # what a fresh call accepts, the cache accepts: right data
         np.testing.assert_array_equal(x, np.arange(8, dtype=np.float32) + 1)
         seen["refusals"] = len(calls)
@@ -88,12 +88,12 @@ def torch_body(rank: int, n: int, root_info: bytes) -> Dict[str, Any]:
     w = hcomm.init(rank=rank, world_size=n, root_info=root_info)
     issued = count_issues("ring")
     full = [0]
-    run = w._issuer.run
+    run = w._engine.run
 
     def counted(c: Any) -> str:
         full[0] += 1
         return run(c)
-    w._issuer.run = counted                  # type: ignore[method-assign]
+    w._engine.run = counted                  # type: ignore[method-assign]
     try:
         t = torch.zeros(6, dtype=torch.float32)
         out = torch.empty(6, dtype=torch.float32)
@@ -102,7 +102,7 @@ def torch_body(rank: int, n: int, root_info: bytes) -> Dict[str, Any]:
             assert w.allreduce(t, algorithm="ring") is t
             assert torch.equal(t, torch.full((6,), float(sum(r + step for r in range(n)))))
             assert w.allreduce(t, out=out, algorithm="ring") is out
-        entries = len(w._issuer.cache.fast.entries)
+        entries = len(w._engine.cache.fast)
         with pytest.raises(ValueError, match="dtype"):           # out= viewed as another dtype: refused
             w.allreduce(t, out=out.view(torch.int32), algorithm="ring")
         with pytest.raises(ValueError, match="not contiguous"):  # a non-contiguous view of a cached tensor

@@ -112,7 +112,7 @@ def body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, Any]:
                 tr.start()
             assert not tr.active and t.tolist() == [0.0] * (4 * n)
 
-        w._issuer.forget_resources()                         # the cache starts over: the request binds again
+        w._engine.forget_resources()                         # the cache starts over: the request binds again
         x[:] = _vals(rank, 7, 4 * n)
         r.start()
         r.wait()

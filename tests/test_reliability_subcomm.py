@@ -34,12 +34,12 @@ def create(rank: int, n: int, root_info: bytes, lists: Dict[int, Optional[List[i
         try:
             sub = hcomm.Comm(name, ranks=ranks)
         except hcomm.CommError as exc:
-            return ("error", round(time.monotonic() - t0, 2), f"{type(exc).__name__}: {exc}", w._broken is None)
+            return ("error", round(time.monotonic() - t0, 2), f"{type(exc).__name__}: {exc}", w.broken is None)
         out = None
         if sub:
             out = int(sub.allreduce(np.array([rank + 1], np.int64))[0])
         sub.destroy()
-        return ("ok", round(time.monotonic() - t0, 2), out, w._broken is None)
+        return ("ok", round(time.monotonic() - t0, 2), out, w.broken is None)
     finally:
         hcomm.finalize()
 

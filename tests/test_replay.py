@@ -53,7 +53,7 @@ def body(rank: int, n: int, root_info: bytes, algo: str, coll: str) -> Dict[str,
         seen["other_signatures"] = issued[0]
         run(100, np.float32, 8, True)                    # the first signature: still replayed
         seen["back"] = issued[0]
-        w._issuer.forget_resources()                            # resources re-acquired: the old schedules are stale
+        w._engine.forget_resources()                            # resources re-acquired: the old schedules are stale
         run(100, np.float32, 9, True)
         seen["after_new_resources"] = issued[0]
         return seen
@@ -113,7 +113,7 @@ def prepared_body(rank: int, n: int, root_info: bytes, algo: str) -> Dict[str, i
                 w.allreduce(buf, algorithm=algo)
                 expect = np.arange(64, dtype=np.float32) * (n * (n + 1) // 2) + n * step
                 np.testing.assert_array_equal(buf, expect)
-        prepared = [b.batch for e in w._issuer.cache.entries.values() for b in e.bound]
+        prepared = [b.batch for e in w._engine.cache.entries.values() for b in e.bound]
         return {"prepared": len(prepared), "tasks": min(len(p) for p in prepared)}
     finally:
         hcomm.finalize()

@@ -99,9 +99,9 @@ def _comm_api(rank: int, n: int, root: bytes) -> list:
     x = np.full(1000, rank + 1, np.float32)
     comm.allreduce(x)
     y = comm.allgather(np.full(8, rank, np.int32))
-    declared = len(comm._issuer.on_device)
+    declared = len(comm._engine.device_memory.ranges)
     comm.allreduce(x)                       # the same buffer again: nothing new declared
-    again = len(comm._issuer.on_device)
+    again = len(comm._engine.device_memory.ranges)
     comm.destroy()
     return [float(x[0]), y.tolist(), declared, again]
 

@@ -42,7 +42,7 @@ def body(rank: int, n: int, root_info: bytes, coll: str, gate: Any) -> Dict[str,
     try:
         _call(world, coll, rank + 1)()                    # the channels, parities and signature exist
         if rank == 0:
-            sc = _STATE.comm(world._port.handle)
+            sc = _STATE.comm(world.handle)
             ch = sc.native.channels[1]
             idx = PARITY + (sc.native.seq & 1)            # the notify of the next chunk's handshake
             value = next(v for v, f in sc.native.signatures.items() if f[1] == _SIG_KINDS.index(coll))

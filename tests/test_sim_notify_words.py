@@ -56,7 +56,7 @@ def _body(rank: int, n: int, root_info: bytes, algorithm: str, size: int) -> Dic
         world.allreduce(x, algorithm=algorithm)                # every channel it uses exists now
         views: List[StoresRepeated] = []
         if rank == 0:
-            for ch in _STATE.comm(world._port.handle).channels.values():
+            for ch in _STATE.comm(world.handle).channels.values():
                 ch.remote_words = StoresRepeated(ch.remote_words)
                 views.append(ch.remote_words)
         previous: List[List[Tuple[int, int]]] = [[] for _ in views]

@@ -27,12 +27,12 @@ def body(rank: int, n: int, root_info: bytes) -> Dict[str, Any]:
         for c in (own, other):
             c.allreduce(np.ones(4, np.float32))
         with EXECUTOR.lock:          # what an exception between a pin and its release leaves in this thread
-            EXECUTOR._pin({_STATE.comm(own._port.handle)})
+            EXECUTOR._pin({_STATE.comm(own.handle)})
         t0 = time.monotonic()
         own.destroy()
         own_s = time.monotonic() - t0
 
-        reader = _STATE.comm(other._port.handle)
+        reader = _STATE.comm(other.handle)
         pinned = threading.Event()
 
         def read_a_while() -> None:   # another host thread reading the memory outside the lock

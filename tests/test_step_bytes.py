@@ -20,7 +20,7 @@ ALGOS = ("ring", "mesh", "tree", "hierarchical")
 
 def _ring_allreduce_tasks(w: Any, count: int) -> int:
     """Tasks in the recorded schedule of the ring allreduce of ``count`` fp32 elements on ``w``'s stream."""
-    found = [s.tasks for key, (s, _) in w._issuer.targets.own.schedules.items()
+    found = [s.tasks for key, (s, _) in w._engine.targets.own.schedules.items()
              if key[0].name == "ring" and key[1] == "allreduce" and key[2] == count]
     assert len(found) == 1, found
     return found[0]
@@ -40,7 +40,7 @@ def steps_body(rank: int, n: int, root_info: bytes) -> Dict[str, Any]:
                         continue
                     c = count // n if coll in ("reduce_scatter", "alltoall", "allgather") else count
                     ran.append(run_case(w, rank, n, (coll, algo, "float32", "sum", c, 1), 23))
-        return {"ran": ran, "ring_tasks": _ring_allreduce_tasks(w, 5_003), "step": w._issuer.step_bytes}
+        return {"ran": ran, "ring_tasks": _ring_allreduce_tasks(w, 5_003), "step": w._engine.step_bytes}
     finally:
         hcomm.finalize()
 
@@ -62,7 +62,7 @@ def default_body(rank: int, n: int, root_info: bytes) -> Any:
 
     w = hcomm.init(rank=rank, world_size=n, root_info=root_info)
     try:
-        return w._issuer.step_bytes
+        return w._engine.step_bytes
     finally:
         hcomm.finalize()
 

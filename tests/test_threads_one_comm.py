@@ -9,7 +9,7 @@ call of every rank it was paired with.  What the package promises (docs/guide/re
   make a race (as on torch's process groups), so the test checks consistency, not thread identity;
 - calls of different threads whose paired calls differ are named a mismatch, within seconds.
 
-Before the call lock (api/port.py) two threads' ring calls interleaved their tasks: results that
+Before the call lock (api/state.py) two threads' ring calls interleaved their tasks: results that
 were no call's sum (1000 where 2001 was due), then both ranks waited HCCL_EXEC_TIMEOUT.
 """
 from __future__ import annotations

@@ -1,21 +1,19 @@
-"""Gradient fusion: pack many small tensors into buckets, allreduce each bucket, unpack.
+"""Gradient fusion's layout: which small tensors share a bucket, at which offsets.
 
 Buckets are formed in the given order, one dtype per bucket, closing a bucket before it would
 exceed ``bucket_bytes`` (a tensor larger than that gets a bucket of its own).  The layout depends
 only on the list of (dtype, size), so every rank packs the same bytes at the same offsets and the
-reduced results are identical across ranks.
+reduced results are identical across ranks.  (The torch backend fuses a list into one allreduce: its
+``ProcessGroupHcomm.allreduce_coalesced``, hcomm_cffi/torch/process_group.py.)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
-import numpy as np
-
-from .buffers import as_buffer, is_torch
 from ..enums import DataType
 
-__all__ = ["Bucket", "plan_buckets", "allreduce_coalesced", "DEFAULT_BUCKET_BYTES"]
+__all__ = ["Bucket", "plan_buckets", "DEFAULT_BUCKET_BYTES"]
 
 DEFAULT_BUCKET_BYTES = 32 << 20
 
@@ -62,35 +60,3 @@ def plan_buckets(specs: Sequence[Tuple[DataType, int]], bucket_bytes: int = DEFA
         count += n
     close()
     return out
-
-
-def _flat(t: Any) -> Any:
-    return t.reshape(-1) if is_torch(t) else np.asarray(t).reshape(-1)
-
-
-def allreduce_coalesced(comm: Any, tensors: Sequence[Any], op: Any = "sum",
-                        bucket_bytes: int = DEFAULT_BUCKET_BYTES, algorithm: str = "auto") -> List[Bucket]:
-    """Allreduce every tensor in place through fused buckets; returns the buckets used."""
-    if not isinstance(tensors, (list, tuple)):
-        raise TypeError(f"tensors is a {type(tensors).__name__}; expected a list or tuple of arrays/tensors")
-    bufs = [as_buffer(t, f"tensors[{i}]", writable=True) for i, t in enumerate(tensors)]
-    buckets = plan_buckets([(b.dtype, b.count) for b in bufs], bucket_bytes)
-    for bk in buckets:
-        first = tensors[bk.indices[0]]
-        if is_torch(first):
-            import torch
-            fused: Any = torch.empty(bk.count, dtype=first.dtype, device=first.device)
-            for i, off in zip(bk.indices, bk.offsets):
-                fused[off:off + bufs[i].count].copy_(_flat(tensors[i]))
-        else:
-            fused = np.empty(bk.count, dtype=np.asarray(first).dtype)
-            for i, off in zip(bk.indices, bk.offsets):
-                fused[off:off + bufs[i].count] = _flat(tensors[i])
-        comm.allreduce(fused, op, algorithm=algorithm)
-        for i, off in zip(bk.indices, bk.offsets):
-            n = bufs[i].count
-            if is_torch(tensors[i]):
-                _flat(tensors[i]).copy_(fused[off:off + n])
-            else:
-                _flat(tensors[i])[...] = fused[off:off + n]
-    return buckets

@@ -1,45 +1,132 @@
 """User buffers -> (pointer, bytes, dtype): NumPy arrays, torch tensors, DLPack and buffer-protocol objects.
 
 Validation happens here, before any library call: supported dtype, C-contiguous, writable when
-the call writes into it.  On the emulator host memory *is* device memory.  On Ascend, NPU tensors
+the call writes into it -- by :func:`as_buffer`, and for a repeated blocking call by :func:`key_of`, which
+reads a buffer in a way that makes the same checks (side by side below).  On the emulator host memory *is* device memory.  On Ascend, NPU tensors
 (torch_npu) are used in place after the caller's current NPU stream is synchronised; host
 buffers are staged through device memory (aclrtMalloc + aclrtMemcpy) by :class:`Staging`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, List, Sequence, Tuple, cast
+import sys
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
 from .._ffi import ffi
-from ..enums import DataType, MemcpyKind, dtype_from_numpy, dtype_from_torch, numpy_dtype, torch_dtype_names
+from ..enums import ELEMENT_SIZE, DataType, MemcpyKind, dtype_from_numpy, dtype_from_torch, numpy_dtype, torch_dtype_names
 from ..types import BufferLike, CData, SupportsDLPack
 
-__all__ = ["Buffer", "as_buffer", "new_like", "is_torch", "Staging", "overlaps"]
+__all__ = ["Buffer", "as_buffer", "new_like", "is_torch", "Staging", "overlaps", "DeviceMemory", "key_of", "buffer_view",
+           "unowned", "Key", "X_AT", "OUT_AT"]
 
 
-@dataclass
 class Buffer:
-    """A validated user buffer: ``ptr`` (``char *``), element ``count``, ``dtype``, ``shape``, device kind."""
+    """A validated user buffer: ``ptr`` (``char *``), element ``count``, ``dtype``, ``shape``, device kind, ``nbytes``."""
 
-    obj: BufferLike
-    ptr: CData
-    count: int
-    dtype: DataType
-    shape: Tuple[int, ...]
-    device: str = "host"            # "host" or "npu"
-    keep: List[Any] = field(default_factory=list)
+    __slots__ = ("obj", "ptr", "count", "dtype", "shape", "device", "keep", "nbytes")
 
-    @property
-    def nbytes(self) -> int:
-        """Size in bytes."""
-        return self.count * self.dtype.itemsize
+    def __init__(self, obj: BufferLike, ptr: CData, count: int, dtype: DataType, shape: Tuple[int, ...],
+                 device: str = "host", keep: Optional[List[Any]] = None) -> None:
+        self.obj = obj
+        self.ptr = ptr
+        self.count = count
+        self.dtype = dtype
+        self.shape = shape
+        self.device = device                 # "host" or "npu"
+        self.keep = keep if keep is not None else []   # what keeps the memory alive
+        self.nbytes = count * ELEMENT_SIZE[dtype]       # size in bytes (read on every path: computed once)
 
     @property
     def addr(self) -> int:
         """Start address as an int."""
         return int(ffi.cast("uintptr_t", self.ptr))
+
+
+# ------------------------------------------------------------------ the fast key, beside the checks it mirrors
+# A repeated blocking call is looked up by its key: the collective, its *validated* op, algorithm and root,
+# and each buffer's address, size and dtype, read in a way that makes the checks as_buffer makes of a buffer
+# of that kind (a NumPy array through ``ffi.from_buffer``: C-contiguous, and writable when the call writes
+# it; a CPU torch tensor through ``is_contiguous``).  An entry is stored only after the full path accepted a
+# call of the same key, so a hit is a call the full path accepts; whatever the key cannot describe gets no
+# key and takes the full path, which validates it and raises what it raises.
+Key = Tuple[Any, ...]
+_from_buffer = ffi.from_buffer
+_ndarray = np.ndarray
+_NOT_A_BUFFER = (ValueError, TypeError, BufferError)
+#: positions of the two buffer addresses in a key (see key_of), and the key's tail without ``out``
+X_AT, OUT_AT = 2, 5
+_NO_OUT = (None, 0, None)
+
+
+_tensors: Tuple[type, ...] = ()     # torch.Tensor and nn.Parameter, once torch is imported
+
+
+def _tensor_types() -> Tuple[type, ...]:
+    """torch.Tensor and nn.Parameter when torch is imported (never imports it: a user of tensors did)."""
+    global _tensors
+    if not _tensors:
+        torch = sys.modules.get("torch")
+        nn = getattr(torch, "nn", None)
+        if torch is not None and nn is not None and hasattr(nn, "Parameter"):   # fully imported
+            _tensors = (torch.Tensor, nn.Parameter)
+    return _tensors
+
+
+def buffer_view(buf: Any, written: bool) -> Optional[Tuple[Any, int, Any]]:
+    """(address, bytes, dtype) of a NumPy array or a CPU torch tensor that as_buffer would accept, else None."""
+    kind = type(buf)
+    if kind is _ndarray:
+        try:
+            view = _from_buffer("char[]", buf, written)   # refuses non-C-contiguous and (written) read-only arrays
+        except _NOT_A_BUFFER:
+            return None
+        return view, len(view), buf.dtype
+    if kind in _tensor_types():
+        try:
+            if not buf.is_cpu or not buf.is_contiguous():   # NPU tensors: the full path synchronises their stream
+                return None
+            return buf.data_ptr(), buf.nbytes, buf.dtype
+        except RuntimeError:        # sparse and other layouts without strides: the full path says what is wrong
+            return None
+    return None
+
+
+def key_of(coll: str, x: Any, x_written: bool, out: Any, scalars: Tuple[Any, ...]) -> Optional[Key]:
+    """The cache key of a call on ``x`` (and ``out``), or None when the full path must serve it.
+
+    ``scalars``: the call's validated op, algorithm and root.  The key holds ``from_buffer`` views
+    (they keep the arrays alive only as long as the key lives); :meth:`~hcomm_cffi.api.call.CommCache.keep_fast` keeps
+    plain pointers instead, which hash and compare equal to them.
+    """
+    if type(x) is _ndarray:          # the common case inline (what buffer_view does for an ndarray)
+        try:
+            v = _from_buffer("char[]", x, x_written)
+        except _NOT_A_BUFFER:
+            return None
+        xv: Tuple[Any, int, Any] = (v, len(v), x.dtype)
+    else:
+        view = buffer_view(x, x_written)
+        if view is None:
+            return None
+        xv = view
+    if out is None:
+        return (coll, scalars) + xv + _NO_OUT
+    if type(out) is _ndarray:
+        try:
+            v = _from_buffer("char[]", out, True)
+        except _NOT_A_BUFFER:
+            return None
+        return (coll, scalars) + xv + (v, len(v), out.dtype)
+    ov = buffer_view(out, True)
+    if ov is None:
+        return None
+    return (coll, scalars) + xv + ov
+
+
+def unowned(address: Any) -> Any:
+    """A plain pointer (or int address) equal to ``address`` as a key, keeping no array alive."""
+    return ffi.cast("char *", address) if isinstance(address, ffi.CData) else address
 
 
 def is_torch(x: Any) -> bool:
@@ -185,3 +272,46 @@ class _NoStaging(Staging):
 
 NO_STAGING = _NoStaging()
 
+
+
+#: host ranges a communicator keeps declared device memory; more start over (many short-lived arrays)
+DEVICE_RANGES_MAX = 4096
+
+
+class DeviceMemory:
+    """The host buffers one communicator declared device memory, where the backend takes host memory so.
+
+    The emulator rejects host memory as a local copy/reduce operand (sim/devmem.py); the Comm API hands
+    NumPy buffers to it directly instead of copying them into aclrtMalloc memory, so it says so here, once
+    per address range (a range already declared costs one dict lookup).  ``on_withdraw``: called before
+    ranges are withdrawn (bound calls were validated on them).
+    """
+
+    __slots__ = ("lib", "needed", "ranges", "on_withdraw")
+
+    def __init__(self, lib: Any, needed: bool, on_withdraw: Callable[[], None]) -> None:
+        self.lib = lib
+        self.needed = needed                              # False where the backend stages host buffers
+        self.ranges: Dict[Tuple[Any, int], int] = {}      # (char *, bytes) -> address, declared
+        self.on_withdraw = on_withdraw
+
+    def declare(self, buf: Optional[Buffer]) -> None:
+        """Declare ``buf`` device memory (nothing for None, an NPU tensor, an empty buffer or a staging backend)."""
+        if buf is None or not self.needed or buf.device == "npu" or not buf.nbytes:
+            return
+        key = (buf.ptr, buf.nbytes)         # cffi pointers hash and compare by address
+        if key in self.ranges:
+            return
+        if len(self.ranges) >= DEVICE_RANGES_MAX:
+            self.withdraw()
+        addr = int(ffi.cast("uintptr_t", buf.ptr))
+        self.lib.declare_device_memory(addr, buf.nbytes)
+        self.ranges[key] = addr
+
+    def withdraw(self) -> None:
+        """Withdraw every range declared."""
+        if self.ranges:
+            self.on_withdraw()
+            for addr in self.ranges.values():
+                self.lib.withdraw_device_memory(addr)
+            self.ranges.clear()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 import zlib
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union, overload
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union, cast, overload
 
 import numpy as np
 
@@ -27,18 +27,17 @@ from ..plan import Topology
 from .. import resources
 from ..resources import Holding
 from ..types import BufferLike, ReduceOpLike, StreamLike
-from . import average, live, membership, observe, stream_p2p
+from . import average, live, membership, observe
 from .buffers import Buffer, as_buffer, new_like, overlaps
 from .call import Call
 from .errors import CommError
-from .interrupts import abandon_queued
-from .issue import Issuer
+from .engine import Engine
 from .persistent import Persistent
 from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
-from .port import CommPort
 from .request import Request, is_seconds
+from .state import CommState, abandon_queued
 
-__all__ = ["Comm", "comm_of_handle", "DEFAULT_EAGER_LIMIT"]
+__all__ = ["Comm", "get_world", "current_world", "DEFAULT_EAGER_LIMIT"]
 
 #: the buffer a call returns (``x`` in place, else ``out``): the caller's own type
 B = TypeVar("B", bound=BufferLike)
@@ -106,10 +105,14 @@ def _op(op: Any) -> ReduceOp:
         raise ValueError(f"{exc}, or 'avg' (the sum divided by the number of ranks)") from None
 
 
-def comm_of_handle(binding: Binding, handle: Any, name: str, *, topology: TopologyArg = None,
-                   eager_limit: Optional[int] = None, timeout: Optional[float] = None) -> "Comm":
-    """A Comm over a communicator ``handle`` the library already made (the world, from HcclCommInitRootInfo)."""
-    return Comm._from_handle(binding, handle, name, topology=topology, eager_limit=eager_limit, timeout=timeout)
+def get_world() -> "Comm":
+    """The world communicator made by init() (raises NotInitializedError before it / after finalize())."""
+    return cast(Comm, live.get_world())
+
+
+def current_world() -> Optional["Comm"]:
+    """The world communicator, or None before init() / after finalize()."""
+    return cast(Optional[Comm], live.current_world())
 
 
 class Comm:
@@ -131,12 +134,8 @@ class Comm:
     """
 
     # set in _blank/_setup, which __init__ calls; declared here so their types are known before them
-    size: int
-    timeout: int
-    topology: Topology
-    parent_ranks: List[int]
-    _handle: Any
-    _issuer: Issuer
+    _state: CommState
+    _engine: Engine
 
     def __init__(self, name: str, ranks: Optional[Sequence[int]] = None, *, parent: Optional["Comm"] = None,
                  topology: TopologyArg = None, eager_limit: Optional[int] = None,
@@ -146,7 +145,7 @@ class Comm:
         ``buffer_size_mb``: this communicator's HCCL buffer half size in MiB (the vendor's
         ``hcclBufferSize``; default ``HCCL_BUFFSIZE``, which is process-wide).
         """
-        parent = parent if parent is not None else live.get_world()
+        parent = parent if parent is not None else get_world()
         parent._check_usable("Comm()")
         if not isinstance(name, str) or not name or len(name.encode()) > 127 or not name.isascii():
             raise ValueError(f"name={name!r}; expected a non-empty ASCII string of at most 127 bytes")
@@ -154,27 +153,27 @@ class Comm:
         if buffer_size_mb is not None:
             make_comm_config(buffer_size_mb=buffer_size_mb)  # validate on every rank, members or not
         self._blank(parent.binding, name)
-        self.parent_ranks = ids
+        self._state.parent_ranks = ids
         if parent.rank not in ids:
-            self.size = len(ids)
-            self._port.member = False
+            self._state.size = len(ids)
+            self._state.member = False
             return
         topo = _topology(topology, len(ids))  # validate everything before the collective library call
         eager, tmo = _eager(eager_limit), _exec_timeout(timeout if timeout is not None else parent.timeout)
         key = (name, tuple(ids))
-        with parent._port.lock:     # a collective of the parent: its call lock throughout (api/port.py)
+        with parent._state.lock:    # a collective of the parent: its call lock throughout (api/state.py)
             parent._check_usable("Comm()")
             nth = parent._children.get(key, 0)
-            membership.agree(parent, parent._port, name, nth, ids)  # members that disagree fail here, naming it
+            membership.agree(parent._state, parent._p2p, name, nth, ids)  # members that disagree fail here
             parent._children[key] = nth + 1
             sub_id = zlib.crc32(f"{parent.name}/{name}/{ids}/{nth}".encode())
             cfg = make_comm_config(comm_name=name if nth == 0 else f"{name}#{nth}", buffer_size_mb=buffer_size_mb)
-            handle = self.binding.create_sub_comm(parent._handle, ids, sub_id, ids.index(parent.rank), cfg)
+            handle = self.binding.create_sub_comm(parent.handle, ids, sub_id, ids.index(parent.rank), cfg)
         try:
             self._setup(handle, topo, eager, tmo)
         except BaseException:
             self.binding.comm_destroy(handle)
-            self._handle = None
+            self._state.handle = None
             raise
         live.register(self)
 
@@ -198,43 +197,38 @@ class Comm:
         return [int(r) for r in ids]
 
     def _blank(self, binding: Binding, name: str) -> None:
-        self.binding = binding
-        self.name = name
-        self.rank = -1
-        self.size = 0
-        self._handle = None
         # (name, ranks) -> sub-communicators made of it so far: one entry per distinct creation, what the user made
         self._children: Dict[Tuple[str, Tuple[int, ...]], int] = {}
-        self.parent_ranks = []
-        self._port = CommPort(self)             # its lifecycle state, and what its helpers may use of it
-        self._p2p = PointToPoint(self._port)
+        self._state = CommState(binding, name)  # its state: what every part of it reads and changes (api/state.py)
+        self._p2p = PointToPoint(self._state)
         self._splits = 0                        # split() calls so far (collective: equal on every rank)
 
     @classmethod
-    def _from_handle(cls, binding: Binding, handle: Any, name: str, *, topology: TopologyArg = None,
-                     eager_limit: Optional[int] = None, timeout: Optional[float] = None) -> "Comm":
+    def from_handle(cls, binding: Binding, handle: Any, name: str, *, topology: TopologyArg = None,
+                    eager_limit: Optional[int] = None, timeout: Optional[float] = None) -> "Comm":
+        """A Comm over a communicator ``handle`` the library already made (the world, from HcclCommInitRootInfo)."""
         self = cls.__new__(cls)
         self._blank(binding, name)
         self._setup(handle, topology, eager_limit, timeout)
-        self.parent_ranks = list(range(self.size))
+        self._state.parent_ranks = list(range(self.size))
         return self
 
     def _setup(self, handle: Any, topology: TopologyArg, eager_limit: Optional[int], timeout: Optional[float]) -> None:
-        b = self.binding
-        self._handle = handle
-        self.rank = b.get_rank_id(handle)
-        self.size = b.get_rank_size(handle)
-        self.timeout = _exec_timeout(timeout)
-        self._eager_limit = _eager(eager_limit)
-        self.topology = _topology(topology, self.size)
+        b, state = self.binding, self._state
+        state.handle = handle
+        state.rank = b.get_rank_id(handle)
+        state.size = b.get_rank_size(handle)
+        state.timeout = _exec_timeout(timeout)
+        state.eager_limit = _eager(eager_limit)
+        state.topology = _topology(topology, state.size)
         self._stream = b.create_stream()
-        self._issuer = self._port.issuer = Issuer(self._port, self._stream)
-        self._issuer.announce.p2p_pending = self._p2p.pending   # (api/announce.py: what a wait may publish)
+        self._engine = self._p2p.engine = Engine(state, self._stream)
+        state.announcer.p2p_pending = self._p2p.pending   # (api/launch_order.py: what a wait may publish)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
         if self.size > 1:
             self._connect_library_collectives()
-        self._port.flight = observe.created(self._port, self.size - 1 if self.size <= P2P_PRECONNECT_MAX else 0)
+        state.flight = observe.created(state, self.size - 1 if self.size <= P2P_PRECONNECT_MAX else 0)
 
     def _connect_peers(self) -> None:
         """Open the channel to every peer now (communicator creation is collective, p2p is not).
@@ -248,7 +242,7 @@ class Comm:
         for p in range(self.size):
             if p != self.rank:
                 by_proto.setdefault(int(self.topology.link(self.rank, p)), []).append(p)
-        resources.acquire_comm_channels(self.binding, self._handle, by_proto)
+        resources.acquire_comm_channels(self.binding, self.handle, by_proto)
 
     def _connect_library_collectives(self) -> None:
         """Set up the library collectives' links now (one library barrier), while every rank is here.
@@ -258,13 +252,13 @@ class Comm:
         started collective (``async_op``, torch's works) would block in its start, past the caller's
         timeout, and a rank that never calls one would be a link-setup timeout, not a wait naming it.
         """
-        self.binding.barrier(self._handle, self._stream)
+        self.binding.barrier(self.handle, self._stream)
         self.binding.synchronize_stream(self._stream)
 
     # ------------------------------------------------------------------ basics
     def resources(self) -> List[Holding]:
         """Every thread, channel and buffer this communicator acquired, by purpose (``describe()`` of each says it)."""
-        return resources.held_by(self._handle) if self._handle is not None else []
+        return resources.held_by(self.handle) if self.handle is not None else []
 
     def get_rank(self) -> int:
         """This process's rank in the communicator (-1 on a null communicator)."""
@@ -274,61 +268,89 @@ class Comm:
         """Number of ranks."""
         return self.size
 
+    # ------------------------------------------------------------------ what it is (its state's, read-only)
+    @property
+    def binding(self) -> Binding:
+        """The Binding the communicator calls through."""
+        return self._state.binding
+
+    @property
+    def name(self) -> str:
+        """Its name (as given to Comm() / init())."""
+        return self._state.name
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in it (-1 on a null communicator)."""
+        return self._state.rank
+
+    @property
+    def size(self) -> int:
+        """Its number of ranks."""
+        return self._state.size
+
+    @property
+    def parent_ranks(self) -> List[int]:
+        """Its members' ranks in the parent communicator."""
+        return self._state.parent_ranks
+
+    @property
+    def topology(self) -> Topology:
+        """Its topology."""
+        return self._state.topology
+
+    @property
+    def timeout(self) -> int:
+        """Seconds each notify wait may take (0: never)."""
+        return self._state.timeout
+
     @property
     def is_member(self) -> bool:
         """False for the null communicator handed to ranks outside ``ranks``."""
-        return self._port.member
+        return self._state.member
 
     @property
     def broken(self) -> Optional[str]:
         """Why the communicator is unusable after a failure (None while it works)."""
-        return self._port.broken
-
-    @property
-    def _broken(self) -> Optional[str]:
-        return self._port.broken
-
-    @_broken.setter
-    def _broken(self, why: Optional[str]) -> None:
-        self._port.broken = why
+        return self._state.broken
 
     @property
     def eager_limit(self) -> int:
         """Messages up to this many bytes are sent eagerly (the send returns before the matching recv)."""
-        return self._eager_limit
+        return self._state.eager_limit
 
     @eager_limit.setter
     def eager_limit(self, value: int) -> None:
-        self._eager_limit = _eager(value)
+        self._state.eager_limit = _eager(value)
 
     @property
     def handle(self) -> Any:
         """The ``HcclComm`` handle (for fused operators and direct library calls); None on a null communicator."""
-        return self._handle
+        return self._state.handle
 
     @property
     def comm_name(self) -> str:
         """The library's name of this communicator (HcclGetCommName; as torch_npu's ``get_hccl_comm_name``)."""
         self._check_usable("comm_name")
-        return self.binding.get_comm_name(self._handle)
+        return self.binding.get_comm_name(self.handle)
 
     @property
     def buffer_bytes(self) -> int:
         """Size of this rank's HCCL buffer in bytes (2 x the buffer size in MiB)."""
-        return self._issuer.buffer_bytes
+        return self._engine.buffer_bytes
 
     def __bool__(self) -> bool:
-        return self._port.member
+        return self._state.member
 
     def __repr__(self) -> str:
-        if not self._port.member:
+        if not self._state.member:
             return f"<Comm {self.name!r} null: this rank is not in ranks {self.parent_ranks}>"
-        state = "destroyed" if self._port.destroyed else ("broken" if self._port.broken else "live")
+        state = "destroyed" if self._state.destroyed else ("broken" if self._state.broken else "live")
         return f"<Comm {self.name!r} rank {self.rank}/{self.size} {state}>"
 
     def __reduce__(self) -> Any:
         raise TypeError(f"communicator {self.name!r} cannot be pickled (sent to another process): it belongs to "
-                        f"process {self._port.pid}, which created it; a process that must communicate calls "
+                        f"process {self._state.pid}, which created it; a process that must communicate calls "
                         "hcomm.init(rank=, world_size=, root_info=) itself as a rank of a job of its own")
 
     def __enter__(self) -> "Comm":
@@ -338,7 +360,7 @@ class Comm:
         self.destroy()
 
     def _check_usable(self, what: str) -> None:
-        self._port.check_usable(what)
+        self._state.check_usable(what)
 
     def destroy(self) -> None:
         """Release the communicator (idempotent; also on context-manager exit and at hcomm.finalize()).
@@ -346,25 +368,25 @@ class Comm:
         It waits for another thread's call in progress on it (the call lock); a forked child may not destroy its
         parent's communicator (:class:`~hcomm_cffi.api.errors.ForeignProcessError`, nothing released).
         """
-        port = self._port
-        port.check_process("destroy")
-        with port.lock:
-            self._destroy(port)
+        state = self._state
+        state.check_process("destroy")
+        with state.lock:
+            self._destroy(state)
 
-    def _destroy(self, port: CommPort) -> None:
-        if port.destroyed or self._handle is None:
-            port.destroyed = True
+    def _destroy(self, state: CommState) -> None:
+        if state.destroyed or state.handle is None:
+            state.destroyed = True
             return
-        port.destroyed = True
+        state.destroyed = True
         b = self.binding
         try:
-            if not port.broken:
-                self._issuer.drain(min(DRAIN_TIMEOUT_S, self.timeout or DRAIN_TIMEOUT_S))
+            if not state.broken:
+                self._engine.drain(min(DRAIN_TIMEOUT_S, self.timeout or DRAIN_TIMEOUT_S))
                 self._p2p.drain()
         finally:
             live.unregister(self)
-            handle, self._handle = self._handle, None
-            self._issuer.release()
+            handle, state.handle = state.handle, None
+            self._engine.release()
             left = self._p2p.pending()
             if left:              # requests the caller never waited for: their queued work goes (they fail, destroyed)
                 abandon_queued(b, handle, f"destroyed with {left} send/recv request(s) never waited for")
@@ -376,9 +398,9 @@ class Comm:
             self._p2p.close()
             b.destroy_stream(self._stream)
             resources.forget(handle)
-            observe.destroyed(port)
+            observe.destroyed(state)
             if failed is not None:
-                if not port.broken:
+                if not state.broken:
                     raise failed
                 # after a failure, notifies left set are its consequence (already reported), not a new error
                 warnings.warn(f"rank {self.rank}: destroy of {self.name!r} after an earlier failure: {failed}",
@@ -391,7 +413,7 @@ class Comm:
         dumps of all ranks with ``hcomm doctor DIR``.
         """
         self._check_usable("dump_flight_recorder")
-        if self._port.flight is None:
+        if self._state.flight is None:
             raise CommError("dump_flight_recorder: the flight recorder is off (HCOMM_FR_SIZE=0); expected "
                             "HCOMM_FR_SIZE >= 1 when the communicator was created")
         path = flight.dump_all("dump_flight_recorder()", directory)
@@ -402,16 +424,16 @@ class Comm:
 
     # ------------------------------------------------------------------ collectives
     # Every public collective validates its scalar arguments (op, root, algorithm) with the same functions on every
-    # call, then asks the Issuer's fast path (api/fastcalls.py: the same checks of the buffers, one lookup) before
+    # call, then asks the Engine's fast path (api/buffers.py: the same checks of the buffers, one lookup) before
     # validating the buffers in full; a persistent request (``*_init``) validates the same way once.
     def _begin(self, coll: str, what: str, algorithm: Any, async_op: bool = False, stream: Any = None,
                op: Any = _NONE, root: Any = _NONE) -> Call:
         """The Call of ``coll`` with its op and root validated, when it takes them (``what``: the name errors give
         the call; an explicit ``op=None`` or ``root=None`` is refused as a fresh call refuses it)."""
-        self._port.check_usable(what)
+        self._state.check_usable(what)
         c = Call(coll, algorithm, async_op, stream)
         if root is not _NONE:
-            c.root = self._port.rank_arg("root", root)
+            c.root = self._state.rank_arg("root", root)
         if op is not _NONE:
             c.op = _op(op)
         registry.check_algorithm(algorithm)
@@ -442,9 +464,9 @@ class Comm:
                 x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c = self._begin("allreduce", "allreduce", algorithm, async_op, stream, op=op)
         c.result = x if out is None else out
-        if self._issuer.fast(c, x, out is None, out):
+        if self._engine.fast(c, x, out is None, out):
             return c.result
-        return self._issuer.call(self._allreduce_data(c, x, out, "allreduce"))
+        return self._engine.call(self._allreduce_data(c, x, out, "allreduce"))
 
     def _allreduce_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x", writable=out is None)
@@ -463,9 +485,9 @@ class Comm:
         """Copy ``x`` of rank ``root`` into ``x`` on every rank (in place); returns ``x``."""
         c = self._begin("broadcast", "broadcast", algorithm, async_op, stream, root=root)
         c.result = x
-        if self._issuer.fast(c, x, self.rank != c.root, None):
+        if self._engine.fast(c, x, self.rank != c.root, None):
             return x
-        return self._issuer.call(self._broadcast_data(c, x))
+        return self._engine.call(self._broadcast_data(c, x))
 
     def _broadcast_data(self, c: Call, x: BufferLike) -> Call:
         xb = as_buffer(x, "x", writable=self.rank != c.root)
@@ -485,9 +507,9 @@ class Comm:
                   async_op: bool = False, stream: Optional[StreamLike] = None) -> Any:
         """Every rank's ``x`` stacked in rank order: ``out`` (a new buffer of x's kind when None) has shape (size, *x.shape)."""
         c = self._begin("allgather", "allgather", algorithm, async_op, stream)
-        if out is not None and self._issuer.fast(c, x, False, out):
+        if out is not None and self._engine.fast(c, x, False, out):
             return out
-        return self._issuer.call(self._allgather_data(c, x, out, "allgather"))
+        return self._engine.call(self._allgather_data(c, x, out, "allgather"))
 
     def _allgather_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x")
@@ -516,9 +538,9 @@ class Comm:
             return average.run("reduce_scatter", self.size, x, lambda: self.reduce_scatter(
                 x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c = self._begin("reduce_scatter", "reduce_scatter", algorithm, async_op, stream, op=op)
-        if out is not None and self._issuer.fast(c, x, False, out):
+        if out is not None and self._engine.fast(c, x, False, out):
             return out
-        return self._issuer.call(self._reduce_scatter_data(c, x, out, "reduce_scatter"))
+        return self._engine.call(self._reduce_scatter_data(c, x, out, "reduce_scatter"))
 
     def _reduce_scatter_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x")
@@ -549,13 +571,13 @@ class Comm:
         if average.wanted(op):
             return average.run("reduce", self.size, x, lambda: self.reduce(
                 x, root, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
-                self.rank == self._port.rank_arg("root", root))
+                self.rank == self._state.rank_arg("root", root))
         c = self._begin("reduce", "reduce", algorithm, async_op, stream, op=op, root=root)
         is_root = self.rank == c.root
         c.result = None if not is_root else (x if out is None else out)
-        if self._issuer.fast(c, x, is_root and out is None, out):
+        if self._engine.fast(c, x, is_root and out is None, out):
             return c.result
-        return self._issuer.call(self._reduce_data(c, x, out, "reduce"))
+        return self._engine.call(self._reduce_data(c, x, out, "reduce"))
 
     def _reduce_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         is_root = self.rank == c.root
@@ -579,9 +601,9 @@ class Comm:
                  async_op: bool = False, stream: Optional[StreamLike] = None) -> Any:
         """Block j of ``x`` goes to rank j; block i of ``out`` comes from rank i."""
         c = self._begin("alltoall", "alltoall", algorithm, async_op, stream)
-        if out is not None and self._issuer.fast(c, x, False, out):
+        if out is not None and self._engine.fast(c, x, False, out):
             return out
-        return self._issuer.call(self._alltoall_data(c, x, out, "alltoall"))
+        return self._engine.call(self._alltoall_data(c, x, out, "alltoall"))
 
     def _alltoall_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
         xb = as_buffer(x, "x")
@@ -601,7 +623,7 @@ class Comm:
     def barrier(self, *, algorithm: AlgorithmArg = "auto", async_op: bool = False,
                 stream: Optional[StreamLike] = None) -> Any:
         """Return once every rank has entered the barrier (None; a Request with ``async_op``/``stream``)."""
-        return self._issuer.call(self._begin("barrier", "barrier", algorithm, async_op, stream))
+        return self._engine.call(self._begin("barrier", "barrier", algorithm, async_op, stream))
 
     # ------------------------------------------------------------------ nonblocking (MPI names)
     def iallreduce(self, x: B, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
@@ -691,7 +713,7 @@ class Comm:
 
     def _persistent(self, c: Call, what: str, buffers: Tuple[Tuple[str, Any, bool], ...]) -> Persistent[Any]:
         """The persistent request of the validated call ``c`` over ``buffers`` ((argument, buffer, written), ...)."""
-        return Persistent(self._issuer, self._port, c, f"rank {self.rank} of communicator {self.name!r}: {what}",
+        return Persistent(self._engine, c, f"rank {self.rank} of communicator {self.name!r}: {what}",
                           tuple(b for b in buffers if b[1] is not None))
 
     # ------------------------------------------------------------------ any algorithm
@@ -711,7 +733,7 @@ class Comm:
                 raise ValueError(f"run_algorithm: algorithm {alg.name!r} implements {declared}; pass collective= "
                                  "to say which to run")
             collective = next(iter(alg.collectives))
-        root = self._port.rank_arg("root", root)
+        root = self._state.rank_arg("root", root)
         rop = None if op is None else _op(op)
         xb = as_buffer(x, "x", writable=out is None)
         ob = xb if out is None else as_buffer(out, "out", writable=True)
@@ -722,7 +744,7 @@ class Comm:
             raise ValueError("run_algorithm: out overlaps x; expected separate buffers (or out=None for in place)")
         c = Call(collective, alg).data(xb, ob, xb.count, xb.nbytes)
         c.op, c.root, c.recv_count = rop, root, ob.count
-        self._issuer.run(c)
+        self._engine.run(c)
         return x if out is None else out
 
     # ------------------------------------------------------------------ split (MPI_Comm_split)
@@ -733,7 +755,7 @@ class Comm:
         Ranks are ordered by ``key``, then by their rank here, as MPI_Comm_split.  ``color`` None or
         negative (MPI_UNDEFINED) gives a null communicator.  Default name: ``split<n>.<color>``.
         """
-        with self._port.lock:      # the colour exchange and the creation are one call of this communicator
+        with self._state.lock:      # the colour exchange and the creation are one call of this communicator
             return self._split(color, key, name, buffer_size_mb, topology)
 
     def _split(self, color: Optional[int], key: int, name: Optional[str], buffer_size_mb: Optional[int],
@@ -764,9 +786,9 @@ class Comm:
         """The null communicator a rank outside ``ranks`` holds."""
         self = cls.__new__(cls)
         self._blank(parent.binding, name)
-        self.parent_ranks = ranks
-        self.size = len(ranks)
-        self._port.member = False
+        self._state.parent_ranks = ranks
+        self._state.size = len(ranks)
+        self._state.member = False
         return self
 
     # ------------------------------------------------------------------ point-to-point (PointToPoint)
@@ -774,10 +796,10 @@ class Comm:
              stream: Optional[StreamLike] = None) -> Optional[Request[Any]]:
         """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous).
 
-        ``stream=``: the library's HcclSend enqueued on that stream; returns a Request (api/stream_p2p.py).
+        ``stream=``: the library's HcclSend enqueued on that stream; returns a Request (api/point_to_point.py).
         """
         if stream is not None:
-            return stream_p2p.post(self._port, "send", x, dst, stream)
+            return self._p2p.on_stream("send", x, dst, stream)
         self._p2p.send(x, dst, timeout=timeout)
         return None
 
@@ -790,10 +812,10 @@ class Comm:
              stream: Optional[StreamLike] = None) -> Union[BufferLike, Request[Any]]:
         """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``.
 
-        ``stream=``: the library's HcclRecv enqueued on that stream; returns a Request (api/stream_p2p.py).
+        ``stream=``: the library's HcclRecv enqueued on that stream; returns a Request (api/point_to_point.py).
         """
         if stream is not None:
-            return stream_p2p.post(self._port, "recv", buf, src, stream)
+            return self._p2p.on_stream("recv", buf, src, stream)
         self._p2p.recv(buf, src, timeout=timeout)
         return buf
 

@@ -1,4 +1,5 @@
-"""Errors raised by the Comm API (library failures keep their typed HcclError as ``__cause__``).
+"""Errors raised by the Comm API: :class:`~hcomm_cffi.errors.HcclError` s with a code (library failures keep their
+typed HcclError as ``__cause__``, and its code).
 
 A failure's message is its headline: what went wrong at the user's line (the call site, as the
 flight recorder keeps it), naming communicators by their Comm names; the library's function, code
@@ -7,7 +8,7 @@ and name stay on the ``__cause__`` (printed with ``HCOMM_DEBUG`` set, :mod:`hcom
 from __future__ import annotations
 
 import re
-from typing import Mapping, Optional, Type
+from typing import Any, Mapping, Optional, Tuple, Type
 
 from .. import callsite
 from ..errors import COLLECTIVE_MISMATCH, HcclError
@@ -22,29 +23,62 @@ _WHERE_IN_LIBRARY = re.compile(r",? while rank \d+ thread \S+ \([^)]*\) waited o
                                r"( \(step \d+\))?")
 
 
-class CommError(RuntimeError):
-    """A communication operation failed; the message names the rank, the operation and the peers."""
+class CommError(HcclError, RuntimeError):
+    """A communication operation failed; the message names the rank, the operation and the peers.
+
+    An :class:`~hcomm_cffi.errors.HcclError` (code that catches the binding's errors catches these too) whose
+    ``code`` is the library's when a library failure caused it, else its class's ``default_code``; its text is
+    the message alone (``from_library`` False: no function, code name or library message of its own).
+    """
+
+    default_code = 4            # HCCL_E_INTERNAL
+    from_library = False
+
+    def __init__(self, message: str = "", code: Optional[int] = None) -> None:
+        super().__init__(self.default_code if code is None else code, "hcomm_cffi.api", None, None, None, None)
+        self.message = message
+        self.args = (message,)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_rebuild_comm_error, (type(self), self.message, self.code))
+
+
+def _rebuild_comm_error(cls: Type["CommError"], message: str, code: int) -> "CommError":
+    return cls(message, code)
 
 
 class CommTimeoutError(CommError, TimeoutError):
     """An operation did not complete in time (a deadlock or a missing/mismatched call on a peer)."""
 
+    default_code = 9            # HCCL_E_TIMEOUT
+
 
 class MessageMismatchError(CommError, ValueError):
     """A received message does not match the receive buffer (size, dtype or sequence)."""
+
+    default_code = 1            # HCCL_E_PARA
 
 
 class NotMemberError(CommError):
     """This rank is not a member of the communicator it tried to use (a null communicator)."""
 
+    default_code = 1            # HCCL_E_PARA
+
 
 class NotInitializedError(CommError):
     """hcomm.init() has not been called (or hcomm.finalize() already was)."""
+
+    default_code = 7            # HCCL_E_UNAVAIL
 
 
 class ForeignProcessError(CommError):
     """A communicator (or a request of one) was used by a process other than the one that created it: a child
     forked after ``hcomm.init()``.  Refused before anything reaches the library; the creator's job is unaffected."""
+
+    default_code = 5            # HCCL_E_NOT_SUPPORT
 
 
 def _site() -> str:
@@ -64,6 +98,7 @@ def wrap_failure(exc: BaseException, where: str, names: Mapping[str, str],
     """
     if cls is None:
         cls = CommTimeoutError if isinstance(exc, TimeoutError) else CommError
+    code = exc.code if isinstance(exc, HcclError) else None     # the library's code, carried
     if isinstance(exc, HcclError) and exc.library_message:
         exc.library_message = with_comm_names(exc.library_message, names)
         reason = exc.library_message.rstrip(". ")
@@ -73,13 +108,13 @@ def wrap_failure(exc: BaseException, where: str, names: Mapping[str, str],
             rest = reason[len(COLLECTIVE_MISMATCH) + 2:]
             if rest.startswith(f"{who} is in "):
                 rest = "this rank is in " + rest[len(who) + len(" is in "):]
-            return cls(f"{who}: {COLLECTIVE_MISMATCH}{_site()}: {rest}")
+            return cls(f"{who}: {COLLECTIVE_MISMATCH}{_site()}: {rest}", code)
         reason = _WHERE_IN_LIBRARY.sub("", reason)       # which thread, notify and step: the cause keeps it
         if exc.hint:
             reason += f". Hint: {exc.hint}"
     else:
         reason = with_comm_names(str(exc), names)
-    return cls(f"{where}{_site()} failed: {reason}")
+    return cls(f"{where}{_site()} failed: {reason}", code)
 
 
 def failure_error(exc: BaseException, where: str, names: Mapping[str, str], mismatch: Optional[str],
@@ -87,7 +122,8 @@ def failure_error(exc: BaseException, where: str, names: Mapping[str, str], mism
     """The error a failed call raises: the handshake's ``mismatch`` when it saw one (a ``mismatch_cls``), else
     :func:`wrap_failure` (a ``mismatch_cls`` when the backend's own check found ranks in different collectives)."""
     if mismatch is not None:
-        return mismatch_cls(with_comm_names(mismatch, names) + f" (this rank's call{_site()})")
+        return mismatch_cls(with_comm_names(mismatch, names) + f" (this rank's call{_site()})",
+                            exc.code if isinstance(exc, HcclError) else None)
     in_band = COLLECTIVE_MISMATCH in (getattr(exc, "library_message", None) or "")
     return wrap_failure(exc, where, names, mismatch_cls if in_band else None)
 

@@ -21,7 +21,7 @@ from ..binding import Binding, get_binding
 from ..errors import ACL_ERROR_RT_PARAM_INVALID, HcclError
 from . import observe
 from .errors import CommError
-from .interrupts import interrupted
+from .state import CommState
 from .stream import CAPTURE_REFUSALS, Stream
 from .streams import stream_handle
 
@@ -30,7 +30,7 @@ __all__ = ["Graph", "graph", "capturing", "check_ordered", "holding", "refusal",
 #: torch's ``capture_error_mode`` spellings -> aclmdlRICaptureMode
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 _CAPTURING: Dict[int, "Graph"] = {}      # stream address -> the Graph capturing on it (this process)
-_HOLDING: Dict[int, "Graph"] = {}        # id(CommPort) -> the capturing Graph that holds operations of it
+HOLDING: Dict[int, "Graph"] = {}        # id(CommState) -> the capturing Graph that holds operations of it
 _NAMES = itertools.count()
 
 
@@ -45,27 +45,27 @@ def capturing(stream: Any) -> Optional["Graph"]:
     return _CAPTURING.get(_key(stream))
 
 
-def check_ordered(port: Any, stream: Any) -> None:
-    """Refuse a call on ``port`` that would be ordered after captured work (api/issue.py's hook; cheap when idle).
+def check_ordered(state: CommState, stream: Any) -> None:
+    """Refuse a call on ``state`` that would be ordered after captured work (api/engine.py's hook; cheap when idle).
 
     A communicator keeps its calls in one order across streams (api/streams.py): after a call captured on
     stream s, a call on another stream would wait for s -- for work that only runs at replay (the runtime
     would pull that stream into the capture).  Refused before anything is issued: the communicator stays usable.
     """
-    if not _HOLDING:
+    if not HOLDING:
         return
-    g = _HOLDING.get(id(port))
+    g = HOLDING.get(id(state))
     if g is None or g.stream is None or (stream is not None and _key(stream) == _key(g.stream)):
         return
     what = "a call on its own stream" if stream is None else "a call on another stream"
-    raise CommError(f"rank {port.rank} of communicator {port.name!r}: it has operations captured by ACL graph "
+    raise CommError(f"rank {state.rank} of communicator {state.name!r}: it has operations captured by ACL graph "
                     f"{g.name!r}, which is still capturing; {what} would be ordered after work that runs only when "
                     "the graph is replayed. Issue it before the capture block, after it, or on the capturing stream")
 
 
-def holding(port: Any) -> bool:
-    """Whether a graph still capturing holds operations of ``port`` (the fast path then steps aside)."""
-    return bool(_HOLDING) and id(port) in _HOLDING
+def holding(state: CommState) -> bool:
+    """Whether a graph still capturing holds operations of ``state`` (the fast path then steps aside)."""
+    return bool(HOLDING) and id(state) in HOLDING
 
 
 def refusal(exc: HcclError) -> None:
@@ -75,11 +75,11 @@ def refusal(exc: HcclError) -> None:
 
 
 class _Captured:
-    """What one communicator issued into a graph: its port, how it numbers operations and orders them across
+    """What one communicator issued into a graph: its state, how it numbers operations and orders them across
     streams, the records."""
 
-    def __init__(self, port: Any, take_seq: Any, order: Optional[Callable[[], None]]) -> None:
-        self.port = port
+    def __init__(self, state: CommState, take_seq: Callable[[], int], order: Optional[Callable[[], None]]) -> None:
+        self.state = state
         self.take_seq = take_seq
         self.order = order                # orders the graph's stream after the communicator's previous collective
         self.records: List[observe.Record] = []
@@ -144,7 +144,7 @@ class Graph:
         for book in self._books:
             book.seal(self.name)
 
-    def _abort(self) -> None:
+    def capture_abort(self) -> None:
         """The capture block raised: end the capture and drop what it recorded."""
         handle = self._stop()
         try:
@@ -159,7 +159,7 @@ class Graph:
         """The package's books leave capture mode (the caller ends the runtime's capture); the stream handle."""
         handle = self._handle()
         _CAPTURING.pop(_key(handle), None)
-        self._release_ports()
+        self._release_states()
         self._restore_mode()
         return handle
 
@@ -168,17 +168,17 @@ class Graph:
             raise RuntimeError(f"graph {self.name!r} is not capturing")
         return stream_handle(self.stream)
 
-    def captured(self, port: Any, record: observe.Record, take_seq: Any,
+    def captured(self, state: CommState, record: observe.Record, take_seq: Callable[[], int],
                  order: Optional[Callable[[], None]] = None) -> int:
-        """A Comm call issued on the capturing stream (api/issue.py's hook): no flight record of its own.
+        """A Comm call issued on the capturing stream (api/engine.py's hook): no flight record of its own.
 
         ``order``: what the communicator does to keep its collectives in one order across streams
         (api/streams.py); each replay does it first, as a collective issued on the stream would.
         """
-        book = self._comms.get(id(port))
+        book = self._comms.get(id(state))
         if book is None:
-            book = self._comms[id(port)] = _Captured(port, take_seq, order)
-            _HOLDING[id(port)] = self
+            book = self._comms[id(state)] = _Captured(state, take_seq, order)
+            HOLDING[id(state)] = self
         book.records.append(record)
         # the call's own set-up (scratch, resources, a signature row written once with aclrtMemcpy) is host work
         # that does not affect the capture: RELAXED for this thread until it is launched, as the vendor documents
@@ -187,19 +187,19 @@ class Graph:
             self._saved_mode = self.binding.capture_thread_exchange_mode(CAPTURE_MODES["relaxed"])
         return observe.NO_SLOT
 
-    def announces(self, port: Any, announce: Callable[[], None]) -> None:
-        """How the call of ``port`` just captured is announced at each replay (api/announce.py): a capture runs
+    def announces(self, state: CommState, announce: Callable[[], None]) -> None:
+        """How the call of ``state`` just captured is announced at each replay (api/launch_order.py): a capture runs
         nothing, so the call takes its place in the communicator's order when a replay launches it."""
-        self._comms[id(port)].announces.append(announce)
+        self._comms[id(state)].announces.append(announce)
 
     def keep(self, pending: Any) -> None:
         """Keep a captured call (its Pending: buffers and the communicator's scratch; or a buffer) until reset()."""
         self._restore_mode()
         self._pendings.append(pending)
 
-    def _release_ports(self) -> None:
-        for key in [k for k, g in _HOLDING.items() if g is self]:
-            del _HOLDING[key]
+    def _release_states(self) -> None:
+        for key in [k for k, g in HOLDING.items() if g is self]:
+            del HOLDING[key]
 
     def _restore_mode(self) -> None:
         if self._saved_mode is not None:
@@ -226,14 +226,16 @@ class Graph:
         books = self._books
         try:
             for book in books:      # a usable communicator, ordered on this stream as a call issued here would be
-                port = book.port
-                if port.destroyed or port.broken:
-                    raise CommError(f"graph {self.name!r} replays operations of communicator {port.name!r}, which "
-                                    f"{'was destroyed' if port.destroyed else 'failed: ' + str(port.broken)}; "
+                state = book.state
+                if state.destroyed or state.broken:
+                    raise CommError(f"graph {self.name!r} replays operations of communicator {state.name!r}, which "
+                                    f"{'was destroyed' if state.destroyed else 'failed: ' + str(state.broken)}; "
                                     "capture again on a working communicator")
                 if book.order is not None:
                     book.order()
         except HcclError as exc:
+            if not exc.from_library:          # refused here (a destroyed or failed communicator): as raised
+                raise
             raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
         try:
             self.binding.graph_execute_async(model, self._stream_handle)
@@ -242,16 +244,16 @@ class Graph:
                 raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
             failed = None       # failed while queueing or running: what it queued must never run later
             for book in books:
-                if not (book.port.destroyed or book.port.broken):
-                    failed = failed or book.port.fail(exc, f"the replay of ACL graph {self.name!r}")
+                if not (book.state.destroyed or book.state.broken):
+                    failed = failed or observe.fail(book.state, exc, f"the replay of ACL graph {self.name!r}")
             raise (failed or CommError(f"replay of graph {self.name!r} failed: {exc}")) from exc
         except BaseException as exc:    # Ctrl-C, an alarm... in the launch: part of it may be queued
-            self._interrupted([book.port for book in books], f"the replay of ACL graph {self.name!r}", exc)
+            self._interrupted([book.state for book in books], f"the replay of ACL graph {self.name!r}", exc)
             raise
         try:
             self._opened_replays(books)
         except BaseException as exc:    # the replay is queued but its books are not: it must never run
-            self._interrupted([book.port for book in books], f"the replay of ACL graph {self.name!r}", exc)
+            self._interrupted([book.state for book in books], f"the replay of ACL graph {self.name!r}", exc)
             raise
 
     def _opened_replays(self, books: List[_Captured]) -> None:
@@ -260,38 +262,38 @@ class Graph:
         for book in books:      # one operation per communicator: the replay, naming the graph and its contents
             for announce in book.announces:     # its calls take their places in the communicator's order
                 announce()
-            port, seq = book.port, book.take_seq()
-            slot = observe.issue(port, seq, book.replay, book.fixed, launched=True)   # it was launched above
+            state, seq = book.state, book.take_seq()
+            slot = observe.issue(state, seq, book.replay, book.fixed, launched=True)   # it was launched above
             if trace.ACTIVE:    # the replay's slice lists what it contains; its tasks are tagged with it
-                trace.op_begin(port.name, "replay", seq, {"graph": self.name, "captured": [
+                trace.op_begin(state.name, "replay", seq, {"graph": self.name, "captured": [
                     f"{r.collective} ({r.algorithm}, {r.nbytes} bytes)" for r in book.records]})
-            opened.append((port, slot, seq))
+            opened.append((state, slot, seq))
         stream = self.stream
         if opened and isinstance(stream, Stream):   # the stream tells it when the replays are done (or interrupted)
             stream.on_synchronized[id(self)] = self._close_opened
 
     @staticmethod
-    def _interrupted(ports: List[Any], what: str, exc: BaseException) -> None:
-        """``exc`` left a replay once its work could be queued: each communicator it holds breaks (api/interrupts.py)."""
-        for port in ports:
-            if not port.destroyed:
-                interrupted(port, what, exc)
+    def _interrupted(states: List[CommState], what: str, exc: BaseException) -> None:
+        """``exc`` left a replay once its work could be queued: each communicator it holds breaks (api/engine.py)."""
+        for state in states:
+            if not state.destroyed:
+                state.interrupted(what, exc)
 
     def _close_opened(self, error: Optional[BaseException]) -> None:
         """The stream passed the replays launched so far (their flight records are done), or failed in them:
         their communicators fail naming the graph (a timeout or a dead peer dumps every flight recorder); or
-        an exception interrupted the wait: they break, and their queued work never runs (api/interrupts.py)."""
+        an exception interrupted the wait: they break, and their queued work never runs (api/engine.py)."""
         opened, self._opened = self._opened, []
         failed: Optional[CommError] = None
-        for port, slot, seq in opened:
-            if port.destroyed:
+        for state, slot, seq in opened:
+            if state.destroyed:
                 continue
             if error is None:
-                observe.done(port, slot, "replay", seq)
+                observe.done(state, slot, "replay", seq)
             elif not isinstance(error, HcclError):
-                interrupted(port, f"replay #{seq} of ACL graph {self.name!r}", error)
-            elif not port.broken:
-                failed = failed or port.fail(error, f"replay #{seq} of ACL graph {self.name!r}")
+                state.interrupted(f"replay #{seq} of ACL graph {self.name!r}", error)
+            elif not state.broken:
+                failed = failed or observe.fail(state, error, f"replay #{seq} of ACL graph {self.name!r}")
         if failed is not None:
             raise failed from error
 
@@ -335,6 +337,6 @@ def graph(g: Graph, pool: Any = None, stream: Any = None, capture_error_mode: st
     try:
         yield g
     except BaseException:
-        g._abort()
+        g.capture_abort()
         raise
     g.capture_end()

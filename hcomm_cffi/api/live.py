@@ -4,19 +4,16 @@ Kept apart from ``world.py`` (which creates the world ``Comm``) so that ``comm.p
 parent and register itself without importing ``world.py``: no import cycle.
 
 Communicators belong to the process that created them (:data:`PID`, compared by every call through
-``CommPort.check_usable``).  A child forked after ``init()`` starts with no world and no live
+``CommState.check_usable``).  A child forked after ``init()`` starts with no world and no live
 communicators: the parent's are not its to use, finalize or destroy (its ``finalize()`` leaves them
 alone), and it may ``init()`` a world of its own.
 """
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Tuple
 
 from .errors import NotInitializedError
-
-if TYPE_CHECKING:   # comm.py imports this module
-    from .comm import Comm
 
 __all__ = ["PID", "forked_from", "get_world", "current_world", "set_world", "register", "unregister", "registered",
            "library_names"]
@@ -25,8 +22,26 @@ __all__ = ["PID", "forked_from", "get_world", "current_world", "set_world", "reg
 PID = os.getpid()
 #: (parent pid, its world's size) when this process is a child forked while the parent had a world; else None.
 _inherited: Optional[Tuple[int, int]] = None
-_world: Optional["Comm"] = None
-_comms: List["Comm"] = []
+
+
+class LiveComm(Protocol):
+    """What the registry reads of a communicator (comm.py's Comm; typed there as a Comm again)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def handle(self) -> Any: ...
+    @property
+    def binding(self) -> Any: ...
+    def destroy(self) -> None: ...
+
+
+_world: Optional[LiveComm] = None
+_comms: List[LiveComm] = []
 
 
 def forked_from() -> Optional[int]:
@@ -47,7 +62,7 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def get_world() -> "Comm":
+def get_world() -> LiveComm:
     """The world communicator made by init()."""
     if _world is None:
         if _inherited is not None:
@@ -60,30 +75,30 @@ def get_world() -> "Comm":
     return _world
 
 
-def current_world() -> Optional["Comm"]:
+def current_world() -> Optional[LiveComm]:
     """The world communicator, or None before init() / after finalize()."""
     return _world
 
 
-def set_world(comm: Optional["Comm"]) -> Optional["Comm"]:
+def set_world(comm: Optional[LiveComm]) -> Optional[LiveComm]:
     """Make ``comm`` the world (None: no world); returns the previous one."""
     global _world
     old, _world = _world, comm
     return old
 
 
-def register(comm: "Comm") -> None:
+def register(comm: LiveComm) -> None:
     """Track a sub-communicator so finalize() can destroy it."""
     _comms.append(comm)
 
 
-def unregister(comm: "Comm") -> None:
+def unregister(comm: LiveComm) -> None:
     """Forget a destroyed communicator."""
     if comm in _comms:
         _comms.remove(comm)
 
 
-def registered() -> List["Comm"]:
+def registered() -> List[LiveComm]:
     """The live sub-communicators, oldest first (a copy)."""
     return list(_comms)
 

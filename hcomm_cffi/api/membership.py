@@ -19,19 +19,17 @@ from __future__ import annotations
 
 import time
 import zlib
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import settings
-from .announce import PUBLISH_AFTER_S
+from .launch_order import PUBLISH_AFTER_S
 from .consistency import CollectiveMismatchError
 from .errors import CommError, CommTimeoutError, MessageMismatchError
+from .point_to_point import PointToPoint
 from .request import Request
-
-if TYPE_CHECKING:   # comm.py imports this module
-    from .comm import Comm
-    from .port import CommPort
+from .state import CommState
 
 __all__ = ["MembershipError", "agree", "encode", "decode", "MESSAGE_BYTES", "SHOWN_RANKS"]
 
@@ -101,22 +99,23 @@ def _bad_message(msg: np.ndarray, peer: int, where: str) -> Optional[str]:
     return None
 
 
-def agree(parent: "Comm", port: "CommPort", name: str, nth: int, ranks: List[int]) -> None:
-    """Exchange ``(name, nth, ranks)`` with every other listed rank over ``parent``; raise on any difference.
+def agree(state: CommState, p2p: PointToPoint, name: str, nth: int, ranks: List[int]) -> None:
+    """Exchange ``(name, nth, ranks)`` with every other listed rank over the parent (its ``state``, its
+    point-to-point ``p2p``); raise on any difference.
 
     Bounded by ``HCCL_CONNECT_TIMEOUT``.  When the exchange cannot finish cleanly (a listed rank never
     answered, or a message was left unreceived), the parent's point-to-point with those ranks is out of
-    step, so the parent is marked unusable with the reason (through its ``port``).
+    step, so the parent is marked unusable with the reason (through its ``state``).
     """
-    peers = [r for r in ranks if r != parent.rank]
+    peers = [r for r in ranks if r != state.rank]
     if not peers:
         return
-    where = f"rank {parent.rank} of communicator {parent.name!r}: Comm({name!r}, ranks={ranks})"
+    where = f"rank {state.rank} of communicator {state.name!r}: Comm({name!r}, ranks={ranks})"
     mine = encode(name, nth, ranks)
     inbox = {p: np.zeros(WORDS, np.int64) for p in peers}
     try:
-        sends = [parent.isend(mine, p) for p in peers]
-        recvs = {p: parent.irecv(inbox[p], p) for p in peers}
+        sends = [p2p.isend(mine, p) for p in peers]
+        recvs = {p: p2p.irecv(inbox[p], p) for p in peers}
     except MessageMismatchError as exc:
         raise MembershipError(f"{where}: {exc}") from exc
     timeout = float(settings.current().connect_timeout_s)
@@ -140,21 +139,21 @@ def agree(parent: "Comm", port: "CommPort", name: str, nth: int, ranks: List[int
                 except MessageMismatchError as exc:
                     raise MembershipError(f"{where}: {exc}; point-to-point traffic between members on the parent "
                                           "must be complete before a sub-communicator is created") from exc
-                except CollectiveMismatchError as exc:   # the peer is in a collective of the parent (api/announce.py)
+                except CollectiveMismatchError as exc:   # the peer is in a collective of the parent (api/launch_order.py)
                     raise CollectiveMismatchError(f"{exc} (while this rank created Comm({name!r}))") from exc
                 except CommError as exc:    # the library's wait gave up first: name the user's call and the rank
-                    port.mark_broken(f"{where}: rank {p} never sent its rank list")
+                    state.mark_broken(f"{where}: rank {p} never sent its rank list")
                     raise CommTimeoutError(f"{where}: rank {p} did not send its rank list ({exc}); every listed "
                                            f"rank must call Comm({name!r}) with the same ranks in the same order"
                                            ) from exc
                 if done:
                     bad = _bad_message(inbox[p], p, where)
                     if bad:
-                        port.mark_broken(bad)
+                        state.mark_broken(bad)
                         raise MembershipError(bad)
                     got[p] = inbox[p]
                     progressed = True
-            found = difference(mine, parent.rank, got)
+            found = difference(mine, state.rank, got)
             if found is not None or len(got) == len(peers):
                 return True
             now = time.monotonic()
@@ -163,7 +162,7 @@ def agree(parent: "Comm", port: "CommPort", name: str, nth: int, ranks: List[int
                 msg = (f"{where}: rank(s) {', '.join(map(str, missing))} did not send their rank list within "
                        f"{timeout:g} s ({src}); every listed rank must call Comm({name!r}) with the same ranks in "
                        "the same order (a rank listing other ranks, or not calling at all, never answers)")
-                port.mark_broken(f"{msg}; its point-to-point with those ranks is out of step")
+                state.mark_broken(f"{msg}; its point-to-point with those ranks is out of step")
                 raise CommTimeoutError(msg)
             if stop is not None and now >= stop:
                 return False
@@ -172,12 +171,12 @@ def agree(parent: "Comm", port: "CommPort", name: str, nth: int, ranks: List[int
                 delay = min(delay * 2, 0.01)
 
     # committed until every list arrived or the communicator breaks: published while it lasts, so a listed rank
-    # that is in a collective of the parent meanwhile is named at once (api/announce.py)
+    # that is in a collective of the parent meanwhile is named at once (api/launch_order.py)
     if not exchange(PUBLISH_AFTER_S):
         first = min(p for p in peers if p not in got)
-        port.announcer.waiting(exchange, peer=first, text=f"the creation of sub-communicator {name!r} (ranks "
+        state.announcer.waiting(exchange, peer=first, text=f"the creation of sub-communicator {name!r} (ranks "
                                f"{ranks}), waiting for rank {first}'s member list")
-    _settle_sends(port, sends, where, [p for p in peers if p not in got])
+    _settle_sends(state, sends, where, [p for p in peers if p not in got])
     if found is not None:
         pending = [p for p in peers if p not in got]
         also = f" (no list from rank(s) {', '.join(map(str, pending))} yet)" if pending else ""
@@ -185,7 +184,7 @@ def agree(parent: "Comm", port: "CommPort", name: str, nth: int, ranks: List[int
                               "listed rank must pass the same name and the same ranks in the same order")
 
 
-def _settle_sends(port: "CommPort", sends: List[Request[Any]], where: str, unanswered: List[int]) -> None:
+def _settle_sends(state: CommState, sends: List[Request[Any]], where: str, unanswered: List[int]) -> None:
     """Let our eager sends leave; anything still pending (or never received) leaves the parent out of step."""
     end = time.monotonic() + SEND_GRACE_S
     pending = list(sends)
@@ -194,5 +193,5 @@ def _settle_sends(port: "CommPort", sends: List[Request[Any]], where: str, unans
         if pending:
             time.sleep(0.001)
     if pending or unanswered:
-        port.mark_broken(f"{where} stopped at a difference before every member list was exchanged; the "
+        state.mark_broken(f"{where} stopped at a difference before every member list was exchanged; the "
                          "parent's point-to-point with those ranks is out of step")

@@ -18,20 +18,18 @@ while the caller computes without calling the library.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from ..errors import HcclError
 from . import live, observe
 from .buffers import NO_STAGING, Staging
+from .call import Call
 from .errors import CommError
 from .graphs import refusal
-from .interrupts import interrupted
 from .request import Request
+from .signatures import Signer
+from .state import CommState
 from .streams import sync_stream
-
-if TYPE_CHECKING:
-    from .call import Call
-    from .port import CommPort
 
 __all__ = ["Pending", "request_for"]
 
@@ -39,11 +37,13 @@ __all__ = ["Pending", "request_for"]
 class Pending:
     """One started collective: its stream, its buffers and staging until :meth:`sync` sees it done."""
 
-    __slots__ = ("port", "what", "coll", "seq", "stream", "staging", "keep", "done", "exchange", "slot", "error",
+    __slots__ = ("state", "signer", "what", "coll", "seq", "stream", "staging", "keep", "done", "exchange", "slot", "error",
                  "graph", "announced")
 
-    def __init__(self, port: "CommPort", call: "Call", stream: Any, exchange: Any, slot: int, seq: int) -> None:
-        self.port = port               # the communicator's CommPort
+    def __init__(self, state: CommState, signer: Signer, call: Call, stream: Any, exchange: Any, slot: int,
+                 seq: int) -> None:
+        self.state = state             # the communicator's state (its in-flight set holds this until it completes)
+        self.signer = signer           # its signature handshakes (compares ``exchange`` at completion)
         self.what = call.what
         self.coll = call.coll
         self.seq = seq                 # its sequence number (flight recorder, trace)
@@ -71,39 +71,39 @@ class Pending:
         """
         if self.error is not None:
             raise self.error
-        port = self.port
-        if port.pid != live.PID:        # a forked child: the stream is its parent's (refused, nothing waited for)
-            port.check_process(self.what)
+        state = self.state
+        if state.pid != live.PID:        # a forked child: the stream is its parent's (refused, nothing waited for)
+            state.check_process(self.what)
         if self.done:
             return True
         try:
-            if timeout is None:                   # committed: published if it lasts (api/announce.py)
+            if timeout is None:                   # committed: published if it lasts (api/launch_order.py)
                 announced = self.announced
                 if announced is None:
-                    port.binding.synchronize_stream(self.stream)
+                    state.binding.synchronize_stream(self.stream)
                     finished = True
                 else:
-                    finished = port.announcer.waiting(partial(sync_stream, port.binding, self.stream),
+                    finished = state.announcer.waiting(partial(sync_stream, state.binding, self.stream),
                                                       collective=announced)
             else:
-                finished = sync_stream(port.binding, self.stream, timeout)
+                finished = sync_stream(state.binding, self.stream, timeout)
         except HcclError as exc:
             refusal(exc)             # refused because an ACL graph captures the stream: the communicator is fine
             self.forget()
             self._check_exchange()          # a mismatch explains the failure better than its symptom
-            self.error = port.fail(exc, self.what)
+            self.error = observe.fail(state, exc, self.what)
             raise self.error from exc
         except BaseException as exc:        # Ctrl-C, an alarm...: its queued work must never run later
-            interrupted(port, self.what, exc)
+            state.interrupted(self.what, exc)
             raise
         if finished:
-            observe.done(port, self.slot, self.coll, self.seq)
+            observe.done(state, self.slot, self.coll, self.seq)
             self.forget()
             if self.exchange is not None:
                 self._check_exchange()
-            broken = port.broken
+            broken = state.broken
             if broken:   # the stream failed while this was queued, and an earlier wait took the error
-                self.error = CommError(f"rank {port.rank} of communicator {port.name!r}: {self.what} was in "
+                self.error = CommError(f"{state.where()}: {self.what} was in "
                                        f"flight when the communicator failed ({broken}); its result is not valid")
                 raise self.error
             if self.staging is not NO_STAGING:
@@ -115,7 +115,7 @@ class Pending:
         exchange, self.exchange = self.exchange, None
         if exchange is not None:
             try:
-                self.port.check_exchange(exchange)
+                self.signer.check_completed(exchange)
             except BaseException as mismatch:
                 self.error = mismatch
                 raise
@@ -124,11 +124,10 @@ class Pending:
         """Retire this operation without waiting for it (it failed, or its ACL graph held it and was reset)."""
         self.done = True
         self.keep = ()
-        self.port.completed(self)
+        self.state.inflight.discard(self)
 
 
 def request_for(pending: Pending, result: Any) -> Request[Any]:
     """A Request completing with ``pending``; wait() returns ``result`` (the output buffer)."""
-    port = pending.port
-    what = f"rank {port.rank} of communicator {port.name!r}: {pending.what}"
+    what = f"{pending.state.where()}: {pending.what}"
     return Request(what, pending.sync, lambda: result)

@@ -6,26 +6,27 @@ algorithm was chosen for a new call signature (:func:`chose`), an operation was 
 and completed (:func:`done`: every operation ends here, blocking or started, collective or
 send/recv, so the trace closes each one), and a communicator failed (:func:`failed`: the open
 records are marked failed and, on a timeout or a peer's death, every rank's recorder is dumped for
-``hcomm doctor``).  Every function takes the communicator's :class:`~hcomm_cffi.api.port.CommPort`.
+``hcomm doctor``; :func:`fail` is how a library failure breaks the communicator).  Every function takes the
+communicator's :class:`~hcomm_cffi.api.state.CommState`.
 """
 from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from .. import callsite, flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED
 from ..enums import DataType, ReduceOp
-from ..errors import COLLECTIVE_MISMATCH, HcclError
+from ..errors import HcclError
 from . import live
+from .launch_order import Record
 from .consistency import CollectiveMismatchError
+from .errors import CommError, failure_error
+from .state import CommState
 
-if TYPE_CHECKING:   # the port imports this module
-    from .port import CommPort
-
-__all__ = ["Record", "record_of", "fixed_of", "created", "destroyed", "chose", "issue", "running", "done", "failed",
-           "NO_SLOT"]
+__all__ = ["Record", "record_of", "fixed_of", "created", "destroyed", "chose", "issue", "running", "done", "fail",
+           "failed", "NO_SLOT"]
 
 LOG = log.get("comm")
 CALLS = log.get("calls")
@@ -36,28 +37,16 @@ _PEER_GONE_CODES = frozenset({21, 13, 14, 507056, 507057})   # HCCL_E_REMOTE, tr
 _logged_backend = [False]
 
 
-class Record(NamedTuple):
-    """What the flight recorder and the DEBUG line keep of one operation."""
-
-    collective: str          # the operation: a collective name, or send/recv/send_multi/recv_multi
-    algorithm: str
-    count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
-    nbytes: int
-    dtype: DataType
-    redop: Optional[ReduceOp]
-    peer: int                # the root of a rooted collective, the peer of a send/recv; -1: none
-
-
 def record_of(call: Any) -> Record:
     """The record of a resolved collective :class:`~hcomm_cffi.api.call.Call`."""
     return Record(call.coll, call.alg.name, call.count, call.nbytes, call.dtype, call.op,
                   call.root if call.coll in ROOTED else -1)
 
 
-def _backend(port: "CommPort") -> None:
+def _backend(state: CommState) -> None:
     """INFO, once per process: the backend, its libraries and why it was chosen."""
     _logged_backend[0] = True
-    lib = port.binding.lib
+    lib = state.binding.lib
     from ..lib import backend_reason      # the choice load() made (never loads anything)
     paths = getattr(lib, "paths", None)
     libs = ", ".join(f"{k}={v}" for k, v in sorted(paths.items())) if paths else "the emulator (hcomm_cffi.sim)"
@@ -65,25 +54,25 @@ def _backend(port: "CommPort") -> None:
     LOG.info("backend %s (%s); libraries: %s", name, why, libs)
 
 
-def created(port: "CommPort", channels: int) -> Optional[flight.FlightRecorder]:
+def created(state: CommState, channels: int) -> Optional[flight.FlightRecorder]:
     """A member communicator is set up (``channels`` peer channels opened): log it, give it its flight recorder."""
     world = live.current_world()
-    world_rank = world.rank if world is not None else port.rank
+    world_rank = world.rank if world is not None else state.rank
     log.configure(world_rank)
-    trace.start(world_rank, host_side=not port.binding.lib.capabilities.emulator)
+    trace.start(world_rank, host_side=not state.binding.lib.capabilities.emulator)
     if LOG.isEnabledFor(logging.INFO):
         if not _logged_backend[0]:
-            _backend(port)
+            _backend(state)
         LOG.info("communicator %r created: rank %d of %d (parent ranks %s), topology %s, HCCL buffer %d bytes, "
                  "1 stream, %d peer channel(s) opened, exec timeout %s s, eager limit %d bytes, signatures of library "
                  "collectives checked by %s",
-                 port.name, port.rank, port.size, port.parent_ranks or "all", _shape(port.topology),
-                 port.buffer_bytes, channels, port.timeout or "never", port.eager_limit,
-                 "the package's handshake" if port.checks_library_collectives else "the backend (or not at all)")
+                 state.name, state.rank, state.size, state.parent_ranks or "all", _shape(state.topology),
+                 state.buffer_bytes, channels, state.timeout or "never", state.eager_limit,
+                 "the package's handshake" if state.checks_library_collectives else "the backend (or not at all)")
     capacity = settings.value("HCOMM_FR_SIZE")
     if not capacity:
         return None
-    recorder = flight.FlightRecorder(port.name, port.rank, port.size, world_rank, capacity, flight.directory())
+    recorder = flight.FlightRecorder(state.name, state.rank, state.size, world_rank, capacity, flight.directory())
     stallwatch.start()          # stall reports of this rank when no launcher watches (HCOMM_STUCK_REPORT_S)
     return recorder
 
@@ -94,19 +83,19 @@ def _shape(topo: Any) -> str:
     return f"{topo.n_servers}x{per}" if per is not None else f"{topo.n_ranks} ranks on {topo.n_servers} servers"
 
 
-def destroyed(port: "CommPort") -> None:
+def destroyed(state: CommState) -> None:
     """The communicator is gone: its ring is dropped (kept only in a dump already written)."""
-    fr = port.drop_flight()
+    fr = state.drop_flight()
     if fr is not None:
         fr.close()
-    LOG.info("communicator %r destroyed (rank %d)", port.name, port.rank)
+    LOG.info("communicator %r destroyed (rank %d)", state.name, state.rank)
     if trace.ACTIVE:
         trace.flush()
 
 
-def chose(port: "CommPort", coll: str, nbytes: int, alg: Any, reason: str) -> None:
+def chose(state: CommState, coll: str, nbytes: int, alg: Any, reason: str) -> None:
     """INFO: the algorithm of a new call signature, and why."""
-    LOG.info("%s of %d bytes on %r (%d ranks): algorithm %s (%s)", coll, nbytes, port.name, port.size, alg.name,
+    LOG.info("%s of %d bytes on %r (%d ranks): algorithm %s (%s)", coll, nbytes, state.name, state.size, alg.name,
              reason)
 
 
@@ -116,7 +105,7 @@ def fixed_of(rec: Record) -> Tuple[Any, ...]:
                                -1 if rec.redop is None else _CODE[rec.redop], rec.peer)
 
 
-def issue(port: "CommPort", seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None, name: Optional[str] = None,
+def issue(state: CommState, seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None, name: Optional[str] = None,
           launched: bool = False) -> int:
     """Operation #``seq`` starts: its flight record (the slot, or NO_SLOT when the recorder is off) and a DEBUG line.
 
@@ -126,64 +115,73 @@ def issue(port: "CommPort", seq: int, rec: Record, fixed: Optional[Tuple[Any, ..
     """
     if CALLS.isEnabledFor(logging.DEBUG):
         peer = rec.peer
-        CALLS.debug("%s #%d on %r: %d x %s = %d bytes%s%s, algorithm %s", rec.collective, seq, port.name, rec.count,
+        CALLS.debug("%s #%d on %r: %d x %s = %d bytes%s%s, algorithm %s", rec.collective, seq, state.name, rec.count,
                     rec.dtype.name.lower(), rec.nbytes, "" if rec.redop is None else f", op {rec.redop.name.lower()}",
                     "" if peer < 0 else (f", root {peer}" if rec.collective in ROOTED else f", peer {peer}"),
                     rec.algorithm)
     if trace.ACTIVE:
-        trace.op_begin(port.name, name or rec.collective, seq, {"algorithm": rec.algorithm, "count": rec.count,
+        trace.op_begin(state.name, name or rec.collective, seq, {"algorithm": rec.algorithm, "count": rec.count,
                                                                 "bytes": rec.nbytes, "dtype": rec.dtype.name.lower(),
                                                                 "peer": rec.peer})
-    fr = port.flight
+    fr = state.flight
     if fr is None:
         return NO_SLOT
     return fr.issue_fixed(seq, fixed_of(rec) if fixed is None else fixed, callsite.here(), launched)
 
 
-def running(port: "CommPort", slot: int) -> None:
+def running(state: CommState, slot: int) -> None:
     """The operation of ``slot`` was launched."""
     if slot >= 0:
-        fr = port.flight
+        fr = state.flight
         if fr is not None:
             fr.running(slot)
 
 
-def done(port: "CommPort", slot: int, name: str, seq: int) -> None:
+def done(state: CommState, slot: int, name: str, seq: int) -> None:
     """Operation #``seq`` (``name`` as given to :func:`issue`) completed: its flight record, and its trace slice.
 
     Every operation ends here, whichever way it completes: a blocking call, a started collective's
     or a send/recv's request, a persistent request's wait.
     """
     if slot >= 0:
-        fr = port.flight
+        fr = state.flight
         if fr is not None:
             fr.done(slot)
     if trace.ACTIVE:
-        trace.op_end(port.name, name, seq)
+        trace.op_end(state.name, name, seq)
 
 
-def failed(port: "CommPort", exc: Optional[HcclError], err: BaseException) -> None:
+def fail(state: CommState, exc: HcclError, where: str) -> CommError:
+    """The library failed in ``where``: the communicator becomes unusable; the error to raise (a mismatch when
+    the signature handshake saw one)."""
+    err = failure_error(exc, f"{state.where()}: {where}", live.library_names(), state.mismatch,
+                        CollectiveMismatchError)
+    state.mark_broken(str(err))          # nothing queued runs later (api/state.py)
+    failed(state, exc, err)
+    return err
+
+
+def failed(state: CommState, exc: Optional[HcclError], err: BaseException) -> None:
     """The communicator failed with ``err``: open records fail; a timeout, a dead peer or a detected desync dumps every ring."""
-    fr = port.flight
+    fr = state.flight
     if fr is not None:
         fr.fail_open()
     if trace.ACTIVE:                 # its open operations end here, failed (the timeline closes every operation)
-        trace.ops_failed(port.name)
+        trace.ops_failed(state.name)
     timeout = isinstance(err, TimeoutError) or isinstance(exc, TimeoutError)
     gone = exc is not None and exc.code in _PEER_GONE_CODES
-    desync = isinstance(err, CollectiveMismatchError) or (
-        exc is not None and COLLECTIVE_MISMATCH in (exc.library_message or ""))
+    desync = isinstance(err, CollectiveMismatchError)   # a library's in-band report became one (api/errors.py)
     if not (timeout or gone or desync):
         return
     try:
-        path = flight.dump_all(f"{type(err).__name__}: {err}", failed_comm=port.name)
+        path = flight.dump_all(f"{type(err).__name__}: {err}", failed_comm=state.name)
     except (OSError, ValueError) as dump_err:      # a full disk or an unusable directory must not hide ``err``
         path = None
-        sys.stderr.write(f"hcomm: rank {port.rank}: could not write the flight recorder: {dump_err}\n")
+        sys.stderr.write(f"hcomm: rank {state.rank}: could not write the flight recorder: {dump_err}\n")
     LOG.warning("%s; flight recorder %s", err, f"written to {path}" if path else
                 "not written (set HCOMM_FR_DIR to keep it)")
     if path is not None and not settings.value("HCOMM_RUN_JOB_DIR"):   # hcomm run prints the report itself
         world = live.current_world()
-        sys.stderr.write(f"hcomm: rank {world.rank if world is not None else port.rank} wrote its flight recorder to "
+        sys.stderr.write(f"hcomm: rank {world.rank if world is not None else state.rank} wrote its flight recorder to "
                          f"{path}; `hcomm doctor {flight.directory()}` explains the failure once every rank wrote "
                          "its own\n")

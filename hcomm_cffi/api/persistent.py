@@ -14,21 +14,18 @@ next start binds again.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple, TypeVar
+from typing import Any, List, Optional, Tuple, TypeVar
 
 import numpy as np
 
 from .._ffi import ffi
 from .buffers import as_buffer
+from .call import Call
 from .errors import CommError
-from .fastcalls import buffer_view
+from .buffers import buffer_view
+from .engine import Engine
+from .nonblocking import Pending
 from .request import Request
-
-if TYPE_CHECKING:
-    from .call import Call, Entry
-    from .issue import Issuer
-    from .nonblocking import Pending
-    from .port import CommPort
 
 __all__ = ["Persistent"]
 
@@ -84,20 +81,18 @@ class _Held:
 class Persistent(Request[T]):
     """A persistent collective request: :meth:`start` launches the call bound at its init; wait()/test() complete it."""
 
-    def __init__(self, issuer: "Issuer", port: "CommPort", call: "Call", what: str,
+    def __init__(self, issuer: Engine, call: Call, what: str,
                  buffers: Tuple[Tuple[str, Any, bool], ...]) -> None:
         result: T = call.result
         self._result_of = result
         super().__init__(what, self._sync, lambda: result)
         self._done = True                        # inactive until the first start
-        self._issuer = issuer
-        self._port = port
+        self._engine = issuer
         self._call = call
         self._held: List[_Held] = [_Held(name, obj, written) for name, obj, written in buffers]
-        self._pending: Optional["Pending"] = None    # the start in flight (None: inactive)
-        self._started: Optional["Pending"] = None    # the Pending every start re-arms
-        # the call bound to its buffers, and the cache generation it was bound in (bound again when that moves on)
-        self._bound: Tuple[Optional["Entry"], int] = self._issuer.bind_persistent(self._call)
+        self._pending: Optional[Pending] = None    # the start in flight (None: inactive)
+        self._started: Optional[Pending] = None    # the Pending every start re-arms
+        self._engine.bind_persistent(self._call)     # bound to its buffers once (again when the cache starts over)
 
     @property
     def active(self) -> bool:
@@ -109,7 +104,6 @@ class Persistent(Request[T]):
         if self._pending is not None:
             raise CommError(f"{self.what}: start() while the previous start is still active; wait() or test() it "
                             "to completion first (a persistent request runs one operation at a time)")
-        self._port.check_usable(self._call.coll)
         for held in self._held:
             if held.array and held.unchanged():     # the common case, without changed()'s frame
                 continue
@@ -117,7 +111,7 @@ class Persistent(Request[T]):
             if change is not None:
                 raise ValueError(f"{self.what}: start(): {change}; a persistent request's buffers must keep the "
                                  "address, shape and dtype they had at the init (create a new request for new buffers)")
-        self._pending, self._bound = self._issuer.start_persistent(self._call, self._bound, self._started)
+        self._pending = self._engine.start_persistent(self._call, self._started)
         self._started = self._pending
         self._done = False
 

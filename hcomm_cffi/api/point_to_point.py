@@ -5,6 +5,9 @@ Lanes let sends to one peer proceed while a receive from another is pending, so 
 protocol (eager up to ``eager_limit`` bytes, rendezvous above; headers checked on receipt) is in
 :mod:`hcomm_cffi.algorithms.p2p`.
 
+``stream=`` send/recv (:meth:`PointToPoint.on_stream`) are the library's own HcclSend/HcclRecv on the caller's
+stream instead, taken by the engine as stream-ordered collectives are.
+
 A receive from any source (:meth:`PointToPoint.irecv_any`) first watches the inboxes in this rank's
 HCCL buffer (one device-to-host copy of each header) for the next message of some peer, then posts
 an ordinary receive from that peer: the sender is whoever's message arrives first.
@@ -16,7 +19,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -30,13 +33,13 @@ from ..errors import HcclError
 from ..resources import ResourceCache, Resources
 from .buffers import Buffer, Staging, as_buffer
 from . import observe
+from .call import LaunchBatch, Call
 from .errors import CommError, CommTimeoutError, MessageMismatchError
-from .interrupts import interrupted
+from .nonblocking import request_for
 from .request import Request, timeout_arg
-from .streams import sync_stream
-
-if TYPE_CHECKING:
-    from .port import CommPort
+from .engine import Engine
+from .state import CommState
+from .streams import stream_handle, sync_stream
 
 __all__ = ["PointToPoint", "Lane", "AnySourceRequest"]
 
@@ -60,21 +63,14 @@ class Lane:
 class PointToPoint:
     """send/recv/isend/irecv/send_multi/recv_multi of one :class:`Comm` (which delegates to it)."""
 
-    def __init__(self, port: "CommPort") -> None:
-        self.port = port          # the communicator's CommPort (api/port.py)
+    def __init__(self, state: CommState) -> None:
+        self.state = state        # the communicator's state (api/state.py)
+        self.engine: Optional[Engine] = None   # the communicator's engine, once it has a handle (Comm._setup)
         self.lanes: Dict[Tuple[int, str], Lane] = {}   # (peer, direction): at most two per peer, no bound needed
         # per thread: messages whose lane state it advanced (its interrupted blocking call breaks if it moved one;
         # another thread's posts in the meantime are not this call's)
         self._posted = threading.local()
         self._books = threading.Lock()   # the lanes' in-flight lists: posts append, waits trim (never held in a wait)
-
-    @property
-    def posted(self) -> int:
-        """Messages this thread posted so far (their lane state advanced)."""
-        return getattr(self._posted, "n", 0)
-
-    def _count_post(self) -> None:
-        self._posted.n = self.posted + 1
 
     # ------------------------------------------------------------------ public API
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
@@ -108,21 +104,48 @@ class PointToPoint:
                                                      single=False), timeout, src, "send_multi")
         return cast(List[Any], got)
 
+    def on_stream(self, direction: str, x: Any, peer: int, stream: Any) -> Request[Any]:
+        """Enqueue the library's HcclSend (``direction`` "send": ``x`` to ``peer``) or HcclRecv ("recv": into ``x``
+        from ``peer``) on ``stream``, after the work there, and return its Request without waiting -- so it can be
+        captured into an ACL graph (:mod:`.graphs`).  Not the lanes' protocol (no header checked on receipt): sizes
+        and dtypes must match the peer's call, as for HcclSend/HcclRecv.  The engine takes it as a started
+        collective (one flight record and trace entry, closed by its Pending's completion)."""
+        state, engine = self.state, self.engine
+        sending = direction == "send"
+        peer = state.rank_arg("dst" if sending else "src", peer)
+        if peer == state.rank:
+            raise ValueError(f"{'dst' if sending else 'src'}={peer} is this rank; expected another rank of "
+                             f"communicator {state.name!r}")
+        buf = as_buffer(x, "x" if sending else "buf", writable=not sending)
+        stream_handle(stream)                  # a stream of this process (refused before anything is issued)
+        if engine is None:                     # a null communicator: refused as every call on it
+            state.check_usable(direction)
+        assert engine is not None
+        c = Call(direction, "native", stream=stream)   # the library's own send/recv
+        c.data(buf if sending else None, None if sending else buf, buf.count, buf.nbytes)
+        c.dtype = buf.dtype
+        c.direct = state.binding.send if sending else state.binding.recv
+        c.peer = peer
+        c.announces = False
+        c.what = f"{direction} of {buf.nbytes} bytes {'to' if sending else 'from'} rank {peer} (stream-ordered)"
+        c.record = observe.Record(direction, "p2p", buf.count, buf.nbytes, buf.dtype, None, peer)
+        return request_for(engine.start(c), None if sending else x)
+
     def irecv_any(self, buf: Any) -> "AnySourceRequest":
         """Start receiving into ``buf`` from whichever rank's next message arrives first (its ``source`` once done)."""
-        self.port.check_usable("irecv_any")
+        self.state.check_usable("irecv_any")
         as_buffer(buf, "buf", writable=True)   # the argument is checked before anything is waited for
-        if self.port.size < 2:
+        if self.state.size < 2:
             raise ValueError("irecv_any: the communicator has one rank; there is no other rank to receive from")
         return AnySourceRequest(self, buf)
 
     def announced(self, start: int = 0) -> Optional[int]:
         """The first peer (from ``start`` on, cyclically) whose next unreceived message has reached this rank's inbox."""
-        with self.port.lock:       # the lanes and their message numbers, as the posts leave them
+        with self.state.lock:       # the lanes and their message numbers, as the posts leave them
             return self._announced(start)
 
     def _announced(self, start: int) -> Optional[int]:
-        c = self.port
+        c = self.state
         c.check_usable("irecv_any")
         local, local_size = self._local_buffer()
         raw = np.zeros(p2p.HEADER_BYTES, np.uint8)
@@ -137,7 +160,7 @@ class PointToPoint:
             try:
                 c.binding.memcpy(dst, p2p.HEADER_BYTES, local + off, p2p.HEADER_BYTES, MemcpyKind.DEVICE_TO_HOST)
             except HcclError as exc:
-                raise c.fail(exc, "irecv_any (reading the inbox headers)") from exc
+                raise observe.fail(c, exc, "irecv_any (reading the inbox headers)") from exc
             if p2p.announces(raw, peer, lane.state.seq if lane is not None else 0):
                 return peer
         return None
@@ -146,7 +169,7 @@ class PointToPoint:
         """This rank's HCCL buffer (address, bytes)."""
         if self.lanes:
             return next(iter(self.lanes.values())).cache.local_buffer()
-        return self.port.binding.get_hccl_buffer(self.port.handle)
+        return self.state.binding.get_hccl_buffer(self.state.handle)
 
     # ------------------------------------------------------------------ helpers
     def _blocking(self, post: Callable[[], Request[Any]], timeout: Optional[float], peer: int, matching: str) -> Any:
@@ -155,26 +178,26 @@ class PointToPoint:
         The transfer stays queued (it could still land in the buffer later), so the communicator is
         marked unusable rather than left to corrupt a buffer the caller reuses.  Posting and waiting are
         one region: an exception between them (Ctrl-C, an alarm) once something was launched breaks the
-        communicator too (api/interrupts.py); one before the launch (a refused argument) does not.
+        communicator too (api/engine.py); one before the launch (a refused argument) does not.
         """
-        posted = self.posted
+        posted = getattr(self._posted, "n", 0)
         req: Optional[Request[Any]] = None
         try:
             req = post()
             return req.wait(timeout)
         except CommTimeoutError:
-            if timeout is None or self.port.broken or req is None:   # the library's own timeout: says everything
+            if timeout is None or self.state.broken or req is None:   # the library's own timeout: says everything
                 raise
-            msg = (f"rank {self.port.rank} of communicator {self.port.name!r}: {req.what} did not complete within "
+            msg = (f"rank {self.state.rank} of communicator {self.state.name!r}: {req.what} did not complete within "
                    f"{timeout:g} s; check that rank {peer} posts the matching {matching}")
-            self.port.mark_broken(msg)
+            self.state.mark_broken(msg)
             err = CommTimeoutError(msg)
-            observe.failed(self.port, None, err)
+            observe.failed(self.state, None, err)
             raise err from None
         except BaseException as exc:       # Ctrl-C, an alarm handler...: the queued transfer must never land
-            if self.posted != posted:
+            if getattr(self._posted, "n", 0) != posted:
                 what = f"{'send to' if matching.startswith('recv') else 'receive from'} rank {peer}"
-                interrupted(self.port, req.what if req is not None else what, exc)
+                self.state.interrupted(req.what if req is not None else what, exc)
             raise
 
     @staticmethod
@@ -186,8 +209,8 @@ class PointToPoint:
         return list(items)
 
     def _peer_arg(self, name: str, value: Any, what: str) -> int:
-        peer = self.port.rank_arg(name, value)
-        if peer == self.port.rank:
+        peer = self.state.rank_arg(name, value)
+        if peer == self.state.rank:
             raise ValueError(f"{what}: {name}={peer} is this rank; sending to oneself is not supported "
                              "(copy locally instead)")
         return peer
@@ -196,11 +219,11 @@ class PointToPoint:
         key = (peer, direction)
         lane = self.lanes.get(key)
         if lane is None:
-            b = self.port.binding
+            b = self.state.binding
             stream = b.create_stream()
-            src, dst = (self.port.rank, peer) if direction == "send" else (peer, self.port.rank)
-            spec = p2p_plan(self.port.topology, src, dst).resources_for(self.port.rank)
-            cache = ResourceCache(b, self.port.handle, stream)
+            src, dst = (self.state.rank, peer) if direction == "send" else (peer, self.state.rank)
+            spec = p2p_plan(self.state.topology, src, dst).resources_for(self.state.rank)
+            cache = ResourceCache(b, self.state.handle, stream)
             try:
                 res = cache.get("p2p", spec, "comm:p2p", COMM_ENGINE)
             except BaseException:
@@ -210,7 +233,7 @@ class PointToPoint:
         return lane
 
     def _ctx(self, lane: Lane) -> Tuple[IssueContext, TaskBatch]:
-        c = self.port
+        c = self.state
         batch = TaskBatch(c.binding)
         return IssueContext(batch, lane.res, rank=c.rank, size=c.size, topology=c.topology, timeout_s=c.timeout,
                             dtype=DataType.INT8), batch
@@ -220,131 +243,123 @@ class PointToPoint:
         slot, name, seq = op
 
         def sync(timeout: Optional[float]) -> bool:
-            self.port.check_process(what)
-            if self.port.destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
-                raise CommError(f"rank {self.port.rank}: {what} on communicator {self.port.name!r} can no longer "
+            self.state.check_process(what)
+            if self.state.destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
+                raise CommError(f"rank {self.state.rank}: {what} on communicator {self.state.name!r} can no longer "
                                 "complete: the communicator was destroyed (hcomm.finalize() or destroy()) while it "
                                 "was pending; wait for requests before destroying their communicator")
             try:
                 with self._books:             # what was posted before this wait (other threads may post more)
                     issued = list(lane.inflight)
-                if timeout is None:           # committed: published if it lasts (api/announce.py)
-                    done = self.port.announcer.waiting(partial(sync_stream, self.port.binding, lane.stream),
+                if timeout is None:           # committed: published if it lasts (api/launch_order.py)
+                    done = self.state.announcer.waiting(partial(sync_stream, self.state.binding, lane.stream),
                                                        peer=lane.peer, text=what)
                 else:
-                    done = sync_stream(self.port.binding, lane.stream, timeout)
+                    done = sync_stream(self.state.binding, lane.stream, timeout)
                 if done:                      # everything issued on the lane before the wait has completed
                     gone = {id(item) for item in issued}
                     with self._books:
                         lane.inflight[:] = [item for item in lane.inflight if id(item) not in gone]
-                    observe.done(self.port, slot, name, seq)
+                    observe.done(self.state, slot, name, seq)
                 return done
             except HcclError as exc:
-                raise self.port.fail(exc, what) from exc
+                raise observe.fail(self.state, exc, what) from exc
             except BaseException as exc:    # Ctrl-C, an alarm...: the queued transfer must never land later
-                interrupted(self.port, what, exc)
+                self.state.interrupted(what, exc)
                 raise
         return Request(what, sync, finish)
 
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
-        with self.port.lock:       # the call lock while the lane's state advances and the batch launches (port.py)
-            return self._send_locked(items, dst, what, single)
+        with self.state.lock:       # the call lock while the lane's state advances and the batch launches (state.py)
+            dst = self._peer_arg("dst", dst, what)
+            bufs = [as_buffer(items[0], "x")] if single else [as_buffer(x, f"items[{i}]") for i, x in enumerate(items)]
+            staging = Staging(self.state.binding, self.state.stages)
+            keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
+            desc = f"{what} of {_total(bufs)[1]} bytes to rank {dst}"
 
-    def _send_locked(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
-        self.port.check_usable(what)
-        dst = self._peer_arg("dst", dst, what)
-        bufs = [as_buffer(x, "x" if single else f"items[{i}]") for i, x in enumerate(items)]
-        lane = self._lane(dst, "send")
-        op = self._record("send" if single else "send_multi", lane, bufs)
-        ctx, batch = self._ctx(lane)
-        staging = Staging(self.port.binding, self.port.stages)
-        keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
-        desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes to rank {dst}"
+            def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
+                for buf in bufs:
+                    header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.state.rank)
+                    keep.append(header)
+                    hb = as_buffer(header.view(np.uint8), "header")
+                    declared += (hb, buf)          # emulator: device memory (what staging makes them on CANN)
+                    p2p.issue_send(ctx, lane.res.main, dst, self.state.size, lane.state, staging.device_ptr(hb),
+                                   staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.state.eager_limit)
 
-        def finish() -> None:
-            keep.clear()
-            staging.finish()
-        self._count_post()
-        try:                 # the lane's state advances from here: cut short before it is returned, out of step
-            for buf in bufs:
-                header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.port.rank)
-                keep.append(header)
-                hb = as_buffer(header.view(np.uint8), "header")
-                self.port.declare_device_memory(hb)      # emulator: what staging makes them on CANN
-                self.port.declare_device_memory(buf)
-                p2p.issue_send(ctx, lane.res.main, dst, self.port.size, lane.state, staging.device_ptr(hb),
-                               staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.port.eager_limit)
-            self._launch(batch, desc, op[0])
-            with self._books:
-                lane.inflight.append(keep)
-            return self._request(lane, desc, finish, op)
-        except BaseException as exc:
-            interrupted(self.port, desc, exc)
-            raise
+            def finish() -> None:
+                keep.clear()
+                staging.finish()
+            return self._post(what, "send" if single else "send_multi", dst, "send", bufs, desc, issue, keep, finish)
 
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
-        with self.port.lock:       # as _post_send
-            return self._recv_locked(items, src, what, single)
+        with self.state.lock:       # as _post_send
+            src = self._peer_arg("src", src, what)
+            bufs = [as_buffer(items[0], "buf", writable=True)] if single else [
+                as_buffer(x, f"items[{i}]", writable=True) for i, x in enumerate(items)]
+            staging = Staging(self.state.binding, self.state.stages)
+            headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
+            first = [0]
+            desc = f"{what} of {_total(bufs)[1]} bytes from rank {src}"
 
-    def _recv_locked(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
-        self.port.check_usable(what)
-        src = self._peer_arg("src", src, what)
-        bufs = [as_buffer(x, "buf" if single else f"items[{i}]", writable=True) for i, x in enumerate(items)]
-        lane = self._lane(src, "recv")
-        op = self._record("recv" if single else "recv_multi", lane, bufs)
-        ctx, batch = self._ctx(lane)
-        staging = Staging(self.port.binding, self.port.stages)
-        headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
-        first_seq = lane.state.seq
-        desc = f"{what} of {sum(b.nbytes for b in bufs)} bytes from rank {src}"
+            def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
+                first[0] = lane.state.seq
+                for k, buf in enumerate(bufs):
+                    hb = as_buffer(headers[k], "header", writable=True)
+                    declared += (hb, buf)          # emulator: device memory (what staging makes them on CANN)
+                    p2p.issue_recv(ctx, lane.res.main, src, self.state.size, lane.state,
+                                   staging.device_ptr(hb, False, True), staging.device_ptr(buf, False, True),
+                                   buf.nbytes)
 
-        def finish() -> Any:
-            staging.finish()
-            for k, buf in enumerate(bufs):
-                self._check_header(headers[k], buf, src, first_seq + k, what)
-            return items[0] if single else items
-        self._count_post()
-        try:                 # the lane's state advances from here: cut short before it is returned, out of step
-            for k, buf in enumerate(bufs):
-                hb = as_buffer(headers[k], "header", writable=True)
-                self.port.declare_device_memory(hb)      # emulator: what staging makes them on CANN
-                self.port.declare_device_memory(buf)
-                p2p.issue_recv(ctx, lane.res.main, src, self.port.size, lane.state,
-                               staging.device_ptr(hb, False, True), staging.device_ptr(buf, False, True), buf.nbytes)
-            self._launch(batch, desc, op[0])
-            with self._books:
-                lane.inflight.append((bufs, headers))
-            return self._request(lane, desc, finish, op)
-        except BaseException as exc:
-            interrupted(self.port, desc, exc)
-            raise
+            def finish() -> Any:
+                staging.finish()
+                for k, buf in enumerate(bufs):
+                    self._check_header(headers[k], buf, src, first[0] + k, what)
+                return items[0] if single else items
+            return self._post(what, "recv" if single else "recv_multi", src, "recv", bufs, desc, issue,
+                              (bufs, headers), finish)
 
-    def _record(self, op: str, lane: Lane, bufs: List[Buffer]) -> Tuple[int, str, int]:
-        """The flight record (and DEBUG line, trace slice) of a send/recv of ``bufs`` on ``lane``: (slot, trace name,
-        sequence number), what observe.done closes it with.  Lanes number their messages separately, so the
-        trace name carries the peer."""
-        name = f"{op} {'to' if lane.direction == 'send' else 'from'} {lane.peer}"
-        seq = lane.state.seq
-        slot = observe.issue(self.port, seq, observe.Record(op, "p2p", sum(b.count for b in bufs),
-                             sum(b.nbytes for b in bufs), bufs[0].dtype, None, lane.peer), name=name)
-        return slot, name, seq
+    def _post(self, what: str, op: str, peer: int, direction: str, bufs: List[Buffer], desc: str,
+              issue: Callable[[IssueContext, Lane, List[Buffer]], None], keep: Any, finish: Any) -> Request[Any]:
+        """Post ``op`` of ``bufs`` to/from ``peer`` (the caller's ``what``) on its lane through the engine (api/engine.py: checked, recorded,
+        launched, guarded); ``issue`` adds the protocol's tasks; the request completes it (``finish``)."""
+        engine = self.engine
+        if engine is None:                    # a null communicator: refused as every call on it
+            self.state.check_usable(what)
+        assert engine is not None
+        c = Call(what, "native", async_op=True)
+        c.announces = False
+        c.what = desc
+        lanes: List[Lane] = []
 
-    def _launch(self, batch: TaskBatch, desc: str, slot: int = observe.NO_SLOT) -> None:
-        try:
-            batch.launch()
-        except HcclError as exc:
-            raise self.port.fail(exc, desc) from exc
-        observe.running(self.port, slot)
+        def post(c: Call, declared: List[Buffer]) -> LaunchBatch:
+            lane = self._lane(peer, direction)
+            lanes.append(lane)
+            ctx, batch = self._ctx(lane)
+            c.seq = lane.state.seq            # lanes number their messages apart: the trace name carries the peer
+            c.name = f"{op} {'to' if direction == 'send' else 'from'} {peer}"
+            count, nbytes = _total(bufs)
+            c.record = observe.Record(op, "p2p", count, nbytes, bufs[0].dtype, None, peer)
+            posted = self._posted
+            posted.n = getattr(posted, "n", 0) + 1
+            c.moves = True                    # the lane's state advances from here: cut short, it is out of step
+            issue(ctx, lane, declared)
+            return LaunchBatch(batch, None)
+        c.post = post
+        engine.post(c)
+        lane = lanes[0]
+        with self._books:
+            lane.inflight.append(keep)
+        return self._request(lane, desc, finish, (c.slot, c.name or op, c.seq))
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)
-        where = f"rank {self.port.rank} of communicator {self.port.name!r}: {what} from rank {src}"
+        where = f"rank {self.state.rank} of communicator {self.state.name!r}: {what} from rank {src}"
         if h["magic"] != p2p.MAGIC:
-            self.port.mark_broken(f"{where}: corrupt message header")
+            self.state.mark_broken(f"{where}: corrupt message header")
             raise MessageMismatchError(f"{where}: no valid message header arrived (magic 0x{h['magic']:08x}); "
                                        "the sender did not send a message of this kind")
         if h["nbytes"] != buf.nbytes or h["dtype"] != int(buf.dtype) or h["seq"] != (seq & 0xFFFFFFFF):
-            self.port.mark_broken(f"{where}: message/buffer mismatch")
+            self.state.mark_broken(f"{where}: message/buffer mismatch")
             try:
                 sent = DataType(h["dtype"]).name.lower()
             except ValueError:
@@ -361,7 +376,7 @@ class PointToPoint:
     def close(self) -> None:
         """Destroy every lane's stream (the communicator is destroyed; its resources went with the handle)."""
         for lane in self.lanes.values():
-            self.port.binding.destroy_stream(lane.stream)
+            self.state.binding.destroy_stream(lane.stream)
         self.lanes.clear()
 
     def drain(self) -> None:
@@ -373,23 +388,33 @@ class PointToPoint:
             p2p.drain(ctx, lane.res.main, lane.peer, lane.state)
             try:
                 batch.launch()
-                if not sync_stream(self.port.binding, lane.stream, min(DRAIN_TIMEOUT_S, self.port.timeout or DRAIN_TIMEOUT_S)):
-                    warnings.warn(f"rank {self.port.rank}: destroy of {self.port.name!r}: rank {lane.peer} never received "
+                if not sync_stream(self.state.binding, lane.stream, min(DRAIN_TIMEOUT_S, self.state.timeout or DRAIN_TIMEOUT_S)):
+                    warnings.warn(f"rank {self.state.rank}: destroy of {self.state.name!r}: rank {lane.peer} never received "
                                   "an eager message sent to it", RuntimeWarning, stacklevel=3)
             except HcclError as exc:
-                warnings.warn(f"rank {self.port.rank}: destroy of {self.port.name!r}: draining the lane to rank {lane.peer} "
+                warnings.warn(f"rank {self.state.rank}: destroy of {self.state.name!r}: draining the lane to rank {lane.peer} "
                               f"failed: {exc}", RuntimeWarning, stacklevel=3)
 
 
+def _total(bufs: List[Buffer]) -> Tuple[int, int]:
+    """(elements, bytes) of the messages ``bufs``."""
+    if len(bufs) == 1:
+        return bufs[0].count, bufs[0].nbytes
+    return sum(b.count for b in bufs), sum(b.nbytes for b in bufs)
+
+
 class AnySourceRequest(Request[Any]):
-    """A receive from any source: watches the inboxes until a peer's message arrives, then receives it from that peer."""
+    """``stream=`` send/recv (:meth:`PointToPoint.on_stream`) are the library's own HcclSend/HcclRecv on the caller's
+stream instead, taken by the engine as stream-ordered collectives are.
+
+A receive from any source: watches the inboxes until a peer's message arrives, then receives it from that peer."""
 
     def __init__(self, p2p_: PointToPoint, buf: Any) -> None:
-        super().__init__(f"irecv_any on rank {p2p_.port.rank}", self._step, lambda: buf)
+        super().__init__(f"irecv_any on rank {p2p_.state.rank}", self._step, lambda: buf)
         self._p2p = p2p_
         self._buf = buf
         self._inner: Optional[Request[Any]] = None
-        self._limit = p2p_.port.timeout          # a message from nobody fails after the communicator's timeout
+        self._limit = p2p_.state.timeout          # a message from nobody fails after the communicator's timeout
         self._began = time.monotonic()
         self.source: Optional[int] = None        # the sender, once its message was seen
 
@@ -397,15 +422,15 @@ class AnySourceRequest(Request[Any]):
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = PROBE_SLEEP_S[0]
         while self._inner is None:
-            peer = self._p2p.announced((self._p2p.port.rank + 1) % self._p2p.port.size)
+            peer = self._p2p.announced((self._p2p.state.rank + 1) % self._p2p.state.size)
             if peer is not None:
                 self.source = peer
                 self._inner = self._p2p.irecv(self._buf, peer)
-                self.what = f"irecv_any (from rank {peer}) on rank {self._p2p.port.rank}"
+                self.what = f"irecv_any (from rank {peer}) on rank {self._p2p.state.rank}"
                 break
             now = time.monotonic()
             if self._limit and now - self._began > self._limit:
-                c = self._p2p.port
+                c = self._p2p.state
                 raise CommTimeoutError(f"rank {c.rank} of communicator {c.name!r}: irecv_any: no message from any "
                                        f"rank arrived within {self._limit:g} s (the communicator's timeout)")
             if deadline is not None and now >= deadline:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -40,11 +40,9 @@ from ..errors import COLLECTIVE_MISMATCH, HcclError
 from ..plan import ChannelSpec, Topology
 from ..plan.planner import rank_resources
 from ..resources import ResourceCache, Resources
-from . import consistency
+from . import consistency, observe
+from .state import CommState
 from .streams import sync_stream
-
-if TYPE_CHECKING:   # the port imports issue.py, which imports this module
-    from .port import CommPort
 
 __all__ = ["ALL_PEERS_MAX", "TABLE_SLOTS", "Exchange", "Signer", "CollectiveMismatchError"]
 
@@ -69,16 +67,17 @@ class Exchange:
 class Signer:
     """One communicator's signature handshakes: its table of signatures in device memory and its parity."""
 
-    def __init__(self, port: "CommPort") -> None:
-        self.port = port
-        self.b = port.binding
-        self.rank: int = port.rank
-        self.size: int = port.size
-        self.topology: Topology = port.topology
-        self.name: str = port.name
-        self.timeout: int = port.timeout
-        self.mismatch: Optional[str] = None          # what the in-stream comparison found (then the stream failed)
-        self._count = 0                              # handshakes launched so far (parity = count & 1)
+    def __init__(self, state: CommState, invalidate: Callable[[], None]) -> None:
+        self.state = state                           # its ``mismatch``: what the in-stream comparison found
+        self.invalidate = invalidate                 # bound batches name the table: the engine's cache drops them
+        self.b = state.binding
+        self.rank: int = state.rank
+        self.size: int = state.size
+        self.topology: Topology = state.topology
+        self.name: str = state.name
+        self.timeout: int = state.timeout
+        self.launched = 0     # handshakes launched so far (parity = launched & 1; an interrupted call that moved it
+        # leaves the ranks apart)
         self._seq = 0                                # the running collective's sequence number (messages only)
         self._table: Any = None                      # device memory: TABLE_SLOTS signatures
         self._rows: Dict[bytes, int] = {}            # signature words -> table slot
@@ -88,17 +87,12 @@ class Signer:
     @property
     def parity(self) -> int:
         """The parity of the next handshake (its slots and notifies)."""
-        return self._count & 1
-
-    @property
-    def launched(self) -> int:
-        """Handshakes launched so far (an interrupted call that moved it leaves the ranks apart)."""
-        return self._count
+        return self.launched & 1
 
     def advance(self, seq: int) -> int:
         """Collective #``seq`` launches the next handshake: its parity; the following one has the other."""
-        parity = self._count & 1
-        self._count += 1
+        parity = self.launched & 1
+        self.launched += 1
         self._seq = seq
         return parity
 
@@ -124,8 +118,8 @@ class Signer:
                 self._retired.append(self._table)
                 self._table = None
                 self._rows.clear()
-                self.port.invalidate()
-                if self.port.idle:                   # nothing queued can read the old tables any more
+                self.invalidate()
+                if not self.state.inflight:                   # nothing queued can read the old tables any more
                     for table in self._retired:
                         self.b.free(table)
                     self._retired.clear()
@@ -190,7 +184,7 @@ class Signer:
         sink = TaskBatch(self.b)
         ex = self.issue(sink, links, links.main, consistency.signature(call, algorithm), host_task, self.parity)
         self.advance(self._seq)
-        announcer = self.port.announcer
+        announcer = self.state.announcer
         try:
             sink.launch()
             announcer.waiting(partial(sync_stream, self.b, stream), collective=announcer.current)
@@ -204,7 +198,7 @@ class Signer:
     def _raise_if_mismatch(self, ex: Exchange) -> None:
         msg = self.check(ex)
         if msg is not None:
-            self.port.mark_broken(msg)
+            self.state.mark_broken(msg)
             raise CollectiveMismatchError(msg)
 
     def _area(self, res: Resources) -> int:
@@ -228,7 +222,7 @@ class Signer:
             return
         msg = consistency.compare(self._rows_of(ex, raw), self.rank, self.name, self._seq, ex.peers, ex.graph)
         if msg is not None:
-            self.mismatch = msg
+            self.state.mismatch = msg
             raise CollectiveMismatchError(f"{COLLECTIVE_MISMATCH}: {msg}")
 
     def check(self, ex: Exchange) -> Optional[str]:
@@ -240,3 +234,16 @@ class Signer:
             return None
         return consistency.compare(self._rows_of(ex, host.tobytes()), self.rank, self.name, self._seq, ex.peers,
                                    ex.graph)
+
+    def check_completed(self, exchange: Optional[Exchange]) -> None:
+        """Backends without host tasks: compare the handshake's slots now (its stream has passed them); raises
+        :class:`CollectiveMismatchError` on a mismatch, which breaks the communicator (the call's data may have
+        moved), as any failure does."""
+        if exchange is None:
+            return
+        msg = self.check(exchange)
+        if msg is not None:
+            err = consistency.CollectiveMismatchError(msg)
+            self.state.mark_broken(msg)
+            observe.failed(self.state, None, err)
+            raise err

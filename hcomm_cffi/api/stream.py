@@ -7,7 +7,7 @@ torch_npu-style code take it as they take a torch_npu stream.
 What communicators queue on it (a graph's replays, collectives and sends/receives issued with
 ``stream=``) is told how each :meth:`Stream.synchronize` ended.  An exception that leaves the wait
 (Ctrl-C, an alarm handler) leaves that work queued, and a retry after rewriting the inputs would let it
-run on the new contents: those communicators break instead (api/interrupts.py), their queued work is
+run on the new contents: those communicators break instead (api/engine.py), their queued work is
 discarded, their peers fail naming this rank, and the exception goes on.
 """
 from __future__ import annotations

@@ -26,7 +26,7 @@ from ..algorithms.replay import Schedule
 from ..resources import ResourceCache, Resources
 from .errors import CommError
 
-__all__ = ["Target", "StreamTargets", "stream_handle", "sync_stream", "STREAM_SYNC_TIMEOUT"]
+__all__ = ["StreamTarget", "StreamTargets", "stream_handle", "sync_stream", "STREAM_SYNC_TIMEOUT"]
 
 STREAM_SYNC_TIMEOUT = ACL_ERROR_RT_STREAM_SYNC_TIMEOUT   # our own wait expired, the stream is fine
 
@@ -46,7 +46,7 @@ def sync_stream(binding: Binding, stream: Any, timeout: Optional[float]) -> bool
 
 
 @dataclass(eq=False)
-class Target:
+class StreamTarget:
     """One stream collectives are issued on, with the resources bound to it."""
 
     stream: Any
@@ -98,13 +98,13 @@ class StreamTargets:
         self.binding = binding
         self.comm = comm
         self.name = name
-        self.own = Target(own_stream, ResourceCache(binding, comm, own_stream), True)
-        self._targets: Dict[int, Target] = {_key(own_stream): self.own}
-        self._last = self.own
+        self.own = StreamTarget(own_stream, ResourceCache(binding, comm, own_stream), True)
+        self._targets: Dict[int, StreamTarget] = {_key(own_stream): self.own}
+        self.last = self.own
         self._event: Any = None
         self.limit = int(settings.value("HCOMM_MAX_STREAMS"))
 
-    def get(self, stream: Optional[Any]) -> Target:
+    def get(self, stream: Optional[Any]) -> StreamTarget:
         """The target for ``stream=`` (None: the communicator's own stream)."""
         if stream is None:
             return self.own
@@ -116,7 +116,7 @@ class StreamTargets:
                 raise CommError(f"communicator {self.name!r} already ran collectives on {users} user streams "
                                 f"(HCOMM_MAX_STREAMS={self.limit}); each stream holds its own threads until the "
                                 "communicator is destroyed: reuse a stream, or raise HCOMM_MAX_STREAMS")
-            target = Target(handle, ResourceCache(self.binding, self.comm, handle), False)
+            target = StreamTarget(handle, ResourceCache(self.binding, self.comm, handle), False)
             self._targets[_key(handle)] = target
             closing = getattr(stream, "on_close", None)     # a Stream of the package: told when it is destroyed
             if isinstance(closing, dict):
@@ -128,23 +128,23 @@ class StreamTargets:
         target = self._targets.get(_key(stream))
         return target is not None and target.stream is stream
 
-    def forget(self, target: Target) -> None:
+    def forget(self, target: StreamTarget) -> None:
         """``target``'s stream was destroyed (``Stream.close`` waited for its work first): drop it, and order the
         next call after nothing of it (a new stream may even get its address)."""
         if self._targets.get(_key(target.stream)) is target:
             del self._targets[_key(target.stream)]
-        if self._last is target:
-            self._last = self.own
+        if self.last is target:
+            self.last = self.own
 
-    def order(self, target: Target) -> None:
+    def order(self, target: StreamTarget) -> None:
         """Make ``target``'s stream wait for the previous collective's stream (same stream: nothing to do)."""
-        if target is self._last:
+        if target is self.last:
             return
         if self._event is None:
             self._event = self.binding.create_event()
-        self.binding.record_event(self._event, self._last.stream)
+        self.binding.record_event(self._event, self.last.stream)
         self.binding.stream_wait_event(target.stream, self._event)
-        self._last = target
+        self.last = target
 
     def forget_resources(self) -> None:
         """Every target forgets its resources and schedules."""
@@ -162,4 +162,4 @@ class StreamTargets:
             self._event = None
         self.forget_resources()
         self._targets = {_key(self.own.stream): self.own}
-        self._last = self.own
+        self.last = self.own

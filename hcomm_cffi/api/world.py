@@ -15,9 +15,9 @@ from ..binding import Binding, get_binding
 from ..cpus import npu_cpu_affinity
 from ..initializers import make_comm_config
 from . import live
-from .comm import Comm, TopologyArg, comm_of_handle
+from .comm import Comm, TopologyArg, get_world
 from .errors import CommError
-from .live import get_world, register, unregister
+from .live import register, unregister
 
 if TYPE_CHECKING:  # pragma: no cover  (bootstrap is imported when init() discovers the launcher)
     from ..bootstrap import WorldSpec
@@ -117,7 +117,7 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
             raise CommError("bootstrap returned neither a root info nor a ranktable")
         handle = b.comm_init_root_info(size, root_info, rank, config)
     try:
-        world = comm_of_handle(b, handle, "world", topology=topology, eager_limit=eager_limit, timeout=exec_timeout)
+        world = Comm.from_handle(b, handle, "world", topology=topology, eager_limit=eager_limit, timeout=exec_timeout)
     except BaseException:
         b.comm_destroy(handle)
         raise

@@ -20,7 +20,7 @@ from typing import Any, List, Optional
 
 import torch.distributed as dist
 
-from ..api import live
+from ..api.comm import current_world
 from ..api import world as world_api
 from ..api.comm import Comm
 from ..binding import get_binding
@@ -42,7 +42,7 @@ def devices() -> List[str]:
 
 def _world(store: Any, rank: int, size: int, timeout: Optional[float]) -> Comm:
     """This package's world over the default group: device first, root info through torch's store."""
-    found = live.current_world()
+    found = current_world()
     if found is not None:
         if found.size != size or found.rank != rank:
             raise RuntimeError(f"hcomm backend: hcomm is already initialised as rank {found.rank} of {found.size}, "
@@ -67,7 +67,7 @@ def _create(opts: Any, backend_options: Any) -> ProcessGroupHcomm:
     ranks = list(opts.global_ranks_in_group or [])
     if not ranks:   # the default group: torch passes it no ranks (torch/distributed/distributed_c10d.py:2004,2032)
         return ProcessGroupHcomm(store, rank, size, _world(store, rank, size, timeout), timeout, devices())
-    world = live.current_world()
+    world = current_world()
     if world is None:
         if ranks != list(range(len(ranks))):
             raise RuntimeError("hcomm backend: the default process group must use hcomm before new_group(backend="

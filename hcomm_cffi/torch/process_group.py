@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..api import live
+from ..api.comm import current_world
 from ..api import world as world_api
 from ..api.comm import Comm
 from ..api.errors import CommError, CommTimeoutError
@@ -575,7 +575,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     @serialised
     def shutdown(self) -> None:
         """Release the communicator (the world is finalized with the default group)."""
-        if self.comm is live.current_world():
+        if self.comm is current_world():
             world_api.finalize()
         else:
             self.comm.destroy()

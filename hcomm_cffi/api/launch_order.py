@@ -5,7 +5,7 @@ collective against another whose notifies differ, or against a package algorithm
 both ranks would wait for the execution timeout.  The emulator keeps each rank's
 announcements where a peer's blocked wait reads them and fails naming both calls (sim/announce.py).
 A call is announced right before its launch, inside the region where an interrupted call breaks the
-communicator (api/interrupts.py), so a call cut short never leaves the ranks' numbering apart.  A call
+communicator (api/engine.py), so a call cut short never leaves the ranks' numbering apart.  A call
 an ACL graph captures runs nothing then: it is announced at each replay (``replayed``).
 
 A point-to-point operation is not a collective and takes no number, so a rank waiting in one while its
@@ -18,12 +18,25 @@ pair that cannot go on really cannot (sim/announce.py).
 from __future__ import annotations
 
 import zlib
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 from ..lib.contract import WAIT_COLLECTIVE, WAIT_NONE, WAIT_P2P
-from .observe import Record
+from ..enums import DataType, ReduceOp
 
-__all__ = ["Announcer", "describe", "PUBLISH_AFTER_S"]
+__all__ = ["Announcer", "Record", "describe", "PUBLISH_AFTER_S"]
+
+
+class Record(NamedTuple):
+    """What the flight recorder and the DEBUG line keep of one operation."""
+
+    collective: str          # the operation: a collective name, or send/recv/send_multi/recv_multi
+    algorithm: str
+    count: int  # type: ignore[assignment]  # named as the C argument; shadows tuple.count on purpose
+    nbytes: int
+    dtype: DataType
+    redop: Optional[ReduceOp]
+    peer: int                # the root of a rooted collective, the peer of a send/recv; -1: none
+
 
 KNOWN_MAX = 256          # call shapes whose value and text are kept per communicator
 #: a committed wait that lasted this long is published (most complete first and publish nothing); a peer's
