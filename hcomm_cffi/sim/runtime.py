@@ -248,6 +248,8 @@ class Executor:
         me = threading.get_ident()
         with self.lock:
             comm.closing = True
+            # a wake an interrupted run left pending would read the peer's doorbell in the memory unmapped below
+            self.unwoken = [ch for ch in self.unwoken if ch.comm is not comm]
             if comm.pins.pop(me, None) is not None:
                 self._mine().discard(comm)
             while comm.pins:
@@ -311,10 +313,10 @@ class Executor:
         cores each record of a handshake cost a context switch (3 records of a 4-rank 8-byte allreduce on 2 cores:
         51-73 us, benchmarks/profile_native.py).
         """
-        unwoken = self.unwoken
-        self.unwoken = []
+        unwoken, self.unwoken = self.unwoken, []
         for ch in unwoken:
-            ch.wake_peer()
+            if not ch.comm.closing:
+                ch.wake_peer()
 
     def _run_tasks(self, q: Queue) -> bool:
         tasks = q.tasks
