@@ -101,8 +101,12 @@ def test_the_script_finds_and_rewrites_stale_files(tmp_path: Path) -> None:
 def test_errors_import_refuses_a_block_out_of_step_with_the_tables(tmp_path: Path) -> None:
     """A class whose default_code differs from its table row is an ImportError naming the fix."""
     text = (PKG / "errors.py").read_text().replace("    default_code = 9\n", "    default_code = 99\n")
-    (tmp_path / "errors_copy.py").write_text(text)
-    run = subprocess.run([sys.executable, "-c", "import errors_copy"], cwd=tmp_path, capture_output=True, text=True,
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "acl_codes.py").write_text((PKG / "acl_codes.py").read_text())    # the values errors.py reads
+    (package / "errors_copy.py").write_text(text)
+    run = subprocess.run([sys.executable, "-c", "import pkg.errors_copy"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=60)
     assert run.returncode != 0 and "HcclTimeoutError" in run.stderr and "generate_typed.py" in run.stderr
 
