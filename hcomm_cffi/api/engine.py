@@ -308,8 +308,7 @@ class Engine:
             entry = c.entry
         if entry is not None:                       # a kept BoundCall (the fast path, a persistent request)
             c.what, c.record, c.fixed = entry.what, entry.record, entry.fixed
-            kept = entry.bound           # the batch of the handshake parity now (advancing it when it has one)
-            bound = c.bound = kept[0] if len(kept) == 1 else kept[self.signer.advance(c.seq)]
+            bound = c.bound = self._take(entry)
             return bound, self.targets.own
         self._prepare(c)
         target = self.targets.get(c.stream)
