@@ -10,7 +10,7 @@ its sum exists.  A nonblocking call divides when it is waited for.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 
@@ -59,7 +59,7 @@ def run(coll: str, size: int, x: Any, call: Callable[[], Any], async_op: bool, s
     return _average(out, size)
 
 
-def _average(result: Optional[Any], size: int) -> Optional[Any]:
+def _average(result: Any, size: int) -> Any:
     """``result /= size`` in place (a NumPy array or a torch tensor; None: nothing), returned."""
     if is_torch(result):
         result.div_(size)

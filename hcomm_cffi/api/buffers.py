@@ -17,8 +17,8 @@ from .._ffi import ffi
 from ..enums import ELEMENT_SIZE, DataType, MemcpyKind, dtype_from_numpy, dtype_from_torch, numpy_dtype, torch_dtype_names
 from ..types import BufferLike, CData, SupportsDLPack
 
-__all__ = ["Buffer", "as_buffer", "new_like", "is_torch", "Staging", "overlaps", "DeviceMemory", "DeviceBlock", "key_of", "buffer_view",
-           "unowned", "Key", "X_AT", "OUT_AT"]
+__all__ = ["Buffer", "as_buffer", "new_like", "is_torch", "Staging", "overlaps", "DeviceMemory", "DeviceBlock", "key_of",
+           "buffer_view", "unowned", "Key", "X_AT", "OUT_AT"]
 
 
 class Buffer:
