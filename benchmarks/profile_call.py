@@ -9,16 +9,18 @@ usability check, the ``Call`` and its validated op and algorithm, the fast-call 
 flight record, the launch-order announcement, the launch, ``running``, the stream
 synchronisation, ``done`` -- then times the plain call the same number of times, and then the floor, three
 times: the bound batch launched and waited for alone (what the binding's own call costs) and with the flight
-record and the announcement every call keeps (their cost is the bookkeeping, as a ratio to the library call).  Rank 0 prints µs per call for each step, both totals and the floor.  It reaches into the communicator's internals on purpose:
-it profiles them, and the step list must follow ``Engine.fast`` when that changes.  The launch
-includes waiting for the peers, which run the same loop; the checkers are as the environment sets
+record and the announcement every call keeps (their cost is the bookkeeping, as a ratio to the library call), the
+two in alternating blocks of calls, each the median of its blocks (:data:`BLOCK`).  Rank 0 prints µs per call
+for each step, both totals and the floor.  It reaches into the communicator's internals on purpose: it profiles
+them, and the step list must follow ``Engine.fast`` when that changes.  The launch includes waiting for the peers, which run the same loop; the checkers are as the environment sets
 them (the defaults unless told otherwise).
 """
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
-from typing import Any, Tuple
+from typing import Any, List, Tuple
 
 import numpy as np
 
@@ -33,30 +35,41 @@ STEPS = ("check + Call + args", "key + lookup", "flight issue", "announce", "lau
          "done")
 
 
+#: calls per block of the floor measurement: the bare and the kept loops alternate block by block, and each is the
+#: median of its blocks, so both see the same load (a machine shared with other work drifts, and stalls a block
+#: now and then, by more than the bookkeeping costs)
+BLOCK = 50
+
+
 def _floor(world: api.Comm, entry: Any, iters: int) -> Tuple[float, float]:
     """µs per call of the bound batch launched and waited for alone, and with the flight record (its call site
-    included) and the launch-order announcement every call makes: the least a blocking call can cost here."""
+    included) and the launch-order announcement every call makes: the least a blocking call can cost here.
+    The two loops run in alternating blocks of BLOCK calls; each figure is the median of its blocks."""
     issuer = world._engine
     port, stream, batch = issuer.state, issuer.targets.own.stream, entry.bound[0].batch
     sync = issuer.b.synchronize_stream
+    clock = time.perf_counter
+    bare: List[float] = []
+    kept: List[float] = []
     world.barrier()
-    start = time.perf_counter()
-    for _ in range(iters):
-        batch.launch()
-        sync(stream)
-    bare = (time.perf_counter() - start) / iters * 1e6
-    world.barrier()
-    start = time.perf_counter()
-    for _ in range(iters):
-        issuer.state.seq += 1
-        slot = observe.issue(port, issuer.state.seq, entry.record, entry.fixed)
-        issuer.announce(entry.record)
-        batch.launch()
-        observe.running(port, slot)
-        sync(stream)
-        observe.done(port, slot, "allreduce", issuer.state.seq)
-    floor = (time.perf_counter() - start) / iters * 1e6
-    return bare, floor
+    for _ in range(max(1, iters // BLOCK)):
+        start = clock()
+        for _ in range(BLOCK):
+            batch.launch()
+            sync(stream)
+        middle = clock()
+        for _ in range(BLOCK):
+            issuer.state.seq += 1
+            slot = observe.issue(port, issuer.state.seq, entry.record, entry.fixed)
+            issuer.announce(entry.record)
+            batch.launch()
+            observe.running(port, slot)
+            sync(stream)
+            observe.done(port, slot, "allreduce", issuer.state.seq)
+        end = clock()
+        bare.append(middle - start)
+        kept.append(end - middle)
+    return statistics.median(bare) / BLOCK * 1e6, statistics.median(kept) / BLOCK * 1e6
 
 
 def main() -> None:

@@ -28,9 +28,10 @@ _EXAMPLES = _PACKAGE + "examples" + os.sep
 _CACHE_LIMIT = 4096                  # code objects / sites remembered (bounded: exec'd code makes new ones)
 # Keyed by id(code), not the code object: hashing a code object hashes its name, bytecode, constants
 # and names every time (about 0.15 us; a walk through ten frames paid it ten times).  Every code object
-# a key names is kept in _kept until the maps start over together, so its id cannot be reused meanwhile.
-_library: Dict[int, bool] = {}
-_sites: Dict[Tuple[int, int], bytes] = {}
+# a key names is kept in _kept until the map starts over, so its id cannot be reused meanwhile.
+# The value: _LIBRARY for the library's code, else the sites of that code by instruction (f_lasti -> text).
+_LIBRARY: Dict[int, bytes] = {}
+_codes: Dict[int, Dict[int, bytes]] = {}
 _kept: List[CodeType] = []
 _paths: Dict[str, str] = {}
 _torch_dir: List[str] = []
@@ -57,21 +58,14 @@ def is_library(filename: str) -> bool:
     return torch is not None and filename.startswith(torch)
 
 
-def _code_is_library(code: CodeType) -> bool:
-    found = _library.get(id(code))
-    if found is None:
-        if len(_library) >= _CACHE_LIMIT:
-            _forget()
-        found = _library[id(code)] = is_library(code.co_filename)
-        _kept.append(code)
+def _sites_of(code: CodeType) -> Dict[int, bytes]:
+    """The entry of ``code`` in the map (added: _LIBRARY, or its own map of sites)."""
+    if len(_codes) >= _CACHE_LIMIT:
+        _codes.clear()            # start over (the keys are the ids of the code objects _kept holds)
+        _kept.clear()
+    found = _codes[id(code)] = _LIBRARY if is_library(code.co_filename) else {}
+    _kept.append(code)
     return found
-
-
-def _forget() -> None:
-    """Start the code-keyed maps over (together: their keys are the ids of the code objects _kept holds)."""
-    _library.clear()
-    _sites.clear()
-    _kept.clear()
 
 
 def short_path(path: str) -> str:
@@ -94,11 +88,10 @@ def _site_text(frame: FrameType) -> bytes:
     return text if len(text) <= SITE_BYTES else b"..." + text[-(SITE_BYTES - 3):]
 
 
-def here(skip: int = 2, _library: Dict[int, bool] = _library, _sites: Dict[Tuple[int, int], bytes] = _sites
-         ) -> bytes:
+def here(skip: int = 2, _codes: Dict[int, Dict[int, bytes]] = _codes) -> bytes:
     """``b"path:line"`` of the first frame outside the library above the caller's ``skip - 1`` frames (b"" if none).
 
-    The hot path of every flight record: the caches are bound as defaults (local lookups).
+    The hot path of every flight record: a frame costs one lookup (the map is bound as a default: a local).
     """
     try:
         frame: Optional[FrameType] = sys._getframe(skip)
@@ -106,25 +99,16 @@ def here(skip: int = 2, _library: Dict[int, bool] = _library, _sites: Dict[Tuple
         return UNKNOWN
     while frame is not None:
         code = frame.f_code
-        lib = _library.get(id(code))
-        if lib is None:
-            lib = _code_is_library(code)
-        if not lib:
-            site = _sites.get((id(code), frame.f_lasti))
+        sites = _codes.get(id(code))
+        if sites is None:
+            sites = _sites_of(code)
+        if sites is not _LIBRARY:
+            site = sites.get(frame.f_lasti)
             if site is None:
-                site = _new_site(frame)
+                site = sites[frame.f_lasti] = _site_text(frame)
             return site
         frame = frame.f_back
     return UNKNOWN
-
-
-def _new_site(frame: FrameType) -> bytes:
-    code = frame.f_code
-    if len(_sites) >= _CACHE_LIMIT:
-        _forget()
-    _code_is_library(code)             # its id is a key only while _kept holds it
-    site = _sites[(id(code), frame.f_lasti)] = _site_text(frame)
-    return site
 
 
 def trim_traceback(tb: Optional[TracebackType]) -> Tuple[Optional[TracebackType], int]:

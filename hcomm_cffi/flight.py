@@ -35,12 +35,12 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from . import files, settings, sigterm, stacks
 from .callsite import SITE_BYTES
 
-__all__ = ["FlightRecorder", "fixed_fields", "RECORD", "HEADER", "STATES", "ISSUED", "RUNNING", "DONE", "FAILED", "MAGIC",
+__all__ = ["FlightRecorder", "fixed_fields", "RECORD", "FIXED", "HEADER", "STATES", "ISSUED", "RUNNING", "DONE", "FAILED", "MAGIC",
            "directory", "checked_directory", "dump_all", "read_ring", "recorders", "DUMP_SUFFIX", "RING_SUFFIX",
            "job_id", "ENDS", "LIVE", "FINALISED", "EXITED", "pid_alive"]
 
@@ -49,9 +49,13 @@ MAGIC = b"HCOMMFR2"
 #: root/peer, t_issued, t_running (0: not yet), t_done (0: not yet, negative: failed at -t_done), call site.
 #: The state is derived from the timestamps, so a state change is one 8-byte store.
 RECORD = struct.Struct(f"<qq16s16sqqiiiddd{SITE_BYTES}s")
+#: the fields from the op to the root/peer, which a repeated call keeps: packed once (:func:`fixed_fields`)
+FIXED = struct.Struct("<16s16sqqiii")
+#: a record as :meth:`FlightRecorder.issue_fixed` writes it: the same bytes as RECORD, its fixed fields one block
+_WRITE = struct.Struct(f"<qq{FIXED.size}sddd{SITE_BYTES}s")
 #: magic, capacity, comm rank, comm size, world rank, pid, comm name, job id
 HEADER = struct.Struct("<8siiiii64s64s")
-_T_ISSUED_AT = struct.calcsize("<qq16s16sqqiii")
+_T_ISSUED_AT = 16 + FIXED.size
 _T_RUNNING_AT, _T_DONE_AT = _T_ISSUED_AT + 8, _T_ISSUED_AT + 16
 _TIME = struct.Struct("<d")
 _ORDINAL = struct.Struct("<q")
@@ -85,9 +89,10 @@ def _b(text: str) -> bytes:
 
 
 def fixed_fields(op: str, algorithm: str, count: int, nbytes: int, dtype: int, redop: int,
-                 peer: int) -> Tuple[Any, ...]:
-    """The fields of a record that a repeat of the same call keeps, encoded as :data:`RECORD` packs them."""
-    return (_b(op), _b(algorithm), count, nbytes, dtype, redop, peer)
+                 peer: int) -> bytes:
+    """The fields of a record that a repeat of the same call keeps, packed as :data:`RECORD` holds them (one
+    block: a record then packs 7 values, not 15)."""
+    return FIXED.pack(_b(op), _b(algorithm), count, nbytes, dtype, redop, peer)
 
 
 def job_id() -> str:
@@ -185,14 +190,14 @@ class FlightRecorder:
         :meth:`done`)."""
         return self.issue_fixed(seq, fixed_fields(op, algorithm, count, nbytes, dtype, redop, peer), site)
 
-    def issue_fixed(self, seq: int, fixed: Tuple[Any, ...], site: bytes = b"", launched: bool = False) -> int:
+    def issue_fixed(self, seq: int, fixed: bytes, site: bytes = b"", launched: bool = False) -> int:
         """:meth:`issue` with the fields :func:`fixed_fields` encoded (once, for a call repeated many times);
         ``launched``: issued and launched at once (one write instead of a :meth:`running` after)."""
         h = self.head + 1
         self.head = h
         slot = HEADER_SIZE + (h % self.capacity) * RECORD.size
         now = time.time()
-        RECORD.pack_into(self._mm, slot, h, seq, *fixed, now, now if launched else 0.0, 0.0, site)
+        _WRITE.pack_into(self._mm, slot, h, seq, fixed, now, now if launched else 0.0, 0.0, site)
         return slot
 
     def running(self, slot: int) -> None:

@@ -58,13 +58,11 @@ EXPECTED: Dict[str, Tuple[str, str]] = {
     "eager_negative": ("ValueError", r"eager_limit=-5; expected bytes >= 0"),
     "wait_negative_timeout": ("ValueError", r"timeout=-1; expected None \(no limit\) or a finite number of seconds >= 0"),
     "wait_all_not_request": ("TypeError", r"requests\[0\] is a int; expected a Request"),
-    "bucket_bytes_zero": ("ValueError", r"bucket_bytes=0; expected a positive number of bytes"),
     "use_after_destroy": ("CommError", r"allreduce: communicator 'tmp' was destroyed; create a new one"),
 }
 
 
 def _cases(hcomm: Any, w: Any, rank: int) -> Dict[str, Callable[[], Any]]:
-    from hcomm_cffi.api.bucketing import plan_buckets
     ro = np.ones(4, np.float32)
     ro.flags.writeable = False
     x4 = np.ones(4, np.float32)
@@ -114,7 +112,6 @@ def _cases(hcomm: Any, w: Any, rank: int) -> Dict[str, Callable[[], Any]]:
         "eager_negative": lambda: setattr(w, "eager_limit", -5),
         "wait_negative_timeout": lambda: hcomm.Request("x", lambda t: True).wait(timeout=-1),
         "wait_all_not_request": lambda: hcomm.wait_all([3]),
-        "bucket_bytes_zero": lambda: plan_buckets([], 0),
         "use_after_destroy": lambda: tmp.allreduce(x4),
     }
 

@@ -10,7 +10,7 @@ its sum exists.  A nonblocking call divides when it is waited for.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 
@@ -43,15 +43,6 @@ def _check(coll: str, x: Any, stream: Any) -> None:
                          "op='sum' and the division enqueued by you")
 
 
-def _divide(result: Any, size: int) -> None:
-    """``result /= size`` in place (a NumPy array or a torch tensor)."""
-    if is_torch(result):
-        result.div_(size)
-    else:
-        arr = np.asarray(result)
-        np.divide(arr, arr.dtype.type(size), out=arr)
-
-
 def run(coll: str, size: int, x: Any, call: Callable[[], Any], async_op: bool, stream: Any, divides: bool = True
         ) -> Any:
     """``call()`` (the collective with op 'sum') then the division of what it returns by ``size``.
@@ -68,7 +59,11 @@ def run(coll: str, size: int, x: Any, call: Callable[[], Any], async_op: bool, s
     return _average(out, size)
 
 
-def _average(result: Optional[Any], size: int) -> Optional[Any]:
-    if result is not None:
-        _divide(result, size)
+def _average(result: Any, size: int) -> Any:
+    """``result /= size`` in place (a NumPy array or a torch tensor; None: nothing), returned."""
+    if is_torch(result):
+        result.div_(size)
+    elif result is not None:
+        arr = np.asarray(result)
+        np.divide(arr, arr.dtype.type(size), out=arr)
     return result

@@ -9,7 +9,7 @@ buffers are staged through device memory (aclrtMalloc + aclrtMemcpy) by :class:`
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, cast
 
 import numpy as np
 
@@ -17,8 +17,8 @@ from .._ffi import ffi
 from ..enums import ELEMENT_SIZE, DataType, MemcpyKind, dtype_from_numpy, dtype_from_torch, numpy_dtype, torch_dtype_names
 from ..types import BufferLike, CData, SupportsDLPack
 
-__all__ = ["Buffer", "as_buffer", "new_like", "is_torch", "Staging", "overlaps", "DeviceMemory", "key_of", "buffer_view",
-           "unowned", "Key", "X_AT", "OUT_AT"]
+__all__ = ["Buffer", "as_buffer", "new_like", "is_torch", "Staging", "overlaps", "DeviceMemory", "DeviceBlock", "key_of",
+           "buffer_view", "unowned", "Key", "X_AT", "OUT_AT"]
 
 
 class Buffer:
@@ -315,3 +315,39 @@ class DeviceMemory:
             for addr in self.ranges.values():
                 self.lib.withdraw_device_memory(addr)
             self.ranges.clear()
+
+
+class DeviceBlock:
+    """One device allocation of a communicator that is replaced when it no longer fits (the engine's scratch, the
+    handshake's signature table), and the replaced ones, kept while a started operation may still read them."""
+
+    __slots__ = ("binding", "ptr", "size", "inflight", "_old")
+
+    def __init__(self, binding: Any, inflight: Set[Any]) -> None:
+        self.binding = binding
+        self.ptr: Any = None                 # the live allocation (None: none yet)
+        self.size = 0
+        self.inflight = inflight             # the communicator's started operations not yet seen complete
+        self._old: List[Any] = []            # replaced allocations not yet freed
+
+    def replace(self, size: int) -> Any:
+        """A new allocation of ``size`` bytes in place of the live one (kept until :meth:`free_old` may free it)."""
+        if self.ptr is not None:
+            self._old.append(self.ptr)
+            self.ptr = None
+        self.ptr, self.size = self.binding.malloc(size), size
+        return self.ptr
+
+    def free_old(self) -> None:
+        """Free the replaced allocations once no started operation can still read them."""
+        if self._old and not self.inflight:
+            for ptr in self._old:
+                self.binding.free(ptr)
+            self._old.clear()
+
+    def release(self) -> None:
+        """Free everything (the communicator is destroyed)."""
+        for ptr in self._old + ([self.ptr] if self.ptr is not None else []):
+            self.binding.free(ptr)
+        self._old.clear()
+        self.ptr, self.size = None, 0

@@ -68,7 +68,7 @@ class Call:
     bound: Optional["LaunchBatch"] = None
     graph: Any = None                # the ACL graph capturing its stream
     record: Record
-    fixed: Optional[Tuple[Any, ...]] = None
+    fixed: Optional[bytes] = None
     name: Optional[str] = None       # its name in the trace (default: the record's operation)
     seq = 0
     slot = -1                        # its flight-recorder slot (-1: none)
@@ -114,7 +114,7 @@ class BoundCall(NamedTuple):
     what: str                   # the description errors carry
     bound: Tuple[LaunchBatch, ...]    # indexed by the handshake's parity; a single batch when the call has no handshake
     record: Record              # its flight record fields
-    fixed: Tuple[Any, ...]      # the same, encoded once for the flight recorder (observe.fixed_of)
+    fixed: bytes                # the same, encoded once for the flight recorder (observe.fixed_of)
 
 
 class CommCache:

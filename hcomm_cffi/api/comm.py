@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 import zlib
+from operator import attrgetter
 from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union, cast, overload
 
 import numpy as np
@@ -103,6 +104,11 @@ def _op(op: Any) -> ReduceOp:
         return parse_reduce_op(op)
     except ValueError as exc:
         raise ValueError(f"{exc}, or 'avg' (the sum divided by the number of ranks)") from None
+
+
+def _read(field: str, doc: str) -> Any:
+    """A read-only property of the Comm: its state's ``field`` (a C getter, as cheap as a hand-written property)."""
+    return property(attrgetter("_state." + field), doc=doc)
 
 
 def get_world() -> "Comm":
@@ -269,50 +275,17 @@ class Comm:
         return self.size
 
     # ------------------------------------------------------------------ what it is (its state's, read-only)
-    @property
-    def binding(self) -> Binding:
-        """The Binding the communicator calls through."""
-        return self._state.binding
-
-    @property
-    def name(self) -> str:
-        """Its name (as given to Comm() / init())."""
-        return self._state.name
-
-    @property
-    def rank(self) -> int:
-        """This process's rank in it (-1 on a null communicator)."""
-        return self._state.rank
-
-    @property
-    def size(self) -> int:
-        """Its number of ranks."""
-        return self._state.size
-
-    @property
-    def parent_ranks(self) -> List[int]:
-        """Its members' ranks in the parent communicator."""
-        return self._state.parent_ranks
-
-    @property
-    def topology(self) -> Topology:
-        """Its topology."""
-        return self._state.topology
-
-    @property
-    def timeout(self) -> int:
-        """Seconds each notify wait may take (0: never)."""
-        return self._state.timeout
-
-    @property
-    def is_member(self) -> bool:
-        """False for the null communicator handed to ranks outside ``ranks``."""
-        return self._state.member
-
-    @property
-    def broken(self) -> Optional[str]:
-        """Why the communicator is unusable after a failure (None while it works)."""
-        return self._state.broken
+    binding: Binding = _read("binding", "The Binding the communicator calls through.")
+    name: str = _read("name", "Its name (as given to Comm() / init()).")
+    rank: int = _read("rank", "This process's rank in it (-1 on a null communicator).")
+    size: int = _read("size", "Its number of ranks.")
+    parent_ranks: List[int] = _read("parent_ranks", "Its members' ranks in the parent communicator.")
+    topology: Topology = _read("topology", "Its topology.")
+    timeout: int = _read("timeout", "Seconds each notify wait may take (0: never).")
+    is_member: bool = _read("member", "False for the null communicator handed to ranks outside ``ranks``.")
+    broken: Optional[str] = _read("broken", "Why the communicator is unusable after a failure (None while it works).")
+    handle: Any = _read("handle", "The ``HcclComm`` handle (for fused operators and direct library calls); None on a "
+                                  "null communicator.")
 
     @property
     def eager_limit(self) -> int:
@@ -322,11 +295,6 @@ class Comm:
     @eager_limit.setter
     def eager_limit(self, value: int) -> None:
         self._state.eager_limit = _eager(value)
-
-    @property
-    def handle(self) -> Any:
-        """The ``HcclComm`` handle (for fused operators and direct library calls); None on a null communicator."""
-        return self._state.handle
 
     @property
     def comm_name(self) -> str:

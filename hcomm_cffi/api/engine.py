@@ -40,7 +40,7 @@ from ..lib.contract import Capabilities
 from ..plan import MIB
 from ..resources import Resources
 from . import consistency, graphs, observe
-from .buffers import NO_STAGING, Buffer, DeviceMemory, Staging
+from .buffers import NO_STAGING, Buffer, DeviceBlock, DeviceMemory, Staging
 from .launch_order import Announcer
 from .call import RESOURCES_MAX, SCHEDULES_MAX, LaunchBatch, Call, CommCache, BoundCall, LibraryCall
 from .errors import CommError
@@ -84,9 +84,7 @@ class Engine:
         self.signer = Signer(state, self.cache.invalidate)
         # launch order, for mismatches that never meet (api/launch_order.py)
         self.announce = state.announcer = Announcer(b.lib, state.handle)
-        self.scratch_ptr: Any = None
-        self.scratch_size = 0
-        self.retired: List[Any] = []          # scratch buffers a started collective may still use
+        self.scratch = DeviceBlock(b, state.inflight)   # the algorithms' scratch memory (grows by doubling)
         self.inflight: Set[Any] = state.inflight   # started collectives not yet seen complete (Pending.forget)
         self.agreed: Set[Tuple[Any, ...]] = set()   # call signatures agreed on before their channels (_first_use)
 
@@ -107,10 +105,7 @@ class Engine:
 
     def release(self) -> None:
         """Free what the machinery holds (the communicator is destroyed; its handle is gone)."""
-        for ptr in self.retired + ([self.scratch_ptr] if self.scratch_ptr is not None else []):
-            self.b.free(ptr)
-        self.retired.clear()
-        self.scratch_ptr = None
+        self.scratch.release()
         self.signer.release()
         self.targets.clear()
         self.device_memory.withdraw()
@@ -122,23 +117,12 @@ class Engine:
         self.cache.invalidate()
 
     def _scratch(self, nbytes: int) -> Any:
-        """Scratch memory of at least ``nbytes``; a smaller old one is retired (a started collective may use it)."""
-        if nbytes > self.scratch_size:
-            if self.scratch_ptr is not None:
-                self.retired.append(self.scratch_ptr)
-                self.scratch_ptr = None
-            size = max(nbytes, SCRATCH_MIN, 2 * self.scratch_size)  # doubling: retired buffers total < the live one
-            self.cache.invalidate()       # bound calls address the retired scratch
-            self.scratch_ptr = self.b.malloc(size)
-            self.scratch_size = size
-        return self.scratch_ptr
-
-    def _free_retired(self) -> None:
-        """Free retired scratch once no started collective can still use it."""
-        if self.retired and not self.inflight:
-            for ptr in self.retired:
-                self.b.free(ptr)
-            self.retired.clear()
+        """Scratch memory of at least ``nbytes``; a smaller old one is kept while a started collective may use it."""
+        scratch = self.scratch
+        if nbytes > scratch.size:
+            self.cache.invalidate()       # bound calls address the old scratch
+            scratch.replace(max(nbytes, SCRATCH_MIN, 2 * scratch.size))   # doubling: the old ones total < the new
+        return scratch.ptr
 
     # ------------------------------------------------------------------ the three ways in
     def call(self, c: Call) -> Any:
@@ -280,8 +264,7 @@ class Engine:
                 if bound.exchange is not None:
                     signer.check_completed(bound.exchange)
                 observe.done(state, c.slot, c.coll, c.seq)
-                if self.retired:
-                    self._free_retired()
+                self.scratch.free_old()
             elif c.post is None:
                 self._pending(c, bound, target)
         except BaseException as exc:
@@ -325,8 +308,7 @@ class Engine:
             entry = c.entry
         if entry is not None:                       # a kept BoundCall (the fast path, a persistent request)
             c.what, c.record, c.fixed = entry.what, entry.record, entry.fixed
-            kept = entry.bound           # the batch of the handshake parity now (advancing it when it has one)
-            bound = c.bound = kept[0] if len(kept) == 1 else kept[self.signer.advance(c.seq)]
+            bound = c.bound = self._take(entry)
             return bound, self.targets.own
         self._prepare(c)
         target = self.targets.get(c.stream)
@@ -454,7 +436,7 @@ class Engine:
         if known is None:
             return None
         schedule, handshake = known
-        key = (schedule, c.collective.send, c.collective.recv, self.scratch_ptr, captured)
+        key = (schedule, c.collective.send, c.collective.recv, self.scratch.ptr, captured)
         entry = self.cache.entries.get(key)
         if entry is None:
             parities = ((0, 1) if captured is None else (CAPTURED,)) if handshake else (-1,)
@@ -534,7 +516,7 @@ class Engine:
     def _bases(self, c: Call) -> Tuple[Tuple[Any, int], ...]:
         """The buffers a schedule's addresses are relative to: (pointer, bytes) of send, receive and scratch."""
         return ((c.collective.send, 0 if c.send is None else c.send.nbytes), (c.collective.recv, 0 if c.recv is None else c.recv.nbytes),
-                (self.scratch_ptr, self.scratch_size))
+                (self.scratch.ptr, self.scratch.size))
 
 
 def break_on_interrupted_wait(stream: Any, state: CommState, what: str) -> None:

@@ -43,11 +43,7 @@ class CommError(HcclError, RuntimeError):
         return self.message
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (_rebuild_comm_error, (type(self), self.message, self.code))
-
-
-def _rebuild_comm_error(cls: Type["CommError"], message: str, code: int) -> "CommError":
-    return cls(message, code)
+        return (type(self), (self.message, self.code))
 
 
 class CommTimeoutError(CommError, TimeoutError):

@@ -1,4 +1,4 @@
-"""The communicator's collectives, announced to the backend in launch order (``Backend.announce_collective``).
+"""The communicator's collectives, announced to the backend in launch order (``Backend.collective_announcer``).
 
 The signature handshakes catch two ranks in different collectives when their waits meet; a library
 collective against another whose notifies differ, or against a package algorithm, never meets, and
@@ -61,20 +61,19 @@ def describe(record: Record, replayed: bool = False) -> str:
 class Announcer:
     """Announces each launched collective of one communicator: its number (from 1) and its signature."""
 
-    __slots__ = ("count", "text", "p2p_pending", "_fn", "_wait", "_handle", "_known", "_last", "_last_known")
+    __slots__ = ("count", "text", "p2p_pending", "_fn", "_wait", "_handle", "_known", "_last", "_value")
 
     def __init__(self, lib: Any, handle: Any) -> None:
         self.count = 0                                  # collectives announced so far
         self.text = ""                                  # the description of the collective announced last
         #: point-to-point operations of the communicator posted and not yet seen complete (set by the Comm)
         self.p2p_pending: Callable[[], int] = _nothing_pending
-        emulator = lib.capabilities.emulator
-        self._fn = lib.announce_collective if emulator else None    # CANN: nothing to tell
-        self._wait = lib.announce_wait if emulator else None
+        self._fn = lib.collective_announcer(handle)     # CANN: None, nothing to tell
+        self._wait = lib.announce_wait if lib.capabilities.emulator else None
         self._handle = handle
         self._known: Dict[Tuple[Record, bool], Tuple[int, str]] = {}
-        self._last: Any = None                          # the record announced last (a repeated call passes the same)
-        self._last_known: Tuple[int, str] = (0, "")
+        self._last: Any = None       # the record announced last, not replayed (a repeated call passes the same)
+        self._value = 0              # its signature value (``text`` is its description)
 
     def __call__(self, record: Record, replayed: bool = False) -> None:
         """Announce the next collective, described by its flight ``record``.
@@ -84,11 +83,10 @@ class Announcer:
         then fails naming both, instead of waiting for the execution timeout).
         """
         self.count += 1
-        if self._fn is None:
+        fn = self._fn
+        if fn is None:
             return
-        if record is self._last and not replayed:
-            known = self._last_known
-        else:
+        if record is not self._last or replayed:
             key = (record, replayed)
             got = self._known.get(key)
             if got is None:
@@ -96,14 +94,9 @@ class Announcer:
                 if len(self._known) >= KNOWN_MAX:
                     self._known.clear()
                 got = self._known[key] = (zlib.crc32(text.encode()) or 1, text)
-            if replayed:
-                self.text = got[1]
-                self._fn(self._handle, self.count, got[0], got[1])
-                return
-            known = self._last_known = got
-            self._last = record
-        self.text = known[1]
-        self._fn(self._handle, self.count, known[0], known[1])
+            self._value, self.text = got
+            self._last = None if replayed else record
+        fn(self.count, self._value, self.text)
 
     def waiting(self, wait: Callable[[Optional[float]], bool], peer: int = -1, text: str = "",
                 collective: Optional[Tuple[int, str]] = None) -> bool:

@@ -27,16 +27,12 @@ _inherited: Optional[Tuple[int, int]] = None
 class LiveComm(Protocol):
     """What the registry reads of a communicator (comm.py's Comm; typed there as a Comm again)."""
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def rank(self) -> int: ...
-    @property
-    def size(self) -> int: ...
-    @property
-    def handle(self) -> Any: ...
-    @property
-    def binding(self) -> Any: ...
+    name: str
+    rank: int
+    size: int
+    handle: Any
+    binding: Any
+
     def destroy(self) -> None: ...
 
 

@@ -99,13 +99,13 @@ def chose(state: CommState, coll: str, nbytes: int, alg: Any, reason: str) -> No
              reason)
 
 
-def fixed_of(rec: Record) -> Tuple[Any, ...]:
+def fixed_of(rec: Record) -> bytes:
     """The flight-record fields of ``rec`` encoded once (a blocking call repeated on the fast path keeps them)."""
     return flight.fixed_fields(rec.collective, rec.algorithm, rec.count, rec.nbytes, _CODE[rec.dtype],
                                -1 if rec.redop is None else _CODE[rec.redop], rec.peer)
 
 
-def issue(state: CommState, seq: int, rec: Record, fixed: Optional[Tuple[Any, ...]] = None, name: Optional[str] = None,
+def issue(state: CommState, seq: int, rec: Record, fixed: Optional[bytes] = None, name: Optional[str] = None,
           launched: bool = False) -> int:
     """Operation #``seq`` starts: its flight record (the slot, or NO_SLOT when the recorder is off) and a DEBUG line.
 

@@ -404,10 +404,7 @@ def _total(bufs: List[Buffer]) -> Tuple[int, int]:
 
 
 class AnySourceRequest(Request[Any]):
-    """``stream=`` send/recv (:meth:`PointToPoint.on_stream`) are the library's own HcclSend/HcclRecv on the caller's
-stream instead, taken by the engine as stream-ordered collectives are.
-
-A receive from any source: watches the inboxes until a peer's message arrives, then receives it from that peer."""
+    """A receive from any source: watches the inboxes until a peer's message arrives, then receives it from that peer."""
 
     def __init__(self, p2p_: PointToPoint, buf: Any) -> None:
         super().__init__(f"irecv_any on rank {p2p_.state.rank}", self._step, lambda: buf)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from ..plan import ChannelSpec, Topology
 from ..plan.planner import rank_resources
 from ..resources import ResourceCache, Resources
 from . import consistency, observe
+from .buffers import DeviceBlock
 from .state import CommState
 from .streams import sync_stream
 
@@ -79,9 +80,8 @@ class Signer:
         self.launched = 0     # handshakes launched so far (parity = launched & 1; an interrupted call that moved it
         # leaves the ranks apart)
         self._seq = 0                                # the running collective's sequence number (messages only)
-        self._table: Any = None                      # device memory: TABLE_SLOTS signatures
+        self._table = DeviceBlock(self.b, state.inflight)   # TABLE_SLOTS signatures (a full one is replaced)
         self._rows: Dict[bytes, int] = {}            # signature words -> table slot
-        self._retired: List[Any] = []                # full tables a started collective may still read
 
     # ------------------------------------------------------------------ parity
     @property
@@ -113,29 +113,22 @@ class Signer:
         """Device address of ``words`` in the table (written once per distinct signature)."""
         key = words.tobytes()
         slot = self._rows.get(key)
+        table = self._table
         if slot is None:
-            if len(self._rows) >= TABLE_SLOTS:       # start over in a fresh table: bound batches name the old one
-                self._retired.append(self._table)
-                self._table = None
-                self._rows.clear()
-                self.invalidate()
-                if not self.state.inflight:                   # nothing queued can read the old tables any more
-                    for table in self._retired:
-                        self.b.free(table)
-                    self._retired.clear()
-            if self._table is None:
-                self._table = self.b.malloc(TABLE_SLOTS * SIG_SLOT_BYTES)
+            if table.ptr is None or len(self._rows) >= TABLE_SLOTS:   # a fresh table: bound batches name the old one
+                if table.ptr is not None:
+                    self._rows.clear()
+                    self.invalidate()
+                table.replace(TABLE_SLOTS * SIG_SLOT_BYTES)
+                table.free_old()                     # once nothing queued can read the old tables any more
             slot = self._rows[key] = len(self._rows)
-            dst = self._table + slot * SIG_SLOT_BYTES
-            self.b.memcpy(dst, SIG_SLOT_BYTES, ffi.from_buffer(words), words.nbytes, MemcpyKind.HOST_TO_DEVICE)
-        return self._table + slot * SIG_SLOT_BYTES
+            self.b.memcpy(table.ptr + slot * SIG_SLOT_BYTES, SIG_SLOT_BYTES, ffi.from_buffer(words), words.nbytes,
+                          MemcpyKind.HOST_TO_DEVICE)
+        return table.ptr + slot * SIG_SLOT_BYTES
 
     def release(self) -> None:
         """Free the table (the communicator is destroyed)."""
-        for table in self._retired + ([self._table] if self._table is not None else []):
-            self.b.free(table)
-        self._retired.clear()
-        self._table = None
+        self._table.release()
         self._rows.clear()
 
     # ------------------------------------------------------------------ one handshake

@@ -96,9 +96,12 @@ class Backend:
         that never meet, and fails naming both (sim/announce.py); CANN: nothing.
         """
 
-    def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
-        """Collective number ``seq`` of communicator ``comm`` (the Comm API's count) has signature ``value``.
+    def collective_announcer(self, comm: Any) -> Optional[Callable[[int, int, str], None]]:
+        """The function that says collective number ``seq`` of communicator ``comm`` (the Comm API's count) has
+        signature ``value``, described by ``text`` ("" once ``value`` was described): ``announce(seq, value, text)``.
 
-        ``text`` describes it ("" once ``value`` was described).  The emulator keeps it where a peer whose wait
-        never meets this call finds it, and fails with both calls named (sim/announce.py); CANN: nothing.
+        The emulator keeps it where a peer whose wait never meets this call finds it, and fails with both calls
+        named (sim/announce.py); None: nothing to tell (CANN).  Taken once per communicator: every collective
+        calls it.
         """
+        return None

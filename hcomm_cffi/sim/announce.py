@@ -12,7 +12,7 @@ into a small table in its own control segment (and, once per distinct value, its
 peers read it whenever one of their waits on this rank has been blocked for ``BLOCKED_S`` (the
 executor's liveness round, ``runtime.Executor._check_peers``).  Two numbering spaces: ``LIBRARY``,
 the library collectives (HcclAllReduce, ... each counted by the emulator), and ``API``, the Comm
-API's collectives (``Backend.announce_collective``; its sequence numbers, whatever the algorithm).
+API's collectives (``Backend.collective_announcer``; its sequence numbers, whatever the algorithm).
 Two ranks whose entries for the same number differ are in different calls: the blocked wait fails
 with the COLLECTIVE_MISMATCH text naming both, on every rank that waits -- within a second, with
 no task added and nothing read on the path of a call that agrees.  Each entry is written
@@ -71,10 +71,12 @@ def _desc(value: int) -> int:
 class Announcements:
     """This rank's table (in its control segment, from word ``base``) and the reading of a peer's."""
 
-    __slots__ = ("words", "counts")
+    __slots__ = ("words", "table", "counts")
 
     def __init__(self, words: Any, base: int) -> None:
         self.words = words + base              # uint32_t * into this rank's control segment
+        #: the same words as a memoryview: a store through it costs two thirds of one through the cdata pointer
+        self.table = memoryview(ffi.buffer(self.words, TABLE_WORDS * 4)).cast("I")
         self.counts = [0, 0]                   # calls announced per space (LIBRARY counts its own)
 
     def described(self, value: int) -> bool:
@@ -86,15 +88,15 @@ class Announcements:
 
         On every collective's path: a few word stores, the description only when its slot does not hold it.
         """
-        w = self.words
+        w = self.table
         at = DESC_BASE + (value % DESCRIPTIONS) * DESC_WORDS
         if text and w[at] != value:
             raw = text.encode()[:TEXT_BYTES]
             w[at] = 0                          # being rewritten: a reader sees no description, not a torn one
             w[at + 1] = len(raw)
-            ffi.memmove(ffi.cast("char *", w + at + 2), raw, len(raw))
+            ffi.memmove(ffi.cast("char *", self.words + at + 2), raw, len(raw))
             w[at] = value
-        at = _entry(space, seq)
+        at = (space * ENTRIES + seq % ENTRIES) * ENTRY_WORDS      # _entry(space, seq), inline: every call passes here
         mark = (seq + 1) & 0xFFFFFFFF
         w[at] = 0
         w[at + 1] = value

@@ -134,9 +134,17 @@ class SimLibrary(Backend):
         """The call that queues ``fn`` on ``thread`` (sim_host_task)."""
         return (self.primitives.sim_host_task, (thread, fn))
 
-    def announce_collective(self, comm: Any, seq: int, value: int, text: str) -> None:
-        """Publish the Comm API's collective ``seq`` in this rank's announcements (sim/announce.py)."""
-        self.state.comm(comm).announced.announce(API, seq, value, text)
+    def collective_announcer(self, comm: Any) -> Callable[[int, int, str], None]:
+        """The function that publishes the Comm API's collective ``seq`` of ``comm`` in this rank's announcements
+        (sim/announce.py), with the communicator looked up once."""
+        sim = self.state.comm(comm)
+        table = sim.announced
+
+        def announce(seq: int, value: int, text: str) -> None:
+            if sim.destroyed:                   # as every call naming a destroyed communicator (sim/state.py)
+                raise SimError(HcclResult.E_PARA, f"communicator {sim.name} was destroyed")
+            table.announce(API, seq, value, text)
+        return announce
 
     def announce_wait(self, comm: Any, kind: int, number: int, peer: int, text: str) -> None:
         """Publish what this rank's host waits in on communicator ``comm`` (sim/announce.py)."""
