@@ -9,7 +9,7 @@ Every rank runs the same loops (so peers are in step), rank 0 prints µs per cal
   synchronisation at the end;
 * ``blocking``: call + ``aclrtSynchronizeStream`` each time;
 * the layers of the blocking call, each peeled off in turn: the binding's method, the library's entry
-  (``capturable`` + the repeat lookup), the launch (``EXECUTOR.launch``: the task list run as far as the
+  (its divert: group, capture and the repeat lookup), the launch (``EXECUTOR.launch``: the task list run as far as the
   notifies allow) and the synchronisation (``run_until``: the rest of the list, polling and sleeping);
 * inside the executor: per task kind, how many of the call's tasks ran and the µs they took when they ran
   (a wait's time here is only its successful look; the time it spent blocked is in the synchronisation);
