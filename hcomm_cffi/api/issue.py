@@ -39,6 +39,7 @@ from .errors import CommError
 from .fastcalls import key_of
 from .interrupts import break_on_interrupted_wait, interrupted
 from .nonblocking import Pending, request_for
+from .request import Request
 from .signatures import Exchange, Signer
 from .streams import StreamTargets, Target, sync_stream
 
@@ -163,7 +164,7 @@ class Issuer:
         if c.blocking:
             self.run(c)
             return c.result
-        return request_for(self.start(c), c.result)
+        return self.start(c)
 
     def run(self, c: Call) -> str:
         """Run ``c`` and wait for it; returns the algorithm's name.
@@ -232,14 +233,28 @@ class Issuer:
                 raise
         return True
 
-    def start(self, c: Call) -> Pending:
-        """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait (the call lock is held until
-        it is launched: api/port.py)."""
-        with self.port.lock:
-            self.port.check_usable(c.coll)
-            return self._start(c)
+    def start(self, c: Call) -> Request[Any]:
+        """Issue (or replay) ``c`` into one batch, launch it on its stream and hand back its Request; do not wait (the
+        call lock is held until it is launched: api/port.py).
+
+        One guarded region from the lock to the Request returned: an exception anywhere in it once peers could see
+        the call start (Ctrl-C, an alarm; also in the lock's release or the Request's making, after the launch)
+        breaks the communicator, as the caller then holds no Request to wait for the queued call with.
+        """
+        moved: Optional[Tuple[int, int]] = None
+        try:
+            with self.port.lock:
+                self.port.check_usable(c.coll)
+                moved = self._moved()
+                pending = self._start(c)
+            return request_for(pending, c.result)
+        except BaseException as exc:
+            if moved is not None:
+                self._interrupted(moved, c.what, exc)
+            raise
 
     def _start(self, c: Call) -> Pending:
+        """Start ``c`` under the call lock (its callers guard it against an exception once peers could see it)."""
         graphs.check_ordered(self.port, c.stream)
         self._prepare(c)
         target = self.targets.get(c.stream)
@@ -248,21 +263,16 @@ class Issuer:
         graph = graphs.capturing(c.stream)      # an ACL graph captures the stream: recorded (api/graphs.py)
         if graph is not None:                   # before the set-up, which the capture lets this thread do
             slot = graph.captured(self.port, record, self.take_seq, partial(self.targets.order, target))
-        moved = self._moved()
         try:
-            try:
-                entry, bound = self._bind(c, target, record, None if graph is None else graph.name)
-            except HcclError as exc:
-                raise self.port.fail(exc, c.what) from exc
-            if graph is None:
-                slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
-            else:     # announced at each replay, in the form whose handshake it repeats (api/announce.py)
-                graph.announces(self.port, partial(self.announce, record,
-                                                   self._has_handshake(self._resources(c, target))))
-            pending = self._launch_started(c, bound, target, slot, record, announce=graph is None)
-        except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
-            self._interrupted(moved, c.what, exc)
-            raise
+            entry, bound = self._bind(c, target, record, None if graph is None else graph.name)
+        except HcclError as exc:
+            raise self.port.fail(exc, c.what) from exc
+        if graph is None:
+            slot = observe.issue(self.port, self.seq, record, entry.fixed if entry is not None else None)
+        else:     # announced at each replay, in the form whose handshake it repeats (api/announce.py)
+            graph.announces(self.port, partial(self.announce, record,
+                                               self._has_handshake(self._resources(c, target))))
+        pending = self._launch_started(c, bound, target, slot, record, announce=graph is None)
         if graph is not None:
             graph.keep(pending)
             pending.graph = graph
@@ -302,25 +312,27 @@ class Issuer:
         it used).  ``bound``: what :meth:`bind_persistent` returned, bound again first when the cache's generation
         moved on (what it named may be gone); ``pending``: the request's Pending of its previous start, started
         again.  Under the call lock until it is launched (the generation compared there too: api/port.py)."""
-        with self.port.lock:
-            self.port.check_usable(c.coll)
-            entry, generation = bound
-            if entry is not None and generation != self.cache.generation:
-                entry, generation = self._bind_persistent(c)
-            if entry is None:
-                return self._start(c), (entry, generation)
-            return self._start_bound(c, entry, pending), (entry, generation)
+        moved: Optional[Tuple[int, int]] = None
+        try:                # one guarded region up to the Pending handed back, as start()'s
+            with self.port.lock:
+                self.port.check_usable(c.coll)
+                moved = self._moved()
+                entry, generation = bound
+                if entry is not None and generation != self.cache.generation:
+                    entry, generation = self._bind_persistent(c)
+                started = self._start(c) if entry is None else self._start_bound(c, entry, pending)
+            return started, (entry, generation)
+        except BaseException as exc:
+            if moved is not None:
+                self._interrupted(moved, c.what, exc)
+            raise
 
     def _start_bound(self, c: Call, entry: Entry, pending: Optional[Pending]) -> Pending:
+        """Launch ``entry`` under the call lock (start_persistent guards it)."""
         graphs.check_ordered(self.port, None)     # not after work captured in an open graph (api/graphs.py)
         self.seq += 1
-        moved = self._moved()
-        try:
-            slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
-            return self._launch_started(c, self._take(entry), self.targets.own, slot, entry.record, pending)
-        except BaseException as exc:   # anywhere once peers could see it start: the communicator breaks
-            self._interrupted(moved, c.what, exc)
-            raise
+        slot = observe.issue(self.port, self.seq, entry.record, entry.fixed)
+        return self._launch_started(c, self._take(entry), self.targets.own, slot, entry.record, pending)
 
     # ------------------------------------------------------------------ launching
     def _take(self, entry: Entry) -> Bound:

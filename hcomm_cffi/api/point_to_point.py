@@ -247,8 +247,8 @@ class PointToPoint:
         return Request(what, sync, finish)
 
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
-        with self.port.lock:       # the call lock while the lane's state advances and the batch launches (port.py)
-            return self._send_locked(items, dst, what, single)
+        # the call lock while the lane's state advances and the batch launches (port.py)
+        return self._post_locked(lambda: self._send_locked(items, dst, what, single), f"{what} to rank {dst}")
 
     def _send_locked(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
         self.port.check_usable(what)
@@ -283,8 +283,22 @@ class PointToPoint:
             raise
 
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
-        with self.port.lock:       # as _post_send
-            return self._recv_locked(items, src, what, single)
+        return self._post_locked(lambda: self._recv_locked(items, src, what, single), f"{what} from rank {src}")
+
+    def _post_locked(self, post: Callable[[], Request[Any]], what: str) -> Request[Any]:
+        """``post()`` under the call lock: one guarded region up to its Request handed back.  An exception once it
+        posted (Ctrl-C, an alarm; also in the lock's release, after the launch) breaks the communicator, as the
+        caller then holds no Request to wait for the queued transfer with (api/interrupts.py)."""
+        posted: Optional[int] = None
+        try:
+            with self.port.lock:
+                posted = self.posted
+                req = post()
+            return req
+        except BaseException as exc:
+            if posted is not None and self.posted != posted:
+                interrupted(self.port, what, exc)
+            raise
 
     def _recv_locked(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
         self.port.check_usable(what)
