@@ -1,4 +1,4 @@
-"""An exception that leaves a nonblocking start after its launch breaks the communicator (issue 46.9).
+"""An exception at an exact point of a nonblocking call: past its launch, or in its completion's host step (issue 46.9).
 
 A started call (``async_op``, ``stream=``, ``irecv``, ``isend``, a persistent request's ``start``)
 whose start is cut short after its work was launched hands back no Request: the caller cannot wait
@@ -11,6 +11,10 @@ package's function that launched the call and made its Pending (or Request) -- u
 before the lock's release and the Request's making, where an alarm's handler can run.  Rank 1's
 communicator must then say it is broken and refuse the retry; rank 0's matching call must fail
 naming rank 1, or complete with exactly its own call's data (never another step's).
+
+The completion of an ``op='avg'`` request ends on the host (the sum divided by the size, when
+``wait()`` sees it done).  Cut short there, a later wait must not report the undivided sum as the
+result: it raises saying the result is not valid (or, had the step finished, returns the average).
 """
 from __future__ import annotations
 
@@ -119,3 +123,51 @@ def test_an_exception_after_a_nonblocking_launch_breaks_the_communicator(kind: s
     if kind != "irecv":
         whole = "completed with [2.0]" if kind == "isend" else "completed with [3.0]"
         assert "rank 1" in r0["peer"] or r0["peer"] == whole, f"{kind}: rank 0: {r0['peer']}"
+
+
+def _interrupt_at_call(filename: str, name: str) -> None:
+    """Raise KeyboardInterrupt (once) as the next call of ``name`` in ``filename`` begins."""
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if event == "call" and code.co_name == name and code.co_filename.endswith(filename):
+            sys.settrace(None)
+            raise KeyboardInterrupt("injected before the division")
+        return None
+    sys.settrace(tracer)
+
+
+def average_body(rank: int, n: int, root: bytes) -> Dict[str, Any]:
+    import hcomm_cffi as hcomm
+
+    hcomm.init(rank=rank, world_size=n, root_info=root)
+    report: Dict[str, Any] = {}
+    try:
+        comm = hcomm.Comm("average")
+        x = np.full(COUNT, float(2 * rank + 1), np.float32)      # 1 and 3: the average is 2, the sum 4
+        req = comm.allreduce(x, op="avg", async_op=True)
+        if rank == 1:
+            _interrupt_at_call("api/average.py", "_divide")
+            try:
+                req.wait()
+                report["first"] = "returned"
+            except KeyboardInterrupt:
+                report["first"] = "interrupted"
+            finally:
+                sys.settrace(None)
+        try:
+            got = req.wait()
+            report["second"] = f"returned {None if got is None else sorted(set(np.asarray(got).tolist()))}"
+        except Exception as exc:        # noqa: BLE001 -- checked by the test
+            report["second"] = f"{type(exc).__name__}: {exc}"
+        report["x"] = sorted(set(x.tolist()))
+        comm.destroy()
+    finally:
+        hcomm.finalize()
+    return report
+
+
+def test_an_average_cut_short_in_its_division_is_never_returned_undivided() -> None:
+    r0, r1 = run_ranks(2, average_body, timeout=60, env={"HCCL_EXEC_TIMEOUT": "20"})
+    assert r0["second"] == "returned [2.0]", r0
+    assert r1["first"] == "interrupted", r1
+    assert (r1["second"] == "returned [2.0]" and r1["x"] == [2.0]) or (r1["second"].startswith("CommError") and "not valid" in r1["second"]), r1

@@ -131,4 +131,4 @@ def request_for(pending: Pending, result: Any) -> Request[Any]:
     """A Request completing with ``pending``; wait() returns ``result`` (the output buffer)."""
     port = pending.port
     what = f"rank {port.rank} of communicator {port.name!r}: {pending.what}"
-    return Request(what, pending.sync, lambda: result)
+    return Request(what, pending.sync, result=result)

@@ -399,7 +399,7 @@ class AnySourceRequest(Request[Any]):
     """A receive from any source: watches the inboxes until a peer's message arrives, then receives it from that peer."""
 
     def __init__(self, p2p_: PointToPoint, buf: Any) -> None:
-        super().__init__(f"irecv_any on rank {p2p_.port.rank}", self._step, lambda: buf)
+        super().__init__(f"irecv_any on rank {p2p_.port.rank}", self._step, result=buf)
         self._p2p = p2p_
         self._buf = buf
         self._inner: Optional[Request[Any]] = None

@@ -5,6 +5,8 @@ import math
 import time
 from typing import Any, Callable, Generic, Iterable, List, Optional, TypeVar, cast
 
+from .errors import CommError, CommTimeoutError
+
 __all__ = ["Request", "wait_all", "timeout_arg", "is_seconds"]
 
 
@@ -38,12 +40,14 @@ class Request(Generic[T]):
     """
 
     def __init__(self, what: str, sync: Callable[[Optional[float]], bool],
-                 finish: Optional[Callable[[], T]] = None) -> None:
+                 finish: Optional[Callable[[], T]] = None, result: Optional[T] = None) -> None:
+        """``finish``: made once on completion, what wait() returns; else ``result`` is (the output buffer)."""
         self.what = what
         self._sync = sync
         self._finish = finish
         self._done = False
-        self._result: Optional[T] = None
+        self._result: Optional[T] = result
+        self._failed: Optional[BaseException] = None   # ``finish`` raised or was cut short: raised by every wait
 
     @property
     def done(self) -> bool:
@@ -53,7 +57,6 @@ class Request(Generic[T]):
     def wait(self, timeout: Optional[float] = None) -> T:
         """Block until complete (raises CommTimeoutError after ``timeout`` s; the request stays pending)."""
         if not self.poll(timeout):
-            from .errors import CommTimeoutError
             raise CommTimeoutError(f"{self.what} did not complete within {timeout:g} s (the request is still "
                                    "pending; wait again or check that the peer posts the matching call)")
         return cast(T, self._result)   # None only for a request without finish, whose T is None
@@ -66,11 +69,20 @@ class Request(Generic[T]):
         timeout = timeout_arg(timeout)
         if self._done:
             return True
+        if self._failed is not None:
+            raise self._failed
         if not self._sync(timeout):
             return False
+        if self._finish is not None:     # runs once: cut short (an alarm), its result is half made
+            finish, self._finish = self._finish, None
+            try:
+                self._result = finish()
+            except BaseException as exc:
+                self._failed = exc if isinstance(exc, CommError) else CommError(
+                    f"{self.what}: its completion (the result's last step on the host) was cut short by "
+                    f"{type(exc).__name__}: {exc}; its result is not valid")
+                raise
         self._done = True
-        if self._finish is not None:
-            self._result = self._finish()
         return True
 
     def test(self) -> bool:
@@ -85,8 +97,10 @@ class Request(Generic[T]):
             return self
         inner = self._finish
 
+        made = self._result
+
         def finish() -> T:
-            return step(cast(T, inner() if inner is not None else None))
+            return step(cast(T, inner() if inner is not None else made))
         self._finish = finish
         return self
 
