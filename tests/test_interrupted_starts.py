@@ -38,14 +38,15 @@ LAUNCHED_AT = {
 }
 
 
-def _interrupt_at_return(filename: str, name: str) -> None:
-    """Raise KeyboardInterrupt (once) as the next call of ``name`` in ``filename`` returns."""
+def _interrupt(filename: str, name: str, at: str) -> None:
+    """Raise KeyboardInterrupt (once) as the next call of ``name`` in ``filename`` begins (``at`` 'call') or returns
+    ('return'), as an alarm handler run there does."""
     def tracer(frame: Any, event: str, arg: Any) -> Any:
         code = frame.f_code
         if code.co_name == name and code.co_filename.endswith(filename):
-            if event == "return":
+            if event == at:
                 sys.settrace(None)
-                raise KeyboardInterrupt("injected after the launch")
+                raise KeyboardInterrupt(f"injected at the {at} of {name}")
             return tracer
         return None
     sys.settrace(tracer)
@@ -77,7 +78,7 @@ def body(rank: int, n: int, root: bytes, kind: str) -> Dict[str, Any]:
         persistent = comm.allreduce_init(x, out=y, algorithm="ring") if kind == "persistent" else None
         _start(hcomm, kind, comm, stream, persistent, x, y).wait()      # a first one, whole: the path is warm
         if rank == 1:
-            _interrupt_at_return(*LAUNCHED_AT[kind])
+            _interrupt(*LAUNCHED_AT[kind], "return")
             try:
                 _start(hcomm, kind, comm, stream, persistent, x, y)
                 report["interrupted"] = False
@@ -125,17 +126,6 @@ def test_an_exception_after_a_nonblocking_launch_breaks_the_communicator(kind: s
         assert "rank 1" in r0["peer"] or r0["peer"] == whole, f"{kind}: rank 0: {r0['peer']}"
 
 
-def _interrupt_at_call(filename: str, name: str) -> None:
-    """Raise KeyboardInterrupt (once) as the next call of ``name`` in ``filename`` begins."""
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        if event == "call" and code.co_name == name and code.co_filename.endswith(filename):
-            sys.settrace(None)
-            raise KeyboardInterrupt("injected before the division")
-        return None
-    sys.settrace(tracer)
-
-
 def average_body(rank: int, n: int, root: bytes) -> Dict[str, Any]:
     import hcomm_cffi as hcomm
 
@@ -146,7 +136,7 @@ def average_body(rank: int, n: int, root: bytes) -> Dict[str, Any]:
         x = np.full(COUNT, float(2 * rank + 1), np.float32)      # 1 and 3: the average is 2, the sum 4
         req = comm.allreduce(x, op="avg", async_op=True)
         if rank == 1:
-            _interrupt_at_call("api/average.py", "_divide")
+            _interrupt("api/average.py", "_divide", "call")
             try:
                 req.wait()
                 report["first"] = "returned"
