@@ -22,8 +22,9 @@ return and the assignment of its value, so the Request is never lost in this tes
 SIGALRM around the start would hold nothing: the mask is the thread's, the kernel hands the alarm to
 another thread of the process -- the package's stall watcher -- and Python runs the handler in the main
 thread at its next check anyway.)  Rank 0 checks every result: exactly both ranks' values of that
-step (irecv: rank 0's), never POISON, never a later step's; a failure names rank 1 and comes within seconds.  Before, the
-interrupted replay stayed queued and ran on the retry's inputs: rank 0 received 1001 instead of 3.
+step (irecv: rank 0's), never POISON, never a later step's; a failure names rank 1 and comes within
+seconds.  Before, the interrupted replay stayed queued and ran on the retry's inputs: rank 0 received
+1001 instead of 3.
 Each episode runs on a fresh sub-communicator, with its own stream and graph, all released at its end
 (the emulator's streams are counted).
 """
