@@ -41,13 +41,13 @@ class Request(Generic[T]):
 
     def __init__(self, what: str, sync: Callable[[Optional[float]], bool],
                  finish: Optional[Callable[[], T]] = None, result: Optional[T] = None) -> None:
-        """``finish``: made once on completion, what wait() returns; else ``result`` is (the output buffer)."""
+        """``finish``: what wait() returns, made on completion -- again by the next wait when it raised or was cut
+        short, so it must be repeatable (an irecv's copy-back and checks); else ``result`` is (the output buffer)."""
         self.what = what
         self._sync = sync
         self._finish = finish
         self._done = False
         self._result: Optional[T] = result
-        self._failed: Optional[BaseException] = None   # ``finish`` raised or was cut short: raised by every wait
 
     @property
     def done(self) -> bool:
@@ -69,19 +69,10 @@ class Request(Generic[T]):
         timeout = timeout_arg(timeout)
         if self._done:
             return True
-        if self._failed is not None:
-            raise self._failed
         if not self._sync(timeout):
             return False
-        if self._finish is not None:     # runs once: cut short (an alarm), its result is half made
-            finish, self._finish = self._finish, None
-            try:
-                self._result = finish()
-            except BaseException as exc:
-                self._failed = exc if isinstance(exc, CommError) else CommError(
-                    f"{self.what}: its completion (the result's last step on the host) was cut short by "
-                    f"{type(exc).__name__}: {exc}; its result is not valid")
-                raise
+        if self._finish is not None:     # raised or cut short (an alarm): the next wait makes it again
+            self._result = self._finish()
         self._done = True
         return True
 
@@ -96,11 +87,16 @@ class Request(Generic[T]):
             self._result = step(cast(T, self._result))
             return self
         inner = self._finish
-
         made = self._result
+        begun: List[bool] = []
 
         def finish() -> T:
-            return step(cast(T, inner() if inner is not None else made))
+            value = inner() if inner is not None else made
+            if begun:         # the step is not repeatable (a division in place): cut short, its result is lost
+                raise CommError(f"{self.what}: the step that completes its result on the host was cut short (an "
+                                "exception while it ran); its result is not valid")
+            begun.append(True)
+            return step(cast(T, value))
         self._finish = finish
         return self
 
