@@ -12,14 +12,15 @@ before the lock's release and the Request's making, where an alarm's handler can
 communicator must then say it is broken and refuse the retry; rank 0's matching call must fail
 naming rank 1, or complete with exactly its own call's data (never another step's).
 
-The completion of an ``op='avg'`` request ends on the host (the sum divided by the size, when
-``wait()`` sees it done).  Cut short there, a later wait must not report the undivided sum as the
-result: it raises saying the result is not valid (or, had the step finished, returns the average).
+The completion of an ``irecv`` or an ``op='avg'`` request ends on the host, when ``wait()`` sees it
+done (the message's checks; the sum divided by the size).  Cut short there, a later wait makes the
+repeatable step again (the irecv returns its buffer, checked) and refuses what cannot be repeated
+(the division in place: the result is not valid), never handing back the undivided sum or None.
 """
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict
+from typing import Any, Dict
 
 import numpy as np
 import pytest
@@ -52,7 +53,7 @@ def _interrupt(filename: str, name: str, at: str) -> None:
     sys.settrace(tracer)
 
 
-def _start(hcomm: Any, kind: str, comm: Any, stream: Any, persistent: Any, x: np.ndarray, y: np.ndarray) -> Any:
+def _start(kind: str, comm: Any, stream: Any, persistent: Any, x: np.ndarray, y: np.ndarray) -> Any:
     """Rank ``comm.rank``'s nonblocking start of ``kind`` (p2p: rank 1 receives from / sends to rank 0)."""
     if kind == "async_op":
         return comm.allreduce(x, out=y, algorithm="ring", async_op=True)
@@ -76,11 +77,11 @@ def body(rank: int, n: int, root: bytes, kind: str) -> Dict[str, Any]:
         x = np.full(COUNT, float(rank + 1), np.float32)
         y = np.zeros(COUNT, np.float32)
         persistent = comm.allreduce_init(x, out=y, algorithm="ring") if kind == "persistent" else None
-        _start(hcomm, kind, comm, stream, persistent, x, y).wait()      # a first one, whole: the path is warm
+        _start(kind, comm, stream, persistent, x, y).wait()      # a first one, whole: the path is warm
         if rank == 1:
             _interrupt(*LAUNCHED_AT[kind], "return")
             try:
-                _start(hcomm, kind, comm, stream, persistent, x, y)
+                _start(kind, comm, stream, persistent, x, y)
                 report["interrupted"] = False
             except KeyboardInterrupt:
                 report["interrupted"] = True
@@ -88,14 +89,14 @@ def body(rank: int, n: int, root: bytes, kind: str) -> Dict[str, Any]:
                 sys.settrace(None)
             report["repr"] = repr(comm)
             try:
-                _start(hcomm, kind, comm, stream, persistent, x, y).wait()
+                _start(kind, comm, stream, persistent, x, y).wait()
                 report["retry"] = "accepted"
             except Exception as exc:        # noqa: BLE001 -- checked by the test
                 report["retry"] = f"{type(exc).__name__}: {exc}"
         else:
             y[:] = np.nan
             try:
-                _start(hcomm, kind, comm, stream, persistent, x, y).wait()
+                _start(kind, comm, stream, persistent, x, y).wait()
                 report["peer"] = f"completed with {sorted(set(y.tolist()))[:4]}"
             except Exception as exc:        # noqa: BLE001 -- checked by the test
                 report["peer"] = f"{type(exc).__name__}: {exc}"
@@ -126,17 +127,28 @@ def test_an_exception_after_a_nonblocking_launch_breaks_the_communicator(kind: s
         assert "rank 1" in r0["peer"] or r0["peer"] == whole, f"{kind}: rank 0: {r0['peer']}"
 
 
-def average_body(rank: int, n: int, root: bytes) -> Dict[str, Any]:
+#: kind -> (the package function of the completion's host step whose start the interrupt cuts short; the value a
+#: later wait on rank 1 must return, unless it refuses with a CommError saying the result is not valid)
+COMPLETED_AT = {
+    "avg": (("api/average.py", "_divide"), 2.0),
+    "irecv": (("api/point_to_point.py", "_check_header"), 1.0),
+}
+
+
+def completion_body(rank: int, n: int, root: bytes, kind: str) -> Dict[str, Any]:
     import hcomm_cffi as hcomm
 
     hcomm.init(rank=rank, world_size=n, root_info=root)
     report: Dict[str, Any] = {}
     try:
-        comm = hcomm.Comm("average")
+        comm = hcomm.Comm("completion")
         x = np.full(COUNT, float(2 * rank + 1), np.float32)      # 1 and 3: the average is 2, the sum 4
-        req = comm.allreduce(x, op="avg", async_op=True)
+        if kind == "avg":
+            req = comm.allreduce(x, op="avg", async_op=True)
+        else:
+            req = comm.irecv(x, 0) if rank == 1 else comm.isend(x, 1)
         if rank == 1:
-            _interrupt("api/average.py", "_divide", "call")
+            _interrupt(*COMPLETED_AT[kind][0], "call")
             try:
                 req.wait()
                 report["first"] = "returned"
@@ -156,9 +168,12 @@ def average_body(rank: int, n: int, root: bytes) -> Dict[str, Any]:
     return report
 
 
-def test_an_average_cut_short_in_its_division_is_never_returned_undivided() -> None:
-    r0, r1 = run_ranks(2, average_body, timeout=60, env={"HCCL_EXEC_TIMEOUT": "20"})
-    assert r0["second"] == "returned [2.0]", r0
+@pytest.mark.parametrize("kind", sorted(COMPLETED_AT))
+def test_a_completion_cut_short_is_made_again_or_refused_never_returned_half_made(kind: str) -> None:
+    r0, r1 = run_ranks(2, completion_body, kind, timeout=60, env={"HCCL_EXEC_TIMEOUT": "20"})
+    value = COMPLETED_AT[kind][1]
+    if kind == "avg":
+        assert r0["second"] == f"returned [{value}]", r0
     assert r1["first"] == "interrupted", r1
-    refused = r1["second"].startswith("CommError") and "not valid" in r1["second"]
-    assert (r1["second"] == "returned [2.0]" and r1["x"] == [2.0]) or refused, r1
+    refused = kind == "avg" and r1["second"].startswith("CommError") and "not valid" in r1["second"]
+    assert (r1["second"] == f"returned [{value}]" and r1["x"] == [value]) or refused, r1
