@@ -248,13 +248,14 @@ class Staging:
         return dev
 
     def finish(self) -> None:
-        """Copy results back to host buffers and free the staging memory."""
-        for host, dev, n in self._back:  # pragma: no cover - CANN backend only
+        """Copy results back to host buffers and free the staging memory; cut short, a second call finishes it
+        (a copy may run twice, nothing is freed twice)."""
+        while self._back:  # pragma: no cover - CANN backend only
+            host, dev, n = self._back[0]
             self.b.memcpy(host, n, dev, n, MemcpyKind.DEVICE_TO_HOST)
-        for dev in self._free:  # pragma: no cover - CANN backend only
-            self.b.free(dev)
-        self._back.clear()
-        self._free.clear()
+            del self._back[0]
+        while self._free:  # pragma: no cover - CANN backend only
+            self.b.free(self._free.pop())
 
 
 class _NoStaging(Staging):

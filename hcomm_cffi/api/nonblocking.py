@@ -130,4 +130,4 @@ class Pending:
 def request_for(pending: Pending, result: Any) -> Request[Any]:
     """A Request completing with ``pending``; wait() returns ``result`` (the output buffer)."""
     what = f"{pending.state.where()}: {pending.what}"
-    return Request(what, pending.sync, lambda: result)
+    return Request(what, pending.sync, result=result)

@@ -85,7 +85,7 @@ class Persistent(Request[T]):
                  buffers: Tuple[Tuple[str, Any, bool], ...]) -> None:
         result: T = call.result
         self._result_of = result
-        super().__init__(what, self._sync, lambda: result)
+        super().__init__(what, self._sync, result=result)
         self._done = True                        # inactive until the first start
         self._engine = issuer
         self._call = call

@@ -5,6 +5,8 @@ import math
 import time
 from typing import Any, Callable, Generic, Iterable, List, Optional, TypeVar, cast
 
+from .errors import CommError, CommTimeoutError
+
 __all__ = ["Request", "wait_all", "timeout_arg", "is_seconds"]
 
 
@@ -38,12 +40,14 @@ class Request(Generic[T]):
     """
 
     def __init__(self, what: str, sync: Callable[[Optional[float]], bool],
-                 finish: Optional[Callable[[], T]] = None) -> None:
+                 finish: Optional[Callable[[], T]] = None, result: Optional[T] = None) -> None:
+        """``finish``: what wait() returns, made on completion -- again by the next wait when it raised or was cut
+        short, so it must be repeatable (an irecv's copy-back and checks); else ``result`` is (the output buffer)."""
         self.what = what
         self._sync = sync
         self._finish = finish
         self._done = False
-        self._result: Optional[T] = None
+        self._result: Optional[T] = result
 
     @property
     def done(self) -> bool:
@@ -53,7 +57,6 @@ class Request(Generic[T]):
     def wait(self, timeout: Optional[float] = None) -> T:
         """Block until complete (raises CommTimeoutError after ``timeout`` s; the request stays pending)."""
         if not self.poll(timeout):
-            from .errors import CommTimeoutError
             raise CommTimeoutError(f"{self.what} did not complete within {timeout:g} s (the request is still "
                                    "pending; wait again or check that the peer posts the matching call)")
         return cast(T, self._result)   # None only for a request without finish, whose T is None
@@ -68,9 +71,9 @@ class Request(Generic[T]):
             return True
         if not self._sync(timeout):
             return False
-        self._done = True
-        if self._finish is not None:
+        if self._finish is not None:     # raised or cut short (an alarm): the next wait makes it again
             self._result = self._finish()
+        self._done = True
         return True
 
     def test(self) -> bool:
@@ -84,9 +87,16 @@ class Request(Generic[T]):
             self._result = step(cast(T, self._result))
             return self
         inner = self._finish
+        made = self._result
+        begun: List[bool] = []
 
         def finish() -> T:
-            return step(cast(T, inner() if inner is not None else None))
+            value = inner() if inner is not None else made
+            if begun:         # the step is not repeatable (a division in place): cut short, its result is lost
+                raise CommError(f"{self.what}: the step that completes its result on the host was cut short (an "
+                                "exception while it ran); its result is not valid")
+            begun.append(True)
+            return step(cast(T, value))
         self._finish = finish
         return self
 
