@@ -16,6 +16,7 @@ notify stays set.  Notify indices 2/3 keep lanes independent of collectives on t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, List, Tuple
 
 import numpy as np
@@ -46,6 +47,7 @@ def inbox(ctx: IssueContext, sender: int, n_ranks: int) -> Tuple[int, int]:
     return inbox_at(ctx.region_bytes, sender, n_ranks)
 
 
+@lru_cache(maxsize=256)    # a few (region, sender, ranks) per communicator; asked per message
 def inbox_at(region: int, sender: int, n_ranks: int) -> Tuple[int, int]:
     """(byte offset, size) of ``sender``'s inbox when the collective region is ``region`` bytes (the half's end
     holds signature slots)."""
@@ -64,8 +66,8 @@ def announces(raw: np.ndarray, sender: int, seq: int) -> bool:
 
 def pieces(nbytes: int, cap: int) -> List[Tuple[int, int]]:
     """(offset, length) of the pieces of a message: at least one (zero-byte messages carry a header)."""
-    if nbytes == 0:
-        return [(0, 0)]
+    if nbytes <= cap:
+        return [(0, nbytes)]
     return [(o, min(cap, nbytes - o)) for o in range(0, nbytes, cap)]
 
 

@@ -404,7 +404,8 @@ class Comm:
             c.root = self._state.rank_arg("root", root)
         if op is not _NONE:
             c.op = _op(op)
-        registry.check_algorithm(algorithm)
+        if algorithm.__class__ is not str or algorithm != "auto":   # (the default needs no look-up)
+            registry.check_algorithm(algorithm)
         return c
 
     @overload
@@ -427,7 +428,7 @@ class Comm:
         ACL stream) enqueues the collective after the work on that stream and returns a Request without
         synchronising (see :mod:`hcomm_cffi.api.streams`).  The same two keywords exist on every collective.
         """
-        if average.wanted(op):          # op='avg': the sum, divided by the size (api/average.py)
+        if isinstance(op, str) and op not in _OPS and average.wanted(op):   # op='avg': the sum, divided by the size
             return average.run("allreduce", self.size, x, lambda: self.allreduce(
                 x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c = self._begin("allreduce", "allreduce", algorithm, async_op, stream, op=op)
@@ -502,7 +503,7 @@ class Comm:
                        algorithm: AlgorithmArg = "auto", async_op: bool = False,
                        stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
-        if average.wanted(op):
+        if isinstance(op, str) and op not in _OPS and average.wanted(op):
             return average.run("reduce_scatter", self.size, x, lambda: self.reduce_scatter(
                 x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c = self._begin("reduce_scatter", "reduce_scatter", algorithm, async_op, stream, op=op)
@@ -536,7 +537,7 @@ class Comm:
                algorithm: AlgorithmArg = "auto", async_op: bool = False,
                stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` onto ``root`` (into ``out``, or ``x`` in place there); returns the result on root, else None."""
-        if average.wanted(op):
+        if isinstance(op, str) and op not in _OPS and average.wanted(op):
             return average.run("reduce", self.size, x, lambda: self.reduce(
                 x, root, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
                 self.rank == self._state.rank_arg("root", root))

@@ -264,7 +264,8 @@ class Engine:
                 if bound.exchange is not None:
                     signer.check_completed(bound.exchange)
                 observe.done(state, c.slot, c.coll, c.seq)
-                self.scratch.free_old()
+                if self.scratch.replaced:
+                    self.scratch.free_old()
             elif c.post is None:
                 self._pending(c, bound, target)
         except BaseException as exc:
@@ -308,7 +309,7 @@ class Engine:
             entry = c.entry
         if entry is not None:                       # a kept BoundCall (the fast path, a persistent request)
             c.what, c.record, c.fixed = entry.what, entry.record, entry.fixed
-            bound = c.bound = self._take(entry)
+            bound = c.bound = entry.bound[0] if len(entry.bound) == 1 else self._take(entry)
             return bound, self.targets.own
         self._prepare(c)
         target = self.targets.get(c.stream)
