@@ -42,11 +42,6 @@ class LaneState:
     credit: bool = True   # sender side: may write the inbox without waiting
 
 
-def inbox(ctx: IssueContext, sender: int, n_ranks: int) -> Tuple[int, int]:
-    """(byte offset, size) of ``sender``'s inbox in a receiver's HCCL buffer."""
-    return inbox_at(ctx.region_bytes, sender, n_ranks)
-
-
 @lru_cache(maxsize=256)    # a few (region, sender, ranks) per communicator; asked per message
 def inbox_at(region: int, sender: int, n_ranks: int) -> Tuple[int, int]:
     """(byte offset, size) of ``sender``'s inbox when the collective region is ``region`` bytes (the half's end
@@ -88,7 +83,7 @@ def parse_header(raw: np.ndarray) -> dict:
 def issue_send(ctx: IssueContext, th: int, dst: int, n_ranks: int, st: LaneState, header: CData, payload: CData,
                nbytes: int, eager: bool) -> None:
     """Tasks of one message to ``dst`` on lane thread ``th``; updates ``st``."""
-    off, size = inbox(ctx, ctx.rank, n_ranks)
+    off, size = inbox_at(ctx.region_bytes, ctx.rank, n_ranks)   # our inbox in the receiver's HCCL buffer
     cap = size - HEADER_BYTES
     for j, (o, n) in enumerate(pieces(nbytes, cap)):
         if not st.credit:
@@ -107,7 +102,7 @@ def issue_send(ctx: IssueContext, th: int, dst: int, n_ranks: int, st: LaneState
 def issue_recv(ctx: IssueContext, th: int, src: int, n_ranks: int, st: LaneState, header_out: CData, buf: CData,
                nbytes: int) -> None:
     """Tasks of one message from ``src`` on lane thread ``th`` (the header is copied to ``header_out``)."""
-    off, size = inbox(ctx, src, n_ranks)
+    off, size = inbox_at(ctx.region_bytes, src, n_ranks)
     cap = size - HEADER_BYTES
     for j, (o, n) in enumerate(pieces(nbytes, cap)):
         ctx.wait(th, src, P2P_DATA)

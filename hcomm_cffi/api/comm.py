@@ -96,10 +96,8 @@ _OPS = {"sum": ReduceOp.SUM, "prod": ReduceOp.PROD, "max": ReduceOp.MAX, "min": 
 
 
 def _op(op: Any) -> ReduceOp:
-    """``op=`` validated (every call, cached or not: a bool, a float or a misspelt name is refused each time)."""
-    fast = _OPS.get(op) if op.__class__ is str else None  # the common spellings, without parsing
-    if fast is not None:
-        return fast
+    """``op=`` validated (every call, cached or not: a bool, a float or a misspelt name is refused each time; the
+    common spellings in ``_OPS`` are looked up by the caller first)."""
     try:
         return parse_reduce_op(op)
     except ValueError as exc:
@@ -403,7 +401,9 @@ class Comm:
         if root is not _NONE:
             c.root = self._state.rank_arg("root", root)
         if op is not _NONE:
-            c.op = _op(op)
+            c.op = _OPS.get(op) if op.__class__ is str else None   # the common spellings, without a call
+            if c.op is None:
+                c.op = _op(op)
         if algorithm.__class__ is not str or algorithm != "auto":   # (the default needs no look-up)
             registry.check_algorithm(algorithm)
         return c

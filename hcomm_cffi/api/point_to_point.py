@@ -222,30 +222,22 @@ class PointToPoint:
                              "(copy locally instead)")
         return peer
 
-    def _lane(self, peer: int, direction: str) -> Lane:
-        key = (peer, direction)
-        lane = self.lanes.get(key)
-        if lane is None:
-            b = self.state.binding
-            stream = b.create_stream()
-            src, dst = (self.state.rank, peer) if direction == "send" else (peer, self.state.rank)
-            spec = p2p_plan(self.state.topology, src, dst).resources_for(self.state.rank)
-            cache = ResourceCache(b, self.state.handle, stream)
-            try:
-                res = cache.get("p2p", spec, "comm:p2p", COMM_ENGINE)
-            except BaseException:
-                b.destroy_stream(stream)
-                raise
-            c = self.state
-            ctx = IssueContext(TaskBatch(b), res, rank=c.rank, size=c.size, topology=c.topology, timeout_s=c.timeout,
-                               dtype=DataType.INT8)
-            lane = self.lanes[key] = Lane(peer, direction, stream, cache, res, p2p.LaneState(), ctx)
+    def _new_lane(self, peer: int, direction: str) -> Lane:
+        """The lane to/from ``peer`` (``direction`` "send" or "recv"), made on its first message."""
+        c, b = self.state, self.state.binding
+        stream = b.create_stream()
+        src, dst = (c.rank, peer) if direction == "send" else (peer, c.rank)
+        spec = p2p_plan(c.topology, src, dst).resources_for(c.rank)
+        cache = ResourceCache(b, c.handle, stream)
+        try:
+            res = cache.get("p2p", spec, "comm:p2p", COMM_ENGINE)
+        except BaseException:
+            b.destroy_stream(stream)
+            raise
+        ctx = IssueContext(TaskBatch(b), res, rank=c.rank, size=c.size, topology=c.topology, timeout_s=c.timeout,
+                           dtype=DataType.INT8)
+        lane = self.lanes[(peer, direction)] = Lane(peer, direction, stream, cache, res, p2p.LaneState(), ctx)
         return lane
-
-    def _ctx(self, lane: Lane) -> Tuple[IssueContext, TaskBatch]:
-        """The lane's context with a new task batch (under the call lock: one post at a time issues on a lane)."""
-        batch = lane.ctx.sink = TaskBatch(self.state.binding)
-        return lane.ctx, batch
 
     def _request(self, lane: Lane, what: str, finish: Any, op: Tuple[int, str, int]) -> Request[Any]:
         """The request of a posted send/recv; ``op``: its flight slot, trace name and sequence number (observe)."""
@@ -347,9 +339,10 @@ class PointToPoint:
         lanes: List[Lane] = []
 
         def post(c: Call, declared: List[Buffer]) -> LaunchBatch:
-            lane = self._lane(peer, direction)
+            lane = self.lanes.get((peer, direction)) or self._new_lane(peer, direction)
             lanes.append(lane)
-            ctx, batch = self._ctx(lane)
+            ctx = lane.ctx    # with a new task batch (under the call lock: one post at a time issues on a lane)
+            batch = ctx.sink = TaskBatch(self.state.binding)
             c.seq = lane.state.seq            # lanes number their messages apart: the trace name carries the peer
             c.name = f"{op} {'to' if direction == 'send' else 'from'} {peer}"
             shape = (op, total[0], total[1], bufs[0].dtype)
@@ -405,7 +398,8 @@ class PointToPoint:
         for lane in list(self.lanes.values()):
             if lane.direction != "send" or lane.state.credit:
                 continue
-            ctx, batch = self._ctx(lane)
+            ctx = lane.ctx
+            batch = ctx.sink = TaskBatch(self.state.binding)
             p2p.drain(ctx, lane.res.main, lane.peer, lane.state)
             try:
                 batch.launch()
