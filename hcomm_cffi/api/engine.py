@@ -28,9 +28,8 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 
 from .. import settings
 from ..algorithms import registry
-from ..algorithms.interface import CAPTURED, IssueContext
+from ..algorithms.interface import CAPTURED, CollectiveCall, IssueContext
 from ..algorithms.dryrun import dry_run
-from ..algorithms.interface import CollectiveCall
 from ..algorithms.replay import Schedule, capture
 from ..algorithms.tasks import PreparedLaunch, TaskBatch
 from ..binding import Binding
@@ -40,11 +39,10 @@ from ..lib.contract import Capabilities
 from ..plan import MIB
 from ..resources import Resources
 from . import consistency, graphs, observe
-from .buffers import NO_STAGING, Buffer, DeviceBlock, DeviceMemory, Staging
+from .buffers import NO_STAGING, Buffer, DeviceBlock, DeviceMemory, Staging, key_of
 from .launch_order import Announcer
 from .call import RESOURCES_MAX, SCHEDULES_MAX, LaunchBatch, Call, CommCache, BoundCall, LibraryCall
 from .errors import CommError
-from .buffers import key_of
 from .stream import Stream
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
