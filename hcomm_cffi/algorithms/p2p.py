@@ -16,6 +16,7 @@ notify stays set.  Notify indices 2/3 keep lanes independent of collectives on t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, List, Tuple
 
 import numpy as np
@@ -41,11 +42,7 @@ class LaneState:
     credit: bool = True   # sender side: may write the inbox without waiting
 
 
-def inbox(ctx: IssueContext, sender: int, n_ranks: int) -> Tuple[int, int]:
-    """(byte offset, size) of ``sender``'s inbox in a receiver's HCCL buffer."""
-    return inbox_at(ctx.region_bytes, sender, n_ranks)
-
-
+@lru_cache(maxsize=256)    # a few (region, sender, ranks) per communicator; asked per message
 def inbox_at(region: int, sender: int, n_ranks: int) -> Tuple[int, int]:
     """(byte offset, size) of ``sender``'s inbox when the collective region is ``region`` bytes (the half's end
     holds signature slots)."""
@@ -64,8 +61,8 @@ def announces(raw: np.ndarray, sender: int, seq: int) -> bool:
 
 def pieces(nbytes: int, cap: int) -> List[Tuple[int, int]]:
     """(offset, length) of the pieces of a message: at least one (zero-byte messages carry a header)."""
-    if nbytes == 0:
-        return [(0, 0)]
+    if nbytes <= cap:
+        return [(0, nbytes)]
     return [(o, min(cap, nbytes - o)) for o in range(0, nbytes, cap)]
 
 
@@ -86,7 +83,7 @@ def parse_header(raw: np.ndarray) -> dict:
 def issue_send(ctx: IssueContext, th: int, dst: int, n_ranks: int, st: LaneState, header: CData, payload: CData,
                nbytes: int, eager: bool) -> None:
     """Tasks of one message to ``dst`` on lane thread ``th``; updates ``st``."""
-    off, size = inbox(ctx, ctx.rank, n_ranks)
+    off, size = inbox_at(ctx.region_bytes, ctx.rank, n_ranks)   # our inbox in the receiver's HCCL buffer
     cap = size - HEADER_BYTES
     for j, (o, n) in enumerate(pieces(nbytes, cap)):
         if not st.credit:
@@ -105,7 +102,7 @@ def issue_send(ctx: IssueContext, th: int, dst: int, n_ranks: int, st: LaneState
 def issue_recv(ctx: IssueContext, th: int, src: int, n_ranks: int, st: LaneState, header_out: CData, buf: CData,
                nbytes: int) -> None:
     """Tasks of one message from ``src`` on lane thread ``th`` (the header is copied to ``header_out``)."""
-    off, size = inbox(ctx, src, n_ranks)
+    off, size = inbox_at(ctx.region_bytes, src, n_ranks)
     cap = size - HEADER_BYTES
     for j, (o, n) in enumerate(pieces(nbytes, cap)):
         ctx.wait(th, src, P2P_DATA)

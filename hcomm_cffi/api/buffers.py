@@ -18,7 +18,7 @@ from ..enums import ELEMENT_SIZE, DataType, MemcpyKind, dtype_from_numpy, dtype_
 from ..types import BufferLike, CData, SupportsDLPack
 
 __all__ = ["Buffer", "as_buffer", "new_like", "is_torch", "Staging", "overlaps", "DeviceMemory", "DeviceBlock", "key_of",
-           "buffer_view", "unowned", "Key", "X_AT", "OUT_AT"]
+           "buffer_view", "unowned", "Key", "X_AT", "OUT_AT", "own_bytes", "NO_STAGING"]
 
 
 class Buffer:
@@ -134,18 +134,13 @@ def is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr") and hasattr(x, "is_contiguous")
 
 
-def _np_dtype(arr: np.ndarray, name: str) -> DataType:
+def _from_numpy(arr: np.ndarray, obj: Any, name: str, writable: bool) -> Buffer:
     dt = dtype_from_numpy(arr.dtype)
     if dt is None and arr.dtype.name == "bfloat16":  # ml_dtypes / jax style bf16
-        return DataType.BFP16
+        dt = DataType.BFP16
     if dt is None:
         raise TypeError(f"{name} has dtype {arr.dtype}, which HCCL cannot carry; expected one of int8, int16, "
                         "int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64 or bfloat16")
-    return dt
-
-
-def _from_numpy(arr: np.ndarray, obj: Any, name: str, writable: bool) -> Buffer:
-    dt = _np_dtype(arr, name)
     if not arr.flags.c_contiguous:
         raise ValueError(f"{name} is not C-contiguous (strides {arr.strides} for shape {arr.shape}); "
                          "pass np.ascontiguousarray(x) or a contiguous view")
@@ -173,6 +168,12 @@ def _from_torch(t: Any, name: str, writable: bool) -> Buffer:
         torch.npu.current_stream().synchronize()  # type: ignore[attr-defined]
     ptr = ffi.cast("char *", t.data_ptr()) if t.numel() else ffi.NULL
     return Buffer(t, ptr, int(t.numel()), dt, tuple(t.shape), "npu" if kind == "npu" else "host", [t])
+
+
+def own_bytes(arr: np.ndarray) -> Buffer:
+    """A :class:`Buffer` of a C-contiguous, writable uint8 array this package made (a message header): nothing
+    to validate."""
+    return Buffer(arr, ffi.cast("char *", _from_buffer(arr)), arr.size, DataType.UINT8, arr.shape, "host", [arr])
 
 
 def as_buffer(x: BufferLike, name: str, writable: bool = False) -> Buffer:
@@ -322,33 +323,33 @@ class DeviceBlock:
     """One device allocation of a communicator that is replaced when it no longer fits (the engine's scratch, the
     handshake's signature table), and the replaced ones, kept while a started operation may still read them."""
 
-    __slots__ = ("binding", "ptr", "size", "inflight", "_old")
+    __slots__ = ("binding", "ptr", "size", "inflight", "replaced")
 
     def __init__(self, binding: Any, inflight: Set[Any]) -> None:
         self.binding = binding
         self.ptr: Any = None                 # the live allocation (None: none yet)
         self.size = 0
         self.inflight = inflight             # the communicator's started operations not yet seen complete
-        self._old: List[Any] = []            # replaced allocations not yet freed
+        self.replaced: List[Any] = []        # replaced allocations not yet freed
 
     def replace(self, size: int) -> Any:
         """A new allocation of ``size`` bytes in place of the live one (kept until :meth:`free_old` may free it)."""
         if self.ptr is not None:
-            self._old.append(self.ptr)
+            self.replaced.append(self.ptr)
             self.ptr = None
         self.ptr, self.size = self.binding.malloc(size), size
         return self.ptr
 
     def free_old(self) -> None:
         """Free the replaced allocations once no started operation can still read them."""
-        if self._old and not self.inflight:
-            for ptr in self._old:
+        if self.replaced and not self.inflight:
+            for ptr in self.replaced:
                 self.binding.free(ptr)
-            self._old.clear()
+            self.replaced.clear()
 
     def release(self) -> None:
         """Free everything (the communicator is destroyed)."""
-        for ptr in self._old + ([self.ptr] if self.ptr is not None else []):
+        for ptr in self.replaced + ([self.ptr] if self.ptr is not None else []):
             self.binding.free(ptr)
-        self._old.clear()
+        self.replaced.clear()
         self.ptr, self.size = None, 0

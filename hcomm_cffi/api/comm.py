@@ -96,10 +96,8 @@ _OPS = {"sum": ReduceOp.SUM, "prod": ReduceOp.PROD, "max": ReduceOp.MAX, "min": 
 
 
 def _op(op: Any) -> ReduceOp:
-    """``op=`` validated (every call, cached or not: a bool, a float or a misspelt name is refused each time)."""
-    fast = _OPS.get(op) if op.__class__ is str else None  # the common spellings, without parsing
-    if fast is not None:
-        return fast
+    """``op=`` validated (every call, cached or not: a bool, a float or a misspelt name is refused each time; the
+    common spellings in ``_OPS`` are looked up by the caller first)."""
     try:
         return parse_reduce_op(op)
     except ValueError as exc:
@@ -403,8 +401,11 @@ class Comm:
         if root is not _NONE:
             c.root = self._state.rank_arg("root", root)
         if op is not _NONE:
-            c.op = _op(op)
-        registry.check_algorithm(algorithm)
+            c.op = _OPS.get(op) if op.__class__ is str else None   # the common spellings, without a call
+            if c.op is None:
+                c.op = _op(op)
+        if algorithm.__class__ is not str or algorithm != "auto":   # (the default needs no look-up)
+            registry.check_algorithm(algorithm)
         return c
 
     @overload
@@ -427,7 +428,7 @@ class Comm:
         ACL stream) enqueues the collective after the work on that stream and returns a Request without
         synchronising (see :mod:`hcomm_cffi.api.streams`).  The same two keywords exist on every collective.
         """
-        if average.wanted(op):          # op='avg': the sum, divided by the size (api/average.py)
+        if isinstance(op, str) and op not in _OPS and average.wanted(op):   # op='avg': the sum, divided by the size
             return average.run("allreduce", self.size, x, lambda: self.allreduce(
                 x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c = self._begin("allreduce", "allreduce", algorithm, async_op, stream, op=op)
@@ -502,7 +503,7 @@ class Comm:
                        algorithm: AlgorithmArg = "auto", async_op: bool = False,
                        stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
-        if average.wanted(op):
+        if isinstance(op, str) and op not in _OPS and average.wanted(op):
             return average.run("reduce_scatter", self.size, x, lambda: self.reduce_scatter(
                 x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c = self._begin("reduce_scatter", "reduce_scatter", algorithm, async_op, stream, op=op)
@@ -536,7 +537,7 @@ class Comm:
                algorithm: AlgorithmArg = "auto", async_op: bool = False,
                stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` onto ``root`` (into ``out``, or ``x`` in place there); returns the result on root, else None."""
-        if average.wanted(op):
+        if isinstance(op, str) and op not in _OPS and average.wanted(op):
             return average.run("reduce", self.size, x, lambda: self.reduce(
                 x, root, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
                 self.rank == self._state.rank_arg("root", root))

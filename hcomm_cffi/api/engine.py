@@ -28,9 +28,8 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 
 from .. import settings
 from ..algorithms import registry
-from ..algorithms.interface import CAPTURED, IssueContext
+from ..algorithms.interface import CAPTURED, CollectiveCall, IssueContext
 from ..algorithms.dryrun import dry_run
-from ..algorithms.interface import CollectiveCall
 from ..algorithms.replay import Schedule, capture
 from ..algorithms.tasks import PreparedLaunch, TaskBatch
 from ..binding import Binding
@@ -40,11 +39,10 @@ from ..lib.contract import Capabilities
 from ..plan import MIB
 from ..resources import Resources
 from . import consistency, graphs, observe
-from .buffers import NO_STAGING, Buffer, DeviceBlock, DeviceMemory, Staging
+from .buffers import NO_STAGING, Buffer, DeviceBlock, DeviceMemory, Staging, key_of
 from .launch_order import Announcer
 from .call import RESOURCES_MAX, SCHEDULES_MAX, LaunchBatch, Call, CommCache, BoundCall, LibraryCall
 from .errors import CommError
-from .buffers import key_of
 from .stream import Stream
 from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
@@ -264,7 +262,8 @@ class Engine:
                 if bound.exchange is not None:
                     signer.check_completed(bound.exchange)
                 observe.done(state, c.slot, c.coll, c.seq)
-                self.scratch.free_old()
+                if self.scratch.replaced:
+                    self.scratch.free_old()
             elif c.post is None:
                 self._pending(c, bound, target)
         except BaseException as exc:
@@ -308,7 +307,7 @@ class Engine:
             entry = c.entry
         if entry is not None:                       # a kept BoundCall (the fast path, a persistent request)
             c.what, c.record, c.fixed = entry.what, entry.record, entry.fixed
-            bound = c.bound = self._take(entry)
+            bound = c.bound = entry.bound[0] if len(entry.bound) == 1 else self._take(entry)
             return bound, self.targets.own
         self._prepare(c)
         target = self.targets.get(c.stream)

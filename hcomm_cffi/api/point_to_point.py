@@ -31,8 +31,8 @@ from ..algorithms.tasks import TaskBatch
 from ..enums import DataType, MemcpyKind
 from ..errors import HcclError
 from ..resources import ResourceCache, Resources
-from .buffers import Buffer, Staging, as_buffer
-from . import observe
+from .buffers import NO_STAGING, Buffer, Staging, as_buffer, own_bytes
+from . import live, observe
 from .call import LaunchBatch, Call
 from .errors import CommError, CommTimeoutError, MessageMismatchError
 from .nonblocking import request_for
@@ -45,6 +45,7 @@ __all__ = ["PointToPoint", "Lane", "AnySourceRequest"]
 
 DRAIN_TIMEOUT_S = 10.0
 PROBE_SLEEP_S = (20e-6, 1e-3)   # first and longest pause between two looks at the inboxes
+RECORDS_PER_LANE = 64          # distinct message shapes a lane keeps the records of (more start over)
 
 
 @dataclass
@@ -57,7 +58,10 @@ class Lane:
     cache: ResourceCache
     res: Resources
     state: p2p.LaneState
-    inflight: List[Any] = field(default_factory=list)  # buffers of issued, unsynchronised messages
+    ctx: IssueContext      # the lane's issuing context, constant but for its task batch (``sink``), set per post
+    # (op, elements, bytes, dtype) -> its flight record and encoded fields: a repeated message re-derives neither
+    records: Dict[Tuple[str, int, int, DataType], Tuple[observe.Record, bytes]] = field(default_factory=dict)
+    inflight: Dict[int, Any] = field(default_factory=dict)  # id -> buffers of issued, unsynchronised messages
 
 
 class PointToPoint:
@@ -75,13 +79,15 @@ class PointToPoint:
     # ------------------------------------------------------------------ public API
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
         """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous)."""
-        timeout = timeout_arg(timeout)   # every argument is checked before anything is posted
-        self._blocking(lambda: self.isend(x, dst), timeout, dst, "recv")
+        if timeout is not None:       # every argument is checked before anything is posted
+            timeout = timeout_arg(timeout)
+        self._blocking(partial(self._post_send, [x], dst, "isend", True), timeout, dst, "recv")
 
     def recv(self, buf: Any, src: int, *, timeout: Optional[float] = None) -> Any:
         """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``."""
-        timeout = timeout_arg(timeout)
-        return self._blocking(lambda: self.irecv(buf, src), timeout, src, "send")
+        if timeout is not None:
+            timeout = timeout_arg(timeout)
+        return self._blocking(partial(self._post_recv, [buf], src, "irecv", True), timeout, src, "send")
 
     def isend(self, x: Any, dst: int) -> Request[Any]:
         """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
@@ -209,57 +215,53 @@ class PointToPoint:
         return list(items)
 
     def _peer_arg(self, name: str, value: Any, what: str) -> int:
-        peer = self.state.rank_arg(name, value)
+        state = self.state
+        peer = value if value.__class__ is int and 0 <= value < state.size else state.rank_arg(name, value)
         if peer == self.state.rank:
             raise ValueError(f"{what}: {name}={peer} is this rank; sending to oneself is not supported "
                              "(copy locally instead)")
         return peer
 
-    def _lane(self, peer: int, direction: str) -> Lane:
-        key = (peer, direction)
-        lane = self.lanes.get(key)
-        if lane is None:
-            b = self.state.binding
-            stream = b.create_stream()
-            src, dst = (self.state.rank, peer) if direction == "send" else (peer, self.state.rank)
-            spec = p2p_plan(self.state.topology, src, dst).resources_for(self.state.rank)
-            cache = ResourceCache(b, self.state.handle, stream)
-            try:
-                res = cache.get("p2p", spec, "comm:p2p", COMM_ENGINE)
-            except BaseException:
-                b.destroy_stream(stream)
-                raise
-            lane = self.lanes[key] = Lane(peer, direction, stream, cache, res, p2p.LaneState())
+    def _new_lane(self, peer: int, direction: str) -> Lane:
+        """The lane to/from ``peer`` (``direction`` "send" or "recv"), made on its first message."""
+        c, b = self.state, self.state.binding
+        stream = b.create_stream()
+        src, dst = (c.rank, peer) if direction == "send" else (peer, c.rank)
+        spec = p2p_plan(c.topology, src, dst).resources_for(c.rank)
+        cache = ResourceCache(b, c.handle, stream)
+        try:
+            res = cache.get("p2p", spec, "comm:p2p", COMM_ENGINE)
+        except BaseException:
+            b.destroy_stream(stream)
+            raise
+        ctx = IssueContext(TaskBatch(b), res, rank=c.rank, size=c.size, topology=c.topology, timeout_s=c.timeout,
+                           dtype=DataType.INT8)
+        lane = self.lanes[(peer, direction)] = Lane(peer, direction, stream, cache, res, p2p.LaneState(), ctx)
         return lane
-
-    def _ctx(self, lane: Lane) -> Tuple[IssueContext, TaskBatch]:
-        c = self.state
-        batch = TaskBatch(c.binding)
-        return IssueContext(batch, lane.res, rank=c.rank, size=c.size, topology=c.topology, timeout_s=c.timeout,
-                            dtype=DataType.INT8), batch
 
     def _request(self, lane: Lane, what: str, finish: Any, op: Tuple[int, str, int]) -> Request[Any]:
         """The request of a posted send/recv; ``op``: its flight slot, trace name and sequence number (observe)."""
         slot, name, seq = op
 
         def sync(timeout: Optional[float]) -> bool:
-            self.state.check_process(what)
+            if self.state.pid != live.PID:
+                self.state.check_process(what)
             if self.state.destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
                 raise CommError(f"rank {self.state.rank}: {what} on communicator {self.state.name!r} can no longer "
                                 "complete: the communicator was destroyed (hcomm.finalize() or destroy()) while it "
                                 "was pending; wait for requests before destroying their communicator")
             try:
                 with self._books:             # what was posted before this wait (other threads may post more)
-                    issued = list(lane.inflight)
+                    issued = dict(lane.inflight)      # held, so no id is reused before the trim
                 if timeout is None:           # committed: published if it lasts (api/launch_order.py)
                     done = self.state.announcer.waiting(partial(sync_stream, self.state.binding, lane.stream),
                                                        peer=lane.peer, text=what)
                 else:
                     done = sync_stream(self.state.binding, lane.stream, timeout)
                 if done:                      # everything issued on the lane before the wait has completed
-                    gone = {id(item) for item in issued}
                     with self._books:
-                        lane.inflight[:] = [item for item in lane.inflight if id(item) not in gone]
+                        for key in issued:
+                            lane.inflight.pop(key, None)   # another wait may have taken it
                     observe.done(self.state, slot, name, seq)
                 return done
             except HcclError as exc:
@@ -273,38 +275,43 @@ class PointToPoint:
         with self.state.lock:       # the call lock while the lane's state advances and the batch launches (state.py)
             dst = self._peer_arg("dst", dst, what)
             bufs = [as_buffer(items[0], "x")] if single else [as_buffer(x, f"items[{i}]") for i, x in enumerate(items)]
-            staging = Staging(self.state.binding, self.state.stages)
+            staging = Staging(self.state.binding, True) if self.state.stages else NO_STAGING
             keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
-            desc = f"{what} of {_total(bufs)[1]} bytes to rank {dst}"
+            count, nbytes = (bufs[0].count, bufs[0].nbytes) if single else _total(bufs)
+            desc = f"{what} of {nbytes} bytes to rank {dst}"
 
             def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
                 for buf in bufs:
                     header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.state.rank)
                     keep.append(header)
-                    hb = as_buffer(header.view(np.uint8), "header")
+                    hb = own_bytes(header.view(np.uint8))
                     declared += (hb, buf)          # emulator: device memory (what staging makes them on CANN)
-                    p2p.issue_send(ctx, lane.res.main, dst, self.state.size, lane.state, staging.device_ptr(hb),
-                                   staging.device_ptr(buf), buf.nbytes, eager=buf.nbytes <= self.state.eager_limit)
+                    hp, bp = (staging.device_ptr(hb), staging.device_ptr(buf)) if staging.needed else (hb.ptr, buf.ptr)
+                    p2p.issue_send(ctx, lane.res.main, dst, self.state.size, lane.state, hp, bp, buf.nbytes,
+                                   eager=buf.nbytes <= self.state.eager_limit)
 
             def finish() -> None:
                 keep.clear()
-                staging.finish()
-            return self._post(what, "send" if single else "send_multi", dst, "send", bufs, desc, issue, keep, finish)
+                if staging.needed:
+                    staging.finish()
+            return self._post(what, "send" if single else "send_multi", dst, "send", bufs, (count, nbytes), desc, issue,
+                              keep, finish)
 
     def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
         with self.state.lock:       # as _post_send
             src = self._peer_arg("src", src, what)
             bufs = [as_buffer(items[0], "buf", writable=True)] if single else [
                 as_buffer(x, f"items[{i}]", writable=True) for i, x in enumerate(items)]
-            staging = Staging(self.state.binding, self.state.stages)
+            staging = Staging(self.state.binding, True) if self.state.stages else NO_STAGING
             headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
             first = [0]
-            desc = f"{what} of {_total(bufs)[1]} bytes from rank {src}"
+            count, nbytes = (bufs[0].count, bufs[0].nbytes) if single else _total(bufs)
+            desc = f"{what} of {nbytes} bytes from rank {src}"
 
             def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
                 first[0] = lane.state.seq
                 for k, buf in enumerate(bufs):
-                    hb = as_buffer(headers[k], "header", writable=True)
+                    hb = own_bytes(headers[k])
                     declared += (hb, buf)          # emulator: device memory (what staging makes them on CANN)
                     p2p.issue_recv(ctx, lane.res.main, src, self.state.size, lane.state,
                                    staging.device_ptr(hb, False, True), staging.device_ptr(buf, False, True),
@@ -315,11 +322,11 @@ class PointToPoint:
                 for k, buf in enumerate(bufs):
                     self._check_header(headers[k], buf, src, first[0] + k, what)
                 return items[0] if single else items
-            return self._post(what, "recv" if single else "recv_multi", src, "recv", bufs, desc, issue,
-                              (bufs, headers), finish)
+            return self._post(what, "recv" if single else "recv_multi", src, "recv", bufs, (count, nbytes), desc,
+                              issue, (bufs, headers), finish)
 
-    def _post(self, what: str, op: str, peer: int, direction: str, bufs: List[Buffer], desc: str,
-              issue: Callable[[IssueContext, Lane, List[Buffer]], None], keep: Any, finish: Any) -> Request[Any]:
+    def _post(self, what: str, op: str, peer: int, direction: str, bufs: List[Buffer], total: Tuple[int, int],
+              desc: str, issue: Callable[[IssueContext, Lane, List[Buffer]], None], keep: Any, finish: Any) -> Request[Any]:
         """Post ``op`` of ``bufs`` to/from ``peer`` (the caller's ``what``) on its lane through the engine (api/engine.py: checked, recorded,
         launched, guarded); ``issue`` adds the protocol's tasks; the request completes it (``finish``)."""
         engine = self.engine
@@ -332,13 +339,20 @@ class PointToPoint:
         lanes: List[Lane] = []
 
         def post(c: Call, declared: List[Buffer]) -> LaunchBatch:
-            lane = self._lane(peer, direction)
+            lane = self.lanes.get((peer, direction)) or self._new_lane(peer, direction)
             lanes.append(lane)
-            ctx, batch = self._ctx(lane)
+            ctx = lane.ctx    # with a new task batch (under the call lock: one post at a time issues on a lane)
+            batch = ctx.sink = TaskBatch(self.state.binding)
             c.seq = lane.state.seq            # lanes number their messages apart: the trace name carries the peer
             c.name = f"{op} {'to' if direction == 'send' else 'from'} {peer}"
-            count, nbytes = _total(bufs)
-            c.record = observe.Record(op, "p2p", count, nbytes, bufs[0].dtype, None, peer)
+            shape = (op, total[0], total[1], bufs[0].dtype)
+            kept = lane.records.get(shape)
+            if kept is None:
+                if len(lane.records) >= RECORDS_PER_LANE:
+                    lane.records.clear()
+                record = observe.Record(op, "p2p", total[0], total[1], bufs[0].dtype, None, peer)
+                kept = lane.records[shape] = (record, observe.fixed_of(record))
+            c.record, c.fixed = kept
             posted = self._posted
             posted.n = getattr(posted, "n", 0) + 1
             c.moves = True                    # the lane's state advances from here: cut short, it is out of step
@@ -348,7 +362,7 @@ class PointToPoint:
         engine.post(c)
         lane = lanes[0]
         with self._books:
-            lane.inflight.append(keep)
+            lane.inflight[id(keep)] = keep
         return self._request(lane, desc, finish, (c.slot, c.name or op, c.seq))
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
@@ -384,7 +398,8 @@ class PointToPoint:
         for lane in list(self.lanes.values()):
             if lane.direction != "send" or lane.state.credit:
                 continue
-            ctx, batch = self._ctx(lane)
+            ctx = lane.ctx
+            batch = ctx.sink = TaskBatch(self.state.binding)
             p2p.drain(ctx, lane.res.main, lane.peer, lane.state)
             try:
                 batch.launch()
@@ -398,8 +413,6 @@ class PointToPoint:
 
 def _total(bufs: List[Buffer]) -> Tuple[int, int]:
     """(elements, bytes) of the messages ``bufs``."""
-    if len(bufs) == 1:
-        return bufs[0].count, bufs[0].nbytes
     return sum(b.count for b in bufs), sum(b.nbytes for b in bufs)
 
 

@@ -66,7 +66,8 @@ class Request(Generic[T]):
 
         Unlike wait(), an expired wait is not an exception: only a failure of the operation raises.
         """
-        timeout = timeout_arg(timeout)
+        if timeout is not None:
+            timeout = timeout_arg(timeout)
         if self._done:
             return True
         if not self._sync(timeout):
