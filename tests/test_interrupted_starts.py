@@ -30,13 +30,7 @@ from multiproc import run_ranks
 COUNT = 1024
 
 #: kind -> the package function (file tail, name) whose return is past the launch, with the start's work queued
-LAUNCHED_AT = {
-    "async_op": ("api/issue.py", "_start"),
-    "stream": ("api/issue.py", "_start"),
-    "persistent": ("api/issue.py", "_start_bound"),
-    "irecv": ("api/point_to_point.py", "_recv_locked"),
-    "isend": ("api/point_to_point.py", "_send_locked"),
-}
+LAUNCHED_AT = {kind: ("api/engine.py", "_launch") for kind in ("async_op", "stream", "persistent", "irecv", "isend")}
 
 
 def _interrupt(filename: str, name: str, at: str) -> None:
@@ -130,7 +124,7 @@ def test_an_exception_after_a_nonblocking_launch_breaks_the_communicator(kind: s
 #: kind -> (the package function of the completion's host step whose start the interrupt cuts short; the value a
 #: later wait on rank 1 must return, unless it refuses with a CommError saying the result is not valid)
 COMPLETED_AT = {
-    "avg": (("api/average.py", "_divide"), 2.0),
+    "avg": (("api/average.py", "_average"), 2.0),
     "irecv": (("api/point_to_point.py", "_check_header"), 1.0),
 }
 

@@ -73,6 +73,7 @@ class Call:
     seq = 0
     slot = -1                        # its flight-recorder slot (-1: none)
     pending: Any = None              # the Pending that completes a started call
+    launched = False                 # its batch was launched: cut short from here on, its work is queued
     # a send/recv on a point-to-point lane: what binds it (the lane's tasks; it lists the buffers to declare)
     post: Optional[Callable[["Call", List[Buffer]], "LaunchBatch"]] = None
     moves = False                    # its binding moved state peers see (a lane's numbers): cut short, it breaks

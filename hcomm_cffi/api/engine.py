@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import warnings
 from functools import partial
-from typing import Any, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from .. import settings
 from ..algorithms import registry
@@ -48,6 +48,9 @@ from .nonblocking import Pending, request_for
 from .signatures import Exchange, Signer
 from .state import CommState
 from .streams import StreamTargets, StreamTarget, stream_handle, sync_stream
+
+P = TypeVar("P")
+R = TypeVar("R")
 
 __all__ = ["Engine", "SCRATCH_MIN", "break_on_interrupted_wait"]
 
@@ -128,7 +131,7 @@ class Engine:
         if c.blocking:
             self.run(c)
             return c.result
-        return request_for(self.start(c), c.result)
+        return self.start(c, lambda pending: request_for(pending, c.result))
 
     def run(self, c: Call) -> str:
         """Run ``c`` and wait for it; returns the algorithm's name.
@@ -169,11 +172,24 @@ class Engine:
             self._launch(c)
         return True
 
-    def start(self, c: Call) -> Pending:
-        """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait (the call lock is held until
-        it is launched: api/state.py)."""
-        with self.state.lock:
-            return self._started(c)
+    def start(self, c: Call, hand_back: Callable[[Pending], R]) -> R:
+        """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait: ``hand_back(pending)``, what
+        the caller waits with (:meth:`handed_back`)."""
+        return self.handed_back(c, lambda: self._started(c), hand_back)
+
+    def handed_back(self, c: Call, launch: Callable[[], P], hand_back: Callable[[P], R]) -> R:
+        """``hand_back(launch())``: ``launch`` under the call lock (api/state.py), and from the launch of ``c``'s batch to
+        what is handed back one guarded region: an exception there -- Ctrl-C or an alarm in the lock's release or
+        while the request is made -- breaks the communicator (the caller holds nothing to wait for the queued work
+        with, which would pair with the peers' next call).  Before the launch, :meth:`_failed` decides."""
+        try:
+            with self.state.lock:
+                made = launch()
+            return hand_back(made)
+        except BaseException as exc:
+            if c.launched:
+                self.state.interrupted(c.what, exc)
+            raise
 
     def _started(self, c: Call) -> Pending:
         self._launch(c)
@@ -213,16 +229,15 @@ class Engine:
 
     def start_persistent(self, c: Call, pending: Optional[Pending]) -> Pending:
         """Launch a persistent request's bound call (or, without one, start ``c`` afresh): its Pending (``pending``,
-        the request's of its previous start, started again).  Under the call lock until it is launched; a call bound
-        in a generation of the cache that has passed is bound again first (what it named may be gone)."""
-        with self.state.lock:
-            c.pending = pending if c.entry is not None else None   # without an BoundCall: a fresh start each time
-            return self._started(c)
+        the request's of its previous start, started again), guarded up to its return (:meth:`handed_back`); a call
+        bound in a generation of the cache that has passed is bound again first (what it named may be gone)."""
+        c.pending = pending if c.entry is not None else None   # without a BoundCall: a fresh start each time
+        return self.handed_back(c, lambda: self._started(c), _same)
 
-    def post(self, c: Call) -> None:
-        """Launch the point-to-point ``c`` (``c.post`` binds it on its lane; api/point_to_point.py makes its request)."""
-        with self.state.lock:
-            self._launch(c)
+    def post(self, c: Call, hand_back: Callable[[], R]) -> R:
+        """Launch the point-to-point ``c`` (``c.post`` binds it on its lane) and return ``hand_back()``, its request
+        (api/point_to_point.py), guarded up to its return (:meth:`handed_back`)."""
+        return self.handed_back(c, lambda: self._launch(c), lambda _: hand_back())
 
     # ------------------------------------------------------------------ the one way every operation launches
     def _launch(self, c: Call) -> None:
@@ -254,6 +269,7 @@ class Engine:
             if graph is None and c.announces:
                 announce(c.record)
             bound.batch.launch()
+            c.launched = True
             observe.running(state, c.slot)
             if c.blocking:              # wait (announced: a wait that lasts is published), then it is done
                 assert target is not None
@@ -516,6 +532,10 @@ class Engine:
         """The buffers a schedule's addresses are relative to: (pointer, bytes) of send, receive and scratch."""
         return ((c.collective.send, 0 if c.send is None else c.send.nbytes), (c.collective.recv, 0 if c.recv is None else c.recv.nbytes),
                 (self.scratch.ptr, self.scratch.size))
+
+
+def _same(pending: Pending) -> Pending:
+    return pending
 
 
 def break_on_interrupted_wait(stream: Any, state: CommState, what: str) -> None:

@@ -135,7 +135,7 @@ class PointToPoint:
         c.announces = False
         c.what = f"{direction} of {buf.nbytes} bytes {'to' if sending else 'from'} rank {peer} (stream-ordered)"
         c.record = observe.Record(direction, "p2p", buf.count, buf.nbytes, buf.dtype, None, peer)
-        return request_for(engine.start(c), None if sending else x)
+        return engine.start(c, lambda pending: request_for(pending, None if sending else x))
 
     def irecv_any(self, buf: Any) -> "AnySourceRequest":
         """Start receiving into ``buf`` from whichever rank's next message arrives first (its ``source`` once done)."""
@@ -359,11 +359,13 @@ class PointToPoint:
             issue(ctx, lane, declared)
             return LaunchBatch(batch, None)
         c.post = post
-        engine.post(c)
-        lane = lanes[0]
-        with self._books:
-            lane.inflight[id(keep)] = keep
-        return self._request(lane, desc, finish, (c.slot, c.name or op, c.seq))
+
+        def request() -> Request[Any]:
+            lane = lanes[0]
+            with self._books:
+                lane.inflight[id(keep)] = keep
+            return self._request(lane, desc, finish, (c.slot, c.name or op, c.seq))
+        return engine.post(c, request)
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)
