@@ -393,10 +393,12 @@ def refuse_sync(what: str, queue: Optional[Queue] = None, event: Optional[SimEve
 
 def join_batch(queues: Sequence[Queue]) -> None:
     """A batch launched on a capturing stream: its other threads join the capture (HCCL's helper streams)."""
-    rec = next((q.capture for q in queues if q.capture is not None), None)
-    if rec is not None:
-        for q in queues:
-            rec.join(q)
+    for q in queues:
+        if q.capture is not None:       # the first capturing queue's capture takes them all
+            rec = q.capture
+            for other in queues:
+                rec.join(other)
+            return
 
 
 def join_event(queue: Queue, event: SimEvent, default: Queue) -> None:
