@@ -119,7 +119,9 @@ class DataPlane(Part):
         EXECUTOR.submit(th.queue, [task])
         EXECUTOR.settle()
 
-    def _thread_channel(self, thread: int, channel: int) -> "tuple[SimThread, Any]":
+    def _thread_channel(self, thread: int, channel: int, *operands: Any) -> "tuple[SimThread, Any]":
+        """The thread and channel of a call, checked to be usable together; any of ``operands`` (the call's dst
+        and src) NULL is HCCL_E_PTR."""
         state = self.state
         th = state.threads.get(thread)
         ch = state.channels.get(channel)
@@ -133,6 +135,8 @@ class DataPlane(Part):
             # ConvertAivChannelHandlesToDevicePtrs: an AIV channel handle is a device address for AIV kernels
             raise SimError(HcclResult.E_PARA, f"channel 0x{channel:x} is an AIV channel: its handle is for AIV "
                                               "kernels on the device, not for the host data-plane calls")
+        if _NULL in operands:
+            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
         return th, ch
 
     @staticmethod
@@ -228,19 +232,17 @@ class DataPlane(Part):
         return 0
 
     def HcommThreadNotifyWaitOnThread(self, thread: int, notifyIdx: int, timeOut: int) -> int:
-        th = self.state.thread(thread)
-        if notifyIdx >= len(th.notifies):
-            raise SimError(HcclResult.E_PTR, f"notifyIdx={notifyIdx} is out of range: {th.label} has "
-                                             f"{len(th.notifies)} notifies")
-        self._issue(th, _new(ThreadWait, (T_WAIT, th, notifyIdx, float(timeOut))))
-        return 0
+        return self._thread_wait(thread, notifyIdx, float(timeOut))
 
     def HcommThreadNotifyWaitOnThreadWithDefaultTimeout(self, thread: int, notifyIdx: int) -> int:
+        return self._thread_wait(thread, notifyIdx, self.state.default_wait_s)
+
+    def _thread_wait(self, thread: int, notifyIdx: int, timeout: float) -> int:
         th = self.state.thread(thread)
         if notifyIdx >= len(th.notifies):
             raise SimError(HcclResult.E_PTR, f"notifyIdx={notifyIdx} is out of range: {th.label} has "
                                              f"{len(th.notifies)} notifies")
-        self._issue(th, _new(ThreadWait, (T_WAIT, th, notifyIdx, self.state.default_wait_s)))
+        self._issue(th, _new(ThreadWait, (T_WAIT, th, notifyIdx, timeout)))
         return 0
 
     def HcommSetNotifyWaitTimeOut(self, timeOut: float) -> int:
@@ -269,18 +271,14 @@ class DataPlane(Part):
 
     # ------------------------------------------------------------------ remote
     def HcommWriteOnThread(self, thread: int, channel: int, dst: Any, src: Any, len: int) -> int:
-        th, ch = self._thread_channel(thread, channel)
-        if dst == _NULL or src == _NULL:
-            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        th, ch = self._thread_channel(thread, channel, dst, src)
         if len:
             self._in_peer_buffer(ch, dst, len, "dst")
             self._issue(th, _new(Write, (WRITE, th, ch, dst, src, len)))
         return 0
 
     def HcommReadOnThread(self, thread: int, channel: int, dst: Any, src: Any, len: int) -> int:
-        th, ch = self._thread_channel(thread, channel)
-        if dst == _NULL or src == _NULL:
-            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        th, ch = self._thread_channel(thread, channel, dst, src)
         if len:
             self._in_peer_buffer(ch, src, len, "src")
             self._issue(th, _new(Read, (READ, th, ch, dst, src, len)))
@@ -288,9 +286,7 @@ class DataPlane(Part):
 
     def HcommWriteReduceOnThread(self, thread: int, channel: int, dst: Any, src: Any, count: int, dataType: int,
                                  reduceOp: int) -> int:
-        th, ch = self._thread_channel(thread, channel)
-        if dst == _NULL or src == _NULL:
-            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        th, ch = self._thread_channel(thread, channel, dst, src)
         dt, op = _reduce_args(count, dataType, reduceOp)
         if count:
             self._in_peer_buffer(ch, dst, count * dt.itemsize, "dst")
@@ -299,9 +295,7 @@ class DataPlane(Part):
 
     def HcommReadReduceOnThread(self, thread: int, channel: int, dst: Any, src: Any, count: int, dataType: int,
                                 reduceOp: int) -> int:
-        th, ch = self._thread_channel(thread, channel)
-        if dst == _NULL or src == _NULL:
-            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        th, ch = self._thread_channel(thread, channel, dst, src)
         if ch.protocol == Protocol.ROCE:
             raise SimError(HcclResult.E_NOT_SUPPORT, "ReadReduce is not supported over RoCE on A2/A3")
         dt, op = _reduce_args(count, dataType, reduceOp)

@@ -399,6 +399,16 @@ class NativeCollectives(Part):
         EXECUTOR.launch(plan.th.queue, plan.tasks)
         return 0
 
+    def _open(self, kind: str, sendBuf: Any, recvBuf: Any, count: int, dt: DataType, op: int, comm: Any,
+              stream: Any) -> Tuple[_Plan, List[int], Any, Any]:
+        """The prologue of AllReduce, AllGather and ReduceScatter after their type checks: both buffers (NULL
+        only with ``count`` 0), the peers, and the plan on ``stream`` signed as ``kind`` (``op`` -1: none)."""
+        send, recv = _ptr(sendBuf, "sendBuf", count > 0), _ptr(recvBuf, "recvBuf", count > 0)
+        c, peers = self._others(comm)
+        plan = self._prepare(comm, stream, peers)
+        plan.sign(kind, count, dt, op)
+        return plan, peers, send, recv
+
     def _others(self, comm: Any) -> Tuple[SimComm, List[int]]:
         c = self.state.comm(comm)
         return c, [r for r in range(c.nranks) if r != c.rank]
@@ -463,10 +473,8 @@ class NativeCollectives(Part):
     def HcclAllReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
                       stream: Any) -> int:
         dt, rop = _dtype(dataType), _op(op)
-        send, recv = _ptr(sendBuf, "sendBuf", count > 0), _ptr(recvBuf, "recvBuf", count > 0)
-        c, peers = self._others(comm)
-        plan = self._prepare(comm, stream, peers)
-        plan.sign("allreduce", count, dt, rop)
+        plan, peers, send, recv = self._open("allreduce", sendBuf, recvBuf, count, dt, rop, comm, stream)
+        c = plan.comm
         esz = dt.itemsize
         if c.nranks >= 3 and count * esz > TWO_SHOT_ABOVE:
             return self._two_shot_allreduce(plan, peers, send, recv, count, dt, rop)
@@ -556,10 +564,8 @@ class NativeCollectives(Part):
     def HcclAllGather(self, sendBuf: Any, recvBuf: Any, sendCount: int, dataType: int, comm: Any,
                       stream: Any) -> int:
         dt = _dtype(dataType)
-        send, recv = _ptr(sendBuf, "sendBuf", sendCount > 0), _ptr(recvBuf, "recvBuf", sendCount > 0)
-        c, peers = self._others(comm)
-        plan = self._prepare(comm, stream, peers)
-        plan.sign("allgather", sendCount, dt)
+        plan, peers, send, recv = self._open("allgather", sendBuf, recvBuf, sendCount, dt, -1, comm, stream)
+        c = plan.comm
         esz = dt.itemsize
         chunk = plan.piece(esz)
         own = recv + c.rank * sendCount * esz
@@ -583,10 +589,8 @@ class NativeCollectives(Part):
     def HcclReduceScatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, op: int, comm: Any,
                           stream: Any) -> int:
         dt, rop = _dtype(dataType), _op(op)
-        send, recv = _ptr(sendBuf, "sendBuf", recvCount > 0), _ptr(recvBuf, "recvBuf", recvCount > 0)
-        c, peers = self._others(comm)
-        plan = self._prepare(comm, stream, peers)
-        plan.sign("reduce_scatter", recvCount, dt, rop)
+        plan, peers, send, recv = self._open("reduce_scatter", sendBuf, recvBuf, recvCount, dt, rop, comm, stream)
+        c = plan.comm
         esz = dt.itemsize
         chunk = plan.piece(esz, c.nranks)
         mine = send + c.rank * recvCount * esz
