@@ -116,8 +116,7 @@ class DataPlane(Part):
                        "build submits it immediately, or silently defers it after an earlier batch)")
             _finding(comm, message, HcclResult.E_NOT_SUPPORT)
         _host_issues([th])
-        EXECUTOR.submit(th.queue, [task])
-        EXECUTOR.settle()
+        EXECUTOR.launch(th.queue, [task])
 
     def _thread_channel(self, thread: int, channel: int, *operands: Any) -> "tuple[SimThread, Any]":
         """The thread and channel of a call, checked to be usable together; any of ``operands`` (the call's dst
@@ -365,6 +364,10 @@ class DataPlane(Part):
             self._check_fork_join(tasks)
         join_batch([th.queue for th in tasks])      # threads launched with a capturing stream join its capture
         _host_issues(list(tasks))
+        if len(tasks) == 1:                         # one thread: submitted and run under one lock
+            for th, lst in tasks.items():
+                EXECUTOR.launch(th.queue, lst)
+            return 0
         for th, lst in tasks.items():
             EXECUTOR.submit(th.queue, lst)
         EXECUTOR.settle()
