@@ -392,7 +392,7 @@ class NativeCollectives(Part):
     def _launch(plan: _Plan) -> int:
         if plan.signature:           # the call's place in this rank's order (sim/announce.py)
             announced = plan.comm.announced
-            announced.announce(LIBRARY, announced.next_library(), plan.signature, "" if announced.described(
+            announced.announce(LIBRARY, announced.counts[LIBRARY], plan.signature, "" if announced.described(
                                plan.signature) else _describe(plan.comm.native.signatures.get(plan.signature)))
         if plan.stamped:
             plan.th.queue.stamps.extend(plan.stamped)
@@ -440,7 +440,7 @@ class NativeCollectives(Part):
             q.stamps.extend(range(nat.seq, nat.seq + advance))
         nat.seq += advance
         announced = c.announced
-        announced.announce(LIBRARY, announced.next_library(), value, "")
+        announced.announce(LIBRARY, announced.counts[LIBRARY], value, "")
         EXECUTOR.launch(q, tasks)
         return 0
 

@@ -479,14 +479,14 @@ class Executor:
             dst.notifies[idx] = 1
             dst.comm.ring_self()
             return True
-        if kind == COPY:
+        if kind == COPY or kind == READ:      # READ: the peer's buffer is mapped here (src)
             kernels.copy(t.dst, t.src, t.nbytes)
             return True
         if kind == WRITE:
             t.channel.check_write(self, q, t, t.dst, t.nbytes)
             kernels.copy(t.dst, t.src, t.nbytes)
             return True
-        if kind == REDUCE:
+        if kind == REDUCE or kind == READ_REDUCE:
             kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
             return True
         if kind == UFUNC:
@@ -497,12 +497,6 @@ class Executor:
             return True
         if kind == WRITE_REDUCE:
             t.channel.check_write(self, q, t, t.dst, t.count * t.dtype.itemsize)
-            kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
-            return True
-        if kind == READ:
-            kernels.copy(t.dst, t.src, t.nbytes)
-            return True
-        if kind == READ_REDUCE:
             kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
             return True
         if kind == EVENT_RECORD:
