@@ -40,7 +40,6 @@ __all__ = ["DataPlane", "PreparedBatch"]
 
 class _Batch(threading.local):
     tasks: Optional[Dict[SimThread, List[Task]]] = None
-    tag: bytes = b""
 
 
 class PreparedBatch:
@@ -348,9 +347,9 @@ class DataPlane(Part):
 
     # ------------------------------------------------------------------ batch mode
     def HcommBatchModeStart(self, batchTag: Any) -> int:
+        # the tag names the batch for the vendor's profiling; nothing here reads it
         if self._batch.tasks is None:
             self._batch.tasks = {}
-        self._batch.tag = c_string(batchTag)
         return 0
 
     def HcommBatchModeEnd(self, batchTag: Any) -> int:
