@@ -361,9 +361,10 @@ class DataPlane(Part):
             return 0
         if len(tasks) > 1:
             self._check_fork_join(tasks)
-        join_batch([th.queue for th in tasks])      # threads launched with a capturing stream join its capture
-        _host_issues(list(tasks))
-        if len(tasks) == 1:                         # one thread: submitted and run under one lock
+        threads = list(tasks)
+        join_batch(threads)                         # threads launched with a capturing stream join its capture
+        _host_issues(threads)
+        if len(threads) == 1:                         # one thread: submitted and run under one lock
             for th, lst in tasks.items():
                 EXECUTOR.launch(th.queue, lst)
             return 0
