@@ -29,7 +29,7 @@ from .._ffi import ffi
 from ..errors import ACL_CODES
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, last_error
 from .part import Part, check_out
-from .queues import Queue, SimEvent
+from .queues import Queue, SimEvent, SimThread
 from .runtime import EXECUTOR
 from .state import SimState, key_of
 from .tasks import EVENT_RECORD, EVENT_WAIT, EventRecord, EventWait, Task
@@ -391,12 +391,14 @@ def refuse_sync(what: str, queue: Optional[Queue] = None, event: Optional[SimEve
     raise SimError(code, why)
 
 
-def join_batch(queues: Sequence[Queue]) -> None:
+def join_batch(threads: Sequence[SimThread]) -> None:
     """A batch launched on a capturing stream: its other threads join the capture (HCCL's helper streams)."""
-    rec = next((q.capture for q in queues if q.capture is not None), None)
-    if rec is not None:
-        for q in queues:
-            rec.join(q)
+    for th in threads:
+        rec = th.queue.capture
+        if rec is not None:             # the first capturing queue's capture takes them all
+            for other in threads:
+                rec.join(other.queue)
+            return
 
 
 def join_event(queue: Queue, event: SimEvent, default: Queue) -> None:

@@ -77,7 +77,7 @@ class Announcements:
         self.words = words + base              # uint32_t * into this rank's control segment
         #: the same words as a memoryview: a store through it costs two thirds of one through the cdata pointer
         self.table = memoryview(ffi.buffer(self.words, TABLE_WORDS * 4)).cast("I")
-        self.counts = [0, 0]                   # calls announced per space (LIBRARY counts its own)
+        self.counts = [0, 0]                   # per space: the number of its next call (LIBRARY counts its own)
 
     def described(self, value: int) -> bool:
         """The table holds ``value``'s description (one word read)."""
@@ -152,10 +152,6 @@ class Announcements:
                     "must not wait for a rank that is in a collective; found while rank "
                     f"{rank} waited for rank {peer})")
         return None
-
-    def next_library(self) -> int:
-        """The number of the next library collective of this rank."""
-        return self.counts[LIBRARY]
 
     def disagreement(self, peer_words: Any, base: int) -> Optional[Tuple[int, int, int, int, str, str]]:
         """(space, seq, my value, its value, my text, its text) of the first call both announced differently."""

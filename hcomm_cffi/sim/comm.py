@@ -104,6 +104,7 @@ class SimChannel:
         self.buf_lo = self.peer_buf.addr
         self.buf_hi = self.peer_buf.addr + self.peer_buf.size
         # checker state: peer-buffer ranges written since my last record / handed over since my last wait
+        # (the executor moves them at each record and wait task, sim/runtime.py _execute)
         self.pending: List[Tuple[int, int]] = []
         self.signalled: List[Tuple[int, int]] = []
 
@@ -121,17 +122,6 @@ class SimChannel:
         """Wake the peer if it sleeps on its doorbell (after ``ring_peer``: it then sees the ring)."""
         if self.remote_words[H_SLEEPING]:
             futex_wake(self.peer_bell_addr)
-
-    def on_record(self) -> None:
-        """Data written before this record is now the peer's until it signals back."""
-        if self.pending:
-            self.signalled.extend(self.pending)
-            self.pending = []
-
-    def on_wait_done(self) -> None:
-        """The peer signalled us: everything handed over earlier is released."""
-        if self.signalled:
-            self.signalled = []
 
     def check_write(self, executor: Any, q: Queue, task: Task, dst: Any, nbytes: int) -> None:
         """Checker: a write may not overwrite peer memory handed over and not yet released."""

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .._ffi import ffi
 from ..enums import HOST_REDUCE_DTYPES, HOST_REDUCE_OPS, DataType, Engine, Protocol, ReduceOp
-from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, entry, warn_caller
+from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError, warn_caller
 from .acl_graphs import join_batch
 from .config import CheckerWarning
 from .queues import SimThread
@@ -40,7 +40,6 @@ __all__ = ["DataPlane", "PreparedBatch"]
 
 class _Batch(threading.local):
     tasks: Optional[Dict[SimThread, List[Task]]] = None
-    tag: bytes = b""
 
 
 class PreparedBatch:
@@ -59,10 +58,6 @@ class PreparedBatch:
 
     def __len__(self) -> int:
         return sum(len(lst) for lst in self.tasks.values())
-
-
-def _addr(p: Any) -> int:
-    return int(_cast("uintptr_t", p))
 
 
 def _finding(comm: Any, message: str, code: int) -> None:
@@ -120,12 +115,16 @@ class DataPlane(Part):
                        "build submits it immediately, or silently defers it after an earlier batch)")
             _finding(comm, message, HcclResult.E_NOT_SUPPORT)
         _host_issues([th])
-        EXECUTOR.submit(th.queue, [task])
-        EXECUTOR.settle()
+        EXECUTOR.launch(th.queue, [task])
 
-    def _thread_channel(self, thread: int, channel: int) -> "tuple[SimThread, Any]":
-        th = self.state.thread(thread)
-        ch = self.state.channel(channel)
+    def _thread_channel(self, thread: int, channel: int, *operands: Any) -> "tuple[SimThread, Any]":
+        """The thread and channel of a call, checked to be usable together; any of ``operands`` (the call's dst
+        and src) NULL is HCCL_E_PTR."""
+        state = self.state
+        th = state.threads.get(thread)
+        ch = state.channels.get(channel)
+        if th is None or ch is None or th.comm.destroyed or ch.comm.destroyed:
+            th, ch = state.thread(thread), state.channel(channel)   # raises the error naming the bad handle
         if ch.comm is not th.comm:
             raise SimError(HcclResult.E_PARA, f"thread 0x{thread:x} and channel 0x{channel:x} belong to "
                                               "different communicators")
@@ -134,11 +133,13 @@ class DataPlane(Part):
             # ConvertAivChannelHandlesToDevicePtrs: an AIV channel handle is a device address for AIV kernels
             raise SimError(HcclResult.E_PARA, f"channel 0x{channel:x} is an AIV channel: its handle is for AIV "
                                               "kernels on the device, not for the host data-plane calls")
+        if _NULL in operands:
+            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
         return th, ch
 
     @staticmethod
     def _in_peer_buffer(ch: Any, ptr: Any, nbytes: int, what: str) -> None:
-        lo = _addr(ptr)
+        lo = int(_cast("uintptr_t", ptr))
         if lo < ch.buf_lo or lo + nbytes > ch.buf_hi:
             raise SimError(HcclResult.E_PARA,
                            f"{what} range [0x{lo:x}, +{nbytes}) is outside rank {ch.peer}'s HCCL buffer "
@@ -156,7 +157,7 @@ class DataPlane(Part):
         is not device memory (devmem.py: pageable host memory the SDMA engine cannot reach) is an error in
         strict mode and a checker warning in warn mode.
         """
-        d, s = _addr(dst), _addr(src)
+        d, s = int(_cast("uintptr_t", dst)), int(_cast("uintptr_t", src))
         if d < s + nbytes and s < d + nbytes:
             raise SimError(HcclResult.E_PARA, f"dst [0x{d:x}, +{nbytes}) and src [0x{s:x}, +{nbytes}) overlap; "
                                               "a local copy/reduce needs disjoint operands")
@@ -196,7 +197,6 @@ class DataPlane(Part):
                 return base, base + other.buffer_bytes, f"rank {other.rank}'s HCCL buffer of {other.name}"
         return None
 
-    @entry
     def HcommLocalCopyOnThread(self, thread: int, dst: Any, src: Any, len: int) -> int:
         th = self.state.thread(thread)
         if dst == _NULL or src == _NULL:
@@ -206,7 +206,6 @@ class DataPlane(Part):
             self._issue(th, _new(LocalCopy, (COPY, th, dst, src, len)))
         return 0
 
-    @entry
     def HcommLocalReduceOnThread(self, thread: int, dst: Any, src: Any, count: int, dataType: int,
                                  reduceOp: int) -> int:
         th = self.state.thread(thread)
@@ -219,7 +218,6 @@ class DataPlane(Part):
         return 0
 
     # ------------------------------------------------------------------ notifies
-    @entry
     def HcommThreadNotifyRecordOnThread(self, thread: int, dstThread: int, dstNotifyIdx: int) -> int:
         th = self.state.thread(thread)
         dst = self.state.thread(dstThread)
@@ -231,25 +229,20 @@ class DataPlane(Part):
         self._issue(th, _new(ThreadRecord, (T_RECORD, th, dst, dstNotifyIdx)))
         return 0
 
-    @entry
     def HcommThreadNotifyWaitOnThread(self, thread: int, notifyIdx: int, timeOut: int) -> int:
-        th = self.state.thread(thread)
-        if notifyIdx >= len(th.notifies):
-            raise SimError(HcclResult.E_PTR, f"notifyIdx={notifyIdx} is out of range: {th.label} has "
-                                             f"{len(th.notifies)} notifies")
-        self._issue(th, _new(ThreadWait, (T_WAIT, th, notifyIdx, float(timeOut))))
-        return 0
+        return self._thread_wait(thread, notifyIdx, float(timeOut))
 
-    @entry
     def HcommThreadNotifyWaitOnThreadWithDefaultTimeout(self, thread: int, notifyIdx: int) -> int:
+        return self._thread_wait(thread, notifyIdx, self.state.default_wait_s)
+
+    def _thread_wait(self, thread: int, notifyIdx: int, timeout: float) -> int:
         th = self.state.thread(thread)
         if notifyIdx >= len(th.notifies):
             raise SimError(HcclResult.E_PTR, f"notifyIdx={notifyIdx} is out of range: {th.label} has "
                                              f"{len(th.notifies)} notifies")
-        self._issue(th, _new(ThreadWait, (T_WAIT, th, notifyIdx, self.state.default_wait_s)))
+        self._issue(th, _new(ThreadWait, (T_WAIT, th, notifyIdx, timeout)))
         return 0
 
-    @entry
     def HcommSetNotifyWaitTimeOut(self, timeOut: float) -> int:
         # hcomm @ 8958adb base_comm/primitives/api_c_adpt/cpu_primitives_c_adpt.cc:41: NaN, negative or above
         # UINT32_MAX is HCCL_E_PARA; anything else is truncated to whole seconds (1.5 -> 1) and accepted.
@@ -258,7 +251,6 @@ class DataPlane(Part):
         self.state.default_wait_s = float(int(timeOut)) or 86400.0   # process-wide, like g_threadLaunchCtx
         return 0
 
-    @entry
     def HcommChannelNotifyRecordOnThread(self, thread: int, channel: int, remoteNotifyIdx: int) -> int:
         th, ch = self._thread_channel(thread, channel)
         if remoteNotifyIdx >= ch.notify_num:
@@ -267,7 +259,6 @@ class DataPlane(Part):
         self._issue(th, _new(ChannelRecord, (C_RECORD, th, ch, remoteNotifyIdx, 1)))
         return 0
 
-    @entry
     def HcommChannelNotifyWaitOnThread(self, thread: int, channel: int, localNotifyIdx: int, timeOut: int) -> int:
         th, ch = self._thread_channel(thread, channel)
         if localNotifyIdx >= ch.notify_num:
@@ -277,44 +268,32 @@ class DataPlane(Part):
         return 0
 
     # ------------------------------------------------------------------ remote
-    @entry
     def HcommWriteOnThread(self, thread: int, channel: int, dst: Any, src: Any, len: int) -> int:
-        th, ch = self._thread_channel(thread, channel)
-        if dst == _NULL or src == _NULL:
-            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        th, ch = self._thread_channel(thread, channel, dst, src)
         if len:
             self._in_peer_buffer(ch, dst, len, "dst")
             self._issue(th, _new(Write, (WRITE, th, ch, dst, src, len)))
         return 0
 
-    @entry
     def HcommReadOnThread(self, thread: int, channel: int, dst: Any, src: Any, len: int) -> int:
-        th, ch = self._thread_channel(thread, channel)
-        if dst == _NULL or src == _NULL:
-            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        th, ch = self._thread_channel(thread, channel, dst, src)
         if len:
             self._in_peer_buffer(ch, src, len, "src")
             self._issue(th, _new(Read, (READ, th, ch, dst, src, len)))
         return 0
 
-    @entry
     def HcommWriteReduceOnThread(self, thread: int, channel: int, dst: Any, src: Any, count: int, dataType: int,
                                  reduceOp: int) -> int:
-        th, ch = self._thread_channel(thread, channel)
-        if dst == _NULL or src == _NULL:
-            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        th, ch = self._thread_channel(thread, channel, dst, src)
         dt, op = _reduce_args(count, dataType, reduceOp)
         if count:
             self._in_peer_buffer(ch, dst, count * dt.itemsize, "dst")
             self._issue(th, _new(WriteReduce, (WRITE_REDUCE, th, ch, dst, src, count, dt, op)))
         return 0
 
-    @entry
     def HcommReadReduceOnThread(self, thread: int, channel: int, dst: Any, src: Any, count: int, dataType: int,
                                 reduceOp: int) -> int:
-        th, ch = self._thread_channel(thread, channel)
-        if dst == _NULL or src == _NULL:
-            raise SimError(HcclResult.E_PTR, "dst or src is NULL")
+        th, ch = self._thread_channel(thread, channel, dst, src)
         if ch.protocol == Protocol.ROCE:
             raise SimError(HcclResult.E_NOT_SUPPORT, "ReadReduce is not supported over RoCE on A2/A3")
         dt, op = _reduce_args(count, dataType, reduceOp)
@@ -367,14 +346,12 @@ class DataPlane(Part):
                 mine.extend(lst)
 
     # ------------------------------------------------------------------ batch mode
-    @entry
     def HcommBatchModeStart(self, batchTag: Any) -> int:
+        # the tag names the batch for the vendor's profiling; nothing here reads it
         if self._batch.tasks is None:
             self._batch.tasks = {}
-        self._batch.tag = c_string(batchTag)
         return 0
 
-    @entry
     def HcommBatchModeEnd(self, batchTag: Any) -> int:
         tasks = self._batch.tasks
         if tasks is None:
@@ -382,9 +359,15 @@ class DataPlane(Part):
         self._batch.tasks = None
         if not tasks:
             return 0
-        self._check_fork_join(tasks)
-        join_batch([th.queue for th in tasks])      # threads launched with a capturing stream join its capture
-        _host_issues(list(tasks))
+        if len(tasks) > 1:
+            self._check_fork_join(tasks)
+        threads = list(tasks)
+        join_batch(threads)                         # threads launched with a capturing stream join its capture
+        _host_issues(threads)
+        if len(threads) == 1:                         # one thread: submitted and run under one lock
+            for th, lst in tasks.items():
+                EXECUTOR.launch(th.queue, lst)
+            return 0
         for th, lst in tasks.items():
             EXECUTOR.submit(th.queue, lst)
         EXECUTOR.settle()
@@ -394,7 +377,7 @@ class DataPlane(Part):
         """Checker: secondary threads start by waiting on the main thread and end by signalling it."""
         threads = list(tasks)
         comm = threads[0].comm
-        if comm.config.check == "off" or len(threads) < 2:
+        if comm.config.check == "off":
             return
         # the main thread is the stream-bound one, else the one acquired first (handles grow with every
         # acquisition); the order in which threads got their tasks carries no meaning
@@ -422,40 +405,31 @@ class DataPlane(Part):
     def _not_on_a2(self, what: str) -> int:
         raise SimError(HcclResult.E_NOT_SUPPORT, f"{what} is not supported on the emulated A2 product")
 
-    @entry
     def HcommWriteWithNotifyOnThread(self, thread: int, channel: int, dst: Any, src: Any, len: int,
                                      remoteNotifyIdx: int) -> int:
         return self._not_on_a2("HcommWriteWithNotifyOnThread (Ascend 950 only)")
 
-    @entry
     def HcommWriteReduceWithNotifyOnThread(self, *args: Any) -> int:
         return self._not_on_a2("HcommWriteReduceWithNotifyOnThread (Ascend 950 only)")
 
-    @entry
     def HcommFenceOnThread(self, thread: int) -> int:
         return self._not_on_a2("HcommFenceOnThread (950 host CPU engine only)")
 
-    @entry
     def HcommChannelFenceOnThread(self, thread: int, channel: int) -> int:
         return self._not_on_a2("HcommChannelFenceOnThread (950 only)")
 
-    @entry
     def HcommChannelFence(self, channel: int) -> int:
         return self._not_on_a2("HcommChannelFence (950 host CPU engine only)")
 
-    @entry
     def HcommChannelNotifyWaitOnThreadWithDefaultTimeout(self, thread: int, channel: int, localNotifyIdx: int) -> int:
         return self._not_on_a2("HcommChannelNotifyWaitOnThreadWithDefaultTimeout on ordinary channels")
 
-    @entry
     def HcommBatchTransferOnThread(self, thread: int, channel: int, transferDescs: Any, transferDescNum: int) -> int:
         return self._not_on_a2("HcommBatchTransferOnThread (NIC-plugin RoCE channels only)")
 
-    @entry
     def HcommChannelDrainOnThread(self, thread: int, channel: int) -> int:
         return self._not_on_a2("HcommChannelDrainOnThread (AICPU RoCE only)")
 
-    @entry
     def HcommAcquireComm(self, commId: Any) -> int:
         """Bind the named communicator's dispatcher; 0, or HCCL_E_PTR for a NULL or unknown name.
 
@@ -468,7 +442,6 @@ class DataPlane(Part):
             raise SimError(HcclResult.E_PTR, f"commId={name!r} names no communicator of this process")
         return 0
 
-    @entry
     def HcommReleaseComm(self, commId: Any) -> int:
         """Nothing to release on the host: 0 (HCCL_E_PTR for NULL), cpu_primitives_c_adpt.cc:773."""
         if commId is None or commId == _NULL:
@@ -478,9 +451,10 @@ class DataPlane(Part):
 
 def _host_issues(threads: List[SimThread]) -> None:
     """Race checker: tasks issued now come after everything the host saw complete (its stream syncs)."""
-    if all(th.comm.race is None for th in threads):
-        return
-    with EXECUTOR.lock:
-        for th in threads:
-            if th.comm.race is not None:
-                th.comm.race.host_issues(th)
+    for th in threads:
+        if th.comm.race is not None:
+            with EXECUTOR.lock:
+                for th in threads:
+                    if th.comm.race is not None:
+                        th.comm.race.host_issues(th)
+            return

@@ -392,12 +392,22 @@ class NativeCollectives(Part):
     def _launch(plan: _Plan) -> int:
         if plan.signature:           # the call's place in this rank's order (sim/announce.py)
             announced = plan.comm.announced
-            announced.announce(LIBRARY, announced.next_library(), plan.signature, "" if announced.described(
+            announced.announce(LIBRARY, announced.counts[LIBRARY], plan.signature, "" if announced.described(
                                plan.signature) else _describe(plan.comm.native.signatures.get(plan.signature)))
         if plan.stamped:
             plan.th.queue.stamps.extend(plan.stamped)
         EXECUTOR.launch(plan.th.queue, plan.tasks)
         return 0
+
+    def _open(self, kind: str, sendBuf: Any, recvBuf: Any, count: int, dt: DataType, op: int, comm: Any,
+              stream: Any) -> Tuple[_Plan, List[int], Any, Any]:
+        """The prologue of AllReduce, AllGather and ReduceScatter after their type checks: both buffers (NULL
+        only with ``count`` 0), the peers, and the plan on ``stream`` signed as ``kind`` (``op`` -1: none)."""
+        send, recv = _ptr(sendBuf, "sendBuf", count > 0), _ptr(recvBuf, "recvBuf", count > 0)
+        c, peers = self._others(comm)
+        plan = self._prepare(comm, stream, peers)
+        plan.sign(kind, count, dt, op)
+        return plan, peers, send, recv
 
     def _others(self, comm: Any) -> Tuple[SimComm, List[int]]:
         c = self.state.comm(comm)
@@ -430,7 +440,7 @@ class NativeCollectives(Part):
             q.stamps.extend(range(nat.seq, nat.seq + advance))
         nat.seq += advance
         announced = c.announced
-        announced.announce(LIBRARY, announced.next_library(), value, "")
+        announced.announce(LIBRARY, announced.counts[LIBRARY], value, "")
         EXECUTOR.launch(q, tasks)
         return 0
 
@@ -463,10 +473,8 @@ class NativeCollectives(Part):
     def HcclAllReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, comm: Any,
                       stream: Any) -> int:
         dt, rop = _dtype(dataType), _op(op)
-        send, recv = _ptr(sendBuf, "sendBuf", count > 0), _ptr(recvBuf, "recvBuf", count > 0)
-        c, peers = self._others(comm)
-        plan = self._prepare(comm, stream, peers)
-        plan.sign("allreduce", count, dt, rop)
+        plan, peers, send, recv = self._open("allreduce", sendBuf, recvBuf, count, dt, rop, comm, stream)
+        c = plan.comm
         esz = dt.itemsize
         if c.nranks >= 3 and count * esz > TWO_SHOT_ABOVE:
             return self._two_shot_allreduce(plan, peers, send, recv, count, dt, rop)
@@ -556,10 +564,8 @@ class NativeCollectives(Part):
     def HcclAllGather(self, sendBuf: Any, recvBuf: Any, sendCount: int, dataType: int, comm: Any,
                       stream: Any) -> int:
         dt = _dtype(dataType)
-        send, recv = _ptr(sendBuf, "sendBuf", sendCount > 0), _ptr(recvBuf, "recvBuf", sendCount > 0)
-        c, peers = self._others(comm)
-        plan = self._prepare(comm, stream, peers)
-        plan.sign("allgather", sendCount, dt)
+        plan, peers, send, recv = self._open("allgather", sendBuf, recvBuf, sendCount, dt, -1, comm, stream)
+        c = plan.comm
         esz = dt.itemsize
         chunk = plan.piece(esz)
         own = recv + c.rank * sendCount * esz
@@ -583,10 +589,8 @@ class NativeCollectives(Part):
     def HcclReduceScatter(self, sendBuf: Any, recvBuf: Any, recvCount: int, dataType: int, op: int, comm: Any,
                           stream: Any) -> int:
         dt, rop = _dtype(dataType), _op(op)
-        send, recv = _ptr(sendBuf, "sendBuf", recvCount > 0), _ptr(recvBuf, "recvBuf", recvCount > 0)
-        c, peers = self._others(comm)
-        plan = self._prepare(comm, stream, peers)
-        plan.sign("reduce_scatter", recvCount, dt, rop)
+        plan, peers, send, recv = self._open("reduce_scatter", sendBuf, recvBuf, recvCount, dt, rop, comm, stream)
+        c = plan.comm
         esz = dt.itemsize
         chunk = plan.piece(esz, c.nranks)
         mine = send + c.rank * recvCount * esz

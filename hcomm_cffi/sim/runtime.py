@@ -66,6 +66,13 @@ def shares_cores(nranks: int) -> bool:
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=__name__)
 
 
+class _Pins(threading.local):
+    """The communicators the current host thread has pinned (Executor._pin)."""
+
+    def __init__(self) -> None:
+        self.comms: Set["SimComm"] = set()
+
+
 class Executor:
     """Runs every queue of this process cooperatively; one per process."""
 
@@ -75,7 +82,7 @@ class Executor:
         # a communicator's control words are read outside the lock (polls, the doorbell sleep) only while
         # pinned; retire() waits here until nobody pins it before its memory is unmapped
         self.unpinned = threading.Condition(self.lock)
-        self.pinned_here = threading.local()        # per host thread: the pins it holds (drop_pins_of_this_thread)
+        self.pinned_here = _Pins()                  # per host thread: the pins it holds (drop_pins_of_this_thread)
         # when peers were last checked, kept across run_until calls: many short timed waits (a polling
         # thread's) must still find a dead peer, not only one wait longer than LIVENESS_EVERY_S
         self.last_liveness = time.monotonic()
@@ -94,7 +101,7 @@ class Executor:
         self.kernels_running = 0
         self.lock = threading.RLock()
         self.unpinned = threading.Condition(self.lock)
-        self.pinned_here = threading.local()
+        self.pinned_here = _Pins()
 
     # ------------------------------------------------------------------ submission
     def submit(self, queue: Queue, tasks: Sequence[Task]) -> None:
@@ -192,7 +199,7 @@ class Executor:
         a thread inside ``retire`` is not reading anything.
         """
         me = threading.get_ident()
-        mine = self._mine()
+        mine = self.pinned_here.comms
         pinned = [c for c in comms if not c.closing]
         for c in pinned:
             mine.add(c)
@@ -204,7 +211,7 @@ class Executor:
             return
         me = threading.get_ident()
         with self.lock:
-            mine = self._mine()
+            mine = self.pinned_here.comms
             for c in comms:
                 left = c.pins.get(me, 0) - 1
                 if left > 0:
@@ -214,13 +221,6 @@ class Executor:
                     mine.discard(c)
             self.unpinned.notify_all()
 
-    def _mine(self) -> Set["SimComm"]:
-        """The communicators this host thread has pinned now."""
-        mine = getattr(self.pinned_here, "comms", None)
-        if mine is None:
-            mine = self.pinned_here.comms = set()
-        return mine
-
     def drop_pins_of_this_thread(self) -> None:
         """Release the pins an exception left behind in this thread (it is no longer inside the executor).
 
@@ -229,7 +229,7 @@ class Executor:
         """
         me = threading.get_ident()
         with self.lock:
-            mine = self._mine()
+            mine = self.pinned_here.comms
             for c in mine:
                 c.pins.pop(me, None)
             mine.clear()
@@ -251,7 +251,7 @@ class Executor:
             # a wake an interrupted run left pending would read the peer's doorbell in the memory unmapped below
             self.unwoken = [ch for ch in self.unwoken if ch.comm is not comm]
             if comm.pins.pop(me, None) is not None:
-                self._mine().discard(comm)
+                self.pinned_here.comms.discard(comm)
             while comm.pins:
                 left = limit - time.monotonic()
                 if left <= 0:                  # a reader never let go: keep the memory mapped, say so
@@ -297,13 +297,6 @@ class Executor:
             self._unpin(pinned)
 
     # ------------------------------------------------------------------ one queue
-    def _run_queue(self, q: Queue) -> bool:
-        try:
-            return self._run_tasks(q)
-        finally:
-            if self.unwoken:
-                self._wake_peers()
-
     def _wake_peers(self) -> None:
         """Wake the sleeping peers the channel records just run rang.
 
@@ -318,44 +311,50 @@ class Executor:
             if not ch.comm.closing:
                 ch.wake_peer()
 
-    def _run_tasks(self, q: Queue) -> bool:
-        tasks = q.tasks
-        ran = False
-        execute = self._execute_checked if q.checked else self._execute
-        traced = _trace.ACTIVE      # HCOMM_TRACE: one test per queue run when off
-        while tasks:
-            task = tasks[0]
-            if self.unwoken and task[0] != C_RECORD:
+    def _run_queue(self, q: Queue) -> bool:
+        """Run ``q``'s tasks until it is empty or blocked (or fails); True if any ran.  The sleeping peers
+        its last records rang are woken before it returns (_wake_peers)."""
+        try:
+            tasks = q.tasks
+            ran = False
+            execute = self._execute_checked if q.checked else self._execute
+            traced = _trace.ACTIVE      # HCOMM_TRACE: one test per queue run when off
+            while tasks:
+                task = tasks[0]
+                if self.unwoken and task[0] != C_RECORD:
+                    self._wake_peers()
+                if traced:
+                    t0 = _trace.now()
+                try:
+                    done = execute(q, task)
+                except TaskFailure as exc:
+                    self.fail_queue(q, exc.code, exc.acl_code, exc.message)
+                    return True
+                except Exception as exc:  # a bug or a bad address caught by Python
+                    self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
+                                    f"{q.name}: task {q.executed} ({KIND_NAMES.get(task[0])}) raised {exc!r}")
+                    return True
+                except BaseException as exc:   # Ctrl-C or another signal's exception left this task half done
+                    self.interrupted(q, task, exc)
+                    raise
+                if not done:
+                    if not q.blocked_since:
+                        q.blocked_since = time.monotonic()
+                    return ran
+                if traced:
+                    _traced(q, task, q.blocked_since or t0, _trace.now())
+                q.blocked_since = 0.0
+                tasks.popleft()
+                q.executed += 1
+                ran = True
+            self.active.discard(q)
+            comm = q.comm
+            if comm is not None and ran and comm.config.check != "off":
+                self._check_idle(comm)
+            return ran
+        finally:
+            if self.unwoken:
                 self._wake_peers()
-            if traced:
-                t0 = _trace.now()
-            try:
-                done = execute(q, task)
-            except TaskFailure as exc:
-                self.fail_queue(q, exc.code, exc.acl_code, exc.message)
-                return True
-            except Exception as exc:  # a bug or a bad address caught by Python
-                self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
-                                f"{q.name}: task {q.executed} ({KIND_NAMES.get(task[0])}) raised {exc!r}")
-                return True
-            except BaseException as exc:   # Ctrl-C or another signal's exception left this task half done
-                self.interrupted(q, task, exc)
-                raise
-            if not done:
-                if not q.blocked_since:
-                    q.blocked_since = time.monotonic()
-                return ran
-            if traced:
-                _traced(q, task, q.blocked_since or t0, _trace.now())
-            q.blocked_since = 0.0
-            tasks.popleft()
-            q.executed += 1
-            ran = True
-        self.active.discard(q)
-        comm = q.comm
-        if comm is not None and ran and comm.config.check != "off":
-            self._check_idle(comm)
-        return ran
 
     def _check_idle(self, comm: "SimComm") -> None:
         """End-of-operation check: once every thread of the rank is idle, no thread notify should stay set.
@@ -364,7 +363,7 @@ class Executor:
         it, as a custom op's host-side record for its kernel does) and each one is reported once while
         it stays set.  Strict mode also fails the rank's streams (their next synchronisation reports it).
         """
-        threads = comm.all_threads()
+        threads = list(comm.threads) + list(comm.stream_threads.values())   # every thread of the rank
         anything_set = False
         for th in threads:
             if th.queue.tasks:
@@ -448,7 +447,8 @@ class Executor:
             if records != words[i + CONSUMED]:
                 got = words[i + VALUES]
                 words[i + CONSUMED] = records
-                ch.on_wait_done()
+                if ch.signalled:                      # the peer signalled: what we handed over is released
+                    ch.signalled = []
                 if got != t.expect and t.expect:      # a signed wait: the peer's record carried another call's signature
                     raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
                                       ch.comm.native.mismatch(ch.comm, ch.peer, got, t.expect))
@@ -464,7 +464,9 @@ class Executor:
                                             "the notify was still set (the peer has not waited on it yet)")
             words[i + VALUES] = t.value
             words[i] = (records + 1) & 0xFFFFFFFF
-            ch.on_record()
+            if ch.pending:                            # data written before this record is the peer's now
+                ch.signalled.extend(ch.pending)
+                ch.pending = []
             ch.ring_peer()
             self.unwoken.append(ch)      # woken when this run of records ends (_wake_peers)
             return True
@@ -477,14 +479,14 @@ class Executor:
             dst.notifies[idx] = 1
             dst.comm.ring_self()
             return True
-        if kind == COPY:
+        if kind == COPY or kind == READ:      # READ: the peer's buffer is mapped here (src)
             kernels.copy(t.dst, t.src, t.nbytes)
             return True
         if kind == WRITE:
             t.channel.check_write(self, q, t, t.dst, t.nbytes)
             kernels.copy(t.dst, t.src, t.nbytes)
             return True
-        if kind == REDUCE:
+        if kind == REDUCE or kind == READ_REDUCE:
             kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
             return True
         if kind == UFUNC:
@@ -495,12 +497,6 @@ class Executor:
             return True
         if kind == WRITE_REDUCE:
             t.channel.check_write(self, q, t, t.dst, t.count * t.dtype.itemsize)
-            kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
-            return True
-        if kind == READ:
-            kernels.copy(t.dst, t.src, t.nbytes)
-            return True
-        if kind == READ_REDUCE:
             kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
             return True
         if kind == EVENT_RECORD:
