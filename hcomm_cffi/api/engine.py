@@ -49,7 +49,6 @@ from .signatures import Exchange, Signer
 from .state import CommState
 from .streams import StreamTargets, StreamTarget, stream_handle, sync_stream
 
-P = TypeVar("P")
 R = TypeVar("R")
 
 __all__ = ["Engine", "SCRATCH_MIN", "break_on_interrupted_wait"]
@@ -172,35 +171,29 @@ class Engine:
             self._launch(c)
         return True
 
-    def start(self, c: Call, hand_back: Callable[[Pending], R]) -> R:
-        """Issue (or replay) ``c`` into one batch and launch it on its stream; do not wait: ``hand_back(pending)``, what
-        the caller waits with (:meth:`handed_back`)."""
-        return self.handed_back(c, lambda: self._started(c), hand_back)
+    def start(self, c: Call, hand_back: Callable[[Optional[Pending]], R]) -> R:
+        """Launch ``c`` under the call lock (api/state.py) without waiting and return ``hand_back(pending)``, what the
+        caller waits with (its Request; a lane's send/recv has no Pending: its request is the lane's).
 
-    def handed_back(self, c: Call, launch: Callable[[], P], hand_back: Callable[[P], R]) -> R:
-        """``hand_back(launch())``: ``launch`` under the call lock (api/state.py), and from the launch of ``c``'s batch to
-        what is handed back one guarded region: an exception there -- Ctrl-C or an alarm in the lock's release or
-        while the request is made -- breaks the communicator (the caller holds nothing to wait for the queued work
-        with, which would pair with the peers' next call).  Before the launch, :meth:`_failed` decides."""
+        From the launch of ``c``'s batch to what is handed back is one guarded region: an exception there -- Ctrl-C
+        or an alarm in the lock's release or while the request is made -- breaks the communicator (the caller holds
+        nothing to wait for the queued work with, which would pair with the peers' next call).  Before the launch,
+        :meth:`_failed` decides, as for every call.
+        """
         try:
             with self.state.lock:
-                made = launch()
-            return hand_back(made)
+                self._launch(c)
+                pending = c.pending
+                if c.graph is not None:
+                    c.graph.keep(pending)
+                    pending.graph = c.graph
+                elif c.stream is not None:
+                    break_on_interrupted_wait(c.stream, self.state, c.what)
+            return hand_back(pending)
         except BaseException as exc:
             if c.launched:
                 self.state.interrupted(c.what, exc)
             raise
-
-    def _started(self, c: Call) -> Pending:
-        self._launch(c)
-        pending = c.pending
-        assert isinstance(pending, Pending)
-        if c.graph is not None:
-            c.graph.keep(pending)
-            pending.graph = c.graph
-        elif c.stream is not None:
-            break_on_interrupted_wait(c.stream, self.state, c.what)
-        return pending
 
     # ------------------------------------------------------------------ persistent requests (persistent.py)
     def bind_persistent(self, c: Call) -> None:
@@ -229,15 +222,10 @@ class Engine:
 
     def start_persistent(self, c: Call, pending: Optional[Pending]) -> Pending:
         """Launch a persistent request's bound call (or, without one, start ``c`` afresh): its Pending (``pending``,
-        the request's of its previous start, started again), guarded up to its return (:meth:`handed_back`); a call
-        bound in a generation of the cache that has passed is bound again first (what it named may be gone)."""
+        the request's of its previous start, started again), guarded up to its return (:meth:`start`); a call bound
+        in a generation of the cache that has passed is bound again first (what it named may be gone)."""
         c.pending = pending if c.entry is not None else None   # without a BoundCall: a fresh start each time
-        return self.handed_back(c, lambda: self._started(c), _same)
-
-    def post(self, c: Call, hand_back: Callable[[], R]) -> R:
-        """Launch the point-to-point ``c`` (``c.post`` binds it on its lane) and return ``hand_back()``, its request
-        (api/point_to_point.py), guarded up to its return (:meth:`handed_back`)."""
-        return self.handed_back(c, lambda: self._launch(c), lambda _: hand_back())
+        return self.start(c, _started)
 
     # ------------------------------------------------------------------ the one way every operation launches
     def _launch(self, c: Call) -> None:
@@ -534,7 +522,8 @@ class Engine:
                 (self.scratch.ptr, self.scratch.size))
 
 
-def _same(pending: Pending) -> Pending:
+def _started(pending: Optional[Pending]) -> Pending:
+    assert pending is not None
     return pending
 
 

@@ -127,7 +127,9 @@ class Pending:
         self.state.inflight.discard(self)
 
 
-def request_for(pending: Pending, result: Any) -> Request[Any]:
-    """A Request completing with ``pending``; wait() returns ``result`` (the output buffer)."""
+def request_for(pending: Optional[Pending], result: Any) -> Request[Any]:
+    """A Request completing with ``pending`` (a started collective's: never None); wait() returns ``result`` (the
+    output buffer)."""
+    assert pending is not None
     what = f"{pending.state.where()}: {pending.what}"
     return Request(what, pending.sync, result=result)

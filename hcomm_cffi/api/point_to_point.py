@@ -35,7 +35,7 @@ from .buffers import NO_STAGING, Buffer, Staging, as_buffer, own_bytes
 from . import live, observe
 from .call import LaunchBatch, Call
 from .errors import CommError, CommTimeoutError, MessageMismatchError
-from .nonblocking import request_for
+from .nonblocking import Pending, request_for
 from .request import Request, timeout_arg
 from .engine import Engine
 from .state import CommState
@@ -360,12 +360,12 @@ class PointToPoint:
             return LaunchBatch(batch, None)
         c.post = post
 
-        def request() -> Request[Any]:
+        def request(_: Optional[Pending]) -> Request[Any]:
             lane = lanes[0]
             with self._books:
                 lane.inflight[id(keep)] = keep
             return self._request(lane, desc, finish, (c.slot, c.name or op, c.seq))
-        return engine.post(c, request)
+        return engine.start(c, request)
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)
