@@ -307,9 +307,8 @@ class Executor:
         51-73 us, benchmarks/profile_native.py).
         """
         unwoken, self.unwoken = self.unwoken, []
-        for ch in unwoken:
-            if not ch.comm.closing:
-                ch.wake_peer()
+        for ch in unwoken:            # (under the lock, as retire(), which drops a closing communicator's channels)
+            ch.wake_peer()
 
     def _run_queue(self, q: Queue) -> bool:
         """Run ``q``'s tasks until it is empty or blocked (or fails); True if any ran.  The sleeping peers
