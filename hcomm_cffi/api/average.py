@@ -43,11 +43,13 @@ def _check(coll: str, x: Any, stream: Any) -> None:
                          "op='sum' and the division enqueued by you")
 
 
-def run(coll: str, size: int, x: Any, call: Callable[[], Any], async_op: bool, stream: Any, divides: bool = True
-        ) -> Any:
+def run(coll: str, size: int, x: Any, call: Callable[[], Any], async_op: bool, stream: Any,
+        broken: Callable[[BaseException], None], divides: bool = True) -> Any:
     """``call()`` (the collective with op 'sum') then the division of what it returns by ``size``.
 
-    ``divides``: False on a rank whose result is not one (a reduce's non-root ranks get None).
+    ``divides``: False on a rank whose result is not one (a reduce's non-root ranks get None).  ``broken(exc)``
+    breaks the communicator: the sum is launched once ``call()`` returned a request, and an exception while the
+    division is attached to it (an alarm's handler) loses that request with the sum queued.
     """
     _check(coll, x, stream)
     out = call()
@@ -55,7 +57,11 @@ def run(coll: str, size: int, x: Any, call: Callable[[], Any], async_op: bool, s
         return out
     if async_op:
         request: Request[Any] = out
-        return request.then(lambda result: _average(result, size))
+        try:
+            return request.then(lambda result: _average(result, size))
+        except BaseException as exc:
+            broken(exc)
+            raise
     return _average(out, size)
 
 

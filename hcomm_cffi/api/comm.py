@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 import zlib
 from operator import attrgetter
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union, cast, overload
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union, cast, overload
 
 import numpy as np
 
@@ -408,6 +408,11 @@ class Comm:
             registry.check_algorithm(algorithm)
         return c
 
+    def _avg_cut_short(self, coll: str) -> Callable[[BaseException], None]:
+        """What breaks the communicator when op='avg''s division could not be attached to the sum it launched (the
+        request lost with the sum queued: api/average.py)."""
+        return lambda exc: self._state.interrupted(f"{coll} (op='avg')", exc)
+
     @overload
     def allreduce(self, x: B, op: ReduceOpLike = ..., *, out: None = ..., algorithm: AlgorithmArg = ...,
                   async_op: Literal[False] = ..., stream: None = ...) -> B: ...
@@ -430,7 +435,8 @@ class Comm:
         """
         if isinstance(op, str) and op not in _OPS and average.wanted(op):   # op='avg': the sum, divided by the size
             return average.run("allreduce", self.size, x, lambda: self.allreduce(
-                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
+                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
+                self._avg_cut_short("allreduce"))
         c = self._begin("allreduce", "allreduce", algorithm, async_op, stream, op=op)
         c.result = x if out is None else out
         if self._engine.fast(c, x, out is None, out):
@@ -505,7 +511,8 @@ class Comm:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
         if isinstance(op, str) and op not in _OPS and average.wanted(op):
             return average.run("reduce_scatter", self.size, x, lambda: self.reduce_scatter(
-                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
+                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
+                self._avg_cut_short("reduce_scatter"))
         c = self._begin("reduce_scatter", "reduce_scatter", algorithm, async_op, stream, op=op)
         if out is not None and self._engine.fast(c, x, False, out):
             return out
@@ -540,6 +547,7 @@ class Comm:
         if isinstance(op, str) and op not in _OPS and average.wanted(op):
             return average.run("reduce", self.size, x, lambda: self.reduce(
                 x, root, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
+                self._avg_cut_short("reduce"),
                 self.rank == self._state.rank_arg("root", root))
         c = self._begin("reduce", "reduce", algorithm, async_op, stream, op=op, root=root)
         is_root = self.rank == c.root
