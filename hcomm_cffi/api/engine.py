@@ -5,7 +5,7 @@ Every public call becomes a :class:`~hcomm_cffi.api.call.Call` -- a collective b
 it bound at its init), stream-ordered or captured into an ACL graph; a stream-ordered send/recv (the
 library's own HcclSend/HcclRecv); a send/recv on a point-to-point lane -- and :meth:`Engine._launch` takes it
 through check -> bind -> record -> announce -> launch, then waits (blocking) or hands back a
-:class:`~hcomm_cffi.api.nonblocking.Pending`.  Each thing every call must do has its one place there: the
+:class:`~hcomm_cffi.api.requests.Pending`.  Each thing every call must do has its one place there: the
 usability check, the order after captured work, the flight record and trace entry, the device-memory
 declaration, and the guard (:meth:`Engine._failed`: a library error fails the communicator; Ctrl-C or an
 alarm once peers saw the call start breaks it, its queued work discarded so it never runs later against
@@ -44,7 +44,7 @@ from .launch_order import Announcer
 from .call import RESOURCES_MAX, SCHEDULES_MAX, LaunchBatch, Call, CommCache, BoundCall, LibraryCall
 from .errors import CommError
 from .stream import Stream
-from .nonblocking import Pending, request_for
+from .requests import Pending, request_for
 from .signatures import Exchange, Signer
 from .state import CommState
 from .streams import StreamTargets, StreamTarget, stream_handle, sync_stream
@@ -90,12 +90,9 @@ class Engine:
 
     # ------------------------------------------------------------------ lifetime
     def drain(self, timeout_s: float) -> None:
-        """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
+        """Let started operations finish before their resources go (bounded: a failure is warned, not raised)."""
         state = self.state
         for pending in list(self.inflight):
-            if (pending.graph is not None and pending.graph.stream_closed) or not self.targets.serves(pending.stream):
-                pending.forget()       # it ran before its stream (or its graph's) was closed: Stream.close waits
-                continue
             try:
                 if not pending.sync(timeout_s):
                     warnings.warn(f"rank {state.rank}: destroy of {state.name!r}: {pending.what} never completed",
@@ -173,7 +170,7 @@ class Engine:
 
     def start(self, c: Call, hand_back: Callable[[Optional[Pending]], R]) -> R:
         """Launch ``c`` under the call lock (api/state.py) without waiting and return ``hand_back(pending)``, what the
-        caller waits with (its Request; a lane's send/recv has no Pending: its request is the lane's).
+        caller waits with (its Request; a lane's send/recv makes its Pending on its lane: ``pending`` is None).
 
         From the launch of ``c``'s batch to what is handed back is one guarded region: an exception there -- Ctrl-C
         or an alarm in the lock's release or while the request is made -- breaks the communicator (the caller holds
@@ -186,7 +183,6 @@ class Engine:
                 pending = c.pending
                 if c.graph is not None:
                     c.graph.keep(pending)
-                    pending.graph = c.graph
                 elif c.stream is not None:
                     break_on_interrupted_wait(c.stream, self.state, c.what)
             return hand_back(pending)
@@ -335,14 +331,14 @@ class Engine:
 
     def _pending(self, c: Call, bound: LaunchBatch, target: Optional[StreamTarget]) -> None:
         """The Pending that completes the started ``c`` (a persistent request's, started again, when it has one)."""
-        stream = target.stream if target is not None else stream_handle(c.stream)
         pending = c.pending
         if pending is None:
-            pending = c.pending = Pending(self.state, self.signer, c, stream, bound.exchange, c.slot, c.seq)
-        else:
-            pending.restart(bound.exchange, c.slot, c.seq)
-        pending.announced = self.announce.current if c.graph is None and c.announces else None
-        self.inflight.add(pending)
+            stream = target.stream if target is not None else stream_handle(c.stream)
+            pending = c.pending = Pending(self.state, c.what, stream, (c.send, c.recv), self.inflight, c.stream,
+                                          staging=c.staging)
+        exchange = bound.exchange
+        pending.started(c.slot, c.coll, c.seq, None if exchange is None else partial(self.signer.check_completed, exchange),
+                        self.announce.current if c.graph is None and c.announces else None)
 
     # ------------------------------------------------------------------ deriving a call's batches
     def _prepare(self, c: Call) -> None:

@@ -24,8 +24,7 @@ from .call import Call
 from .errors import CommError
 from .buffers import buffer_view
 from .engine import Engine
-from .nonblocking import Pending
-from .request import Request
+from .requests import Pending, Request
 
 __all__ = ["Persistent"]
 
