@@ -85,14 +85,13 @@ class Engine:
         # launch order, for mismatches that never meet (api/launch_order.py)
         self.announce = state.announcer = Announcer(b.lib, state.handle)
         self.scratch = DeviceBlock(b, state.inflight)   # the algorithms' scratch memory (grows by doubling)
-        self.inflight: Set[Any] = state.inflight   # started collectives not yet seen complete (Pending.forget)
         self.agreed: Set[Tuple[Any, ...]] = set()   # call signatures agreed on before their channels (_first_use)
 
     # ------------------------------------------------------------------ lifetime
     def drain(self, timeout_s: float) -> None:
         """Let started operations finish before their resources go (bounded: a failure is warned, not raised)."""
         state = self.state
-        for pending in list(self.inflight):
+        for pending in list(state.inflight):   # started, not yet seen complete (api/requests.py)
             try:
                 if not pending.sync(timeout_s):
                     warnings.warn(f"rank {state.rank}: destroy of {state.name!r}: {pending.what} never completed",
@@ -334,7 +333,7 @@ class Engine:
         pending = c.pending
         if pending is None:
             stream = target.stream if target is not None else stream_handle(c.stream)
-            pending = c.pending = Pending(self.state, c.what, stream, (c.send, c.recv), self.inflight, c.stream,
+            pending = c.pending = Pending(self.state, c.what, stream, (c.send, c.recv), self.state.inflight, c.stream,
                                           staging=c.staging)
         exchange = bound.exchange
         pending.started(c.slot, c.coll, c.seq, None if exchange is None else partial(self.signer.check_completed, exchange),
