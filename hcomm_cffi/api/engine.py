@@ -220,7 +220,9 @@ class Engine:
         the request's of its previous start, started again), guarded up to its return (:meth:`start`); a call bound
         in a generation of the cache that has passed is bound again first (what it named may be gone)."""
         c.pending = pending if c.entry is not None else None   # without a BoundCall: a fresh start each time
-        return self.start(c, _started)
+        pending = self.start(c, lambda started: started)
+        assert pending is not None                # (a collective's start always makes its Pending)
+        return pending
 
     # ------------------------------------------------------------------ the one way every operation launches
     def _launch(self, c: Call) -> None:
@@ -515,11 +517,6 @@ class Engine:
         """The buffers a schedule's addresses are relative to: (pointer, bytes) of send, receive and scratch."""
         return ((c.collective.send, 0 if c.send is None else c.send.nbytes), (c.collective.recv, 0 if c.recv is None else c.recv.nbytes),
                 (self.scratch.ptr, self.scratch.size))
-
-
-def _started(pending: Optional[Pending]) -> Pending:
-    assert pending is not None
-    return pending
 
 
 def break_on_interrupted_wait(stream: Any, state: CommState, what: str) -> None:

@@ -237,11 +237,11 @@ class PointToPoint:
         lane = self.lanes[(peer, direction)] = Lane(peer, direction, stream, cache, res, p2p.LaneState(), ctx)
         return lane
 
-    def _request(self, lane: Lane, what: str, keep: Any, finish: Any, c: Call) -> Request[Any]:
-        """The request of a send/recv posted on ``lane`` (``c``: its flight slot, trace name and number)."""
-        pending = Pending(self.state, what, lane.stream, keep, lane.inflight, peer=lane.peer)
+    def _request(self, lane: Lane, keep: Any, finish: Any, c: Call) -> Request[Any]:
+        """The request of send/recv ``c`` posted on ``lane`` (its flight slot, trace name and number are ``c``'s)."""
+        pending = Pending(self.state, c.what, lane.stream, keep, lane.inflight, peer=lane.peer)
         pending.started(c.slot, c.name or c.coll, c.seq)
-        return Request(what, pending.sync, finish)
+        return Request(c.what, pending.sync, finish)
 
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
         with self.state.lock:       # the call lock while the lane's state advances and the batch launches (state.py)
@@ -331,7 +331,7 @@ class PointToPoint:
             issue(ctx, lane, declared)
             return LaunchBatch(batch, None)
         c.post = post
-        return engine.start(c, lambda _: self._request(lanes[0], desc, keep, finish, c))
+        return engine.start(c, lambda _: self._request(lanes[0], keep, finish, c))
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)

@@ -98,7 +98,7 @@ class Pending:
         if self.done:
             return True
         source = self.source
-        if source.__class__ is Stream and source.handle is None:     # closed: Stream.close waited for it first
+        if isinstance(source, Stream) and source.handle is None:     # closed: Stream.close waited for it first
             self.complete()
             return True
         if state.handle is None:    # destroyed: its stream may be gone with it; say so instead of "invalid handle"
@@ -107,17 +107,11 @@ class Pending:
                             "wait for requests before destroying their communicator")
         issued = (self,) if self.peer < 0 else tuple(self.books)   # a lane runs in order: what it took before this wait
         try:
-            if timeout is not None:
-                finished = sync_stream(state.binding, self.stream, timeout)
-            elif self.peer >= 0:          # committed: published if it lasts (api/launch_order.py)
-                finished = state.announcer.waiting(partial(sync_stream, state.binding, self.stream), peer=self.peer,
-                                                   text=self.what)
-            elif self.announced is not None:
-                finished = state.announcer.waiting(partial(sync_stream, state.binding, self.stream),
-                                                   collective=self.announced)
+            if timeout is None and (self.peer >= 0 or self.announced is not None):   # committed: published if it
+                finished = state.announcer.waiting(partial(sync_stream, state.binding, self.stream), self.peer,
+                                                   self.what, self.announced)        # lasts (api/launch_order.py)
             else:
-                state.binding.synchronize_stream(self.stream)
-                finished = True
+                finished = sync_stream(state.binding, self.stream, timeout)
         except HcclError as exc:
             if exc.code in CAPTURE_REFUSALS:   # refused because an ACL graph captures the stream: nothing failed
                 raise
