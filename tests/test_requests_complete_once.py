@@ -5,6 +5,7 @@
 - A stream-ordered request whose :class:`~hcomm_cffi.Stream` was closed completed (``close`` waits for the stream):
   its wait returns its result, it does not fail the communicator by waiting on a destroyed stream.
 - A stream-ordered send/recv never waited for is let finish by destroy, as a stream-ordered collective is.
+- A lane runs in order: a wait that sees a send complete completes (closes the records of) those posted before it.
 """
 from __future__ import annotations
 
@@ -123,3 +124,31 @@ def _unwaited_stream_p2p_body(rank: int, n: int, root: bytes) -> List[Any]:
 def test_destroy_lets_an_unwaited_stream_ordered_send_recv_finish() -> None:
     got = run_ranks(2, _unwaited_stream_p2p_body, timeout=60, env={"HCCL_EXEC_TIMEOUT": "10"})
     assert got == [[1.0, "closed", []], [1.0, "closed", []]], got
+
+
+def _lane_order_body(rank: int, n: int, root: bytes) -> Dict[str, Any]:
+    import hcomm_cffi as hcomm
+
+    w = hcomm.init(rank=rank, world_size=n, root_info=root)
+    report: Dict[str, Any] = {}
+    try:
+        x, y = np.full(8, 1.0, np.float32), np.full(8, 2.0, np.float32)
+        if rank == 0:
+            first, second = w.isend(x, 1), w.isend(y, 1)
+            second.wait(30)                  # the lane ran in order: the first send completed too
+            report["after second"] = _record_states("world")
+            first.wait(30)
+            report["after first"] = _record_states("world")
+        else:
+            w.recv(x, 0)
+            w.recv(y, 0)
+            report["got"] = [float(x[0]), float(y[0])]
+    finally:
+        hcomm.finalize()
+    return report
+
+
+def test_a_lane_wait_completes_what_the_lane_ran_before_it() -> None:
+    r0, r1 = run_ranks(2, _lane_order_body, timeout=60, env={"HCCL_EXEC_TIMEOUT": "20"})
+    assert r1["got"] == [1.0, 2.0], r1
+    assert r0 == {"after second": ["done", "done"], "after first": ["done", "done"]}, r0
