@@ -128,11 +128,15 @@ class Pending:
         return finished
 
     def complete(self) -> None:
-        """Its stream passed it: its record and trace entry close, what it holds goes, its checks run (once)."""
-        if self.done:
+        """Its stream passed it: its record and trace entry close, what it holds goes, its checks run -- once (two
+        threads' waits on one lane may both see it complete: the one that takes it out of its books does it)."""
+        try:
+            self.books.remove(self)
+        except KeyError:                 # done already (or retired)
             return
+        self.done = True
+        self.keep = ()
         observe.done(self.state, self.slot, self.name, self.seq)
-        self.forget()
         self._check()
         broken = self.state.broken
         if broken and self.peer < 0:   # the stream failed while this was queued, and an earlier wait took the error
