@@ -332,14 +332,15 @@ class Engine:
 
     def _pending(self, c: Call, bound: LaunchBatch, target: Optional[StreamTarget]) -> None:
         """The Pending that completes the started ``c`` (a persistent request's, started again, when it has one)."""
-        pending = c.pending
-        if pending is None:
-            stream = target.stream if target is not None else stream_handle(c.stream)
-            pending = c.pending = Pending(self.state, c.what, stream, (c.send, c.recv), self.state.inflight, c.stream,
-                                          staging=c.staging)
         exchange = bound.exchange
-        pending.started(c.slot, c.coll, c.seq, None if exchange is None else partial(self.signer.check_completed, exchange),
-                        self.announce.current if c.graph is None and c.announces else None)
+        check = None if exchange is None else partial(self.signer.check_completed, exchange)
+        announced = self.announce.current if c.graph is None and c.announces else None
+        if c.pending is not None:
+            c.pending.restart((c.slot, c.coll, c.seq), check, announced)
+            return
+        stream = target.stream if target is not None else stream_handle(c.stream)
+        c.pending = Pending(self.state, c.what, stream, (c.send, c.recv), self.state.inflight, (c.slot, c.coll, c.seq),
+                            check, announced, c.stream, staging=c.staging)
 
     # ------------------------------------------------------------------ deriving a call's batches
     def _prepare(self, c: Call) -> None:

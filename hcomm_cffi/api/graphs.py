@@ -187,7 +187,7 @@ class Graph:
         self._comms[id(state)].announces.append(announce)
 
     def keep(self, pending: Any) -> None:
-        """Keep a captured call (its Pending: buffers and the communicator's scratch; or a buffer) until reset()."""
+        """Keep a captured call (its Pending: buffers and the communicator's scratch) until reset()."""
         self._restore_mode()
         self._pendings.append(pending)
 
@@ -299,8 +299,7 @@ class Graph:
 
     def _forget_captured(self) -> None:
         for pending in self._pendings:
-            if getattr(pending, "done", True) is False:
-                pending.forget()         # a captured collective never waited on: the graph held it
+            pending.forget()             # a captured call never waited on: the graph held it (forgetting is idempotent)
         self._pendings.clear()
         self._comms.clear()
         self._books = []

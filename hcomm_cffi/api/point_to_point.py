@@ -237,10 +237,11 @@ class PointToPoint:
         lane = self.lanes[(peer, direction)] = Lane(peer, direction, stream, cache, res, p2p.LaneState(), ctx)
         return lane
 
-    def _request(self, lane: Lane, keep: Any, finish: Any, c: Call) -> Request[Any]:
-        """The request of send/recv ``c`` posted on ``lane`` (its flight slot, trace name and number are ``c``'s)."""
-        pending = Pending(self.state, c.what, lane.stream, keep, lane.inflight, peer=lane.peer)
-        pending.started(c.slot, c.name or c.coll, c.seq)
+    def _request(self, lanes: List[Lane], keep: Any, finish: Any, c: Call, _: Optional[Pending]) -> Request[Any]:
+        """The request of send/recv ``c`` posted on ``lanes[0]`` (its flight slot, trace name and number are ``c``'s)."""
+        lane = lanes[0]
+        pending = Pending(self.state, c.what, lane.stream, keep, lane.inflight, (c.slot, c.name or c.coll, c.seq),
+                          peer=lane.peer)
         return Request(c.what, pending.sync, finish)
 
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
@@ -331,7 +332,7 @@ class PointToPoint:
             issue(ctx, lane, declared)
             return LaunchBatch(batch, None)
         c.post = post
-        return engine.start(c, lambda _: self._request(lanes[0], keep, finish, c))
+        return engine.start(c, partial(self._request, lanes, keep, finish, c))
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)

@@ -64,8 +64,10 @@ class Pending:
     __slots__ = ("state", "what", "stream", "source", "books", "peer", "keep", "staging", "check", "announced",
                  "slot", "name", "seq", "done", "error")
 
-    def __init__(self, state: CommState, what: str, stream: Any, keep: Any, books: Set["Pending"], source: Any = None,
-                 peer: int = -1, staging: Staging = NO_STAGING) -> None:
+    def __init__(self, state: CommState, what: str, stream: Any, keep: Any, books: Set["Pending"],
+                 record: Tuple[int, str, int], check: Optional[Callable[[], None]] = None,
+                 announced: Optional[Tuple[int, str]] = None, source: Any = None, peer: int = -1,
+                 staging: Staging = NO_STAGING) -> None:
         self.state = state             # the communicator's state
         self.what = what
         self.stream = stream           # the stream handle it completes on
@@ -74,16 +76,16 @@ class Pending:
         self.peer = peer               # a send/recv on a lane (-1: none): a wait completes what the lane took before it
         self.keep = keep               # the user's buffers stay alive until it completes
         self.staging = staging
-        self.check: Optional[Callable[[], None]] = None       # its signature handshake's comparison, at completion
-        self.announced: Optional[Tuple[int, str]] = None      # its number and description among announced collectives
-        self.slot, self.name, self.seq = observe.NO_SLOT, "", 0   # its flight record and trace entry (observe.issue)
-        self.done = True
         self.error: Optional[BaseException] = None   # the failure, raised again by every later sync
+        (self.slot, self.name, self.seq), self.check, self.announced = record, check, announced   # as restart()
+        self.done = False
+        books.add(self)
 
-    def started(self, slot: int, name: str, seq: int, check: Optional[Callable[[], None]] = None,
-                announced: Optional[Tuple[int, str]] = None) -> None:
-        """Launched (again: a persistent request's next start), with this start's record: pending until it completes."""
-        self.slot, self.name, self.seq, self.check, self.announced = slot, name, seq, check, announced
+    def restart(self, record: Tuple[int, str, int], check: Optional[Callable[[], None]],
+                announced: Optional[Tuple[int, str]]) -> None:
+        """Launched (again: a persistent request's next start): pending until it completes, with this start's flight
+        slot, trace name and number (observe.issue), its handshake's comparison and its announced number and text."""
+        (self.slot, self.name, self.seq), self.check, self.announced = record, check, announced
         self.done = False
         self.books.add(self)
 
@@ -98,52 +100,46 @@ class Pending:
         if self.done:
             return True
         source = self.source
-        if isinstance(source, Stream) and source.handle is None:     # closed: Stream.close waited for it first
-            self.complete()
-            return True
-        if state.handle is None:    # destroyed: its stream may be gone with it; say so instead of "invalid handle"
-            raise CommError(f"rank {state.rank}: {self.what} on communicator {state.name!r} can no longer complete: "
-                            "the communicator was destroyed (hcomm.finalize() or destroy()) while it was pending; "
-                            "wait for requests before destroying their communicator")
         issued = (self,) if self.peer < 0 else tuple(self.books)   # a lane runs in order: what it took before this wait
-        try:
-            if timeout is None and (self.peer >= 0 or self.announced is not None):   # committed: published if it
-                finished = state.announcer.waiting(partial(sync_stream, state.binding, self.stream), self.peer,
-                                                   self.what, self.announced)        # lasts (api/launch_order.py)
-            else:
-                finished = sync_stream(state.binding, self.stream, timeout)
-        except HcclError as exc:
-            if exc.code in CAPTURE_REFUSALS:   # refused because an ACL graph captures the stream: nothing failed
+        if not (isinstance(source, Stream) and source.handle is None):      # (closed: Stream.close waited for it)
+            if state.handle is None:    # destroyed: its stream may be gone with it; say so, not "invalid handle"
+                raise CommError(f"rank {state.rank}: {self.what} on communicator {state.name!r} can no longer "
+                                "complete: the communicator was destroyed (hcomm.finalize() or destroy()) while it was "
+                                "pending; wait for requests before destroying their communicator")
+            try:
+                if timeout is None and (self.peer >= 0 or self.announced is not None):   # committed: published if
+                    finished = state.announcer.waiting(partial(sync_stream, state.binding, self.stream), self.peer,
+                                                       self.what, self.announced)    # it lasts (api/launch_order.py)
+                else:
+                    finished = sync_stream(state.binding, self.stream, timeout)
+            except HcclError as exc:
+                if exc.code in CAPTURE_REFUSALS:   # refused because an ACL graph captures the stream: nothing failed
+                    raise
+                self.forget()
+                self._check()                      # a mismatch explains the failure better than its symptom
+                self.error = observe.fail(state, exc, self.what)
+                raise self.error from exc
+            except BaseException as exc:        # Ctrl-C, an alarm...: its queued work must never run later
+                state.interrupted(self.what, exc)
                 raise
-            self.forget()
-            self._check()                      # a mismatch explains the failure better than its symptom
-            self.error = observe.fail(state, exc, self.what)
-            raise self.error from exc
-        except BaseException as exc:        # Ctrl-C, an alarm...: its queued work must never run later
-            state.interrupted(self.what, exc)
-            raise
-        if finished:
-            for pending in issued:
-                pending.complete()
-        return finished
-
-    def complete(self) -> None:
-        """Its stream passed it: its record and trace entry close, what it holds goes, its checks run -- once (two
-        threads' waits on one lane may both see it complete: the one that takes it out of its books does it)."""
-        try:
-            self.books.remove(self)
-        except KeyError:                 # done already (or retired)
-            return
-        self.done = True
-        self.keep = ()
-        observe.done(self.state, self.slot, self.name, self.seq)
-        self._check()
-        broken = self.state.broken
-        if broken and self.peer < 0:   # the stream failed while this was queued, and an earlier wait took the error
-            self.error = CommError(f"{self.state.where()}: {self.what} was in flight when the communicator failed "
-                                   f"({broken}); its result is not valid")
-            raise self.error
-        self.staging.finish()
+            if not finished:
+                return False
+        for pending in issued:      # complete, each once: the wait that takes it out of its books closes its record
+            try:
+                pending.books.remove(pending)
+            except KeyError:        # another thread's wait on the lane did
+                continue
+            pending.done, pending.keep = True, ()
+            observe.done(state, pending.slot, pending.name, pending.seq)
+            if pending.check is not None:
+                pending._check()
+            if state.broken and pending.peer < 0:   # the stream failed while it was queued; an earlier wait took the
+                pending.error = CommError(f"{state.where()}: {pending.what} was in flight when the communicator "
+                                          f"failed ({state.broken}); its result is not valid")      # error
+                raise pending.error
+            if pending.staging is not NO_STAGING:
+                pending.staging.finish()
+        return True
 
     def _check(self) -> None:
         """Raise the mismatch the signature handshake found, if any (compared once)."""
