@@ -54,23 +54,30 @@ def group_depth() -> int:
     return _GROUP.depth
 
 
-def collective(func: Callable[..., int], fast: Optional[Callable[..., Optional[int]]] = None) -> Callable[..., int]:
+def collective(func: Callable[..., int], repeats: bool = False, count_at: Optional[int] = None) -> Callable[..., int]:
     """Declare a library collective of sim/native.py (its comm and stream arguments last).
 
     Its entry (errors.entry) first diverts it: inside a group (GROUPED_FUNCTIONS) it is deferred to the
-    group's end, on a capturing stream it is recorded (acl_graphs.captured, replayed through ``run``), else
-    ``fast`` (called with the part and the arguments) may serve it: a result other than None is its return.
+    group's end; ``repeats``: a repeat of a small call is launched from the task list its first call kept
+    (``part.repeat``, which leaves a capturing stream's call alone; ``count_at``: where the element count is among
+    the arguments); on a capturing stream it is recorded (acl_graphs.captured, replayed through ``run``).
     """
     name = func.__name__
-    run = entry(func, divert=fast)
     grouped = name in GROUPED_FUNCTIONS
 
     def divert(part: Any, *args: Any) -> Optional[int]:
         if grouped and _GROUP.depth > 0:
             return _defer(part.state, name, args)
-        rc = captured(part, run, args)
-        return fast(part, *args) if rc is None and fast is not None else rc
+        if repeats:
+            rc = part.repeat(name, args, count_at)
+            if rc is not None:
+                return rc
+        return captured(part, run, args)
 
+    def repeat(part: Any, *args: Any) -> Optional[int]:
+        return part.repeat(name, args, count_at)
+
+    run = entry(func, divert=repeat if repeats else None)     # what a captured call replays
     return entry(func, divert=divert)
 
 
