@@ -8,6 +8,7 @@ then sleeps on the communicator's futex doorbell, which every record into this r
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -104,19 +105,10 @@ class Executor:
         self.pinned_here = _Pins()
 
     # ------------------------------------------------------------------ submission
-    def submit(self, queue: Queue, tasks: Sequence[Task]) -> None:
-        """Append tasks to a queue and make it runnable (a failed queue drops them)."""
-        with self.lock:
-            if queue.capture is not None:
-                queue.capture.record(queue, tasks)
-                return
-            if queue.error is not None:
-                return
-            queue.tasks.extend(tasks)
-            self.active.add(queue)
-
-    def launch(self, queue: Queue, tasks: Sequence[Task]) -> None:
-        """``submit`` then ``settle(queue)`` under one lock acquisition (a collective's issue path).
+    def launch(self, queue: Queue, tasks: Sequence[Task], run: bool = True) -> None:
+        """Append tasks to a queue and make it runnable (a captured queue records them, a failed one drops them),
+        then run it as far as it goes, and the queues that made runnable, under one lock acquisition (a
+        collective's issue path).  ``run`` False (``submit``): only append.
 
         The tasks go behind whatever the queue already holds: stream order is kept, never run ahead.
         """
@@ -128,13 +120,16 @@ class Executor:
                 return
             queue.tasks.extend(tasks)
             self.active.add(queue)
+            if not run:
+                return
             progressed = self._run_queue(queue)
             active = self.active
             # what it ran may have made other queues runnable (a blocked ``queue`` stays blocked)
             others = len(active) > 1 or (active and queue not in active)
         if progressed and others:
-            while self.step_all():
-                pass
+            self.settle()
+
+    submit = functools.partialmethod(launch, run=False)
 
     # ------------------------------------------------------------------ driving
     def step_all(self) -> bool:
@@ -146,16 +141,8 @@ class Executor:
                     progressed = True
         return progressed
 
-    def settle(self, first: Optional[Queue] = None) -> None:
-        """Run until every queue is empty or blocked (what BatchModeEnd does before returning).
-
-        ``first``: the queue just submitted to, run before the others (the common, single-queue case).
-        """
-        if first is not None:
-            with self.lock:
-                progressed = self._run_queue(first)
-            if not progressed or not self.active:
-                return
+    def settle(self) -> None:
+        """Run until every queue is empty or blocked (what BatchModeEnd does before returning)."""
         while self.step_all():
             pass
 
@@ -622,23 +609,18 @@ class Executor:
                         self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, mismatch)
                         continue
                 left = ch.comm.peer_left(ch.peer)    # its header stays readable: the mapping outlives its owner
-                if left is not None and left.startswith(LEFT_AT_ONCE) and not ch.has_record(t.index):
-                    self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
-                                    f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
-                                    f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
-                                    f"(step {q.executed}): every rank must issue the same operations")
-                    continue
-                if not ch.peer_ctl.owner_alive() and not ch.has_record(t.index):   # read again
+                at_once = left is not None and left.startswith(LEFT_AT_ONCE)
+                if not at_once and not ch.peer_ctl.owner_alive() and not ch.has_record(t.index):   # read again
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} is gone (its process "
                                     f"exited or was killed) while rank {ch.comm.rank} {t.thread.label} waited on "
                                     f"channel notify {t.index}")
                     continue
                 # alive but out of the communicator (finalised, or failed and carrying on): it will never signal;
-                # after a grace, so a peer's own, more precise error (e.g. a mismatch it found) comes first
-                if now - q.blocked_since < PEER_LEFT_GRACE_S:
-                    continue
-                if left is not None and not ch.has_record(t.index):
+                # unless it left at once, after a grace, so a peer's own, more precise error (e.g. a mismatch it
+                # found) comes first
+                if left is not None and (at_once or now - q.blocked_since >= PEER_LEFT_GRACE_S) \
+                        and not ch.has_record(t.index):
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
                                     f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
