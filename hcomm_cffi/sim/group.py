@@ -11,11 +11,12 @@ A library collective is declared with :func:`collective`, whose entry defers it 
 """
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .._ffi import ffi
-from .errors import HcclResult, SimError, entry
+from .errors import HcclResult, SimError, c_entry, entry, failed
 from .acl_graphs import captured
 from .part import Part, check_out
 from .state import SimState
@@ -55,30 +56,37 @@ def group_depth() -> int:
 
 
 def collective(func: Callable[..., int], repeats: bool = False, count_at: Optional[int] = None) -> Callable[..., int]:
-    """Declare a library collective of sim/native.py (its comm and stream arguments last).
+    """Declare a library collective of sim/native.py (its comm and stream arguments last): its entry.
 
-    Its entry (errors.entry) first diverts it: inside a group (GROUPED_FUNCTIONS) it is deferred to the
-    group's end; ``repeats``: a repeat of a small call is launched from the task list its first call kept
-    (``part.repeat``, which leaves a capturing stream's call alone; ``count_at``: where the element count is among
-    the arguments); on a capturing stream it is recorded (acl_graphs.captured, replayed through ``run``).
+    Inside a group (GROUPED_FUNCTIONS) it is deferred to the group's end; ``repeats``: a repeat of a small call
+    is launched from the task list its first call kept (``part.repeat``, which leaves a capturing stream's call
+    alone; ``count_at``: where the element count is among the arguments); on a capturing stream it is recorded
+    (acl_graphs.captured, replayed through ``run``); else ``func`` runs.  Its exceptions become its return code
+    (errors.failed), in this one frame.
     """
     name = func.__name__
     grouped = name in GROUPED_FUNCTIONS
-
-    def divert(part: Any, *args: Any) -> Optional[int]:
-        if grouped and _GROUP.depth > 0:
-            return _defer(part.state, name, args)
-        if repeats:
-            rc = part.repeat(name, args, count_at)
-            if rc is not None:
-                return rc
-        return captured(part, run, args)
 
     def repeat(part: Any, *args: Any) -> Optional[int]:
         return part.repeat(name, args, count_at)
 
     run = entry(func, divert=repeat if repeats else None)     # what a captured call replays
-    return entry(func, divert=divert)
+
+    @functools.wraps(func)
+    def collective_entry(part: Any, *args: Any) -> int:
+        try:
+            if grouped and _GROUP.depth > 0:
+                return _defer(part.state, name, args)
+            if repeats:
+                rc = part.repeat(name, args, count_at)
+                if rc is not None:
+                    return rc
+            rc = captured(part, run, args)
+            return func(part, *args) if rc is None else rc
+        except Exception as exc:
+            return failed(exc, name)
+
+    return c_entry(collective_entry, name, True)
 
 
 def _defer(state: SimState, name: str, args: Tuple[Any, ...]) -> int:
