@@ -63,6 +63,7 @@ def last_error() -> Optional[str]:
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+W = TypeVar("W", bound=Callable[..., Any])
 
 
 def entry(func: F, name: Optional[str] = None, divert: Optional[Callable[..., Any]] = None,
@@ -87,7 +88,7 @@ def entry(func: F, name: Optional[str] = None, divert: Optional[Callable[..., An
         except Exception as exc:
             return failed(exc, name, failure)
 
-    return c_entry(wrapper, name, divert is not None)
+    return c_entry(wrapper, name, divert is not None)  # type: ignore[return-value]
 
 
 def failed(exc: Exception, name: str, failure: Any = None) -> Any:
@@ -104,7 +105,7 @@ def failed(exc: Exception, name: str, failure: Any = None) -> Any:
     return code if failure is None else failure
 
 
-def c_entry(wrapper: F, name: str, diverted: bool) -> F:
+def c_entry(wrapper: W, name: str, diverted: bool) -> W:
     """Mark ``wrapper`` as the entry of C function ``name`` (sim/part.py finds the parts' C functions by it);
     ``diverted``: it may serve a call without the function (a group's deferral, a capture, a repeat)."""
     wrapper.c_function = name  # type: ignore[attr-defined]

@@ -308,9 +308,9 @@ class Executor:
         """Run ``q``'s tasks until it is empty or blocked (or fails); True if any ran.  The sleeping peers
         its last records rang are woken before it returns (_wake_peers).
 
-        The kinds every collective runs are dispatched here, in line (one Python frame per queue run, not one per
-        task); the rarer ones in ``_execute``.  A race-checked queue passes each task to the checker before
-        (``_race_before``) and after it ran (``_race_after``).
+        Every task kind is dispatched here, in line, those every collective runs first (one Python frame per queue
+        run, not one per task).  A race-checked queue passes each task to the checker before (``_race_before``)
+        and after it ran (``_race_after``).
         """
         tasks = q.tasks
         unwoken = self.unwoken
@@ -329,7 +329,7 @@ class Executor:
                 try:
                     if checked:
                         self._race_before(q, t)
-                    if kind == C_WAIT:   # the notify words (sim/notifies.py): records counted by the peer, consumed here
+                    if kind == C_WAIT:   # the notify words (sim/notifies.py): records counted by the peer, consumed
                         ch = t.channel
                         words = ch.local_words
                         i = ch.local_base + t.index
@@ -341,7 +341,7 @@ class Executor:
                             words[i + CONSUMED] = records
                             if ch.signalled:                  # the peer signalled: what we handed over is released
                                 ch.signalled = []
-                            if got != t.expect and t.expect:  # a signed wait: the record carried another call's signature
+                            if got != t.expect and t.expect:  # signed: the record carried another call's signature
                                 raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
                                                   ch.comm.native.mismatch(ch.comm, ch.peer, got, t.expect))
                     elif kind == UFUNC:
@@ -381,8 +381,22 @@ class Executor:
                         dst.comm.ring_self()
                     elif kind == REDUCE or kind == READ_REDUCE:
                         kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
+                    elif kind == EVENT_WAIT:
+                        done = t.event.completed >= t.records
+                    elif kind == EVENT_RECORD:
+                        t.event.completed += 1
+                        t.event.stamp = time.perf_counter_ns()      # the stream clock of aclrtEventElapsedTime
+                    elif kind == WRITE:
+                        t.channel.check_write(self, q, t, t.dst, t.nbytes)
+                        kernels.copy(t.dst, t.src, t.nbytes)
+                    elif kind == WRITE_REDUCE:
+                        t.channel.check_write(self, q, t, t.dst, t.count * t.dtype.itemsize)
+                        kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
+                    elif kind == REDUCE3:
+                        kernels.reduce3(t.dst, t.a, t.b, t.count, t.dtype, t.op)
                     else:
-                        done = self._execute(q, t)
+                        raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
+                                          f"unknown task kind {kind}")
                     if checked and done:
                         self._race_after(q, t)
                 except TaskFailure as exc:
@@ -488,29 +502,6 @@ class Executor:
                     else race.channel_note(th.comm.rank, t.channel.local_slot, t.index))
             if note is not None:
                 race.acquire(th, note)
-
-    def _execute(self, q: Queue, t: Task) -> bool:
-        """Run task ``t`` of ``q`` of a kind ``_run_queue`` leaves to it; False if it is an event wait whose event
-        has not completed yet."""
-        kind = t[0]
-        if kind == WRITE:
-            t.channel.check_write(self, q, t, t.dst, t.nbytes)
-            kernels.copy(t.dst, t.src, t.nbytes)
-            return True
-        if kind == REDUCE3:
-            kernels.reduce3(t.dst, t.a, t.b, t.count, t.dtype, t.op)
-            return True
-        if kind == WRITE_REDUCE:
-            t.channel.check_write(self, q, t, t.dst, t.count * t.dtype.itemsize)
-            kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
-            return True
-        if kind == EVENT_RECORD:
-            t.event.completed += 1
-            t.event.stamp = time.perf_counter_ns()      # the stream clock of aclrtEventElapsedTime
-            return True
-        if kind == EVENT_WAIT:
-            return t.event.completed >= t.records
-        raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, f"unknown task kind {kind}")
 
     # ------------------------------------------------------------------ failures and checks
     def fail_queue(self, q: Queue, code: int, acl_code: int, message: str) -> None:
