@@ -26,7 +26,7 @@ from ..errors import (
 )
 
 __all__ = [
-    "SimError", "entry", "failed", "c_entry", "last_error", "set_last_error", "warn_caller", "HcclResult",
+    "SimError", "entry", "failed", "last_error", "set_last_error", "warn_caller", "HcclResult",
     "ACL_SUCCESS", "ACL_ERROR_INVALID_PARAM", "ACL_ERROR_UNINITIALIZE", "ACL_ERROR_REPEAT_INITIALIZE",
     "ACL_ERROR_RT_PARAM_INVALID", "ACL_ERROR_RT_INVALID_DEVICEID", "ACL_ERROR_RT_CONTEXT_NULL",
     "ACL_ERROR_RT_INVALID_HANDLE", "ACL_ERROR_RT_MEMORY_ALLOCATION", "ACL_ERROR_RT_INTERNAL_ERROR",
@@ -63,7 +63,6 @@ def last_error() -> Optional[str]:
 
 
 F = TypeVar("F", bound=Callable[..., Any])
-W = TypeVar("W", bound=Callable[..., Any])
 
 
 def entry(func: F, name: Optional[str] = None, divert: Optional[Callable[..., Any]] = None,
@@ -88,7 +87,9 @@ def entry(func: F, name: Optional[str] = None, divert: Optional[Callable[..., An
         except Exception as exc:
             return failed(exc, name, failure)
 
-    return c_entry(wrapper, name, divert is not None)  # type: ignore[return-value]
+    wrapper.c_function = name  # type: ignore[attr-defined]
+    wrapper.diverted = divert is not None  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
 
 
 def failed(exc: Exception, name: str, failure: Any = None) -> Any:
@@ -103,14 +104,6 @@ def failed(exc: Exception, name: str, failure: Any = None) -> Any:
         set_last_error(f"{name}: internal error in the emulator: {exc!r}")
         code = int(HcclResult.E_INTERNAL)
     return code if failure is None else failure
-
-
-def c_entry(wrapper: W, name: str, diverted: bool) -> W:
-    """Mark ``wrapper`` as the entry of C function ``name`` (sim/part.py finds the parts' C functions by it);
-    ``diverted``: it may serve a call without the function (a group's deferral, a capture, a repeat)."""
-    wrapper.c_function = name  # type: ignore[attr-defined]
-    wrapper.diverted = diverted  # type: ignore[attr-defined]
-    return wrapper
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
