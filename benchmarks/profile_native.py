@@ -31,7 +31,7 @@ from hcomm_cffi._ffi import ffi
 from hcomm_cffi.binding import get_binding
 from hcomm_cffi.bootstrap import discover
 from hcomm_cffi.enums import DataType, MemcpyKind, ReduceOp
-from hcomm_cffi.sim import runtime
+from hcomm_cffi.sim import compiled, runtime
 from hcomm_cffi.sim.tasks import KIND_NAMES
 
 
@@ -93,9 +93,9 @@ def main() -> None:
     real_launch = executor.launch
     inner: Dict[str, int] = {"launch": 0}
 
-    def timed_launch(queue: Any, tasks: Any, run: bool = True) -> None:
+    def timed_launch(queue: Any, tasks: Any, run: bool = True, program: Any = None) -> None:
         t0 = clock()
-        real_launch(queue, tasks, run)
+        real_launch(queue, tasks, run, program)
         inner["launch"] += clock() - t0
 
     ends: Dict[str, int] = defaultdict(int)
@@ -129,7 +129,7 @@ def main() -> None:
     binding_only = _per_call(blocking, n, barrier)
 
     # per task kind inside the executor: through its tracing hook (the time from a task's start to its end; a
-    # wait's only from its last, successful look)
+    # wait's only from its last, successful look); traced queues run on the Python engine
     kinds: Dict[int, List[int]] = defaultdict(lambda: [0, 0])
     real_trace, real_traced = runtime._trace, runtime._traced
 
@@ -148,7 +148,7 @@ def main() -> None:
 
     if spec.rank == 0:
         print(f"# 8-byte native HcclAllReduce, {spec.size} ranks, µs per call on rank 0, {n} calls "
-              f"(queue executed {q.executed} tasks)")
+              f"(queue executed {q.executed} tasks); data plane engine: {compiled.engine_status()}")
         for name, us in rows.items():
             print(f"{name:>44s} {us:8.2f}")
         print(f"{'blocking, binding method + sync':>44s} {binding_only:8.2f}")

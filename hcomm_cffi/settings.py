@@ -187,6 +187,10 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("HCOMM_CANN_LIB_DIR", "cann_lib_dir", _path, None, "directory holding the CANN libraries"),
     Variable("HCOMM_SIM_CHECK", "sim_check", lambda n, r: _choice(n, r, CHECK_MODES, "a checker mode"), "warn",
              "emulator checker: off, warn (reports; no race analysis) or strict (fails; adds the race analysis)"),
+    Variable("HCOMM_SIM_ENGINE", "sim_engine", lambda n, r: _choice(n, r, ("python", "compiled", "auto"),
+                                                                     "an executor engine"), "auto",
+             "what runs the emulator's data plane: python (the reference), compiled (C built on first use with the "
+             "system compiler; an error without one) or auto (compiled when a C compiler is found)"),
     Variable("HCOMM_SIM_SHM_DIR", "sim_shm_dir", _path, "/dev/shm", "directory of the emulator's segments"),
     Variable("HCOMM_SIM_DEVICE_COUNT", "sim_device_count",
              lambda n, r: parse_int(n, r, 1, 1 << 16, " number of devices"), 16, "devices the emulator reports"),
@@ -262,6 +266,7 @@ class Settings:
     backend: Optional[str]
     cann_lib_dir: Optional[str]
     sim_check: str
+    sim_engine: str
     sim_shm_dir: str
     sim_device_count: int
     sim_platform: str

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
@@ -45,7 +45,7 @@ from ..errors import COLLECTIVE_MISMATCH
 from .announce import LIBRARY
 from .comm import SimChannel, SimComm
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError
-from . import kernels
+from . import compiled, kernels
 from .group import collective
 from .part import Part, check_out
 from .queues import SimThread
@@ -190,6 +190,46 @@ class NativeState:
                 "the same collectives in the same order)")
 
 
+class _StampWrite:
+    """Host task of a chunk's handshake (_Plan.stamp): this rank's stamp = its queue's next chunk number + 1 (a region
+    never staged reads 0).  ``stamp_word`` is what sim/compiled.py writes instead."""
+
+    __slots__ = ("stamp_word", "fifo")
+
+    def __init__(self, stamp_word: Any, fifo: Deque[int]) -> None:
+        self.stamp_word = stamp_word
+        self.fifo = fifo
+
+    def __call__(self) -> None:
+        self.stamp_word[0] = self.fifo[0] + 1
+
+
+class _StampCheck:
+    """Host task after a chunk's handshake (_Plan.stamp): every peer's stamp holds this rank's chunk (popped from the
+    queue's FIFO).  ``stamp_peers`` is what sim/compiled.py compares instead (a mismatch it leaves to this)."""
+
+    __slots__ = ("comm", "theirs", "stamp_peers", "fifo")
+
+    def __init__(self, comm: SimComm, theirs: List[Tuple[int, Any]], fifo: Deque[int]) -> None:
+        self.comm = comm
+        self.theirs = theirs
+        self.stamp_peers = [word for _, word in theirs]
+        self.fifo = fifo
+
+    def __call__(self) -> None:
+        c = self.comm
+        want = self.fifo.popleft() + 1
+        for p, word in self.theirs:
+            got = int(word[0])
+            if got != want:
+                held = f"chunk #{got - 1}" if got else "no chunk yet"
+                raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
+                                  f"rank {c.rank} of communicator {c.name}: rank {p}'s staging holds {held} of "
+                                  f"the library's collectives where this rank is at chunk #{want - 1}: the "
+                                  "ranks' handshakes fell out of step; nothing was reduced from it (it would "
+                                  "have been another call's data)")
+
+
 class _Plan:
     """Task list under construction for one native call on one rank."""
 
@@ -249,22 +289,8 @@ class _Plan:
         theirs = [(p, ffi.cast("int64_t *", self.ccl(p) + at)) for p in peers]
         self.stamped.append(c.native.seq - 1)
 
-        def write() -> None:
-            mine[0] = fifo[0] + 1          # + 1: a region never staged reads 0
-
-        def check() -> None:
-            want = fifo.popleft() + 1
-            for p, word in theirs:
-                got = int(word[0])
-                if got != want:
-                    held = f"chunk #{got - 1}" if got else "no chunk yet"
-                    raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
-                                      f"rank {c.rank} of communicator {c.name}: rank {p}'s staging holds {held} of "
-                                      f"the library's collectives where this rank is at chunk #{want - 1}: the "
-                                      "ranks' handshakes fell out of step; nothing was reduced from it (it would "
-                                      "have been another call's data)")
-        self.tasks.append(HostCall(write))
-        return HostCall(check)
+        self.tasks.append(HostCall(_StampWrite(mine, fifo)))
+        return HostCall(_StampCheck(c, theirs, fifo))
 
     def handshake(self, peers: Sequence[int], idx: int, record: bool = True, wait: bool = True) -> None:
         signed = self.signature if idx in _SIGNED else 0
@@ -432,15 +458,16 @@ class NativeCollectives(Part):
         c, nat, q, pair, advance, value, stamped = hit
         if c.destroyed or c.native is not nat or q.capture is not None:
             return None
-        tasks = pair[nat.seq & 1]
-        if tasks is None:
+        kept = pair[nat.seq & 1]
+        if kept is None:
             return None
+        tasks, program = kept
         if stamped:
             q.stamps.extend(range(nat.seq, nat.seq + advance))
         nat.seq += advance
         announced = c.announced
         announced.announce(LIBRARY, announced.counts[LIBRARY], value, "")
-        EXECUTOR.launch(q, tasks)
+        EXECUTOR.launch(q, tasks, program=program)
         return 0
 
     def _keep(self, plan: _Plan, name: str, args: tuple, tasks: Sequence[Task]) -> None:
@@ -460,7 +487,8 @@ class NativeCollectives(Part):
                 cache.clear()
             hit = cache[key] = (c, nat, plan.th.queue, [None, None], nat.seq - plan.seq0, plan.signature,
                                 bool(plan.stamped))
-        hit[3][plan.seq0 & 1] = tuple(tasks)
+        kept = tuple(tasks)
+        hit[3][plan.seq0 & 1] = (kept, compiled.compile_tasks(kept))   # its compiled form: None without one
 
     def _launch_small(self, plan: _Plan, name: str, args: tuple, nbytes: int) -> int:
         """Launch ``plan``; a call of at most SMALL_CACHED bytes keeps its task list for its repeats."""

@@ -19,7 +19,7 @@ class Queue:
     """An ordered task queue: the execution context of a Thread or a stream."""
 
     __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked", "raced", "capture",
-                 "stamps")
+                 "stamps", "programs")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -32,6 +32,8 @@ class Queue:
         self.comm: Any = None   # its SimComm (sim/comm.py); None: a stream of no communicator
         self.capture: Any = None   # an ACL graph capture records what is launched here instead (sim/acl_graphs.py)
         self.stamps: Deque[int] = deque()   # native chunks launched here, not yet checked (sim/native.py _Plan.stamp)
+        # compiled forms of launched task lists: (the queue position of its first task, sim/compiled.py Program)
+        self.programs: Deque[Tuple[int, Any]] = deque()
 
 
 class SimThread:

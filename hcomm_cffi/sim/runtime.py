@@ -15,7 +15,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from . import kernels, races
+from . import compiled, kernels, races
 from .announce import BLOCKED_S
 from .config import CheckerWarning
 from .notifies import CONSUMED, VALUES
@@ -105,12 +105,13 @@ class Executor:
         self.pinned_here = _Pins()
 
     # ------------------------------------------------------------------ submission
-    def launch(self, queue: Queue, tasks: Sequence[Task], run: bool = True) -> None:
+    def launch(self, queue: Queue, tasks: Sequence[Task], run: bool = True, program: Any = None) -> None:
         """Append tasks to a queue and make it runnable (a captured queue records them, a failed one drops them),
         then run it as far as it goes, and the queues that made runnable, under one lock acquisition (a
         collective's issue path).  ``run`` False (``submit``): only append.
 
-        The tasks go behind whatever the queue already holds: stream order is kept, never run ahead.
+        The tasks go behind whatever the queue already holds: stream order is kept, never run ahead.  ``program``:
+        their compiled form (sim/compiled.py), run by the compiled engine when they reach the queue's head.
         """
         with self.lock:
             if queue.capture is not None:
@@ -118,6 +119,8 @@ class Executor:
                 return
             if queue.error is not None:
                 return
+            if program is not None and not queue.checked and not _trace.ACTIVE:
+                queue.programs.append((queue.executed + len(queue.tasks), program))
             queue.tasks.extend(tasks)
             self.active.add(queue)
             if not run:
@@ -317,8 +320,21 @@ class Executor:
         checked = q.checked
         traced = _trace.ACTIVE      # HCOMM_TRACE: one test per queue run when off
         ran = False
+        programs = q.programs
         try:
             while tasks:
+                if programs and programs[0][0] <= q.executed:     # a compiled form reached the head
+                    before = q.executed
+                    status = self._run_compiled(q, checked or traced)
+                    if q.executed != before:
+                        ran = True
+                    if status == compiled.HCE_BLOCKED:
+                        if not q.blocked_since:
+                            q.blocked_since = time.monotonic()
+                        return ran
+                    if status != compiled.HCE_PYTHON:
+                        continue          # ran to its end, or was not the head's: look at the head again
+                    # the head task is one the compiled engine leaves to the loop below
                 t = tasks[0]
                 kind = t[0]
                 if unwoken and kind != C_RECORD:
@@ -428,6 +444,38 @@ class Executor:
             if unwoken:
                 self._wake_peers()
 
+    def _run_compiled(self, q: Queue, python_only: bool) -> Optional[int]:
+        """Run the compiled form registered at ``q``'s head (``launch``) as far as it goes, popping the tasks it ran;
+        its status (sim/compiled.py HCE_*), or None when the entry was not the head's (it is dropped).
+
+        ``python_only`` (race checker or tracer on): the Python loop runs everything; the entries are dropped.
+        """
+        programs = q.programs
+        if python_only:
+            programs.clear()
+            return None
+        start, program = programs[0]
+        at = q.executed - start
+        tasks = q.tasks
+        if at >= program.n or tasks[0] is not program.tasks[at]:   # ran past it, or the queue was emptied (failed)
+            programs.popleft()
+            return None
+        if self.unwoken:
+            self._wake_peers()
+        reached, status, popped = compiled.run(program, at, q.stamps)
+        ran = reached - at
+        if ran:
+            for _ in range(ran):
+                tasks.popleft()
+            q.executed += ran
+            q.blocked_since = 0.0
+            stamps = q.stamps
+            for _ in range(popped):
+                stamps.popleft()
+        if reached >= program.n:
+            programs.popleft()
+        return status
+
     def _check_idle(self, comm: "SimComm") -> None:
         """End-of-operation check: once every thread of the rank is idle, no thread notify should stay set.
 
@@ -514,6 +562,7 @@ class Executor:
                 t.event.completed += 1
                 t.event.error = q.error
         q.tasks.clear()
+        q.programs.clear()
         q.blocked_since = 0.0
         self.active.discard(q)
         comm = q.comm

@@ -1,0 +1,268 @@
+"""The executor's compiled data plane: engine_c/engine.c, built on first use with the system C compiler and
+loaded through cffi's ABI mode (no Python headers needed).
+
+``HCOMM_SIM_ENGINE`` chooses: ``python`` (the reference engine, sim/runtime.py only), ``compiled`` (this one; an
+error when it cannot be built) or ``auto`` (this one when a C compiler is found, else Python; ``hcomm info`` says
+which and why).  A task list is compiled once (:func:`compile_tasks`: the native collectives keep the lists of
+their small calls and relaunch them on every repeat) into an array of fixed records; the executor runs it with
+:func:`run` from the queue's head and pops what ran.  The C loop stops before anything it does not reproduce
+exactly (engine.c's comment): Python runs that task, then the C loop resumes.
+
+The library is built into ``$XDG_CACHE_HOME|~/.cache/hcomm_cffi/engine/<source digest>/`` (a private directory of
+this user), written to a temporary name and renamed into place, so ranks building it at once each load a whole
+file.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, List, Optional, Sequence, Tuple
+
+import cffi
+import numpy as np
+
+from .. import settings
+from .._ffi import ffi as _main_ffi
+from ..enums import DataType, ReduceOp, dtype_from_numpy
+from ..files import UnsafePath, checked_dir
+from .tasks import C_RECORD, C_WAIT, CALL, COPY, READ, READ_REDUCE, REDUCE, REDUCE3, UFUNC, Task
+
+__all__ = ["Program", "c_compiler", "compile_tasks", "engine", "engine_status", "run", "HCE_END",
+           "HCE_BLOCKED", "HCE_PYTHON"]
+
+SOURCE = Path(__file__).with_name("engine_c") / "engine.c"
+HCE_END, HCE_BLOCKED, HCE_PYTHON = 0, 1, 2     # engine.c's statuses
+E_PYTHON, E_COPY, E_REDUCE3, E_C_RECORD, E_C_WAIT, E_STAMP_WRITE, E_STAMP_CHECK = range(7)   # its record kinds
+MAX_STAMPS = 64          # chunk numbers of the queue's stamp FIFO handed to one run (engine.c pops at most these)
+# DataType values engine.c reduces (FP16 stays with NumPy: its rounding is NumPy's own)
+_C_DTYPES = frozenset({DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64, DataType.UINT8, DataType.UINT16,
+                       DataType.UINT32, DataType.UINT64, DataType.FP32, DataType.FP64, DataType.BFP16})
+_UFUNC_OPS = {np.add: ReduceOp.SUM, np.multiply: ReduceOp.PROD, np.maximum: ReduceOp.MAX, np.minimum: ReduceOp.MIN}
+
+_CDEF = """
+typedef struct {
+    int32_t kind; int32_t dtype; int32_t op; uint32_t value;
+    uint32_t *words; int64_t index;
+    void *dst; const void *a; const void *b; int64_t count;
+} hce_task;
+int64_t hce_run(const hce_task *tasks, int64_t n, int64_t start, const int64_t *stamps, int64_t nstamps,
+                int64_t *out);
+"""
+
+_ffi = cffi.FFI()
+_ffi.cdef(_CDEF)
+_addr = _main_ffi.cast
+
+
+def c_compiler() -> Optional[List[str]]:
+    """The C compiler command: ``$CC`` split as a shell would, else ``cc`` or ``gcc`` on PATH; None when none is found
+    (cannlib/build.py's check_toolchain names what is missing from that)."""
+    command = shlex.split(os.environ.get("CC", "")) or [shutil.which("cc") or shutil.which("gcc") or "cc"]
+    return command if shutil.which(command[0]) is not None else None
+
+
+class _Engine:
+    """The loaded library, or why there is none."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lib: Any = None
+        self.reason = ""        # why the compiled engine is not in use ("" once it is)
+        self.tried = False
+
+
+_ENGINE = _Engine()
+
+
+def _cache_dir(source: bytes) -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    root = checked_dir(os.path.join(base, "hcomm_cffi", "engine"), "the compiled engine's cache", private=True)
+    key = hashlib.sha256(source + _CDEF.encode()).hexdigest()[:16]
+    return checked_dir(os.path.join(root, key), "the compiled engine's cache", private=True)
+
+
+def _build(compiler: List[str]) -> str:
+    """The library's path: built now unless this source's build is in the cache."""
+    source = SOURCE.read_bytes()
+    where = _cache_dir(source)
+    target = os.path.join(where, "engine.so")
+    if os.path.isfile(target):
+        return target
+    fd, partial = tempfile.mkstemp(prefix=".engine-", suffix=".so", dir=where)
+    os.close(fd)
+    try:
+        proc = subprocess.run(compiler + ["-O2", "-shared", "-fPIC", "-o", partial, str(SOURCE)],
+                              capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(compiler)} failed on {SOURCE} (exit {proc.returncode}): "
+                               f"{proc.stderr.strip()[:2000]}")
+        os.replace(partial, target)           # atomic: a rank building at once loads one whole file or the other
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return target
+
+
+def engine() -> Any:
+    """The loaded compiled engine per ``HCOMM_SIM_ENGINE``, or None (the Python engine runs everything).
+
+    ``compiled`` and no build possible: RuntimeError naming why.  ``auto``: None, the reason kept for
+    :func:`engine_status`.  Tried once per process.
+    """
+    state = _ENGINE
+    if state.tried:
+        return state.lib
+    with state.lock:
+        if state.tried:
+            return state.lib
+        choice = settings.value("HCOMM_SIM_ENGINE")
+        if choice == "python":
+            state.reason = "HCOMM_SIM_ENGINE=python"
+        else:
+            compiler = c_compiler()
+            if compiler is None:
+                state.reason = "no C compiler ($CC, cc or gcc on PATH)"
+            else:
+                try:
+                    state.lib = _ffi.dlopen(_build(compiler))
+                except (OSError, RuntimeError, UnsafePath, subprocess.SubprocessError) as exc:
+                    state.reason = f"the build failed: {exc}"
+            if state.lib is None and choice == "compiled":
+                state.tried = True
+                raise RuntimeError(f"HCOMM_SIM_ENGINE=compiled but the compiled engine is unavailable: {state.reason}")
+        state.tried = True
+        return state.lib
+
+
+def engine_status() -> str:
+    """'compiled' or 'python (<why>)': which engine runs the emulator's data plane (``hcomm info``)."""
+    try:
+        lib = engine()
+    except RuntimeError as exc:
+        return f"none ({exc})"
+    return "compiled" if lib is not None else f"python ({_ENGINE.reason})"
+
+
+class Program:
+    """A task list in engine.c's records: built once, run many times (each launch registers it on its queue)."""
+
+    __slots__ = ("tasks", "records", "n", "keep", "out", "stamps")
+
+    def __init__(self, tasks: Sequence[Task], records: Any, keep: List[Any]) -> None:
+        self.tasks = tuple(tasks)          # the task objects, the same ones the queue holds (identity-checked)
+        self.records = records
+        self.n = len(self.tasks)
+        self.keep = keep                   # what the records point into that nothing else keeps alive
+        self.out = _ffi.new("int64_t[2]")
+        self.stamps = _ffi.new("int64_t[]", MAX_STAMPS)
+
+
+def _ptr(p: Any) -> int:
+    return int(_addr("uintptr_t", p))
+
+
+def _array_addr(arr: Any) -> Optional[int]:
+    if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous:
+        return None
+    return int(arr.__array_interface__["data"][0])
+
+
+def _overlaps(a: int, b: int, nbytes: int) -> bool:
+    """Two ranges of ``nbytes`` at different starts that share bytes (NumPy and the chunked memmove then differ from
+    an element-wise C loop)."""
+    return a != b and a < b + nbytes and b < a + nbytes
+
+
+def _record(rec: Any, t: Task, keep: List[Any]) -> bool:
+    """Fill ``rec`` from task ``t``; False when engine.c has no exact code for it (Python runs it)."""
+    kind = t[0]
+    if kind == COPY or kind == READ:
+        dst, src, n = _ptr(t.dst), _ptr(t.src), int(t.nbytes)
+        if _overlaps(dst, src, n):
+            return False
+        rec.kind, rec.dst, rec.a, rec.count = E_COPY, _ffi.cast("void *", dst), _ffi.cast("void *", src), n
+        return True
+    if kind in (REDUCE, READ_REDUCE, REDUCE3):
+        dst = _ptr(t.dst)
+        a, b = (dst, _ptr(t.src)) if kind != REDUCE3 else (_ptr(t.a), _ptr(t.b))
+        return _reduce(rec, dst, a, b, int(t.count), t.dtype, t.op)
+    if kind == UFUNC:
+        op = _UFUNC_OPS.get(t.ufunc)
+        addrs = [_array_addr(x) for x in (t.out, t.a, t.b)]
+        if op is None or None in addrs or not (t.out.dtype == t.a.dtype == t.b.dtype) \
+                or not (t.out.size == t.a.size == t.b.size):
+            return False
+        dt = dtype_from_numpy(t.out.dtype)
+        return dt is not None and _reduce(rec, addrs[0], addrs[1], addrs[2], int(t.out.size), dt, op)
+    if kind == C_RECORD or kind == C_WAIT:
+        ch = t.channel
+        record = kind == C_RECORD
+        rec.kind = E_C_RECORD if record else E_C_WAIT
+        rec.words = _ffi.cast("uint32_t *", _ptr(ch.remote_words if record else ch.local_words))
+        rec.index = (ch.remote_base if record else ch.local_base) + t.index
+        rec.value = t.value if record else t.expect
+        return True
+    if kind == CALL:
+        word = getattr(t.fn, "stamp_word", None)       # native.py's chunk stamps
+        if word is not None:
+            rec.kind, rec.dst = E_STAMP_WRITE, _ffi.cast("void *", _ptr(word))
+            return True
+        peers = getattr(t.fn, "stamp_peers", None)
+        if peers is not None:
+            table = _ffi.new("int64_t *[]", [_ffi.cast("int64_t *", _ptr(p)) for p in peers] or [_ffi.NULL])
+            keep.append(table)
+            rec.kind, rec.a, rec.count = E_STAMP_CHECK, table, len(peers)
+            return True
+    return False
+
+
+def _reduce(rec: Any, dst: int, a: int, b: int, count: int, dtype: Any, op: Any) -> bool:
+    if dtype not in _C_DTYPES or op not in (ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN):
+        return False
+    nbytes = count * DataType(dtype).itemsize
+    if _overlaps(dst, a, nbytes) or _overlaps(dst, b, nbytes):
+        return False
+    rec.kind, rec.dtype, rec.op, rec.count = E_REDUCE3, int(dtype), int(op), count
+    rec.dst, rec.a, rec.b = _ffi.cast("void *", dst), _ffi.cast("void *", a), _ffi.cast("void *", b)
+    return True
+
+
+def compile_tasks(tasks: Sequence[Task]) -> Optional[Program]:
+    """``tasks`` as a :class:`Program`; None when no compiled engine is in use or engine.c could run none of them.
+
+    Every task the C loop cannot reproduce exactly becomes a record that hands it to Python.  The records hold raw
+    addresses: the caller keeps the program no longer than the memory the tasks point into (the native
+    collectives' cache is checked against a destroyed communicator before each reuse).
+    """
+    if engine() is None or not tasks:
+        return None
+    records = _ffi.new("hce_task[]", len(tasks))
+    keep: List[Any] = []
+    compiled = 0
+    for i, t in enumerate(tasks):
+        if _record(records[i], t, keep):
+            compiled += 1
+        else:
+            records[i].kind = E_PYTHON
+    return Program(tasks, records, keep) if compiled else None
+
+
+def run(program: Program, start: int, stamps: Any) -> Tuple[int, int, int]:
+    """Run ``program`` from task ``start``: (index reached, status HCE_*, stamps consumed).  ``stamps``: the queue's
+    stamp FIFO (its first MAX_STAMPS values are handed over)."""
+    buf = program.stamps
+    nstamps = 0
+    for value in stamps:
+        if nstamps == MAX_STAMPS:
+            break
+        buf[nstamps] = value
+        nstamps += 1
+    out = program.out
+    reached = _ENGINE.lib.hce_run(program.records, program.n, start, buf, nstamps, out)
+    return reached, int(out[0]), int(out[1])

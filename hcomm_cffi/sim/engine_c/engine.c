@@ -1,0 +1,204 @@
+/* The emulator's compiled data plane (sim/compiled.py builds and loads it; sim/runtime.py runs it).
+ *
+ * hce_run runs a flat array of task records from ``start`` exactly as sim/runtime.py Executor._run_queue runs the
+ * same tasks, and stops where that loop would block (a channel wait whose notify is not set: HCE_BLOCKED) or
+ * before any task whose outcome it does not reproduce itself (HCE_PYTHON: Python runs that one task): a record
+ * the checker must report as absorbed, a wait whose record carries another call's signature, a stamp that does
+ * not match, a kind or data type it has no code for.  Notify words follow sim/notifies.py: each word has one
+ * writer and is written with one plain 4-byte store (never memcpy, which stores twice).
+ */
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#ifdef __linux__
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
+#endif
+
+enum { HCE_END = 0, HCE_BLOCKED = 1, HCE_PYTHON = 2 };
+enum { E_PYTHON = 0, E_COPY = 1, E_REDUCE3 = 2, E_C_RECORD = 3, E_C_WAIT = 4, E_STAMP_WRITE = 5, E_STAMP_CHECK = 6 };
+/* sim/notifies.py: VALUES and CONSUMED offsets from a notify's RECORDS word; sim/comm.py: header words */
+enum { VALUES = 64, CONSUMED = 128, H_BELL = 6, H_SLEEPING = 7 };
+/* enums.py DataType and ReduceOp */
+enum { INT8 = 0, INT16 = 1, INT32 = 2, FP16 = 3, FP32 = 4, INT64 = 5, UINT64 = 6, UINT8 = 7, UINT16 = 8, UINT32 = 9,
+       FP64 = 10, BFP16 = 11 };
+enum { SUM = 0, PROD = 1, MAX = 2, MIN = 3 };
+
+typedef struct {
+    int32_t kind;        /* E_* */
+    int32_t dtype;       /* E_REDUCE3: DataType */
+    int32_t op;          /* E_REDUCE3: ReduceOp */
+    uint32_t value;      /* E_C_RECORD: the value recorded; E_C_WAIT: the signature expected (0: any) */
+    uint32_t *words;     /* E_C_RECORD: the peer's control words; E_C_WAIT: this rank's */
+    int64_t index;       /* E_C_*: the notify's RECORDS word in ``words`` */
+    void *dst;           /* E_COPY, E_REDUCE3: destination; E_STAMP_WRITE: this rank's stamp (int64) */
+    const void *a;       /* E_COPY: source; E_REDUCE3: first operand; E_STAMP_CHECK: the peers' stamps (int64 *[]) */
+    const void *b;       /* E_REDUCE3: second operand */
+    int64_t count;       /* E_COPY: bytes; E_REDUCE3: elements; E_STAMP_CHECK: peers */
+} hce_task;
+
+static inline uint32_t load_acquire(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline uint32_t load_plain(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static inline void store_release(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline void store_plain(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+
+static void wake(uint32_t *words) {
+    /* comm.py SimChannel.wake_peer: wake the peer if it sleeps on its doorbell */
+    if (load_acquire(&words[H_SLEEPING])) {
+#ifdef __linux__
+        syscall(SYS_futex, &words[H_BELL], FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+#endif
+    }
+}
+
+/* NumPy's maximum/minimum for floats: NaN wins (the first NaN operand), otherwise a >= b keeps a */
+#define FMAX(x, y) (((x) >= (y) || (x) != (x)) ? (x) : (y))
+#define FMIN(x, y) (((x) <= (y) || (x) != (x)) ? (x) : (y))
+#define IMAX(x, y) ((x) >= (y) ? (x) : (y))
+#define IMIN(x, y) ((x) <= (y) ? (x) : (y))
+
+#define INT_LOOP(T, U)                                                                            \
+    do {                                                                                          \
+        T *d = (T *)dst; const T *x = (const T *)a; const T *y = (const T *)b;                    \
+        switch (op) {                                                                             \
+        case SUM: for (int64_t i = 0; i < n; i++) { T p; U s = (U)x[i] + (U)y[i]; memcpy(&p, &s, sizeof p); d[i] = p; } return 1; \
+        case PROD: for (int64_t i = 0; i < n; i++) { T p; U s = (U)((U)x[i] * (U)y[i]); memcpy(&p, &s, sizeof p); d[i] = p; } return 1; \
+        case MAX: for (int64_t i = 0; i < n; i++) { T p = x[i], q = y[i]; d[i] = IMAX(p, q); } return 1;        \
+        case MIN: for (int64_t i = 0; i < n; i++) { T p = x[i], q = y[i]; d[i] = IMIN(p, q); } return 1;        \
+        default: return 0;                                                                        \
+        }                                                                                         \
+    } while (0)
+
+#define FLOAT_LOOP(T)                                                                             \
+    do {                                                                                          \
+        T *d = (T *)dst; const T *x = (const T *)a; const T *y = (const T *)b;                    \
+        switch (op) {                                                                             \
+        case SUM: for (int64_t i = 0; i < n; i++) d[i] = x[i] + y[i]; return 1;                   \
+        case PROD: for (int64_t i = 0; i < n; i++) d[i] = x[i] * y[i]; return 1;                  \
+        case MAX: for (int64_t i = 0; i < n; i++) { T p = x[i], q = y[i]; d[i] = FMAX(p, q); } return 1; \
+        case MIN: for (int64_t i = 0; i < n; i++) { T p = x[i], q = y[i]; d[i] = FMIN(p, q); } return 1; \
+        default: return 0;                                                                        \
+        }                                                                                         \
+    } while (0)
+
+static float bf16_to_f32(uint16_t bits) {
+    uint32_t u = (uint32_t)bits << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f) {
+    /* kernels.py _f32_to_bf16: round to nearest even; every NaN becomes 0x7FC0 */
+    uint32_t u;
+    if (f != f) return 0x7FC0;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* dst = op(a, b) over n elements (kernels.py reduce3); 0: a type or op this file has no code for */
+static int reduce3(void *dst, const void *a, const void *b, int64_t n, int32_t dtype, int32_t op) {
+    switch (dtype) {
+    case INT8: INT_LOOP(int8_t, uint8_t);
+    case INT16: INT_LOOP(int16_t, uint16_t);
+    case INT32: INT_LOOP(int32_t, uint32_t);
+    case INT64: INT_LOOP(int64_t, uint64_t);
+    case UINT8: INT_LOOP(uint8_t, uint8_t);
+    case UINT16: INT_LOOP(uint16_t, uint16_t);
+    case UINT32: INT_LOOP(uint32_t, uint32_t);
+    case UINT64: INT_LOOP(uint64_t, uint64_t);
+    case FP32: FLOAT_LOOP(float);
+    case FP64: FLOAT_LOOP(double);
+    case BFP16: {
+        uint16_t *d = (uint16_t *)dst; const uint16_t *x = (const uint16_t *)a; const uint16_t *y = (const uint16_t *)b;
+        if (op < SUM || op > MIN) return 0;
+        for (int64_t i = 0; i < n; i++) {
+            float p = bf16_to_f32(x[i]), q = bf16_to_f32(y[i]), r;
+            switch (op) {
+            case SUM: r = p + q; break;
+            case PROD: r = p * q; break;
+            case MAX: r = FMAX(p, q); break;
+            default: r = FMIN(p, q); break;
+            }
+            d[i] = f32_to_bf16(r);
+        }
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+#define MAX_UNWOKEN 64
+
+/* Run tasks[start:n]; returns the index reached, with out[0] = HCE_END / HCE_BLOCKED / HCE_PYTHON and out[1] = the
+ * stamps consumed (the queue's stamp FIFO, whose first ``nstamps`` values are ``stamps``, pops that many). */
+int64_t hce_run(const hce_task *tasks, int64_t n, int64_t start, const int64_t *stamps, int64_t nstamps,
+                int64_t *out) {
+    uint32_t *unwoken[MAX_UNWOKEN];
+    int nunwoken = 0;
+    int64_t popped = 0;
+    int status = HCE_END;
+    int64_t k = start;
+    for (; k < n; k++) {
+        const hce_task *t = &tasks[k];
+        if (nunwoken && t->kind != E_C_RECORD) {   /* runtime.py _wake_peers: when a run of records ends */
+            for (int j = 0; j < nunwoken; j++) wake(unwoken[j]);
+            nunwoken = 0;
+        }
+        switch (t->kind) {
+        case E_COPY:
+            memmove(t->dst, t->a, (size_t)t->count);
+            break;
+        case E_REDUCE3:
+            if (!reduce3(t->dst, t->a, t->b, t->count, t->dtype, t->op)) { status = HCE_PYTHON; goto done; }
+            break;
+        case E_C_WAIT: {
+            uint32_t *w = t->words + t->index;
+            uint32_t records = load_acquire(w);
+            if (records == load_plain(w + CONSUMED)) { status = HCE_BLOCKED; goto done; }
+            uint32_t got = load_acquire(w + VALUES);
+            if (t->value && got != t->value) { status = HCE_PYTHON; goto done; }   /* Python names the mismatch */
+            store_release(w + CONSUMED, records);
+            break;
+        }
+        case E_C_RECORD: {
+            uint32_t *w = t->words + t->index;
+            uint32_t records = load_plain(w);
+            if (records != load_acquire(w + CONSUMED)) { status = HCE_PYTHON; goto done; }   /* absorbed: reported */
+            if (nunwoken == MAX_UNWOKEN) {
+                for (int j = 0; j < nunwoken; j++) wake(unwoken[j]);
+                nunwoken = 0;
+            }
+            store_release(w + VALUES, t->value);
+            store_release(w, records + 1u);
+            uint32_t *bell = t->words + H_BELL;          /* comm.py SimChannel.ring_peer */
+            store_release(bell, load_plain(bell) + 1u);
+            unwoken[nunwoken++] = t->words;
+            break;
+        }
+        case E_STAMP_WRITE:
+            if (popped >= nstamps) { status = HCE_PYTHON; goto done; }
+            __atomic_store_n((int64_t *)t->dst, stamps[popped] + 1, __ATOMIC_RELEASE);
+            break;
+        case E_STAMP_CHECK: {
+            if (popped >= nstamps) { status = HCE_PYTHON; goto done; }
+            int64_t want = stamps[popped] + 1;
+            int64_t *const *peers = (int64_t *const *)t->a;
+            for (int64_t j = 0; j < t->count; j++)
+                if (__atomic_load_n(peers[j], __ATOMIC_ACQUIRE) != want) { status = HCE_PYTHON; goto done; }
+            popped++;
+            break;
+        }
+        default:
+            status = HCE_PYTHON;
+            goto done;
+        }
+    }
+done:
+    for (int j = 0; j < nunwoken; j++) wake(unwoken[j]);
+    out[0] = status;
+    out[1] = popped;
+    return k;
+}
