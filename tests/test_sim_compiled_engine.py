@@ -1,0 +1,252 @@
+"""The compiled data plane (sim/compiled.py, sim/engine_c/engine.c) against the Python engine (sim/runtime.py).
+
+Random schedules of copies, reductions (every dtype and op, random bytes: NaNs, infinities, signed zeros), channel
+records and waits (signed and not, absorbed, blocked, delivered later by a "peer"), and the native collectives'
+chunk stamps run on both engines over identical memory; the bytes, the notify words, the checker's reports, the
+queue's errors and how far it got must be equal.  Skipped, with the reason, where no compiled engine can be built.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import deque
+from types import SimpleNamespace
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hcomm_cffi._ffi import ffi
+from hcomm_cffi.enums import DataType, ReduceOp
+from hcomm_cffi.sim import compiled, kernels, runtime, tasks
+from hcomm_cffi.sim.comm import H_BELL, HEADER_WORDS, SimChannel
+from hcomm_cffi.sim.native import _StampCheck, _StampWrite
+from hcomm_cffi.sim.notifies import CONSUMED, VALUES
+from hcomm_cffi.sim.queues import Queue
+
+pytestmark = pytest.mark.skipif(compiled.engine() is None, reason=f"no compiled engine: {compiled.engine_status()}")
+
+DATA = 4096            # bytes of the data buffer the schedules work in
+WORDS = 512            # control words (one rank's; channel notifies at BASE)
+BASE = HEADER_WORDS + 16
+NOTIFIES = 4
+STAMP_WORDS = 4        # int64 stamp words
+SIGS = (1, 0x80000001, 0x80000002)
+DTYPES = [DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64, DataType.UINT8, DataType.UINT16,
+          DataType.UINT32, DataType.UINT64, DataType.FP16, DataType.FP32, DataType.FP64, DataType.BFP16]
+OPS = [ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN]
+
+_offset = st.integers(0, DATA // 2 - 64)
+STEPS = st.one_of(
+    st.tuples(st.just("copy"), _offset, _offset, st.integers(0, 64), st.booleans()),
+    st.tuples(st.just("reduce"), _offset, _offset, st.integers(0, 24), st.sampled_from(DTYPES), st.sampled_from(OPS)),
+    st.tuples(st.just("reduce3"), _offset, _offset, _offset, st.integers(0, 24), st.sampled_from(DTYPES),
+              st.sampled_from(OPS)),
+    st.tuples(st.just("ufunc"), _offset, _offset, st.integers(1, 24), st.sampled_from(DTYPES),
+              st.sampled_from(OPS), st.booleans()),
+    st.tuples(st.just("record"), st.integers(0, NOTIFIES - 1), st.sampled_from(SIGS)),
+    st.tuples(st.just("wait"), st.integers(0, NOTIFIES - 1), st.sampled_from((0,) + SIGS[1:])),
+    st.tuples(st.just("stamp_write"), st.integers(0, STAMP_WORDS - 1)),
+    st.tuples(st.just("stamp_check"), st.lists(st.integers(0, STAMP_WORDS - 1), max_size=3)),
+    st.tuples(st.just("call"),),
+)
+
+
+class _World:
+    """One rank's memory, a channel to itself (its records land in its own notifies) and an executor."""
+
+    def __init__(self, data: bytes, stamps: List[int], stamp_words: List[int], check: str) -> None:
+        self.data = ffi.new("char[]", DATA)
+        ffi.memmove(self.data, data, DATA)
+        self.words = ffi.new("uint32_t[]", WORDS)
+        self.stamp_words = ffi.new("int64_t[]", stamp_words)
+        self.calls: List[int] = []
+        self.comm = SimpleNamespace(rank=0, name="c", config=SimpleNamespace(check=check), reports=[], threads=[],
+                                    stream_threads={}, idle_notifies_reported=set(), failure=None,
+                                    native=SimpleNamespace(mismatch=lambda c, p, got, want:
+                                                           f"mismatch: got 0x{got:x}, want 0x{want:x}"))
+        self.comm.record_failure = lambda code, message: setattr(self.comm, "failure", (code, message))
+        ch = object.__new__(SimChannel)
+        ch.comm, ch.peer = self.comm, 0
+        ch.local_words = ch.remote_words = self.words
+        ch.local_base = ch.remote_base = BASE
+        ch.peer_bell_addr = int(ffi.cast("uintptr_t", self.words)) + 4 * H_BELL
+        ch.pending, ch.signalled = [], []
+        ch.local_slot = ch.remote_slot = 0
+        self.channel = ch
+        self.thread = SimpleNamespace(label="thread 0x1", comm=self.comm)
+        self.queue = Queue("q")
+        self.queue.comm = self.comm
+        self.queue.stamps.extend(stamps)
+        self.executor = runtime.Executor()
+
+    def at(self, offset: int) -> Any:
+        return self.data + offset
+
+    def task(self, step: Tuple[Any, ...]) -> tasks.Task:
+        kind = step[0]
+        th, ch = self.thread, self.channel
+        if kind == "copy":
+            _, dst, src, n, read = step
+            return (tasks.Read(th, ch, self.at(dst), self.at(src), n) if read
+                    else tasks.LocalCopy(th, self.at(dst), self.at(src), n))
+        if kind == "reduce":
+            _, dst, src, count, dt, op = step
+            return tasks.LocalReduce(th, self.at(dst), self.at(src), count, dt, op)
+        if kind == "reduce3":
+            _, dst, a, b, count, dt, op = step
+            return tasks.Reduce3(th, self.at(dst), self.at(a), self.at(b), count, dt, op)
+        if kind == "ufunc":
+            _, dst, src, count, dt, op, in_place = step
+            if dt == DataType.BFP16:
+                dt = DataType.UINT16          # the native collectives' bf16 goes through Reduce3
+            out = kernels.view(self.at(dst), count, dt)
+            other = kernels.view(self.at(src), count, dt)
+            a = out if in_place else kernels.view(self.at(DATA // 2 + dst % 64), count, dt)
+            return tasks.UfuncReduce(th, kernels.ufunc_of(op), out, a, other)
+        if kind == "record":
+            return tasks.ChannelRecord(th, ch, step[1], step[2])
+        if kind == "wait":
+            return tasks.ChannelWait(th, ch, step[1], 0.0, step[2])
+        if kind == "stamp_write":
+            return tasks.HostCall(_StampWrite(self.stamp_words + step[1], self.queue.stamps))
+        if kind == "stamp_check":
+            theirs = [(p, self.stamp_words + p) for p in step[1]]
+            return tasks.HostCall(_StampCheck(self.comm, theirs, self.queue.stamps))   # type: ignore[arg-type]
+        return tasks.HostCall(lambda: self.calls.append(self.queue.executed))
+
+    def deliver(self) -> bool:
+        """The peer records the notify the queue's head waits on (value 1 or the head's signature); False: the head
+        is no wait."""
+        q = self.queue
+        if not q.tasks or q.tasks[0][0] != tasks.C_WAIT:
+            return False
+        t = q.tasks[0]
+        i = BASE + t.index
+        self.words[i + VALUES] = t.expect or 1
+        self.words[i] = (self.words[i] + 1) & 0xFFFFFFFF
+        return True
+
+    def state(self) -> Dict[str, Any]:
+        q = self.queue
+        return {"data": ffi.buffer(self.data)[:], "words": list(self.words), "stamp_words": list(self.stamp_words),
+                "executed": q.executed, "left": len(q.tasks), "error": q.error, "reports": list(self.comm.reports),
+                "failure": self.comm.failure, "stamps": list(q.stamps), "calls": list(self.calls),
+                "blocked": bool(q.blocked_since)}
+
+
+_SPECIAL_F64 = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1.0, -1.0, 5e-324, 1.7976931348623157e308])
+_SPECIAL_F32 = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -2.5, 1e-45, 3.4028235e38], np.float32)
+_SPECIAL_U16 = np.array([0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x7C00, 0xFC00, 0x7E00, 0x3F80, 0x0001,
+                         0x7F7F], np.uint16)   # bf16 and fp16 zeros, infinities, NaNs, 1.0, subnormals, maxima
+
+
+def _memory(seed: int) -> bytes:
+    """Random bytes with IEEE special values (signed zeros, infinities, NaNs with payloads, extremes) sprinkled in
+    for every float width."""
+    rng = np.random.default_rng(seed)
+    raw = bytearray(rng.bytes(DATA))
+    for block in range(0, DATA, 8):
+        pick = rng.integers(0, 6)
+        if pick == 0:
+            raw[block:block + 8] = _SPECIAL_F64[rng.integers(len(_SPECIAL_F64))].tobytes()
+        elif pick == 1:
+            raw[block:block + 8] = rng.choice(_SPECIAL_F32, 2).tobytes()
+        elif pick == 2:
+            raw[block:block + 8] = rng.choice(_SPECIAL_U16, 4).tobytes()
+    return bytes(raw)
+
+
+def _run(engine: str, steps: List[Tuple[Any, ...]], data: bytes, stamps: List[int], stamp_words: List[int],
+         check: str, launches: int) -> Tuple[List[Dict[str, Any]], int]:
+    """Run ``steps`` ``launches`` times on one queue (peers' records delivered whenever it blocks); every state
+    on the way, and how many tasks the compiled engine ran."""
+    world = _World(data, stamps, stamp_words, check)
+    task_list = tuple(world.task(s) for s in steps)
+    program = compiled.compile_tasks(task_list) if engine == "compiled" else None
+    states = []
+    ran_in_c = 0
+    real_run = compiled.run
+
+    def counted(program: compiled.Program, start: int, fifo: Any) -> Tuple[int, int, int]:
+        nonlocal ran_in_c
+        out = real_run(program, start, fifo)
+        ran_in_c += out[0] - start
+        return out
+
+    compiled.run = counted            # type: ignore[assignment]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(launches):
+                world.executor.launch(world.queue, task_list, program=program)
+                states.append(world.state())
+                for _ in range(2 * len(steps)):
+                    if not world.deliver():
+                        break
+                    with world.executor.lock:
+                        world.executor._run_queue(world.queue)
+                    states.append(world.state())
+    finally:
+        compiled.run = real_run       # type: ignore[assignment]
+    return states, ran_in_c
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(STEPS, min_size=1, max_size=14), seed=st.integers(0, 2**32 - 1),
+       stamps=st.lists(st.integers(0, 3), max_size=4), stamp_words=st.lists(st.integers(0, 4), min_size=STAMP_WORDS,
+                                                                            max_size=STAMP_WORDS),
+       check=st.sampled_from(["off", "warn", "strict"]), launches=st.integers(1, 3))
+def test_random_schedules_give_equal_bytes_reports_and_errors(steps: List[Tuple[Any, ...]], seed: int,
+                                                              stamps: List[int], stamp_words: List[int], check: str,
+                                                              launches: int) -> None:
+    data = _memory(seed)
+    python, _ = _run("python", steps, data, stamps, stamp_words, check, launches)
+    fast, _ = _run("compiled", steps, data, stamps, stamp_words, check, launches)
+    assert len(python) == len(fast)
+    for i, (want, got) in enumerate(zip(python, fast)):
+        for key in want:
+            if got[key] != want[key] and isinstance(want[key], (bytes, list)):
+                at = next(j for j, (x, y) in enumerate(zip(got[key], want[key])) if x != y)
+                pytest.fail(f"state {i}, {key}[{at}]: compiled {got[key][at]!r} != python {want[key][at]!r}")
+            assert got[key] == want[key], f"state {i}, {key}: compiled {got[key]!r} != python {want[key]!r}"
+
+
+def test_the_compiled_engine_runs_the_tasks_it_has_code_for() -> None:
+    """The differential test compares something: a schedule of compiled kinds runs in C, not by the fallback."""
+    steps = [("copy", 0, 64, 16, False), ("record", 0, SIGS[1]), ("wait", 0, SIGS[1]),
+             ("reduce", 0, 128, 4, DataType.FP32, ReduceOp.SUM), ("reduce3", 0, 64, 128, 4, DataType.BFP16,
+                                                                 ReduceOp.MAX),
+             ("ufunc", 256, 512, 8, DataType.INT32, ReduceOp.PROD, True), ("stamp_write", 1), ("stamp_check", [1])]
+    data = bytes(range(256)) * (DATA // 256)
+    python, _ = _run("python", steps, data, [5], [0] * STAMP_WORDS, "warn", 2)
+    fast, ran_in_c = _run("compiled", steps, data, [5, 6], [0] * STAMP_WORDS, "warn", 2)
+    assert ran_in_c == 2 * len(steps)
+    assert fast[-1]["executed"] == 2 * len(steps) and fast[-1]["error"] is None
+    python, _ = _run("python", steps, data, [5, 6], [0] * STAMP_WORDS, "warn", 2)
+    assert fast == python
+
+
+def test_what_only_python_reproduces_is_left_to_it() -> None:
+    """An absorbed record, a signature mismatch and fp16 run in Python: the report, the error and NumPy's rounding."""
+    steps = [("record", 1, 1), ("record", 1, 1), ("reduce", 0, 64, 8, DataType.FP16, ReduceOp.SUM),
+             ("wait", 2, SIGS[1])]
+    data = bytes(range(256)) * (DATA // 256)
+    states = []
+    for engine in ("python", "compiled"):
+        world = _World(data, [], [0] * STAMP_WORDS, "warn")
+        world.words[BASE + 2 + VALUES] = SIGS[2]       # a peer's record carrying another call's signature
+        world.words[BASE + 2] = 1
+        task_list = tuple(world.task(s) for s in steps)
+        program = compiled.compile_tasks(task_list) if engine == "compiled" else None
+        assert engine == "python" or [program.records[i].kind for i in range(4)] == [
+            compiled.E_C_RECORD, compiled.E_C_RECORD, compiled.E_PYTHON, compiled.E_C_WAIT]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            world.executor.launch(world.queue, task_list, program=program)
+        states.append(world.state())
+    python, fast = states
+    assert fast == python
+    assert len(fast["reports"]) == 1 and "was absorbed" in fast["reports"][0]
+    assert fast["error"] is not None and "mismatch: got 0x80000002, want 0x80000001" in fast["error"][2]
