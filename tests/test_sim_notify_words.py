@@ -80,7 +80,9 @@ def _body(rank: int, n: int, root_info: bytes, algorithm: str, size: int) -> Dic
 
 @pytest.mark.parametrize("algorithm,size", [("native", 4), ("native", 1024), ("ring", 1024)])
 def test_a_record_stored_twice_never_lets_a_later_wait_pass(algorithm: str, size: int) -> None:
-    results = run_ranks(2, _body, algorithm, size, timeout=90, env={"HCCL_EXEC_TIMEOUT": "10"})
+    # the Python engine: its stores are what StoresRepeated instruments (engine.c's are single plain stores)
+    results = run_ranks(2, _body, algorithm, size, timeout=90, env={"HCCL_EXEC_TIMEOUT": "10",
+                                                                  "HCOMM_SIM_ENGINE": "python"})
     want = [v for step in range(CALLS) for v in (float(step * 20 + 3),) * 2]
     for rank, r in enumerate(results):
         assert "error" not in r, f"rank {rank}: {r['error']}"

@@ -246,7 +246,11 @@ def compile_tasks(tasks: Sequence[Task]) -> Optional[Program]:
     keep: List[Any] = []
     compiled = 0
     for i, t in enumerate(tasks):
-        if _record(records[i], t, keep):
+        try:
+            done = _record(records[i], t, keep)
+        except (TypeError, AttributeError):  # a field that is no address (an instrumented channel's words): Python
+            done = False
+        if done:
             compiled += 1
         else:
             records[i].kind = E_PYTHON
