@@ -152,15 +152,16 @@ def engine_status() -> str:
 class Program:
     """A task list in engine.c's records: built once, run many times (each launch registers it on its queue)."""
 
-    __slots__ = ("tasks", "records", "n", "keep", "out", "stamps")
+    __slots__ = ("tasks", "records", "n", "keep", "out", "stamps", "stamps_needed")
 
-    def __init__(self, tasks: Sequence[Task], records: Any, keep: List[Any]) -> None:
+    def __init__(self, tasks: Sequence[Task], records: Any, keep: List[Any], stamps_needed: int) -> None:
         self.tasks = tuple(tasks)          # the task objects, the same ones the queue holds (identity-checked)
         self.records = records
         self.n = len(self.tasks)
         self.keep = keep                   # what the records point into that nothing else keeps alive
         self.out = _ffi.new("int64_t[2]")
-        self.stamps = _ffi.new("int64_t[]", MAX_STAMPS)
+        self.stamps_needed = min(stamps_needed, MAX_STAMPS)   # the most of the stamp FIFO one run can use
+        self.stamps = _ffi.new("int64_t[]", max(1, self.stamps_needed))
 
 
 def _ptr(p: Any) -> int:
@@ -254,7 +255,9 @@ def compile_tasks(tasks: Sequence[Task]) -> Optional[Program]:
             compiled += 1
         else:
             records[i].kind = E_PYTHON
-    return Program(tasks, records, keep) if compiled else None
+    checks = sum(1 for i in range(len(tasks)) if records[i].kind == E_STAMP_CHECK)
+    stamped = checks or any(records[i].kind == E_STAMP_WRITE for i in range(len(tasks)))
+    return Program(tasks, records, keep, checks + 1 if stamped else 0) if compiled else None
 
 
 def run(program: Program, start: int, stamps: Any) -> Tuple[int, int, int]:
@@ -262,11 +265,13 @@ def run(program: Program, start: int, stamps: Any) -> Tuple[int, int, int]:
     stamp FIFO (its first MAX_STAMPS values are handed over)."""
     buf = program.stamps
     nstamps = 0
-    for value in stamps:
-        if nstamps == MAX_STAMPS:
-            break
-        buf[nstamps] = value
-        nstamps += 1
+    needed = program.stamps_needed
+    if needed:
+        for value in stamps:
+            buf[nstamps] = value
+            nstamps += 1
+            if nstamps == needed:
+                break
     out = program.out
     reached = _ENGINE.lib.hce_run(program.records, program.n, start, buf, nstamps, out)
     return reached, int(out[0]), int(out[1])

@@ -465,8 +465,11 @@ class Executor:
         reached, status, popped = compiled.run(program, at, q.stamps)
         ran = reached - at
         if ran:
-            for _ in range(ran):
-                tasks.popleft()
+            if ran == len(tasks):
+                tasks.clear()
+            else:
+                for _ in range(ran):
+                    tasks.popleft()
             q.executed += ran
             q.blocked_since = 0.0
             stamps = q.stamps
