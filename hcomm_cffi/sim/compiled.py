@@ -39,6 +39,8 @@ __all__ = ["Program", "c_compiler", "compile_tasks", "engine", "engine_status", 
 SOURCE = Path(__file__).with_name("engine_c") / "engine.c"
 HCE_END, HCE_BLOCKED, HCE_PYTHON = 0, 1, 2     # engine.c's statuses
 E_PYTHON, E_COPY, E_REDUCE3, E_C_RECORD, E_C_WAIT, E_STAMP_WRITE, E_STAMP_CHECK = range(7)   # its record kinds
+# IEEE arithmetic as written (no -ffast-math); -O3 vectorises the reductions (-O2 leaves them scalar)
+FLAGS = ("-O3", "-shared", "-fPIC")
 MAX_STAMPS = 64          # chunk numbers of the queue's stamp FIFO handed to one run (engine.c pops at most these)
 # DataType values engine.c reduces (FP16 stays with NumPy: its rounding is NumPy's own)
 _C_DTYPES = frozenset({DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64, DataType.UINT8, DataType.UINT16,
@@ -83,7 +85,7 @@ _ENGINE = _Engine()
 def _cache_dir(source: bytes) -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     root = checked_dir(os.path.join(base, "hcomm_cffi", "engine"), "the compiled engine's cache", private=True)
-    key = hashlib.sha256(source + _CDEF.encode()).hexdigest()[:16]
+    key = hashlib.sha256(source + _CDEF.encode() + " ".join(FLAGS).encode()).hexdigest()[:16]
     return checked_dir(os.path.join(root, key), "the compiled engine's cache", private=True)
 
 
@@ -97,7 +99,7 @@ def _build(compiler: List[str]) -> str:
     fd, partial = tempfile.mkstemp(prefix=".engine-", suffix=".so", dir=where)
     os.close(fd)
     try:
-        proc = subprocess.run(compiler + ["-O2", "-shared", "-fPIC", "-o", partial, str(SOURCE)],
+        proc = subprocess.run(compiler + list(FLAGS) + ["-o", partial, str(SOURCE)],
                               capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(compiler)} failed on {SOURCE} (exit {proc.returncode}): "
