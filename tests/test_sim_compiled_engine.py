@@ -40,10 +40,10 @@ OPS = [ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN]
 _offset = st.integers(0, DATA // 2 - 64)
 STEPS = st.one_of(
     st.tuples(st.just("copy"), _offset, _offset, st.integers(0, 64), st.booleans()),
-    st.tuples(st.just("reduce"), _offset, _offset, st.integers(0, 24), st.sampled_from(DTYPES), st.sampled_from(OPS)),
-    st.tuples(st.just("reduce3"), _offset, _offset, _offset, st.integers(0, 24), st.sampled_from(DTYPES),
+    st.tuples(st.just("reduce"), _offset, _offset, st.integers(0, 80), st.sampled_from(DTYPES), st.sampled_from(OPS)),
+    st.tuples(st.just("reduce3"), _offset, _offset, _offset, st.integers(0, 80), st.sampled_from(DTYPES),
               st.sampled_from(OPS)),
-    st.tuples(st.just("ufunc"), _offset, _offset, st.integers(1, 24), st.sampled_from(DTYPES),
+    st.tuples(st.just("ufunc"), _offset, _offset, st.integers(1, 80), st.sampled_from(DTYPES),
               st.sampled_from(OPS), st.booleans()),
     st.tuples(st.just("record"), st.integers(0, NOTIFIES - 1), st.sampled_from(SIGS)),
     st.tuples(st.just("wait"), st.integers(0, NOTIFIES - 1), st.sampled_from((0,) + SIGS[1:])),
@@ -250,3 +250,68 @@ def test_what_only_python_reproduces_is_left_to_it() -> None:
     assert fast == python
     assert len(fast["reports"]) == 1 and "was absorbed" in fast["reports"][0]
     assert fast["error"] is not None and "mismatch: got 0x80000002, want 0x80000001" in fast["error"][2]
+
+
+def _repeats(rank: int, n: int, root_info: bytes, calls: int) -> Dict[str, Any]:
+    import hcomm_cffi as hcomm
+
+    ran = [0]
+    real_run = compiled.run
+
+    def counted(program: compiled.Program, start: int, fifo: Any) -> Tuple[int, int, int]:
+        out = real_run(program, start, fifo)
+        ran[0] += out[0] - start
+        return out
+
+    compiled.run = counted            # type: ignore[assignment]
+    world = hcomm.init(rank=rank, world_size=n, root_info=root_info)
+    got = []
+    try:
+        x = np.zeros(4, np.float32)
+        for step in range(calls):
+            x[...] = step * 10 + rank + 1
+            world.allreduce(x, algorithm="native")
+            got.append(x.tolist())
+    finally:
+        hcomm.finalize()
+    return {"got": got, "ran_in_c": ran[0], "engine": compiled.engine_status()}
+
+
+@pytest.mark.parametrize("check", ["warn", "off", "strict"])
+def test_repeated_native_allreduces_run_in_c_and_agree(check: str) -> None:
+    """The native collectives' repeats run their kept lists in C (strict mode: in Python, for the race analysis)."""
+    from multiproc import run_ranks
+
+    calls = 20
+    results = run_ranks(2, _repeats, calls, timeout=120, env={"HCOMM_SIM_CHECK": check})
+    want = [[float(2 * (step * 10) + 3)] * 4 for step in range(calls)]
+    for r in results:
+        assert r["got"] == want and r["engine"] == "compiled"
+        if check == "strict":
+            assert r["ran_in_c"] == 0
+        else:
+            assert r["ran_in_c"] >= 5 * (calls - 2)     # the repeats' tasks (6 a call on 2 ranks), nearly all in C
+
+
+def _engine_in_child(env: Dict[str, str], code: str) -> str:
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
+    return proc.stdout.strip() + proc.stderr.strip()
+
+
+STATUS = "from hcomm_cffi.sim import compiled; print(compiled.engine_status())"
+
+
+def test_without_a_compiler_auto_falls_back_to_python_and_says_why() -> None:
+    assert _engine_in_child({"CC": "/nonexistent/cc", "HCOMM_SIM_ENGINE": "auto"}, STATUS) == \
+        "python (no C compiler ($CC, cc or gcc on PATH))"
+    assert _engine_in_child({"HCOMM_SIM_ENGINE": "python"}, STATUS) == "python (HCOMM_SIM_ENGINE=python)"
+    out = _engine_in_child({"CC": "/nonexistent/cc", "HCOMM_SIM_ENGINE": "compiled"},
+                           "from hcomm_cffi.sim import compiled; compiled.engine()")
+    assert "RuntimeError: HCOMM_SIM_ENGINE=compiled but the compiled engine is unavailable: no C compiler" in out
+    out = _engine_in_child({"HCOMM_SIM_ENGINE": "fast"}, STATUS)
+    assert "HCOMM_SIM_ENGINE='fast' is not an executor engine" in out and "python, compiled, auto" in out

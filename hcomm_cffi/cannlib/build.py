@@ -26,7 +26,6 @@ import hashlib
 import importlib.util
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -45,6 +44,7 @@ from .vendor_stubs import NOT_SUPPORT, RES_EXPT_HEADER, VENDOR_STUBS
 from .acl_rt_exports import ACL_RT_FUNCTIONS, stub_return
 from ..files import UnsafePath, checked_dir, open_own, write_atomically
 from ..lib.emulated import MARKER_FILE, read_marker, write_marker
+from ..sim.compiled import c_compiler
 
 __all__ = ["BuildError", "BuildResult", "build_libs", "check_toolchain", "CORE_LIBRARY", "VENDOR_LIBRARIES",
            "library_functions"]
@@ -105,9 +105,10 @@ def build_dir(path: str, what: str) -> str:
 
 def check_toolchain() -> List[str]:
     """The C compiler command; BuildError naming what is missing (compiler, Python headers, shared libpython)."""
-    compiler = shlex.split(os.environ.get("CC", "")) or [shutil.which("cc") or shutil.which("gcc") or "cc"]
-    if shutil.which(compiler[0]) is None:
-        raise BuildError(f"no C compiler: {compiler[0]!r} was not found on PATH (from $CC or cc/gcc); install one "
+    compiler = c_compiler()
+    if compiler is None:
+        wanted = (shlex.split(os.environ.get("CC", "")) or ["cc"])[0]
+        raise BuildError(f"no C compiler: {wanted!r} was not found on PATH (from $CC or cc/gcc); install one "
                          "(e.g. apt-get install gcc) or set CC to its path")
     header = os.path.join(sysconfig.get_paths()["include"], "Python.h")
     if not os.path.isfile(header):

@@ -80,6 +80,9 @@ def collect() -> Dict[str, Any]:
     except ValueError as exc:       # invalid HCOMM_BACKEND value
         backend = {"name": None, "reason": str(exc)}
     backend["emulator_installed"] = importlib.util.find_spec("hcomm_cffi.sim") is not None
+    if backend["emulator_installed"]:
+        from ..sim.compiled import engine_status
+        backend["emulator_engine"] = engine_status()     # HCOMM_SIM_ENGINE: what runs its data plane, and why
 
     libraries: Dict[str, Any] = {}
     for key, search in find_libraries().items():
@@ -116,6 +119,8 @@ def _format_text(info: Dict[str, Any]) -> str:
     backend = info["backend"]
     lines.append(f"backend: {backend['name'] or 'invalid'} ({backend['reason']})")
     lines.append(f"emulator: {'installed' if backend['emulator_installed'] else 'not installed'}")
+    if backend.get("emulator_engine"):
+        lines.append(f"emulator data plane: {backend['emulator_engine']}")
     lines.append("CANN libraries:")
     searched: Optional[List[str]] = None
     for key, lib in info["libraries"].items():
