@@ -197,12 +197,12 @@ def _record(rec: Any, t: Task, keep: List[Any]) -> bool:
         return _reduce(rec, dst, a, b, int(t.count), t.dtype, t.op)
     if kind == UFUNC:
         op = _UFUNC_OPS.get(t.ufunc)
-        addrs = [_array_addr(x) for x in (t.out, t.a, t.b)]
-        if op is None or None in addrs or not (t.out.dtype == t.a.dtype == t.b.dtype) \
+        at_out, at_a, at_b = (_array_addr(x) for x in (t.out, t.a, t.b))
+        if op is None or at_out is None or at_a is None or at_b is None or not (t.out.dtype == t.a.dtype == t.b.dtype) \
                 or not (t.out.size == t.a.size == t.b.size):
             return False
         dt = dtype_from_numpy(t.out.dtype)
-        return dt is not None and _reduce(rec, addrs[0], addrs[1], addrs[2], int(t.out.size), dt, op)
+        return dt is not None and _reduce(rec, at_out, at_a, at_b, int(t.out.size), dt, op)
     if kind == C_RECORD or kind == C_WAIT:
         ch = t.channel
         record = kind == C_RECORD

@@ -485,7 +485,8 @@ class NativeCollectives(Part):
         if hit is None or hit[0] is not c or hit[1] is not nat or hit[2] is not plan.th.queue:
             if len(cache) >= CALL_CACHE_MAX:
                 cache.clear()
-            hit = cache[key] = (c, nat, plan.th.queue, [None, None], nat.seq - plan.seq0, plan.signature,
+            per_parity: List[Optional[Tuple[Tuple[Task, ...], Optional[compiled.Program]]]] = [None, None]
+            hit = cache[key] = (c, nat, plan.th.queue, per_parity, nat.seq - plan.seq0, plan.signature,
                                 bool(plan.stamped))
         kept = tuple(tasks)
         hit[3][plan.seq0 & 1] = (kept, compiled.compile_tasks(kept))   # its compiled form: None without one
