@@ -325,7 +325,12 @@ class Executor:
             while tasks:
                 if programs and programs[0][0] <= q.executed:     # a compiled form reached the head
                     before = q.executed
-                    status = self._run_compiled(q, checked or traced)
+                    head = tasks[0]
+                    try:
+                        status = self._run_compiled(q, checked or traced)
+                    except BaseException as exc:   # a signal's exception between the C run and its pops
+                        self.interrupted(q, head, exc)
+                        raise
                     if q.executed != before:
                         ran = True
                     if status == compiled.HCE_BLOCKED:
