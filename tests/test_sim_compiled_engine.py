@@ -50,6 +50,7 @@ STEPS = st.one_of(
     st.tuples(st.just("stamp_write"), st.integers(0, STAMP_WORDS - 1)),
     st.tuples(st.just("stamp_check"), st.lists(st.integers(0, STAMP_WORDS - 1), max_size=3)),
     st.tuples(st.just("call"),),
+    st.tuples(st.just("write"), _offset, _offset, st.integers(1, 64)),
 )
 
 
@@ -73,6 +74,7 @@ class _World:
         ch.local_base = ch.remote_base = BASE
         ch.peer_bell_addr = int(ffi.cast("uintptr_t", self.words)) + 4 * H_BELL
         ch.pending, ch.signalled = [], []
+        ch.buf_lo = int(ffi.cast("uintptr_t", self.data))
         ch.local_slot = ch.remote_slot = 0
         self.channel = ch
         self.thread = SimpleNamespace(label="thread 0x1", comm=self.comm)
@@ -114,6 +116,9 @@ class _World:
         if kind == "stamp_check":
             theirs = [(p, self.stamp_words + p) for p in step[1]]
             return tasks.HostCall(_StampCheck(self.comm, theirs, self.queue.stamps))   # type: ignore[arg-type]
+        if kind == "write":      # the checker's hand-over lists of the channel (its records stay in Python)
+            _, dst, src, n = step
+            return tasks.Write(th, ch, self.at(dst), self.at(src), n)
         return tasks.HostCall(lambda: self.calls.append(self.queue.executed))
 
     def deliver(self) -> bool:
@@ -133,7 +138,8 @@ class _World:
         return {"data": ffi.buffer(self.data)[:], "words": list(self.words), "stamp_words": list(self.stamp_words),
                 "executed": q.executed, "left": len(q.tasks), "error": q.error, "reports": list(self.comm.reports),
                 "failure": self.comm.failure, "stamps": list(q.stamps), "calls": list(self.calls),
-                "blocked": bool(q.blocked_since)}
+                "blocked": bool(q.blocked_since), "handed": [[(lo - self.channel.buf_lo, hi - self.channel.buf_lo) for lo, hi in ranges]
+                           for ranges in (self.channel.pending, self.channel.signalled)]}
 
 
 _SPECIAL_F64 = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1.0, -1.0, 5e-324, 1.7976931348623157e308])

@@ -31,7 +31,7 @@ from .. import settings
 from .._ffi import ffi as _main_ffi
 from ..enums import DataType, ReduceOp, dtype_from_numpy
 from ..files import UnsafePath, checked_dir
-from .tasks import C_RECORD, C_WAIT, CALL, COPY, READ, READ_REDUCE, REDUCE, REDUCE3, UFUNC, Task
+from .tasks import C_RECORD, C_WAIT, CALL, COPY, READ, READ_REDUCE, REDUCE, REDUCE3, UFUNC, WRITE, WRITE_REDUCE, Task
 
 __all__ = ["Program", "c_compiler", "compile_tasks", "engine", "engine_status", "run", "HCE_END",
            "HCE_BLOCKED", "HCE_PYTHON"]
@@ -76,6 +76,7 @@ class _Engine:
         self.lock = threading.Lock()
         self.lib: Any = None
         self.reason = ""        # why the compiled engine is not in use ("" once it is)
+        self.required = False   # HCOMM_SIM_ENGINE=compiled: no engine is an error
         self.tried = False
 
 
@@ -118,12 +119,20 @@ def engine() -> Any:
     :func:`engine_status`.  Tried once per process.
     """
     state = _ENGINE
-    if state.tried:
-        return state.lib
+    if not state.tried:
+        _choose(state)
+    if state.lib is None and state.required:
+        raise RuntimeError(f"HCOMM_SIM_ENGINE=compiled but the compiled engine is unavailable: {state.reason}")
+    return state.lib
+
+
+def _choose(state: _Engine) -> None:
+    """Decide once per process (a forked child keeps its parent's decision): load the engine or keep why not."""
     with state.lock:
         if state.tried:
-            return state.lib
+            return
         choice = settings.value("HCOMM_SIM_ENGINE")
+        state.required = choice == "compiled"
         if choice == "python":
             state.reason = "HCOMM_SIM_ENGINE=python"
         else:
@@ -135,11 +144,7 @@ def engine() -> Any:
                     state.lib = _ffi.dlopen(_build(compiler))
                 except (OSError, RuntimeError, UnsafePath, subprocess.SubprocessError) as exc:
                     state.reason = f"the build failed: {exc}"
-            if state.lib is None and choice == "compiled":
-                state.tried = True
-                raise RuntimeError(f"HCOMM_SIM_ENGINE=compiled but the compiled engine is unavailable: {state.reason}")
         state.tried = True
-        return state.lib
 
 
 def engine_status() -> str:
@@ -241,16 +246,20 @@ def compile_tasks(tasks: Sequence[Task]) -> Optional[Program]:
 
     Every task the C loop cannot reproduce exactly becomes a record that hands it to Python.  The records hold raw
     addresses: the caller keeps the program no longer than the memory the tasks point into (the native
-    collectives' cache is checked against a destroyed communicator before each reuse).
+    collectives' cache is checked against a destroyed communicator before each reuse).  The C loop does not keep
+    the checker's hand-over lists of a channel (``SimChannel.pending``/``signalled``, filled by Write tasks): a
+    channel written through in ``tasks`` keeps its records and waits in Python, and the channels of other
+    callers' lists must carry no Write tasks (the native collectives' own channels carry none).
     """
     if engine() is None or not tasks:
         return None
     records = _ffi.new("hce_task[]", len(tasks))
     keep: List[Any] = []
     compiled = 0
+    written = {id(t.channel) for t in tasks if t[0] == WRITE or t[0] == WRITE_REDUCE}
     for i, t in enumerate(tasks):
         try:
-            done = _record(records[i], t, keep)
+            done = (t[0] != C_RECORD and t[0] != C_WAIT or id(t.channel) not in written) and _record(records[i], t, keep)
         except (TypeError, AttributeError):  # a field that is no address (an instrumented channel's words): Python
             done = False
         if done:
