@@ -234,10 +234,12 @@ def test_the_compiled_engine_runs_the_tasks_it_has_code_for() -> None:
     assert fast == python
 
 
-def test_what_only_python_reproduces_is_left_to_it() -> None:
-    """An absorbed record, a signature mismatch and fp16 run in Python: the report, the error and NumPy's rounding."""
+def test_what_only_python_reproduces_is_left_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An absorbed record, a signature mismatch, fp16 and a large reduction run in Python: the report, the error,
+    NumPy's rounding and NumPy's wider vectors."""
     steps = [("record", 1, 1), ("record", 1, 1), ("reduce", 0, 64, 8, DataType.FP16, ReduceOp.SUM),
-             ("wait", 2, SIGS[1])]
+             ("reduce", 0, DATA // 2, 100, DataType.FP32, ReduceOp.MAX), ("wait", 2, SIGS[1])]
+    monkeypatch.setattr(compiled, "C_REDUCE_MAX_BYTES", 256)     # 100 fp32 count as large
     data = bytes(range(256)) * (DATA // 256)
     states = []
     for engine in ("python", "compiled"):
@@ -246,8 +248,8 @@ def test_what_only_python_reproduces_is_left_to_it() -> None:
         world.words[BASE + 2] = 1
         task_list = tuple(world.task(s) for s in steps)
         program = compiled.compile_tasks(task_list) if engine == "compiled" else None
-        assert engine == "python" or [program.records[i].kind for i in range(4)] == [
-            compiled.E_C_RECORD, compiled.E_C_RECORD, compiled.E_PYTHON, compiled.E_C_WAIT]
+        assert engine == "python" or [program.records[i].kind for i in range(5)] == [   # large reductions: NumPy
+            compiled.E_C_RECORD, compiled.E_C_RECORD, compiled.E_PYTHON, compiled.E_PYTHON, compiled.E_C_WAIT]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             world.executor.launch(world.queue, task_list, program=program)

@@ -41,6 +41,10 @@ HCE_END, HCE_BLOCKED, HCE_PYTHON = 0, 1, 2     # engine.c's statuses
 E_PYTHON, E_COPY, E_REDUCE3, E_C_RECORD, E_C_WAIT, E_STAMP_WRITE, E_STAMP_CHECK = range(7)   # its record kinds
 # IEEE arithmetic as written (no -ffast-math); -O3 vectorises the reductions (-O2 leaves them scalar)
 FLAGS = ("-O3", "-shared", "-fPIC")
+# Larger reductions stay with NumPy, whose loops use the CPU's widest vectors (engine.c is built for the baseline
+# ISA): 16384 fp32 cost 2.2 us in C and 1.5 with NumPy, while 256 cost well under the 1 us of a Python task
+# (benchmarks/compiled_engine.py's machine); bf16, which NumPy reduces in several passes, stays in C at any size.
+C_REDUCE_MAX_BYTES = 4096
 MAX_STAMPS = 64          # chunk numbers of the queue's stamp FIFO handed to one run (engine.c pops at most these)
 # DataType values engine.c reduces (FP16 stays with NumPy: its rounding is NumPy's own)
 _C_DTYPES = frozenset({DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64, DataType.UINT8, DataType.UINT16,
@@ -234,6 +238,8 @@ def _reduce(rec: Any, dst: int, a: int, b: int, count: int, dtype: Any, op: Any)
     if dtype not in _C_DTYPES or op not in (ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MAX, ReduceOp.MIN):
         return False
     nbytes = count * DataType(dtype).itemsize
+    if nbytes > C_REDUCE_MAX_BYTES and dtype != DataType.BFP16:
+        return False
     if _overlaps(dst, a, nbytes) or _overlaps(dst, b, nbytes):
         return False
     rec.kind, rec.dtype, rec.op, rec.count = E_REDUCE3, int(dtype), int(op), count
