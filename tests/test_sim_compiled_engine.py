@@ -170,7 +170,7 @@ def _run(engine: str, steps: List[Tuple[Any, ...]], data: bytes, stamps: List[in
     on the way, and how many tasks the compiled engine ran."""
     world = _World(data, stamps, stamp_words, check)
     task_list = tuple(world.task(s) for s in steps)
-    program = compiled.compile_tasks(task_list) if engine == "compiled" else None
+    program = compiled.compile_tasks(task_list, least=1) if engine == "compiled" else None
     states = []
     ran_in_c = 0
     real_run = compiled.run
@@ -247,7 +247,7 @@ def test_what_only_python_reproduces_is_left_to_it(monkeypatch: pytest.MonkeyPat
         world.words[BASE + 2 + VALUES] = SIGS[2]       # a peer's record carrying another call's signature
         world.words[BASE + 2] = 1
         task_list = tuple(world.task(s) for s in steps)
-        program = compiled.compile_tasks(task_list) if engine == "compiled" else None
+        program = compiled.compile_tasks(task_list, least=1) if engine == "compiled" else None
         assert engine == "python" or [program.records[i].kind for i in range(5)] == [   # large reductions: NumPy
             compiled.E_C_RECORD, compiled.E_C_RECORD, compiled.E_PYTHON, compiled.E_PYTHON, compiled.E_C_WAIT]
         with warnings.catch_warnings():

@@ -247,8 +247,9 @@ def _reduce(rec: Any, dst: int, a: int, b: int, count: int, dtype: Any, op: Any)
     return True
 
 
-def compile_tasks(tasks: Sequence[Task]) -> Optional[Program]:
-    """``tasks`` as a :class:`Program`; None when no compiled engine is in use or engine.c could run none of them.
+def compile_tasks(tasks: Sequence[Task], least: int = 3) -> Optional[Program]:
+    """``tasks`` as a :class:`Program`; None when no compiled engine is in use or engine.c could run fewer than
+    ``least`` of them (entering C costs about what a Python task does: one compiled task gains nothing).
 
     Every task the C loop cannot reproduce exactly becomes a record that hands it to Python.  The records hold raw
     addresses: the caller keeps the program no longer than the memory the tasks point into (the native
@@ -274,7 +275,7 @@ def compile_tasks(tasks: Sequence[Task]) -> Optional[Program]:
             records[i].kind = E_PYTHON
     checks = sum(1 for i in range(len(tasks)) if records[i].kind == E_STAMP_CHECK)
     stamped = checks or any(records[i].kind == E_STAMP_WRITE for i in range(len(tasks)))
-    return Program(tasks, records, keep, checks + 1 if stamped else 0) if compiled else None
+    return Program(tasks, records, keep, checks + 1 if stamped else 0) if compiled >= max(1, least) else None
 
 
 def run(program: Program, start: int, stamps: Any) -> Tuple[int, int, int]:
