@@ -1,12 +1,11 @@
 """The ACL runtime subset of the emulator: devices, streams, events, memory, copies.
 
-"Device memory" is host memory of the rank's process (anonymous mappings, page-aligned, lazily
-committed); streams are task queues driven by the same executor as HCOMM threads, so a stream
+"Device memory" is host memory of the rank's process (shared memfd mappings the peers can map,
+sim/peer_memory.py; page-aligned, lazily committed); streams are task queues driven by the same executor as HCOMM threads, so a stream
 wrapped by HcclThreadAcquireWithStream and the thread share one FIFO.
 """
 from __future__ import annotations
 
-import mmap
 import threading
 import time
 from typing import Any, Dict, Tuple
@@ -21,7 +20,7 @@ from .errors import (
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
     SimError, last_error,
 )
-from . import acl_graphs
+from . import acl_graphs, peer_memory
 from .queues import Queue, SimEvent
 from .runtime import EXECUTOR
 from .tasks import EventRecord, HostCall
@@ -154,11 +153,12 @@ class AclRuntime(Part):
         if size <= 0:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"size={size}; expected > 0")
         try:
-            mm = mmap.mmap(-1, size)
+            mm, fd = peer_memory.allocate(size)      # memfd-backed: the peers' collectives map it
         except (OSError, ValueError) as exc:
             raise SimError(ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot allocate {size} bytes: {exc}") from None
         ptr = ffi.cast("char *", ffi.from_buffer(mm))
         start = int(ffi.cast("uintptr_t", ptr))
+        peer_memory.register(start, size, fd)
         self.state.memory[start] = (mm, ptr)
         self.state.device.add(start, size, f"its {what} block")
         out[0] = ptr
@@ -169,6 +169,7 @@ class AclRuntime(Part):
         if block is None:
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"0x{key_of(ptr):x} was not allocated by aclrtMalloc")
         self.state.releases += 1
+        peer_memory.release(key_of(ptr))
         mm, cptr = block
         self.state.device.remove(key_of(ptr))
         try:

@@ -542,6 +542,8 @@ class SimComm:
         if self.destroyed:
             return
         self.destroyed = True
+        if self.native is not None:      # the peers' device memory its direct collectives mapped
+            self.native.mapped.close()
         self.words[H_STATE] = STATE_DESTROYED
         self.words = ffi.cast("uint32_t *", ffi.new("uint32_t[]", HEADER_WORDS))  # no use after unmap
         logs = [log.seg for log in self.race.logs.values()] if self.race is not None else []
