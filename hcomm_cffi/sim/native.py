@@ -16,7 +16,7 @@ Two protocols keep binary notifies and buffer reuse safe:
 
 They work in each rank's native scratch segment (the size of the HCCL buffer, never the HCCL
 buffer itself, so algorithms over the HCCL buffer and these collectives cannot overwrite each
-other).  Layout (H = half of it): [0, H) two-phase ops; [H, 1.5H) send/recv, one slice per peer
+other).  Layout (H = half of it): [0, H) two-phase ops and direct calls; [H, 1.5H) send/recv, one slice per peer
 (notifies 2 and 3); [1.5H, 2H) four parity regions: staging and result for each parity (notifies
 4/5: "staged", 6/7: "result ready", by parity).  Allreduce on 3 or more ranks above
 ``TWO_SHOT_ABOVE`` bytes is two-shot: every rank reduces one block of the chunk into its result
@@ -32,6 +32,15 @@ piece's handshake round being the cost.  Broadcast is symmetric in its notifies 
 piece) so that the parity invariant holds whatever the root of the calls before and after it.  A
 rank's own allgather block goes straight from its send buffer to its receive buffer, and a
 reduce-scatter reads its own operand straight from its send buffer (neither is staged).
+
+From ``DIRECT_FROM`` bytes the four symmetric collectives are direct (``_Plan.direct``): no staging, one pass.
+Each rank publishes at the start of its scratch where its operands are (a memfd block of its device memory, which
+the peers map, sim/peer_memory.py; or, for memory they cannot map, a staging copy in its scratch [DESC_BYTES, H)),
+then after a barrier (READY, signed) moves its share in one host task and a second barrier (DONE) hands the
+operands back: allreduce reduces its 1/n of the elements from every rank's send buffer in rank order and writes
+the result into every rank's receive buffer (cache-sized pieces, ``kernels.reduce_spread``), reduce-scatter
+reduces its block, allgather and broadcast copy the blocks they receive.  Like the two-phase ops it ends with
+every peer done with its memory, so the [0, H) area and the parity protocol are left as they were.
 """
 from __future__ import annotations
 
