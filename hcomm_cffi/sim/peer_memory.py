@@ -42,11 +42,28 @@ _blocks: Dict[int, Tuple[int, int, int]] = {}    # start -> (size, fd, inode)
 _released = [0]                                  # blocks this process has freed so far (PeerMappings.address)
 
 
+def _blocks_max() -> int:
+    """How many memfd blocks may be live at once: a quarter of the descriptor limit (each block holds two), so the
+    program keeps most of its descriptors; blocks beyond it are anonymous (their collectives stage them)."""
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft == resource.RLIM_INFINITY:
+            soft = 1 << 20
+    except (ImportError, OSError, ValueError):
+        soft = 1024
+    return max(0, soft // 4)
+
+
+_BLOCKS_MAX = _blocks_max()
+
+
 def allocate(size: int) -> Tuple[mmap.mmap, Optional[int]]:
-    """A shared mapping of ``size`` bytes backed by a memfd (peers can map it), and the memfd; where memfd is not
-    available, an anonymous mapping and None.  The caller registers the mapping's address (:func:`register`)."""
+    """A shared mapping of ``size`` bytes backed by a memfd (peers can map it), and the memfd; for small blocks,
+    beyond ``_BLOCKS_MAX`` live blocks, or where memfd is not available, an anonymous mapping and None.  The caller
+    registers the mapping's address (:func:`register`)."""
     memfd = getattr(os, "memfd_create", None)
-    if memfd is None or size < SHARED_FROM:
+    if memfd is None or size < SHARED_FROM or len(_blocks) >= _BLOCKS_MAX:
         return mmap.mmap(-1, size), None
     try:
         fd = memfd("hcomm-sim-device", os.MFD_CLOEXEC)
@@ -55,6 +72,9 @@ def allocate(size: int) -> Tuple[mmap.mmap, Optional[int]]:
     try:
         os.ftruncate(fd, size)
         return mmap.mmap(fd, size), fd
+    except OSError:                      # the mapping's own descriptor (mmap dups it) or the memory: anonymous
+        os.close(fd)
+        return mmap.mmap(-1, size), None
     except BaseException:
         os.close(fd)
         raise
