@@ -370,16 +370,16 @@ class _Plan:
         return self.comm.peer_scratch[rank].ptr
 
     def direct_fits(self, staged_bytes: int) -> bool:
-        """Whether a direct call whose operands, all staged, take ``staged_bytes`` fits the staging area (the same
-        answer on every rank: it decides the schedule)."""
-        return DESC_BYTES + staged_bytes + 64 * _DESC_WORDS <= self.half
+        """Whether a direct call whose two operands, all staged, take ``staged_bytes`` fits the staging area (each
+        starts 64-byte aligned); the same answer on every rank: it decides the schedule."""
+        return DESC_BYTES + staged_bytes + 2 * 64 <= self.half
 
-    def direct(self, operands: Sequence[_Operand], peers: Sequence[int],
+    def direct(self, operands: Sequence[_Operand], peers: Sequence[int], used: Sequence[Sequence[int]],
                work: Callable[[List[List[int]]], None]) -> None:
         """Tasks of a direct call: publish where this rank's ``operands`` are, a barrier, ``work``, a barrier.
 
-        ``work`` gets, per operand slot, the address here of every rank's operand the peers share and of this
-        rank's own; it runs as one host task.  An operand the peers share that is not in a memfd block is staged
+        ``work`` gets, per operand slot, the address here of this rank's operand and of the operands of the peers
+        ``used`` names for that slot (the others are 0); it runs as one host task.  An operand the peers share that is not in a memfd block is staged
         in this rank's scratch (but for the bytes only this rank touches, its ``own`` range, which it reaches where
         they are); an operand in this rank's HCCL buffer is staged whole (the race checker logs those accesses:
         they go through the copies below, never through ``work``).  Staging copies in before the first barrier
@@ -427,10 +427,10 @@ class _Plan:
             where = [[0] * c.nranks for _ in operands]
             for k, addr in enumerate(mine):
                 where[k][me] = addr
-            for q in peers:
-                theirs = ffi.cast("int64_t *", self.ccl(q))
-                for k in shared_slots:
-                    w = k * _DESC_WORDS
+            for k in shared_slots:
+                w = k * _DESC_WORDS
+                for q in used[k]:
+                    theirs = ffi.cast("int64_t *", self.ccl(q))
                     kind = int(theirs[w])
                     if kind == _STAGED:
                         where[k][q] = int(ffi.cast("uintptr_t", self.ccl(q))) + int(theirs[w + 6])
@@ -444,6 +444,10 @@ class _Plan:
                             raise TaskFailure(exc.code, exc.acl_code, f"rank {me} of communicator {c.name}: "
                                                                       f"rank {q}'s operand: {exc.message}") from None
                         where[k][q] = base + int(theirs[w + 6])
+                    else:
+                        raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
+                                          f"rank {me} of communicator {c.name}: rank {q} published no operand "
+                                          f"{k} for this call (kind {kind}): the ranks are in different calls")
             work(where)
 
         self.tasks.append(HostCall(publish))
@@ -620,7 +624,8 @@ class NativeCollectives(Part):
             kernels.reduce_spread(kernels.array(recvs[me] + at, m, dt), srcs, dt, rop, copies)
 
         nbytes, own = count * esz, (at, at + m * esz)
-        plan.direct([(send, nbytes, True, True, False, own), (recv, nbytes, True, False, True, own)], peers, work)
+        plan.direct([(send, nbytes, True, True, False, own), (recv, nbytes, True, False, True, own)], peers,
+                    [peers, peers], work)
         return self._launch(plan)
 
     def _two_shot_allreduce(self, plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
@@ -685,7 +690,8 @@ class NativeCollectives(Part):
                     kernels.copy(ffi.cast("char *", where[1][c.rank]), ffi.cast("char *", where[0][root]), nbytes)
             is_root = c.rank == root
             plan.direct([(data, nbytes if is_root else 0, True, True, False, (0, 0)),
-                         (data, 0 if is_root else nbytes, False, False, True, (0, 0))], peers, pull)
+                         (data, 0 if is_root else nbytes, False, False, True, (0, 0))], peers,
+                        [[] if is_root else [root], []], pull)
             return self._launch(plan)
         chunk = plan.piece(esz)
         for off in range(0, count, chunk):
@@ -716,7 +722,7 @@ class NativeCollectives(Part):
                     if sends[q] != dst + q * block:
                         kernels.copy(ffi.cast("char *", dst + q * block), ffi.cast("char *", sends[q]), block)
             plan.direct([(send, block, True, True, False, (0, 0)),
-                         (recv, block * c.nranks, False, False, True, (0, 0))], peers, gather)
+                         (recv, block * c.nranks, False, False, True, (0, 0))], peers, [peers, []], gather)
             return self._launch(plan)
         chunk = plan.piece(esz)
         own = recv + c.rank * sendCount * esz
@@ -751,7 +757,8 @@ class NativeCollectives(Part):
                 srcs = [kernels.array(a + at, recvCount, dt) for a in where[0]]
                 kernels.reduce_spread(kernels.array(where[1][c.rank], recvCount, dt), srcs, dt, rop, ())
             plan.direct([(send, block * c.nranks, True, True, False, (at, at + block)),
-                         (recv, block, False, False, True, (0, 0))], peers, reduce_mine)
+                         (recv, block, False, False, True, (0, 0))], peers, [peers, []],
+                        reduce_mine)
             return self._launch(plan)
         chunk = plan.piece(esz, c.nranks)
         mine = send + c.rank * recvCount * esz
