@@ -247,3 +247,46 @@ def test_acl_malloc_memory_is_mapped_by_another_process() -> None:
     finally:
         b.free(ptr)
     assert peer_memory.locate(addr, 8) is None
+
+
+def _mixed(rank: int, n: int, root: bytes) -> Tuple[List[bool], List[str]]:
+    """Direct calls (broadcast from changing roots: the receivers wait for the root only; reduce-scatter, allgather
+    and allreduce queued back to back) between staged ones: the bytes are right and no record finds its notify
+    still set (the checker's absorbed-record report)."""
+    env = open_rank(rank, n, root)
+    mem = _Memory(env, "malloc" if rank != 1 else "numpy")
+    b, c, s = env.b, env.comm, env.stream
+    big, small = 200_003, 1_001
+    bufs = {k: mem.array(big * n, np.int32) for k in ("a", "b", "c")}
+    checks = []
+    for step in range(3):
+        for r in (0, n - 1, 1):
+            p, arr = bufs["a"]
+            arr[:big] = rank * 1000 + step if rank == r else -1
+            b.broadcast(p, big, DataType.INT32, r, c, s)
+            sp, sx = bufs["b"]
+            sx[:small] = rank + step
+            rp, rx = bufs["c"]
+            b.all_reduce(sp, rp, small, DataType.INT32, ReduceOp.SUM, c, s)   # staged, one-shot
+            b.synchronize_stream(s)
+            checks.append(bool((arr[:big] == r * 1000 + step).all())
+                          and bool((rx[:small] == sum(range(n)) + n * step).all()))
+        sp, sx = bufs["b"]
+        sx[:big * n] = rank
+        rp, rx = bufs["c"]
+        b.reduce_scatter(sp, rp, big, DataType.INT32, ReduceOp.SUM, c, s)
+        b.all_gather(rp, sp, big, DataType.INT32, c, s)
+        b.all_reduce(sp, sp, big * n, DataType.INT32, ReduceOp.MAX, c, s)
+        b.synchronize_stream(s)
+        checks.append(bool((sx[:big * n] == sum(range(n))).all()))
+    raw = getattr(env.lib, "raw", env.lib)
+    reports = list(raw.state.comm(c).reports)
+    mem.close()
+    env.close()
+    return checks, reports
+
+
+def test_direct_calls_between_staged_ones_and_changing_roots() -> None:
+    results = run_ranks(4, _mixed, timeout=300)
+    for checks, reports in results:
+        assert all(checks) and reports == [], (checks, reports)

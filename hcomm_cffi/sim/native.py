@@ -374,9 +374,12 @@ class _Plan:
         starts 64-byte aligned); the same answer on every rank: it decides the schedule."""
         return DESC_BYTES + staged_bytes + 2 * 64 <= self.half
 
-    def direct(self, operands: Sequence[_Operand], peers: Sequence[int], used: Sequence[Sequence[int]],
+    def direct(self, operands: Sequence[_Operand], readers: Sequence[int], used: Sequence[Sequence[int]],
                work: Callable[[List[List[int]]], None]) -> None:
-        """Tasks of a direct call: publish where this rank's ``operands`` are, a barrier, ``work``, a barrier.
+        """Tasks of a direct call: publish where this rank's ``operands`` are, READY to the ``readers`` (the peers
+        that use them) and from the peers whose operands this rank uses (``used``, per slot), ``work``, then DONE to
+        those peers and from the readers: a rank hands its memory back once every reader is done with it, and waits
+        for no one else (a broadcast's receivers wait for the root only).
 
         ``work`` gets, per operand slot, the address here of this rank's operand and of the operands of the peers
         ``used`` names for that slot (the others are 0); it runs as one host task.  An operand the peers share that is not in a memfd block is staged
@@ -450,10 +453,13 @@ class _Plan:
                                           f"{k} for this call (kind {kind}): the ranks are in different calls")
             work(where)
 
+        sources = sorted({q for ranks in used for q in ranks})
         self.tasks.append(HostCall(publish))
-        self.handshake(peers, READY)
+        self.handshake(readers, READY, wait=False)
+        self.handshake(sources, READY, record=False)
         self.tasks.append(HostCall(run))
-        self.handshake(peers, DONE)
+        self.handshake(sources, DONE, wait=False)
+        self.handshake(readers, DONE, record=False)
         for ptr, stage, nbytes in out:
             self.copy(ptr, stage, nbytes)
 
@@ -690,7 +696,7 @@ class NativeCollectives(Part):
                     kernels.copy(ffi.cast("char *", where[1][c.rank]), ffi.cast("char *", where[0][root]), nbytes)
             is_root = c.rank == root
             plan.direct([(data, nbytes if is_root else 0, True, True, False, (0, 0)),
-                         (data, 0 if is_root else nbytes, False, False, True, (0, 0))], peers,
+                         (data, 0 if is_root else nbytes, False, False, True, (0, 0))], peers if is_root else [],
                         [[] if is_root else [root], []], pull)
             return self._launch(plan)
         chunk = plan.piece(esz)
