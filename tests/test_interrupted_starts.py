@@ -32,7 +32,7 @@ COUNT = 1024
 #: kind -> the package function (file tail, name) whose return is past the launch, with the start's work queued
 LAUNCHED_AT = {kind: ("api/engine.py", "_launch") for kind in ("async_op", "stream", "persistent", "irecv", "isend")}
 #: op='avg': the sum launched and its Request made, cut short while the division is attached to it
-LAUNCHED_AT["avg"] = ("api/request.py", "then")
+LAUNCHED_AT["avg"] = ("api/requests.py", "then")
 
 
 def _interrupt(filename: str, name: str, at: str) -> None:

@@ -28,10 +28,8 @@ HOOKS = {
 #: (file, function) sites of a hook that are not the launch of an operation, with why they stay
 NOT_LAUNCHES: Dict[Tuple[str, str, str], str] = {
     # waits: an operation's completion, after its launch
-    ("nonblocking.py", "sync", "fail on error"): "the wait of a started operation (Pending: collectives, stream p2p)",
-    ("nonblocking.py", "sync", "interrupt guard"): "the wait of a started operation (Pending)",
-    ("point_to_point.py", "sync", "fail on error"): "the wait of a lane's send/recv (its own stream and numbering)",
-    ("point_to_point.py", "sync", "interrupt guard"): "the wait of a lane's send/recv",
+    ("requests.py", "sync", "fail on error"): "the wait of a started operation (Pending: collectives, send/recv)",
+    ("requests.py", "sync", "interrupt guard"): "the wait of a started operation (Pending)",
     ("point_to_point.py", "_blocking", "interrupt guard"): "a blocking send/recv: the gap between its post and wait",
     ("comm.py", "_avg_cut_short", "interrupt guard"): "op='avg' async: the division attached to the request after "
                                                      "its launch (api/average.py)",

@@ -26,9 +26,9 @@ HCCL_E_PARA = 1
 
 def _counted(env: RankEnv, name: str) -> List[int]:
     """Count the calls of C function ``name`` (e.g. HcclBroadcast) that took the full path: those for which the
-    collectives part's _repeat found no kept task list to launch."""
-    raw = next(part for part in getattr(env.lib, "raw", env.lib).parts if hasattr(part, "_repeat"))
-    repeat = raw._repeat          # possibly already counting another function
+    collectives part's repeat found no kept task list to launch."""
+    raw = next(part for part in getattr(env.lib, "raw", env.lib).parts if hasattr(part, "repeat"))
+    repeat = raw.repeat          # possibly already counting another function
     calls = [0]
 
     def counted(called: str, args: tuple, count_at: Any) -> Any:
@@ -36,7 +36,7 @@ def _counted(env: RankEnv, name: str) -> List[int]:
         if rc is None and called == name:
             calls[0] += 1
         return rc
-    raw._repeat = counted
+    raw.repeat = counted
     return calls
 
 

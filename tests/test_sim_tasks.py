@@ -110,3 +110,38 @@ def test_the_data_plane_builds_each_call_as_its_own_kind() -> None:
     for issued in run_ranks(2, _issued_kinds, timeout=60):
         assert [(cls, name) for cls, name, _ in issued] == want
         assert all(same for _, _, same in issued)
+
+
+def test_a_queue_runs_all_its_tasks_in_one_executor_frame() -> None:
+    """``Executor._run_queue`` dispatches every kind in line: however many tasks a queue holds, launching it passes
+    two frames of sim/runtime.py (``launch``, ``_run_queue``), not one more per task (issue 42's frame count)."""
+    import sys
+    from collections import Counter
+
+    import numpy as np
+
+    from hcomm_cffi.sim.queues import Queue, SimEvent
+
+    src, dst = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    a, b, out = np.ones(4, np.float32), np.full(4, 2.0, np.float32), np.zeros(4, np.float32)
+    ran: List[int] = []
+    ev = SimEvent(1)
+    q = Queue("test stream")
+    work = [tasks.LocalCopy(None, ffi.from_buffer(dst), ffi.from_buffer(src), dst.nbytes),
+            tasks.HostCall(lambda: ran.append(1)), tasks.EventRecord(ev), tasks.EventWait(ev, 1),
+            tasks.UfuncReduce(None, np.add, out, a, b), tasks.HostCall(lambda: ran.append(2))]
+    frames: Counter = Counter()
+
+    def count(frame: object, event: str, arg: object) -> None:
+        code = frame.f_code          # type: ignore[attr-defined]
+        if event == "call" and code.co_filename == runtime.__file__:
+            frames[code.co_name] += 1
+
+    sys.setprofile(count)
+    try:
+        runtime.EXECUTOR.launch(q, work)
+    finally:
+        sys.setprofile(None)
+    assert not q.tasks and q.error is None and q.executed == len(work)
+    assert dst.tolist() == src.tolist() and out.tolist() == [3.0] * 4 and ran == [1, 2] and ev.completed == 1
+    assert frames == {"launch": 1, "_run_queue": 1}, frames

@@ -7,7 +7,7 @@ from .graphs import Graph, graph
 from .membership import MembershipError
 from .errors import (CommError, CommTimeoutError, ForeignProcessError, MessageMismatchError, NotInitializedError,
                      NotMemberError)
-from .request import Request, wait_all
+from .requests import Request, wait_all
 from .stream import Stream
 from .world import finalize, get_world, init, is_initialized, set_device
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..enums import DataType
 from .buffers import as_buffer, is_torch
-from .request import Request
+from .requests import Request
 
 __all__ = ["wanted", "run", "AVERAGING_DTYPES"]
 

@@ -35,7 +35,7 @@ from .errors import CommError
 from .engine import Engine
 from .persistent import Persistent
 from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
-from .request import Request, is_seconds
+from .requests import Request, is_seconds
 from .state import CommState, abandon_queued
 
 __all__ = ["Comm", "get_world", "current_world", "DEFAULT_EAGER_LIMIT"]

@@ -5,7 +5,7 @@ Every public call becomes a :class:`~hcomm_cffi.api.call.Call` -- a collective b
 it bound at its init), stream-ordered or captured into an ACL graph; a stream-ordered send/recv (the
 library's own HcclSend/HcclRecv); a send/recv on a point-to-point lane -- and :meth:`Engine._launch` takes it
 through check -> bind -> record -> announce -> launch, then waits (blocking) or hands back a
-:class:`~hcomm_cffi.api.nonblocking.Pending`.  Each thing every call must do has its one place there: the
+:class:`~hcomm_cffi.api.requests.Pending`.  Each thing every call must do has its one place there: the
 usability check, the order after captured work, the flight record and trace entry, the device-memory
 declaration, and the guard (:meth:`Engine._failed`: a library error fails the communicator; Ctrl-C or an
 alarm once peers saw the call start breaks it, its queued work discarded so it never runs later against
@@ -44,7 +44,7 @@ from .launch_order import Announcer
 from .call import RESOURCES_MAX, SCHEDULES_MAX, LaunchBatch, Call, CommCache, BoundCall, LibraryCall
 from .errors import CommError
 from .stream import Stream
-from .nonblocking import Pending, request_for
+from .requests import Pending, request_for
 from .signatures import Exchange, Signer
 from .state import CommState
 from .streams import StreamTargets, StreamTarget, stream_handle, sync_stream
@@ -85,17 +85,13 @@ class Engine:
         # launch order, for mismatches that never meet (api/launch_order.py)
         self.announce = state.announcer = Announcer(b.lib, state.handle)
         self.scratch = DeviceBlock(b, state.inflight)   # the algorithms' scratch memory (grows by doubling)
-        self.inflight: Set[Any] = state.inflight   # started collectives not yet seen complete (Pending.forget)
         self.agreed: Set[Tuple[Any, ...]] = set()   # call signatures agreed on before their channels (_first_use)
 
     # ------------------------------------------------------------------ lifetime
     def drain(self, timeout_s: float) -> None:
-        """Let started collectives finish before their resources go (bounded: a failure is warned, not raised)."""
+        """Let started operations finish before their resources go (bounded: a failure is warned, not raised)."""
         state = self.state
-        for pending in list(self.inflight):
-            if (pending.graph is not None and pending.graph.stream_closed) or not self.targets.serves(pending.stream):
-                pending.forget()       # it ran before its stream (or its graph's) was closed: Stream.close waits
-                continue
+        for pending in list(state.inflight):   # started, not yet seen complete (api/requests.py)
             try:
                 if not pending.sync(timeout_s):
                     warnings.warn(f"rank {state.rank}: destroy of {state.name!r}: {pending.what} never completed",
@@ -173,7 +169,7 @@ class Engine:
 
     def start(self, c: Call, hand_back: Callable[[Optional[Pending]], R]) -> R:
         """Launch ``c`` under the call lock (api/state.py) without waiting and return ``hand_back(pending)``, what the
-        caller waits with (its Request; a lane's send/recv has no Pending: its request is the lane's).
+        caller waits with (its Request; a lane's send/recv makes its Pending on its lane: ``pending`` is None).
 
         From the launch of ``c``'s batch to what is handed back is one guarded region: an exception there -- Ctrl-C
         or an alarm in the lock's release or while the request is made -- breaks the communicator (the caller holds
@@ -186,7 +182,6 @@ class Engine:
                 pending = c.pending
                 if c.graph is not None:
                     c.graph.keep(pending)
-                    pending.graph = c.graph
                 elif c.stream is not None:
                     break_on_interrupted_wait(c.stream, self.state, c.what)
             return hand_back(pending)
@@ -225,7 +220,9 @@ class Engine:
         the request's of its previous start, started again), guarded up to its return (:meth:`start`); a call bound
         in a generation of the cache that has passed is bound again first (what it named may be gone)."""
         c.pending = pending if c.entry is not None else None   # without a BoundCall: a fresh start each time
-        return self.start(c, _started)
+        pending = self.start(c, lambda started: started)
+        assert pending is not None                # (a collective's start always makes its Pending)
+        return pending
 
     # ------------------------------------------------------------------ the one way every operation launches
     def _launch(self, c: Call) -> None:
@@ -335,14 +332,15 @@ class Engine:
 
     def _pending(self, c: Call, bound: LaunchBatch, target: Optional[StreamTarget]) -> None:
         """The Pending that completes the started ``c`` (a persistent request's, started again, when it has one)."""
+        exchange = bound.exchange
+        check = None if exchange is None else partial(self.signer.check_completed, exchange)
+        announced = self.announce.current if c.graph is None and c.announces else None
+        if c.pending is not None:
+            c.pending.restart((c.slot, c.coll, c.seq), check, announced)
+            return
         stream = target.stream if target is not None else stream_handle(c.stream)
-        pending = c.pending
-        if pending is None:
-            pending = c.pending = Pending(self.state, self.signer, c, stream, bound.exchange, c.slot, c.seq)
-        else:
-            pending.restart(bound.exchange, c.slot, c.seq)
-        pending.announced = self.announce.current if c.graph is None and c.announces else None
-        self.inflight.add(pending)
+        c.pending = Pending(self.state, c.what, stream, (c.send, c.recv), self.state.inflight, (c.slot, c.coll, c.seq),
+                            check, announced, c.stream, staging=c.staging)
 
     # ------------------------------------------------------------------ deriving a call's batches
     def _prepare(self, c: Call) -> None:
@@ -520,11 +518,6 @@ class Engine:
         """The buffers a schedule's addresses are relative to: (pointer, bytes) of send, receive and scratch."""
         return ((c.collective.send, 0 if c.send is None else c.send.nbytes), (c.collective.recv, 0 if c.recv is None else c.recv.nbytes),
                 (self.scratch.ptr, self.scratch.size))
-
-
-def _started(pending: Optional[Pending]) -> Pending:
-    assert pending is not None
-    return pending
 
 
 def break_on_interrupted_wait(stream: Any, state: CommState, what: str) -> None:

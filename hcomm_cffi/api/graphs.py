@@ -22,10 +22,10 @@ from ..errors import ACL_ERROR_RT_PARAM_INVALID, HcclError
 from . import observe
 from .errors import CommError
 from .state import CommState
-from .stream import CAPTURE_REFUSALS, Stream
+from .stream import Stream
 from .streams import stream_handle
 
-__all__ = ["Graph", "graph", "capturing", "check_ordered", "holding", "refusal", "CAPTURE_MODES"]
+__all__ = ["Graph", "graph", "capturing", "check_ordered", "holding", "CAPTURE_MODES"]
 
 #: torch's ``capture_error_mode`` spellings -> aclmdlRICaptureMode
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
@@ -66,12 +66,6 @@ def check_ordered(state: CommState, stream: Any) -> None:
 def holding(state: CommState) -> bool:
     """Whether a graph still capturing holds operations of ``state`` (the fast path then steps aside)."""
     return bool(HOLDING) and id(state) in HOLDING
-
-
-def refusal(exc: HcclError) -> None:
-    """Re-raise ``exc`` if it is a capture refusal (a blocking wait on a capturing stream): the communicator is fine."""
-    if exc.code in CAPTURE_REFUSALS:
-        raise exc
 
 
 class _Captured:
@@ -193,7 +187,7 @@ class Graph:
         self._comms[id(state)].announces.append(announce)
 
     def keep(self, pending: Any) -> None:
-        """Keep a captured call (its Pending: buffers and the communicator's scratch; or a buffer) until reset()."""
+        """Keep a captured call (its Pending: buffers and the communicator's scratch) until reset()."""
         self._restore_mode()
         self._pendings.append(pending)
 
@@ -205,11 +199,6 @@ class Graph:
         if self._saved_mode is not None:
             mode, self._saved_mode = self._saved_mode, None
             self.binding.capture_thread_exchange_mode(mode)
-
-    @property
-    def stream_closed(self) -> bool:
-        """Its stream is a :class:`Stream` that was closed: whatever ran on it has completed (``close`` waits)."""
-        return isinstance(self.stream, Stream) and self.stream.handle is None
 
     @property
     def operations(self) -> List[str]:
@@ -310,8 +299,7 @@ class Graph:
 
     def _forget_captured(self) -> None:
         for pending in self._pendings:
-            if getattr(pending, "done", True) is False:
-                pending.forget()         # a captured collective never waited on: the graph held it
+            pending.forget()             # a captured call never waited on: the graph held it (forgetting is idempotent)
         self._pendings.clear()
         self._comms.clear()
         self._books = []

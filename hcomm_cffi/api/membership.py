@@ -28,7 +28,7 @@ from .launch_order import PUBLISH_AFTER_S
 from .consistency import CollectiveMismatchError
 from .errors import CommError, CommTimeoutError, MessageMismatchError
 from .point_to_point import PointToPoint
-from .request import Request
+from .requests import Request
 from .state import CommState
 
 __all__ = ["MembershipError", "agree", "encode", "decode", "MESSAGE_BYTES", "SHOWN_RANKS"]

@@ -24,8 +24,7 @@ from .call import Call
 from .errors import CommError
 from .buffers import buffer_view
 from .engine import Engine
-from .nonblocking import Pending
-from .request import Request
+from .requests import Pending, Request
 
 __all__ = ["Persistent"]
 
@@ -79,29 +78,27 @@ class _Held:
 
 
 class Persistent(Request[T]):
-    """A persistent collective request: :meth:`start` launches the call bound at its init; wait()/test() complete it."""
+    """A persistent collective request: :meth:`start` launches the call bound at its init; wait()/test() complete it
+    (active from a start until then: the request's ``done`` is False)."""
 
     def __init__(self, issuer: Engine, call: Call, what: str,
                  buffers: Tuple[Tuple[str, Any, bool], ...]) -> None:
-        result: T = call.result
-        self._result_of = result
-        super().__init__(what, self._sync, result=result)
+        super().__init__(what, self._sync, result=call.result)
         self._done = True                        # inactive until the first start
         self._engine = issuer
         self._call = call
         self._held: List[_Held] = [_Held(name, obj, written) for name, obj, written in buffers]
-        self._pending: Optional[Pending] = None    # the start in flight (None: inactive)
-        self._started: Optional[Pending] = None    # the Pending every start re-arms
+        self._pending: Optional[Pending] = None    # its last start's (re-armed by the next when the call is bound)
         self._engine.bind_persistent(self._call)     # bound to its buffers once (again when the cache starts over)
 
     @property
     def active(self) -> bool:
         """Started and not yet seen complete by wait() or test()."""
-        return self._pending is not None
+        return not self._done
 
     def start(self) -> None:
         """Launch the bound call (MPI_Start): after the communicator's previous collective, without waiting."""
-        if self._pending is not None:
+        if not self._done:
             raise CommError(f"{self.what}: start() while the previous start is still active; wait() or test() it "
                             "to completion first (a persistent request runs one operation at a time)")
         for held in self._held:
@@ -111,30 +108,12 @@ class Persistent(Request[T]):
             if change is not None:
                 raise ValueError(f"{self.what}: start(): {change}; a persistent request's buffers must keep the "
                                  "address, shape and dtype they had at the init (create a new request for new buffers)")
-        self._pending = self._engine.start_persistent(self._call, self._started)
-        self._started = self._pending
+        self._pending = self._engine.start_persistent(self._call, self._pending)
         self._done = False
 
-    def wait(self, timeout: Optional[float] = None) -> T:
-        """Block until the started operation completes (an inactive request returns at once); returns its result."""
-        pending = self._pending
-        if pending is None:
-            return self._result_of
-        if timeout is not None:
-            return super().wait(timeout)
-        pending.sync(None)                       # no limit of ours: the communicator's (raises on failure)
-        self._pending = None
-        self._done = True
-        return self._result_of
-
     def _sync(self, timeout: Optional[float]) -> bool:
-        pending = self._pending
-        if pending is None:
-            return True
-        if not pending.sync(timeout):
-            return False
-        self._pending = None
-        return True
+        assert self._pending is not None        # active: poll() waits only then
+        return self._pending.sync(timeout)
 
     def __repr__(self) -> str:
-        return f"<Persistent {self.what} {'active' if self._pending is not None else 'inactive'}>"
+        return f"<Persistent {self.what} {'active' if not self._done else 'inactive'}>"

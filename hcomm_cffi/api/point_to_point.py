@@ -19,7 +19,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, cast
 
 import numpy as np
 
@@ -32,11 +32,10 @@ from ..enums import DataType, MemcpyKind
 from ..errors import HcclError
 from ..resources import ResourceCache, Resources
 from .buffers import NO_STAGING, Buffer, Staging, as_buffer, own_bytes
-from . import live, observe
+from . import observe
 from .call import LaunchBatch, Call
-from .errors import CommError, CommTimeoutError, MessageMismatchError
-from .nonblocking import Pending, request_for
-from .request import Request, timeout_arg
+from .errors import CommTimeoutError, MessageMismatchError
+from .requests import Pending, Request, request_for, timeout_arg
 from .engine import Engine
 from .state import CommState
 from .streams import stream_handle, sync_stream
@@ -61,7 +60,7 @@ class Lane:
     ctx: IssueContext      # the lane's issuing context, constant but for its task batch (``sink``), set per post
     # (op, elements, bytes, dtype) -> its flight record and encoded fields: a repeated message re-derives neither
     records: Dict[Tuple[str, int, int, DataType], Tuple[observe.Record, bytes]] = field(default_factory=dict)
-    inflight: Dict[int, Any] = field(default_factory=dict)  # id -> buffers of issued, unsynchronised messages
+    inflight: Set[Pending] = field(default_factory=set)  # its messages not yet seen complete (api/requests.py)
 
 
 class PointToPoint:
@@ -74,7 +73,6 @@ class PointToPoint:
         # per thread: messages whose lane state it advanced (its interrupted blocking call breaks if it moved one;
         # another thread's posts in the meantime are not this call's)
         self._posted = threading.local()
-        self._books = threading.Lock()   # the lanes' in-flight lists: posts append, waits trim (never held in a wait)
 
     # ------------------------------------------------------------------ public API
     def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
@@ -239,37 +237,12 @@ class PointToPoint:
         lane = self.lanes[(peer, direction)] = Lane(peer, direction, stream, cache, res, p2p.LaneState(), ctx)
         return lane
 
-    def _request(self, lane: Lane, what: str, finish: Any, op: Tuple[int, str, int]) -> Request[Any]:
-        """The request of a posted send/recv; ``op``: its flight slot, trace name and sequence number (observe)."""
-        slot, name, seq = op
-
-        def sync(timeout: Optional[float]) -> bool:
-            if self.state.pid != live.PID:
-                self.state.check_process(what)
-            if self.state.destroyed:     # its lanes' streams are gone: say so instead of "invalid stream handle"
-                raise CommError(f"rank {self.state.rank}: {what} on communicator {self.state.name!r} can no longer "
-                                "complete: the communicator was destroyed (hcomm.finalize() or destroy()) while it "
-                                "was pending; wait for requests before destroying their communicator")
-            try:
-                with self._books:             # what was posted before this wait (other threads may post more)
-                    issued = dict(lane.inflight)      # held, so no id is reused before the trim
-                if timeout is None:           # committed: published if it lasts (api/launch_order.py)
-                    done = self.state.announcer.waiting(partial(sync_stream, self.state.binding, lane.stream),
-                                                       peer=lane.peer, text=what)
-                else:
-                    done = sync_stream(self.state.binding, lane.stream, timeout)
-                if done:                      # everything issued on the lane before the wait has completed
-                    with self._books:
-                        for key in issued:
-                            lane.inflight.pop(key, None)   # another wait may have taken it
-                    observe.done(self.state, slot, name, seq)
-                return done
-            except HcclError as exc:
-                raise observe.fail(self.state, exc, what) from exc
-            except BaseException as exc:    # Ctrl-C, an alarm...: the queued transfer must never land later
-                self.state.interrupted(what, exc)
-                raise
-        return Request(what, sync, finish)
+    def _request(self, lanes: List[Lane], keep: Any, finish: Any, c: Call, _: Optional[Pending]) -> Request[Any]:
+        """The request of send/recv ``c`` posted on ``lanes[0]`` (its flight slot, trace name and number are ``c``'s)."""
+        lane = lanes[0]
+        pending = Pending(self.state, c.what, lane.stream, keep, lane.inflight, (c.slot, c.name or c.coll, c.seq),
+                          peer=lane.peer)
+        return Request(c.what, pending.sync, finish)
 
     def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
         with self.state.lock:       # the call lock while the lane's state advances and the batch launches (state.py)
@@ -359,13 +332,7 @@ class PointToPoint:
             issue(ctx, lane, declared)
             return LaunchBatch(batch, None)
         c.post = post
-
-        def request(_: Optional[Pending]) -> Request[Any]:
-            lane = lanes[0]
-            with self._books:
-                lane.inflight[id(keep)] = keep
-            return self._request(lane, desc, finish, (c.slot, c.name or op, c.seq))
-        return engine.start(c, request)
+        return engine.start(c, partial(self._request, lanes, keep, finish, c))
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)

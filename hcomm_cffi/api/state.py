@@ -66,7 +66,7 @@ class CommState:
         self.broken: Optional[str] = None        # why it is unusable after a failure (None while it works)
         self.mismatch: Optional[str] = None      # what the signature handshake's in-stream comparison found
         self.flight: Optional[FlightRecorder] = None   # its flight recorder ring (observe.created), None when off
-        self.inflight: Set[Any] = set()          # started operations not yet seen complete (api/nonblocking.py)
+        self.inflight: Set[Any] = set()          # started operations not yet seen complete (api/requests.py)
         self.seq = 0                             # operations issued so far (flight recorder, trace, mismatch texts)
 
     def where(self) -> str:

@@ -123,11 +123,6 @@ class StreamTargets:
                 closing[id(self)] = partial(self.forget, target)
         return target
 
-    def serves(self, stream: Any) -> bool:
-        """Whether ``stream`` (a target's handle) is still one of this communicator's (not closed since)."""
-        target = self._targets.get(_key(stream))
-        return target is not None and target.stream is stream
-
     def forget(self, target: StreamTarget) -> None:
         """``target``'s stream was destroyed (``Stream.close`` waited for its work first): drop it, and order the
         next call after nothing of it (a new stream may even get its address)."""

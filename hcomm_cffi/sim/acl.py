@@ -60,10 +60,7 @@ def interned(text: str) -> Any:
 
 def acl_stream(state: SimState, stream: Any) -> Queue:
     """The queue of an aclrt* call's stream argument; an unknown handle is ACL_ERROR_RT_INVALID_HANDLE."""
-    try:
-        return state.stream(stream)
-    except SimError as exc:
-        raise SimError(ACL_ERROR_RT_INVALID_HANDLE, exc.message) from None
+    return state.stream(stream, ACL_ERROR_RT_INVALID_HANDLE)
 
 
 def acl_event(state: SimState, event: Any) -> SimEvent:
@@ -246,11 +243,7 @@ class AclRuntime(Part):
         """Drive the executor until the tasks ``q`` holds now have run (or it failed); its error, the timeout's code,
         or 0.  Tasks another host thread launches onto ``q`` meanwhile are not waited for (as the runtime waits for
         the work submitted before the call): one thread's wait never depends on another thread's later work."""
-        with EXECUTOR.lock:
-            until = q.executed + len(q.tasks)
-        with EXECUTOR.host_waits(q.comm):      # this rank's host issues nothing more meanwhile (runtime.py)
-            finished = not q.tasks or EXECUTOR.run_until(
-                lambda: not q.tasks or q.executed >= until or q.error is not None, deadline)
+        finished = not q.tasks or EXECUTOR.drain(q, deadline)
         if q.error is not None:
             code, acl_code, message = q.error
             q.error = None
@@ -269,13 +262,15 @@ class AclRuntime(Part):
                 race.host_saw(th)
 
     def aclrtSynchronizeStream(self, stream: Any) -> int:
-        q = acl_stream(self.state, stream)
-        acl_graphs.refuse_sync("aclrtSynchronizeStream", queue=q)
+        q = self.state.stream(stream, ACL_ERROR_RT_INVALID_HANDLE)
+        if q.capture is not None:
+            acl_graphs.refuse_sync("aclrtSynchronizeStream", queue=q)
         return self._sync(q, None, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 
     def aclrtSynchronizeStreamWithTimeout(self, stream: Any, timeout: int) -> int:
-        q = acl_stream(self.state, stream)
-        acl_graphs.refuse_sync("aclrtSynchronizeStreamWithTimeout", queue=q)
+        q = self.state.stream(stream, ACL_ERROR_RT_INVALID_HANDLE)
+        if q.capture is not None:
+            acl_graphs.refuse_sync("aclrtSynchronizeStreamWithTimeout", queue=q)
         deadline = None if timeout < 0 else time.monotonic() + timeout / 1000.0
         return self._sync(q, deadline, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
 

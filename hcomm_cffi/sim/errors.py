@@ -1,7 +1,8 @@
-"""Return codes of the emulator, the exception carrying them, and ``entry``: where an error becomes a return code.
+"""Return codes of the emulator, the exception carrying them, and ``failed``: where an error becomes a return code.
 
-Every emulated C function is wrapped by ``entry``, which turns a ``SimError`` into its code, keeping the
-message for ``aclGetRecentErrMsg`` as the real runtime does for its last error.
+Every emulated C function is wrapped by ``entry`` (a library collective by ``group.collective``), whose
+``failed`` turns a ``SimError`` into its code, keeping the message for ``aclGetRecentErrMsg`` as the real
+runtime does for its last error.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from ..errors import (
 )
 
 __all__ = [
-    "SimError", "entry", "last_error", "set_last_error", "warn_caller", "HcclResult",
+    "SimError", "entry", "failed", "last_error", "set_last_error", "warn_caller", "HcclResult",
     "ACL_SUCCESS", "ACL_ERROR_INVALID_PARAM", "ACL_ERROR_UNINITIALIZE", "ACL_ERROR_REPEAT_INITIALIZE",
     "ACL_ERROR_RT_PARAM_INVALID", "ACL_ERROR_RT_INVALID_DEVICEID", "ACL_ERROR_RT_CONTEXT_NULL",
     "ACL_ERROR_RT_INVALID_HANDLE", "ACL_ERROR_RT_MEMORY_ALLOCATION", "ACL_ERROR_RT_INTERNAL_ERROR",
@@ -66,13 +67,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def entry(func: F, name: Optional[str] = None, divert: Optional[Callable[..., Any]] = None,
           failure: Any = None) -> F:
-    """Wrap an emulated C function: the one place where an exception becomes its return value.
+    """Wrap an emulated C function: its exceptions become its return value (:func:`failed`).
 
-    A SimError returns its code, anything else (an emulator bug) E_INTERNAL; either way the calling
-    OS thread's last-error text (``aclGetRecentErrMsg``) is remembered.  ``name``: the C function the
-    text names (default: ``func``'s own name).  ``divert``: called first with the same arguments; a
-    result other than None is returned instead of calling ``func`` (a collective inside a group, or on a
-    capturing stream: sim/group.py; ``diverted`` says so).  ``failure``: returned instead of the code by a function whose
+    ``name``: the C function the last-error text names (default: ``func``'s own name).  ``divert``: called first
+    with the same arguments; a result other than None is returned instead of calling ``func`` (a repeated small
+    collective: sim/group.py; ``diverted`` says so).  ``failure``: returned instead of the code by a function whose
     result is not a code (NULL for one returning a pointer).  The wrapper's ``c_function`` is ``name``.
     """
     name = name or func.__name__
@@ -86,17 +85,25 @@ def entry(func: F, name: Optional[str] = None, divert: Optional[Callable[..., An
                     return diverted
             return func(*args)
         except Exception as exc:
-            if isinstance(exc, SimError):
-                set_last_error(exc.message if exc.named else f"{name}: {exc.message}")
-                code = exc.code
-            else:
-                set_last_error(f"{name}: internal error in the emulator: {exc!r}")
-                code = int(HcclResult.E_INTERNAL)
-            return code if failure is None else failure
+            return failed(exc, name, failure)
 
     wrapper.c_function = name  # type: ignore[attr-defined]
     wrapper.diverted = divert is not None  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+def failed(exc: Exception, name: str, failure: Any = None) -> Any:
+    """What C function ``name`` returns when ``exc`` escaped it: the one place where an exception becomes a return
+    value.  A SimError returns its code, anything else (an emulator bug) E_INTERNAL, or ``failure`` for a function
+    whose result is not a code; either way the calling OS thread's last-error text (``aclGetRecentErrMsg``) is
+    remembered."""
+    if isinstance(exc, SimError):
+        set_last_error(exc.message if exc.named else f"{name}: {exc.message}")
+        code = exc.code
+    else:
+        set_last_error(f"{name}: internal error in the emulator: {exc!r}")
+        code = int(HcclResult.E_INTERNAL)
+    return code if failure is None else failure
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

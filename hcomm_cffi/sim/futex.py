@@ -31,12 +31,7 @@ _ts = _ffi.new("struct hcomm_timespec *")
 _syscall = _libc.syscall
 sched_yield = _libc.sched_yield
 
-__all__ = ["futex_wait", "futex_wake", "sched_yield", "addr_of"]
-
-
-def addr_of(ptr: object) -> int:
-    """Integer address of a cdata pointer."""
-    return int(_ffi.cast("uintptr_t", ptr))
+__all__ = ["futex_wait", "futex_wake", "sched_yield"]
 
 
 def futex_wait(word_addr: int, expected: int, timeout_s: float) -> None:

@@ -11,11 +11,12 @@ A library collective is declared with :func:`collective`, whose entry defers it 
 """
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .._ffi import ffi
-from .errors import HcclResult, SimError, entry
+from .errors import HcclResult, SimError, entry, failed
 from .acl_graphs import captured
 from .part import Part, check_out
 from .state import SimState
@@ -54,24 +55,41 @@ def group_depth() -> int:
     return _GROUP.depth
 
 
-def collective(func: Callable[..., int], fast: Optional[Callable[..., Optional[int]]] = None) -> Callable[..., int]:
-    """Declare a library collective of sim/native.py (its comm and stream arguments last).
+def collective(func: Callable[..., int], repeats: bool = False, count_at: Optional[int] = None) -> Callable[..., int]:
+    """Declare a library collective of sim/native.py (its comm and stream arguments last): its entry.
 
-    Its entry (errors.entry) first diverts it: inside a group (GROUPED_FUNCTIONS) it is deferred to the
-    group's end, on a capturing stream it is recorded (acl_graphs.captured, replayed through ``run``), else
-    ``fast`` (called with the part and the arguments) may serve it: a result other than None is its return.
+    Inside a group (GROUPED_FUNCTIONS) it is deferred to the group's end; ``repeats``: a repeat of a small call
+    is launched from the task list its first call kept (``part.repeat``, which leaves a capturing stream's call
+    alone; ``count_at``: where the element count is among the arguments); on a capturing stream it is recorded
+    (acl_graphs.captured, replayed through ``run``); else ``func`` runs.  Its exceptions become its return code
+    (errors.failed), in this one frame.
     """
     name = func.__name__
-    run = entry(func, divert=fast)
     grouped = name in GROUPED_FUNCTIONS
 
-    def divert(part: Any, *args: Any) -> Optional[int]:
-        if grouped and _GROUP.depth > 0:
-            return _defer(part.state, name, args)
-        rc = captured(part, run, args)
-        return fast(part, *args) if rc is None and fast is not None else rc
+    def repeat(part: Any, *args: Any) -> Optional[int]:
+        return part.repeat(name, args, count_at)
 
-    return entry(func, divert=divert)
+    run = entry(func, divert=repeat if repeats else None)     # what a captured call replays
+
+    @functools.wraps(func)
+    def collective_entry(part: Any, *args: Any) -> int:
+        try:
+            if grouped and _GROUP.depth > 0:
+                return _defer(part.state, name, args)
+            if repeats:
+                rc = part.repeat(name, args, count_at)
+                if rc is not None:
+                    return rc
+            rc = captured(part, run, args)
+            return func(part, *args) if rc is None else rc
+        except Exception as exc:
+            return failed(exc, name)
+
+    # the marks errors.entry sets (sim/part.py finds the C functions by them)
+    collective_entry.c_function = name  # type: ignore[attr-defined]
+    collective_entry.diverted = True  # type: ignore[attr-defined]
+    return collective_entry
 
 
 def _defer(state: SimState, name: str, args: Tuple[Any, ...]) -> int:

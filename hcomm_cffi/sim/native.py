@@ -466,11 +466,10 @@ class _Plan:
 
 def repeatable(count_at: Optional[int]) -> Callable[[Callable[..., int]], Callable[..., int]]:
     """Declare a library collective whose repeats of a small call launch the task list its first call kept
-    (NativeCollectives._repeat, tried after the group and capture diversions); ``count_at``: where its
+    (NativeCollectives.repeat, tried after the group diversion); ``count_at``: where its
     element count is among the arguments."""
     def declare(func: Callable[..., int]) -> Callable[..., int]:
-        name = func.__name__
-        return collective(func, fast=lambda part, *args: part._repeat(name, args, count_at))
+        return collective(func, repeats=True, count_at=count_at)
     return declare
 
 
@@ -534,9 +533,9 @@ class NativeCollectives(Part):
         return c, [r for r in range(c.nranks) if r != c.rank]
 
     # ------------------------------------------------------------------ collectives
-    def _repeat(self, name: str, args: tuple, count_at: Optional[int]) -> Optional[int]:
-        """Launch the task list kept for a repeat of the small call ``name(*args)``; None when there is none
-        (the call then takes its full path).
+    def repeat(self, name: str, args: tuple, count_at: Optional[int]) -> Optional[int]:
+        """Launch the task list kept for a repeat of the small call ``name(*args)``; None when there is none, or
+        its stream captures (the call then takes its full path).
 
         The full path keeps it (:meth:`_keep`) per starting parity.  Before reuse this checks what
         could have changed since: the communicator (destroyed, or its native state replaced); a
@@ -551,7 +550,7 @@ class NativeCollectives(Part):
         if hit is None or (count_at is not None and type(args[count_at]) is not int):
             return None
         c, nat, q, pair, advance, value, stamped = hit
-        if c.destroyed or c.native is not nat:
+        if c.destroyed or c.native is not nat or q.capture is not None:
             return None
         tasks = pair[nat.seq & 1]
         if tasks is None:

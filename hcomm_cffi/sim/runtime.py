@@ -8,12 +8,12 @@ then sleeps on the communicator's futex doorbell, which every record into this r
 """
 from __future__ import annotations
 
-import contextlib
+import functools
 import os
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import kernels, races
 from .announce import BLOCKED_S
@@ -89,7 +89,8 @@ class Executor:
         self.kernels_running = 0   # AICPU kernels running now (sim/aicpu.py): they may still issue records
         # host threads synchronising a stream of a communicator: its host issues nothing more meanwhile
         self.host_waiting: Dict["SimComm", int] = {}
-        # channels whose peer this queue run rang and has not woken yet (_run_queue: at the end of a run of records)
+        # channels whose peer this queue run rang and has not woken yet (_run_queue: at the end of a run of records);
+        # one list for the executor's life (_run_queue holds it)
         self.unwoken: List[Any] = []
 
     def forget_inherited(self) -> None:
@@ -104,19 +105,10 @@ class Executor:
         self.pinned_here = _Pins()
 
     # ------------------------------------------------------------------ submission
-    def submit(self, queue: Queue, tasks: Sequence[Task]) -> None:
-        """Append tasks to a queue and make it runnable (a failed queue drops them)."""
-        with self.lock:
-            if queue.capture is not None:
-                queue.capture.record(queue, tasks)
-                return
-            if queue.error is not None:
-                return
-            queue.tasks.extend(tasks)
-            self.active.add(queue)
-
-    def launch(self, queue: Queue, tasks: Sequence[Task]) -> None:
-        """``submit`` then ``settle(queue)`` under one lock acquisition (a collective's issue path).
+    def launch(self, queue: Queue, tasks: Sequence[Task], run: bool = True) -> None:
+        """Append tasks to a queue and make it runnable (a captured queue records them, a failed one drops them),
+        then run it as far as it goes, and the queues that made runnable, under one lock acquisition (a
+        collective's issue path).  ``run`` False (``submit``): only append.
 
         The tasks go behind whatever the queue already holds: stream order is kept, never run ahead.
         """
@@ -128,10 +120,16 @@ class Executor:
                 return
             queue.tasks.extend(tasks)
             self.active.add(queue)
+            if not run:
+                return
             progressed = self._run_queue(queue)
-        if progressed and self.active:
-            while self.step_all():
-                pass
+            active = self.active
+            # what it ran may have made other queues runnable (a blocked ``queue`` stays blocked)
+            others = len(active) > 1 or (active and queue not in active)
+        if progressed and others:
+            self.settle()
+
+    submit = functools.partialmethod(launch, run=False)
 
     # ------------------------------------------------------------------ driving
     def step_all(self) -> bool:
@@ -143,16 +141,8 @@ class Executor:
                     progressed = True
         return progressed
 
-    def settle(self, first: Optional[Queue] = None) -> None:
-        """Run until every queue is empty or blocked (what BatchModeEnd does before returning).
-
-        ``first``: the queue just submitted to, run before the others (the common, single-queue case).
-        """
-        if first is not None:
-            with self.lock:
-                progressed = self._run_queue(first)
-            if not progressed or not self.active:
-                return
+    def settle(self) -> None:
+        """Run until every queue is empty or blocked (what BatchModeEnd does before returning)."""
         while self.step_all():
             pass
 
@@ -166,7 +156,7 @@ class Executor:
         if done():
             return True
         while True:
-            bells = self._doorbells()          # pins their communicators until the end of this round
+            comms, bells = self._doorbells()   # pins the communicators until the end of this round
             try:
                 if self.step_all():
                     if done():
@@ -186,9 +176,9 @@ class Executor:
                 if deadline is not None and now >= deadline:
                     return False
                 if not self._poll_heads(deadline):
-                    self._sleep(bells, now, deadline)
+                    self._sleep(comms, bells, now, deadline)
             finally:
-                self._unpin([comm for comm, _ in bells])
+                self._unpin(comms)
 
     # ------------------------------------------------------------------ communicators read outside the lock
     def _pin(self, comms: Set["SimComm"]) -> List["SimComm"]:
@@ -200,10 +190,12 @@ class Executor:
         """
         me = threading.get_ident()
         mine = self.pinned_here.comms
-        pinned = [c for c in comms if not c.closing]
-        for c in pinned:
-            mine.add(c)
-            c.pins[me] = c.pins.get(me, 0) + 1
+        pinned = []
+        for c in comms:
+            if not c.closing:
+                pinned.append(c)
+                mine.add(c)
+                c.pins[me] = c.pins.get(me, 0) + 1
         return pinned
 
     def _unpin(self, comms: Sequence["SimComm"]) -> None:
@@ -249,7 +241,7 @@ class Executor:
         with self.lock:
             comm.closing = True
             # a wake an interrupted run left pending would read the peer's doorbell in the memory unmapped below
-            self.unwoken = [ch for ch in self.unwoken if ch.comm is not comm]
+            self.unwoken[:] = [ch for ch in self.unwoken if ch.comm is not comm]
             if comm.pins.pop(me, None) is not None:
                 self.pinned_here.comms.discard(comm)
             while comm.pins:
@@ -281,8 +273,9 @@ class Executor:
                         comms.add(ch.comm)
             if not words:
                 return False
-            if any(shares_cores(c.nranks) for c in comms):
-                rounds = SHARED_SPIN_ROUNDS
+            for c in comms:
+                if c.nranks > CORES:          # shares_cores
+                    rounds = SHARED_SPIN_ROUNDS
             pinned = self._pin(comms)
         try:
             for _ in range(rounds):
@@ -306,42 +299,122 @@ class Executor:
         cores each record of a handshake cost a context switch (3 records of a 4-rank 8-byte allreduce on 2 cores:
         51-73 us, benchmarks/profile_native.py).
         """
-        unwoken, self.unwoken = self.unwoken, []
-        for ch in unwoken:            # (under the lock, as retire(), which drops a closing communicator's channels)
+        unwoken = self.unwoken        # (under the lock, as retire(), which drops a closing communicator's channels)
+        for ch in unwoken:
             ch.wake_peer()
+        unwoken.clear()
 
     def _run_queue(self, q: Queue) -> bool:
         """Run ``q``'s tasks until it is empty or blocked (or fails); True if any ran.  The sleeping peers
-        its last records rang are woken before it returns (_wake_peers)."""
+        its last records rang are woken before it returns (_wake_peers).
+
+        Every task kind is dispatched here, in line, those every collective runs first (one Python frame per queue
+        run, not one per task).  A race-checked queue passes each task to the checker before (``_race_before``)
+        and after it ran (``_race_after``).
+        """
+        tasks = q.tasks
+        unwoken = self.unwoken
+        checked = q.checked
+        traced = _trace.ACTIVE      # HCOMM_TRACE: one test per queue run when off
+        ran = False
         try:
-            tasks = q.tasks
-            ran = False
-            execute = self._execute_checked if q.checked else self._execute
-            traced = _trace.ACTIVE      # HCOMM_TRACE: one test per queue run when off
             while tasks:
-                task = tasks[0]
-                if self.unwoken and task[0] != C_RECORD:
+                t = tasks[0]
+                kind = t[0]
+                if unwoken and kind != C_RECORD:
                     self._wake_peers()
                 if traced:
                     t0 = _trace.now()
+                done = True
                 try:
-                    done = execute(q, task)
+                    if checked:
+                        self._race_before(q, t)
+                    if kind == C_WAIT:   # the notify words (sim/notifies.py): records counted by the peer, consumed
+                        ch = t.channel
+                        words = ch.local_words
+                        i = ch.local_base + t.index
+                        records = words[i]
+                        if records == words[i + CONSUMED]:
+                            done = False
+                        else:
+                            got = words[i + VALUES]
+                            words[i + CONSUMED] = records
+                            if ch.signalled:                  # the peer signalled: what we handed over is released
+                                ch.signalled = []
+                            if got != t.expect and t.expect:  # signed: the record carried another call's signature
+                                raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
+                                                  ch.comm.native.mismatch(ch.comm, ch.peer, got, t.expect))
+                    elif kind == UFUNC:
+                        t.ufunc(t.a, t.b, out=t.out)
+                    elif kind == C_RECORD:   # the value first, then the count the peer's wait compares
+                        ch = t.channel
+                        words = ch.remote_words
+                        i = ch.remote_base + t.index
+                        records = words[i]
+                        if records != words[i + CONSUMED]:
+                            self.report(t.thread, q, t, f"record of channel notify {t.index} to rank {ch.peer} was "
+                                                        "absorbed: the notify was still set (the peer has not waited "
+                                                        "on it yet)")
+                        words[i + VALUES] = t.value
+                        words[i] = (records + 1) & 0xFFFFFFFF
+                        if ch.pending:                        # data written before this record is the peer's now
+                            ch.signalled.extend(ch.pending)
+                            ch.pending = []
+                        ch.ring_peer()
+                        unwoken.append(ch)        # woken when this run of records ends (_wake_peers)
+                    elif kind == CALL:
+                        t.fn()
+                    elif kind == COPY or kind == READ:      # READ: the peer's buffer is mapped here (src)
+                        kernels.copy(t.dst, t.src, t.nbytes)
+                    elif kind == T_WAIT:
+                        notifies = t.thread.notifies
+                        if notifies[t.index]:
+                            notifies[t.index] = 0
+                        else:
+                            done = False
+                    elif kind == T_RECORD:
+                        dst = t.target
+                        if dst.notifies[t.index]:
+                            self.report(t.thread, q, t, f"record of thread notify {t.index} of {dst.label} was "
+                                                        "absorbed: the notify was still set")
+                        dst.notifies[t.index] = 1
+                        dst.comm.ring_self()
+                    elif kind == REDUCE or kind == READ_REDUCE:
+                        kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
+                    elif kind == EVENT_WAIT:
+                        done = t.event.completed >= t.records
+                    elif kind == EVENT_RECORD:
+                        t.event.completed += 1
+                        t.event.stamp = time.perf_counter_ns()      # the stream clock of aclrtEventElapsedTime
+                    elif kind == WRITE:
+                        t.channel.check_write(self, q, t, t.dst, t.nbytes)
+                        kernels.copy(t.dst, t.src, t.nbytes)
+                    elif kind == WRITE_REDUCE:
+                        t.channel.check_write(self, q, t, t.dst, t.count * t.dtype.itemsize)
+                        kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
+                    elif kind == REDUCE3:
+                        kernels.reduce3(t.dst, t.a, t.b, t.count, t.dtype, t.op)
+                    else:
+                        raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
+                                          f"unknown task kind {kind}")
+                    if checked and done:
+                        self._race_after(q, t)
                 except TaskFailure as exc:
                     self.fail_queue(q, exc.code, exc.acl_code, exc.message)
                     return True
                 except Exception as exc:  # a bug or a bad address caught by Python
                     self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
-                                    f"{q.name}: task {q.executed} ({KIND_NAMES.get(task[0])}) raised {exc!r}")
+                                    f"{q.name}: task {q.executed} ({KIND_NAMES.get(kind)}) raised {exc!r}")
                     return True
                 except BaseException as exc:   # Ctrl-C or another signal's exception left this task half done
-                    self.interrupted(q, task, exc)
+                    self.interrupted(q, t, exc)
                     raise
                 if not done:
                     if not q.blocked_since:
                         q.blocked_since = time.monotonic()
                     return ran
                 if traced:
-                    _traced(q, task, q.blocked_since or t0, _trace.now())
+                    _traced(q, t, t0, _trace.now())
                 q.blocked_since = 0.0
                 tasks.popleft()
                 q.executed += 1
@@ -352,7 +425,7 @@ class Executor:
                 self._check_idle(comm)
             return ran
         finally:
-            if self.unwoken:
+            if unwoken:
                 self._wake_peers()
 
     def _check_idle(self, comm: "SimComm") -> None:
@@ -391,30 +464,18 @@ class Executor:
                 else:
                     warn_caller(message, CheckerWarning)
 
-    def _execute_checked(self, q: Queue, t: Task) -> bool:
-        """``_execute`` with the race checker: clocks move with notifies, HCCL-buffer accesses are logged."""
+    def _race_before(self, q: Queue, t: Task) -> None:
+        """Race checker, before task ``t`` of ``q`` runs: records move clocks, HCCL-buffer accesses are logged."""
         kind = t[0]
-        if kind > C_WAIT:
-            if kind == EVENT_RECORD:      # the stream's order reaches the waiting stream through the event
-                races.record_event(q.raced, t.event.clocks)
-            elif kind == EVENT_WAIT:
-                if not self._execute(q, t):
-                    return False
-                races.wait_event(q.raced, t.event.clocks)
-                return True
-            return self._execute(q, t)
+        if kind == EVENT_RECORD:      # the stream's order reaches the waiting stream through the event
+            races.record_event(q.raced, t.event.clocks)
+            return
+        if kind > C_WAIT or kind == T_WAIT or kind == C_WAIT:
+            return
         th = t.thread
         race = th.comm.race if th is not None else None   # native collectives' copies carry no thread
         if race is None:
-            return self._execute(q, t)
-        if kind == T_WAIT or kind == C_WAIT:
-            if not self._execute(q, t):
-                return False
-            note = (race.thread_note(th, t.index) if kind == T_WAIT
-                    else race.channel_note(th.comm.rank, t.channel.local_slot, t.index))
-            if note is not None:
-                race.acquire(th, note)
-            return True
+            return
         if kind == T_RECORD:
             race.release(th, race.thread_note(t.target, t.index))
         elif kind == C_RECORD:
@@ -426,88 +487,21 @@ class Executor:
                 found = race.access(owner, th, lo, hi, write, q.executed, kind)
                 if found is not None:
                     self.report(th, q, t, found)
-        return self._execute(q, t)
 
-    def _execute(self, q: Queue, t: Task) -> bool:
-        """Run task ``t`` of ``q``; False if it is a wait whose notify (or event) is not there yet."""
+    def _race_after(self, q: Queue, t: Task) -> None:
+        """Race checker, after task ``t`` of ``q`` ran: a completed wait acquires what its record released."""
         kind = t[0]
-        if kind == T_WAIT:
-            th = t.thread
-            idx = t.index
-            if th.notifies[idx]:
-                th.notifies[idx] = 0
-                return True
-            return False
-        if kind == C_WAIT:       # the notify words (sim/notifies.py): records counted by the peer, consumed here
-            ch = t.channel
-            words = ch.local_words
-            i = ch.local_base + t.index
-            records = words[i]
-            if records != words[i + CONSUMED]:
-                got = words[i + VALUES]
-                words[i + CONSUMED] = records
-                if ch.signalled:                      # the peer signalled: what we handed over is released
-                    ch.signalled = []
-                if got != t.expect and t.expect:      # a signed wait: the peer's record carried another call's signature
-                    raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
-                                      ch.comm.native.mismatch(ch.comm, ch.peer, got, t.expect))
-                return True
-            return False
-        if kind == C_RECORD:     # the value first, then the count the peer's wait compares (sim/notifies.py)
-            ch = t.channel
-            words = ch.remote_words
-            i = ch.remote_base + t.index
-            records = words[i]
-            if records != words[i + CONSUMED]:
-                self.report(t.thread, q, t, f"record of channel notify {t.index} to rank {ch.peer} was absorbed: "
-                                            "the notify was still set (the peer has not waited on it yet)")
-            words[i + VALUES] = t.value
-            words[i] = (records + 1) & 0xFFFFFFFF
-            if ch.pending:                            # data written before this record is the peer's now
-                ch.signalled.extend(ch.pending)
-                ch.pending = []
-            ch.ring_peer()
-            self.unwoken.append(ch)      # woken when this run of records ends (_wake_peers)
-            return True
-        if kind == T_RECORD:
-            dst = t.target
-            idx = t.index
-            if dst.notifies[idx]:
-                self.report(t.thread, q, t, f"record of thread notify {idx} of {dst.label} was absorbed: "
-                                            "the notify was still set")
-            dst.notifies[idx] = 1
-            dst.comm.ring_self()
-            return True
-        if kind == COPY or kind == READ:      # READ: the peer's buffer is mapped here (src)
-            kernels.copy(t.dst, t.src, t.nbytes)
-            return True
-        if kind == WRITE:
-            t.channel.check_write(self, q, t, t.dst, t.nbytes)
-            kernels.copy(t.dst, t.src, t.nbytes)
-            return True
-        if kind == REDUCE or kind == READ_REDUCE:
-            kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
-            return True
-        if kind == UFUNC:
-            t.ufunc(t.a, t.b, out=t.out)
-            return True
-        if kind == REDUCE3:
-            kernels.reduce3(t.dst, t.a, t.b, t.count, t.dtype, t.op)
-            return True
-        if kind == WRITE_REDUCE:
-            t.channel.check_write(self, q, t, t.dst, t.count * t.dtype.itemsize)
-            kernels.reduce(t.dst, t.src, t.count, t.dtype, t.op)
-            return True
-        if kind == EVENT_RECORD:
-            t.event.completed += 1
-            t.event.stamp = time.perf_counter_ns()      # the stream clock of aclrtEventElapsedTime
-            return True
         if kind == EVENT_WAIT:
-            return t.event.completed >= t.records
-        if kind == CALL:
-            t.fn()
-            return True
-        raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, f"unknown task kind {kind}")
+            races.wait_event(q.raced, t.event.clocks)
+        elif kind == T_WAIT or kind == C_WAIT:
+            th = t.thread
+            race = th.comm.race
+            if race is None:
+                return
+            note = (race.thread_note(th, t.index) if kind == T_WAIT
+                    else race.channel_note(th.comm.rank, t.channel.local_slot, t.index))
+            if note is not None:
+                race.acquire(th, note)
 
     # ------------------------------------------------------------------ failures and checks
     def fail_queue(self, q: Queue, code: int, acl_code: int, message: str) -> None:
@@ -606,45 +600,50 @@ class Executor:
                         self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, mismatch)
                         continue
                 left = ch.comm.peer_left(ch.peer)    # its header stays readable: the mapping outlives its owner
-                if left is not None and left.startswith(LEFT_AT_ONCE) and not ch.has_record(t.index):
-                    self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
-                                    f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
-                                    f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
-                                    f"(step {q.executed}): every rank must issue the same operations")
-                    continue
-                if not ch.peer_ctl.owner_alive() and not ch.has_record(t.index):   # read again
+                at_once = left is not None and left.startswith(LEFT_AT_ONCE)
+                if not at_once and not ch.peer_ctl.owner_alive() and not ch.has_record(t.index):   # read again
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} is gone (its process "
                                     f"exited or was killed) while rank {ch.comm.rank} {t.thread.label} waited on "
                                     f"channel notify {t.index}")
                     continue
                 # alive but out of the communicator (finalised, or failed and carrying on): it will never signal;
-                # after a grace, so a peer's own, more precise error (e.g. a mismatch it found) comes first
-                if now - q.blocked_since < PEER_LEFT_GRACE_S:
-                    continue
-                if left is not None and not ch.has_record(t.index):
+                # unless it left at once, after a grace, so a peer's own, more precise error (e.g. a mismatch it
+                # found) comes first
+                if left is not None and (at_once or now - q.blocked_since >= PEER_LEFT_GRACE_S) \
+                        and not ch.has_record(t.index):
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
                                     f"peer rank {ch.peer} of communicator {ch.comm.name} {left}, while rank "
                                     f"{ch.comm.rank} {t.thread.label} waited on channel notify {t.index} from it "
                                     f"(step {q.executed}): every rank must issue the same operations")
 
-    @contextlib.contextmanager
-    def host_waits(self, comm: Optional["SimComm"]) -> Iterator[None]:
-        """The calling host thread synchronises a stream of ``comm`` (None: a stream of no communicator)."""
-        if comm is None:
-            yield
-            return
+    def drain(self, q: Queue, deadline: Optional[float]) -> bool:
+        """Drive the queues until the tasks ``q`` holds now have run, or it failed; False if ``deadline`` passed first.
+
+        Meanwhile the calling host thread counts as synchronising a stream of ``q``'s communicator (its host issues
+        nothing more: ``_check_lost_waits``).
+        """
+        comm = q.comm
+        waiting = self.host_waiting
         with self.lock:
-            self.host_waiting[comm] = self.host_waiting.get(comm, 0) + 1
+            until = q.executed + len(q.tasks)
+            if comm is not None:
+                waiting[comm] = waiting.get(comm, 0) + 1
+        def finished() -> bool:
+            return not q.tasks or q.executed >= until or q.error is not None
+
         try:
-            yield
+            with self.lock:           # the peers' records that came since the launch: often all it takes
+                self._run_queue(q)
+            return finished() or self.run_until(finished, deadline)
         finally:
-            with self.lock:
-                left = self.host_waiting[comm] - 1
-                if left:
-                    self.host_waiting[comm] = left
-                else:
-                    del self.host_waiting[comm]
+            if comm is not None:
+                with self.lock:
+                    left = waiting[comm] - 1
+                    if left:
+                        waiting[comm] = left
+                    else:
+                        del waiting[comm]
 
     def _check_lost_waits(self, now: float) -> None:
         """Fail a thread-notify wait that nothing can record any more, naming it, instead of at its timeout.
@@ -691,13 +690,20 @@ class Executor:
         return False
 
     # ------------------------------------------------------------------ sleeping
-    def _doorbells(self) -> List[Tuple[Any, int]]:
-        """The doorbell value of every communicator with runnable work, each pinned (the caller unpins)."""
+    def _doorbells(self) -> Tuple[List["SimComm"], List[int]]:
+        """The communicators with runnable work, each pinned (the caller unpins), and their doorbell values."""
         with self.lock:
-            comms = self._pin({q.comm for q in self.active if q.comm is not None})
-            return [(c, c.bell_value()) for c in comms]
+            comms = set()
+            for q in self.active:
+                if q.comm is not None:
+                    comms.add(q.comm)
+            pinned = self._pin(comms)
+            values = []
+            for c in pinned:
+                values.append(c.bell_value())
+            return pinned, values
 
-    def _sleep(self, bells: List[Tuple[Any, int]], now: float, deadline: Optional[float]) -> None:
+    def _sleep(self, comms: List["SimComm"], bells: List[int], now: float, deadline: Optional[float]) -> None:
         wake = now + MAX_SLEEP_S
         for q in list(self.active):
             if q.blocked_since and q.tasks:
@@ -707,9 +713,8 @@ class Executor:
         if deadline is not None:
             wake = min(wake, deadline)
         timeout = max(wake - now, 0.0)
-        if len(bells) == 1:
-            comm, value = bells[0]
-            comm.sleep_on_bell(value, timeout)
+        if len(comms) == 1:
+            comms[0].sleep_on_bell(bells[0], timeout)
         else:
             time.sleep(min(timeout, 0.001))
 
@@ -762,9 +767,10 @@ def _wait_limit(q: Queue, t: Task) -> Optional[float]:
 
 
 def _traced(q: Queue, task: Task, t0: float, t1: float) -> None:
-    """Hand a task that ran from ``t0`` to ``t1`` to the tracer (imported on first use: tracing is rare)."""
+    """Hand a task that ran from ``t0`` (from when it started waiting, for a wait that blocked) to ``t1`` to the
+    tracer (imported on first use: tracing is rare)."""
     from .tracing import record
-    record(q, task, t0, t1)
+    record(q, task, q.blocked_since or t0, t1)
 
 
 class TaskFailure(Exception):

@@ -125,8 +125,9 @@ class SimState:
             raise SimError(HcclResult.E_PARA, f"channel 0x{handle:x} belongs to a destroyed communicator")
         return ch
 
-    def stream(self, handle: Any) -> Queue:
-        """The queue of a stream handle; NULL is the default stream."""
+    def stream(self, handle: Any, unknown: int = HcclResult.E_PARA) -> Queue:
+        """The queue of a stream handle; NULL is the default stream.  ``unknown``: the error code of a handle that
+        is not a stream of this process (an aclrt* call's is ACL_ERROR_RT_INVALID_HANDLE)."""
         obj, q = self._last_stream
         if obj is handle and q is not None:
             return q
@@ -134,7 +135,7 @@ class SimState:
         q = self.streams.get(key)
         if q is None:
             why = self.released_streams.get(key)
-            raise SimError(HcclResult.E_PARA, f"stream 0x{key:x} is not a stream of this process"
+            raise SimError(unknown, f"stream 0x{key:x} is not a stream of this process"
                                               + (f": {why}" if why else ""))
         if not isinstance(handle, int) and handle is not None:
             self._last_stream = (handle, q)

@@ -21,7 +21,7 @@ from ..api.comm import current_world
 from ..api import world as world_api
 from ..api.comm import Comm
 from ..api.errors import CommError, CommTimeoutError
-from ..api.request import Request
+from ..api.requests import Request
 from ..enums import dtype_from_torch
 from ..types import ReduceOpName
 from .profiling import operation

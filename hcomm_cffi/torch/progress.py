@@ -3,7 +3,7 @@
 Why a thread: DDP's reducer waits on each bucket's Future in C++ (``Reducer::finalize_backward``
 calls ``bucket.future_work->wait()``, torch/csrc/distributed/c10d/reducer.cpp, torch 2.13), with
 no Python call between the last bucket's allreduce and that wait.  On the emulator a collective
-progresses only inside library calls (see :mod:`hcomm_cffi.api.nonblocking`), so a Future that
+progresses only inside library calls (see :mod:`hcomm_cffi.api.requests`), so a Future that
 only a later library call could complete would never complete there.  Until torch 2.13 the work
 was therefore completed inside ``get_future()`` (no overlap with the backward pass).
 

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from ..api.errors import CommTimeoutError
-from ..api.request import Request
+from ..api.requests import Request
 from .progress import LOCK, PROGRESS, SLICE_S, caller, step_aside
 
 __all__ = ["HcommWork", "seconds_of"]
