@@ -36,8 +36,9 @@ reduce-scatter reads its own operand straight from its send buffer (neither is s
 From ``DIRECT_FROM`` bytes the four symmetric collectives are direct (``_Plan.direct``): no staging, one pass.
 Each rank publishes at the start of its scratch where its operands are (a memfd block of its device memory, which
 the peers map, sim/peer_memory.py; or, for memory they cannot map, a staging copy in its scratch [DESC_BYTES, H)),
-then after a barrier (READY, signed) moves its share in one host task and a second barrier (DONE) hands the
-operands back: allreduce reduces its 1/n of the elements from every rank's send buffer in rank order and writes
+then once the ranks whose operands it uses signalled READY (signed) moves its share in one host task, signals them
+DONE and waits for DONE from the ranks that used its own operands (all of them, or a broadcast's root and its
+receivers): allreduce reduces its 1/n of the elements from every rank's send buffer in rank order and writes
 the result into every rank's receive buffer (cache-sized pieces, ``kernels.reduce_spread``), reduce-scatter
 reduces its block, allgather and broadcast copy the blocks they receive.  Like the two-phase ops it ends with
 every peer done with its memory, so the [0, H) area and the parity protocol are left as they were.
@@ -95,8 +96,8 @@ SHARED_PIECE_BYTES = 16 << 20
 STAMP_BYTES = 64             # the end of each parity region: the number of the chunk staged there (_Plan.stamp)
 # Direct calls (_Plan.direct): a message of at least DIRECT_FROM bytes whose operands fit the staging area is
 # moved where its operands are -- every rank reduces or copies its share reading the peers' operands in their
-# device memory (sim/peer_memory.py) and writing the results into the peers' receive buffers -- between two
-# barriers; an operand the peers cannot map is staged in its rank's scratch at [DESC_BYTES, H).
+# device memory (sim/peer_memory.py) and writing the results into the peers' receive buffers -- between a READY
+# and a DONE handshake; an operand the peers cannot map is staged in its rank's scratch at [DESC_BYTES, H).
 DIRECT_FROM = 256 << 10
 DESC_BYTES = 4096            # [0, DESC_BYTES) of the scratch: where this rank's operands of a direct call are
 _DESC_WORDS = 8              # int64 per published operand: kind, pid, address, fd, inode, block size, offset, freed
@@ -382,11 +383,11 @@ class _Plan:
         for no one else (a broadcast's receivers wait for the root only).
 
         ``work`` gets, per operand slot, the address here of this rank's operand and of the operands of the peers
-        ``used`` names for that slot (the others are 0); it runs as one host task.  An operand the peers share that is not in a memfd block is staged
-        in this rank's scratch (but for the bytes only this rank touches, its ``own`` range, which it reaches where
-        they are); an operand in this rank's HCCL buffer is staged whole (the race checker logs those accesses:
-        they go through the copies below, never through ``work``).  Staging copies in before the first barrier
-        what the call reads, and copies out after the second what it writes.
+        ``used`` names for that slot (the others are 0); it runs as one host task.  An operand the peers share that
+        is not in a memfd block is staged in this rank's scratch (but for the bytes only this rank touches, its
+        ``own`` range, which it reaches where they are); an operand in this rank's HCCL buffer is staged whole (the
+        race checker logs those accesses: they go through the copies below, never through ``work``).  Staging copies
+        in before READY what the call reads, and copies out after DONE what it writes.
         """
         c, me = self.comm, self.comm.rank
         lo, hi = c.buf.addr, c.buf.addr + c.buffer_bytes
