@@ -290,3 +290,59 @@ def test_direct_calls_between_staged_ones_and_changing_roots() -> None:
     results = run_ranks(4, _mixed, timeout=300)
     for checks, reports in results:
         assert all(checks) and reports == [], (checks, reports)
+
+
+def _staged_bytes(rank: int, n: int, root: bytes) -> Dict[str, Tuple[int, bool]]:
+    """Bytes of the copy and reduce tasks each collective launches (the staging through the native scratch), and
+    whether its result is right."""
+    from hcomm_cffi.sim import runtime
+    from hcomm_cffi.sim.tasks import task_bytes
+
+    env = open_rank(rank, n, root)
+    mem = _Memory(env, "malloc")
+    b, c, s = env.b, env.comm, env.stream
+    count = 1 << 18                                  # 1 MiB of int32 (the direct calls fit the tests' HCCL buffer)
+    sp, x = mem.array(count, np.int32)
+    rp, y = mem.array(count, np.int32)
+    launched = {"bytes": 0}
+    real_launch = runtime.EXECUTOR.launch
+
+    def counting_launch(queue: Any, tasks: Any) -> None:
+        launched["bytes"] += sum(task_bytes(t) for t in tasks)
+        real_launch(queue, tasks)
+
+    runtime.EXECUTOR.launch = counting_launch      # type: ignore[method-assign]
+    out = {}
+    try:
+        for op in ("allreduce", "broadcast", "allgather", "reduce_scatter"):
+            x[:] = np.arange(count, dtype=np.int32) + rank
+            launched["bytes"] = 0
+            if op == "allreduce":
+                b.all_reduce(sp, rp, count, DataType.INT32, ReduceOp.SUM, c, s)
+                want = sum(np.arange(count, dtype=np.int32) + r for r in range(n))
+            elif op == "broadcast":
+                b.broadcast(sp, count, DataType.INT32, 0, c, s)
+                want = np.arange(count, dtype=np.int32)
+            elif op == "allgather":
+                b.all_gather(sp, rp, count // n, DataType.INT32, c, s)
+                want = np.concatenate([np.arange(count // n, dtype=np.int32) + r for r in range(n)])
+            else:
+                b.reduce_scatter(sp, rp, count // n, DataType.INT32, ReduceOp.SUM, c, s)
+                block = slice(rank * (count // n), (rank + 1) * (count // n))
+                want = sum(np.arange(count, dtype=np.int32)[block] + r for r in range(n))
+            b.synchronize_stream(s)
+            got = x if op == "broadcast" else y[:want.size]
+            out[op] = (launched["bytes"], bool(np.array_equal(got, want)))
+    finally:
+        del runtime.EXECUTOR.launch
+        mem.close()
+        env.close()
+    return out
+
+
+def test_large_calls_on_device_memory_stage_nothing() -> None:
+    """The staged schedules copy every operand into the native scratch and out again (a copy task per piece); the
+    direct ones, on aclrtMalloc operands, launch no copy or reduce task at all: each byte moves once, in place."""
+    for rank, result in enumerate(run_ranks(2, _staged_bytes, timeout=120)):
+        for op, (staged, right) in result.items():
+            assert right and staged == 0, (rank, op, staged, right)
