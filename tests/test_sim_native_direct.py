@@ -346,3 +346,24 @@ def test_large_calls_on_device_memory_stage_nothing() -> None:
     for rank, result in enumerate(run_ranks(2, _staged_bytes, timeout=120)):
         for op, (staged, right) in result.items():
             assert right and staged == 0, (rank, op, staged, right)
+
+
+def test_a_block_that_is_not_the_published_one_is_refused_by_name() -> None:
+    """A peer's block whose descriptor no longer names the published memfd (freed and the descriptor reused), or
+    that cannot be opened, fails the mapping naming the path and why, instead of mapping other memory."""
+    b = Binding(load("sim"))
+    b.set_device(0)
+    ptr = b.malloc(1 << 20)
+    try:
+        pid, fd, ino, size, _ = peer_memory.locate(int(ffi.cast("uintptr_t", ptr)), 1)
+        maps = peer_memory.PeerMappings()
+        with pytest.raises(peer_memory.PeerMapError, match=f"/proc/{pid}/fd/{fd} is not the device memory block"):
+            maps.address(pid, fd, ino + 1, size, 0)
+        with pytest.raises(peer_memory.PeerMapError, match="cannot open /proc/"):
+            maps.address(pid, 1 << 20, ino, size, 0)
+        at = maps.address(pid, fd, ino, size, 0)      # the right one maps: the same bytes at another address
+        ffi.cast("unsigned char *", ptr)[7] = 0xA5
+        assert ffi.cast("unsigned char *", at)[7] == 0xA5 and at != int(ffi.cast("uintptr_t", ptr))
+        maps.close()
+    finally:
+        b.free(ptr)
