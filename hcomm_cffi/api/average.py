@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..enums import DataType
-from .buffers import as_buffer, is_torch
+from .op import as_buffer, is_torch
 from .request import Request
 
 __all__ = ["wanted", "run", "AVERAGING_DTYPES"]

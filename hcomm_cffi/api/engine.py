@@ -1,24 +1,18 @@
 """The engine of one member Comm (:class:`Engine`): every operation of the communicator launches here, one way.
 
-Every public call becomes a :class:`~hcomm_cffi.api.call.Call` -- a collective blocking (fresh, or the
-:class:`~hcomm_cffi.api.call.BoundCall` kept for its key, :func:`.buffers.key_of`), started, persistent (the BoundCall
-it bound at its init), stream-ordered or captured into an ACL graph; a stream-ordered send/recv (the
-library's own HcclSend/HcclRecv); a send/recv on a point-to-point lane -- and :meth:`Engine._launch` takes it
-through check -> bind -> record -> announce -> launch, then waits (blocking) or hands back a
-:class:`~hcomm_cffi.api.nonblocking.Pending`.  Each thing every call must do has its one place there: the
+Every public call becomes a :class:`~hcomm_cffi.api.op.Call` (api/op.py) -- a collective in every mode, a
+stream-ordered send/recv, a send/recv on a point-to-point lane -- and :meth:`Engine._launch` takes it through
+check -> bind -> record -> announce -> launch, then waits (blocking) or hands back a
+:class:`~hcomm_cffi.api.nonblocking.Pending`.  Each thing every call must do has its one place there (the
 usability check, the order after captured work, the flight record and trace entry, the device-memory
-declaration, and the guard (:meth:`Engine._failed`: a library error fails the communicator; Ctrl-C or an
-alarm once peers saw the call start breaks it, its queued work discarded so it never runs later against
-memory the caller reused).  Binding a collective resolves the algorithm, stages or declares the buffers,
-gets the resources (declared, or derived by a dry run), records the algorithm's schedule the first time per
-signature and stream, and binds it to the call's buffers behind the signature handshake (:mod:`.signatures`;
-one batch per handshake parity, or one of its captured form).  The Engine owns what that needs -- the
-streams, the caches, the scratch memory, the device-memory declarations -- and reads and changes the
+declaration, the guard :meth:`Engine._failed`).  Binding a collective resolves the algorithm, stages or
+declares the buffers, gets the resources, records the algorithm's schedule once per signature and stream and
+binds it to the call's buffers behind the signature handshake (:mod:`.signatures`).  The Engine owns the
+streams, the caches, the scratch memory and the device-memory declarations, and reads and changes the
 communicator through its :class:`~hcomm_cffi.api.state.CommState`.
 
 A call issued with ``stream=`` on a :class:`~hcomm_cffi.api.stream.Stream` breaks its communicator when that
-stream's next synchronize() fails or is interrupted (:func:`break_on_interrupted_wait`): its queued work must
-never run later either.
+stream's next synchronize() fails or is interrupted (:func:`break_on_interrupted_wait`).
 """
 from __future__ import annotations
 
@@ -39,9 +33,9 @@ from ..lib.contract import Capabilities
 from ..plan import MIB
 from ..resources import Resources
 from . import consistency, graphs, observe
-from .buffers import NO_STAGING, Buffer, DeviceBlock, DeviceMemory, Staging, key_of
+from .buffers import NO_STAGING, Buffer, DeviceBlock, DeviceMemory, Staging
 from .launch_order import Announcer
-from .call import RESOURCES_MAX, SCHEDULES_MAX, LaunchBatch, Call, CommCache, BoundCall, LibraryCall
+from .op import RESOURCES_MAX, SCHEDULES_MAX, LaunchBatch, Call, CommCache, BoundCall, LibraryCall, validate
 from .errors import CommError
 from .stream import Stream
 from .nonblocking import Pending, request_for
@@ -124,21 +118,38 @@ class Engine:
             scratch.replace(max(nbytes, SCRATCH_MIN, 2 * scratch.size))   # doubling: the old ones total < the new
         return scratch.ptr
 
-    # ------------------------------------------------------------------ the three ways in
+    # ------------------------------------------------------------------ the ways in
     def call(self, c: Call) -> Any:
-        """Blocking: run ``c`` and return its result; ``async_op`` or ``stream``: start it and return a Request."""
+        """Blocking: run ``c`` and return its result; ``async_op`` or ``stream``: start it and return a Request.
+
+        A blocking call with a fast key (api/op.py) is first looked up: the BoundCall kept for that key runs it (its
+        flight record and batch; nothing re-derived).  Otherwise its buffers are validated (:func:`.op.validate`) and
+        it takes the full path, which keeps its BoundCall under the key for the next identical call.
+        """
+        if c.fast_key is not None:
+            if graphs.HOLDING and graphs.holding(self.state):
+                c.fast_key = None           # (nothing after captured work: the full path refuses it)
+            else:
+                with self.state.lock:       # as run(): the call lock until it returns; the lookup too (another
+                    try:                    # thread's call may drop the BoundCall, and the scratch it addresses)
+                        c.entry = self.cache.fast.get(c.fast_key)
+                    except TypeError:       # an unhashable algorithm object: the full path serves it
+                        c.fast_key = None
+                    if c.entry is not None:
+                        self._launch(c)
+                        return c.result
+        if c.unchecked:
+            validate(self.state, c)
         if c.blocking:
             self.run(c)
             return c.result
         return self.start(c, lambda pending: request_for(pending, c.result))
 
-    def run(self, c: Call) -> str:
-        """Run ``c`` and wait for it; returns the algorithm's name.
+    def run(self, c: Call) -> None:
+        """Run ``c`` and wait for it: no Pending, no in-flight bookkeeping, the stream synchronised directly.
 
-        The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
-        The BoundCall it launches is kept under the call's fast-call key, so the next identical call is
-        one lookup (:meth:`fast`).  It holds the communicator's call lock until it returns (api/state.py):
-        another thread's call on the communicator waits for it.
+        The BoundCall it launches is kept under the call's fast key.  It holds the communicator's call lock until it
+        returns (api/state.py): another thread's call on the communicator waits for it.
         """
         with self.state.lock:
             self._launch(c)
@@ -146,30 +157,6 @@ class Engine:
             c.staging.finish()
         elif c.entry is not None and c.fast_key is not None:
             self.cache.keep_fast(c.fast_key, c.entry)
-        return c.alg.name
-
-    def fast(self, c: Call, x: Any, x_written: bool, out: Any) -> bool:
-        """Whether the BoundCall kept for this blocking call's key ran it (its flight record and batch; nothing re-derived).
-
-        ``c`` holds the validated op, algorithm and root (the same checks as every call); sets
-        ``c.fast_key`` when the call has a key, so the full path keeps its BoundCall there.
-        """
-        if not self.fast_ok or not c.blocking or (graphs.HOLDING and graphs.holding(self.state)):
-            return False                # (nothing after captured work: the full path refuses it)
-        key = key_of(c.coll, x, x_written, out, (c.op, c.algorithm, c.root))
-        if key is None:
-            return False
-        with self.state.lock:       # as run(): the call lock until it returns; the lookup too (another thread's
-            try:                   # call may drop the BoundCall, and the scratch memory it addresses, meanwhile)
-                entry = self.cache.fast.get(key)
-            except TypeError:               # an unhashable algorithm object: the full path serves it
-                return False
-            c.fast_key = key
-            if entry is None:
-                return False
-            c.entry = entry
-            self._launch(c)
-        return True
 
     def start(self, c: Call, hand_back: Callable[[Optional[Pending]], R]) -> R:
         """Launch ``c`` under the call lock (api/state.py) without waiting and return ``hand_back(pending)``, what the
@@ -307,7 +294,7 @@ class Engine:
                            stream_handle(c.stream))
             return LaunchBatch(LibraryCall(call), None), None
         if entry is not None and c.persistent and c.generation != self.cache.generation:
-            self._bind_persistent(c)                # bound in a generation that has passed: again (api/call.py)
+            self._bind_persistent(c)                # bound in a generation that has passed: again (api/op.py: CommCache)
             entry = c.entry
         if entry is not None:                       # a kept BoundCall (the fast path, a persistent request)
             c.what, c.record, c.fixed = entry.what, entry.record, entry.fixed

@@ -23,7 +23,7 @@ from typing import Any, Optional, Tuple
 from ..errors import HcclError
 from . import live, observe
 from .buffers import NO_STAGING, Staging
-from .call import Call
+from .op import Call
 from .errors import CommError
 from .graphs import refusal
 from .request import Request

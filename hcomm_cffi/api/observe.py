@@ -38,7 +38,7 @@ _logged_backend = [False]
 
 
 def record_of(call: Any) -> Record:
-    """The record of a resolved collective :class:`~hcomm_cffi.api.call.Call`."""
+    """The record of a resolved collective :class:`~hcomm_cffi.api.op.Call`."""
     return Record(call.coll, call.alg.name, call.count, call.nbytes, call.dtype, call.op,
                   call.root if call.coll in ROOTED else -1)
 

@@ -5,8 +5,8 @@ Lanes let sends to one peer proceed while a receive from another is pending, so 
 protocol (eager up to ``eager_limit`` bytes, rendezvous above; headers checked on receipt) is in
 :mod:`hcomm_cffi.algorithms.p2p`.
 
-``stream=`` send/recv (:meth:`PointToPoint.on_stream`) are the library's own HcclSend/HcclRecv on the caller's
-stream instead, taken by the engine as stream-ordered collectives are.
+``stream=`` send/recv are the library's own HcclSend/HcclRecv on the caller's stream instead (api/op.py:
+``stream_call``), taken by the engine as stream-ordered collectives are.
 
 A receive from any source (:meth:`PointToPoint.irecv_any`) first watches the inboxes in this rank's
 HCCL buffer (one device-to-host copy of each header) for the next message of some peer, then posts
@@ -19,7 +19,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -31,15 +31,15 @@ from ..algorithms.tasks import TaskBatch
 from ..enums import DataType, MemcpyKind
 from ..errors import HcclError
 from ..resources import ResourceCache, Resources
-from .buffers import NO_STAGING, Buffer, Staging, as_buffer, own_bytes
+from .buffers import NO_STAGING, Buffer, Staging, own_bytes
 from . import live, observe
-from .call import LaunchBatch, Call
+from .op import Call, LaunchBatch, as_buffer, lane_call
 from .errors import CommError, CommTimeoutError, MessageMismatchError
-from .nonblocking import Pending, request_for
-from .request import Request, timeout_arg
+from .nonblocking import Pending
+from .request import Request
 from .engine import Engine
 from .state import CommState
-from .streams import stream_handle, sync_stream
+from .streams import sync_stream
 
 __all__ = ["PointToPoint", "Lane", "AnySourceRequest"]
 
@@ -65,7 +65,7 @@ class Lane:
 
 
 class PointToPoint:
-    """send/recv/isend/irecv/send_multi/recv_multi of one :class:`Comm` (which delegates to it)."""
+    """The lanes of one :class:`Comm`: they bind its send/recv operations (api/op.py: ``lane_call``) for the engine."""
 
     def __init__(self, state: CommState) -> None:
         self.state = state        # the communicator's state (api/state.py)
@@ -75,67 +75,6 @@ class PointToPoint:
         # another thread's posts in the meantime are not this call's)
         self._posted = threading.local()
         self._books = threading.Lock()   # the lanes' in-flight lists: posts append, waits trim (never held in a wait)
-
-    # ------------------------------------------------------------------ public API
-    def send(self, x: Any, dst: int, *, timeout: Optional[float] = None) -> None:
-        """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous)."""
-        if timeout is not None:       # every argument is checked before anything is posted
-            timeout = timeout_arg(timeout)
-        self._blocking(partial(self._post_send, [x], dst, "isend", True), timeout, dst, "recv")
-
-    def recv(self, buf: Any, src: int, *, timeout: Optional[float] = None) -> Any:
-        """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``."""
-        if timeout is not None:
-            timeout = timeout_arg(timeout)
-        return self._blocking(partial(self._post_recv, [buf], src, "irecv", True), timeout, src, "send")
-
-    def isend(self, x: Any, dst: int) -> Request[Any]:
-        """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
-        return self._post_send([x], dst, "isend", single=True)
-
-    def irecv(self, buf: Any, src: int) -> Request[Any]:
-        """Start receiving into ``buf`` from ``src``; wait() returns ``buf``."""
-        return self._post_recv([buf], src, "irecv", single=True)
-
-    def send_multi(self, items: Sequence[Any], dst: int, *, timeout: Optional[float] = None) -> None:
-        """Send several buffers to ``dst`` as consecutive messages in one launch."""
-        timeout = timeout_arg(timeout)
-        self._blocking(lambda: self._post_send(self._items(items, "send_multi"), dst, "send_multi", single=False),
-                       timeout, dst, "recv_multi")
-
-    def recv_multi(self, items: Sequence[Any], src: int, *, timeout: Optional[float] = None) -> List[Any]:
-        """Receive consecutive messages from ``src`` into the given buffers; returns them."""
-        timeout = timeout_arg(timeout)
-        got = self._blocking(lambda: self._post_recv(self._items(items, "recv_multi"), src, "recv_multi",
-                                                     single=False), timeout, src, "send_multi")
-        return cast(List[Any], got)
-
-    def on_stream(self, direction: str, x: Any, peer: int, stream: Any) -> Request[Any]:
-        """Enqueue the library's HcclSend (``direction`` "send": ``x`` to ``peer``) or HcclRecv ("recv": into ``x``
-        from ``peer``) on ``stream``, after the work there, and return its Request without waiting -- so it can be
-        captured into an ACL graph (:mod:`.graphs`).  Not the lanes' protocol (no header checked on receipt): sizes
-        and dtypes must match the peer's call, as for HcclSend/HcclRecv.  The engine takes it as a started
-        collective (one flight record and trace entry, closed by its Pending's completion)."""
-        state, engine = self.state, self.engine
-        sending = direction == "send"
-        peer = state.rank_arg("dst" if sending else "src", peer)
-        if peer == state.rank:
-            raise ValueError(f"{'dst' if sending else 'src'}={peer} is this rank; expected another rank of "
-                             f"communicator {state.name!r}")
-        buf = as_buffer(x, "x" if sending else "buf", writable=not sending)
-        stream_handle(stream)                  # a stream of this process (refused before anything is issued)
-        if engine is None:                     # a null communicator: refused as every call on it
-            state.check_usable(direction)
-        assert engine is not None
-        c = Call(direction, "native", stream=stream)   # the library's own send/recv
-        c.data(buf if sending else None, None if sending else buf, buf.count, buf.nbytes)
-        c.dtype = buf.dtype
-        c.direct = state.binding.send if sending else state.binding.recv
-        c.peer = peer
-        c.announces = False
-        c.what = f"{direction} of {buf.nbytes} bytes {'to' if sending else 'from'} rank {peer} (stream-ordered)"
-        c.record = observe.Record(direction, "p2p", buf.count, buf.nbytes, buf.dtype, None, peer)
-        return engine.start(c, lambda pending: request_for(pending, None if sending else x))
 
     def irecv_any(self, buf: Any) -> "AnySourceRequest":
         """Start receiving into ``buf`` from whichever rank's next message arrives first (its ``source`` once done)."""
@@ -178,8 +117,8 @@ class PointToPoint:
         return self.state.binding.get_hccl_buffer(self.state.handle)
 
     # ------------------------------------------------------------------ helpers
-    def _blocking(self, post: Callable[[], Request[Any]], timeout: Optional[float], peer: int, matching: str) -> Any:
-        """Post a blocking call (``post``) and wait for its request; on timeout say what to check.
+    def blocking(self, post: Callable[[Call], Request[Any]], c: Call, timeout: Optional[float], matching: str) -> Any:
+        """Post the blocking send/recv ``c`` (``post``) and wait for its request; on timeout say what to check.
 
         The transfer stays queued (it could still land in the buffer later), so the communicator is
         marked unusable rather than left to corrupt a buffer the caller reuses.  Posting and waiting are
@@ -188,8 +127,9 @@ class PointToPoint:
         """
         posted = getattr(self._posted, "n", 0)
         req: Optional[Request[Any]] = None
+        peer = c.peer
         try:
-            req = post()
+            req = post(c)
             return req.wait(timeout)
         except CommTimeoutError:
             if timeout is None or self.state.broken or req is None:   # the library's own timeout: says everything
@@ -205,22 +145,6 @@ class PointToPoint:
                 what = f"{'send to' if matching.startswith('recv') else 'receive from'} rank {peer}"
                 self.state.interrupted(req.what if req is not None else what, exc)
             raise
-
-    @staticmethod
-    def _items(items: Any, what: str) -> List[Any]:
-        if not isinstance(items, (list, tuple)):
-            raise TypeError(f"{what}: items is a {type(items).__name__}; expected a list or tuple of buffers")
-        if not items:
-            raise ValueError(f"{what}: items is empty; expected at least one buffer")
-        return list(items)
-
-    def _peer_arg(self, name: str, value: Any, what: str) -> int:
-        state = self.state
-        peer = value if value.__class__ is int and 0 <= value < state.size else state.rank_arg(name, value)
-        if peer == self.state.rank:
-            raise ValueError(f"{what}: {name}={peer} is this rank; sending to oneself is not supported "
-                             "(copy locally instead)")
-        return peer
 
     def _new_lane(self, peer: int, direction: str) -> Lane:
         """The lane to/from ``peer`` (``direction`` "send" or "recv"), made on its first message."""
@@ -271,14 +195,12 @@ class PointToPoint:
                 raise
         return Request(what, sync, finish)
 
-    def _post_send(self, items: List[Any], dst: Any, what: str, single: bool) -> Request[Any]:
+    def post_send(self, c: Call) -> Request[Any]:
+        """Post the lane send ``c`` (api/op.py: ``lane_call``); its request completes once its buffers may be reused."""
         with self.state.lock:       # the call lock while the lane's state advances and the batch launches (state.py)
-            dst = self._peer_arg("dst", dst, what)
-            bufs = [as_buffer(items[0], "x")] if single else [as_buffer(x, f"items[{i}]") for i, x in enumerate(items)]
+            bufs, dst = c.items, c.peer
             staging = Staging(self.state.binding, True) if self.state.stages else NO_STAGING
             keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
-            count, nbytes = (bufs[0].count, bufs[0].nbytes) if single else _total(bufs)
-            desc = f"{what} of {nbytes} bytes to rank {dst}"
 
             def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
                 for buf in bufs:
@@ -294,19 +216,15 @@ class PointToPoint:
                 keep.clear()
                 if staging.needed:
                     staging.finish()
-            return self._post(what, "send" if single else "send_multi", dst, "send", bufs, (count, nbytes), desc, issue,
-                              keep, finish)
+            return self._post(c, "send", issue, keep, finish)
 
-    def _post_recv(self, items: List[Any], src: Any, what: str, single: bool) -> Request[Any]:
-        with self.state.lock:       # as _post_send
-            src = self._peer_arg("src", src, what)
-            bufs = [as_buffer(items[0], "buf", writable=True)] if single else [
-                as_buffer(x, f"items[{i}]", writable=True) for i, x in enumerate(items)]
+    def post_recv(self, c: Call) -> Request[Any]:
+        """Post the lane receive ``c``; its request checks each message's header and returns ``c.result``."""
+        with self.state.lock:       # as post_send
+            bufs, src = c.items, c.peer
             staging = Staging(self.state.binding, True) if self.state.stages else NO_STAGING
             headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
             first = [0]
-            count, nbytes = (bufs[0].count, bufs[0].nbytes) if single else _total(bufs)
-            desc = f"{what} of {nbytes} bytes from rank {src}"
 
             def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
                 first[0] = lane.state.seq
@@ -320,22 +238,16 @@ class PointToPoint:
             def finish() -> Any:
                 staging.finish()
                 for k, buf in enumerate(bufs):
-                    self._check_header(headers[k], buf, src, first[0] + k, what)
-                return items[0] if single else items
-            return self._post(what, "recv" if single else "recv_multi", src, "recv", bufs, (count, nbytes), desc,
-                              issue, (bufs, headers), finish)
+                    self._check_header(headers[k], buf, src, first[0] + k, c.coll)
+                return c.result
+            return self._post(c, "recv", issue, (bufs, headers), finish)
 
-    def _post(self, what: str, op: str, peer: int, direction: str, bufs: List[Buffer], total: Tuple[int, int],
-              desc: str, issue: Callable[[IssueContext, Lane, List[Buffer]], None], keep: Any, finish: Any) -> Request[Any]:
-        """Post ``op`` of ``bufs`` to/from ``peer`` (the caller's ``what``) on its lane through the engine (api/engine.py: checked, recorded,
-        launched, guarded); ``issue`` adds the protocol's tasks; the request completes it (``finish``)."""
-        engine = self.engine
-        if engine is None:                    # a null communicator: refused as every call on it
-            self.state.check_usable(what)
-        assert engine is not None
-        c = Call(what, "native", async_op=True)
-        c.announces = False
-        c.what = desc
+    def _post(self, c: Call, direction: str, issue: Callable[[IssueContext, Lane, List[Buffer]], None], keep: Any,
+              finish: Any) -> Request[Any]:
+        """Post ``c`` on its lane through the engine (api/engine.py: checked, recorded, launched, guarded); ``issue``
+        adds the protocol's tasks; the request completes it (``finish``)."""
+        engine, peer, op = self.engine, c.peer, c.message
+        assert engine is not None             # (a null communicator's call was refused by lane_call)
         lanes: List[Lane] = []
 
         def post(c: Call, declared: List[Buffer]) -> LaunchBatch:
@@ -345,12 +257,12 @@ class PointToPoint:
             batch = ctx.sink = TaskBatch(self.state.binding)
             c.seq = lane.state.seq            # lanes number their messages apart: the trace name carries the peer
             c.name = f"{op} {'to' if direction == 'send' else 'from'} {peer}"
-            shape = (op, total[0], total[1], bufs[0].dtype)
+            shape = (op, c.count, c.nbytes, c.dtype)
             kept = lane.records.get(shape)
             if kept is None:
                 if len(lane.records) >= RECORDS_PER_LANE:
                     lane.records.clear()
-                record = observe.Record(op, "p2p", total[0], total[1], bufs[0].dtype, None, peer)
+                record = observe.Record(op, "p2p", c.count, c.nbytes, c.dtype, None, peer)
                 kept = lane.records[shape] = (record, observe.fixed_of(record))
             c.record, c.fixed = kept
             posted = self._posted
@@ -364,7 +276,7 @@ class PointToPoint:
             lane = lanes[0]
             with self._books:
                 lane.inflight[id(keep)] = keep
-            return self._request(lane, desc, finish, (c.slot, c.name or op, c.seq))
+            return self._request(lane, c.what, finish, (c.slot, c.name or op, c.seq))
         return engine.start(c, request)
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
@@ -413,11 +325,6 @@ class PointToPoint:
                               f"failed: {exc}", RuntimeWarning, stacklevel=3)
 
 
-def _total(bufs: List[Buffer]) -> Tuple[int, int]:
-    """(elements, bytes) of the messages ``bufs``."""
-    return sum(b.count for b in bufs), sum(b.nbytes for b in bufs)
-
-
 class AnySourceRequest(Request[Any]):
     """A receive from any source: watches the inboxes until a peer's message arrives, then receives it from that peer."""
 
@@ -437,7 +344,7 @@ class AnySourceRequest(Request[Any]):
             peer = self._p2p.announced((self._p2p.state.rank + 1) % self._p2p.state.size)
             if peer is not None:
                 self.source = peer
-                self._inner = self._p2p.irecv(self._buf, peer)
+                self._inner = self._p2p.post_recv(lane_call(self._p2p.state, False, "irecv", peer, self._buf))
                 self.what = f"irecv_any (from rank {peer}) on rank {self._p2p.state.rank}"
                 break
             now = time.monotonic()
