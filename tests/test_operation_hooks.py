@@ -33,8 +33,8 @@ NOT_LAUNCHES: Dict[Tuple[str, str, str], str] = {
     ("point_to_point.py", "sync", "fail on error"): "the wait of a lane's send/recv (its own stream and numbering)",
     ("point_to_point.py", "sync", "interrupt guard"): "the wait of a lane's send/recv",
     ("point_to_point.py", "blocking", "interrupt guard"): "a blocking send/recv: the gap between its post and wait",
-    ("comm.py", "_avg_cut_short", "interrupt guard"): "op='avg' async: the division attached to the request after "
-                                                     "its launch (api/average.py)",
+    ("average.py", "run", "interrupt guard"): "op='avg' async: the division attached to the request after its "
+                                              "launch",
     ("engine.py", "start", "interrupt guard"): "a start's gap between its launch and the request it hands back (the "
                                               "call lock's release, the request's making)",
     ("engine.py", "_stream_waited", "fail on error"): "a user's Stream.synchronize() that failed",

@@ -374,11 +374,6 @@ class Comm:
     # ------------------------------------------------------------------ collectives
     # Each builds its operation (api/op.py: the arguments validated, the fast key of a repeated blocking call) and
     # hands it to the engine; a persistent request (``*_init``) validates the same way once.
-    def _avg_cut_short(self, coll: str) -> Callable[[BaseException], None]:
-        """What breaks the communicator when op='avg''s division could not be attached to the sum it launched (the
-        request lost with the sum queued: api/average.py)."""
-        return lambda exc: self._state.interrupted(f"{coll} (op='avg')", exc)
-
     @overload
     def allreduce(self, x: B, op: ReduceOpLike = ..., *, out: None = ..., algorithm: AlgorithmArg = ...,
                   async_op: Literal[False] = ..., stream: None = ...) -> B: ...
@@ -400,9 +395,8 @@ class Comm:
         synchronising (see :mod:`hcomm_cffi.api.streams`).  The same two keywords exist on every collective.
         """
         if isinstance(op, str) and op not in OPS and average.wanted(op):   # op='avg': the sum, divided by the size
-            return average.run("allreduce", self.size, x, lambda: self.allreduce(
-                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
-                self._avg_cut_short("allreduce"))
+            return average.run(self._state, "allreduce", x, lambda: self.allreduce(
+                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c = collective(self._state, "allreduce", "allreduce", x, out, algorithm, async_op, stream, op=op)
         return self._engine.call(c)
 
@@ -451,9 +445,8 @@ class Comm:
                        stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
         if isinstance(op, str) and op not in OPS and average.wanted(op):
-            return average.run("reduce_scatter", self.size, x, lambda: self.reduce_scatter(
-                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
-                self._avg_cut_short("reduce_scatter"))
+            return average.run(self._state, "reduce_scatter", x, lambda: self.reduce_scatter(
+                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
         c = collective(self._state, "reduce_scatter", "reduce_scatter", x, out, algorithm, async_op, stream, op=op)
         return self._engine.call(c)
 
@@ -473,9 +466,8 @@ class Comm:
                stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` onto ``root`` (into ``out``, or ``x`` in place there); returns the result on root, else None."""
         if isinstance(op, str) and op not in OPS and average.wanted(op):
-            return average.run("reduce", self.size, x, lambda: self.reduce(
+            return average.run(self._state, "reduce", x, lambda: self.reduce(
                 x, root, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
-                self._avg_cut_short("reduce"),
                 self.rank == self._state.rank_arg("root", root))
         c = collective(self._state, "reduce", "reduce", x, out, algorithm, async_op, stream, op=op, root=root)
         return self._engine.call(c)
@@ -512,42 +504,36 @@ class Comm:
     def iallreduce(self, x: B, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                    algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start an allreduce; wait() on the Request returns the result (``x`` or ``out``)."""
-        return self._started(self.allreduce(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.allreduce(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
     def ibroadcast(self, x: B, root: int = 0, *, algorithm: AlgorithmArg = "auto",
                    stream: Optional[StreamLike] = None) -> Request[B]:
         """Start a broadcast; wait() returns ``x``."""
-        return self._started(self.broadcast(x, root, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.broadcast(x, root, algorithm=algorithm, async_op=True, stream=stream))
 
     def iallgather(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
                    stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start an allgather; wait() returns ``out``."""
-        return self._started(self.allgather(x, out=out, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.allgather(x, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
     def ireduce_scatter(self, x: BufferLike, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                         algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start a reduce_scatter; wait() returns ``out``."""
-        return self._started(self.reduce_scatter(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.reduce_scatter(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
     def ireduce(self, x: BufferLike, root: int = 0, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                 algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start a reduce; wait() returns the result on root, None elsewhere."""
-        return self._started(self.reduce(x, root, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.reduce(x, root, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
     def ialltoall(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
                   stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start an alltoall; wait() returns ``out``."""
-        return self._started(self.alltoall(x, out=out, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.alltoall(x, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
     def ibarrier(self, *, algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[None]:
         """Start a barrier; wait() returns None once every rank has entered it."""
-        return self._started(self.barrier(algorithm=algorithm, async_op=True, stream=stream))
-
-    @staticmethod
-    def _started(req: Any) -> Request[Any]:
-        """What a collective started with ``async_op=True`` returned: always its Request."""
-        assert isinstance(req, Request)
-        return req
+        return cast(Request[Any], self.barrier(algorithm=algorithm, async_op=True, stream=stream))
 
     # ------------------------------------------------------------------ persistent (MPI-4 MPI_Allreduce_init & co)
     # Validated and bound once; ``start()`` launches the bound call, ``wait()``/``test()`` complete it.  A start on a
@@ -678,8 +664,8 @@ class Comm:
             return cast(Request[Any], self._engine.call(c))
         if timeout is not None:
             timeout = timeout_arg(timeout)
-        return self._p2p.blocking(self._p2p.post_recv, lane_call(self._state, False, "irecv", src, buf), timeout,
-                                  "send")
+        self._p2p.blocking(self._p2p.post_recv, lane_call(self._state, False, "irecv", src, buf), timeout, "send")
+        return buf
 
     def isend(self, x: BufferLike, dst: int) -> Request[Any]:
         """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""

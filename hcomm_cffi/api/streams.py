@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import partial
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from .._ffi import ffi
 from .. import settings
@@ -150,10 +150,6 @@ class StreamTargets:
         """Every target forgets its resources and schedules."""
         for t in self._targets.values():
             t.forget_resources()
-
-    def streams(self) -> List[Any]:
-        """Every stream a collective of this communicator may still be queued on."""
-        return [t.stream for t in self._targets.values()]
 
     def clear(self) -> None:
         """Forget every handle (the communicator is destroyed; user streams stay the user's)."""
