@@ -47,12 +47,8 @@ def own_bytes(arr: np.ndarray) -> Buffer:
 
 
 class Staging:
-    """Host <-> device staging for the CANN backend (host buffers are not reachable by the engines).
-
-    ``device_ptr(buf, copy_in)`` returns a pointer the engines can use; ``finish()`` copies the
-    written buffers back and frees the device memory.  On the emulator (or for NPU tensors) the
-    user's pointer is returned unchanged.
-    """
+    """Host <-> device staging for the CANN backend: ``device_ptr`` gives a pointer the engines can use (the user's own
+    for NPU tensors), ``finish()`` copies the written buffers back and frees the device memory."""
 
     def __init__(self, binding: Any, needed: bool) -> None:
         self.b = binding
@@ -111,13 +107,9 @@ DEVICE_RANGES_MAX = 4096
 
 
 class DeviceMemory:
-    """The host buffers one communicator declared device memory, where the backend takes host memory so.
-
-    The emulator rejects host memory as a local copy/reduce operand (sim/devmem.py); the Comm API hands
-    NumPy buffers to it directly instead of copying them into aclrtMalloc memory, so it says so here, once
-    per address range (a range already declared costs one dict lookup).  ``on_withdraw``: called before
-    ranges are withdrawn (bound calls were validated on them).
-    """
+    """The host buffers one communicator declared device memory, once per address range: the emulator rejects host
+    memory as a local copy/reduce operand (sim/devmem.py) and the Comm API hands it NumPy buffers directly.
+    ``on_withdraw``: called before ranges are withdrawn (bound calls were validated on them)."""
 
     __slots__ = ("lib", "needed", "ranges", "on_withdraw")
 

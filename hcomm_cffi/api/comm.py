@@ -139,11 +139,8 @@ class Comm:
         ids = list(range(parent.size)) if ranks is None else self._check_ranks(ranks, parent)
         if buffer_size_mb is not None:
             make_comm_config(buffer_size_mb=buffer_size_mb)  # validate on every rank, members or not
-        self._blank(parent.binding, name)
-        self._state.parent_ranks = ids
+        self._blank(parent.binding, name, ids, parent.rank in ids)
         if parent.rank not in ids:
-            self._state.size = len(ids)
-            self._state.member = False
             return
         topo = _topology(topology, len(ids))  # validate everything before the collective library call
         eager, tmo = _eager(eager_limit), _exec_timeout(timeout if timeout is not None else parent.timeout)
@@ -183,10 +180,15 @@ class Comm:
             raise ValueError(f"ranks={ids} lists rank(s) {dup} more than once; expected distinct ranks")
         return [int(r) for r in ids]
 
-    def _blank(self, binding: Binding, name: str) -> None:
+    def _blank(self, binding: Binding, name: str, ranks: Sequence[int] = (), member: bool = True) -> None:
+        """The parts every Comm has; ``member`` False: the null communicator a rank outside ``ranks`` holds."""
         # (name, ranks) -> sub-communicators made of it so far: one entry per distinct creation, what the user made
         self._children: Dict[Tuple[str, Tuple[int, ...]], int] = {}
         self._state = CommState(binding, name)  # its state: what every part of it reads and changes (api/state.py)
+        self._state.parent_ranks = list(ranks)
+        if not member:
+            self._state.size = len(ranks)
+            self._state.member = False
         self._p2p = PointToPoint(self._state)
         self._splits = 0                        # split() calls so far (collective: equal on every rank)
 
@@ -625,10 +627,7 @@ class Comm:
     def _null(cls, parent: "Comm", name: str, ranks: List[int]) -> "Comm":
         """The null communicator a rank outside ``ranks`` holds."""
         self = cls.__new__(cls)
-        self._blank(parent.binding, name)
-        self._state.parent_ranks = ranks
-        self._state.size = len(ranks)
-        self._state.member = False
+        self._blank(parent.binding, name, ranks, False)
         return self
 
     # ------------------------------------------------------------------ point-to-point (lanes: api/point_to_point.py)
@@ -636,9 +635,8 @@ class Comm:
              stream: Optional[StreamLike] = None) -> Optional[Request[Any]]:
         """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous).
 
-        ``stream=``: the library's HcclSend enqueued on that stream, after the work there; returns a Request
-        without waiting (so it can be captured into an ACL graph).  No header is checked on receipt: sizes and
-        dtypes must match the peer's call, as for HcclSend/HcclRecv.
+        ``stream=``: the library's HcclSend enqueued on that stream; returns a Request without waiting (it may be
+        captured into an ACL graph); sizes and dtypes must match the peer's call, as for HcclSend/HcclRecv.
         """
         if stream is not None:
             c = stream_call(self._state, True, x, dst, stream)

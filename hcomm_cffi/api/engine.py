@@ -120,12 +120,8 @@ class Engine:
 
     # ------------------------------------------------------------------ the ways in
     def call(self, c: Call) -> Any:
-        """Blocking: run ``c`` and return its result; ``async_op`` or ``stream``: start it and return a Request.
-
-        A blocking call with a fast key (api/op.py) is first looked up: the BoundCall kept for that key runs it (its
-        flight record and batch; nothing re-derived).  Otherwise its buffers are validated (:func:`.op.validate`) and
-        it takes the full path, which keeps its BoundCall under the key for the next identical call.
-        """
+        """Blocking: run ``c`` and return its result; ``async_op`` or ``stream``: start it and return a Request.  A call
+        with a fast key runs the BoundCall kept for it, if any; else its buffers are validated (:func:`.op.validate`)."""
         if c.fast_key is not None:
             if graphs.HOLDING and graphs.holding(self.state):
                 c.fast_key = None           # (nothing after captured work: the full path refuses it)
@@ -146,11 +142,8 @@ class Engine:
         return self.start(c, lambda pending: request_for(pending, c.result))
 
     def run(self, c: Call) -> None:
-        """Run ``c`` and wait for it: no Pending, no in-flight bookkeeping, the stream synchronised directly.
-
-        The BoundCall it launches is kept under the call's fast key.  It holds the communicator's call lock until it
-        returns (api/state.py): another thread's call on the communicator waits for it.
-        """
+        """Run ``c`` and wait for it (no Pending; the call lock held until it returns); the BoundCall it launched is
+        kept under its fast key."""
         with self.state.lock:
             self._launch(c)
         if c.staging is not NO_STAGING:
@@ -159,14 +152,9 @@ class Engine:
             self.cache.keep_fast(c.fast_key, c.entry)
 
     def start(self, c: Call, hand_back: Callable[[Optional[Pending]], R]) -> R:
-        """Launch ``c`` under the call lock (api/state.py) without waiting and return ``hand_back(pending)``, what the
-        caller waits with (its Request; a lane's send/recv has no Pending: its request is the lane's).
-
-        From the launch of ``c``'s batch to what is handed back is one guarded region: an exception there -- Ctrl-C
-        or an alarm in the lock's release or while the request is made -- breaks the communicator (the caller holds
-        nothing to wait for the queued work with, which would pair with the peers' next call).  Before the launch,
-        :meth:`_failed` decides, as for every call.
-        """
+        """Launch ``c`` under the call lock without waiting and return ``hand_back(pending)`` (its Request; a lane's
+        send/recv has no Pending).  From the launch to the hand-back is one guarded region: an exception there breaks
+        the communicator (the caller holds nothing to wait for the queued work with); before it, :meth:`_failed`."""
         try:
             with self.state.lock:
                 self._launch(c)
@@ -184,11 +172,8 @@ class Engine:
 
     # ------------------------------------------------------------------ persistent requests (persistent.py)
     def bind_persistent(self, c: Call) -> None:
-        """Resolve ``c`` and bind it to its buffers now (validated once): ``c.entry``, in ``c.generation``.
-
-        None where a bound call cannot be kept (the backend stages host buffers, or the algorithm is
-        not replayable): :meth:`start_persistent` then starts ``c`` the full way each time.
-        """
+        """Resolve ``c`` and bind it to its buffers now: ``c.entry``, in ``c.generation`` (None where a bound call cannot
+        be kept: :meth:`start_persistent` then starts ``c`` the full way each time)."""
         c.persistent = True
         with self.state.lock:                # its choices and cache entries are the communicator's (api/state.py)
             self.state.check_usable(c.coll)
@@ -216,14 +201,8 @@ class Engine:
 
     # ------------------------------------------------------------------ the one way every operation launches
     def _launch(self, c: Call) -> None:
-        """Take ``c`` through check -> bind -> record -> announce -> launch, and (blocking) wait for it.
-
-        Every collective comes this way -- blocking (fresh or its kept BoundCall), started, persistent, stream-ordered,
-        captured into an ACL graph -- and so does a stream-ordered send/recv (``c.direct``: the library's own
-        HcclSend/HcclRecv); the caller holds the call lock.  Each step has its one place here: the usability
-        check, the order after captured work, the flight record and trace entry (:func:`observe.issue`; a
-        captured call is the graph's), the announcement, and the guard (:meth:`_failed`).
-        """
+        """Take ``c`` through check -> bind -> record -> announce -> launch, and (blocking) wait for it; the caller holds
+        the call lock.  Every operation comes this way: each step has its one place here (module docstring)."""
         state = self.state
         state.check_usable(c.coll)   # under the lock: another thread may have broken or destroyed it
         if graphs.HOLDING and c.post is None:   # (a lane runs on a stream of its own)

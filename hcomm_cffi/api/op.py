@@ -1,17 +1,10 @@
-"""The one normaliser: a public call's arguments -> one operation (:class:`Call`), validated once.
+"""The one normaliser: every public call of a Comm becomes one operation (:class:`Call`) here, validated once.
 
-Every public call of a :class:`~hcomm_cffi.api.comm.Comm` becomes a ``Call`` here: a collective in every mode
-(:func:`collective`: blocking, started, persistent, stream-ordered or captured, by its ``async_op``/``stream=``;
-:func:`algorithm_call` for ``run_algorithm``), a send/recv on a point-to-point lane (:func:`lane_call`) and a
-stream-ordered send/recv (:func:`stream_call`).  The scalar arguments are checked on every call; a repeated
-blocking collective then gets its fast key (:func:`key_of`: the buffers read the way :func:`as_buffer` checks
-them, side by side below), and only a call the engine has no bound form of has its buffers validated in full
-(:func:`validate`).  The engine (api/engine.py) takes the Call from there: bind, record, launch, complete.
-
-:class:`CommCache` is the communicator's one cache of what is derived from calls -- the algorithm choice per
-signature, the calls bound to their buffers (:class:`BoundCall`), the fast keys that reach them -- each map
-with a named bound; whatever makes a bound call stale calls :meth:`CommCache.invalidate`.  Per-stream
-resources and recorded schedules live with their stream (``streams.StreamTarget``), bounded there.
+Collectives in every mode (:func:`collective`; :func:`algorithm_call`), lane send/recv (:func:`lane_call`) and
+stream-ordered send/recv (:func:`stream_call`).  Scalars are checked on every call; a repeated blocking
+collective gets its fast key (:func:`key_of`, beside the checks of :func:`as_buffer` it mirrors), and only a
+call the engine has no bound form of has its buffers validated in full (:func:`validate`).  :class:`CommCache`
+is the communicator's one cache of bound calls, each map with a named bound.
 """
 from __future__ import annotations
 
@@ -47,11 +40,8 @@ FAST_MAX = 1024
 
 
 class Call:
-    """One operation -- a collective, a stream-ordered send/recv, a lane's send/recv -- as the caller made it, then
-    as the engine resolved, bound, recorded and launched it (api/engine.py).
-
-    The fields a call may leave unset default at class level (no per-call cost for them).
-    """
+    """One operation as the caller made it, then as the engine resolved, bound, recorded and launched it; the fields a
+    call may leave unset default at class level (no per-call cost for them)."""
 
     # a collective as :func:`collective` left it: the caller's objects, until :func:`validate` checks them
     x: Any = None

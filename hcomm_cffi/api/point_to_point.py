@@ -1,16 +1,8 @@
-"""Point-to-point for a Comm (composition, not a mixin): one lane (own stream + thread) per (peer, direction).
-
-Lanes let sends to one peer proceed while a receive from another is pending, so the classic
-"everyone sends right, then receives left" pattern cannot block behind another operation.  The
-protocol (eager up to ``eager_limit`` bytes, rendezvous above; headers checked on receipt) is in
-:mod:`hcomm_cffi.algorithms.p2p`.
-
-``stream=`` send/recv are the library's own HcclSend/HcclRecv on the caller's stream instead (api/op.py:
-``stream_call``), taken by the engine as stream-ordered collectives are.
-
-A receive from any source (:meth:`PointToPoint.irecv_any`) first watches the inboxes in this rank's
-HCCL buffer (one device-to-host copy of each header) for the next message of some peer, then posts
-an ordinary receive from that peer: the sender is whoever's message arrives first.
+"""Point-to-point lanes of a Comm: one lane (own stream + thread) per (peer, direction), so sends to one peer
+proceed while a receive from another is pending ("everyone sends right, then receives left" cannot block).
+The protocol (eager up to ``eager_limit`` bytes, rendezvous above; headers checked on receipt) is in
+:mod:`hcomm_cffi.algorithms.p2p`.  A receive from any source (:meth:`PointToPoint.irecv_any`) watches the
+inboxes in this rank's HCCL buffer for the next message of some peer, then receives it from that peer.
 """
 from __future__ import annotations
 
@@ -118,13 +110,9 @@ class PointToPoint:
 
     # ------------------------------------------------------------------ helpers
     def blocking(self, post: Callable[[Call], Request[Any]], c: Call, timeout: Optional[float], matching: str) -> Any:
-        """Post the blocking send/recv ``c`` (``post``) and wait for its request; on timeout say what to check.
-
-        The transfer stays queued (it could still land in the buffer later), so the communicator is
-        marked unusable rather than left to corrupt a buffer the caller reuses.  Posting and waiting are
-        one region: an exception between them (Ctrl-C, an alarm) once something was launched breaks the
-        communicator too (api/engine.py); one before the launch (a refused argument) does not.
-        """
+        """Post the blocking send/recv ``c`` (``post``) and wait for its request; on timeout say what to check.  A
+        timed-out or interrupted transfer stays queued (it could land later in a buffer the caller reuses), so the
+        communicator breaks; a call refused before its launch does not."""
         posted = getattr(self._posted, "n", 0)
         req: Optional[Request[Any]] = None
         peer = c.peer
