@@ -85,21 +85,8 @@ class Staging:
             self.b.free(self._free.pop())
 
 
-class _NoStaging(Staging):
-    """The emulator (and NPU tensors) need no staging: pointers pass through, nothing to finish."""
-
-    def __init__(self) -> None:
-        super().__init__(None, False)
-
-    def device_ptr(self, buf: Buffer, copy_in: bool = True, copy_out: bool = False) -> CData:
-        return buf.ptr
-
-    def finish(self) -> None:
-        return None
-
-
-NO_STAGING = _NoStaging()
-
+#: the emulator's (and NPU tensors'): pointers pass through, nothing is ever copied or freed
+NO_STAGING = Staging(None, False)
 
 
 #: host ranges a communicator keeps declared device memory; more start over (many short-lived arrays)

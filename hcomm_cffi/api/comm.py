@@ -643,7 +643,7 @@ class Comm:
             return cast(Request[Any], self._engine.call(c))
         if timeout is not None:             # every argument is checked before anything is posted
             timeout = timeout_arg(timeout)
-        self._p2p.blocking(self._p2p.post_send, lane_call(self._state, True, "isend", dst, x), timeout, "recv")
+        self._p2p.blocking(lane_call(self._state, True, "isend", dst, x), timeout, "recv")
         return None
 
     @overload
@@ -662,16 +662,16 @@ class Comm:
             return cast(Request[Any], self._engine.call(c))
         if timeout is not None:
             timeout = timeout_arg(timeout)
-        self._p2p.blocking(self._p2p.post_recv, lane_call(self._state, False, "irecv", src, buf), timeout, "send")
+        self._p2p.blocking(lane_call(self._state, False, "irecv", src, buf), timeout, "send")
         return buf
 
     def isend(self, x: BufferLike, dst: int) -> Request[Any]:
         """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
-        return self._p2p.post_send(lane_call(self._state, True, "isend", dst, x))
+        return self._p2p.post(lane_call(self._state, True, "isend", dst, x))
 
     def irecv(self, buf: BufferLike, src: int) -> Request[Any]:
         """Start receiving into ``buf`` from ``src``; wait() returns ``buf``."""
-        return self._p2p.post_recv(lane_call(self._state, False, "irecv", src, buf))
+        return self._p2p.post(lane_call(self._state, False, "irecv", src, buf))
 
     def irecv_any(self, buf: BufferLike) -> AnySourceRequest:
         """Start receiving into ``buf`` from whichever rank's next message arrives first (``MPI_ANY_SOURCE``);
@@ -681,12 +681,11 @@ class Comm:
     def send_multi(self, items: Sequence[BufferLike], dst: int, *, timeout: Optional[float] = None) -> None:
         """Send several buffers to ``dst`` as consecutive messages in one launch."""
         timeout = timeout_arg(timeout)
-        self._p2p.blocking(self._p2p.post_send, lane_call(self._state, True, "send_multi", dst, items=items), timeout,
-                           "recv_multi")
+        self._p2p.blocking(lane_call(self._state, True, "send_multi", dst, items=items), timeout, "recv_multi")
 
     def recv_multi(self, items: Sequence[BufferLike], src: int, *,
                    timeout: Optional[float] = None) -> List[BufferLike]:
         """Receive consecutive messages from ``src`` into the given buffers; returns them."""
         timeout = timeout_arg(timeout)
-        return cast(List[BufferLike], self._p2p.blocking(
-            self._p2p.post_recv, lane_call(self._state, False, "recv_multi", src, items=items), timeout, "send_multi"))
+        c = lane_call(self._state, False, "recv_multi", src, items=items)
+        return cast(List[BufferLike], self._p2p.blocking(c, timeout, "send_multi"))

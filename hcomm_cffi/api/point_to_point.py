@@ -109,15 +109,15 @@ class PointToPoint:
         return self.state.binding.get_hccl_buffer(self.state.handle)
 
     # ------------------------------------------------------------------ helpers
-    def blocking(self, post: Callable[[Call], Request[Any]], c: Call, timeout: Optional[float], matching: str) -> Any:
-        """Post the blocking send/recv ``c`` (``post``) and wait for its request; on timeout say what to check.  A
+    def blocking(self, c: Call, timeout: Optional[float], matching: str) -> Any:
+        """Post the blocking send/recv ``c`` and wait for its request; on timeout say what to check.  A
         timed-out or interrupted transfer stays queued (it could land later in a buffer the caller reuses), so the
         communicator breaks; a call refused before its launch does not."""
         posted = getattr(self._posted, "n", 0)
         req: Optional[Request[Any]] = None
         peer = c.peer
         try:
-            req = post(c)
+            req = self.post(c)
             return req.wait(timeout)
         except CommTimeoutError:
             if timeout is None or self.state.broken or req is None:   # the library's own timeout: says everything
@@ -183,89 +183,82 @@ class PointToPoint:
                 raise
         return Request(what, sync, finish)
 
-    def post_send(self, c: Call) -> Request[Any]:
-        """Post the lane send ``c`` (api/op.py: ``lane_call``); its request completes once its buffers may be reused."""
+    def post(self, c: Call) -> Request[Any]:
+        """Post the lane send/recv ``c`` (api/op.py: ``lane_call``) through the engine (api/engine.py: checked, recorded,
+        launched, guarded): a send's request completes once its buffers may be reused, a receive's once its messages
+        arrived and their headers matched (it returns ``c.result``)."""
         with self.state.lock:       # the call lock while the lane's state advances and the batch launches (state.py)
-            bufs, dst = c.items, c.peer
-            staging = Staging(self.state.binding, True) if self.state.stages else NO_STAGING
-            keep: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
+            state, engine, bufs, peer, op = self.state, self.engine, c.items, c.peer, c.message
+            assert engine is not None             # (a null communicator's call was refused by lane_call)
+            direction = op[:4]                    # "send" or "recv": how lane_call names its operation
+            staging = Staging(state.binding, True) if state.stages else NO_STAGING
+            keep: Any
+            if direction == "send":
+                sent: List[Any] = list(bufs)  # the request owns the buffers (temporaries must outlive the transfer)
+                keep = sent
 
-            def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
-                for buf in bufs:
-                    header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, self.state.rank)
-                    keep.append(header)
-                    hb = own_bytes(header.view(np.uint8))
-                    declared += (hb, buf)          # emulator: device memory (what staging makes them on CANN)
-                    hp, bp = (staging.device_ptr(hb), staging.device_ptr(buf)) if staging.needed else (hb.ptr, buf.ptr)
-                    p2p.issue_send(ctx, lane.res.main, dst, self.state.size, lane.state, hp, bp, buf.nbytes,
-                                   eager=buf.nbytes <= self.state.eager_limit)
+                def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
+                    for buf in bufs:
+                        header = p2p.make_header(lane.state.seq, buf.nbytes, buf.dtype, state.rank)
+                        sent.append(header)
+                        hb = own_bytes(header.view(np.uint8))
+                        declared += (hb, buf)          # emulator: device memory (what staging makes them on CANN)
+                        hp, bp = (staging.device_ptr(hb), staging.device_ptr(buf)) if staging.needed else (hb.ptr, buf.ptr)
+                        p2p.issue_send(ctx, lane.res.main, peer, state.size, lane.state, hp, bp, buf.nbytes,
+                                       eager=buf.nbytes <= state.eager_limit)
 
-            def finish() -> None:
-                keep.clear()
-                if staging.needed:
+                def finish() -> Any:
+                    sent.clear()
+                    if staging.needed:
+                        staging.finish()
+            else:
+                headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
+                keep, first = (bufs, headers), [0]
+
+                def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
+                    first[0] = lane.state.seq
+                    for k, buf in enumerate(bufs):
+                        hb = own_bytes(headers[k])
+                        declared += (hb, buf)          # emulator: device memory (what staging makes them on CANN)
+                        p2p.issue_recv(ctx, lane.res.main, peer, state.size, lane.state,
+                                       staging.device_ptr(hb, False, True), staging.device_ptr(buf, False, True),
+                                       buf.nbytes)
+
+                def finish() -> Any:
                     staging.finish()
-            return self._post(c, "send", issue, keep, finish)
+                    for k, buf in enumerate(bufs):
+                        self._check_header(headers[k], buf, peer, first[0] + k, c.coll)
+                    return c.result
+            lanes: List[Lane] = []
 
-    def post_recv(self, c: Call) -> Request[Any]:
-        """Post the lane receive ``c``; its request checks each message's header and returns ``c.result``."""
-        with self.state.lock:       # as post_send
-            bufs, src = c.items, c.peer
-            staging = Staging(self.state.binding, True) if self.state.stages else NO_STAGING
-            headers = np.zeros((len(bufs), p2p.HEADER_BYTES), np.uint8)
-            first = [0]
+            def post(c: Call, declared: List[Buffer]) -> LaunchBatch:
+                lane = self.lanes.get((peer, direction)) or self._new_lane(peer, direction)
+                lanes.append(lane)
+                ctx = lane.ctx    # with a new task batch (under the call lock: one post at a time issues on a lane)
+                batch = ctx.sink = TaskBatch(state.binding)
+                c.seq = lane.state.seq            # lanes number their messages apart: the trace name carries the peer
+                c.name = f"{op} {'to' if direction == 'send' else 'from'} {peer}"
+                shape = (op, c.count, c.nbytes, c.dtype)
+                kept = lane.records.get(shape)
+                if kept is None:
+                    if len(lane.records) >= RECORDS_PER_LANE:
+                        lane.records.clear()
+                    record = observe.Record(op, "p2p", c.count, c.nbytes, c.dtype, None, peer)
+                    kept = lane.records[shape] = (record, observe.fixed_of(record))
+                c.record, c.fixed = kept
+                posted = self._posted
+                posted.n = getattr(posted, "n", 0) + 1
+                c.moves = True                    # the lane's state advances from here: cut short, it is out of step
+                issue(ctx, lane, declared)
+                return LaunchBatch(batch, None)
+            c.post = post
 
-            def issue(ctx: IssueContext, lane: Lane, declared: List[Buffer]) -> None:
-                first[0] = lane.state.seq
-                for k, buf in enumerate(bufs):
-                    hb = own_bytes(headers[k])
-                    declared += (hb, buf)          # emulator: device memory (what staging makes them on CANN)
-                    p2p.issue_recv(ctx, lane.res.main, src, self.state.size, lane.state,
-                                   staging.device_ptr(hb, False, True), staging.device_ptr(buf, False, True),
-                                   buf.nbytes)
-
-            def finish() -> Any:
-                staging.finish()
-                for k, buf in enumerate(bufs):
-                    self._check_header(headers[k], buf, src, first[0] + k, c.coll)
-                return c.result
-            return self._post(c, "recv", issue, (bufs, headers), finish)
-
-    def _post(self, c: Call, direction: str, issue: Callable[[IssueContext, Lane, List[Buffer]], None], keep: Any,
-              finish: Any) -> Request[Any]:
-        """Post ``c`` on its lane through the engine (api/engine.py: checked, recorded, launched, guarded); ``issue``
-        adds the protocol's tasks; the request completes it (``finish``)."""
-        engine, peer, op = self.engine, c.peer, c.message
-        assert engine is not None             # (a null communicator's call was refused by lane_call)
-        lanes: List[Lane] = []
-
-        def post(c: Call, declared: List[Buffer]) -> LaunchBatch:
-            lane = self.lanes.get((peer, direction)) or self._new_lane(peer, direction)
-            lanes.append(lane)
-            ctx = lane.ctx    # with a new task batch (under the call lock: one post at a time issues on a lane)
-            batch = ctx.sink = TaskBatch(self.state.binding)
-            c.seq = lane.state.seq            # lanes number their messages apart: the trace name carries the peer
-            c.name = f"{op} {'to' if direction == 'send' else 'from'} {peer}"
-            shape = (op, c.count, c.nbytes, c.dtype)
-            kept = lane.records.get(shape)
-            if kept is None:
-                if len(lane.records) >= RECORDS_PER_LANE:
-                    lane.records.clear()
-                record = observe.Record(op, "p2p", c.count, c.nbytes, c.dtype, None, peer)
-                kept = lane.records[shape] = (record, observe.fixed_of(record))
-            c.record, c.fixed = kept
-            posted = self._posted
-            posted.n = getattr(posted, "n", 0) + 1
-            c.moves = True                    # the lane's state advances from here: cut short, it is out of step
-            issue(ctx, lane, declared)
-            return LaunchBatch(batch, None)
-        c.post = post
-
-        def request(_: Optional[Pending]) -> Request[Any]:
-            lane = lanes[0]
-            with self._books:
-                lane.inflight[id(keep)] = keep
-            return self._request(lane, c.what, finish, (c.slot, c.name or op, c.seq))
-        return engine.start(c, request)
+            def request(_: Optional[Pending]) -> Request[Any]:
+                lane = lanes[0]
+                with self._books:
+                    lane.inflight[id(keep)] = keep
+                return self._request(lane, c.what, finish, (c.slot, c.name or op, c.seq))
+            return engine.start(c, request)
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)
@@ -332,7 +325,7 @@ class AnySourceRequest(Request[Any]):
             peer = self._p2p.announced((self._p2p.state.rank + 1) % self._p2p.state.size)
             if peer is not None:
                 self.source = peer
-                self._inner = self._p2p.post_recv(lane_call(self._p2p.state, False, "irecv", peer, self._buf))
+                self._inner = self._p2p.post(lane_call(self._p2p.state, False, "irecv", peer, self._buf))
                 self.what = f"irecv_any (from rank {peer}) on rank {self._p2p.state.rank}"
                 break
             now = time.monotonic()
