@@ -65,13 +65,12 @@ class Engine:
         state.buffer_bytes = self.buffer_bytes
         caps: Capabilities = b.lib.capabilities           # the backend contract (lib/contract.py)
         self.caps = caps
-        self.staging = state.stages
+        self.staging = state.stages                       # host buffers are staged (CANN): no fast keys (op.py)
         step = settings.value("HCOMM_STEP_BYTES")
         self.step_bytes: Optional[int] = (caps.step_bytes if step is None else step) or None
         # library collectives: the backend's own in-band check, else (with the check on) the package's handshake
         self.check_native = bool(settings.value("HCOMM_CHECK_COLLECTIVES")) and not caps.checks_signatures_in_band
         state.checks_library_collectives = self.check_native
-        self.fast_ok = not self.staging                   # host buffers used in place: bound calls may be kept
         self.cache = CommCache()                          # choices, bound calls, fast-call keys
         # ranges declared device memory (the emulator): bound calls were validated on them
         self.device_memory = state.device_memory = DeviceMemory(b.lib, not self.staging, self.cache.invalidate)
