@@ -25,6 +25,7 @@ from ..initializers import make_comm_config
 from ..plan import Topology
 from .. import resources
 from ..resources import Holding
+from ..settings import DEFAULT_EAGER_LIMIT   # (the Comm API's name for it too)
 from ..types import BufferLike, ReduceOpLike, StreamLike
 from . import average, live, membership, observe
 from .op import OPS, Call, algorithm_call, collective, held, lane_call, stream_call, validate
@@ -41,7 +42,6 @@ __all__ = ["Comm", "get_world", "current_world", "DEFAULT_EAGER_LIMIT"]
 B = TypeVar("B", bound=BufferLike)
 O = TypeVar("O", bound=BufferLike)
 
-DEFAULT_EAGER_LIMIT = 64 << 10
 #: Communicators up to this size connect every peer at creation so point-to-point never waits on setup.
 P2P_PRECONNECT_MAX = 256
 TopologyArg = Union[None, Topology, Tuple[int, int]]
