@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 import zlib
 from operator import attrgetter
-from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union, cast, overload
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union, cast, overload
 
 import numpy as np
 

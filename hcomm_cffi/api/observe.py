@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Optional
 
 from .. import callsite, flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED

@@ -11,7 +11,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -78,35 +78,27 @@ class PointToPoint:
 
     def announced(self, start: int = 0) -> Optional[int]:
         """The first peer (from ``start`` on, cyclically) whose next unreceived message has reached this rank's inbox."""
-        with self.state.lock:       # the lanes and their message numbers, as the posts leave them
-            return self._announced(start)
-
-    def _announced(self, start: int) -> Optional[int]:
         c = self.state
-        c.check_usable("irecv_any")
-        local, local_size = self._local_buffer()
-        raw = np.zeros(p2p.HEADER_BYTES, np.uint8)
-        dst = ffi.from_buffer(raw)
-        for k in range(c.size):
-            peer = (start + k) % c.size
-            if peer == c.rank:
-                continue
-            lane = self.lanes.get((peer, "recv"))
-            smallest = lane.res.smallest_buffer if lane is not None else local_size
-            off, _ = p2p.inbox_at(region_bytes(smallest), peer, c.size)
-            try:
-                c.binding.memcpy(dst, p2p.HEADER_BYTES, local + off, p2p.HEADER_BYTES, MemcpyKind.DEVICE_TO_HOST)
-            except HcclError as exc:
-                raise observe.fail(c, exc, "irecv_any (reading the inbox headers)") from exc
-            if p2p.announces(raw, peer, lane.state.seq if lane is not None else 0):
-                return peer
+        with c.lock:       # the lanes and their message numbers, as the posts leave them
+            c.check_usable("irecv_any")
+            local, local_size = (next(iter(self.lanes.values())).cache.local_buffer() if self.lanes   # its HCCL
+                                 else c.binding.get_hccl_buffer(c.handle))                           # buffer
+            raw = np.zeros(p2p.HEADER_BYTES, np.uint8)
+            dst = ffi.from_buffer(raw)
+            for k in range(c.size):
+                peer = (start + k) % c.size
+                if peer == c.rank:
+                    continue
+                lane = self.lanes.get((peer, "recv"))
+                smallest = lane.res.smallest_buffer if lane is not None else local_size
+                off, _ = p2p.inbox_at(region_bytes(smallest), peer, c.size)
+                try:
+                    c.binding.memcpy(dst, p2p.HEADER_BYTES, local + off, p2p.HEADER_BYTES, MemcpyKind.DEVICE_TO_HOST)
+                except HcclError as exc:
+                    raise observe.fail(c, exc, "irecv_any (reading the inbox headers)") from exc
+                if p2p.announces(raw, peer, lane.state.seq if lane is not None else 0):
+                    return peer
         return None
-
-    def _local_buffer(self) -> Tuple[Any, int]:
-        """This rank's HCCL buffer (address, bytes)."""
-        if self.lanes:
-            return next(iter(self.lanes.values())).cache.local_buffer()
-        return self.state.binding.get_hccl_buffer(self.state.handle)
 
     # ------------------------------------------------------------------ helpers
     def blocking(self, c: Call, timeout: Optional[float], matching: str) -> Any:
