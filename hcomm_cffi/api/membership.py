@@ -27,6 +27,7 @@ from .. import settings
 from .launch_order import PUBLISH_AFTER_S
 from .consistency import CollectiveMismatchError
 from .errors import CommError, CommTimeoutError, MessageMismatchError
+from .op import lane_call
 from .point_to_point import PointToPoint
 from .requests import Request
 from .state import CommState
@@ -114,8 +115,8 @@ def agree(state: CommState, p2p: PointToPoint, name: str, nth: int, ranks: List[
     mine = encode(name, nth, ranks)
     inbox = {p: np.zeros(WORDS, np.int64) for p in peers}
     try:
-        sends = [p2p.isend(mine, p) for p in peers]
-        recvs = {p: p2p.irecv(inbox[p], p) for p in peers}
+        sends = [p2p.post(lane_call(state, True, "isend", p, mine)) for p in peers]
+        recvs = {p: p2p.post(lane_call(state, False, "irecv", p, inbox[p])) for p in peers}
     except MessageMismatchError as exc:
         raise MembershipError(f"{where}: {exc}") from exc
     timeout = float(settings.current().connect_timeout_s)

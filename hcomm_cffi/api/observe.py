@@ -1,19 +1,13 @@
 """What a Comm tells logging, the flight recorder and the trace: one small function per event, so the call path only calls them.
 
-Events: a communicator was created (:func:`created`) or destroyed (:func:`destroyed`), an
-algorithm was chosen for a new call signature (:func:`chose`), an operation was issued
-(:func:`issue` of a :class:`Record` with the user's call site, returning the flight-recorder slot), launched (:func:`running`)
-and completed (:func:`done`: every operation ends here, blocking or started, collective or
-send/recv, so the trace closes each one), and a communicator failed (:func:`failed`: the open
-records are marked failed and, on a timeout or a peer's death, every rank's recorder is dumped for
-``hcomm doctor``; :func:`fail` is how a library failure breaks the communicator).  Every function takes the
-communicator's :class:`~hcomm_cffi.api.state.CommState`.
+Each takes the communicator's :class:`~hcomm_cffi.api.state.CommState`; every operation opens with :func:`issue`
+and ends with :func:`done` (or :func:`failed`), so the trace closes each one.
 """
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Optional
 
 from .. import callsite, flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED
@@ -38,7 +32,7 @@ _logged_backend = [False]
 
 
 def record_of(call: Any) -> Record:
-    """The record of a resolved collective :class:`~hcomm_cffi.api.call.Call`."""
+    """The record of a resolved collective :class:`~hcomm_cffi.api.op.Call`."""
     return Record(call.coll, call.alg.name, call.count, call.nbytes, call.dtype, call.op,
                   call.root if call.coll in ROOTED else -1)
 

@@ -19,10 +19,8 @@ from typing import Any, List, Optional, Tuple, TypeVar
 import numpy as np
 
 from .._ffi import ffi
-from .buffers import as_buffer
-from .call import Call
 from .errors import CommError
-from .buffers import buffer_view
+from .op import Call, as_buffer, buffer_view
 from .engine import Engine
 from .requests import Pending, Request
 

@@ -1,22 +1,16 @@
 """Streams: waiting for one (``sync_stream``), and where a communicator's collectives run: its own stream, or (stream-ordered) a caller's ACL stream.
 
-The algorithms' main thread wraps the stream it issues on (``HcclThreadAcquireWithStream``), so a
-collective on a user stream starts after the work already queued there, and the caller need not
-synchronise.  Each stream gets its own :class:`ResourceCache` (threads bound to that stream); as
-threads are never freed before the communicator is destroyed, a communicator accepts at most
-``HCOMM_MAX_STREAMS`` user streams and refuses more with an error saying so.
-
-All collectives of one communicator stay in one total order: when consecutive collectives go to
-different streams, the new stream waits for an event recorded on the previous one
-(``aclrtRecordEvent`` + ``aclrtStreamWaitEvent``), so two collectives never share channel notifies
-or the HCCL buffer at the same time.
+Each stream gets its own :class:`ResourceCache` (threads bound to it, never freed before the communicator
+is destroyed: at most ``HCOMM_MAX_STREAMS`` user streams).  All collectives of one communicator stay in one
+total order: a stream that follows another waits for an event recorded on it, so two collectives never
+share channel notifies or the HCCL buffer at the same time.
 """
 from __future__ import annotations
 
 from functools import partial
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from .._ffi import ffi
 from .. import settings
@@ -145,10 +139,6 @@ class StreamTargets:
         """Every target forgets its resources and schedules."""
         for t in self._targets.values():
             t.forget_resources()
-
-    def streams(self) -> List[Any]:
-        """Every stream a collective of this communicator may still be queued on."""
-        return [t.stream for t in self._targets.values()]
 
     def clear(self) -> None:
         """Forget every handle (the communicator is destroyed; user streams stay the user's)."""
