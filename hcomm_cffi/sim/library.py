@@ -20,8 +20,6 @@ from .hccl_comm import HcclCommCalls
 from .hccl_rank_graph import HcclRankGraphCalls
 from .hccl_res import HcclChannelCalls, HcclResCalls
 from .native import NativeCollectives
-from .device_modes import DeviceModes
-from .events import TimedEvents
 from .part import c_functions
 from .profiler import Profiler
 from .vmm import VirtualMemory
@@ -94,7 +92,7 @@ class SimLibrary(Backend):
         self.parts = (HcclCommCalls(state, traces_c_program), res, HcclChannelCalls(state), HcclRankGraphCalls(state),
                       GroupCalls(state, collectives, acl.aclrtSynchronizeStream), ZeroCopyCalls(state, vmm),
                       collectives, self.primitives, AicpuCalls(state, acl, res, self.primitives), acl,
-                      TimedEvents(state), GraphCalls(state), vmm, DeviceModes(state), Profiler(state))
+                      GraphCalls(state), vmm, Profiler(state))
         self.functions: Dict[str, Callable[..., Any]] = {}
         for part in self.parts:
             self.functions.update(c_functions(part))
