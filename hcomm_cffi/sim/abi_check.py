@@ -75,7 +75,6 @@ class AbiCheckedLibrary(Backend):
     def __init__(self, lib: Any) -> None:
         self._lib = lib
         self._types = function_types()
-        self._callbacks: Dict[str, Any] = {}
         self.capabilities: Capabilities = lib.capabilities
 
     def __getattr__(self, name: str) -> Any:
@@ -86,8 +85,7 @@ class AbiCheckedLibrary(Backend):
         # what C gets if the call raises anyway: E_INTERNAL, or NULL (error=None) from a pointer function
         error = None if returns_pointer(ctype) else int(HcclResult.E_INTERNAL)
         cb = ffi.callback(ctype, impl, error=error, onerror=_carry)
-        self._callbacks[name] = cb
-        call = _raising_carried(cb)
+        call = _raising_carried(cb)         # holds the callback: it lives as long as the attribute
         setattr(self, name, call)
         return call
 

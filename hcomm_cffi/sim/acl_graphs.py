@@ -149,7 +149,6 @@ class SimModel:
         self.groups: Dict[int, List[int]] = {}   # aclrtTaskGrp handle -> [first item, end item)
         self.blocks: Dict[int, Tuple[Any, int, str]] = {}   # aclrtMalloc blocks the tasks address: start -> block
         self.comms: Set[Any] = set()
-        self.replays = 0
         self.steps: List[Any] = []       # seal(): what a replay launches
         self.raced = False               # a communicator of the recording has the race checker (strict)
         self.checked_at = -1             # state.releases when its streams and blocks were last found alive
@@ -248,7 +247,6 @@ class SimModel:
                 if rc:
                     raise SimError(rc, f"replay of {getattr(method, '__name__', 'a collective')} failed: "
                                        f"{last_error() or 'no message'}")
-        self.replays += 1
 
 
 def _host_issues(tasks: Sequence[Task]) -> None:

@@ -79,7 +79,7 @@ class SimChannel:
     """One end of a channel: my notify slot, the peer's slot, the peer's HCCL buffer."""
 
     __slots__ = ("handle", "comm", "peer", "engine", "protocol", "notify_num", "local_words", "local_base",
-                 "remote_words", "remote_base", "peer_ctl", "peer_ctl_path", "peer_bell_addr", "peer_sleep_index",
+                 "remote_words", "remote_base", "peer_ctl", "peer_bell_addr", "peer_sleep_index",
                  "peer_buf", "buf_lo", "buf_hi", "pending", "signalled", "local_slot", "remote_slot")
 
     def __init__(self, handle: int, comm: "SimComm", peer: int, engine: int, protocol: int, notify_num: int,
@@ -96,7 +96,6 @@ class SimChannel:
         self.local_base = HEADER_WORDS + local_slot * SLOT_WORDS + 16
         peer_ctl = comm.peer_ctl[peer]
         self.peer_ctl = peer_ctl
-        self.peer_ctl_path = peer_ctl.path   # the name is unlinked once connected: liveness goes by peer_ctl
         self.remote_words = ffi.cast("uint32_t *", peer_ctl.ptr)
         self.remote_base = HEADER_WORDS + remote_slot * SLOT_WORDS + 16
         self.peer_bell_addr = peer_ctl.addr + 4 * H_BELL
