@@ -81,6 +81,14 @@ def _reduce_args(count: int, dtype: int, op: int) -> "tuple[DataType, ReduceOp]"
     return dt, rop
 
 
+def _not_on_a2(what: str) -> Callable[..., int]:
+    """An Hcomm* function of other products: HCCL_E_NOT_SUPPORT naming ``what`` (the function, then where it exists)."""
+    def not_supported(self: DataPlane, *args: Any) -> int:
+        raise SimError(HcclResult.E_NOT_SUPPORT, f"{what} is not supported on the emulated A2 product")
+    not_supported.__name__ = not_supported.__qualname__ = what.split(" ", 1)[0]
+    return not_supported
+
+
 class DataPlane(Part):
     """Hcomm* data-plane calls (hcomm/hcomm_primitives.h)."""
 
@@ -402,33 +410,15 @@ class DataPlane(Part):
             warn_caller(message, CheckerWarning)
 
     # ------------------------------------------------------------------ not on A2
-    def _not_on_a2(self, what: str) -> int:
-        raise SimError(HcclResult.E_NOT_SUPPORT, f"{what} is not supported on the emulated A2 product")
-
-    def HcommWriteWithNotifyOnThread(self, thread: int, channel: int, dst: Any, src: Any, len: int,
-                                     remoteNotifyIdx: int) -> int:
-        return self._not_on_a2("HcommWriteWithNotifyOnThread (Ascend 950 only)")
-
-    def HcommWriteReduceWithNotifyOnThread(self, *args: Any) -> int:
-        return self._not_on_a2("HcommWriteReduceWithNotifyOnThread (Ascend 950 only)")
-
-    def HcommFenceOnThread(self, thread: int) -> int:
-        return self._not_on_a2("HcommFenceOnThread (950 host CPU engine only)")
-
-    def HcommChannelFenceOnThread(self, thread: int, channel: int) -> int:
-        return self._not_on_a2("HcommChannelFenceOnThread (950 only)")
-
-    def HcommChannelFence(self, channel: int) -> int:
-        return self._not_on_a2("HcommChannelFence (950 host CPU engine only)")
-
-    def HcommChannelNotifyWaitOnThreadWithDefaultTimeout(self, thread: int, channel: int, localNotifyIdx: int) -> int:
-        return self._not_on_a2("HcommChannelNotifyWaitOnThreadWithDefaultTimeout on ordinary channels")
-
-    def HcommBatchTransferOnThread(self, thread: int, channel: int, transferDescs: Any, transferDescNum: int) -> int:
-        return self._not_on_a2("HcommBatchTransferOnThread (NIC-plugin RoCE channels only)")
-
-    def HcommChannelDrainOnThread(self, thread: int, channel: int) -> int:
-        return self._not_on_a2("HcommChannelDrainOnThread (AICPU RoCE only)")
+    HcommWriteWithNotifyOnThread = _not_on_a2("HcommWriteWithNotifyOnThread (Ascend 950 only)")
+    HcommWriteReduceWithNotifyOnThread = _not_on_a2("HcommWriteReduceWithNotifyOnThread (Ascend 950 only)")
+    HcommFenceOnThread = _not_on_a2("HcommFenceOnThread (950 host CPU engine only)")
+    HcommChannelFenceOnThread = _not_on_a2("HcommChannelFenceOnThread (950 only)")
+    HcommChannelFence = _not_on_a2("HcommChannelFence (950 host CPU engine only)")
+    HcommChannelNotifyWaitOnThreadWithDefaultTimeout = _not_on_a2(
+        "HcommChannelNotifyWaitOnThreadWithDefaultTimeout on ordinary channels")
+    HcommBatchTransferOnThread = _not_on_a2("HcommBatchTransferOnThread (NIC-plugin RoCE channels only)")
+    HcommChannelDrainOnThread = _not_on_a2("HcommChannelDrainOnThread (AICPU RoCE only)")
 
     def HcommAcquireComm(self, commId: Any) -> int:
         """Bind the named communicator's dispatcher; 0, or HCCL_E_PTR for a NULL or unknown name.
