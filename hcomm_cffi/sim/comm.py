@@ -373,9 +373,10 @@ class SimComm:
             existing = self.channels.get(key)
             if existing is not None:
                 if existing.notify_num != notify_num and self.config.check != "off":
-                    self._note(f"channel to rank {peer} (engine {engine}, protocol {protocol}) is reused with its "
-                               f"{existing.notify_num} notifies although {notify_num} were requested: channels are "
-                               "reused by (engine, remoteRank, protocol), as on the hardware")
+                    self.finding(f"checker: rank {self.rank}, communicator {self.name}: channel to rank {peer} (engine "
+                                 f"{engine}, protocol {protocol}) is reused with its {existing.notify_num} notifies "
+                                 f"although {notify_num} were requested: channels are reused by (engine, remoteRank, "
+                                 "protocol), as on the hardware")
                 result[i] = existing
                 continue
             if any(t[1:4] == (peer, engine, protocol) for t in todo):
@@ -449,12 +450,11 @@ class SimComm:
                 return slot, w[base + S_NOTIFY_NUM]
         return None
 
-    def _note(self, text: str) -> None:
-        """A checker finding at the host call (not a task): warn, or fail the call when strict."""
-        message = f"checker: rank {self.rank}, communicator {self.name}: {text}"
+    def finding(self, message: str, code: int = HcclResult.E_PARA) -> None:
+        """A checker finding at a host call (not a task): reported, then SimError(``code``) when strict, else a warning."""
         self.reports.append(message)
         if self.config.check == "strict":
-            raise SimError(HcclResult.E_PARA, message)
+            raise SimError(code, message)
         warn_caller(message, CheckerWarning)
 
     def announce_base(self) -> int:

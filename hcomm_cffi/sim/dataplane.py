@@ -60,14 +60,6 @@ class PreparedBatch:
         return sum(len(lst) for lst in self.tasks.values())
 
 
-def _finding(comm: Any, message: str, code: int) -> None:
-    """Record a checker finding on ``comm``: SimError(code) in strict mode, a CheckerWarning otherwise."""
-    comm.reports.append(message)
-    if comm.config.check == "strict":
-        raise SimError(code, message)
-    warn_caller(message, CheckerWarning)
-
-
 def _reduce_args(count: int, dtype: int, op: int) -> "tuple[DataType, ReduceOp]":
     try:
         dt = DataType(dtype)
@@ -121,7 +113,7 @@ class DataPlane(Part):
             message = (f"checker: rank {comm.rank}, {th.label}: data-plane call outside "
                        "HcommBatchModeStart/End; the A2/A3 documentation requires batch mode (the A2 host "
                        "build submits it immediately, or silently defers it after an earlier batch)")
-            _finding(comm, message, HcclResult.E_NOT_SUPPORT)
+            comm.finding(message, HcclResult.E_NOT_SUPPORT)
         _host_issues([th])
         EXECUTOR.launch(th.queue, [task])
 
@@ -188,7 +180,7 @@ class DataPlane(Part):
                    "memory: on A2 a local copy/reduce is an SDMA task that cannot reach pageable host memory. "
                    "Use the HCCL buffer, aclrtMalloc or aclrtMallocHost memory (copy host data in with "
                    "aclrtMemcpy first)")
-        _finding(comm, message, HcclResult.E_PARA)
+        comm.finding(message)
 
     def _owner_region(self, th: SimThread, addr: int, nbytes: int) -> "Optional[tuple[int, int, str]]":
         """(start, end, name) of the device-visible memory holding ``addr``: an HCCL buffer, else a devmem.py range."""

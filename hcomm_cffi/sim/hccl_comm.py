@@ -239,7 +239,7 @@ class HcclCommCalls(Part):
         clean = not c.async_error
         stranded = []
         with EXECUTOR.lock:
-            for th in list(c.threads) + list(c.stream_threads.values()):
+            for th in c.all_threads():
                 q = th.queue
                 if q.tasks:
                     stranded.append(_stranded(c, th, q))
