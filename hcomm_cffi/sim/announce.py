@@ -2,10 +2,8 @@
 
 The in-band signatures (the library collectives' notify words, the package's handshake) catch two
 ranks in different calls only when their waits meet.  Some never meet -- a reduce whose ranks name
-different roots (each waits for the other as the root), a reduce against an allreduce (two-phase
-notifies against parity notifies), a library collective against a package algorithm (different
-channels) -- and both ranks used to wait until ``HCCL_EXEC_TIMEOUT`` (1836 s by default) for a notify
-timeout that said nothing of a mismatch (issue 36.4).
+different roots, a reduce against an allreduce (two-phase notifies against parity notifies), a library
+collective against a package algorithm (different channels) -- and would wait until ``HCCL_EXEC_TIMEOUT``.
 
 So every rank writes, when it issues a call, the call's number and a 32-bit value of its signature
 into a small table in its own control segment (and, once per distinct value, its description);

@@ -45,10 +45,8 @@ class _Batch(threading.local):
 class PreparedBatch:
     """The emulator tasks of a batch of data-plane calls, validated once and issued again and again.
 
-    Made by :meth:`DataPlane.sim_prepare_batch` from a replayed schedule (algorithms/replay.py): the
-    calls ran their argument checks then, and the same calls with the same addresses pass them again,
-    so issuing one (:meth:`DataPlane.sim_issue_prepared`, inside HcommBatchModeStart/End, whose End
-    runs the same checker and submission as for issued calls) only hands the tasks over.
+    Made by :meth:`DataPlane.sim_prepare_batch` from a replayed schedule (algorithms/replay.py): the same calls
+    with the same addresses pass the same checks, so issuing it only hands the tasks to the open batch.
     """
 
     __slots__ = ("tasks",)
@@ -316,11 +314,8 @@ class DataPlane(Part):
 
     # ------------------------------------------------------------------ prepared batches (schedule replay)
     def sim_prepare_batch(self, calls: Sequence[Tuple[Callable[..., None], Tuple[Any, ...]]]) -> PreparedBatch:
-        """Emulator only: run ``calls`` (callables issuing data-plane calls, arguments) into a batch that is kept.
-
-        Every call is validated as when it is issued (an error raises from the caller's callable, and
-        nothing is launched); the tasks are what :meth:`HcommBatchModeEnd` would submit.
-        """
+        """Emulator only: run ``calls`` (callables issuing data-plane calls, arguments) into a batch that is kept:
+        validated as when issued (an error raises, nothing is launched), the tasks HcommBatchModeEnd would submit."""
         batch = self._batch
         if batch.tasks is not None:
             raise RuntimeError("sim_prepare_batch inside HcommBatchModeStart/End; expected outside batch mode")
