@@ -467,12 +467,8 @@ class GraphCalls(Part):
             raise SimError(ACL_ERROR_INVALID_PARAM, "status or modelRI is NULL")
         q = self._queue(stream)
         cap = capture_of(q)
-        if cap is None:
-            status[0] = STATUS_NONE
-            modelRI[0] = ffi.NULL
-        else:
-            status[0] = cap.status
-            modelRI[0] = ffi.cast("aclmdlRI", cap.model.handle)
+        status[0] = STATUS_NONE if cap is None else cap.status
+        modelRI[0] = ffi.NULL if cap is None else ffi.cast("aclmdlRI", cap.model.handle)
         return 0
 
     def aclmdlRICaptureEnd(self, stream: Any, modelRI: Any) -> int:

@@ -334,11 +334,7 @@ class DataPlane(Part):
         if tasks is None:
             raise RuntimeError("sim_issue_prepared outside HcommBatchModeStart/End; expected inside batch mode")
         for th, lst in prepared.tasks.items():
-            mine = tasks.get(th)
-            if mine is None:
-                tasks[th] = list(lst)
-            else:
-                mine.extend(lst)
+            tasks.setdefault(th, []).extend(lst)
 
     # ------------------------------------------------------------------ batch mode
     def HcommBatchModeStart(self, batchTag: Any) -> int:

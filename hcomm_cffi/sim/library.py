@@ -54,7 +54,7 @@ atexit.register(shutdown)
 
 def _after_fork_in_child() -> None:
     """A forked child starts with no library objects: its exit's shutdown() destroys only what it created."""
-    _STATE.forget_inherited()
+    _STATE.own_registries()
     EXECUTOR.forget_inherited()
 
 
