@@ -97,8 +97,7 @@ class SimLibrary(Backend):
         self.__dict__.update(self.functions)
         #: bumped by every aclrtSetDevice / aclrtResetDevice (sim/acl.py)
         self.device_changes = acl.device_changes
-        # the data plane's prepared batches and host tasks under their emulator names (tests call them)
-        self.sim_host_task = self.primitives.sim_host_task
+        # the data plane's prepared batches under their emulator names (tests call them)
         self.sim_prepare_batch = self.primitives.sim_prepare_batch
         self.sim_issue_prepared = self.primitives.sim_issue_prepared
 
