@@ -482,11 +482,12 @@ class GraphCalls(Part):
             raise SimError(CAPTURE_UNMATCHED, f"the capture was not initiated in {q.name} (it joined the capture "
                                               f"of {cap.origin.name})")
         with _GRAPHS.lock:
+            cap.release()                   # the capture ends whatever is wrong with it
+            if cap in _GRAPHS.captures:
+                _GRAPHS.captures.remove(cap)
             if cap.mode != RELAXED and cap.thread != threading.get_ident():    # context_aclgraph.cc:527
-                self._drop(cap)
                 raise SimError(WRONG_THREAD, "aclmdlRICaptureEnd ran on another thread than aclmdlRICaptureBegin "
                                              f"(mode {_MODE_NAMES[cap.mode]})")
-            self._drop(cap)
             if cap.status == STATUS_INVALIDATED:    # context_aclgraph.cc:544
                 raise SimError(CAPTURE_INVALIDATED, f"the capture of {q.name} was invalidated: {cap.why}")
             model = cap.model
@@ -497,12 +498,6 @@ class GraphCalls(Part):
             _GRAPHS.models[model.handle] = model
         modelRI[0] = ffi.cast("aclmdlRI", model.handle)
         return 0
-
-    @staticmethod
-    def _drop(cap: Capture) -> None:
-        cap.release()
-        if cap in _GRAPHS.captures:
-            _GRAPHS.captures.remove(cap)
 
     def aclmdlRIExecuteAsync(self, modelRI: Any, stream: Any) -> int:
         model = self._model(modelRI)

@@ -93,10 +93,8 @@ def entry(func: F, name: Optional[str] = None, divert: Optional[Callable[..., An
 
 
 def failed(exc: Exception, name: str, failure: Any = None) -> Any:
-    """What C function ``name`` returns when ``exc`` escaped it: the one place where an exception becomes a return
-    value.  A SimError returns its code, anything else (an emulator bug) E_INTERNAL, or ``failure`` for a function
-    whose result is not a code; either way the calling OS thread's last-error text (``aclGetRecentErrMsg``) is
-    remembered."""
+    """What C function ``name`` returns when ``exc`` escaped it (the module docstring): a SimError's code, E_INTERNAL
+    for anything else (an emulator bug), or ``failure`` for a function whose result is not a code."""
     if isinstance(exc, SimError):
         set_last_error(exc.message if exc.named else f"{name}: {exc.message}")
         code = exc.code
