@@ -38,7 +38,7 @@ from .errors import (
     ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_CONTEXT_NULL,
     ACL_ERROR_RT_INVALID_DEVICEID, ACL_ERROR_RT_INVALID_HANDLE,
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
-    SimError, last_error,
+    SimError, last_error, raise_kept,
 )
 from . import acl_graphs
 from .queues import Queue, SimEvent
@@ -167,9 +167,7 @@ class AclRuntime(Part):
         queues = list(self.state.streams.values()) + [th.queue for th in self.state.threads.values()]
         for q in queues:
             if q.error is not None:
-                code, acl_code, message = q.error
-                q.error = None
-                raise SimError(acl_code, f"a task failed on {q.name}: {message}")
+                raise_kept(q, f"a task failed on {q.name}: ")
         return 0
 
     def aclrtGetSocName(self) -> Any:
@@ -290,9 +288,7 @@ class AclRuntime(Part):
         the work submitted before the call): one thread's wait never depends on another thread's later work."""
         finished = not q.tasks or EXECUTOR.drain(q, deadline)
         if q.error is not None:
-            code, acl_code, message = q.error
-            q.error = None
-            raise SimError(acl_code, message, named=True)
+            raise_kept(q, named=True)
         if not finished:
             raise SimError(timeout_code, f"{q.name}: not finished before the synchronisation timeout", named=True)
         if q.checked:       # only a race-checked thread's queue has anything to tell the checker
@@ -356,9 +352,7 @@ class AclRuntime(Part):
         target = ev.recorded
         EXECUTOR.run_until(lambda: ev.completed >= target)
         if ev.error is not None:
-            _, acl_code, message = ev.error
-            ev.error = None
-            raise SimError(acl_code, f"the stream of this event failed: {message}", named=True)
+            raise_kept(ev, "the stream of this event failed: ", named=True)
         return 0
 
     def aclrtCreateEventWithFlag(self, event: Any, flag: int) -> int:

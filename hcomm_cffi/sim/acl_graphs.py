@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .._ffi import ffi
 from ..errors import ACL_CODES
-from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, last_error
+from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, last_error, raise_kept
 from .part import Part, check_out
 from .queues import Queue, SimEvent, SimThread
 from .runtime import EXECUTOR
@@ -519,9 +519,7 @@ class GraphCalls(Part):
             raise SimError(ACL_CODES["ACL_ERROR_RT_STREAM_SYNC_TIMEOUT"], f"aclmdlRI 0x{model.handle:x} did not "
                                                                            f"finish within {timeout} ms")
         if q.error is not None:
-            _, acl_code, message = q.error
-            q.error = None
-            raise SimError(acl_code, message)
+            raise_kept(q)
         return 0
 
     def aclmdlRIDestroy(self, modelRI: Any) -> int:
