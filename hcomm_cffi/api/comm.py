@@ -618,17 +618,12 @@ class Comm:
         nth = self._splits
         self._splits += 1
         label = name if name is not None else f"split{nth}.{mine}"
-        if mine < 0:
-            return Comm._null(self, label, [])
+        if mine < 0:                # the null communicator
+            null = Comm.__new__(Comm)
+            null._blank(self.binding, label, [], False)
+            return null
         members = [r for _, r in sorted((int(k), r) for r, (c, k) in enumerate(table.tolist()) if c == mine)]
         return Comm(label, ranks=members, parent=self, topology=topology, buffer_size_mb=buffer_size_mb)
-
-    @classmethod
-    def _null(cls, parent: "Comm", name: str, ranks: List[int]) -> "Comm":
-        """The null communicator a rank outside ``ranks`` holds."""
-        self = cls.__new__(cls)
-        self._blank(parent.binding, name, ranks, False)
-        return self
 
     # ------------------------------------------------------------------ point-to-point (lanes: api/point_to_point.py)
     def send(self, x: BufferLike, dst: int, *, timeout: Optional[float] = None,

@@ -79,7 +79,7 @@ def _shape(topo: Any) -> str:
 
 def destroyed(state: CommState) -> None:
     """The communicator is gone: its ring is dropped (kept only in a dump already written)."""
-    fr = state.drop_flight()
+    fr, state.flight = state.flight, None
     if fr is not None:
         fr.close()
     LOG.info("communicator %r destroyed (rank %d)", state.name, state.rank)

@@ -346,8 +346,6 @@ def overlaps(a: Buffer, b: Buffer) -> bool:
     return a.addr < b.addr + b.nbytes and b.addr < a.addr + a.nbytes
 
 
-
-
 # ------------------------------------------------------------------ collectives
 #: "this collective takes no such argument" for :func:`collective` (None is a value a caller may pass, and is refused)
 NONE: Any = object()
@@ -442,12 +440,14 @@ def _blocks(xb: Buffer, size: int, what: str) -> int:
     return xb.count // size
 
 
-def _out(out: Any, count: int, xb: Buffer, what: str, exclusive: bool = False) -> Buffer:
+def _out(out: Any, count: Optional[int], xb: Buffer, what: str, exclusive: bool = False) -> Buffer:
+    """``out`` validated against ``x``: the same dtype, ``count`` elements (None: any), no overlap (``exclusive``:
+    not even as the same buffer)."""
     ob = as_buffer(out, "out", writable=True)
     if ob.dtype != xb.dtype:
         raise ValueError(f"{what}: out has dtype {ob.dtype.name.lower()} but x has {xb.dtype.name.lower()}; "
                          "expected the same dtype")
-    if ob.count != count:
+    if count is not None and ob.count != count:
         raise ValueError(f"{what}: out has {ob.count} elements (shape {ob.shape}); expected {count}")
     if overlaps(ob, xb) and (exclusive or ob.ptr != xb.ptr):
         raise ValueError(f"{what}: out overlaps x; expected separate buffers"
@@ -470,12 +470,7 @@ def algorithm_call(state: CommState, algorithm: AlgorithmArg, x: Any, out: Any, 
     root = state.rank_arg("root", root)
     rop = None if op is None else reduce_op(op)
     xb = as_buffer(x, "x", writable=out is None)
-    ob = xb if out is None else as_buffer(out, "out", writable=True)
-    if ob.dtype != xb.dtype:
-        raise ValueError(f"run_algorithm: out has dtype {ob.dtype.name.lower()} but x has "
-                         f"{xb.dtype.name.lower()}; expected the same dtype")
-    if ob is not xb and overlaps(ob, xb) and ob.ptr != xb.ptr:
-        raise ValueError("run_algorithm: out overlaps x; expected separate buffers (or out=None for in place)")
+    ob = xb if out is None else _out(out, None, xb, "run_algorithm")    # any size
     c = Call(coll, alg).data(xb, ob, xb.count, xb.nbytes)
     c.op, c.root, c.recv_count, c.result = rop, root, ob.count, x if out is None else out
     return c

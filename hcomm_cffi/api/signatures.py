@@ -37,7 +37,7 @@ from ..algorithms.interface import (CAPTURED, COMM_ENGINE, COMM_NOTIFIES, SIG_NO
 from ..algorithms.tasks import TaskBatch
 from ..enums import MemcpyKind
 from ..errors import COLLECTIVE_MISMATCH, HcclError
-from ..plan import ChannelSpec, Topology
+from ..plan import ChannelSpec
 from ..plan.planner import rank_resources
 from ..resources import ResourceCache, Resources
 from . import consistency, observe
@@ -74,9 +74,6 @@ class Signer:
         self.b = state.binding
         self.rank: int = state.rank
         self.size: int = state.size
-        self.topology: Topology = state.topology
-        self.name: str = state.name
-        self.timeout: int = state.timeout
         self.launched = 0     # handshakes launched so far (parity = launched & 1; an interrupted call that moved it
         # leaves the ranks apart)
         self._seq = 0                                # the running collective's sequence number (messages only)
@@ -99,7 +96,7 @@ class Signer:
     # ------------------------------------------------------------------ resources
     def resources(self, cache: ResourceCache, peers: Sequence[int], thread: bool) -> Resources:
         """The communicator's own channels to ``peers`` (and with ``thread``, the stream's thread) for the handshake."""
-        channels = tuple(ChannelSpec(p, self.topology.link(self.rank, p), COMM_NOTIFIES) for p in peers)
+        channels = tuple(ChannelSpec(p, self.state.topology.link(self.rank, p), COMM_NOTIFIES) for p in peers)
         return cache.get("signature", rank_resources(self.rank, "signature", (0,) if thread else (), channels),
                          "comm:signature", COMM_ENGINE)
 
@@ -153,7 +150,7 @@ class Signer:
             sink.write(thread, ch, links.peer_buffers[p][0] + row + self.rank * SIG_SLOT_BYTES, src, SIG_SLOT_BYTES)
             sink.channel_notify_record(thread, ch, SIG_NOTIFIES[parity])
         for p in peers:
-            sink.channel_notify_wait(thread, channels[p], SIG_NOTIFIES[parity], self.timeout)
+            sink.channel_notify_wait(thread, channels[p], SIG_NOTIFIES[parity], self.state.timeout)
         ex = Exchange(links.local_buffer + row, peers, words, words.tobytes(), graph)
         if host_task is not None:
             sink.calls.append(host_task(thread, lambda: self._compare_in_place(ex)))
@@ -161,7 +158,7 @@ class Signer:
             for p in peers:
                 sink.channel_notify_record(thread, channels[p], SIG_RELEASE)
             for p in peers:
-                sink.channel_notify_wait(thread, channels[p], SIG_RELEASE, self.timeout)
+                sink.channel_notify_wait(thread, channels[p], SIG_RELEASE, self.state.timeout)
         return ex if host_task is None else None
 
     def agree(self, cache: ResourceCache, stream: Any, call: Any, algorithm: str, host_task: Any) -> None:
@@ -213,7 +210,7 @@ class Signer:
         mine = ex.mine
         if all(raw[p * SIG_SLOT_BYTES:(p + 1) * SIG_SLOT_BYTES] == mine for p in ex.peers):
             return
-        msg = consistency.compare(self._rows_of(ex, raw), self.rank, self.name, self._seq, ex.peers, ex.graph)
+        msg = consistency.compare(self._rows_of(ex, raw), self.rank, self.state.name, self._seq, ex.peers, ex.graph)
         if msg is not None:
             self.state.mismatch = msg
             raise CollectiveMismatchError(f"{COLLECTIVE_MISMATCH}: {msg}")
@@ -225,7 +222,7 @@ class Signer:
             self.b.memcpy(ffi.from_buffer(host), host.nbytes, ex.local, host.nbytes, MemcpyKind.DEVICE_TO_HOST)
         except HcclError:       # the device is gone with the failure being reported: nothing to add to it
             return None
-        return consistency.compare(self._rows_of(ex, host.tobytes()), self.rank, self.name, self._seq, ex.peers,
+        return consistency.compare(self._rows_of(ex, host.tobytes()), self.rank, self.state.name, self._seq, ex.peers,
                                    ex.graph)
 
     def check_completed(self, exchange: Optional[Exchange]) -> None:
