@@ -28,7 +28,7 @@ from ..resources import Holding
 from ..settings import DEFAULT_EAGER_LIMIT   # (the Comm API's name for it too)
 from ..types import BufferLike, ReduceOpLike, StreamLike
 from . import average, live, membership, observe
-from .op import OPS, Call, algorithm_call, collective, held, lane_call, stream_call, validate
+from .op import OPS, algorithm_call, collective, held, lane_call, stream_call, validate
 from .errors import CommError
 from .engine import Engine
 from .persistent import Persistent
@@ -543,37 +543,35 @@ class Comm:
     def allreduce_init(self, x: B, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                        algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent allreduce (``MPI_Allreduce_init``, mpi4py's ``Allreduce_init``); wait() returns x or out."""
-        return self._persistent(collective(self._state, "allreduce", "allreduce_init", x, out, algorithm, True, op=op))
+        return self._persistent("allreduce", x, out, algorithm, op=op)
 
     def broadcast_init(self, x: B, root: int = 0, *, algorithm: AlgorithmArg = "auto") -> Persistent[B]:
         """A persistent broadcast (``MPI_Bcast_init``); wait() returns ``x``."""
-        return self._persistent(collective(self._state, "broadcast", "broadcast_init", x, None, algorithm, True,
-                                           root=root))
+        return self._persistent("broadcast", x, None, algorithm, root=root)
 
     def allgather_init(self, x: BufferLike, *, out: Optional[BufferLike] = None,
                        algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent allgather (``MPI_Allgather_init``); wait() returns ``out`` (made once when None)."""
-        return self._persistent(collective(self._state, "allgather", "allgather_init", x, out, algorithm, True))
+        return self._persistent("allgather", x, out, algorithm)
 
     def reduce_scatter_init(self, x: BufferLike, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                             algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent reduce_scatter (``MPI_Reduce_scatter_block_init``); wait() returns ``out``."""
-        return self._persistent(collective(self._state, "reduce_scatter", "reduce_scatter_init", x, out, algorithm,
-                                           True, op=op))
+        return self._persistent("reduce_scatter", x, out, algorithm, op=op)
 
     def alltoall_init(self, x: BufferLike, *, out: Optional[BufferLike] = None,
                       algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent alltoall (``MPI_Alltoall_init``); wait() returns ``out``."""
-        return self._persistent(collective(self._state, "alltoall", "alltoall_init", x, out, algorithm, True))
+        return self._persistent("alltoall", x, out, algorithm)
 
     def reduce_init(self, x: BufferLike, root: int = 0, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                     algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent reduce (``MPI_Reduce_init``); wait() returns the result on root, None elsewhere."""
-        return self._persistent(collective(self._state, "reduce", "reduce_init", x, out, algorithm, True, op=op,
-                                           root=root))
+        return self._persistent("reduce", x, out, algorithm, op=op, root=root)
 
-    def _persistent(self, c: Call) -> Persistent[Any]:
-        """The persistent request of ``c`` (its buffers validated now, once)."""
+    def _persistent(self, coll: str, x: Any, out: Any, algorithm: AlgorithmArg, **scalars: Any) -> Persistent[Any]:
+        """The persistent request of collective ``coll`` (``scalars``: its op and root), its buffers validated once."""
+        c = collective(self._state, coll, coll + "_init", x, out, algorithm, True, **scalars)
         validate(self._state, c)
         return Persistent(self._engine, c, f"rank {self.rank} of communicator {self.name!r}: {c.method}", held(c))
 

@@ -125,10 +125,9 @@ def issue(state: CommState, seq: int, rec: Record, fixed: Optional[bytes] = None
 
 def running(state: CommState, slot: int) -> None:
     """The operation of ``slot`` was launched."""
-    if slot >= 0:
-        fr = state.flight
-        if fr is not None:
-            fr.running(slot)
+    fr = state.flight
+    if fr is not None and slot >= 0:
+        fr.running(slot)
 
 
 def done(state: CommState, slot: int, name: str, seq: int) -> None:
@@ -137,10 +136,9 @@ def done(state: CommState, slot: int, name: str, seq: int) -> None:
     Every operation ends here, whichever way it completes: a blocking call, a started collective's
     or a send/recv's request, a persistent request's wait.
     """
-    if slot >= 0:
-        fr = state.flight
-        if fr is not None:
-            fr.done(slot)
+    fr = state.flight
+    if fr is not None and slot >= 0:
+        fr.done(slot)
     if trace.ACTIVE:
         trace.op_end(state.name, name, seq)
 
