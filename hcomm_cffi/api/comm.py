@@ -538,8 +538,7 @@ class Comm:
         return cast(Request[Any], self.barrier(algorithm=algorithm, async_op=True, stream=stream))
 
     # ------------------------------------------------------------------ persistent (MPI-4 MPI_Allreduce_init & co)
-    # Validated and bound once; ``start()`` launches the bound call, ``wait()``/``test()`` complete it.  A start on a
-    # buffer that changed address, shape or dtype since the init raises ValueError and moves nothing.
+    # Validated and bound once (api/persistent.py).
     def allreduce_init(self, x: B, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                        algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent allreduce (``MPI_Allreduce_init``, mpi4py's ``Allreduce_init``); wait() returns x or out."""

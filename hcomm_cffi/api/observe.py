@@ -131,11 +131,8 @@ def running(state: CommState, slot: int) -> None:
 
 
 def done(state: CommState, slot: int, name: str, seq: int) -> None:
-    """Operation #``seq`` (``name`` as given to :func:`issue`) completed: its flight record, and its trace slice.
-
-    Every operation ends here, whichever way it completes: a blocking call, a started collective's
-    or a send/recv's request, a persistent request's wait.
-    """
+    """Operation #``seq`` (``name`` as given to :func:`issue`) completed, whichever way: its flight record, and its
+    trace slice."""
     fr = state.flight
     if fr is not None and slot >= 0:
         fr.done(slot)

@@ -132,15 +132,10 @@ class Signer:
     def issue(self, sink: TaskBatch, links: Resources, thread: int, words: np.ndarray,
               host_task: Optional[Callable[[int, Callable[[], None]], Any]], parity: int,
               graph: Optional[str] = None) -> Optional[Exchange]:
-        """Issue a handshake of ``parity`` (0 or 1; ``CAPTURED`` for a call an ACL graph records) into ``sink`` on
-        ``thread``: write my slot at every peer of ``links``, record, wait; the caller launches a parity's when
-        :meth:`advance` gives it.  The captured form (in ACL graph ``graph``) ends with the release round (module
-        docstring).
-
-        ``host_task``: the backend's maker of in-stream host tasks; the comparison then runs right after the
-        waits and fails the stream on a mismatch (returns None).  Without it, the returned Exchange is
-        compared with :meth:`check` once the stream has completed.
-        """
+        """Issue a handshake of ``parity`` (0 or 1; ``CAPTURED``: the form an ACL graph ``graph`` records, module
+        docstring) into ``sink`` on ``thread``, with the peers of ``links``; the caller launches a parity's when
+        :meth:`advance` gives it.  With ``host_task`` (the backend's maker of in-stream host tasks) the comparison
+        runs after the waits (returns None); else the returned Exchange is compared by :meth:`check`."""
         peers = tuple(sorted(links.channels))
         row = self._area(links) + parity * self.size * SIG_SLOT_BYTES
         src = self.source(words)
@@ -179,14 +174,12 @@ class Signer:
             sink.launch()
             announcer.waiting(partial(sync_stream, self.b, stream), collective=announcer.current)
         except HcclError:             # the caller fails the communicator naming the call (a mismatch, if one was seen)
-            if ex is not None:
-                self._raise_if_mismatch(ex)
-            raise
-        if ex is not None:
             self._raise_if_mismatch(ex)
+            raise
+        self._raise_if_mismatch(ex)
 
-    def _raise_if_mismatch(self, ex: Exchange) -> None:
-        msg = self.check(ex)
+    def _raise_if_mismatch(self, ex: Optional[Exchange]) -> None:
+        msg = None if ex is None else self.check(ex)
         if msg is not None:
             self.state.mark_broken(msg)
             raise CollectiveMismatchError(msg)
