@@ -16,14 +16,13 @@ import itertools
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from .. import trace
-from .._ffi import ffi
 from ..binding import Binding, get_binding
 from ..errors import ACL_ERROR_RT_PARAM_INVALID, HcclError
 from . import observe
 from .errors import CommError
 from .state import CommState
 from .stream import Stream
-from .streams import stream_handle
+from .streams import stream_handle, stream_key
 
 __all__ = ["Graph", "graph", "capturing", "check_ordered", "holding", "CAPTURE_MODES"]
 
@@ -34,15 +33,11 @@ HOLDING: Dict[int, "Graph"] = {}        # id(CommState) -> the capturing Graph t
 _NAMES = itertools.count()
 
 
-def _key(stream: Any) -> int:
-    return int(ffi.cast("uintptr_t", stream_handle(stream)))
-
-
 def capturing(stream: Any) -> Optional["Graph"]:
     """The Graph capturing ``stream`` (None: no capture, the common case, costs one test)."""
     if not _CAPTURING or stream is None:
         return None
-    return _CAPTURING.get(_key(stream))
+    return _CAPTURING.get(stream_key(stream))
 
 
 def check_ordered(state: CommState, stream: Any) -> None:
@@ -55,7 +50,7 @@ def check_ordered(state: CommState, stream: Any) -> None:
     if not HOLDING:
         return
     g = HOLDING.get(id(state))
-    if g is None or g.stream is None or (stream is not None and _key(stream) == _key(g.stream)):
+    if g is None or g.stream is None or (stream is not None and stream_key(stream) == stream_key(g.stream)):
         return
     what = "a call on its own stream" if stream is None else "a call on another stream"
     raise CommError(f"rank {state.rank} of communicator {state.name!r}: it has operations captured by ACL graph "
@@ -122,7 +117,7 @@ class Graph:
         handle = stream_handle(stream)
         self.binding.capture_begin(handle, mode)
         self.stream = stream
-        _CAPTURING[_key(handle)] = self
+        _CAPTURING[stream_key(handle)] = self
 
     def capture_end(self) -> None:
         """End the capture: the graph is ready to replay (an invalidated capture raises its error)."""
@@ -152,7 +147,7 @@ class Graph:
         if self.stream is None:
             raise RuntimeError(f"graph {self.name!r} is not capturing")
         handle = stream_handle(self.stream)
-        _CAPTURING.pop(_key(handle), None)
+        _CAPTURING.pop(stream_key(handle), None)
         for key in [k for k, g in HOLDING.items() if g is self]:
             del HOLDING[key]
         self._restore_mode()

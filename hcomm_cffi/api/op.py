@@ -248,12 +248,6 @@ def key_of(coll: str, x: Any, x_written: bool, out: Any, scalars: Tuple[Any, ...
         xv = view
     if out is None:
         return (coll, scalars) + xv + _NO_OUT
-    if type(out) is _ndarray:
-        try:
-            v = _from_buffer("char[]", out, True)
-        except _NOT_A_BUFFER:
-            return None
-        return (coll, scalars) + xv + (v, len(v), out.dtype)
     ov = buffer_view(out, True)
     if ov is None:
         return None
@@ -413,7 +407,10 @@ def validate(state: CommState, c: Call) -> Call:
     if coll == "allgather":
         shape, count = (size,) + xb.shape, size * xb.count
     else:                                         # reduce_scatter, alltoall: size equal blocks
-        block = _blocks(xb, size, what)
+        if xb.count % size:
+            raise ValueError(f"{what}: x has {xb.count} elements, not divisible by the communicator size "
+                             f"{size}; expected size equal blocks")
+        block = xb.count // size
         shape, count = xb.shape, xb.count
         if coll == "reduce_scatter":
             count = block
@@ -431,13 +428,6 @@ def held(c: Call) -> Tuple[Tuple[str, Any, bool], ...]:
     """The buffers a persistent request of the validated ``c`` holds: (argument, buffer, written), ..."""
     out = c.recv.obj if c.recv is not None and c.recv is not c.send else None
     return (("x", c.x, c.x_written),) + ((("out", out, True),) if out is not None else ())
-
-
-def _blocks(xb: Buffer, size: int, what: str) -> int:
-    if xb.count % size:
-        raise ValueError(f"{what}: x has {xb.count} elements, not divisible by the communicator size "
-                         f"{size}; expected size equal blocks")
-    return xb.count // size
 
 
 def _out(out: Any, count: Optional[int], xb: Buffer, what: str, exclusive: bool = False) -> Buffer:
