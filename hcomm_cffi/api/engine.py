@@ -10,9 +10,6 @@ declares the buffers, gets the resources, records the algorithm's schedule once 
 binds it to the call's buffers behind the signature handshake (:mod:`.signatures`).  The Engine owns the
 streams, the caches, the scratch memory and the device-memory declarations, and reads and changes the
 communicator through its :class:`~hcomm_cffi.api.state.CommState`.
-
-A call issued with ``stream=`` on a :class:`~hcomm_cffi.api.stream.Stream` breaks its communicator when that
-stream's next synchronize() fails or is interrupted (:func:`break_on_interrupted_wait`).
 """
 from __future__ import annotations
 

@@ -17,11 +17,10 @@ replay may follow another (or eager calls of either parity) directly.  Its hands
 own (``CAPTURED``: a slot row and a notify apart from the parities') and a second round, the release:
 after comparing, every rank records ``SIG_RELEASE`` to every peer and waits for theirs, so a rank
 reaches the next captured handshake only when every peer has consumed its record and compared its
-slot of this one.  The
-slots are the last :func:`~hcomm_cffi.algorithms.interface.signature_area` bytes of the HCCL buffer's
-second half (point-to-point inboxes stop short of them).  Communicators of up to
-``ALL_PEERS_MAX`` ranks exchange with every rank (each rank sees every call); larger ones with the
-peers the algorithm talks to.
+slot of this one.  The slots are the last :func:`~hcomm_cffi.algorithms.interface.signature_area` bytes
+of the HCCL buffer's second half (point-to-point inboxes stop short of them).  Communicators of up to
+``ALL_PEERS_MAX`` ranks exchange with every rank (each rank sees every call); larger ones with the peers
+the algorithm talks to.
 """
 from __future__ import annotations
 
