@@ -211,8 +211,7 @@ class Comm:
         state.eager_limit = _eager(eager_limit)
         state.topology = _topology(topology, state.size)
         self._stream = b.create_stream()
-        self._engine = self._p2p.engine = Engine(state, self._stream)
-        state.announcer.p2p_pending = self._p2p.pending   # (api/launch_order.py: what a wait may publish)
+        self._engine = self._p2p.engine = Engine(state, self._stream, self._p2p.pending)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
         if self.size > 1:

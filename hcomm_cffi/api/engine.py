@@ -53,7 +53,7 @@ AGREED_MAX = 4096
 class Engine:
     """One communicator's collective machinery (see the module docstring)."""
 
-    def __init__(self, state: CommState, stream: Any) -> None:
+    def __init__(self, state: CommState, stream: Any, p2p_pending: Callable[[], int]) -> None:
         b: Binding = state.binding
         self.b = b
         self.state = state
@@ -71,8 +71,8 @@ class Engine:
         # ranges declared device memory (the emulator): bound calls were validated on them
         self.device_memory = state.device_memory = DeviceMemory(b.lib, not self.staging, self.cache.invalidate)
         self.signer = Signer(state, self.cache.invalidate)
-        # launch order, for mismatches that never meet (api/launch_order.py)
-        self.announce = state.announcer = Announcer(b.lib, state.handle)
+        # launch order, for mismatches that never meet (api/launch_order.py); ``p2p_pending``: what a wait may publish
+        self.announce = state.announcer = Announcer(b.lib, state.handle, p2p_pending)
         self.scratch = DeviceBlock(b, state.inflight)   # the algorithms' scratch memory (grows by doubling)
         self.agreed: Set[Tuple[Any, ...]] = set()   # call signatures agreed on before their channels (_first_use)
 

@@ -103,16 +103,17 @@ class StreamTargets:
         """The target for ``stream=`` (None: the communicator's own stream)."""
         if stream is None:
             return self.own
-        handle = stream_handle(stream)
-        target = self._targets.get(stream_key(handle))
+        key = stream_key(stream)
+        target = self._targets.get(key)
         if target is None:
+            handle = stream_handle(stream)
             users = len(self._targets) - 1
             if users >= self.limit:
                 raise CommError(f"communicator {self.name!r} already ran collectives on {users} user streams "
                                 f"(HCOMM_MAX_STREAMS={self.limit}); each stream holds its own threads until the "
                                 "communicator is destroyed: reuse a stream, or raise HCOMM_MAX_STREAMS")
             target = StreamTarget(handle, ResourceCache(self.binding, self.comm, handle), False)
-            self._targets[stream_key(handle)] = target
+            self._targets[key] = target
             closing = getattr(stream, "on_close", None)     # a Stream of the package: told when it is destroyed
             if isinstance(closing, dict):
                 closing[id(self)] = partial(self.forget, target)
@@ -121,8 +122,9 @@ class StreamTargets:
     def forget(self, target: StreamTarget) -> None:
         """``target``'s stream was destroyed (``Stream.close`` waited for its work first): drop it, and order the
         next call after nothing of it (a new stream may even get its address)."""
-        if self._targets.get(stream_key(target.stream)) is target:
-            del self._targets[stream_key(target.stream)]
+        key = stream_key(target.stream)
+        if self._targets.get(key) is target:
+            del self._targets[key]
         if self.last is target:
             self.last = self.own
 

@@ -17,12 +17,11 @@ from ..initializers import make_comm_config
 from . import live
 from .comm import Comm, TopologyArg, get_world
 from .errors import CommError
-from .live import register, unregister
 
 if TYPE_CHECKING:  # pragma: no cover  (bootstrap is imported when init() discovers the launcher)
     from ..bootstrap import WorldSpec
 
-__all__ = ["init", "finalize", "set_device", "get_world", "is_initialized", "register", "unregister"]
+__all__ = ["init", "finalize", "set_device", "get_world", "is_initialized"]
 
 _device: Optional[int] = None
 _spec: Optional[WorldSpec] = None  # how the last init() found its rank (None for explicit arguments)
