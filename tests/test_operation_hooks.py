@@ -40,7 +40,7 @@ NOT_LAUNCHES: Dict[Tuple[str, str, str], str] = {
     # an ACL graph's replay: one operation of each communicator it holds, launched by the graph
     ("graphs.py", "_opened_replays", "observe"): "a graph replay is an operation of each communicator it holds",
     ("graphs.py", "replay", "fail on error"): "a graph replay that failed to launch",
-    ("graphs.py", "_interrupted", "interrupt guard"): "a graph replay interrupted",
+    ("graphs.py", "replay", "interrupt guard"): "a graph replay interrupted",
     ("graphs.py", "_close_opened", "fail on error"): "the wait of a graph's replays",
     ("graphs.py", "_close_opened", "interrupt guard"): "the wait of a graph's replays",
     # calls that are not operations: creation, inspection, destruction, binding a persistent request

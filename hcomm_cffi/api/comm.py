@@ -28,7 +28,7 @@ from ..resources import Holding
 from ..settings import DEFAULT_EAGER_LIMIT   # (the Comm API's name for it too)
 from ..types import BufferLike, ReduceOpLike, StreamLike
 from . import average, live, membership, observe
-from .op import OPS, Call, algorithm_call, collective, held, lane_call, stream_call, validate
+from .op import OPS, algorithm_call, collective, held, lane_call, stream_call, validate
 from .errors import CommError
 from .engine import Engine
 from .persistent import Persistent
@@ -211,8 +211,7 @@ class Comm:
         state.eager_limit = _eager(eager_limit)
         state.topology = _topology(topology, state.size)
         self._stream = b.create_stream()
-        self._engine = self._p2p.engine = Engine(state, self._stream)
-        state.announcer.p2p_pending = self._p2p.pending   # (api/launch_order.py: what a wait may publish)
+        self._engine = self._p2p.engine = Engine(state, self._stream, self._p2p.pending)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
         if self.size > 1:
@@ -538,42 +537,39 @@ class Comm:
         return cast(Request[Any], self.barrier(algorithm=algorithm, async_op=True, stream=stream))
 
     # ------------------------------------------------------------------ persistent (MPI-4 MPI_Allreduce_init & co)
-    # Validated and bound once; ``start()`` launches the bound call, ``wait()``/``test()`` complete it.  A start on a
-    # buffer that changed address, shape or dtype since the init raises ValueError and moves nothing.
+    # Validated and bound once (api/persistent.py).
     def allreduce_init(self, x: B, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                        algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent allreduce (``MPI_Allreduce_init``, mpi4py's ``Allreduce_init``); wait() returns x or out."""
-        return self._persistent(collective(self._state, "allreduce", "allreduce_init", x, out, algorithm, True, op=op))
+        return self._persistent("allreduce", x, out, algorithm, op=op)
 
     def broadcast_init(self, x: B, root: int = 0, *, algorithm: AlgorithmArg = "auto") -> Persistent[B]:
         """A persistent broadcast (``MPI_Bcast_init``); wait() returns ``x``."""
-        return self._persistent(collective(self._state, "broadcast", "broadcast_init", x, None, algorithm, True,
-                                           root=root))
+        return self._persistent("broadcast", x, None, algorithm, root=root)
 
     def allgather_init(self, x: BufferLike, *, out: Optional[BufferLike] = None,
                        algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent allgather (``MPI_Allgather_init``); wait() returns ``out`` (made once when None)."""
-        return self._persistent(collective(self._state, "allgather", "allgather_init", x, out, algorithm, True))
+        return self._persistent("allgather", x, out, algorithm)
 
     def reduce_scatter_init(self, x: BufferLike, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                             algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent reduce_scatter (``MPI_Reduce_scatter_block_init``); wait() returns ``out``."""
-        return self._persistent(collective(self._state, "reduce_scatter", "reduce_scatter_init", x, out, algorithm,
-                                           True, op=op))
+        return self._persistent("reduce_scatter", x, out, algorithm, op=op)
 
     def alltoall_init(self, x: BufferLike, *, out: Optional[BufferLike] = None,
                       algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent alltoall (``MPI_Alltoall_init``); wait() returns ``out``."""
-        return self._persistent(collective(self._state, "alltoall", "alltoall_init", x, out, algorithm, True))
+        return self._persistent("alltoall", x, out, algorithm)
 
     def reduce_init(self, x: BufferLike, root: int = 0, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                     algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent reduce (``MPI_Reduce_init``); wait() returns the result on root, None elsewhere."""
-        return self._persistent(collective(self._state, "reduce", "reduce_init", x, out, algorithm, True, op=op,
-                                           root=root))
+        return self._persistent("reduce", x, out, algorithm, op=op, root=root)
 
-    def _persistent(self, c: Call) -> Persistent[Any]:
-        """The persistent request of ``c`` (its buffers validated now, once)."""
+    def _persistent(self, coll: str, x: Any, out: Any, algorithm: AlgorithmArg, **scalars: Any) -> Persistent[Any]:
+        """The persistent request of collective ``coll`` (``scalars``: its op and root), its buffers validated once."""
+        c = collective(self._state, coll, coll + "_init", x, out, algorithm, True, **scalars)
         validate(self._state, c)
         return Persistent(self._engine, c, f"rank {self.rank} of communicator {self.name!r}: {c.method}", held(c))
 
@@ -618,17 +614,12 @@ class Comm:
         nth = self._splits
         self._splits += 1
         label = name if name is not None else f"split{nth}.{mine}"
-        if mine < 0:
-            return Comm._null(self, label, [])
+        if mine < 0:                # the null communicator
+            null = Comm.__new__(Comm)
+            null._blank(self.binding, label, [], False)
+            return null
         members = [r for _, r in sorted((int(k), r) for r, (c, k) in enumerate(table.tolist()) if c == mine)]
         return Comm(label, ranks=members, parent=self, topology=topology, buffer_size_mb=buffer_size_mb)
-
-    @classmethod
-    def _null(cls, parent: "Comm", name: str, ranks: List[int]) -> "Comm":
-        """The null communicator a rank outside ``ranks`` holds."""
-        self = cls.__new__(cls)
-        self._blank(parent.binding, name, ranks, False)
-        return self
 
     # ------------------------------------------------------------------ point-to-point (lanes: api/point_to_point.py)
     def send(self, x: BufferLike, dst: int, *, timeout: Optional[float] = None,

@@ -10,9 +10,6 @@ declares the buffers, gets the resources, records the algorithm's schedule once 
 binds it to the call's buffers behind the signature handshake (:mod:`.signatures`).  The Engine owns the
 streams, the caches, the scratch memory and the device-memory declarations, and reads and changes the
 communicator through its :class:`~hcomm_cffi.api.state.CommState`.
-
-A call issued with ``stream=`` on a :class:`~hcomm_cffi.api.stream.Stream` breaks its communicator when that
-stream's next synchronize() fails or is interrupted (:func:`break_on_interrupted_wait`).
 """
 from __future__ import annotations
 
@@ -56,27 +53,26 @@ AGREED_MAX = 4096
 class Engine:
     """One communicator's collective machinery (see the module docstring)."""
 
-    def __init__(self, state: CommState, stream: Any) -> None:
+    def __init__(self, state: CommState, stream: Any, p2p_pending: Callable[[], int]) -> None:
         b: Binding = state.binding
         self.b = b
         self.state = state
         self.targets = StreamTargets(b, state.handle, stream, state.name)
         self.buffer_bytes: int = self.targets.own.cache.local_buffer()[1]
         state.buffer_bytes = self.buffer_bytes
-        caps: Capabilities = b.lib.capabilities           # the backend contract (lib/contract.py)
-        self.caps = caps
+        self.caps: Capabilities = b.lib.capabilities      # the backend contract (lib/contract.py)
         self.staging = state.stages                       # host buffers are staged (CANN): no fast keys (op.py)
         step = settings.value("HCOMM_STEP_BYTES")
-        self.step_bytes: Optional[int] = (caps.step_bytes if step is None else step) or None
+        self.step_bytes: Optional[int] = (self.caps.step_bytes if step is None else step) or None
         # library collectives: the backend's own in-band check, else (with the check on) the package's handshake
-        self.check_native = bool(settings.value("HCOMM_CHECK_COLLECTIVES")) and not caps.checks_signatures_in_band
+        self.check_native = bool(settings.value("HCOMM_CHECK_COLLECTIVES")) and not self.caps.checks_signatures_in_band
         state.checks_library_collectives = self.check_native
         self.cache = CommCache()                          # choices, bound calls, fast-call keys
         # ranges declared device memory (the emulator): bound calls were validated on them
         self.device_memory = state.device_memory = DeviceMemory(b.lib, not self.staging, self.cache.invalidate)
         self.signer = Signer(state, self.cache.invalidate)
-        # launch order, for mismatches that never meet (api/launch_order.py)
-        self.announce = state.announcer = Announcer(b.lib, state.handle)
+        # launch order, for mismatches that never meet (api/launch_order.py); ``p2p_pending``: what a wait may publish
+        self.announce = state.announcer = Announcer(b.lib, state.handle, p2p_pending)
         self.scratch = DeviceBlock(b, state.inflight)   # the algorithms' scratch memory (grows by doubling)
         self.agreed: Set[Tuple[Any, ...]] = set()   # call signatures agreed on before their channels (_first_use)
 
@@ -188,9 +184,8 @@ class Engine:
             raise observe.fail(self.state, exc, c.what) from exc
 
     def start_persistent(self, c: Call, pending: Optional[Pending]) -> Pending:
-        """Launch a persistent request's bound call (or, without one, start ``c`` afresh): its Pending (``pending``,
-        the request's of its previous start, started again), guarded up to its return (:meth:`start`); a call bound
-        in a generation of the cache that has passed is bound again first (what it named may be gone)."""
+        """Launch a persistent request's bound call (or, without one, start ``c`` afresh) as :meth:`start` does: its
+        Pending (``pending``, the request's of its previous start, started again)."""
         c.pending = pending if c.entry is not None else None   # without a BoundCall: a fresh start each time
         pending = self.start(c, lambda started: started)
         assert pending is not None                # (a collective's start always makes its Pending)
@@ -346,11 +341,8 @@ class Engine:
 
     def _bind(self, c: Call, target: StreamTarget, record: observe.Record, captured: Optional[str] = None
               ) -> Tuple[Optional[BoundCall], LaunchBatch]:
-        """The BoundCall of ``c`` on ``target`` (None for an algorithm that is not replayable) and the batch to launch now.
-
-        ``captured``: the name of the ACL graph that records the launch; the handshake takes the captured form,
-        which every replay repeats as recorded (api/signatures.py), and the parity does not advance.
-        """
+        """The BoundCall of ``c`` on ``target`` (None for an algorithm that is not replayable) and the batch to launch now;
+        ``captured``: as :meth:`_entry` (the parity then does not advance)."""
         entry = self._entry(c, target, record, captured)
         if entry is not None:
             return entry, self._take(entry)

@@ -93,13 +93,6 @@ def difference(mine: np.ndarray, my_rank: int, theirs: Dict[int, np.ndarray]) ->
     return "; ".join(_describe(key, sorted(rs), same_name) for key, rs in ordered)
 
 
-def _bad_message(msg: np.ndarray, peer: int, where: str) -> Optional[str]:
-    if int(msg[_MAGIC]) != MAGIC:
-        return (f"{where}: the message from rank {peer} is not a member list; point-to-point traffic between "
-                "members on the parent communicator must be complete before a sub-communicator is created")
-    return None
-
-
 def agree(state: CommState, p2p: PointToPoint, name: str, nth: int, ranks: List[int]) -> None:
     """Exchange ``(name, nth, ranks)`` with every other listed rank over the parent (its ``state``, its
     point-to-point ``p2p``); raise on any difference.
@@ -148,8 +141,10 @@ def agree(state: CommState, p2p: PointToPoint, name: str, nth: int, ranks: List[
                                            f"rank must call Comm({name!r}) with the same ranks in the same order"
                                            ) from exc
                 if done:
-                    bad = _bad_message(inbox[p], p, where)
-                    if bad:
+                    if int(inbox[p][_MAGIC]) != MAGIC:
+                        bad = (f"{where}: the message from rank {p} is not a member list; point-to-point traffic "
+                               "between members on the parent communicator must be complete before a "
+                               "sub-communicator is created")
                         state.mark_broken(bad)
                         raise MembershipError(bad)
                     got[p] = inbox[p]

@@ -79,7 +79,7 @@ def _shape(topo: Any) -> str:
 
 def destroyed(state: CommState) -> None:
     """The communicator is gone: its ring is dropped (kept only in a dump already written)."""
-    fr = state.drop_flight()
+    fr, state.flight = state.flight, None
     if fr is not None:
         fr.close()
     LOG.info("communicator %r destroyed (rank %d)", state.name, state.rank)
@@ -125,22 +125,17 @@ def issue(state: CommState, seq: int, rec: Record, fixed: Optional[bytes] = None
 
 def running(state: CommState, slot: int) -> None:
     """The operation of ``slot`` was launched."""
-    if slot >= 0:
-        fr = state.flight
-        if fr is not None:
-            fr.running(slot)
+    fr = state.flight
+    if fr is not None and slot >= 0:
+        fr.running(slot)
 
 
 def done(state: CommState, slot: int, name: str, seq: int) -> None:
-    """Operation #``seq`` (``name`` as given to :func:`issue`) completed: its flight record, and its trace slice.
-
-    Every operation ends here, whichever way it completes: a blocking call, a started collective's
-    or a send/recv's request, a persistent request's wait.
-    """
-    if slot >= 0:
-        fr = state.flight
-        if fr is not None:
-            fr.done(slot)
+    """Operation #``seq`` (``name`` as given to :func:`issue`) completed, whichever way: its flight record, and its
+    trace slice."""
+    fr = state.flight
+    if fr is not None and slot >= 0:
+        fr.done(slot)
     if trace.ACTIVE:
         trace.op_end(state.name, name, seq)
 

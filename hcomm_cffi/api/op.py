@@ -248,12 +248,6 @@ def key_of(coll: str, x: Any, x_written: bool, out: Any, scalars: Tuple[Any, ...
         xv = view
     if out is None:
         return (coll, scalars) + xv + _NO_OUT
-    if type(out) is _ndarray:
-        try:
-            v = _from_buffer("char[]", out, True)
-        except _NOT_A_BUFFER:
-            return None
-        return (coll, scalars) + xv + (v, len(v), out.dtype)
     ov = buffer_view(out, True)
     if ov is None:
         return None
@@ -346,8 +340,6 @@ def overlaps(a: Buffer, b: Buffer) -> bool:
     return a.addr < b.addr + b.nbytes and b.addr < a.addr + a.nbytes
 
 
-
-
 # ------------------------------------------------------------------ collectives
 #: "this collective takes no such argument" for :func:`collective` (None is a value a caller may pass, and is refused)
 NONE: Any = object()
@@ -415,7 +407,10 @@ def validate(state: CommState, c: Call) -> Call:
     if coll == "allgather":
         shape, count = (size,) + xb.shape, size * xb.count
     else:                                         # reduce_scatter, alltoall: size equal blocks
-        block = _blocks(xb, size, what)
+        if xb.count % size:
+            raise ValueError(f"{what}: x has {xb.count} elements, not divisible by the communicator size "
+                             f"{size}; expected size equal blocks")
+        block = xb.count // size
         shape, count = xb.shape, xb.count
         if coll == "reduce_scatter":
             count = block
@@ -435,19 +430,14 @@ def held(c: Call) -> Tuple[Tuple[str, Any, bool], ...]:
     return (("x", c.x, c.x_written),) + ((("out", out, True),) if out is not None else ())
 
 
-def _blocks(xb: Buffer, size: int, what: str) -> int:
-    if xb.count % size:
-        raise ValueError(f"{what}: x has {xb.count} elements, not divisible by the communicator size "
-                         f"{size}; expected size equal blocks")
-    return xb.count // size
-
-
-def _out(out: Any, count: int, xb: Buffer, what: str, exclusive: bool = False) -> Buffer:
+def _out(out: Any, count: Optional[int], xb: Buffer, what: str, exclusive: bool = False) -> Buffer:
+    """``out`` validated against ``x``: the same dtype, ``count`` elements (None: any), no overlap (``exclusive``:
+    not even as the same buffer)."""
     ob = as_buffer(out, "out", writable=True)
     if ob.dtype != xb.dtype:
         raise ValueError(f"{what}: out has dtype {ob.dtype.name.lower()} but x has {xb.dtype.name.lower()}; "
                          "expected the same dtype")
-    if ob.count != count:
+    if count is not None and ob.count != count:
         raise ValueError(f"{what}: out has {ob.count} elements (shape {ob.shape}); expected {count}")
     if overlaps(ob, xb) and (exclusive or ob.ptr != xb.ptr):
         raise ValueError(f"{what}: out overlaps x; expected separate buffers"
@@ -470,12 +460,7 @@ def algorithm_call(state: CommState, algorithm: AlgorithmArg, x: Any, out: Any, 
     root = state.rank_arg("root", root)
     rop = None if op is None else reduce_op(op)
     xb = as_buffer(x, "x", writable=out is None)
-    ob = xb if out is None else as_buffer(out, "out", writable=True)
-    if ob.dtype != xb.dtype:
-        raise ValueError(f"run_algorithm: out has dtype {ob.dtype.name.lower()} but x has "
-                         f"{xb.dtype.name.lower()}; expected the same dtype")
-    if ob is not xb and overlaps(ob, xb) and ob.ptr != xb.ptr:
-        raise ValueError("run_algorithm: out overlaps x; expected separate buffers (or out=None for in place)")
+    ob = xb if out is None else _out(out, None, xb, "run_algorithm")    # any size
     c = Call(coll, alg).data(xb, ob, xb.count, xb.nbytes)
     c.op, c.root, c.recv_count, c.result = rop, root, ob.count, x if out is None else out
     return c

@@ -64,8 +64,6 @@ class _Held:
 
     def changed(self) -> Optional[str]:
         """How the buffer changed since the init (None: unchanged); raises what a fresh call would raise of it."""
-        if self.array and self.unchanged():
-            return None
         now = _state(self.obj, self.name, self.written)
         shape = tuple(self.obj.shape) if self.shape is not None else None
         if now == self.state and shape == self.shape:

@@ -20,7 +20,7 @@ from ..algorithms.replay import Schedule
 from ..resources import ResourceCache, Resources
 from .errors import CommError
 
-__all__ = ["StreamTarget", "StreamTargets", "stream_handle", "sync_stream", "STREAM_SYNC_TIMEOUT"]
+__all__ = ["StreamTarget", "StreamTargets", "stream_handle", "stream_key", "sync_stream", "STREAM_SYNC_TIMEOUT"]
 
 STREAM_SYNC_TIMEOUT = ACL_ERROR_RT_STREAM_SYNC_TIMEOUT   # our own wait expired, the stream is fine
 
@@ -81,8 +81,9 @@ def stream_handle(stream: Any) -> Any:
     return ffi.cast("aclrtStream", raw)
 
 
-def _key(stream: Any) -> int:
-    return int(ffi.cast("uintptr_t", stream))
+def stream_key(stream: Any) -> int:
+    """The address of ``stream=`` (anything :func:`stream_handle` takes): what identifies a stream in a map."""
+    return int(ffi.cast("uintptr_t", stream_handle(stream)))
 
 
 class StreamTargets:
@@ -93,7 +94,7 @@ class StreamTargets:
         self.comm = comm
         self.name = name
         self.own = StreamTarget(own_stream, ResourceCache(binding, comm, own_stream), True)
-        self._targets: Dict[int, StreamTarget] = {_key(own_stream): self.own}
+        self._targets: Dict[int, StreamTarget] = {stream_key(own_stream): self.own}
         self.last = self.own
         self._event: Any = None
         self.limit = int(settings.value("HCOMM_MAX_STREAMS"))
@@ -102,16 +103,17 @@ class StreamTargets:
         """The target for ``stream=`` (None: the communicator's own stream)."""
         if stream is None:
             return self.own
-        handle = stream_handle(stream)
-        target = self._targets.get(_key(handle))
+        key = stream_key(stream)
+        target = self._targets.get(key)
         if target is None:
+            handle = stream_handle(stream)
             users = len(self._targets) - 1
             if users >= self.limit:
                 raise CommError(f"communicator {self.name!r} already ran collectives on {users} user streams "
                                 f"(HCOMM_MAX_STREAMS={self.limit}); each stream holds its own threads until the "
                                 "communicator is destroyed: reuse a stream, or raise HCOMM_MAX_STREAMS")
             target = StreamTarget(handle, ResourceCache(self.binding, self.comm, handle), False)
-            self._targets[_key(handle)] = target
+            self._targets[key] = target
             closing = getattr(stream, "on_close", None)     # a Stream of the package: told when it is destroyed
             if isinstance(closing, dict):
                 closing[id(self)] = partial(self.forget, target)
@@ -120,8 +122,9 @@ class StreamTargets:
     def forget(self, target: StreamTarget) -> None:
         """``target``'s stream was destroyed (``Stream.close`` waited for its work first): drop it, and order the
         next call after nothing of it (a new stream may even get its address)."""
-        if self._targets.get(_key(target.stream)) is target:
-            del self._targets[_key(target.stream)]
+        key = stream_key(target.stream)
+        if self._targets.get(key) is target:
+            del self._targets[key]
         if self.last is target:
             self.last = self.own
 
@@ -146,5 +149,5 @@ class StreamTargets:
             self.binding.destroy_event(self._event)
             self._event = None
         self.forget_resources()
-        self._targets = {_key(self.own.stream): self.own}
+        self._targets = {stream_key(self.own.stream): self.own}
         self.last = self.own
