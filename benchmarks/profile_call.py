@@ -3,8 +3,8 @@
     hcomm run -n 2 -- python benchmarks/profile_call.py [--iters 5000] [--algorithm auto]
     HCOMM_SIM_CHECK=off HCOMM_CHECK_COLLECTIVES=0 hcomm run -n 2 -- python benchmarks/profile_call.py
 
-After a warm-up (so the call is served by the fast path of ``api/buffers.py``), every rank runs
-the steps of ``Comm.allreduce`` and ``Engine.fast`` one by one with a clock read between them -- the
+After a warm-up (so the call is served by the fast path: ``api/op.py`` ``key_of``), every rank runs
+the steps of ``Comm.allreduce`` (``op.collective``) and ``Engine.call`` one by one with a clock read between them -- the
 usability check, the ``Call`` and its validated op and algorithm, the fast-call key and lookup, the
 flight record, the launch-order announcement, the launch, ``running``, the stream
 synchronisation, ``done`` -- then times the plain call the same number of times, and then the floor, three
@@ -12,7 +12,7 @@ times: the bound batch launched and waited for alone (what the binding's own cal
 record and the announcement every call keeps (their cost is the bookkeeping, as a ratio to the library call), the
 two in alternating blocks of calls, each the median of its blocks (:data:`BLOCK`).  Rank 0 prints µs per call
 for each step, both totals and the floor.  It reaches into the communicator's internals on purpose: it profiles
-them, and the step list must follow ``Engine.fast`` when that changes.  The launch includes waiting for the peers, which run the same loop; the checkers are as the environment sets
+them, and the step list must follow ``Engine.call`` when that changes.  The launch includes waiting for the peers, which run the same loop; the checkers are as the environment sets
 them (the defaults unless told otherwise).
 """
 from __future__ import annotations
@@ -27,9 +27,7 @@ import numpy as np
 import hcomm_cffi.api as api
 from hcomm_cffi.algorithms import registry
 from hcomm_cffi.api import observe
-from hcomm_cffi.api.call import Call
-from hcomm_cffi.api.comm import _op as op_arg
-from hcomm_cffi.api.buffers import key_of
+from hcomm_cffi.api.op import Call, key_of, reduce_op as op_arg
 
 STEPS = ("check + Call + args", "key + lookup", "flight issue", "announce", "launch (+ wait)", "running", "synchronize",
          "done")
@@ -93,7 +91,7 @@ def main() -> None:
     spent = [0] * len(STEPS)
     for _ in range(args.iters):
         t0 = clock()
-        port.check_usable("allreduce")           # what Comm._begin does, then the result
+        port.check_usable("allreduce")           # what op.collective does, then the result
         c = Call("allreduce", args.algorithm)
         c.op = op_arg("sum")
         registry.check_algorithm(args.algorithm)

@@ -2,7 +2,7 @@
 
 A launcher stopping a job (torchrun after one rank failed, ``hcomm run``) sends SIGTERM.  Several parts of
 the package must act then: the flight recorder dumps its rings (:mod:`hcomm_cffi.flight`), the emulator
-unlinks its segments (:mod:`hcomm_cffi.sim.cleanup`).  Each installing its own handler only "where the
+unlinks its segments (:mod:`hcomm_cffi.sim.shm`).  Each installing its own handler only "where the
 action is still the default" let the first one silently win and the others never run, so they register
 here instead.  The handler is installed (from the main thread) only while SIGTERM has its default
 action: a handler of the program's own is left alone.  After the hooks, the default action is restored

@@ -1,7 +1,7 @@
 """Type aliases for what arguments may be: buffers, reduce ops, streams, cdata, paths (for annotations only).
 
 The public API and the binding annotate with these so mypy and IDEs show one name for one kind of
-argument; the checks that run stay where they are (``api/buffers.as_buffer``,
+argument; the checks that run stay where they are (``api/op.as_buffer``,
 ``enums.parse_reduce_op``, ``api/streams.stream_handle``).  ``AlgorithmLike`` needs the
 ``Algorithm`` class and so lives in ``algorithms/interface.py``.  Importing this module costs
 nothing: numpy and the buffer protocol's type are imported for type checkers only.

@@ -141,12 +141,12 @@ def test_header_initializers_give_the_python_bytes(install: Any, tmp_path: Path)
 
 def _collectives_body(rank: int, n: int, root: bytes) -> Dict[str, Any]:
     import hcomm_cffi as hcomm
-    from hcomm_cffi.api.world import _binding
+    from hcomm_cffi.binding import get_binding
     from hcomm_cffi.lib.cann import CannLibrary
 
     w = hcomm.init(rank=rank, world_size=n, root_info=root)
-    out: Dict[str, Any] = {"lib": type(_binding().lib).__name__}
-    assert isinstance(_binding().lib, CannLibrary)
+    out: Dict[str, Any] = {"lib": type(get_binding().lib).__name__}
+    assert isinstance(get_binding().lib, CannLibrary)
     try:
         def x() -> np.ndarray:          # a fresh input for every call (some collectives work in place)
             return (np.arange(12, dtype=np.float32) + 1) * (rank + 1)

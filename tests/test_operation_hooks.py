@@ -30,9 +30,9 @@ NOT_LAUNCHES: Dict[Tuple[str, str, str], str] = {
     # waits: an operation's completion, after its launch
     ("requests.py", "sync", "fail on error"): "the wait of a started operation (Pending: collectives, send/recv)",
     ("requests.py", "sync", "interrupt guard"): "the wait of a started operation (Pending)",
-    ("point_to_point.py", "_blocking", "interrupt guard"): "a blocking send/recv: the gap between its post and wait",
-    ("comm.py", "_avg_cut_short", "interrupt guard"): "op='avg' async: the division attached to the request after "
-                                                     "its launch (api/average.py)",
+    ("point_to_point.py", "blocking", "interrupt guard"): "a blocking send/recv: the gap between its post and wait",
+    ("average.py", "run", "interrupt guard"): "op='avg' async: the division attached to the request after its "
+                                              "launch",
     ("engine.py", "start", "interrupt guard"): "a start's gap between its launch and the request it hands back (the "
                                               "call lock's release, the request's making)",
     ("engine.py", "_stream_waited", "fail on error"): "a user's Stream.synchronize() that failed",
@@ -40,22 +40,22 @@ NOT_LAUNCHES: Dict[Tuple[str, str, str], str] = {
     # an ACL graph's replay: one operation of each communicator it holds, launched by the graph
     ("graphs.py", "_opened_replays", "observe"): "a graph replay is an operation of each communicator it holds",
     ("graphs.py", "replay", "fail on error"): "a graph replay that failed to launch",
-    ("graphs.py", "_interrupted", "interrupt guard"): "a graph replay interrupted",
+    ("graphs.py", "replay", "interrupt guard"): "a graph replay interrupted",
     ("graphs.py", "_close_opened", "fail on error"): "the wait of a graph's replays",
     ("graphs.py", "_close_opened", "interrupt guard"): "the wait of a graph's replays",
     # calls that are not operations: creation, inspection, destruction, binding a persistent request
-    ("comm.py", "_check_usable", "usable check"): "Comm(), split(), comm_name, dump_flight_recorder, "
-                                                  "run_algorithm: creations and queries, and a first check before "
-                                                  "arguments are validated",
-    ("comm.py", "_begin", "usable check"): "a collective's first check, before its arguments are validated "
-                                           "(the engine checks again under the call lock)",
+    ("comm.py", "_check_usable", "usable check"): "Comm(), split(), comm_name, dump_flight_recorder: creations "
+                                                  "and queries",
+    ("op.py", "collective", "usable check"): "a collective's first check, before its arguments are validated "
+                                             "(the engine checks again under the call lock)",
+    ("op.py", "algorithm_call", "usable check"): "run_algorithm's first check, as a collective's",
+    ("op.py", "lane_call", "usable check"): "a lane send/recv on a null communicator (it has no engine)",
+    ("op.py", "stream_call", "usable check"): "a stream-ordered send/recv on a null communicator (no engine)",
     ("engine.py", "bind_persistent", "usable check"): "a persistent request's init binds, launches nothing",
     ("engine.py", "_bind_persistent", "fail on error"): "a persistent request's init binds, launches nothing",
     ("point_to_point.py", "irecv_any", "usable check"): "irecv_any watches the inboxes before it posts a receive",
-    ("point_to_point.py", "_announced", "usable check"): "irecv_any's look at the inboxes",
-    ("point_to_point.py", "_announced", "fail on error"): "irecv_any's look at the inboxes",
-    ("point_to_point.py", "_post", "usable check"): "a lane post on a null communicator (it has no engine)",
-    ("point_to_point.py", "on_stream", "usable check"): "a stream-ordered send/recv on a null communicator (no engine)",
+    ("point_to_point.py", "announced", "usable check"): "irecv_any's look at the inboxes",
+    ("point_to_point.py", "announced", "fail on error"): "irecv_any's look at the inboxes",
 }
 
 

@@ -1,6 +1,8 @@
-"""When a communicator has more ranks than the host has cores, the native collectives stage whole parity regions
-per handshake, not cache-sized pieces (sim/native.py ``SHARED_PIECE_BYTES``): ranks that cannot run at once
-overlap nothing, and every piece costs a handshake round.  The bytes stay right either way."""
+"""When a communicator has more ranks than the host has cores, the native collectives' staged schedules stage whole
+parity regions per handshake, not cache-sized pieces (sim/native.py ``SHARED_PIECE_BYTES``): ranks that cannot run
+at once overlap nothing, and every piece costs a handshake round.  The bytes stay right either way.  (From
+``DIRECT_FROM`` bytes the calls are direct, one pass without staging; the test raises it to reach the staged
+schedules at 4 MiB, as a communicator whose HCCL buffer is too small for a direct call does.)"""
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -15,11 +17,12 @@ def body(rank: int, n: int, root_info: bytes, cores: int) -> Dict[str, Any]:
 
     from hcomm_cffi._ffi import ffi
     from hcomm_cffi.enums import DataType, MemcpyKind, ReduceOp
-    from hcomm_cffi.sim import runtime
+    from hcomm_cffi.sim import native, runtime
     from hcomm_cffi.sim.tasks import C_RECORD
     from simhelp import open_rank
 
     runtime.CORES = cores
+    native.DIRECT_FROM = 1 << 62
     env = open_rank(rank, n, root_info)
     b = env.b
     nbytes = COUNT * 4

@@ -15,8 +15,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..enums import DataType
-from .buffers import as_buffer, is_torch
+from .op import as_buffer, is_torch
 from .requests import Request
+from .state import CommState
 
 __all__ = ["wanted", "run", "AVERAGING_DTYPES"]
 
@@ -43,14 +44,10 @@ def _check(coll: str, x: Any, stream: Any) -> None:
                          "op='sum' and the division enqueued by you")
 
 
-def run(coll: str, size: int, x: Any, call: Callable[[], Any], async_op: bool, stream: Any,
-        broken: Callable[[BaseException], None], divides: bool = True) -> Any:
-    """``call()`` (the collective with op 'sum') then the division of what it returns by ``size``.
-
-    ``divides``: False on a rank whose result is not one (a reduce's non-root ranks get None).  ``broken(exc)``
-    breaks the communicator: the sum is launched once ``call()`` returned a request, and an exception while the
-    division is attached to it (an alarm's handler) loses that request with the sum queued.
-    """
+def run(state: CommState, coll: str, x: Any, call: Callable[[], Any], async_op: bool, stream: Any,
+        divides: bool = True) -> Any:
+    """``call()`` (the collective with op 'sum') then the division of what it returns by the size of ``state``'s
+    communicator.  ``divides``: False on a rank whose result is not one (a reduce's non-root ranks get None)."""
     _check(coll, x, stream)
     out = call()
     if not divides:
@@ -58,11 +55,11 @@ def run(coll: str, size: int, x: Any, call: Callable[[], Any], async_op: bool, s
     if async_op:
         request: Request[Any] = out
         try:
-            return request.then(lambda result: _average(result, size))
-        except BaseException as exc:
-            broken(exc)
+            return request.then(lambda result: _average(result, state.size))
+        except BaseException as exc:     # (an alarm's handler) the request is lost with the sum queued: it breaks
+            state.interrupted(f"{coll} (op='avg')", exc)
             raise
-    return _average(out, size)
+    return _average(out, state.size)
 
 
 def _average(result: Any, size: int) -> Any:

@@ -13,29 +13,27 @@ from __future__ import annotations
 import warnings
 import zlib
 from operator import attrgetter
-from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union, cast, overload
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union, cast, overload
 
 import numpy as np
 
-from ..algorithms import registry
 from ..algorithms.interface import AlgorithmArg
 from ..binding import Binding
 from .. import flight, settings
-from ..enums import ReduceOp, parse_reduce_op
 from ..errors import HcclError
 from ..initializers import make_comm_config
 from ..plan import Topology
 from .. import resources
 from ..resources import Holding
+from ..settings import DEFAULT_EAGER_LIMIT   # (the Comm API's name for it too)
 from ..types import BufferLike, ReduceOpLike, StreamLike
 from . import average, live, membership, observe
-from .buffers import Buffer, as_buffer, new_like, overlaps
-from .call import Call
+from .op import OPS, algorithm_call, collective, held, lane_call, stream_call, validate
 from .errors import CommError
 from .engine import Engine
 from .persistent import Persistent
 from .point_to_point import DRAIN_TIMEOUT_S, AnySourceRequest, PointToPoint
-from .requests import Request, is_seconds
+from .requests import Request, is_seconds, timeout_arg
 from .state import CommState, abandon_queued
 
 __all__ = ["Comm", "get_world", "current_world", "DEFAULT_EAGER_LIMIT"]
@@ -44,7 +42,6 @@ __all__ = ["Comm", "get_world", "current_world", "DEFAULT_EAGER_LIMIT"]
 B = TypeVar("B", bound=BufferLike)
 O = TypeVar("O", bound=BufferLike)
 
-DEFAULT_EAGER_LIMIT = 64 << 10
 #: Communicators up to this size connect every peer at creation so point-to-point never waits on setup.
 P2P_PRECONNECT_MAX = 256
 TopologyArg = Union[None, Topology, Tuple[int, int]]
@@ -88,20 +85,6 @@ def _topology(value: TopologyArg, size: int) -> Topology:
         raise ValueError(f"{given} has {topo.n_ranks} ranks but the communicator has {size}; "
                          "servers x devices_per_server must equal the communicator size")
     return topo
-
-
-#: "this collective takes no such argument" for Comm._begin (None is a value a caller may pass, and is refused)
-_NONE: Any = object()
-_OPS = {"sum": ReduceOp.SUM, "prod": ReduceOp.PROD, "max": ReduceOp.MAX, "min": ReduceOp.MIN}
-
-
-def _op(op: Any) -> ReduceOp:
-    """``op=`` validated (every call, cached or not: a bool, a float or a misspelt name is refused each time; the
-    common spellings in ``_OPS`` are looked up by the caller first)."""
-    try:
-        return parse_reduce_op(op)
-    except ValueError as exc:
-        raise ValueError(f"{exc}, or 'avg' (the sum divided by the number of ranks)") from None
 
 
 def _read(field: str, doc: str) -> Any:
@@ -156,11 +139,8 @@ class Comm:
         ids = list(range(parent.size)) if ranks is None else self._check_ranks(ranks, parent)
         if buffer_size_mb is not None:
             make_comm_config(buffer_size_mb=buffer_size_mb)  # validate on every rank, members or not
-        self._blank(parent.binding, name)
-        self._state.parent_ranks = ids
+        self._blank(parent.binding, name, ids, parent.rank in ids)
         if parent.rank not in ids:
-            self._state.size = len(ids)
-            self._state.member = False
             return
         topo = _topology(topology, len(ids))  # validate everything before the collective library call
         eager, tmo = _eager(eager_limit), _exec_timeout(timeout if timeout is not None else parent.timeout)
@@ -200,10 +180,15 @@ class Comm:
             raise ValueError(f"ranks={ids} lists rank(s) {dup} more than once; expected distinct ranks")
         return [int(r) for r in ids]
 
-    def _blank(self, binding: Binding, name: str) -> None:
+    def _blank(self, binding: Binding, name: str, ranks: Sequence[int] = (), member: bool = True) -> None:
+        """The parts every Comm has; ``member`` False: the null communicator a rank outside ``ranks`` holds."""
         # (name, ranks) -> sub-communicators made of it so far: one entry per distinct creation, what the user made
         self._children: Dict[Tuple[str, Tuple[int, ...]], int] = {}
         self._state = CommState(binding, name)  # its state: what every part of it reads and changes (api/state.py)
+        self._state.parent_ranks = list(ranks)
+        if not member:
+            self._state.size = len(ranks)
+            self._state.member = False
         self._p2p = PointToPoint(self._state)
         self._splits = 0                        # split() calls so far (collective: equal on every rank)
 
@@ -226,8 +211,7 @@ class Comm:
         state.eager_limit = _eager(eager_limit)
         state.topology = _topology(topology, state.size)
         self._stream = b.create_stream()
-        self._engine = self._p2p.engine = Engine(state, self._stream)
-        state.announcer.p2p_pending = self._p2p.pending   # (api/launch_order.py: what a wait may publish)
+        self._engine = self._p2p.engine = Engine(state, self._stream, self._p2p.pending)
         if self.size <= P2P_PRECONNECT_MAX:
             self._connect_peers()
         if self.size > 1:
@@ -389,30 +373,8 @@ class Comm:
         return path
 
     # ------------------------------------------------------------------ collectives
-    # Every public collective validates its scalar arguments (op, root, algorithm) with the same functions on every
-    # call, then asks the Engine's fast path (api/buffers.py: the same checks of the buffers, one lookup) before
-    # validating the buffers in full; a persistent request (``*_init``) validates the same way once.
-    def _begin(self, coll: str, what: str, algorithm: Any, async_op: bool = False, stream: Any = None,
-               op: Any = _NONE, root: Any = _NONE) -> Call:
-        """The Call of ``coll`` with its op and root validated, when it takes them (``what``: the name errors give
-        the call; an explicit ``op=None`` or ``root=None`` is refused as a fresh call refuses it)."""
-        self._state.check_usable(what)
-        c = Call(coll, algorithm, async_op, stream)
-        if root is not _NONE:
-            c.root = self._state.rank_arg("root", root)
-        if op is not _NONE:
-            c.op = _OPS.get(op) if op.__class__ is str else None   # the common spellings, without a call
-            if c.op is None:
-                c.op = _op(op)
-        if algorithm.__class__ is not str or algorithm != "auto":   # (the default needs no look-up)
-            registry.check_algorithm(algorithm)
-        return c
-
-    def _avg_cut_short(self, coll: str) -> Callable[[BaseException], None]:
-        """What breaks the communicator when op='avg''s division could not be attached to the sum it launched (the
-        request lost with the sum queued: api/average.py)."""
-        return lambda exc: self._state.interrupted(f"{coll} (op='avg')", exc)
-
+    # Each builds its operation (api/op.py: the arguments validated, the fast key of a repeated blocking call) and
+    # hands it to the engine; a persistent request (``*_init``) validates the same way once.
     @overload
     def allreduce(self, x: B, op: ReduceOpLike = ..., *, out: None = ..., algorithm: AlgorithmArg = ...,
                   async_op: Literal[False] = ..., stream: None = ...) -> B: ...
@@ -433,20 +395,11 @@ class Comm:
         ACL stream) enqueues the collective after the work on that stream and returns a Request without
         synchronising (see :mod:`hcomm_cffi.api.streams`).  The same two keywords exist on every collective.
         """
-        if isinstance(op, str) and op not in _OPS and average.wanted(op):   # op='avg': the sum, divided by the size
-            return average.run("allreduce", self.size, x, lambda: self.allreduce(
-                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
-                self._avg_cut_short("allreduce"))
-        c = self._begin("allreduce", "allreduce", algorithm, async_op, stream, op=op)
-        c.result = x if out is None else out
-        if self._engine.fast(c, x, out is None, out):
-            return c.result
-        return self._engine.call(self._allreduce_data(c, x, out, "allreduce"))
-
-    def _allreduce_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
-        xb = as_buffer(x, "x", writable=out is None)
-        ob = xb if out is None else self._out(out, xb.count, xb, what)
-        return c.data(xb, ob, xb.count, xb.nbytes)
+        if isinstance(op, str) and op not in OPS and average.wanted(op):   # op='avg': the sum, divided by the size
+            return average.run(self._state, "allreduce", x, lambda: self.allreduce(
+                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
+        c = collective(self._state, "allreduce", "allreduce", x, out, algorithm, async_op, stream, op=op)
+        return self._engine.call(c)
 
     @overload
     def broadcast(self, x: B, root: int = ..., *, algorithm: AlgorithmArg = ..., async_op: Literal[False] = ...,
@@ -458,15 +411,8 @@ class Comm:
     def broadcast(self, x: B, root: int = 0, *, algorithm: AlgorithmArg = "auto", async_op: bool = False,
                   stream: Optional[StreamLike] = None) -> Any:
         """Copy ``x`` of rank ``root`` into ``x`` on every rank (in place); returns ``x``."""
-        c = self._begin("broadcast", "broadcast", algorithm, async_op, stream, root=root)
-        c.result = x
-        if self._engine.fast(c, x, self.rank != c.root, None):
-            return x
-        return self._engine.call(self._broadcast_data(c, x))
-
-    def _broadcast_data(self, c: Call, x: BufferLike) -> Call:
-        xb = as_buffer(x, "x", writable=self.rank != c.root)
-        return c.data(xb, xb, xb.count, xb.nbytes)
+        c = collective(self._state, "broadcast", "broadcast", x, None, algorithm, async_op, stream, root=root)
+        return self._engine.call(c)
 
     @overload
     def allgather(self, x: B, *, out: None = ..., algorithm: AlgorithmArg = ..., async_op: Literal[False] = ...,
@@ -481,18 +427,8 @@ class Comm:
     def allgather(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
                   async_op: bool = False, stream: Optional[StreamLike] = None) -> Any:
         """Every rank's ``x`` stacked in rank order: ``out`` (a new buffer of x's kind when None) has shape (size, *x.shape)."""
-        c = self._begin("allgather", "allgather", algorithm, async_op, stream)
-        if out is not None and self._engine.fast(c, x, False, out):
-            return out
-        return self._engine.call(self._allgather_data(c, x, out, "allgather"))
-
-    def _allgather_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
-        xb = as_buffer(x, "x")
-        if out is None:
-            out = new_like(x, (self.size,) + xb.shape, xb.dtype)
-        ob = self._out(out, self.size * xb.count, xb, what, exclusive=True)
-        c.result = out
-        return c.data(xb, ob, xb.count, ob.nbytes)
+        c = collective(self._state, "allgather", "allgather", x, out, algorithm, async_op, stream)
+        return self._engine.call(c)
 
     @overload
     def reduce_scatter(self, x: B, op: ReduceOpLike = ..., *, out: None = ..., algorithm: AlgorithmArg = ...,
@@ -509,25 +445,11 @@ class Comm:
                        algorithm: AlgorithmArg = "auto", async_op: bool = False,
                        stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` (size equal blocks) over ranks; rank r receives block r in ``out``."""
-        if isinstance(op, str) and op not in _OPS and average.wanted(op):
-            return average.run("reduce_scatter", self.size, x, lambda: self.reduce_scatter(
-                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
-                self._avg_cut_short("reduce_scatter"))
-        c = self._begin("reduce_scatter", "reduce_scatter", algorithm, async_op, stream, op=op)
-        if out is not None and self._engine.fast(c, x, False, out):
-            return out
-        return self._engine.call(self._reduce_scatter_data(c, x, out, "reduce_scatter"))
-
-    def _reduce_scatter_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
-        xb = as_buffer(x, "x")
-        block = self._blocks(xb, what)
-        if out is None:
-            shape = ((xb.shape[0] // self.size,) + xb.shape[1:]) if xb.shape and xb.shape[0] % self.size == 0 \
-                else (block,)
-            out = new_like(x, shape, xb.dtype)
-        ob = self._out(out, block, xb, what, exclusive=True)
-        c.result = out
-        return c.data(xb, ob, block, xb.nbytes)
+        if isinstance(op, str) and op not in OPS and average.wanted(op):
+            return average.run(self._state, "reduce_scatter", x, lambda: self.reduce_scatter(
+                x, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream)
+        c = collective(self._state, "reduce_scatter", "reduce_scatter", x, out, algorithm, async_op, stream, op=op)
+        return self._engine.call(c)
 
     @overload
     def reduce(self, x: B, root: int = ..., op: ReduceOpLike = ..., *, out: None = ..., algorithm: AlgorithmArg = ...,
@@ -544,25 +466,12 @@ class Comm:
                algorithm: AlgorithmArg = "auto", async_op: bool = False,
                stream: Optional[StreamLike] = None) -> Any:
         """Reduce ``x`` onto ``root`` (into ``out``, or ``x`` in place there); returns the result on root, else None."""
-        if isinstance(op, str) and op not in _OPS and average.wanted(op):
-            return average.run("reduce", self.size, x, lambda: self.reduce(
+        if isinstance(op, str) and op not in OPS and average.wanted(op):
+            return average.run(self._state, "reduce", x, lambda: self.reduce(
                 x, root, "sum", out=out, algorithm=algorithm, async_op=async_op), async_op, stream,
-                self._avg_cut_short("reduce"),
                 self.rank == self._state.rank_arg("root", root))
-        c = self._begin("reduce", "reduce", algorithm, async_op, stream, op=op, root=root)
-        is_root = self.rank == c.root
-        c.result = None if not is_root else (x if out is None else out)
-        if self._engine.fast(c, x, is_root and out is None, out):
-            return c.result
-        return self._engine.call(self._reduce_data(c, x, out, "reduce"))
-
-    def _reduce_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
-        is_root = self.rank == c.root
-        xb = as_buffer(x, "x", writable=is_root and out is None)
-        ob: Optional[Buffer] = None
-        if is_root:
-            ob = xb if out is None else self._out(out, xb.count, xb, what)
-        return c.data(xb, ob, xb.count, xb.nbytes)
+        c = collective(self._state, "reduce", "reduce", x, out, algorithm, async_op, stream, op=op, root=root)
+        return self._engine.call(c)
 
     @overload
     def alltoall(self, x: B, *, out: None = ..., algorithm: AlgorithmArg = ..., async_op: Literal[False] = ...,
@@ -577,19 +486,8 @@ class Comm:
     def alltoall(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
                  async_op: bool = False, stream: Optional[StreamLike] = None) -> Any:
         """Block j of ``x`` goes to rank j; block i of ``out`` comes from rank i."""
-        c = self._begin("alltoall", "alltoall", algorithm, async_op, stream)
-        if out is not None and self._engine.fast(c, x, False, out):
-            return out
-        return self._engine.call(self._alltoall_data(c, x, out, "alltoall"))
-
-    def _alltoall_data(self, c: Call, x: BufferLike, out: Optional[BufferLike], what: str) -> Call:
-        xb = as_buffer(x, "x")
-        block = self._blocks(xb, what)
-        if out is None:
-            out = new_like(x, xb.shape, xb.dtype)
-        ob = self._out(out, xb.count, xb, what, exclusive=True)
-        c.result = out
-        return c.data(xb, ob, block, xb.nbytes)
+        c = collective(self._state, "alltoall", "alltoall", x, out, algorithm, async_op, stream)
+        return self._engine.call(c)
 
     @overload
     def barrier(self, *, algorithm: AlgorithmArg = ..., async_op: Literal[False] = ..., stream: None = ...) -> None: ...
@@ -600,98 +498,80 @@ class Comm:
     def barrier(self, *, algorithm: AlgorithmArg = "auto", async_op: bool = False,
                 stream: Optional[StreamLike] = None) -> Any:
         """Return once every rank has entered the barrier (None; a Request with ``async_op``/``stream``)."""
-        return self._engine.call(self._begin("barrier", "barrier", algorithm, async_op, stream))
+        c = collective(self._state, "barrier", "barrier", None, None, algorithm, async_op, stream)
+        return self._engine.call(c)
 
     # ------------------------------------------------------------------ nonblocking (MPI names)
     def iallreduce(self, x: B, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                    algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start an allreduce; wait() on the Request returns the result (``x`` or ``out``)."""
-        return self._started(self.allreduce(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.allreduce(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
     def ibroadcast(self, x: B, root: int = 0, *, algorithm: AlgorithmArg = "auto",
                    stream: Optional[StreamLike] = None) -> Request[B]:
         """Start a broadcast; wait() returns ``x``."""
-        return self._started(self.broadcast(x, root, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.broadcast(x, root, algorithm=algorithm, async_op=True, stream=stream))
 
     def iallgather(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
                    stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start an allgather; wait() returns ``out``."""
-        return self._started(self.allgather(x, out=out, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.allgather(x, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
     def ireduce_scatter(self, x: BufferLike, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                         algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start a reduce_scatter; wait() returns ``out``."""
-        return self._started(self.reduce_scatter(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.reduce_scatter(x, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
     def ireduce(self, x: BufferLike, root: int = 0, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                 algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start a reduce; wait() returns the result on root, None elsewhere."""
-        return self._started(self.reduce(x, root, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.reduce(x, root, op, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
     def ialltoall(self, x: BufferLike, *, out: Optional[BufferLike] = None, algorithm: AlgorithmArg = "auto",
                   stream: Optional[StreamLike] = None) -> Request[Any]:
         """Start an alltoall; wait() returns ``out``."""
-        return self._started(self.alltoall(x, out=out, algorithm=algorithm, async_op=True, stream=stream))
+        return cast(Request[Any], self.alltoall(x, out=out, algorithm=algorithm, async_op=True, stream=stream))
 
     def ibarrier(self, *, algorithm: AlgorithmArg = "auto", stream: Optional[StreamLike] = None) -> Request[None]:
         """Start a barrier; wait() returns None once every rank has entered it."""
-        return self._started(self.barrier(algorithm=algorithm, async_op=True, stream=stream))
-
-    @staticmethod
-    def _started(req: Any) -> Request[Any]:
-        """What a collective started with ``async_op=True`` returned: always its Request."""
-        assert isinstance(req, Request)
-        return req
+        return cast(Request[Any], self.barrier(algorithm=algorithm, async_op=True, stream=stream))
 
     # ------------------------------------------------------------------ persistent (MPI-4 MPI_Allreduce_init & co)
-    # Validated and bound once; ``start()`` launches the bound call, ``wait()``/``test()`` complete it.  A start on a
-    # buffer that changed address, shape or dtype since the init raises ValueError and moves nothing.
+    # Validated and bound once (api/persistent.py).
     def allreduce_init(self, x: B, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                        algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent allreduce (``MPI_Allreduce_init``, mpi4py's ``Allreduce_init``); wait() returns x or out."""
-        c = self._begin("allreduce", "allreduce_init", algorithm, True, op=op)
-        c.result = x if out is None else out
-        return self._persistent(self._allreduce_data(c, x, out, "allreduce_init"), "allreduce_init",
-                                (("x", x, out is None), ("out", out, True)))
+        return self._persistent("allreduce", x, out, algorithm, op=op)
 
     def broadcast_init(self, x: B, root: int = 0, *, algorithm: AlgorithmArg = "auto") -> Persistent[B]:
         """A persistent broadcast (``MPI_Bcast_init``); wait() returns ``x``."""
-        c = self._begin("broadcast", "broadcast_init", algorithm, True, root=root)
-        c.result = x
-        return self._persistent(self._broadcast_data(c, x), "broadcast_init", (("x", x, self.rank != c.root),))
+        return self._persistent("broadcast", x, None, algorithm, root=root)
 
     def allgather_init(self, x: BufferLike, *, out: Optional[BufferLike] = None,
                        algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent allgather (``MPI_Allgather_init``); wait() returns ``out`` (made once when None)."""
-        c = self._allgather_data(self._begin("allgather", "allgather_init", algorithm, True), x, out, "allgather_init")
-        return self._persistent(c, "allgather_init", (("x", x, False), ("out", c.result, True)))
+        return self._persistent("allgather", x, out, algorithm)
 
     def reduce_scatter_init(self, x: BufferLike, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                             algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent reduce_scatter (``MPI_Reduce_scatter_block_init``); wait() returns ``out``."""
-        c = self._reduce_scatter_data(self._begin("reduce_scatter", "reduce_scatter_init", algorithm, True, op=op), x,
-                                      out, "reduce_scatter_init")
-        return self._persistent(c, "reduce_scatter_init", (("x", x, False), ("out", c.result, True)))
+        return self._persistent("reduce_scatter", x, out, algorithm, op=op)
 
     def alltoall_init(self, x: BufferLike, *, out: Optional[BufferLike] = None,
                       algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent alltoall (``MPI_Alltoall_init``); wait() returns ``out``."""
-        c = self._alltoall_data(self._begin("alltoall", "alltoall_init", algorithm, True), x, out, "alltoall_init")
-        return self._persistent(c, "alltoall_init", (("x", x, False), ("out", c.result, True)))
+        return self._persistent("alltoall", x, out, algorithm)
 
     def reduce_init(self, x: BufferLike, root: int = 0, op: ReduceOpLike = "sum", *, out: Optional[BufferLike] = None,
                     algorithm: AlgorithmArg = "auto") -> Persistent[Any]:
         """A persistent reduce (``MPI_Reduce_init``); wait() returns the result on root, None elsewhere."""
-        c = self._begin("reduce", "reduce_init", algorithm, True, op=op, root=root)
-        is_root = self.rank == c.root
-        c.result = None if not is_root else (x if out is None else out)
-        return self._persistent(self._reduce_data(c, x, out, "reduce_init"), "reduce_init",
-                                (("x", x, is_root and out is None), ("out", out if is_root else None, True)))
+        return self._persistent("reduce", x, out, algorithm, op=op, root=root)
 
-    def _persistent(self, c: Call, what: str, buffers: Tuple[Tuple[str, Any, bool], ...]) -> Persistent[Any]:
-        """The persistent request of the validated call ``c`` over ``buffers`` ((argument, buffer, written), ...)."""
-        return Persistent(self._engine, c, f"rank {self.rank} of communicator {self.name!r}: {what}",
-                          tuple(b for b in buffers if b[1] is not None))
+    def _persistent(self, coll: str, x: Any, out: Any, algorithm: AlgorithmArg, **scalars: Any) -> Persistent[Any]:
+        """The persistent request of collective ``coll`` (``scalars``: its op and root), its buffers validated once."""
+        c = collective(self._state, coll, coll + "_init", x, out, algorithm, True, **scalars)
+        validate(self._state, c)
+        return Persistent(self._engine, c, f"rank {self.rank} of communicator {self.name!r}: {c.method}", held(c))
 
     # ------------------------------------------------------------------ any algorithm
     def run_algorithm(self, algorithm: AlgorithmArg, x: B, *, out: Optional[BufferLike] = None,
@@ -702,27 +582,8 @@ class Comm:
         exchange, a pipeline hand-off...): ``collective`` defaults to the one it declares; ``out``
         may differ from ``x`` in size; ``op`` and ``root`` are passed through.  Returns the output.
         """
-        self._check_usable("run_algorithm")
-        alg = registry.resolve(algorithm)
-        if collective is None:
-            if alg.collectives is None or len(alg.collectives) != 1:
-                declared = "any collective" if alg.collectives is None else ", ".join(sorted(alg.collectives))
-                raise ValueError(f"run_algorithm: algorithm {alg.name!r} implements {declared}; pass collective= "
-                                 "to say which to run")
-            collective = next(iter(alg.collectives))
-        root = self._state.rank_arg("root", root)
-        rop = None if op is None else _op(op)
-        xb = as_buffer(x, "x", writable=out is None)
-        ob = xb if out is None else as_buffer(out, "out", writable=True)
-        if ob.dtype != xb.dtype:
-            raise ValueError(f"run_algorithm: out has dtype {ob.dtype.name.lower()} but x has "
-                             f"{xb.dtype.name.lower()}; expected the same dtype")
-        if ob is not xb and overlaps(ob, xb) and ob.ptr != xb.ptr:
-            raise ValueError("run_algorithm: out overlaps x; expected separate buffers (or out=None for in place)")
-        c = Call(collective, alg).data(xb, ob, xb.count, xb.nbytes)
-        c.op, c.root, c.recv_count = rop, root, ob.count
-        self._engine.run(c)
-        return x if out is None else out
+        c = algorithm_call(self._state, algorithm, x, out, op, root, collective)
+        return self._engine.call(c)
 
     # ------------------------------------------------------------------ split (MPI_Comm_split)
     def split(self, color: Optional[int], key: int = 0, *, name: Optional[str] = None,
@@ -753,31 +614,27 @@ class Comm:
         nth = self._splits
         self._splits += 1
         label = name if name is not None else f"split{nth}.{mine}"
-        if mine < 0:
-            return Comm._null(self, label, [])
+        if mine < 0:                # the null communicator
+            null = Comm.__new__(Comm)
+            null._blank(self.binding, label, [], False)
+            return null
         members = [r for _, r in sorted((int(k), r) for r, (c, k) in enumerate(table.tolist()) if c == mine)]
         return Comm(label, ranks=members, parent=self, topology=topology, buffer_size_mb=buffer_size_mb)
 
-    @classmethod
-    def _null(cls, parent: "Comm", name: str, ranks: List[int]) -> "Comm":
-        """The null communicator a rank outside ``ranks`` holds."""
-        self = cls.__new__(cls)
-        self._blank(parent.binding, name)
-        self._state.parent_ranks = ranks
-        self._state.size = len(ranks)
-        self._state.member = False
-        return self
-
-    # ------------------------------------------------------------------ point-to-point (PointToPoint)
+    # ------------------------------------------------------------------ point-to-point (lanes: api/point_to_point.py)
     def send(self, x: BufferLike, dst: int, *, timeout: Optional[float] = None,
              stream: Optional[StreamLike] = None) -> Optional[Request[Any]]:
         """Send ``x`` to ``dst``; returns once ``x`` may be reused (eager) or the peer has it (rendezvous).
 
-        ``stream=``: the library's HcclSend enqueued on that stream; returns a Request (api/point_to_point.py).
+        ``stream=``: the library's HcclSend enqueued on that stream; returns a Request without waiting (it may be
+        captured into an ACL graph); sizes and dtypes must match the peer's call, as for HcclSend/HcclRecv.
         """
         if stream is not None:
-            return self._p2p.on_stream("send", x, dst, stream)
-        self._p2p.send(x, dst, timeout=timeout)
+            c = stream_call(self._state, True, x, dst, stream)
+            return cast(Request[Any], self._engine.call(c))
+        if timeout is not None:             # every argument is checked before anything is posted
+            timeout = timeout_arg(timeout)
+        self._p2p.blocking(lane_call(self._state, True, "isend", dst, x), timeout, "recv")
         return None
 
     @overload
@@ -789,20 +646,23 @@ class Comm:
              stream: Optional[StreamLike] = None) -> Union[BufferLike, Request[Any]]:
         """Receive into ``buf`` from ``src`` (sizes and dtypes must match the send); returns ``buf``.
 
-        ``stream=``: the library's HcclRecv enqueued on that stream; returns a Request (api/point_to_point.py).
+        ``stream=``: the library's HcclRecv enqueued on that stream; returns a Request (as ``send``).
         """
         if stream is not None:
-            return self._p2p.on_stream("recv", buf, src, stream)
-        self._p2p.recv(buf, src, timeout=timeout)
+            c = stream_call(self._state, False, buf, src, stream)
+            return cast(Request[Any], self._engine.call(c))
+        if timeout is not None:
+            timeout = timeout_arg(timeout)
+        self._p2p.blocking(lane_call(self._state, False, "irecv", src, buf), timeout, "send")
         return buf
 
     def isend(self, x: BufferLike, dst: int) -> Request[Any]:
         """Start sending ``x`` to ``dst``; do not modify ``x`` before the request completes."""
-        return self._p2p.isend(x, dst)
+        return self._p2p.post(lane_call(self._state, True, "isend", dst, x))
 
     def irecv(self, buf: BufferLike, src: int) -> Request[Any]:
         """Start receiving into ``buf`` from ``src``; wait() returns ``buf``."""
-        return self._p2p.irecv(buf, src)
+        return self._p2p.post(lane_call(self._state, False, "irecv", src, buf))
 
     def irecv_any(self, buf: BufferLike) -> AnySourceRequest:
         """Start receiving into ``buf`` from whichever rank's next message arrives first (``MPI_ANY_SOURCE``);
@@ -811,28 +671,12 @@ class Comm:
 
     def send_multi(self, items: Sequence[BufferLike], dst: int, *, timeout: Optional[float] = None) -> None:
         """Send several buffers to ``dst`` as consecutive messages in one launch."""
-        self._p2p.send_multi(items, dst, timeout=timeout)
+        timeout = timeout_arg(timeout)
+        self._p2p.blocking(lane_call(self._state, True, "send_multi", dst, items=items), timeout, "recv_multi")
 
     def recv_multi(self, items: Sequence[BufferLike], src: int, *,
                    timeout: Optional[float] = None) -> List[BufferLike]:
         """Receive consecutive messages from ``src`` into the given buffers; returns them."""
-        return self._p2p.recv_multi(items, src, timeout=timeout)
-
-    # ------------------------------------------------------------------ validation helpers
-    def _blocks(self, xb: Buffer, what: str) -> int:
-        if xb.count % self.size:
-            raise ValueError(f"{what}: x has {xb.count} elements, not divisible by the communicator size "
-                             f"{self.size}; expected size equal blocks")
-        return xb.count // self.size
-
-    def _out(self, out: Any, count: int, xb: Buffer, what: str, exclusive: bool = False) -> Buffer:
-        ob = as_buffer(out, "out", writable=True)
-        if ob.dtype != xb.dtype:
-            raise ValueError(f"{what}: out has dtype {ob.dtype.name.lower()} but x has {xb.dtype.name.lower()}; "
-                             "expected the same dtype")
-        if ob.count != count:
-            raise ValueError(f"{what}: out has {ob.count} elements (shape {ob.shape}); expected {count}")
-        if overlaps(ob, xb) and (exclusive or ob.ptr != xb.ptr):
-            raise ValueError(f"{what}: out overlaps x; expected separate buffers"
-                             + ("" if exclusive else " (or out=None for in place)"))
-        return ob
+        timeout = timeout_arg(timeout)
+        c = lane_call(self._state, False, "recv_multi", src, items=items)
+        return cast(List[BufferLike], self._p2p.blocking(c, timeout, "send_multi"))

@@ -1,24 +1,15 @@
 """The engine of one member Comm (:class:`Engine`): every operation of the communicator launches here, one way.
 
-Every public call becomes a :class:`~hcomm_cffi.api.call.Call` -- a collective blocking (fresh, or the
-:class:`~hcomm_cffi.api.call.BoundCall` kept for its key, :func:`.buffers.key_of`), started, persistent (the BoundCall
-it bound at its init), stream-ordered or captured into an ACL graph; a stream-ordered send/recv (the
-library's own HcclSend/HcclRecv); a send/recv on a point-to-point lane -- and :meth:`Engine._launch` takes it
-through check -> bind -> record -> announce -> launch, then waits (blocking) or hands back a
-:class:`~hcomm_cffi.api.requests.Pending`.  Each thing every call must do has its one place there: the
+Every public call becomes a :class:`~hcomm_cffi.api.op.Call` (api/op.py) -- a collective in every mode, a
+stream-ordered send/recv, a send/recv on a point-to-point lane -- and :meth:`Engine._launch` takes it through
+check -> bind -> record -> announce -> launch, then waits (blocking) or hands back a
+:class:`~hcomm_cffi.api.requests.Pending`.  Each thing every call must do has its one place there (the
 usability check, the order after captured work, the flight record and trace entry, the device-memory
-declaration, and the guard (:meth:`Engine._failed`: a library error fails the communicator; Ctrl-C or an
-alarm once peers saw the call start breaks it, its queued work discarded so it never runs later against
-memory the caller reused).  Binding a collective resolves the algorithm, stages or declares the buffers,
-gets the resources (declared, or derived by a dry run), records the algorithm's schedule the first time per
-signature and stream, and binds it to the call's buffers behind the signature handshake (:mod:`.signatures`;
-one batch per handshake parity, or one of its captured form).  The Engine owns what that needs -- the
-streams, the caches, the scratch memory, the device-memory declarations -- and reads and changes the
+declaration, the guard :meth:`Engine._failed`).  Binding a collective resolves the algorithm, stages or
+declares the buffers, gets the resources, records the algorithm's schedule once per signature and stream and
+binds it to the call's buffers behind the signature handshake (:mod:`.signatures`).  The Engine owns the
+streams, the caches, the scratch memory and the device-memory declarations, and reads and changes the
 communicator through its :class:`~hcomm_cffi.api.state.CommState`.
-
-A call issued with ``stream=`` on a :class:`~hcomm_cffi.api.stream.Stream` breaks its communicator when that
-stream's next synchronize() fails or is interrupted (:func:`break_on_interrupted_wait`): its queued work must
-never run later either.
 """
 from __future__ import annotations
 
@@ -39,9 +30,9 @@ from ..lib.contract import Capabilities
 from ..plan import MIB
 from ..resources import Resources
 from . import consistency, graphs, observe
-from .buffers import NO_STAGING, Buffer, DeviceBlock, DeviceMemory, Staging, key_of
+from .buffers import NO_STAGING, Buffer, DeviceBlock, DeviceMemory, Staging
 from .launch_order import Announcer
-from .call import RESOURCES_MAX, SCHEDULES_MAX, LaunchBatch, Call, CommCache, BoundCall, LibraryCall
+from .op import RESOURCES_MAX, SCHEDULES_MAX, LaunchBatch, Call, CommCache, BoundCall, LibraryCall, validate
 from .errors import CommError
 from .stream import Stream
 from .requests import Pending, request_for
@@ -62,28 +53,26 @@ AGREED_MAX = 4096
 class Engine:
     """One communicator's collective machinery (see the module docstring)."""
 
-    def __init__(self, state: CommState, stream: Any) -> None:
+    def __init__(self, state: CommState, stream: Any, p2p_pending: Callable[[], int]) -> None:
         b: Binding = state.binding
         self.b = b
         self.state = state
         self.targets = StreamTargets(b, state.handle, stream, state.name)
         self.buffer_bytes: int = self.targets.own.cache.local_buffer()[1]
         state.buffer_bytes = self.buffer_bytes
-        caps: Capabilities = b.lib.capabilities           # the backend contract (lib/contract.py)
-        self.caps = caps
-        self.staging = state.stages
+        self.caps: Capabilities = b.lib.capabilities      # the backend contract (lib/contract.py)
+        self.staging = state.stages                       # host buffers are staged (CANN): no fast keys (op.py)
         step = settings.value("HCOMM_STEP_BYTES")
-        self.step_bytes: Optional[int] = (caps.step_bytes if step is None else step) or None
+        self.step_bytes: Optional[int] = (self.caps.step_bytes if step is None else step) or None
         # library collectives: the backend's own in-band check, else (with the check on) the package's handshake
-        self.check_native = bool(settings.value("HCOMM_CHECK_COLLECTIVES")) and not caps.checks_signatures_in_band
+        self.check_native = bool(settings.value("HCOMM_CHECK_COLLECTIVES")) and not self.caps.checks_signatures_in_band
         state.checks_library_collectives = self.check_native
-        self.fast_ok = not self.staging                   # host buffers used in place: bound calls may be kept
         self.cache = CommCache()                          # choices, bound calls, fast-call keys
         # ranges declared device memory (the emulator): bound calls were validated on them
         self.device_memory = state.device_memory = DeviceMemory(b.lib, not self.staging, self.cache.invalidate)
         self.signer = Signer(state, self.cache.invalidate)
-        # launch order, for mismatches that never meet (api/launch_order.py)
-        self.announce = state.announcer = Announcer(b.lib, state.handle)
+        # launch order, for mismatches that never meet (api/launch_order.py); ``p2p_pending``: what a wait may publish
+        self.announce = state.announcer = Announcer(b.lib, state.handle, p2p_pending)
         self.scratch = DeviceBlock(b, state.inflight)   # the algorithms' scratch memory (grows by doubling)
         self.agreed: Set[Tuple[Any, ...]] = set()   # call signatures agreed on before their channels (_first_use)
 
@@ -120,62 +109,44 @@ class Engine:
             scratch.replace(max(nbytes, SCRATCH_MIN, 2 * scratch.size))   # doubling: the old ones total < the new
         return scratch.ptr
 
-    # ------------------------------------------------------------------ the three ways in
+    # ------------------------------------------------------------------ the ways in
     def call(self, c: Call) -> Any:
-        """Blocking: run ``c`` and return its result; ``async_op`` or ``stream``: start it and return a Request."""
+        """Blocking: run ``c`` and return its result; ``async_op`` or ``stream``: start it and return a Request.  A call
+        with a fast key runs the BoundCall kept for it, if any; else its buffers are validated (:func:`.op.validate`)."""
+        if c.fast_key is not None:
+            if graphs.HOLDING and graphs.holding(self.state):
+                c.fast_key = None           # (nothing after captured work: the full path refuses it)
+            else:
+                with self.state.lock:       # as run(): the call lock until it returns; the lookup too (another
+                    try:                    # thread's call may drop the BoundCall, and the scratch it addresses)
+                        c.entry = self.cache.fast.get(c.fast_key)
+                    except TypeError:       # an unhashable algorithm object: the full path serves it
+                        c.fast_key = None
+                    if c.entry is not None:
+                        self._launch(c)
+                        return c.result
+        if c.unchecked:
+            validate(self.state, c)
         if c.blocking:
             self.run(c)
             return c.result
         return self.start(c, lambda pending: request_for(pending, c.result))
 
-    def run(self, c: Call) -> str:
-        """Run ``c`` and wait for it; returns the algorithm's name.
-
-        The blocking path: no Pending, no in-flight bookkeeping, the stream synchronised directly.
-        The BoundCall it launches is kept under the call's fast-call key, so the next identical call is
-        one lookup (:meth:`fast`).  It holds the communicator's call lock until it returns (api/state.py):
-        another thread's call on the communicator waits for it.
-        """
+    def run(self, c: Call) -> None:
+        """Run ``c`` and wait for it (no Pending; the call lock held until it returns); the BoundCall it launched is
+        kept under its fast key."""
         with self.state.lock:
             self._launch(c)
         if c.staging is not NO_STAGING:
             c.staging.finish()
         elif c.entry is not None and c.fast_key is not None:
             self.cache.keep_fast(c.fast_key, c.entry)
-        return c.alg.name
-
-    def fast(self, c: Call, x: Any, x_written: bool, out: Any) -> bool:
-        """Whether the BoundCall kept for this blocking call's key ran it (its flight record and batch; nothing re-derived).
-
-        ``c`` holds the validated op, algorithm and root (the same checks as every call); sets
-        ``c.fast_key`` when the call has a key, so the full path keeps its BoundCall there.
-        """
-        if not self.fast_ok or not c.blocking or (graphs.HOLDING and graphs.holding(self.state)):
-            return False                # (nothing after captured work: the full path refuses it)
-        key = key_of(c.coll, x, x_written, out, (c.op, c.algorithm, c.root))
-        if key is None:
-            return False
-        with self.state.lock:       # as run(): the call lock until it returns; the lookup too (another thread's
-            try:                   # call may drop the BoundCall, and the scratch memory it addresses, meanwhile)
-                entry = self.cache.fast.get(key)
-            except TypeError:               # an unhashable algorithm object: the full path serves it
-                return False
-            c.fast_key = key
-            if entry is None:
-                return False
-            c.entry = entry
-            self._launch(c)
-        return True
 
     def start(self, c: Call, hand_back: Callable[[Optional[Pending]], R]) -> R:
-        """Launch ``c`` under the call lock (api/state.py) without waiting and return ``hand_back(pending)``, what the
-        caller waits with (its Request; a lane's send/recv makes its Pending on its lane: ``pending`` is None).
-
-        From the launch of ``c``'s batch to what is handed back is one guarded region: an exception there -- Ctrl-C
-        or an alarm in the lock's release or while the request is made -- breaks the communicator (the caller holds
-        nothing to wait for the queued work with, which would pair with the peers' next call).  Before the launch,
-        :meth:`_failed` decides, as for every call.
-        """
+        """Launch ``c`` under the call lock without waiting and return ``hand_back(pending)`` (its Request; a lane's
+        send/recv makes its Pending on its lane: ``pending`` is None).  From the launch to the hand-back is one
+        guarded region: an exception there breaks the communicator (the caller holds nothing to wait for the queued
+        work with); before it, :meth:`_failed`."""
         try:
             with self.state.lock:
                 self._launch(c)
@@ -192,11 +163,8 @@ class Engine:
 
     # ------------------------------------------------------------------ persistent requests (persistent.py)
     def bind_persistent(self, c: Call) -> None:
-        """Resolve ``c`` and bind it to its buffers now (validated once): ``c.entry``, in ``c.generation``.
-
-        None where a bound call cannot be kept (the backend stages host buffers, or the algorithm is
-        not replayable): :meth:`start_persistent` then starts ``c`` the full way each time.
-        """
+        """Resolve ``c`` and bind it to its buffers now: ``c.entry``, in ``c.generation`` (None where a bound call cannot
+        be kept: :meth:`start_persistent` then starts ``c`` the full way each time)."""
         c.persistent = True
         with self.state.lock:                # its choices and cache entries are the communicator's (api/state.py)
             self.state.check_usable(c.coll)
@@ -216,9 +184,8 @@ class Engine:
             raise observe.fail(self.state, exc, c.what) from exc
 
     def start_persistent(self, c: Call, pending: Optional[Pending]) -> Pending:
-        """Launch a persistent request's bound call (or, without one, start ``c`` afresh): its Pending (``pending``,
-        the request's of its previous start, started again), guarded up to its return (:meth:`start`); a call bound
-        in a generation of the cache that has passed is bound again first (what it named may be gone)."""
+        """Launch a persistent request's bound call (or, without one, start ``c`` afresh) as :meth:`start` does: its
+        Pending (``pending``, the request's of its previous start, started again)."""
         c.pending = pending if c.entry is not None else None   # without a BoundCall: a fresh start each time
         pending = self.start(c, lambda started: started)
         assert pending is not None                # (a collective's start always makes its Pending)
@@ -226,14 +193,8 @@ class Engine:
 
     # ------------------------------------------------------------------ the one way every operation launches
     def _launch(self, c: Call) -> None:
-        """Take ``c`` through check -> bind -> record -> announce -> launch, and (blocking) wait for it.
-
-        Every collective comes this way -- blocking (fresh or its kept BoundCall), started, persistent, stream-ordered,
-        captured into an ACL graph -- and so does a stream-ordered send/recv (``c.direct``: the library's own
-        HcclSend/HcclRecv); the caller holds the call lock.  Each step has its one place here: the usability
-        check, the order after captured work, the flight record and trace entry (:func:`observe.issue`; a
-        captured call is the graph's), the announcement, and the guard (:meth:`_failed`).
-        """
+        """Take ``c`` through check -> bind -> record -> announce -> launch, and (blocking) wait for it; the caller holds
+        the call lock.  Every operation comes this way: each step has its one place here (module docstring)."""
         state = self.state
         state.check_usable(c.coll)   # under the lock: another thread may have broken or destroyed it
         if graphs.HOLDING and c.post is None:   # (a lane runs on a stream of its own)
@@ -304,7 +265,7 @@ class Engine:
                            stream_handle(c.stream))
             return LaunchBatch(LibraryCall(call), None), None
         if entry is not None and c.persistent and c.generation != self.cache.generation:
-            self._bind_persistent(c)                # bound in a generation that has passed: again (api/call.py)
+            self._bind_persistent(c)                # bound in a generation that has passed: again (api/op.py: CommCache)
             entry = c.entry
         if entry is not None:                       # a kept BoundCall (the fast path, a persistent request)
             c.what, c.record, c.fixed = entry.what, entry.record, entry.fixed
@@ -380,11 +341,8 @@ class Engine:
 
     def _bind(self, c: Call, target: StreamTarget, record: observe.Record, captured: Optional[str] = None
               ) -> Tuple[Optional[BoundCall], LaunchBatch]:
-        """The BoundCall of ``c`` on ``target`` (None for an algorithm that is not replayable) and the batch to launch now.
-
-        ``captured``: the name of the ACL graph that records the launch; the handshake takes the captured form,
-        which every replay repeats as recorded (api/signatures.py), and the parity does not advance.
-        """
+        """The BoundCall of ``c`` on ``target`` (None for an algorithm that is not replayable) and the batch to launch now;
+        ``captured``: as :meth:`_entry` (the parity then does not advance)."""
         entry = self._entry(c, target, record, captured)
         if entry is not None:
             return entry, self._take(entry)

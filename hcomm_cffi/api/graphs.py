@@ -16,14 +16,13 @@ import itertools
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from .. import trace
-from .._ffi import ffi
 from ..binding import Binding, get_binding
 from ..errors import ACL_ERROR_RT_PARAM_INVALID, HcclError
 from . import observe
 from .errors import CommError
 from .state import CommState
 from .stream import Stream
-from .streams import stream_handle
+from .streams import stream_handle, stream_key
 
 __all__ = ["Graph", "graph", "capturing", "check_ordered", "holding", "CAPTURE_MODES"]
 
@@ -34,15 +33,11 @@ HOLDING: Dict[int, "Graph"] = {}        # id(CommState) -> the capturing Graph t
 _NAMES = itertools.count()
 
 
-def _key(stream: Any) -> int:
-    return int(ffi.cast("uintptr_t", stream_handle(stream)))
-
-
 def capturing(stream: Any) -> Optional["Graph"]:
     """The Graph capturing ``stream`` (None: no capture, the common case, costs one test)."""
     if not _CAPTURING or stream is None:
         return None
-    return _CAPTURING.get(_key(stream))
+    return _CAPTURING.get(stream_key(stream))
 
 
 def check_ordered(state: CommState, stream: Any) -> None:
@@ -55,7 +50,7 @@ def check_ordered(state: CommState, stream: Any) -> None:
     if not HOLDING:
         return
     g = HOLDING.get(id(state))
-    if g is None or g.stream is None or (stream is not None and _key(stream) == _key(g.stream)):
+    if g is None or g.stream is None or (stream is not None and stream_key(stream) == stream_key(g.stream)):
         return
     what = "a call on its own stream" if stream is None else "a call on another stream"
     raise CommError(f"rank {state.rank} of communicator {state.name!r}: it has operations captured by ACL graph "
@@ -122,7 +117,7 @@ class Graph:
         handle = stream_handle(stream)
         self.binding.capture_begin(handle, mode)
         self.stream = stream
-        _CAPTURING[_key(handle)] = self
+        _CAPTURING[stream_key(handle)] = self
 
     def capture_end(self) -> None:
         """End the capture: the graph is ready to replay (an invalidated capture raises its error)."""
@@ -131,7 +126,6 @@ class Graph:
             self.model = self.binding.capture_end(handle)
         except BaseException:
             self._forget_captured()
-            self.stream = None
             raise
         self._stream_handle = handle
         self._books = [book for book in self._comms.values() if book.records]
@@ -147,20 +141,17 @@ class Graph:
         except HcclError:
             pass                  # invalidated by the refused call: nothing was made
         self._forget_captured()
-        self.stream = None
 
     def _stop(self) -> Any:
         """The package's books leave capture mode (the caller ends the runtime's capture); the stream handle."""
-        handle = self._handle()
-        _CAPTURING.pop(_key(handle), None)
-        self._release_states()
-        self._restore_mode()
-        return handle
-
-    def _handle(self) -> Any:
         if self.stream is None:
             raise RuntimeError(f"graph {self.name!r} is not capturing")
-        return stream_handle(self.stream)
+        handle = stream_handle(self.stream)
+        _CAPTURING.pop(stream_key(handle), None)
+        for key in [k for k, g in HOLDING.items() if g is self]:
+            del HOLDING[key]
+        self._restore_mode()
+        return handle
 
     def captured(self, state: CommState, record: observe.Record, take_seq: Callable[[], int],
                  order: Optional[Callable[[], None]] = None) -> int:
@@ -190,10 +181,6 @@ class Graph:
         """Keep a captured call (its Pending: buffers and the communicator's scratch) until reset()."""
         self._restore_mode()
         self._pendings.append(pending)
-
-    def _release_states(self) -> None:
-        for key in [k for k, g in HOLDING.items() if g is self]:
-            del HOLDING[key]
 
     def _restore_mode(self) -> None:
         if self._saved_mode is not None:
@@ -226,23 +213,23 @@ class Graph:
             if not exc.from_library:          # refused here (a destroyed or failed communicator): as raised
                 raise
             raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
+        what = f"the replay of ACL graph {self.name!r}"
         try:
-            self.binding.graph_execute_async(model, self._stream_handle)
-        except HcclError as exc:
-            if exc.code == ACL_ERROR_RT_PARAM_INVALID:     # refused before anything was queued (a freed buffer...)
-                raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
-            failed = None       # failed while queueing or running: what it queued must never run later
-            for book in books:
-                if not (book.state.destroyed or book.state.broken):
-                    failed = failed or observe.fail(book.state, exc, f"the replay of ACL graph {self.name!r}")
-            raise (failed or CommError(f"replay of graph {self.name!r} failed: {exc}")) from exc
-        except BaseException as exc:    # Ctrl-C, an alarm... in the launch: part of it may be queued
-            self._interrupted([book.state for book in books], f"the replay of ACL graph {self.name!r}", exc)
-            raise
-        try:
+            try:
+                self.binding.graph_execute_async(model, self._stream_handle)
+            except HcclError as exc:
+                if exc.code == ACL_ERROR_RT_PARAM_INVALID:     # refused before anything was queued (a freed buffer...)
+                    raise CommError(f"replay of graph {self.name!r} failed (nothing ran): {exc}") from exc
+                failed = None       # failed while queueing or running: what it queued must never run later
+                for book in books:
+                    if not (book.state.destroyed or book.state.broken):
+                        failed = failed or observe.fail(book.state, exc, what)
+                raise (failed or CommError(f"replay of graph {self.name!r} failed: {exc}")) from exc
             self._opened_replays(books)
-        except BaseException as exc:    # the replay is queued but its books are not: it must never run
-            self._interrupted([book.state for book in books], f"the replay of ACL graph {self.name!r}", exc)
+        except BaseException as exc:    # Ctrl-C, an alarm... in the launch or before its books are open: part of it
+            for book in books:          # may be queued and must never run (each breaks; a CommError above: handled)
+                if not book.state.destroyed:
+                    book.state.interrupted(what, exc)
             raise
 
     def _opened_replays(self, books: List[_Captured]) -> None:
@@ -260,13 +247,6 @@ class Graph:
         stream = self.stream
         if opened and isinstance(stream, Stream):   # the stream tells it when the replays are done (or interrupted)
             stream.on_synchronized[id(self)] = self._close_opened
-
-    @staticmethod
-    def _interrupted(states: List[CommState], what: str, exc: BaseException) -> None:
-        """``exc`` left a replay once its work could be queued: each communicator it holds breaks (api/engine.py)."""
-        for state in states:
-            if not state.destroyed:
-                state.interrupted(what, exc)
 
     def _close_opened(self, error: Optional[BaseException]) -> None:
         """The stream passed the replays launched so far (their flight records are done), or failed in them:
@@ -292,12 +272,13 @@ class Graph:
             model, self.model = self.model, None
             self.binding.graph_destroy(model)
         self._forget_captured()
-        self.stream = None
         if self._own_stream is not None:
             own, self._own_stream = self._own_stream, None
             own.close()
 
     def _forget_captured(self) -> None:
+        """Drop what the capture recorded (its calls' Pendings, books and open replays) and the stream."""
+        self.stream = None
         for pending in self._pendings:
             pending.forget()             # a captured call never waited on: the graph held it (forgetting is idempotent)
         self._pendings.clear()

@@ -63,11 +63,11 @@ class Announcer:
 
     __slots__ = ("count", "text", "p2p_pending", "_fn", "_wait", "_handle", "_known", "_last", "_value")
 
-    def __init__(self, lib: Any, handle: Any) -> None:
+    def __init__(self, lib: Any, handle: Any, p2p_pending: Callable[[], int]) -> None:
         self.count = 0                                  # collectives announced so far
         self.text = ""                                  # the description of the collective announced last
-        #: point-to-point operations of the communicator posted and not yet seen complete (set by the Comm)
-        self.p2p_pending: Callable[[], int] = _nothing_pending
+        #: point-to-point operations of the communicator posted and not yet seen complete
+        self.p2p_pending = p2p_pending
         self._fn = lib.collective_announcer(handle)     # CANN: None, nothing to tell
         self._wait = lib.announce_wait if lib.capabilities.emulator else None
         self._handle = handle
@@ -124,7 +124,3 @@ class Announcer:
     def current(self) -> Tuple[int, str]:
         """The number and description of the collective announced last (what a wait for it publishes)."""
         return self.count, self.text
-
-
-def _nothing_pending() -> int:
-    return 0

@@ -27,6 +27,7 @@ from .. import settings
 from .launch_order import PUBLISH_AFTER_S
 from .consistency import CollectiveMismatchError
 from .errors import CommError, CommTimeoutError, MessageMismatchError
+from .op import lane_call
 from .point_to_point import PointToPoint
 from .requests import Request
 from .state import CommState
@@ -92,13 +93,6 @@ def difference(mine: np.ndarray, my_rank: int, theirs: Dict[int, np.ndarray]) ->
     return "; ".join(_describe(key, sorted(rs), same_name) for key, rs in ordered)
 
 
-def _bad_message(msg: np.ndarray, peer: int, where: str) -> Optional[str]:
-    if int(msg[_MAGIC]) != MAGIC:
-        return (f"{where}: the message from rank {peer} is not a member list; point-to-point traffic between "
-                "members on the parent communicator must be complete before a sub-communicator is created")
-    return None
-
-
 def agree(state: CommState, p2p: PointToPoint, name: str, nth: int, ranks: List[int]) -> None:
     """Exchange ``(name, nth, ranks)`` with every other listed rank over the parent (its ``state``, its
     point-to-point ``p2p``); raise on any difference.
@@ -114,8 +108,8 @@ def agree(state: CommState, p2p: PointToPoint, name: str, nth: int, ranks: List[
     mine = encode(name, nth, ranks)
     inbox = {p: np.zeros(WORDS, np.int64) for p in peers}
     try:
-        sends = [p2p.isend(mine, p) for p in peers]
-        recvs = {p: p2p.irecv(inbox[p], p) for p in peers}
+        sends = [p2p.post(lane_call(state, True, "isend", p, mine)) for p in peers]
+        recvs = {p: p2p.post(lane_call(state, False, "irecv", p, inbox[p])) for p in peers}
     except MessageMismatchError as exc:
         raise MembershipError(f"{where}: {exc}") from exc
     timeout = float(settings.current().connect_timeout_s)
@@ -147,8 +141,10 @@ def agree(state: CommState, p2p: PointToPoint, name: str, nth: int, ranks: List[
                                            f"rank must call Comm({name!r}) with the same ranks in the same order"
                                            ) from exc
                 if done:
-                    bad = _bad_message(inbox[p], p, where)
-                    if bad:
+                    if int(inbox[p][_MAGIC]) != MAGIC:
+                        bad = (f"{where}: the message from rank {p} is not a member list; point-to-point traffic "
+                               "between members on the parent communicator must be complete before a "
+                               "sub-communicator is created")
                         state.mark_broken(bad)
                         raise MembershipError(bad)
                     got[p] = inbox[p]

@@ -1,19 +1,13 @@
 """What a Comm tells logging, the flight recorder and the trace: one small function per event, so the call path only calls them.
 
-Events: a communicator was created (:func:`created`) or destroyed (:func:`destroyed`), an
-algorithm was chosen for a new call signature (:func:`chose`), an operation was issued
-(:func:`issue` of a :class:`Record` with the user's call site, returning the flight-recorder slot), launched (:func:`running`)
-and completed (:func:`done`: every operation ends here, blocking or started, collective or
-send/recv, so the trace closes each one), and a communicator failed (:func:`failed`: the open
-records are marked failed and, on a timeout or a peer's death, every rank's recorder is dumped for
-``hcomm doctor``; :func:`fail` is how a library failure breaks the communicator).  Every function takes the
-communicator's :class:`~hcomm_cffi.api.state.CommState`.
+Each takes the communicator's :class:`~hcomm_cffi.api.state.CommState`; every operation opens with :func:`issue`
+and ends with :func:`done` (or :func:`failed`), so the trace closes each one.
 """
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Optional
 
 from .. import callsite, flight, log, settings, stallwatch, trace
 from ..algorithms.interface import ROOTED
@@ -38,7 +32,7 @@ _logged_backend = [False]
 
 
 def record_of(call: Any) -> Record:
-    """The record of a resolved collective :class:`~hcomm_cffi.api.call.Call`."""
+    """The record of a resolved collective :class:`~hcomm_cffi.api.op.Call`."""
     return Record(call.coll, call.alg.name, call.count, call.nbytes, call.dtype, call.op,
                   call.root if call.coll in ROOTED else -1)
 
@@ -85,7 +79,7 @@ def _shape(topo: Any) -> str:
 
 def destroyed(state: CommState) -> None:
     """The communicator is gone: its ring is dropped (kept only in a dump already written)."""
-    fr = state.drop_flight()
+    fr, state.flight = state.flight, None
     if fr is not None:
         fr.close()
     LOG.info("communicator %r destroyed (rank %d)", state.name, state.rank)
@@ -131,22 +125,17 @@ def issue(state: CommState, seq: int, rec: Record, fixed: Optional[bytes] = None
 
 def running(state: CommState, slot: int) -> None:
     """The operation of ``slot`` was launched."""
-    if slot >= 0:
-        fr = state.flight
-        if fr is not None:
-            fr.running(slot)
+    fr = state.flight
+    if fr is not None and slot >= 0:
+        fr.running(slot)
 
 
 def done(state: CommState, slot: int, name: str, seq: int) -> None:
-    """Operation #``seq`` (``name`` as given to :func:`issue`) completed: its flight record, and its trace slice.
-
-    Every operation ends here, whichever way it completes: a blocking call, a started collective's
-    or a send/recv's request, a persistent request's wait.
-    """
-    if slot >= 0:
-        fr = state.flight
-        if fr is not None:
-            fr.done(slot)
+    """Operation #``seq`` (``name`` as given to :func:`issue`) completed, whichever way: its flight record, and its
+    trace slice."""
+    fr = state.flight
+    if fr is not None and slot >= 0:
+        fr.done(slot)
     if trace.ACTIVE:
         trace.op_end(state.name, name, seq)
 

@@ -19,10 +19,8 @@ from typing import Any, List, Optional, Tuple, TypeVar
 import numpy as np
 
 from .._ffi import ffi
-from .buffers import as_buffer
-from .call import Call
 from .errors import CommError
-from .buffers import buffer_view
+from .op import Call, as_buffer, buffer_view
 from .engine import Engine
 from .requests import Pending, Request
 
@@ -66,8 +64,6 @@ class _Held:
 
     def changed(self) -> Optional[str]:
         """How the buffer changed since the init (None: unchanged); raises what a fresh call would raise of it."""
-        if self.array and self.unchanged():
-            return None
         now = _state(self.obj, self.name, self.written)
         shape = tuple(self.obj.shape) if self.shape is not None else None
         if now == self.state and shape == self.shape:

@@ -17,11 +17,10 @@ replay may follow another (or eager calls of either parity) directly.  Its hands
 own (``CAPTURED``: a slot row and a notify apart from the parities') and a second round, the release:
 after comparing, every rank records ``SIG_RELEASE`` to every peer and waits for theirs, so a rank
 reaches the next captured handshake only when every peer has consumed its record and compared its
-slot of this one.  The
-slots are the last :func:`~hcomm_cffi.algorithms.interface.signature_area` bytes of the HCCL buffer's
-second half (point-to-point inboxes stop short of them).  Communicators of up to
-``ALL_PEERS_MAX`` ranks exchange with every rank (each rank sees every call); larger ones with the
-peers the algorithm talks to.
+slot of this one.  The slots are the last :func:`~hcomm_cffi.algorithms.interface.signature_area` bytes
+of the HCCL buffer's second half (point-to-point inboxes stop short of them).  Communicators of up to
+``ALL_PEERS_MAX`` ranks exchange with every rank (each rank sees every call); larger ones with the peers
+the algorithm talks to.
 """
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ from ..algorithms.interface import (CAPTURED, COMM_ENGINE, COMM_NOTIFIES, SIG_NO
 from ..algorithms.tasks import TaskBatch
 from ..enums import MemcpyKind
 from ..errors import COLLECTIVE_MISMATCH, HcclError
-from ..plan import ChannelSpec, Topology
+from ..plan import ChannelSpec
 from ..plan.planner import rank_resources
 from ..resources import ResourceCache, Resources
 from . import consistency, observe
@@ -74,9 +73,6 @@ class Signer:
         self.b = state.binding
         self.rank: int = state.rank
         self.size: int = state.size
-        self.topology: Topology = state.topology
-        self.name: str = state.name
-        self.timeout: int = state.timeout
         self.launched = 0     # handshakes launched so far (parity = launched & 1; an interrupted call that moved it
         # leaves the ranks apart)
         self._seq = 0                                # the running collective's sequence number (messages only)
@@ -99,7 +95,7 @@ class Signer:
     # ------------------------------------------------------------------ resources
     def resources(self, cache: ResourceCache, peers: Sequence[int], thread: bool) -> Resources:
         """The communicator's own channels to ``peers`` (and with ``thread``, the stream's thread) for the handshake."""
-        channels = tuple(ChannelSpec(p, self.topology.link(self.rank, p), COMM_NOTIFIES) for p in peers)
+        channels = tuple(ChannelSpec(p, self.state.topology.link(self.rank, p), COMM_NOTIFIES) for p in peers)
         return cache.get("signature", rank_resources(self.rank, "signature", (0,) if thread else (), channels),
                          "comm:signature", COMM_ENGINE)
 
@@ -135,15 +131,10 @@ class Signer:
     def issue(self, sink: TaskBatch, links: Resources, thread: int, words: np.ndarray,
               host_task: Optional[Callable[[int, Callable[[], None]], Any]], parity: int,
               graph: Optional[str] = None) -> Optional[Exchange]:
-        """Issue a handshake of ``parity`` (0 or 1; ``CAPTURED`` for a call an ACL graph records) into ``sink`` on
-        ``thread``: write my slot at every peer of ``links``, record, wait; the caller launches a parity's when
-        :meth:`advance` gives it.  The captured form (in ACL graph ``graph``) ends with the release round (module
-        docstring).
-
-        ``host_task``: the backend's maker of in-stream host tasks; the comparison then runs right after the
-        waits and fails the stream on a mismatch (returns None).  Without it, the returned Exchange is
-        compared with :meth:`check` once the stream has completed.
-        """
+        """Issue a handshake of ``parity`` (0 or 1; ``CAPTURED``: the form an ACL graph ``graph`` records, module
+        docstring) into ``sink`` on ``thread``, with the peers of ``links``; the caller launches a parity's when
+        :meth:`advance` gives it.  With ``host_task`` (the backend's maker of in-stream host tasks) the comparison
+        runs after the waits (returns None); else the returned Exchange is compared by :meth:`check`."""
         peers = tuple(sorted(links.channels))
         row = self._area(links) + parity * self.size * SIG_SLOT_BYTES
         src = self.source(words)
@@ -153,7 +144,7 @@ class Signer:
             sink.write(thread, ch, links.peer_buffers[p][0] + row + self.rank * SIG_SLOT_BYTES, src, SIG_SLOT_BYTES)
             sink.channel_notify_record(thread, ch, SIG_NOTIFIES[parity])
         for p in peers:
-            sink.channel_notify_wait(thread, channels[p], SIG_NOTIFIES[parity], self.timeout)
+            sink.channel_notify_wait(thread, channels[p], SIG_NOTIFIES[parity], self.state.timeout)
         ex = Exchange(links.local_buffer + row, peers, words, words.tobytes(), graph)
         if host_task is not None:
             sink.calls.append(host_task(thread, lambda: self._compare_in_place(ex)))
@@ -161,7 +152,7 @@ class Signer:
             for p in peers:
                 sink.channel_notify_record(thread, channels[p], SIG_RELEASE)
             for p in peers:
-                sink.channel_notify_wait(thread, channels[p], SIG_RELEASE, self.timeout)
+                sink.channel_notify_wait(thread, channels[p], SIG_RELEASE, self.state.timeout)
         return ex if host_task is None else None
 
     def agree(self, cache: ResourceCache, stream: Any, call: Any, algorithm: str, host_task: Any) -> None:
@@ -182,14 +173,12 @@ class Signer:
             sink.launch()
             announcer.waiting(partial(sync_stream, self.b, stream), collective=announcer.current)
         except HcclError:             # the caller fails the communicator naming the call (a mismatch, if one was seen)
-            if ex is not None:
-                self._raise_if_mismatch(ex)
-            raise
-        if ex is not None:
             self._raise_if_mismatch(ex)
+            raise
+        self._raise_if_mismatch(ex)
 
-    def _raise_if_mismatch(self, ex: Exchange) -> None:
-        msg = self.check(ex)
+    def _raise_if_mismatch(self, ex: Optional[Exchange]) -> None:
+        msg = None if ex is None else self.check(ex)
         if msg is not None:
             self.state.mark_broken(msg)
             raise CollectiveMismatchError(msg)
@@ -213,7 +202,7 @@ class Signer:
         mine = ex.mine
         if all(raw[p * SIG_SLOT_BYTES:(p + 1) * SIG_SLOT_BYTES] == mine for p in ex.peers):
             return
-        msg = consistency.compare(self._rows_of(ex, raw), self.rank, self.name, self._seq, ex.peers, ex.graph)
+        msg = consistency.compare(self._rows_of(ex, raw), self.rank, self.state.name, self._seq, ex.peers, ex.graph)
         if msg is not None:
             self.state.mismatch = msg
             raise CollectiveMismatchError(f"{COLLECTIVE_MISMATCH}: {msg}")
@@ -225,7 +214,7 @@ class Signer:
             self.b.memcpy(ffi.from_buffer(host), host.nbytes, ex.local, host.nbytes, MemcpyKind.DEVICE_TO_HOST)
         except HcclError:       # the device is gone with the failure being reported: nothing to add to it
             return None
-        return consistency.compare(self._rows_of(ex, host.tobytes()), self.rank, self.name, self._seq, ex.peers,
+        return consistency.compare(self._rows_of(ex, host.tobytes()), self.rank, self.state.name, self._seq, ex.peers,
                                    ex.graph)
 
     def check_completed(self, exchange: Optional[Exchange]) -> None:

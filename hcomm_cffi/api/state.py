@@ -134,11 +134,6 @@ class CommState:
                "its queued work was discarded")
         self.mark_broken(f"rank {self.rank}: {why}", interrupted=True)
 
-    def drop_flight(self) -> Optional[FlightRecorder]:
-        """Detach and return the flight recorder ring (the communicator is destroyed)."""
-        fr, self.flight = self.flight, None
-        return fr
-
 
 def abandon_queued(binding: Any, handle: Any, why: str, interrupted: bool = False) -> None:
     """Discard communicator ``handle``'s queued work and tell its peers it failed (the backend's part; never raises).

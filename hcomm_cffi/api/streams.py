@@ -1,22 +1,16 @@
 """Streams: waiting for one (``sync_stream``), and where a communicator's collectives run: its own stream, or (stream-ordered) a caller's ACL stream.
 
-The algorithms' main thread wraps the stream it issues on (``HcclThreadAcquireWithStream``), so a
-collective on a user stream starts after the work already queued there, and the caller need not
-synchronise.  Each stream gets its own :class:`ResourceCache` (threads bound to that stream); as
-threads are never freed before the communicator is destroyed, a communicator accepts at most
-``HCOMM_MAX_STREAMS`` user streams and refuses more with an error saying so.
-
-All collectives of one communicator stay in one total order: when consecutive collectives go to
-different streams, the new stream waits for an event recorded on the previous one
-(``aclrtRecordEvent`` + ``aclrtStreamWaitEvent``), so two collectives never share channel notifies
-or the HCCL buffer at the same time.
+Each stream gets its own :class:`ResourceCache` (threads bound to it, never freed before the communicator
+is destroyed: at most ``HCOMM_MAX_STREAMS`` user streams).  All collectives of one communicator stay in one
+total order: a stream that follows another waits for an event recorded on it, so two collectives never
+share channel notifies or the HCCL buffer at the same time.
 """
 from __future__ import annotations
 
 from functools import partial
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from .._ffi import ffi
 from .. import settings
@@ -26,7 +20,7 @@ from ..algorithms.replay import Schedule
 from ..resources import ResourceCache, Resources
 from .errors import CommError
 
-__all__ = ["StreamTarget", "StreamTargets", "stream_handle", "sync_stream", "STREAM_SYNC_TIMEOUT"]
+__all__ = ["StreamTarget", "StreamTargets", "stream_handle", "stream_key", "sync_stream", "STREAM_SYNC_TIMEOUT"]
 
 STREAM_SYNC_TIMEOUT = ACL_ERROR_RT_STREAM_SYNC_TIMEOUT   # our own wait expired, the stream is fine
 
@@ -87,8 +81,9 @@ def stream_handle(stream: Any) -> Any:
     return ffi.cast("aclrtStream", raw)
 
 
-def _key(stream: Any) -> int:
-    return int(ffi.cast("uintptr_t", stream))
+def stream_key(stream: Any) -> int:
+    """The address of ``stream=`` (anything :func:`stream_handle` takes): what identifies a stream in a map."""
+    return int(ffi.cast("uintptr_t", stream_handle(stream)))
 
 
 class StreamTargets:
@@ -99,7 +94,7 @@ class StreamTargets:
         self.comm = comm
         self.name = name
         self.own = StreamTarget(own_stream, ResourceCache(binding, comm, own_stream), True)
-        self._targets: Dict[int, StreamTarget] = {_key(own_stream): self.own}
+        self._targets: Dict[int, StreamTarget] = {stream_key(own_stream): self.own}
         self.last = self.own
         self._event: Any = None
         self.limit = int(settings.value("HCOMM_MAX_STREAMS"))
@@ -108,16 +103,17 @@ class StreamTargets:
         """The target for ``stream=`` (None: the communicator's own stream)."""
         if stream is None:
             return self.own
-        handle = stream_handle(stream)
-        target = self._targets.get(_key(handle))
+        key = stream_key(stream)
+        target = self._targets.get(key)
         if target is None:
+            handle = stream_handle(stream)
             users = len(self._targets) - 1
             if users >= self.limit:
                 raise CommError(f"communicator {self.name!r} already ran collectives on {users} user streams "
                                 f"(HCOMM_MAX_STREAMS={self.limit}); each stream holds its own threads until the "
                                 "communicator is destroyed: reuse a stream, or raise HCOMM_MAX_STREAMS")
             target = StreamTarget(handle, ResourceCache(self.binding, self.comm, handle), False)
-            self._targets[_key(handle)] = target
+            self._targets[key] = target
             closing = getattr(stream, "on_close", None)     # a Stream of the package: told when it is destroyed
             if isinstance(closing, dict):
                 closing[id(self)] = partial(self.forget, target)
@@ -126,8 +122,9 @@ class StreamTargets:
     def forget(self, target: StreamTarget) -> None:
         """``target``'s stream was destroyed (``Stream.close`` waited for its work first): drop it, and order the
         next call after nothing of it (a new stream may even get its address)."""
-        if self._targets.get(_key(target.stream)) is target:
-            del self._targets[_key(target.stream)]
+        key = stream_key(target.stream)
+        if self._targets.get(key) is target:
+            del self._targets[key]
         if self.last is target:
             self.last = self.own
 
@@ -146,15 +143,11 @@ class StreamTargets:
         for t in self._targets.values():
             t.forget_resources()
 
-    def streams(self) -> List[Any]:
-        """Every stream a collective of this communicator may still be queued on."""
-        return [t.stream for t in self._targets.values()]
-
     def clear(self) -> None:
         """Forget every handle (the communicator is destroyed; user streams stay the user's)."""
         if self._event is not None:
             self.binding.destroy_event(self._event)
             self._event = None
         self.forget_resources()
-        self._targets = {_key(self.own.stream): self.own}
+        self._targets = {stream_key(self.own.stream): self.own}
         self.last = self.own

@@ -11,25 +11,20 @@ import os
 from typing import TYPE_CHECKING, List, Optional
 
 from .. import excepthook, settings
-from ..binding import Binding, get_binding
+from ..binding import get_binding
 from ..cpus import npu_cpu_affinity
 from ..initializers import make_comm_config
 from . import live
 from .comm import Comm, TopologyArg, get_world
 from .errors import CommError
-from .live import register, unregister
 
 if TYPE_CHECKING:  # pragma: no cover  (bootstrap is imported when init() discovers the launcher)
     from ..bootstrap import WorldSpec
 
-__all__ = ["init", "finalize", "set_device", "get_world", "is_initialized", "register", "unregister"]
+__all__ = ["init", "finalize", "set_device", "get_world", "is_initialized"]
 
 _device: Optional[int] = None
 _spec: Optional[WorldSpec] = None  # how the last init() found its rank (None for explicit arguments)
-
-
-def _binding() -> Binding:
-    return get_binding()
 
 
 def set_device(device: int) -> None:
@@ -37,7 +32,7 @@ def set_device(device: int) -> None:
     global _device
     if isinstance(device, bool) or not isinstance(device, int) or device < 0:
         raise ValueError(f"device={device!r}; expected a device index >= 0")
-    _binding().set_device(device)
+    get_binding().set_device(device)
     _device = device
 
 
@@ -86,7 +81,7 @@ def init(rank: Optional[int] = None, world_size: Optional[int] = None, root_info
                         "them would take the parent's place in its job; pass rank=, world_size= and root_info= of a "
                         "job of this process's own, or start it with multiprocessing's 'spawn' context")
     config = None if buffer_size_mb is None else make_comm_config(buffer_size_mb=buffer_size_mb)
-    b = _binding()
+    b = get_binding()
     b.acl_init()
     ranktable: Optional[str] = None
 

@@ -4,11 +4,8 @@ The emulator's executor runs inside library calls, so an exception that leaves a
 synchronisation early (Ctrl-C, an alarm handler, pytest-timeout's signal) leaves the rest of the
 operation queued, and the next library call of the process would run it against buffers the caller
 has since reused -- a peer would then receive the new contents as the old call's data.  The Comm API
-abandons the communicator instead (``Backend.abandon_communicator``): every queue of the rank's
-threads and streams fails with the reason (its tasks are dropped, event waiters released), a batch
-still open in this host thread loses the communicator's tasks, and the rank's header state becomes
-FAILED, which peers blocked on it already detect (``runtime.Executor._check_peers``: they fail
-naming this rank after ``PEER_LEFT_GRACE_S``).
+abandons the communicator instead (``Backend.abandon_communicator``); peers blocked on it see its
+header (``runtime.Executor._check_peers``).
 """
 from __future__ import annotations
 
@@ -23,7 +20,8 @@ __all__ = ["abandon"]
 
 def abandon(state: SimState, open_batch: Optional[Dict[Any, List[Any]]], handle: Any, why: str,
             interrupted: bool = False) -> bool:
-    """Fail every queue of communicator ``handle`` with ``why`` and mark it FAILED; False when it is not live.
+    """Fail every queue of communicator ``handle`` with ``why`` (its tasks dropped, event waiters released) and mark
+    it FAILED; False when it is not live.
 
     ``open_batch``: the tasks of a batch this host thread has open (HcommBatchModeStart without End), or None.
     ``interrupted``: an exception left the caller's wait: the header says ABANDONED, so peers fail at once

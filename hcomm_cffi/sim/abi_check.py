@@ -42,11 +42,9 @@ _carried = threading.local()     # an exception a callback could not raise, rais
 def _carry(exc_type: Any, value: BaseException, tb: Any) -> None:
     """cffi's onerror: keep the exception a callback raised, for the caller to raise once the callback returned.
 
-    The emulator's entry points turn their own exceptions into return codes, so what reaches here came
-    from outside them: Ctrl-C, an alarm handler or pytest-timeout's signal arriving while the emulator
-    waits.  A callback cannot raise into C; without this the exception would be printed and become an
-    error code, and the caller's wait-site handling (the communicator is abandoned, the exception goes
-    on) would see an ordinary library failure instead.
+    What reaches here came from outside the entry points (Ctrl-C, an alarm handler, pytest-timeout's signal while
+    the emulator waits); a callback cannot raise into C, and as an error code it would look to the caller's
+    wait-site handling like an ordinary library failure.
     """
     _carried.exc = value
 
@@ -75,7 +73,6 @@ class AbiCheckedLibrary(Backend):
     def __init__(self, lib: Any) -> None:
         self._lib = lib
         self._types = function_types()
-        self._callbacks: Dict[str, Any] = {}
         self.capabilities: Capabilities = lib.capabilities
 
     def __getattr__(self, name: str) -> Any:
@@ -86,8 +83,7 @@ class AbiCheckedLibrary(Backend):
         # what C gets if the call raises anyway: E_INTERNAL, or NULL (error=None) from a pointer function
         error = None if returns_pointer(ctype) else int(HcclResult.E_INTERNAL)
         cb = ffi.callback(ctype, impl, error=error, onerror=_carry)
-        self._callbacks[name] = cb
-        call = _raising_carried(cb)
+        call = _raising_carried(cb)         # holds the callback: it lives as long as the attribute
         setattr(self, name, call)
         return call
 

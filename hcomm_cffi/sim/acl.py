@@ -1,12 +1,28 @@
-"""The ACL runtime subset of the emulator: devices, streams, events, memory, copies.
+"""The ACL runtime subset of the emulator: devices and their modes, streams, events, memory, copies.
 
-"Device memory" is host memory of the rank's process (anonymous mappings, page-aligned, lazily
-committed); streams are task queues driven by the same executor as HCOMM threads, so a stream
+"Device memory" is host memory of the rank's process (shared memfd mappings the peers can map,
+sim/peer_memory.py; page-aligned, lazily committed); streams are task queues driven by the same executor as HCOMM threads, so a stream
 wrapped by HcclThreadAcquireWithStream and the thread share one FIFO.
+
+``aclrtGetSocName`` answers the SoC of the emulated platform (``HCOMM_SIM_PLATFORM``; sim/product.py names it),
+so clients that branch on it (hccl_test's 910B overflow mode and Ascend950 options, ranktable versions, custom
+operators) take the platform's branch.
+
+Events follow hicann/runtime@681ef7610df1:
+* a wait on an event that has a record pending waits for it; a wait on an event with no record since its
+  last reset holds the stream until the next record when the event was created with ACL_EVENT_SYNC
+  (RT_EVENT_DDSYNC_NS, pkg_inc/runtime/runtime/event.h:56; src/runtime/core/src/event/event.cc:720-728 lets
+  such a wait through to the hardware, which blocks on the event), and is refused otherwise ("The event has not
+  been recorded", RT_ERROR_INVALID_VALUE -> ACL_ERROR_RT_PARAM_INVALID, same lines);
+* aclrtResetEvent is a task in stream order (event.cc:764-800, TS_TASK_TYPE_EVENT_RESET): the next wait waits
+  for a new record;
+* aclrtEventElapsedTime is the difference of the two records' timestamps, in ms (event.cc:1247-1279); an event
+  without an executed record has no timestamp: ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID.
+The timestamps are the emulator's stream clock: ``perf_counter_ns`` when the executor runs the record task, so
+the interval is what the stream spent between the two records (the operations' execution, not their issue).
 """
 from __future__ import annotations
 
-import mmap
 import threading
 import time
 from typing import Any, Dict, Tuple
@@ -15,20 +31,28 @@ import numpy as np
 
 from .. import settings
 from .._ffi import ffi
+from ..errors import ACL_ERROR_API_NOT_SUPPORT, ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID
+from . import product
 from .errors import (
     ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_CONTEXT_NULL,
     ACL_ERROR_RT_INVALID_DEVICEID, ACL_ERROR_RT_INVALID_HANDLE,
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_PARAM_INVALID, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_ERROR_UNINITIALIZE,
-    SimError, last_error,
+    SimError, last_error, raise_kept,
 )
-from . import acl_graphs
+from . import acl_graphs, peer_memory
 from .queues import Queue, SimEvent
 from .runtime import EXECUTOR
-from .tasks import EventRecord, HostCall
+from .tasks import EventRecord, EventWait, HostCall
 from .part import Part, check_out
 from .state import SimState, key_of
 
 __all__ = ["AclRuntime", "acl_event", "acl_stream", "current_device", "require_device", "interned"]
+
+ACL_EVENT_SYNC = 0x1
+#: every flag of acl/acl_rt.h:28-33 (SYNC, CAPTURE_STREAM_PROGRESS, TIME_LINE, DEVICE_USE_ONLY, EXTERNAL, IPC)
+EVENT_FLAGS = 0x1 | 0x2 | 0x8 | 0x10 | 0x20 | 0x40
+OVERFLOW_MODE_SATURATION, OVERFLOW_MODE_INFNAN = 0, 1        # aclrtFloatOverflowMode (acl/acl_rt.h:280-284)
+CONTINUE_ON_FAILURE, STOP_ON_FAILURE = 0, 1                  # aclrtSetStreamFailureMode's modes
 
 
 class _Device(threading.local):
@@ -73,9 +97,11 @@ def acl_event(state: SimState, event: Any) -> SimEvent:
 
 
 class AclRuntime(Part):
-    """aclInit/aclrt* calls: devices, streams, events, memory (acl/acl_rt.h)."""
+    """aclInit/aclrt* calls: devices and their modes, streams, events, memory (acl/acl_rt.h; aclrtGetSocName of
+    acl/acl_base_rt.h)."""
 
-    HEADERS = ("acl/acl_rt.h",)
+    HEADERS = ("acl/acl_base_rt.h", "acl/acl_rt.h")
+    _overflow_mode = OVERFLOW_MODE_INFNAN
 
     def __init__(self, state: SimState) -> None:
         super().__init__(state)
@@ -140,9 +166,26 @@ class AclRuntime(Part):
         queues = list(self.state.streams.values()) + [th.queue for th in self.state.threads.values()]
         for q in queues:
             if q.error is not None:
-                code, acl_code, message = q.error
-                q.error = None
-                raise SimError(acl_code, f"a task failed on {q.name}: {message}")
+                raise_kept(q, f"a task failed on {q.name}: ")
+        return 0
+
+    def aclrtGetSocName(self) -> Any:
+        return interned(product.soc_name())
+
+    def aclrtSetDeviceSatMode(self, mode: int) -> int:
+        """runtime device.cpp:243-249 forwards to rtSetDeviceSatMode.  The emulator's kernels compute IEEE results
+        (an fp16/bf16 overflow is inf, NumPy's arithmetic), which is INFNAN mode: saturation is refused."""
+        if mode == OVERFLOW_MODE_INFNAN:
+            AclRuntime._overflow_mode = mode
+            return 0
+        if mode == OVERFLOW_MODE_SATURATION:
+            raise SimError(ACL_ERROR_API_NOT_SUPPORT, "mode=ACL_RT_OVERFLOW_MODE_SATURATION: the emulator's "
+                                                           "kernels compute inf/nan on overflow (INFNAN mode) only")
+        raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"mode={mode}; expected ACL_RT_OVERFLOW_MODE_SATURATION (0) or "
+                                                   "ACL_RT_OVERFLOW_MODE_INFNAN (1)")
+
+    def aclrtGetDeviceSatMode(self, mode: Any) -> int:
+        mode[0] = AclRuntime._overflow_mode
         return 0
 
     # ------------------------------------------------------------------ memory
@@ -151,11 +194,12 @@ class AclRuntime(Part):
         if size <= 0:
             raise SimError(ACL_ERROR_INVALID_PARAM, f"size={size}; expected > 0")
         try:
-            mm = mmap.mmap(-1, size)
+            mm, fd = peer_memory.allocate(size)      # memfd-backed: the peers' collectives map it
         except (OSError, ValueError) as exc:
             raise SimError(ACL_ERROR_RT_MEMORY_ALLOCATION, f"cannot allocate {size} bytes: {exc}") from None
         ptr = ffi.cast("char *", ffi.from_buffer(mm))
         start = int(ffi.cast("uintptr_t", ptr))
+        peer_memory.register(start, size, fd)
         self.state.memory[start] = (mm, ptr)
         self.state.device.add(start, size, f"its {what} block")
         out[0] = ptr
@@ -166,6 +210,7 @@ class AclRuntime(Part):
         if block is None:
             raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"0x{key_of(ptr):x} was not allocated by aclrtMalloc")
         self.state.releases += 1
+        peer_memory.release(key_of(ptr))
         mm, cptr = block
         self.state.device.remove(key_of(ptr))
         try:
@@ -244,9 +289,7 @@ class AclRuntime(Part):
         the work submitted before the call): one thread's wait never depends on another thread's later work."""
         finished = not q.tasks or EXECUTOR.drain(q, deadline)
         if q.error is not None:
-            code, acl_code, message = q.error
-            q.error = None
-            raise SimError(acl_code, message, named=True)
+            raise_kept(q, named=True)
         if not finished:
             raise SimError(timeout_code, f"{q.name}: not finished before the synchronisation timeout", named=True)
         if q.checked:       # only a race-checked thread's queue has anything to tell the checker
@@ -272,6 +315,16 @@ class AclRuntime(Part):
             acl_graphs.refuse_sync("aclrtSynchronizeStreamWithTimeout", queue=q)
         deadline = None if timeout < 0 else time.monotonic() + timeout / 1000.0
         return self._sync(q, deadline, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
+
+    def aclrtSetStreamFailureMode(self, stream: Any, mode: int) -> int:
+        """runtime stream.cpp:258-264 (rtStreamSetMode).  The emulator stops a stream at its first failed task
+        and fails what waits on it (sim/runtime.py fail_queue), which is STOP_ON_FAILURE; both modes are accepted,
+        continuing past a failed task is not emulated."""
+        acl_stream(self.state, stream)                      # an unknown stream: ACL_ERROR_RT_INVALID_HANDLE
+        if mode not in (CONTINUE_ON_FAILURE, STOP_ON_FAILURE):
+            raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"mode={mode}; expected 0 (continue on failure) or 1 (stop "
+                                                       "on failure)")
+        return 0
 
     # ------------------------------------------------------------------ events
     def aclrtCreateEvent(self, event: Any) -> int:
@@ -300,7 +353,52 @@ class AclRuntime(Part):
         target = ev.recorded
         EXECUTOR.run_until(lambda: ev.completed >= target)
         if ev.error is not None:
-            _, acl_code, message = ev.error
-            ev.error = None
-            raise SimError(acl_code, f"the stream of this event failed: {message}", named=True)
+            raise_kept(ev, "the stream of this event failed: ", named=True)
+        return 0
+
+    def aclrtCreateEventWithFlag(self, event: Any, flag: int) -> int:
+        check_out(event, "event", ACL_ERROR_INVALID_PARAM)
+        if flag & ~EVENT_FLAGS:
+            raise SimError(ACL_ERROR_INVALID_PARAM, f"flag=0x{flag:x} has bits that are no ACL_EVENT_* flag "
+                                                    f"(expected a combination of 0x{EVENT_FLAGS:x})")
+        key = self.state.new_ptr_key()
+        self.state.events[key] = SimEvent(key, flag)
+        event[0] = ffi.cast("aclrtEvent", key)
+        return 0
+
+    def aclrtStreamWaitEvent(self, stream: Any, event: Any) -> int:
+        ev = acl_event(self.state, event)
+        q = acl_stream(self.state, stream)
+        acl_graphs.join_event(q, ev, self.state.default_stream)    # waiting on a captured event joins the capture
+        if q.capture is not None or ev.recorded > ev.reset_at:
+            target = ev.recorded                        # the last record issued
+        elif ev.flag & ACL_EVENT_SYNC:
+            target = ev.recorded + 1                    # the next record, whenever it is issued
+        else:
+            raise SimError(ACL_ERROR_RT_PARAM_INVALID, f"event 0x{ev.handle:x} has not been recorded; record it "
+                                                       "first (or create it with ACL_EVENT_SYNC to wait for its "
+                                                       "next record)")
+        EXECUTOR.submit(q, [EventWait(ev, target)])
+        EXECUTOR.settle()
+        return 0
+
+    def aclrtResetEvent(self, event: Any, stream: Any) -> int:
+        ev = acl_event(self.state, event)
+        q = acl_stream(self.state, stream)
+        ev.reset_at = ev.recorded
+
+        def reset() -> None:
+            ev.stamp = 0
+        EXECUTOR.submit(q, [HostCall(reset)])
+        EXECUTOR.settle()
+        return 0
+
+    def aclrtEventElapsedTime(self, ms: Any, startEvent: Any, endEvent: Any) -> int:
+        check_out(ms, "ms", ACL_ERROR_INVALID_PARAM)
+        start, end = acl_event(self.state, startEvent), acl_event(self.state, endEvent)
+        for name, ev in (("startEvent", start), ("endEvent", end)):
+            if not ev.stamp:
+                raise SimError(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, f"{name} 0x{ev.handle:x} has no executed record "
+                                                                     "(record it and synchronize its stream first)")
+        ms[0] = (end.stamp - start.stamp) / 1e6
         return 0

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .._ffi import ffi
 from ..errors import ACL_CODES
-from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, last_error
+from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_PARAM_INVALID, SimError, last_error, raise_kept
 from .part import Part, check_out
 from .queues import Queue, SimEvent, SimThread
 from .runtime import EXECUTOR
@@ -149,7 +149,6 @@ class SimModel:
         self.groups: Dict[int, List[int]] = {}   # aclrtTaskGrp handle -> [first item, end item)
         self.blocks: Dict[int, Tuple[Any, int, str]] = {}   # aclrtMalloc blocks the tasks address: start -> block
         self.comms: Set[Any] = set()
-        self.replays = 0
         self.steps: List[Any] = []       # seal(): what a replay launches
         self.raced = False               # a communicator of the recording has the race checker (strict)
         self.checked_at = -1             # state.releases when its streams and blocks were last found alive
@@ -248,7 +247,6 @@ class SimModel:
                 if rc:
                     raise SimError(rc, f"replay of {getattr(method, '__name__', 'a collective')} failed: "
                                        f"{last_error() or 'no message'}")
-        self.replays += 1
 
 
 def _host_issues(tasks: Sequence[Task]) -> None:
@@ -469,12 +467,8 @@ class GraphCalls(Part):
             raise SimError(ACL_ERROR_INVALID_PARAM, "status or modelRI is NULL")
         q = self._queue(stream)
         cap = capture_of(q)
-        if cap is None:
-            status[0] = STATUS_NONE
-            modelRI[0] = ffi.NULL
-        else:
-            status[0] = cap.status
-            modelRI[0] = ffi.cast("aclmdlRI", cap.model.handle)
+        status[0] = STATUS_NONE if cap is None else cap.status
+        modelRI[0] = ffi.NULL if cap is None else ffi.cast("aclmdlRI", cap.model.handle)
         return 0
 
     def aclmdlRICaptureEnd(self, stream: Any, modelRI: Any) -> int:
@@ -488,11 +482,12 @@ class GraphCalls(Part):
             raise SimError(CAPTURE_UNMATCHED, f"the capture was not initiated in {q.name} (it joined the capture "
                                               f"of {cap.origin.name})")
         with _GRAPHS.lock:
+            cap.release()                   # the capture ends whatever is wrong with it
+            if cap in _GRAPHS.captures:
+                _GRAPHS.captures.remove(cap)
             if cap.mode != RELAXED and cap.thread != threading.get_ident():    # context_aclgraph.cc:527
-                self._drop(cap)
                 raise SimError(WRONG_THREAD, "aclmdlRICaptureEnd ran on another thread than aclmdlRICaptureBegin "
                                              f"(mode {_MODE_NAMES[cap.mode]})")
-            self._drop(cap)
             if cap.status == STATUS_INVALIDATED:    # context_aclgraph.cc:544
                 raise SimError(CAPTURE_INVALIDATED, f"the capture of {q.name} was invalidated: {cap.why}")
             model = cap.model
@@ -503,12 +498,6 @@ class GraphCalls(Part):
             _GRAPHS.models[model.handle] = model
         modelRI[0] = ffi.cast("aclmdlRI", model.handle)
         return 0
-
-    @staticmethod
-    def _drop(cap: Capture) -> None:
-        cap.release()
-        if cap in _GRAPHS.captures:
-            _GRAPHS.captures.remove(cap)
 
     def aclmdlRIExecuteAsync(self, modelRI: Any, stream: Any) -> int:
         model = self._model(modelRI)
@@ -530,9 +519,7 @@ class GraphCalls(Part):
             raise SimError(ACL_CODES["ACL_ERROR_RT_STREAM_SYNC_TIMEOUT"], f"aclmdlRI 0x{model.handle:x} did not "
                                                                            f"finish within {timeout} ms")
         if q.error is not None:
-            _, acl_code, message = q.error
-            q.error = None
-            raise SimError(acl_code, message)
+            raise_kept(q)
         return 0
 
     def aclmdlRIDestroy(self, modelRI: Any) -> int:

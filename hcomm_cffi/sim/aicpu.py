@@ -29,6 +29,8 @@ import cffi
 
 from .. import settings
 from .._ffi import ffi
+from ..acl_codes import VALUES as ACL_VALUES
+from ..errors import ACL_ERROR_RT_FEATURE_NOT_SUPPORT
 from .errors import (
     ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_INVALID_HANDLE, ACL_ERROR_RT_PARAM_INVALID,
     HcclResult, SimError, last_error,
@@ -46,12 +48,10 @@ from .tasks import EventWait, HostCall
 
 __all__ = ["AicpuCalls", "KernelBinary", "KernelFunction", "KernelRunning", "CPU_KERNEL_MODES"]
 
-# acl/error_codes/rt_error_codes.h (hicann/runtime@681ef7610 include/external/acl/error_codes/rt_error_codes.h)
-ACL_ERROR_RT_AICPU_TIMEOUT = 507017
-ACL_ERROR_RT_AICPU_EXCEPTION = 507018
-ACL_ERROR_INVALID_FILE = 100003
-ACL_ERROR_KERNEL_NOT_FOUND = 100029
-ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000
+ACL_ERROR_RT_AICPU_TIMEOUT = ACL_VALUES["ACL_ERROR_RT_AICPU_TIMEOUT"]
+ACL_ERROR_RT_AICPU_EXCEPTION = ACL_VALUES["ACL_ERROR_RT_AICPU_EXCEPTION"]
+ACL_ERROR_INVALID_FILE = ACL_VALUES["ACL_ERROR_INVALID_FILE"]
+ACL_ERROR_KERNEL_NOT_FOUND = ACL_VALUES["ACL_ERROR_KERNEL_NOT_FOUND"]
 
 #: aclrtBinaryLoadOptionType values (acl_rt.h:478) and the CPU kernel modes a file load accepts (binary_loader.cc:184)
 _OPT_CPU_KERNEL_MODE = 3

@@ -2,10 +2,8 @@
 
 The in-band signatures (the library collectives' notify words, the package's handshake) catch two
 ranks in different calls only when their waits meet.  Some never meet -- a reduce whose ranks name
-different roots (each waits for the other as the root), a reduce against an allreduce (two-phase
-notifies against parity notifies), a library collective against a package algorithm (different
-channels) -- and both ranks used to wait until ``HCCL_EXEC_TIMEOUT`` (1836 s by default) for a notify
-timeout that said nothing of a mismatch (issue 36.4).
+different roots, a reduce against an allreduce (two-phase notifies against parity notifies), a library
+collective against a package algorithm (different channels) -- and would wait until ``HCCL_EXEC_TIMEOUT``.
 
 So every rank writes, when it issues a call, the call's number and a 32-bit value of its signature
 into a small table in its own control segment (and, once per distinct value, its description);
@@ -54,10 +52,6 @@ TABLE_WORDS = 2 * ENTRIES * ENTRY_WORDS + DESCRIPTIONS * DESC_WORDS + WAIT_WORDS
 BLOCKED_S = 0.2             # a wait blocked this long on a peer looks at the peer's announcements
 
 
-def _entry(space: int, seq: int) -> int:
-    return (space * ENTRIES + seq % ENTRIES) * ENTRY_WORDS
-
-
 DESC_BASE = 2 * ENTRIES * ENTRY_WORDS
 WAIT_BASE = DESC_BASE + DESCRIPTIONS * DESC_WORDS
 _W_MARK, _W_KIND, _W_NUMBER, _W_PEER, _W_LEN, _W_TEXT = range(6)
@@ -96,7 +90,7 @@ class Announcements:
             w[at + 1] = len(raw)
             ffi.memmove(ffi.cast("char *", self.words + at + 2), raw, len(raw))
             w[at] = value
-        at = (space * ENTRIES + seq % ENTRIES) * ENTRY_WORDS      # _entry(space, seq), inline: every call passes here
+        at = (space * ENTRIES + seq % ENTRIES) * ENTRY_WORDS      # the call's entry
         mark = (seq + 1) & 0xFFFFFFFF
         w[at] = 0
         w[at + 1] = value

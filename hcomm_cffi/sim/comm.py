@@ -79,7 +79,7 @@ class SimChannel:
     """One end of a channel: my notify slot, the peer's slot, the peer's HCCL buffer."""
 
     __slots__ = ("handle", "comm", "peer", "engine", "protocol", "notify_num", "local_words", "local_base",
-                 "remote_words", "remote_base", "peer_ctl", "peer_ctl_path", "peer_bell_addr", "peer_sleep_index",
+                 "remote_words", "remote_base", "peer_ctl", "peer_bell_addr", "peer_sleep_index",
                  "peer_buf", "buf_lo", "buf_hi", "pending", "signalled", "local_slot", "remote_slot")
 
     def __init__(self, handle: int, comm: "SimComm", peer: int, engine: int, protocol: int, notify_num: int,
@@ -96,7 +96,6 @@ class SimChannel:
         self.local_base = HEADER_WORDS + local_slot * SLOT_WORDS + 16
         peer_ctl = comm.peer_ctl[peer]
         self.peer_ctl = peer_ctl
-        self.peer_ctl_path = peer_ctl.path   # the name is unlinked once connected: liveness goes by peer_ctl
         self.remote_words = ffi.cast("uint32_t *", peer_ctl.ptr)
         self.remote_base = HEADER_WORDS + remote_slot * SLOT_WORDS + 16
         self.peer_bell_addr = peer_ctl.addr + 4 * H_BELL
@@ -374,9 +373,10 @@ class SimComm:
             existing = self.channels.get(key)
             if existing is not None:
                 if existing.notify_num != notify_num and self.config.check != "off":
-                    self._note(f"channel to rank {peer} (engine {engine}, protocol {protocol}) is reused with its "
-                               f"{existing.notify_num} notifies although {notify_num} were requested: channels are "
-                               "reused by (engine, remoteRank, protocol), as on the hardware")
+                    self.finding(f"checker: rank {self.rank}, communicator {self.name}: channel to rank {peer} (engine "
+                                 f"{engine}, protocol {protocol}) is reused with its {existing.notify_num} notifies "
+                                 f"although {notify_num} were requested: channels are reused by (engine, remoteRank, "
+                                 "protocol), as on the hardware")
                 result[i] = existing
                 continue
             if any(t[1:4] == (peer, engine, protocol) for t in todo):
@@ -450,12 +450,11 @@ class SimComm:
                 return slot, w[base + S_NOTIFY_NUM]
         return None
 
-    def _note(self, text: str) -> None:
-        """A checker finding at the host call (not a task): warn, or fail the call when strict."""
-        message = f"checker: rank {self.rank}, communicator {self.name}: {text}"
+    def finding(self, message: str, code: int = HcclResult.E_PARA) -> None:
+        """A checker finding at a host call (not a task): reported, then SimError(``code``) when strict, else a warning."""
         self.reports.append(message)
         if self.config.check == "strict":
-            raise SimError(HcclResult.E_PARA, message)
+            raise SimError(code, message)
         warn_caller(message, CheckerWarning)
 
     def announce_base(self) -> int:
@@ -542,6 +541,8 @@ class SimComm:
         if self.destroyed:
             return
         self.destroyed = True
+        if self.native is not None:      # the peers' device memory its direct collectives mapped
+            self.native.mapped.close()
         self.words[H_STATE] = STATE_DESTROYED
         self.words = ffi.cast("uint32_t *", ffi.new("uint32_t[]", HEADER_WORDS))  # no use after unmap
         logs = [log.seg for log in self.race.logs.values()] if self.race is not None else []

@@ -45,10 +45,8 @@ class _Batch(threading.local):
 class PreparedBatch:
     """The emulator tasks of a batch of data-plane calls, validated once and issued again and again.
 
-    Made by :meth:`DataPlane.sim_prepare_batch` from a replayed schedule (algorithms/replay.py): the
-    calls ran their argument checks then, and the same calls with the same addresses pass them again,
-    so issuing one (:meth:`DataPlane.sim_issue_prepared`, inside HcommBatchModeStart/End, whose End
-    runs the same checker and submission as for issued calls) only hands the tasks over.
+    Made by :meth:`DataPlane.sim_prepare_batch` from a replayed schedule (algorithms/replay.py): the same calls
+    with the same addresses pass the same checks, so issuing it only hands the tasks to the open batch.
     """
 
     __slots__ = ("tasks",)
@@ -58,14 +56,6 @@ class PreparedBatch:
 
     def __len__(self) -> int:
         return sum(len(lst) for lst in self.tasks.values())
-
-
-def _finding(comm: Any, message: str, code: int) -> None:
-    """Record a checker finding on ``comm``: SimError(code) in strict mode, a CheckerWarning otherwise."""
-    comm.reports.append(message)
-    if comm.config.check == "strict":
-        raise SimError(code, message)
-    warn_caller(message, CheckerWarning)
 
 
 def _reduce_args(count: int, dtype: int, op: int) -> "tuple[DataType, ReduceOp]":
@@ -79,6 +69,14 @@ def _reduce_args(count: int, dtype: int, op: int) -> "tuple[DataType, ReduceOp]"
                        f"reduce of {dt.name} with {rop.name} is not supported by the A2/A3 data plane "
                        "(types int8/int16/int32/fp16/fp32/bf16, ops sum/max/min)")
     return dt, rop
+
+
+def _not_on_a2(what: str) -> Callable[..., int]:
+    """An Hcomm* function of other products: HCCL_E_NOT_SUPPORT naming ``what`` (the function, then where it exists)."""
+    def not_supported(self: DataPlane, *args: Any) -> int:
+        raise SimError(HcclResult.E_NOT_SUPPORT, f"{what} is not supported on the emulated A2 product")
+    not_supported.__name__ = not_supported.__qualname__ = what.split(" ", 1)[0]
+    return not_supported
 
 
 class DataPlane(Part):
@@ -113,7 +111,7 @@ class DataPlane(Part):
             message = (f"checker: rank {comm.rank}, {th.label}: data-plane call outside "
                        "HcommBatchModeStart/End; the A2/A3 documentation requires batch mode (the A2 host "
                        "build submits it immediately, or silently defers it after an earlier batch)")
-            _finding(comm, message, HcclResult.E_NOT_SUPPORT)
+            comm.finding(message, HcclResult.E_NOT_SUPPORT)
         _host_issues([th])
         EXECUTOR.launch(th.queue, [task])
 
@@ -180,7 +178,7 @@ class DataPlane(Part):
                    "memory: on A2 a local copy/reduce is an SDMA task that cannot reach pageable host memory. "
                    "Use the HCCL buffer, aclrtMalloc or aclrtMallocHost memory (copy host data in with "
                    "aclrtMemcpy first)")
-        _finding(comm, message, HcclResult.E_PARA)
+        comm.finding(message)
 
     def _owner_region(self, th: SimThread, addr: int, nbytes: int) -> "Optional[tuple[int, int, str]]":
         """(start, end, name) of the device-visible memory holding ``addr``: an HCCL buffer, else a devmem.py range."""
@@ -316,11 +314,8 @@ class DataPlane(Part):
 
     # ------------------------------------------------------------------ prepared batches (schedule replay)
     def sim_prepare_batch(self, calls: Sequence[Tuple[Callable[..., None], Tuple[Any, ...]]]) -> PreparedBatch:
-        """Emulator only: run ``calls`` (callables issuing data-plane calls, arguments) into a batch that is kept.
-
-        Every call is validated as when it is issued (an error raises from the caller's callable, and
-        nothing is launched); the tasks are what :meth:`HcommBatchModeEnd` would submit.
-        """
+        """Emulator only: run ``calls`` (callables issuing data-plane calls, arguments) into a batch that is kept:
+        validated as when issued (an error raises, nothing is launched), the tasks HcommBatchModeEnd would submit."""
         batch = self._batch
         if batch.tasks is not None:
             raise RuntimeError("sim_prepare_batch inside HcommBatchModeStart/End; expected outside batch mode")
@@ -339,11 +334,7 @@ class DataPlane(Part):
         if tasks is None:
             raise RuntimeError("sim_issue_prepared outside HcommBatchModeStart/End; expected inside batch mode")
         for th, lst in prepared.tasks.items():
-            mine = tasks.get(th)
-            if mine is None:
-                tasks[th] = list(lst)
-            else:
-                mine.extend(lst)
+            tasks.setdefault(th, []).extend(lst)
 
     # ------------------------------------------------------------------ batch mode
     def HcommBatchModeStart(self, batchTag: Any) -> int:
@@ -402,33 +393,15 @@ class DataPlane(Part):
             warn_caller(message, CheckerWarning)
 
     # ------------------------------------------------------------------ not on A2
-    def _not_on_a2(self, what: str) -> int:
-        raise SimError(HcclResult.E_NOT_SUPPORT, f"{what} is not supported on the emulated A2 product")
-
-    def HcommWriteWithNotifyOnThread(self, thread: int, channel: int, dst: Any, src: Any, len: int,
-                                     remoteNotifyIdx: int) -> int:
-        return self._not_on_a2("HcommWriteWithNotifyOnThread (Ascend 950 only)")
-
-    def HcommWriteReduceWithNotifyOnThread(self, *args: Any) -> int:
-        return self._not_on_a2("HcommWriteReduceWithNotifyOnThread (Ascend 950 only)")
-
-    def HcommFenceOnThread(self, thread: int) -> int:
-        return self._not_on_a2("HcommFenceOnThread (950 host CPU engine only)")
-
-    def HcommChannelFenceOnThread(self, thread: int, channel: int) -> int:
-        return self._not_on_a2("HcommChannelFenceOnThread (950 only)")
-
-    def HcommChannelFence(self, channel: int) -> int:
-        return self._not_on_a2("HcommChannelFence (950 host CPU engine only)")
-
-    def HcommChannelNotifyWaitOnThreadWithDefaultTimeout(self, thread: int, channel: int, localNotifyIdx: int) -> int:
-        return self._not_on_a2("HcommChannelNotifyWaitOnThreadWithDefaultTimeout on ordinary channels")
-
-    def HcommBatchTransferOnThread(self, thread: int, channel: int, transferDescs: Any, transferDescNum: int) -> int:
-        return self._not_on_a2("HcommBatchTransferOnThread (NIC-plugin RoCE channels only)")
-
-    def HcommChannelDrainOnThread(self, thread: int, channel: int) -> int:
-        return self._not_on_a2("HcommChannelDrainOnThread (AICPU RoCE only)")
+    HcommWriteWithNotifyOnThread = _not_on_a2("HcommWriteWithNotifyOnThread (Ascend 950 only)")
+    HcommWriteReduceWithNotifyOnThread = _not_on_a2("HcommWriteReduceWithNotifyOnThread (Ascend 950 only)")
+    HcommFenceOnThread = _not_on_a2("HcommFenceOnThread (950 host CPU engine only)")
+    HcommChannelFenceOnThread = _not_on_a2("HcommChannelFenceOnThread (950 only)")
+    HcommChannelFence = _not_on_a2("HcommChannelFence (950 host CPU engine only)")
+    HcommChannelNotifyWaitOnThreadWithDefaultTimeout = _not_on_a2(
+        "HcommChannelNotifyWaitOnThreadWithDefaultTimeout on ordinary channels")
+    HcommBatchTransferOnThread = _not_on_a2("HcommBatchTransferOnThread (NIC-plugin RoCE channels only)")
+    HcommChannelDrainOnThread = _not_on_a2("HcommChannelDrainOnThread (AICPU RoCE only)")
 
     def HcommAcquireComm(self, commId: Any) -> int:
         """Bind the named communicator's dispatcher; 0, or HCCL_E_PTR for a NULL or unknown name.

@@ -12,7 +12,7 @@ import sys
 import threading
 import warnings
 from types import FrameType
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, NoReturn, Optional, TypeVar
 
 from ..enums import HcclResult
 # aclError values: the emulator returns the codes of the one ACL table in hcomm_cffi.errors
@@ -26,7 +26,7 @@ from ..errors import (
 )
 
 __all__ = [
-    "SimError", "entry", "failed", "last_error", "set_last_error", "warn_caller", "HcclResult",
+    "SimError", "entry", "failed", "raise_kept", "last_error", "set_last_error", "warn_caller", "HcclResult",
     "ACL_SUCCESS", "ACL_ERROR_INVALID_PARAM", "ACL_ERROR_UNINITIALIZE", "ACL_ERROR_REPEAT_INITIALIZE",
     "ACL_ERROR_RT_PARAM_INVALID", "ACL_ERROR_RT_INVALID_DEVICEID", "ACL_ERROR_RT_CONTEXT_NULL",
     "ACL_ERROR_RT_INVALID_HANDLE", "ACL_ERROR_RT_MEMORY_ALLOCATION", "ACL_ERROR_RT_INTERNAL_ERROR",
@@ -47,6 +47,13 @@ class SimError(Exception):
         self.code = int(code)
         self.message = message
         self.named = named
+
+
+def raise_kept(holder: Any, prefix: str = "", named: bool = False) -> NoReturn:
+    """Raise the failure a queue or an event keeps (``holder.error``: HcclResult, aclError, message), clearing it."""
+    _, acl_code, message = holder.error
+    holder.error = None
+    raise SimError(acl_code, prefix + message, named)
 
 
 _tls = threading.local()
@@ -93,10 +100,8 @@ def entry(func: F, name: Optional[str] = None, divert: Optional[Callable[..., An
 
 
 def failed(exc: Exception, name: str, failure: Any = None) -> Any:
-    """What C function ``name`` returns when ``exc`` escaped it: the one place where an exception becomes a return
-    value.  A SimError returns its code, anything else (an emulator bug) E_INTERNAL, or ``failure`` for a function
-    whose result is not a code; either way the calling OS thread's last-error text (``aclGetRecentErrMsg``) is
-    remembered."""
+    """What C function ``name`` returns when ``exc`` escaped it (the module docstring): a SimError's code, E_INTERNAL
+    for anything else (an emulator bug), or ``failure`` for a function whose result is not a code."""
     if isinstance(exc, SimError):
         set_last_error(exc.message if exc.named else f"{name}: {exc.message}")
         code = exc.code

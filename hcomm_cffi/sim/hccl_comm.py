@@ -104,9 +104,8 @@ class HcclCommCalls(Part):
 
     def _config(self, config: Any, default_name: str) -> "tuple[SimConfig, str]":
         cfg = read_config()
-        name = default_name
         if config is None or config == ffi.NULL:
-            return cfg, name
+            return cfg, default_name
         head = bytes(ffi.buffer(ffi.cast("char *", config), 24))
         size, magic, version = struct.unpack_from("<QII", head)
         if magic != COMM_CONFIG_MAGIC:
@@ -119,9 +118,7 @@ class HcclCommCalls(Part):
             cfg = dataclasses.replace(cfg, buffsize_mb=int(c.hcclBufferSize))
         if c.hcclExecTimeOut >= 0:
             cfg = dataclasses.replace(cfg, exec_timeout_s=settings.exec_wait_s(float(c.hcclExecTimeOut)))
-        if c.hcclCommName[0] != b"\0":
-            name = ffi.string(c.hcclCommName, 128).decode("utf-8", "replace")
-        return cfg, name
+        return cfg, ffi.string(c.hcclCommName, 128).decode("utf-8", "replace") or default_name
 
     def _new_comm(self, out: Any, comm_id: str, rank: int, n: int, config: Any, secret: bytes,
                   inherited: Optional[SimConfig] = None) -> SimComm:
@@ -239,7 +236,7 @@ class HcclCommCalls(Part):
         clean = not c.async_error
         stranded = []
         with EXECUTOR.lock:
-            for th in list(c.threads) + list(c.stream_threads.values()):
+            for th in c.all_threads():
                 q = th.queue
                 if q.tasks:
                     stranded.append(_stranded(c, th, q))

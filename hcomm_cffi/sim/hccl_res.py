@@ -248,8 +248,7 @@ class HcclResCalls(Part):
     # NULL -> HCCL_E_PTR; strlen(ctxTag) > HCCL_OP_TAG_LEN_MAX (255) or size == 0 -> HCCL_E_PARA; a context is
     # keyed by communicator + ctxTag + engine and lives until HcclEngineCtxDestroy or the communicator's destroy.
     def _contexts(self, comm: Any) -> Dict[Tuple[str, int], _EngineCtx]:
-        contexts: Dict[Tuple[str, int], _EngineCtx] = self.state.comm(comm).engine_contexts
-        return contexts
+        return self.state.comm(comm).engine_contexts
 
     @staticmethod
     def _found(contexts: Dict[Tuple[str, int], _EngineCtx], tag: str, engine: int, pop: bool = False) -> _EngineCtx:

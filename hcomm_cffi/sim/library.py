@@ -20,8 +20,6 @@ from .hccl_comm import HcclCommCalls
 from .hccl_rank_graph import HcclRankGraphCalls
 from .hccl_res import HcclChannelCalls, HcclResCalls
 from .native import NativeCollectives
-from .device_modes import DeviceModes
-from .events import TimedEvents
 from .part import c_functions
 from .profiler import Profiler
 from .vmm import VirtualMemory
@@ -56,7 +54,7 @@ atexit.register(shutdown)
 
 def _after_fork_in_child() -> None:
     """A forked child starts with no library objects: its exit's shutdown() destroys only what it created."""
-    _STATE.forget_inherited()
+    _STATE.own_registries()
     EXECUTOR.forget_inherited()
 
 
@@ -75,10 +73,8 @@ SIM_CAPABILITIES = Capabilities(emulator=True, host_memory_as_device=True, step_
 class SimLibrary(Backend):
     """Drop-in for the dlopen'ed CANN libraries: same function names, cdata arguments, return codes.
 
-    It holds one part per vendor header (sim/part.py), all over the one state every instance of a
-    process shares, as all handles into one real library would; each C function is an attribute bound
-    to its part's method.  ``traces_c_program``: a C program runs on it (HCOMM_TRACE from each
-    communicator's creation on, sim/hccl_comm.py).
+    Its parts (sim/part.py) share the one state of the process, as all handles into one real library would; each
+    C function is an attribute bound to its part's method.  ``traces_c_program``: a C program runs on it.
     """
 
     backend_name = "sim"
@@ -94,25 +90,21 @@ class SimLibrary(Backend):
         self.parts = (HcclCommCalls(state, traces_c_program), res, HcclChannelCalls(state), HcclRankGraphCalls(state),
                       GroupCalls(state, collectives, acl.aclrtSynchronizeStream), ZeroCopyCalls(state, vmm),
                       collectives, self.primitives, AicpuCalls(state, acl, res, self.primitives), acl,
-                      TimedEvents(state), GraphCalls(state), vmm, DeviceModes(state), Profiler(state))
+                      GraphCalls(state), vmm, Profiler(state))
         self.functions: Dict[str, Callable[..., Any]] = {}
         for part in self.parts:
             self.functions.update(c_functions(part))
         self.__dict__.update(self.functions)
         #: bumped by every aclrtSetDevice / aclrtResetDevice (sim/acl.py)
         self.device_changes = acl.device_changes
-        # the data plane's prepared batches and host tasks under their emulator names (tests call them)
-        self.sim_host_task = self.primitives.sim_host_task
+        # the data plane's prepared batches under their emulator names (tests call them)
         self.sim_prepare_batch = self.primitives.sim_prepare_batch
         self.sim_issue_prepared = self.primitives.sim_issue_prepared
 
     # the backend contract (lib/contract.py)
     def declare_device_memory(self, addr: int, size: int) -> None:
-        """[addr, addr+size) stands for device memory (what the Comm API would stage on CANN).
-
-        Not a CANN function: on CANN the Comm API copies host arrays into aclrtMalloc memory; on the
-        emulator it hands the arrays to the data plane directly and declares them here instead.
-        """
+        """[addr, addr+size) stands for device memory: a host array the Comm API hands to the data plane, where on
+        CANN it would stage it in aclrtMalloc memory."""
         self.state.device.add(int(addr), int(size), "memory registered with sim_register_device_memory")
 
     def withdraw_device_memory(self, addr: int) -> bool:
@@ -159,12 +151,8 @@ class SimLibrary(Backend):
         return [report for comm in self.state.comms.values() for report in comm.reports]
 
     def __getattr__(self, name: str) -> Any:
-        """A declared host function the emulator does not implement answers HCCL_E_NOT_SUPPORT.
-
-        Any other name is a missing symbol, exactly as on the cann backend (CannLibrary raises
-        MissingSymbolError): a typo such as ``HcclChanelAcquire``, or a function that only the device
-        library exports (DEVICE_ONLY_FUNCTIONS).
-        """
+        """A declared host function the emulator does not implement answers HCCL_E_NOT_SUPPORT; any other name (a
+        typo, a DEVICE_ONLY_FUNCTIONS one) is a MissingSymbolError, as on the cann backend."""
         if name.startswith("_"):
             raise AttributeError(name)
         if name in DEVICE_ONLY_FUNCTIONS or name not in function_types():

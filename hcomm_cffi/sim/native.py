@@ -16,7 +16,7 @@ Two protocols keep binary notifies and buffer reuse safe:
 
 They work in each rank's native scratch segment (the size of the HCCL buffer, never the HCCL
 buffer itself, so algorithms over the HCCL buffer and these collectives cannot overwrite each
-other).  Layout (H = half of it): [0, H) two-phase ops; [H, 1.5H) send/recv, one slice per peer
+other).  Layout (H = half of it): [0, H) two-phase ops and direct calls; [H, 1.5H) send/recv, one slice per peer
 (notifies 2 and 3); [1.5H, 2H) four parity regions: staging and result for each parity (notifies
 4/5: "staged", 6/7: "result ready", by parity).  Allreduce on 3 or more ranks above
 ``TWO_SHOT_ABOVE`` bytes is two-shot: every rank reduces one block of the chunk into its result
@@ -32,9 +32,20 @@ piece's handshake round being the cost.  Broadcast is symmetric in its notifies 
 piece) so that the parity invariant holds whatever the root of the calls before and after it.  A
 rank's own allgather block goes straight from its send buffer to its receive buffer, and a
 reduce-scatter reads its own operand straight from its send buffer (neither is staged).
+
+From ``DIRECT_FROM`` bytes the four symmetric collectives are direct (``_Plan.direct``): no staging, one pass.
+Each rank publishes at the start of its scratch where its operands are (a memfd block of its device memory, which
+the peers map, sim/peer_memory.py; or, for memory they cannot map, a staging copy in its scratch [DESC_BYTES, H)),
+then once the ranks whose operands it uses signalled READY (signed) moves its share in one host task, signals them
+DONE and waits for DONE from the ranks that used its own operands (all of them, or a broadcast's root and its
+receivers): allreduce reduces its 1/n of the elements from every rank's send buffer in rank order and writes
+the result into every rank's receive buffer (cache-sized pieces, ``kernels.reduce_spread``), reduce-scatter
+reduces its block, allgather and broadcast copy the blocks they receive.  Like the two-phase ops it ends with
+every peer done with its memory, so the [0, H) area and the parity protocol are left as they were.
 """
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
@@ -45,12 +56,13 @@ from ..errors import COLLECTIVE_MISMATCH
 from .announce import LIBRARY
 from .comm import SimChannel, SimComm
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError
-from . import compiled, kernels
+from . import compiled, kernels, peer_memory
 from .group import collective
 from .part import Part, check_out
 from .queues import SimThread
 from .runtime import EXECUTOR, TaskFailure, shares_cores
 from .tasks import ChannelRecord, ChannelWait, HostCall, LocalCopy, LocalReduce, Reduce3, Task, UfuncReduce
+from .peer_memory import PeerMapError
 from .state import SimState
 
 NATIVE_ENGINE = 1            # COMM_ENGINE_CPU_TS
@@ -82,6 +94,14 @@ PIECE_BYTES = 512 << 10      # bytes one rank stages per piece of the pipelined 
 # reduce_scatter 4 MiB 5.6 -> 1.4 ms, 64 MiB 71 -> 32 ms; benchmarks/compare_allreduce.py's worker)
 SHARED_PIECE_BYTES = 16 << 20
 STAMP_BYTES = 64             # the end of each parity region: the number of the chunk staged there (_Plan.stamp)
+# Direct calls (_Plan.direct): a message of at least DIRECT_FROM bytes whose operands fit the staging area is
+# moved where its operands are -- every rank reduces or copies its share reading the peers' operands in their
+# device memory (sim/peer_memory.py) and writing the results into the peers' receive buffers -- between a READY
+# and a DONE handshake; an operand the peers cannot map is staged in its rank's scratch at [DESC_BYTES, H).
+DIRECT_FROM = 256 << 10
+DESC_BYTES = 4096            # [0, DESC_BYTES) of the scratch: where this rank's operands of a direct call are
+_DESC_WORDS = 8              # int64 per published operand: kind, pid, address, fd, inode, block size, offset, freed
+_BLOCK, _STAGED = 1, 2       # kind: in a memfd block (map it), or staged at the offset of the owner's scratch
 
 _SUPPORTED = {DataType.INT8, DataType.INT16, DataType.INT32, DataType.FP16, DataType.FP32, DataType.INT64,
               DataType.UINT64, DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.FP64, DataType.BFP16}
@@ -164,6 +184,7 @@ class NativeState:
         self.channels: Dict[int, SimChannel] = {}
         self.seq = 0                           # symmetric chunks issued so far (parity = seq & 1)
         self.signatures: Dict[int, Tuple[int, ...]] = {}   # value -> fields, of this rank's calls (bounded)
+        self.mapped = peer_memory.PeerMappings()          # the peers' device memory direct calls mapped here
 
     def sign(self, comm: SimComm, fields: Tuple[int, ...]) -> int:
         """The notify value of a call with signature ``fields``; publishes the fields in this rank's table."""
@@ -228,6 +249,12 @@ class _StampCheck:
                                   f"the library's collectives where this rank is at chunk #{want - 1}: the "
                                   "ranks' handshakes fell out of step; nothing was reduced from it (it would "
                                   "have been another call's data)")
+
+
+#: an operand of a direct call: (this rank's pointer, bytes, whether the peers read or write it, whether the call
+#: reads it, whether the call writes it, the byte range [lo, hi) of it only this rank touches); the same slots on
+#: every rank (a slot of 0 bytes: none on this rank)
+_Operand = Tuple[Any, int, bool, bool, bool, Tuple[int, int]]
 
 
 class _Plan:
@@ -369,6 +396,100 @@ class _Plan:
         """Start of ``rank``'s native scratch memory as mapped here."""
         return self.comm.peer_scratch[rank].ptr
 
+    def direct_fits(self, staged_bytes: int) -> bool:
+        """Whether a direct call whose two operands, all staged, take ``staged_bytes`` fits the staging area (each
+        starts 64-byte aligned); the same answer on every rank: it decides the schedule."""
+        return DESC_BYTES + staged_bytes + 2 * 64 <= self.half
+
+    def direct(self, operands: Sequence[_Operand], readers: Sequence[int], used: Sequence[Sequence[int]],
+               work: Callable[[List[List[int]]], None]) -> None:
+        """Tasks of a direct call: publish where this rank's ``operands`` are, READY to the ``readers`` (the peers
+        that use them) and from the peers whose operands this rank uses (``used``, per slot), ``work``, then DONE to
+        those peers and from the readers: a rank hands its memory back once every reader is done with it, and waits
+        for no one else (a broadcast's receivers wait for the root only).
+
+        ``work`` gets, per operand slot, the address here of this rank's operand and of the operands of the peers
+        ``used`` names for that slot (the others are 0); it runs as one host task.  An operand the peers share that
+        is not in a memfd block is staged in this rank's scratch (but for the bytes only this rank touches, its
+        ``own`` range, which it reaches where they are); an operand in this rank's HCCL buffer is staged whole (the
+        race checker logs those accesses: they go through the copies below, never through ``work``).  Staging copies
+        in before READY what the call reads, and copies out after DONE what it writes.
+        """
+        c, me = self.comm, self.comm.rank
+        lo, hi = c.buf.addr, c.buf.addr + c.buffer_bytes
+        desc = ffi.new("int64_t[]", _DESC_WORDS * len(operands))
+        mine: List[int] = []
+        out: List[Tuple[Any, Any, int]] = []
+        at = DESC_BYTES
+        for k, (ptr, nbytes, shared, read, written, own) in enumerate(operands):
+            addr = int(ffi.cast("uintptr_t", ptr)) if nbytes else 0
+            block = peer_memory.locate(addr, nbytes) if nbytes and shared else None
+            in_buffer = nbytes > 0 and addr < hi and addr + nbytes > lo
+            w = k * _DESC_WORDS
+            if nbytes and (in_buffer or (shared and block is None)):
+                stage = self.ccl(me) + at
+                parts = [(0, nbytes)] if in_buffer else [(0, own[0]), (own[1], nbytes)]
+                for a, b in parts:
+                    if b > a and read:
+                        self.copy(stage + a, ptr + a, b - a)
+                    if b > a and written:
+                        out.append((ptr + a, stage + a, b - a))
+                desc[w], desc[w + 6] = _STAGED, at
+                mine.append(int(ffi.cast("uintptr_t", stage)) if in_buffer else addr)
+                at += -(-nbytes // 64) * 64
+            else:
+                if block is not None:
+                    desc[w], desc[w + 1], desc[w + 2] = _BLOCK, block[0], addr
+                    desc[w + 3], desc[w + 4], desc[w + 5], desc[w + 6] = block[1], block[2], block[3], block[4]
+                mine.append(addr)
+        shared_slots = [k for k, o in enumerate(operands) if o[2]]
+        words = len(operands) * _DESC_WORDS
+        published = ffi.cast("int64_t *", self.ccl(me))
+        mapped = c.native.mapped
+        pid = os.getpid()
+
+        def publish() -> None:
+            ffi.memmove(published, desc, words * 8)
+            for k in shared_slots:
+                published[k * _DESC_WORDS + 7] = peer_memory.released()
+
+        def run() -> None:
+            where = [[0] * c.nranks for _ in operands]
+            for k, addr in enumerate(mine):
+                where[k][me] = addr
+            for k in shared_slots:
+                w = k * _DESC_WORDS
+                for q in used[k]:
+                    theirs = ffi.cast("int64_t *", self.ccl(q))
+                    kind = int(theirs[w])
+                    if kind == _STAGED:
+                        where[k][q] = int(ffi.cast("uintptr_t", self.ccl(q))) + int(theirs[w + 6])
+                    elif kind == _BLOCK and int(theirs[w + 1]) == pid:
+                        where[k][q] = int(theirs[w + 2])
+                    elif kind == _BLOCK:
+                        try:
+                            base = mapped.address(int(theirs[w + 1]), int(theirs[w + 3]), int(theirs[w + 4]),
+                                                  int(theirs[w + 5]), int(theirs[w + 7]))
+                        except PeerMapError as exc:
+                            raise TaskFailure(exc.code, exc.acl_code, f"rank {me} of communicator {c.name}: "
+                                                                      f"rank {q}'s operand: {exc.message}") from None
+                        where[k][q] = base + int(theirs[w + 6])
+                    else:
+                        raise TaskFailure(HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR,
+                                          f"rank {me} of communicator {c.name}: rank {q} published no operand "
+                                          f"{k} for this call (kind {kind}): the ranks are in different calls")
+            work(where)
+
+        sources = sorted({q for ranks in used for q in ranks})
+        self.tasks.append(HostCall(publish))
+        self.handshake(readers, READY, wait=False)
+        self.handshake(sources, READY, record=False)
+        self.tasks.append(HostCall(run))
+        self.handshake(sources, DONE, wait=False)
+        self.handshake(readers, DONE, record=False)
+        for ptr, stage, nbytes in out:
+            self.copy(ptr, stage, nbytes)
+
 
 def repeatable(count_at: Optional[int]) -> Callable[[Callable[..., int]], Callable[..., int]]:
     """Declare a library collective whose repeats of a small call launch the task list its first call kept
@@ -504,6 +625,8 @@ class NativeCollectives(Part):
         plan, peers, send, recv = self._open("allreduce", sendBuf, recvBuf, count, dt, rop, comm, stream)
         c = plan.comm
         esz = dt.itemsize
+        if c.nranks > 1 and count * esz >= DIRECT_FROM and plan.direct_fits(2 * count * esz):
+            return self._direct_allreduce(plan, peers, send, recv, count, dt, rop)
         if c.nranks >= 3 and count * esz > TWO_SHOT_ABOVE:
             return self._two_shot_allreduce(plan, peers, send, recv, count, dt, rop)
         chunk = plan.piece(esz)
@@ -518,6 +641,27 @@ class NativeCollectives(Part):
             plan.reduce_all(recv + b, region, n, dt, rop)
         return self._launch_small(plan, "HcclAllReduce", (sendBuf, recvBuf, count, dataType, op, comm, stream),
                                   count * esz)
+
+    def _direct_allreduce(self, plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
+                          rop: ReduceOp) -> int:
+        """Each rank reduces its 1/n of the elements reading every rank's send buffer, in rank order, and writes
+        the result into every rank's receive buffer (_Plan.direct): one pass, no staging."""
+        me, n, esz = plan.comm.rank, plan.comm.nranks, dt.itemsize
+        blk = -(-count // n)
+        lo = min(me * blk, count)
+        m = min(blk, count - lo)
+        at = lo * esz
+
+        def work(where: List[List[int]]) -> None:
+            sends, recvs = where
+            srcs = [kernels.array(a + at, m, dt) for a in sends]
+            copies = [kernels.array(recvs[q] + at, m, dt) for q in peers]
+            kernels.reduce_spread(kernels.array(recvs[me] + at, m, dt), srcs, dt, rop, copies)
+
+        nbytes, own = count * esz, (at, at + m * esz)
+        plan.direct([(send, nbytes, True, True, False, own), (recv, nbytes, True, False, True, own)], peers,
+                    [peers, peers], work)
+        return self._launch(plan)
 
     def _two_shot_allreduce(self, plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
                             rop: ReduceOp) -> int:
@@ -574,6 +718,16 @@ class NativeCollectives(Part):
         plan = self._prepare(comm, stream, peers)
         plan.sign("broadcast", count, dt, root=root)
         esz = dt.itemsize
+        nbytes = count * esz
+        if c.nranks > 1 and nbytes >= DIRECT_FROM and plan.direct_fits(2 * nbytes):
+            def pull(where: List[List[int]]) -> None:       # every rank but the root copies the root's buffer
+                if c.rank != root:
+                    kernels.copy(ffi.cast("char *", where[1][c.rank]), ffi.cast("char *", where[0][root]), nbytes)
+            is_root = c.rank == root
+            plan.direct([(data, nbytes if is_root else 0, True, True, False, (0, 0)),
+                         (data, 0 if is_root else nbytes, False, False, True, (0, 0))], peers if is_root else [],
+                        [[] if is_root else [root], []], pull)
+            return self._launch(plan)
         chunk = plan.piece(esz)
         for off in range(0, count, chunk):
             n = min(chunk, count - off)
@@ -595,6 +749,16 @@ class NativeCollectives(Part):
         plan, peers, send, recv = self._open("allgather", sendBuf, recvBuf, sendCount, dt, -1, comm, stream)
         c = plan.comm
         esz = dt.itemsize
+        block = sendCount * esz
+        if c.nranks > 1 and block * c.nranks >= DIRECT_FROM and plan.direct_fits(block * (c.nranks + 1)):
+            def gather(where: List[List[int]]) -> None:     # every rank copies every rank's block where it goes
+                sends, dst = where[0], where[1][c.rank]
+                for q in range(c.nranks):
+                    if sends[q] != dst + q * block:
+                        kernels.copy(ffi.cast("char *", dst + q * block), ffi.cast("char *", sends[q]), block)
+            plan.direct([(send, block, True, True, False, (0, 0)),
+                         (recv, block * c.nranks, False, False, True, (0, 0))], peers, [peers, []], gather)
+            return self._launch(plan)
         chunk = plan.piece(esz)
         own = recv + c.rank * sendCount * esz
         in_place = own == send
@@ -620,6 +784,17 @@ class NativeCollectives(Part):
         plan, peers, send, recv = self._open("reduce_scatter", sendBuf, recvBuf, recvCount, dt, rop, comm, stream)
         c = plan.comm
         esz = dt.itemsize
+        block = recvCount * esz
+        if c.nranks > 1 and block * c.nranks >= DIRECT_FROM and plan.direct_fits(block * (c.nranks + 1)):
+            at = c.rank * block
+
+            def reduce_mine(where: List[List[int]]) -> None:  # my block of every rank's send buffer, in rank order
+                srcs = [kernels.array(a + at, recvCount, dt) for a in where[0]]
+                kernels.reduce_spread(kernels.array(where[1][c.rank], recvCount, dt), srcs, dt, rop, ())
+            plan.direct([(send, block * c.nranks, True, True, False, (at, at + block)),
+                         (recv, block, False, False, True, (0, 0))], peers, [peers, []],
+                        reduce_mine)
+            return self._launch(plan)
         chunk = plan.piece(esz, c.nranks)
         mine = send + c.rank * recvCount * esz
         # my block is read where it is, unless the result overwrites it while it is still an operand

@@ -1,7 +1,6 @@
 """``Part``: the C functions of one vendor header (or one section of acl/acl_rt.h) on the emulator.
 
-A SimLibrary holds one part per header, all over one shared SimState; the C functions of a part are
-its methods named as C functions, each wrapped by ``errors.entry`` when the class is made (:func:`c_functions`).
+A SimLibrary holds one part per header, all over one shared SimState.
 """
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ starting twice ACL_ERROR_PROF_ALREADY_RUN and stopping what is not running ACL_E
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from .. import files, trace
@@ -23,24 +22,15 @@ from ..errors import ACL_ERROR_INVALID_PROFILING_CONFIG, ACL_ERROR_PROF_ALREADY_
 from .part import Part, check_out
 from .errors import ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, SimError
 
-__all__ = ["Profiler", "ProfilerConfig"]
+__all__ = ["Profiler"]
 
 _MAX_PATH = 4096
 _AICORE_METRICS = frozenset(range(9)) | {0xFF}
 
 
-@dataclass(frozen=True)
-class ProfilerConfig:
-    """What aclprofCreateConfig was given."""
-
-    devices: Tuple[int, ...]
-    aicore_metrics: int
-    data_types: int
-
-
 class _Session:
     path: Optional[str] = None
-    configs: Dict[int, Tuple[Any, ProfilerConfig]] = {}      # address of the opaque object -> (its cdata, config)
+    configs: Dict[int, Tuple[Any, Tuple[int, ...]]] = {}    # address of the opaque object -> (its cdata, devices)
     running: Optional[int] = None
     owns_trace = False           # False: HCOMM_TRACE was tracing already; its file gets the interval
 
@@ -91,12 +81,11 @@ class Profiler(Part):
             raise SimError(ACL_ERROR_INVALID_PARAM, f"aicoreMetrics={aicoreMetrics} is not an aclprofAicoreMetrics")
         devices = tuple(int(deviceIdList[i]) for i in range(deviceNums))
         handle = ffi.new("char[]", 8)                          # the opaque object: its address is the handle
-        config = ProfilerConfig(devices, int(aicoreMetrics), int(dataTypeConfig))
-        _Session.configs[int(ffi.cast("uintptr_t", handle))] = (handle, config)
+        _Session.configs[int(ffi.cast("uintptr_t", handle))] = (handle, devices)
         return ffi.cast("aclprofConfig *", handle)
 
     @staticmethod
-    def _prof_config(profilerConfig: Any) -> Tuple[int, ProfilerConfig]:
+    def _prof_config(profilerConfig: Any) -> Tuple[int, Tuple[int, ...]]:
         key = int(ffi.cast("uintptr_t", profilerConfig))
         got = _Session.configs.get(key)
         if got is None:
@@ -106,16 +95,16 @@ class Profiler(Part):
 
     def aclprofStart(self, profilerConfig: Any) -> int:
         path = _require_init()
-        key, config = self._prof_config(profilerConfig)
+        key, devices = self._prof_config(profilerConfig)
         if _Session.running is not None:
             raise SimError(ACL_ERROR_PROF_ALREADY_RUN, "profiling is already running; aclprofStop it first")
         _Session.running = key
-        _Session.owns_trace = trace.start_in(path, config.devices[0])
+        _Session.owns_trace = trace.start_in(path, devices[0])
         return 0
 
     def aclprofStop(self, profilerConfig: Any) -> int:
         _require_init()
-        key, _config = self._prof_config(profilerConfig)
+        key, _ = self._prof_config(profilerConfig)
         if _Session.running is None:
             raise SimError(ACL_ERROR_PROF_NOT_RUN, "profiling is not running (aclprofStart)")
         if _Session.running != key:
@@ -126,7 +115,7 @@ class Profiler(Part):
         return 0
 
     def aclprofDestroyConfig(self, profilerConfig: Any) -> int:
-        key, _config = self._prof_config(profilerConfig)
+        key, _ = self._prof_config(profilerConfig)
         if _Session.running == key:
             raise SimError(ACL_ERROR_INVALID_PROFILING_CONFIG, "profilerConfig is running; aclprofStop it first")
         del _Session.configs[key]

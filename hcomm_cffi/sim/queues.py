@@ -58,7 +58,7 @@ class SimThread:
 
 
 class SimEvent:
-    """An ACL event: counts how many of its records have executed, and when the last one did (sim/events.py)."""
+    """An ACL event: counts how many of its records have executed, and when the last one did (sim/acl.py)."""
 
     __slots__ = ("handle", "recorded", "completed", "error", "flag", "stamp", "reset_at", "clocks")
 

@@ -12,6 +12,16 @@ A segment's memory is allocated when it is created (``posix_fallocate``): a dire
 it fails the communicator's init with HCCL_E_MEMORY naming the directory, the bytes needed and free and
 the settings that change them, and once created no page of it can be refused later (a tmpfs filled by
 anyone after init cannot kill the rank with SIGBUS).
+
+The segments this process created leave /dev/shm however it ends (short of SIGKILL).  ``atexit`` (where
+:func:`hcomm_cffi.sim.shutdown` destroys the communicators) does not run in a process started by
+multiprocessing (its children end with ``os._exit``) nor in one ended by SIGTERM (torchrun and ``hcomm run``
+stop the survivors of a failed rank so).  So with the first segment a process creates, two more hooks are
+installed: a ``multiprocessing.util.Finalize`` (run by a multiprocessing child as it exits, also after an
+exception) and a SIGTERM hook (:mod:`hcomm_cffi.sigterm`: installed when SIGTERM still has its default action).
+They only unlink names: peers keep their mappings and see the owner's lock drop when the process is gone.  Both
+also sweep the segments of owners already dead (:func:`sweep_stale`): a peer killed by SIGKILL cannot unlink its
+own, and torchrun stops the survivor before its destroy would.
 """
 from __future__ import annotations
 
@@ -19,12 +29,11 @@ import errno
 import fcntl
 import mmap
 import os
-from typing import List, Optional
+from typing import List, Optional, Set
 
-from .. import files, settings
+from .. import files, settings, sigterm
 from .._ffi import ffi
 from ..flocks import lock_held
-from . import cleanup
 from .errors import HcclResult, SimError
 
 SHM_DIR = str(settings.value("HCOMM_SIM_SHM_DIR"))  # read once: segments of one process live in one directory
@@ -34,7 +43,8 @@ _SPACE_HINT = ("each rank of a communicator allocates its HCCL buffer (2 x HCCL_
                "config.hcclBufferSize) and a scratch area of the same size there at init: lower HCCL_BUFFSIZE, free "
                "space there, or set HCOMM_SIM_SHM_DIR to a larger tmpfs")
 
-__all__ = ["Segment", "owner_alive", "sweep_stale", "list_segments", "user_prefix", "check_dir", "SHM_DIR", "PREFIX"]
+__all__ = ["Segment", "owner_alive", "sweep_stale", "unlink_owned", "list_segments", "user_prefix", "check_dir",
+           "SHM_DIR", "PREFIX"]
 
 
 def check_dir() -> None:
@@ -93,7 +103,7 @@ class Segment:
             raise
         if create:
             self._fd: Optional[int] = fd  # keeps the liveness lock
-            cleanup.owned(self.path)
+            _owned(self.path)
         else:
             self._fd = None
             if keep_fd:
@@ -140,7 +150,7 @@ class Segment:
         except FileNotFoundError:
             pass
         if self.owner:
-            cleanup.disowned(self.path)
+            _OWNED.discard(self.path)
 
 
 def _too_big(exc: OSError, name: str, size: int) -> Optional[SimError]:
@@ -221,4 +231,43 @@ def sweep_stale(prefix: Optional[str] = None) -> List[str]:
     return removed
 
 
-cleanup.set_sweeper(sweep_stale)
+# ---------------------------------------------------------------------- the process's own segments at its exit
+_OWNED: Set[str] = set()          # paths of the segments this process created and has not unlinked
+_HOOKED_PID: Optional[int] = None  # the process whose hooks are installed (a forked child installs its own)
+
+
+def _owned(path: str) -> None:
+    """Record a segment this process created (installs the exit hooks on the first one)."""
+    global _HOOKED_PID
+    _OWNED.add(path)
+    if _HOOKED_PID != os.getpid():
+        _HOOKED_PID = os.getpid()
+        import multiprocessing.util
+
+        multiprocessing.util.Finalize(None, unlink_owned, exitpriority=0)
+        sigterm.add_hook(unlink_owned)        # with the package's other SIGTERM hooks (the flight recorder's dump)
+
+
+def unlink_owned() -> None:
+    """Unlink every segment this process still owns, then those of dead owners (names only; safe at any point
+    of an exit)."""
+    for path in list(_OWNED):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        _OWNED.discard(path)
+    try:
+        sweep_stale()
+    except Exception:
+        pass
+
+
+def _after_fork() -> None:
+    """A forked child owns none of its parent's segments (and must never unlink them)."""
+    global _HOOKED_PID
+    _OWNED.clear()
+    _HOOKED_PID = None
+
+
+os.register_at_fork(after_in_child=_after_fork)

@@ -56,16 +56,12 @@ class SimState:
         self._ptr_keys = itertools.count(0x10000, 0x100)
         self._thread_ids = itertools.count(1)
         self._channel_ids = itertools.count(1)
-        self._own_registries()
+        self.own_registries()
 
-    def forget_inherited(self) -> None:
-        """In a forked child: the parent's communicators, threads, channels, streams and events are not this
-        process's (their handles are refused as unknown), and are never destroyed here (that would end them in
-        the parent's job: a destroyed-state word in shared memory, unlinked segments)."""
-        self._own_registries()
-
-    def _own_registries(self) -> None:
-        """Empty registries of the objects only the process that made them may use, and a default stream."""
+    def own_registries(self) -> None:
+        """Empty registries of the objects only the process that made them may use, and a default stream: at init,
+        and in a forked child, whose parent's communicators, threads, channels, streams and events are not its
+        (their handles are refused as unknown, and never destroyed there: that would end them in the parent's job)."""
         self.lock = threading.RLock()
         self.comms: Dict[int, SimComm] = {}
         self.threads: Dict[int, SimThread] = {}
