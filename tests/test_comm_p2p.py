@@ -221,3 +221,30 @@ def mismatch_body(rank: int, n: int, root_info: bytes) -> str:
 def test_message_header_mismatch_is_reported() -> None:
     msg = run_ranks(2, mismatch_body, timeout=60)[1]
     assert "32 bytes of fp64" in msg and "32 bytes of fp32" in msg and "from rank 0" in msg
+
+
+def wait_up_to_own_body(rank: int, n: int, root_info: bytes) -> List[float]:
+    """Rank 0 posts two receives, waits for the first, replies, then waits for the second; rank 1 sends the second
+    message only after the reply.  Legal under MPI's rules: the first wait must not wait for the second receive
+    (before the fix it synchronised the whole lane, the second receive too: both ranks waited until the timeout)."""
+    import hcomm_cffi as hcomm
+    w = _world(rank, n, root_info)
+    try:
+        if rank == 0:
+            first, second = np.zeros(4, np.float32), np.zeros(4, np.float32)
+            r1, r2 = w.irecv(first, 1), w.irecv(second, 1)
+            r1.wait(10)
+            w.send(first + 1, 1)
+            r2.wait(10)
+            return first.tolist() + second.tolist()
+        w.send(np.full(4, 1, np.float32), 0)
+        reply = w.recv(np.zeros(4, np.float32), 0, timeout=10)
+        w.send(reply * 10, 0)
+        return reply.tolist()
+    finally:
+        hcomm.finalize()
+
+
+def test_a_wait_on_a_receive_does_not_wait_for_receives_posted_after_it() -> None:
+    out = run_ranks(2, wait_up_to_own_body, timeout=120, env={"HCCL_EXEC_TIMEOUT": "20"})
+    assert out == [[1.0] * 4 + [20.0] * 4, [2.0] * 4]

@@ -39,6 +39,9 @@ __all__ = ["Pending", "Request", "request_for", "wait_all", "timeout_arg", "is_s
 
 T = TypeVar("T")
 
+#: the longest look at a lane's stream before a waiting lane message checks whether its own tasks ran (seconds)
+LANDED_LOOK_S = 0.002
+
 
 def timeout_arg(value: Any, name: str = "timeout") -> Optional[float]:
     """``value`` as a wait limit in seconds (None: no limit of ours); ValueError naming ``name`` otherwise.
@@ -62,12 +65,12 @@ class Pending:
     """One started operation until its stream passes it: what it waits for, closes once and holds until then."""
 
     __slots__ = ("state", "what", "stream", "source", "books", "peer", "keep", "staging", "check", "announced",
-                 "slot", "name", "seq", "done", "error")
+                 "slot", "name", "seq", "done", "error", "landed")
 
     def __init__(self, state: CommState, what: str, stream: Any, keep: Any, books: Set["Pending"],
                  record: Tuple[int, str, int], check: Optional[Callable[[], None]] = None,
                  announced: Optional[Tuple[int, str]] = None, source: Any = None, peer: int = -1,
-                 staging: Staging = NO_STAGING) -> None:
+                 staging: Staging = NO_STAGING, landed: Optional[List[bool]] = None) -> None:
         self.state = state             # the communicator's state
         self.what = what
         self.stream = stream           # the stream handle it completes on
@@ -77,6 +80,10 @@ class Pending:
         self.keep = keep               # the user's buffers stay alive until it completes
         self.staging = staging
         self.error: Optional[BaseException] = None   # the failure, raised again by every later sync
+        # a lane's message whose backend runs host tasks in stream order: [True] once its own tasks ran (a task
+        # queued right after them sets it), so its wait ends there, not when the lane drains past other threads'
+        # later posts (which may wait for what this thread does next: a deadlock MPI's rules do not allow)
+        self.landed = landed
         (self.slot, self.name, self.seq), self.check, self.announced = record, check, announced   # as restart()
         self.done = False
         books.add(self)
@@ -101,6 +108,8 @@ class Pending:
             return True
         source = self.source
         issued = (self,) if self.peer < 0 else tuple(self.books)   # a lane runs in order: what it took before this wait
+        stream_done = partial(sync_stream, state.binding, self.stream)
+        wait = stream_done if self.landed is None else partial(self._until_landed, stream_done)
         if not (isinstance(source, Stream) and source.handle is None):      # (closed: Stream.close waited for it)
             if state.handle is None:    # destroyed: its stream may be gone with it; say so, not "invalid handle"
                 raise CommError(f"rank {state.rank}: {self.what} on communicator {state.name!r} can no longer "
@@ -108,10 +117,9 @@ class Pending:
                                 "pending; wait for requests before destroying their communicator")
             try:
                 if timeout is None and (self.peer >= 0 or self.announced is not None):   # committed: published if
-                    finished = state.announcer.waiting(partial(sync_stream, state.binding, self.stream), self.peer,
-                                                       self.what, self.announced)    # it lasts (api/launch_order.py)
-                else:
-                    finished = sync_stream(state.binding, self.stream, timeout)
+                    finished = state.announcer.waiting(wait, self.peer, self.what, self.announced)   # it lasts
+                else:                                                                  # (api/launch_order.py)
+                    finished = wait(timeout)
             except HcclError as exc:
                 if exc.code in CAPTURE_REFUSALS:   # refused because an ACL graph captures the stream: nothing failed
                     raise
@@ -124,7 +132,14 @@ class Pending:
                 raise
             if not finished:
                 return False
+            if self.landed is not None and not self.landed[0]:   # the lane drained without running it: its queue
+                self.forget()                                     # failed (another wait took the error)
+                self.error = CommError(f"{state.where()}: {self.what} was in flight when the communicator failed"
+                                       f"{f' ({state.broken})' if state.broken else ''}; its result is not valid")
+                raise self.error
         for pending in issued:      # complete, each once: the wait that takes it out of its books closes its record
+            if pending.landed is not None and not pending.landed[0]:   # posted after this one, still running
+                continue
             try:
                 pending.books.remove(pending)
             except KeyError:        # another thread's wait on the lane did
@@ -139,6 +154,20 @@ class Pending:
                 raise pending.error
             if pending.staging is not NO_STAGING:
                 pending.staging.finish()
+        return True
+
+    def _until_landed(self, stream_done: Callable[[Optional[float]], bool], timeout: Optional[float]) -> bool:
+        """Wait up to ``timeout`` s (None: no limit) until this lane message's own tasks ran or the whole lane drained
+        (then it ran, or its queue failed: the caller tells which); each look drives every queue of the process."""
+        landed = self.landed
+        assert landed is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not landed[0]:
+            left = LANDED_LOOK_S if deadline is None else min(LANDED_LOOK_S, max(0.0, deadline - time.monotonic()))
+            if stream_done(left):
+                return True
+            if not landed[0] and deadline is not None and time.monotonic() >= deadline:
+                return False
         return True
 
     def _check(self) -> None:
