@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, List
 
 import numpy as np
@@ -248,3 +249,32 @@ def wait_up_to_own_body(rank: int, n: int, root_info: bytes) -> List[float]:
 def test_a_wait_on_a_receive_does_not_wait_for_receives_posted_after_it() -> None:
     out = run_ranks(2, wait_up_to_own_body, timeout=120, env={"HCCL_EXEC_TIMEOUT": "20"})
     assert out == [[1.0] * 4 + [20.0] * 4, [2.0] * 4]
+
+
+def failed_lane_body(rank: int, n: int, root_info: bytes) -> List[str]:
+    """Rank 0 sends three messages to rank 1, which leaves without receiving: the second and third never go out.
+    The wait on the third gets the lane's failure; the wait on the second must fail too, not report it sent
+    (before the fix it completed: the failed stream's error had gone to the first wait)."""
+    import hcomm_cffi as hcomm
+    w = _world(rank, n, root_info)
+    try:
+        if rank == 1:
+            return []
+        reqs = [w.isend(np.full(4, k, np.float32), 1) for k in range(3)]
+        outcomes = []
+        for r in (reqs[2], reqs[1]):
+            try:
+                r.wait(30)
+                outcomes.append("completed")
+            except hcomm.CommError as exc:
+                outcomes.append(type(exc).__name__)
+        return outcomes
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")      # rank 0's destroy warns of the sends that never completed
+            hcomm.finalize()
+
+
+def test_a_send_whose_lane_failed_under_another_wait_is_not_reported_complete() -> None:
+    out = run_ranks(2, failed_lane_body, timeout=120, env={"HCCL_EXEC_TIMEOUT": "20"})
+    assert out[0][0] != "completed" and out[0][1] != "completed", out[0]

@@ -4,10 +4,11 @@ An operation is *started* when its tasks are launched onto a stream (the communi
 for ``stream=`` calls, a point-to-point lane's) without waiting; it *completes* when that stream has
 drained past it.  Every started operation -- a collective started, persistent or stream-ordered, a
 stream-ordered send/recv, a send/recv on a lane -- completes one way, :meth:`Pending.sync`: its stream
-waited for with a limit, then once its flight record and trace entry close, its checks run and what it
-holds (the user's buffers, the staging copies on CANN) is released.  A Request completes with its
-Pending and then makes its result (``finish``).  A closed :class:`~hcomm_cffi.api.stream.Stream` waited
-for what it held, so a Pending on one is complete.
+waited for with a limit (a lane message, where the backend runs host tasks in stream order: until its own
+tasks ran, never for what was posted on the lane after it), then once its flight record and trace entry
+close, its checks run and what it holds (the user's buffers, the staging copies on CANN) is released.  A
+Request completes with its Pending and then makes its result (``finish``).  A closed
+:class:`~hcomm_cffi.api.stream.Stream` waited for what it held, so a Pending on one is complete.
 
 What progresses when (the emulator, as MPI): queued work advances inside library calls — any
 stream or event synchronisation, ``Request.wait``/``test``, and every later collective or
@@ -39,8 +40,9 @@ __all__ = ["Pending", "Request", "request_for", "wait_all", "timeout_arg", "is_s
 
 T = TypeVar("T")
 
-#: the longest look at a lane's stream before a waiting lane message checks whether its own tasks ran (seconds)
-LANDED_LOOK_S = 0.002
+#: the first and the longest look at a lane's stream before a waiting lane message checks whether its own tasks
+#: ran (seconds); a look ends at once when the lane drains, so only a wait behind later posts takes the longer ones
+LANDED_LOOK_S = (0.001, 0.02)
 
 
 def timeout_arg(value: Any, name: str = "timeout") -> Optional[float]:
@@ -162,12 +164,14 @@ class Pending:
         landed = self.landed
         assert landed is not None
         deadline = None if timeout is None else time.monotonic() + timeout
+        look = LANDED_LOOK_S[0]
         while not landed[0]:
-            left = LANDED_LOOK_S if deadline is None else min(LANDED_LOOK_S, max(0.0, deadline - time.monotonic()))
+            left = look if deadline is None else min(look, max(0.0, deadline - time.monotonic()))
             if stream_done(left):
                 return True
             if not landed[0] and deadline is not None and time.monotonic() >= deadline:
                 return False
+            look = min(2 * look, LANDED_LOOK_S[1])
         return True
 
     def _check(self) -> None:
