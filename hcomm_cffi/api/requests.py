@@ -40,8 +40,9 @@ __all__ = ["Pending", "Request", "request_for", "wait_all", "timeout_arg", "is_s
 
 T = TypeVar("T")
 
-#: the first and the longest look at a lane's stream before a waiting lane message checks whether its own tasks
-#: ran (seconds); a look ends at once when the lane drains, so only a wait behind later posts takes the longer ones
+#: how long a waiting lane message looks at its lane's stream before it checks whether its own tasks ran (seconds):
+#: the first look behind messages posted after it on the lane (doubling up to the second), and the look when none
+#: was (the lane drains as its own tasks end: the look ends then); the emulator's longest sleep (sim/runtime.py)
 LANDED_LOOK_S = (0.001, 0.02)
 
 
@@ -164,14 +165,17 @@ class Pending:
         landed = self.landed
         assert landed is not None
         deadline = None if timeout is None else time.monotonic() + timeout
-        look = LANDED_LOOK_S[0]
+        short = LANDED_LOOK_S[0]
         while not landed[0]:
+            behind = any(p.seq > self.seq for p in tuple(self.books))    # messages posted after it on the lane
+            look = short if behind else LANDED_LOOK_S[1]
             left = look if deadline is None else min(look, max(0.0, deadline - time.monotonic()))
             if stream_done(left):
                 return True
             if not landed[0] and deadline is not None and time.monotonic() >= deadline:
                 return False
-            look = min(2 * look, LANDED_LOOK_S[1])
+            if behind:
+                short = min(2 * short, LANDED_LOOK_S[1])
         return True
 
     def _check(self) -> None:
