@@ -271,10 +271,11 @@ def failed_lane_body(rank: int, n: int, root_info: bytes) -> List[str]:
         return outcomes
     finally:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")      # rank 0's destroy warns of the sends that never completed
-            hcomm.finalize()
+            warnings.simplefilter("ignore")      # rank 0's destroy warns of the sends that never completed, rank 1's
+            hcomm.finalize()                     # of the message it never received
 
 
 def test_a_send_whose_lane_failed_under_another_wait_is_not_reported_complete() -> None:
-    out = run_ranks(2, failed_lane_body, timeout=120, env={"HCCL_EXEC_TIMEOUT": "20"})
+    # checker "warn": rank 1 leaves with rank 0's first message unreceived, which "strict" fails at its destroy
+    out = run_ranks(2, failed_lane_body, timeout=120, env={"HCCL_EXEC_TIMEOUT": "20", "HCOMM_SIM_CHECK": "warn"})
     assert out[0][0] != "completed" and out[0][1] != "completed", out[0]
