@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, List
 
 import numpy as np
@@ -221,3 +222,60 @@ def mismatch_body(rank: int, n: int, root_info: bytes) -> str:
 def test_message_header_mismatch_is_reported() -> None:
     msg = run_ranks(2, mismatch_body, timeout=60)[1]
     assert "32 bytes of fp64" in msg and "32 bytes of fp32" in msg and "from rank 0" in msg
+
+
+def wait_up_to_own_body(rank: int, n: int, root_info: bytes) -> List[float]:
+    """Rank 0 posts two receives, waits for the first, replies, then waits for the second; rank 1 sends the second
+    message only after the reply.  Legal under MPI's rules: the first wait must not wait for the second receive
+    (before the fix it synchronised the whole lane, the second receive too: both ranks waited until the timeout)."""
+    import hcomm_cffi as hcomm
+    w = _world(rank, n, root_info)
+    try:
+        if rank == 0:
+            first, second = np.zeros(4, np.float32), np.zeros(4, np.float32)
+            r1, r2 = w.irecv(first, 1), w.irecv(second, 1)
+            r1.wait(10)
+            w.send(first + 1, 1)
+            r2.wait(10)
+            return first.tolist() + second.tolist()
+        w.send(np.full(4, 1, np.float32), 0)
+        reply = w.recv(np.zeros(4, np.float32), 0, timeout=10)
+        w.send(reply * 10, 0)
+        return reply.tolist()
+    finally:
+        hcomm.finalize()
+
+
+def test_a_wait_on_a_receive_does_not_wait_for_receives_posted_after_it() -> None:
+    out = run_ranks(2, wait_up_to_own_body, timeout=120, env={"HCCL_EXEC_TIMEOUT": "20"})
+    assert out == [[1.0] * 4 + [20.0] * 4, [2.0] * 4]
+
+
+def failed_lane_body(rank: int, n: int, root_info: bytes) -> List[str]:
+    """Rank 0 sends three messages to rank 1, which leaves without receiving: the second and third never go out.
+    The wait on the third gets the lane's failure; the wait on the second must fail too, not report it sent
+    (before the fix it completed: the failed stream's error had gone to the first wait)."""
+    import hcomm_cffi as hcomm
+    w = _world(rank, n, root_info)
+    try:
+        if rank == 1:
+            return []
+        reqs = [w.isend(np.full(4, k, np.float32), 1) for k in range(3)]
+        outcomes = []
+        for r in (reqs[2], reqs[1]):
+            try:
+                r.wait(30)
+                outcomes.append("completed")
+            except hcomm.CommError as exc:
+                outcomes.append(type(exc).__name__)
+        return outcomes
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")      # rank 0's destroy warns of the sends that never completed, rank 1's
+            hcomm.finalize()                     # of the message it never received
+
+
+def test_a_send_whose_lane_failed_under_another_wait_is_not_reported_complete() -> None:
+    # checker "warn": rank 1 leaves with rank 0's first message unreceived, which "strict" fails at its destroy
+    out = run_ranks(2, failed_lane_body, timeout=120, env={"HCCL_EXEC_TIMEOUT": "20", "HCOMM_SIM_CHECK": "warn"})
+    assert out[0][0] != "completed" and out[0][1] != "completed", out[0]

@@ -141,11 +141,13 @@ class PointToPoint:
         lane = self.lanes[(peer, direction)] = Lane(peer, direction, stream, cache, res, p2p.LaneState(), ctx)
         return lane
 
-    def _request(self, lanes: List[Lane], keep: Any, finish: Any, c: Call, _: Optional[Pending]) -> Request[Any]:
-        """The request of send/recv ``c`` posted on ``lanes[0]`` (its flight slot, trace name and number are ``c``'s)."""
+    def _request(self, lanes: List[Lane], keep: Any, finish: Any, landed: Optional[List[bool]], c: Call,
+                 _: Optional[Pending]) -> Request[Any]:
+        """The request of send/recv ``c`` posted on ``lanes[0]`` (its flight slot, trace name and number are ``c``'s;
+        ``landed``: set by a task right after its own, where the backend runs host tasks)."""
         lane = lanes[0]
         pending = Pending(self.state, c.what, lane.stream, keep, lane.inflight, (c.slot, c.name or c.coll, c.seq),
-                          peer=lane.peer)
+                          peer=lane.peer, landed=landed)
         return Request(c.what, pending.sync, finish)
 
     def post(self, c: Call) -> Request[Any]:
@@ -195,6 +197,8 @@ class PointToPoint:
                         self._check_header(headers[k], buf, peer, first[0] + k, c.coll)
                     return c.result
             lanes: List[Lane] = []
+            # its wait ends once its own tasks ran, not when other threads' later posts on the lane did (requests.py)
+            landed: Optional[List[bool]] = [False] if engine.caps.host_tasks else None
 
             def post(c: Call, declared: List[Buffer]) -> LaunchBatch:
                 lane = self.lanes.get((peer, direction)) or self._new_lane(peer, direction)
@@ -215,9 +219,11 @@ class PointToPoint:
                 posted.n = getattr(posted, "n", 0) + 1
                 c.moves = True                    # the lane's state advances from here: cut short, it is out of step
                 issue(ctx, lane, declared)
+                if landed is not None:
+                    batch.calls.append(state.binding.lib.host_task(lane.res.main, partial(landed.__setitem__, 0, True)))
                 return LaunchBatch(batch, None)
             c.post = post
-            return engine.start(c, partial(self._request, lanes, keep, finish, c))
+            return engine.start(c, partial(self._request, lanes, keep, finish, landed, c))
 
     def _check_header(self, raw: np.ndarray, buf: Buffer, src: int, seq: int, what: str) -> None:
         h = p2p.parse_header(raw)

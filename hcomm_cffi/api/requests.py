@@ -4,10 +4,11 @@ An operation is *started* when its tasks are launched onto a stream (the communi
 for ``stream=`` calls, a point-to-point lane's) without waiting; it *completes* when that stream has
 drained past it.  Every started operation -- a collective started, persistent or stream-ordered, a
 stream-ordered send/recv, a send/recv on a lane -- completes one way, :meth:`Pending.sync`: its stream
-waited for with a limit, then once its flight record and trace entry close, its checks run and what it
-holds (the user's buffers, the staging copies on CANN) is released.  A Request completes with its
-Pending and then makes its result (``finish``).  A closed :class:`~hcomm_cffi.api.stream.Stream` waited
-for what it held, so a Pending on one is complete.
+waited for with a limit (a lane message, where the backend runs host tasks in stream order: until its own
+tasks ran, never for what was posted on the lane after it), then once its flight record and trace entry
+close, its checks run and what it holds (the user's buffers, the staging copies on CANN) is released.  A
+Request completes with its Pending and then makes its result (``finish``).  A closed
+:class:`~hcomm_cffi.api.stream.Stream` waited for what it held, so a Pending on one is complete.
 
 What progresses when (the emulator, as MPI): queued work advances inside library calls — any
 stream or event synchronisation, ``Request.wait``/``test``, and every later collective or
@@ -39,6 +40,11 @@ __all__ = ["Pending", "Request", "request_for", "wait_all", "timeout_arg", "is_s
 
 T = TypeVar("T")
 
+#: how long a waiting lane message looks at its lane's stream before it checks whether its own tasks ran (seconds):
+#: the first look behind messages posted after it on the lane (doubling up to the second), and the look when none
+#: was (the lane drains as its own tasks end: the look ends then); the emulator's longest sleep (sim/runtime.py)
+LANDED_LOOK_S = (0.001, 0.02)
+
 
 def timeout_arg(value: Any, name: str = "timeout") -> Optional[float]:
     """``value`` as a wait limit in seconds (None: no limit of ours); ValueError naming ``name`` otherwise.
@@ -62,12 +68,12 @@ class Pending:
     """One started operation until its stream passes it: what it waits for, closes once and holds until then."""
 
     __slots__ = ("state", "what", "stream", "source", "books", "peer", "keep", "staging", "check", "announced",
-                 "slot", "name", "seq", "done", "error")
+                 "slot", "name", "seq", "done", "error", "landed")
 
     def __init__(self, state: CommState, what: str, stream: Any, keep: Any, books: Set["Pending"],
                  record: Tuple[int, str, int], check: Optional[Callable[[], None]] = None,
                  announced: Optional[Tuple[int, str]] = None, source: Any = None, peer: int = -1,
-                 staging: Staging = NO_STAGING) -> None:
+                 staging: Staging = NO_STAGING, landed: Optional[List[bool]] = None) -> None:
         self.state = state             # the communicator's state
         self.what = what
         self.stream = stream           # the stream handle it completes on
@@ -77,6 +83,10 @@ class Pending:
         self.keep = keep               # the user's buffers stay alive until it completes
         self.staging = staging
         self.error: Optional[BaseException] = None   # the failure, raised again by every later sync
+        # a lane's message whose backend runs host tasks in stream order: [True] once its own tasks ran (a task
+        # queued right after them sets it), so its wait ends there, not when the lane drains past other threads'
+        # later posts (which may wait for what this thread does next: a deadlock MPI's rules do not allow)
+        self.landed = landed
         (self.slot, self.name, self.seq), self.check, self.announced = record, check, announced   # as restart()
         self.done = False
         books.add(self)
@@ -101,6 +111,8 @@ class Pending:
             return True
         source = self.source
         issued = (self,) if self.peer < 0 else tuple(self.books)   # a lane runs in order: what it took before this wait
+        stream_done = partial(sync_stream, state.binding, self.stream)
+        wait = stream_done if self.landed is None else partial(self._until_landed, stream_done)
         if not (isinstance(source, Stream) and source.handle is None):      # (closed: Stream.close waited for it)
             if state.handle is None:    # destroyed: its stream may be gone with it; say so, not "invalid handle"
                 raise CommError(f"rank {state.rank}: {self.what} on communicator {state.name!r} can no longer "
@@ -108,10 +120,9 @@ class Pending:
                                 "pending; wait for requests before destroying their communicator")
             try:
                 if timeout is None and (self.peer >= 0 or self.announced is not None):   # committed: published if
-                    finished = state.announcer.waiting(partial(sync_stream, state.binding, self.stream), self.peer,
-                                                       self.what, self.announced)    # it lasts (api/launch_order.py)
-                else:
-                    finished = sync_stream(state.binding, self.stream, timeout)
+                    finished = state.announcer.waiting(wait, self.peer, self.what, self.announced)   # it lasts
+                else:                                                                  # (api/launch_order.py)
+                    finished = wait(timeout)
             except HcclError as exc:
                 if exc.code in CAPTURE_REFUSALS:   # refused because an ACL graph captures the stream: nothing failed
                     raise
@@ -124,7 +135,14 @@ class Pending:
                 raise
             if not finished:
                 return False
+            if self.landed is not None and not self.landed[0]:   # the lane drained without running it: its queue
+                self.forget()                                     # failed (another wait took the error)
+                self.error = CommError(f"{state.where()}: {self.what} was in flight when the communicator failed"
+                                       f"{f' ({state.broken})' if state.broken else ''}; its result is not valid")
+                raise self.error
         for pending in issued:      # complete, each once: the wait that takes it out of its books closes its record
+            if pending.landed is not None and not pending.landed[0]:   # posted after this one, still running
+                continue
             try:
                 pending.books.remove(pending)
             except KeyError:        # another thread's wait on the lane did
@@ -139,6 +157,25 @@ class Pending:
                 raise pending.error
             if pending.staging is not NO_STAGING:
                 pending.staging.finish()
+        return True
+
+    def _until_landed(self, stream_done: Callable[[Optional[float]], bool], timeout: Optional[float]) -> bool:
+        """Wait up to ``timeout`` s (None: no limit) until this lane message's own tasks ran or the whole lane drained
+        (then it ran, or its queue failed: the caller tells which); each look drives every queue of the process."""
+        landed = self.landed
+        assert landed is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        short = LANDED_LOOK_S[0]
+        while not landed[0]:
+            behind = any(p.seq > self.seq for p in tuple(self.books))    # messages posted after it on the lane
+            look = short if behind else LANDED_LOOK_S[1]
+            left = look if deadline is None else min(look, max(0.0, deadline - time.monotonic()))
+            if stream_done(left):
+                return True
+            if not landed[0] and deadline is not None and time.monotonic() >= deadline:
+                return False
+            if behind:
+                short = min(2 * short, LANDED_LOOK_S[1])
         return True
 
     def _check(self) -> None:
