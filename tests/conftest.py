@@ -50,7 +50,7 @@ def npu_extension_built():
     """Build the emulated npu device's extension once, before any test, when torch is there.
 
     ``hcomm run`` switches the device on for its ranks (hcomm_cffi/npu), so a torch program it starts loads the
-    extension at ``import torch``; its first build (half a minute, more under load) must not count against one
+    extension at ``import torch``; its first build (about 20 s, more under load) must not count against one
     test's timeout.  It is cached per user: later sessions find it built.
     """
     import importlib.util

@@ -196,7 +196,7 @@ def test_a_same_user_rogue_finds_nothing_to_attach_and_cannot_join(tmp_path):
 
 
 # ------------------------------------------------------------------ item 9: peers that left
-def _peer_leaves(rank: int, n: int, root: bytes, how: str) -> Any:
+def _peer_leaves(rank: int, n: int, root: bytes, how: str, answered: str) -> Any:
     import hcomm_cffi as hcomm
     from hcomm_cffi.api.errors import CommError
     w = hcomm.init(rank=rank, world_size=n, root_info=root, exec_timeout=2 if rank == 1 else 600)
@@ -208,7 +208,9 @@ def _peer_leaves(rank: int, n: int, root: bytes, how: str) -> Any:
                 w.recv(np.empty(4), src=0)
             except CommError:
                 pass
-        time.sleep(12)                             # alive, but out of the communicator
+        until = time.monotonic() + 12              # alive, but out of the communicator, until rank 0 has its answer
+        while not os.path.exists(answered) and time.monotonic() < until:
+            time.sleep(0.05)
         if how != "finalised":
             hcomm.finalize()
         return None
@@ -220,12 +222,13 @@ def _peer_leaves(rank: int, n: int, root: bytes, how: str) -> Any:
     except CommError as exc:
         return time.monotonic() - start, str(exc)
     finally:
+        open(answered, "w").close()
         hcomm.finalize()
 
 
 @pytest.mark.parametrize("how", ["finalised", "failed"])
-def test_a_peer_that_left_the_communicator_is_named_at_once(how: str) -> None:
-    elapsed, text = run_ranks(2, _peer_leaves, how, timeout=120)[0]
+def test_a_peer_that_left_the_communicator_is_named_at_once(how: str, tmp_path: Any) -> None:
+    elapsed, text = run_ranks(2, _peer_leaves, how, str(tmp_path / "answered"), timeout=120)[0]
     assert elapsed < 8, (elapsed, text)           # HCCL_EXEC_TIMEOUT of rank 0 is 600 s
     want = "destroyed its communicator" if how == "finalised" else "failed an operation of this communicator"
     assert "peer rank 1" in text and want in text, text

@@ -63,7 +63,7 @@ def is_built() -> bool:
 
 
 def load() -> ModuleType:
-    """The compiled extension (built here the first time, about half a minute; then loaded from the cache)."""
+    """The compiled extension (built here the first time, about 20 s; then loaded from the cache)."""
     where = cache_dir()
     library = where / f"{NAME}.so"
     if is_built() and NAME not in sys.modules:
