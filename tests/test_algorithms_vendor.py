@@ -12,7 +12,7 @@ from typing import List
 import pytest
 
 from hcomm_cffi.algorithms import COLLECTIVES, CollectiveCall, dry_run, registry, resolve
-from hcomm_cffi.enums import DataType
+from hcomm_cffi.enums import DataType, ReduceOp
 from hcomm_cffi.plan import Topology, make_plan
 from multiproc import run_ranks
 from test_algorithms_collectives import Case, cases_body
@@ -79,3 +79,18 @@ def test_the_registry_lists_them_and_auto_does_not_pick_them() -> None:
 def test_double_ring_refuses_two_ranks() -> None:
     with pytest.raises(ValueError, match="double_ring' needs at least 3 ranks"):
         registry.choose("double_ring", "allreduce", Topology.single_server(2), 64, DataType.FP32, None)
+
+
+def test_auto_takes_the_library_collective_for_device_memory_and_the_model_for_large_host_buffers() -> None:
+    topo = Topology.single_server(4)
+    for size in (8, 2 << 20, 64 << 20):          # device memory (CANN, NPU tensors): the library's own at every size
+        assert registry.choose("auto", "allreduce", topo, size, DataType.FP32, ReduceOp.SUM).name == "native", size
+    # host buffers on the emulator: the library's own up to 1 MiB, then the planner's cheapest
+    assert registry.choose("auto", "allreduce", topo, 1 << 20, DataType.FP32, ReduceOp.SUM,
+                           device_operands=False).name == "native"
+    alg, why = registry.explain("auto", "allreduce", topo, 64 << 20, DataType.FP32, ReduceOp.SUM, device_operands=False)
+    assert alg.name in ("ring", "mesh", "tree") and "lowest modelled time" in why, (alg.name, why)
+    alg, why = registry.explain("auto", "allreduce", topo, 64 << 20, DataType.INT64, ReduceOp.PROD, device_operands=False)
+    assert alg.name == "native" and "cannot reduce" in why, why
+    one = Topology.single_server(1)
+    assert registry.choose("auto", "allreduce", one, 64 << 20, DataType.FP32, ReduceOp.SUM).name == "ring"

@@ -8,11 +8,14 @@
   no registration code needed; ``attr`` is an :class:`Algorithm` (what ``@algorithm`` makes) or a
   subclass of it;
 * an :class:`Algorithm` object;
-* ``"auto"``: the library's own collective for reductions the data plane cannot do (prod; 64-bit,
-  unsigned types), for messages up to ``NATIVE_BELOW`` bytes and barriers (there the cost is
-  issuing tasks one by one from the host, which the library's collective does not pay); above
-  it, the built-in with the lowest modelled time in the planner for this collective, topology
-  and the communicator's real HCCL buffer.  User algorithms are never picked by ``auto``.
+* ``"auto"``: the library's own collective for operands in device memory (always on CANN, which stages
+  host buffers; NPU tensors on the emulator), for reductions the data plane cannot do (prod; 64-bit,
+  unsigned types), for messages up to ``NATIVE_BELOW`` bytes and barriers: the library runs its schedule
+  without issuing each task from the host, and on the emulator reads device memory of its peers in place
+  (benchmarks/compare_allreduce.py).  Host buffers above ``NATIVE_BELOW`` on the emulator (which the library
+  can only move through its HCCL buffer) take the built-in with the lowest modelled time in the planner for
+  this collective, topology and the communicator's real HCCL buffer.  User algorithms are never picked by
+  ``auto``.
 """
 from __future__ import annotations
 
@@ -203,14 +206,16 @@ def _fastest(coll: str, topo: Topology, nbytes: int, root: int, buffer_mb: int) 
 
 
 def choose(spec: AlgorithmLike, coll: str, topo: Topology, nbytes: int, dtype: DataType, op: Optional[ReduceOp],
-           root: int = 0, buffer_mb: int = 200) -> Algorithm:
+           root: int = 0, buffer_mb: int = 200, device_operands: bool = True) -> Algorithm:
     """Resolve ``spec`` (maybe "auto") to an algorithm that supports this call, or raise UnsupportedError."""
-    return explain(spec, coll, topo, nbytes, dtype, op, root, buffer_mb)[0]
+    return explain(spec, coll, topo, nbytes, dtype, op, root, buffer_mb, device_operands)[0]
 
 
 def explain(spec: AlgorithmLike, coll: str, topo: Topology, nbytes: int, dtype: DataType, op: Optional[ReduceOp],
-            root: int = 0, buffer_mb: int = 200) -> Tuple[Algorithm, str]:
-    """:func:`choose`, and why: the algorithm and a one-line reason (what ``HCOMM_DEBUG=INFO`` logs)."""
+            root: int = 0, buffer_mb: int = 200, device_operands: bool = True) -> Tuple[Algorithm, str]:
+    """:func:`choose`, and why: the algorithm and a one-line reason (what ``HCOMM_DEBUG=INFO`` logs).
+
+    ``device_operands``: the library takes the call's buffers as they are, device memory (see the module doc)."""
     if spec != "auto":
         alg = resolve(spec)
         check_supported(alg, coll, topo, dtype, op)
@@ -222,6 +227,8 @@ def explain(spec: AlgorithmLike, coll: str, topo: Topology, nbytes: int, dtype: 
         return _registered["ring"], "auto: one rank (a local copy)"
     if coll == "barrier" or coll not in COLLECTIVES:
         return native, f"auto: {coll} is the library's own"
+    if device_operands:
+        return native, "auto: the operands are device memory: the library's collective is faster"
     if nbytes <= NATIVE_BELOW:
         return native, f"auto: {nbytes} bytes <= {NATIVE_BELOW} (NATIVE_BELOW): the library's collective is faster"
     best = _fastest(coll, topo, nbytes, root, buffer_mb)

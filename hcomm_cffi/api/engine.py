@@ -306,11 +306,13 @@ class Engine:
     # ------------------------------------------------------------------ deriving a call's batches
     def _prepare(self, c: Call) -> None:
         """Resolve ``c``: the algorithm (cached per signature) and the call with the pointers the engines use."""
-        key = (c.algorithm, c.coll, c.nbytes, c.dtype, c.op, c.root)
+        send, recv = c.send, c.recv              # device memory: what the library takes as it is (registry.explain)
+        device = self.staging or ((send is None or send.device == "npu") and (recv is None or recv.device == "npu"))
+        key = (c.algorithm, c.coll, c.nbytes, c.dtype, c.op, c.root, device)
         choice = self.cache.choices.get(key)
         if choice is None:
             alg, why = registry.explain(c.algorithm, c.coll, self.state.topology, c.nbytes, c.dtype, c.op, c.root,
-                                        max(1, self.buffer_bytes // 2 // MIB))
+                                        max(1, self.buffer_bytes // 2 // MIB), device)
             what = f"{c.coll} (algorithm={alg.name}, {c.nbytes} bytes, {self.state.size} ranks)"
             choice = (alg, what)                  # the description too: no formatting per call
             self.cache.choose(key, choice)

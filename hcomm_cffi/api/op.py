@@ -141,7 +141,7 @@ class CommCache:
 
     def __init__(self) -> None:
         self.generation = 0
-        self.choices: Dict[Tuple[Any, ...], Tuple[Algorithm, str]] = {}   # (spec, coll, bytes, dtype, op, root) -> (alg, what)
+        self.choices: Dict[Tuple[Any, ...], Tuple[Algorithm, str]] = {}   # (spec, coll, bytes, dtype, op, root, device) -> (alg, what)
         self.entries: Dict[Tuple[Any, ...], BoundCall] = {}  # (schedule, send, recv, scratch) -> the call bound there
         self.fast: Dict[Key, BoundCall] = {}             # blocking call keys (key_of) -> their BoundCall
 
