@@ -124,20 +124,25 @@ class _World:
     def deliver(self) -> bool:
         """The peer records the notify the queue's head waits on (value 1 or the head's signature); False: the head
         is no wait."""
-        q = self.queue
-        if not q.tasks or q.tasks[0][0] != tasks.C_WAIT:
+        t = self.queue.head()      # (the replay ring's head: looking does not move it to the task deque)
+        if t is None or t[0] != tasks.C_WAIT:
             return False
-        t = q.tasks[0]
         i = BASE + t.index
         self.words[i + VALUES] = t.expect or 1
         self.words[i] = (self.words[i] + 1) & 0xFFFFFFFF
         return True
 
+    def stamps_left(self) -> List[int]:
+        """The chunk stamps launched and not yet consumed: the replay ring's, then the queue's FIFO."""
+        q = self.queue
+        ring = q.ring.segments() if q.ring is not None else []
+        return [v for _, _, left in ring for v in left] + list(q.stamps)
+
     def state(self) -> Dict[str, Any]:
         q = self.queue
         return {"data": ffi.buffer(self.data)[:], "words": list(self.words), "stamp_words": list(self.stamp_words),
-                "executed": q.executed, "left": len(q.tasks), "error": q.error, "reports": list(self.comm.reports),
-                "failure": self.comm.failure, "stamps": list(q.stamps), "calls": list(self.calls),
+                "executed": q.executed, "left": q.pending(), "error": q.error, "reports": list(self.comm.reports),
+                "failure": self.comm.failure, "stamps": self.stamps_left(), "calls": list(self.calls),
                 "blocked": bool(q.blocked_since), "handed": [[(lo - self.channel.buf_lo, hi - self.channel.buf_lo) for lo, hi in ranges]
                            for ranges in (self.channel.pending, self.channel.signalled)]}
 
@@ -165,10 +170,14 @@ def _memory(seed: int) -> bytes:
 
 
 def _run(engine: str, steps: List[Tuple[Any, ...]], data: bytes, stamps: List[int], stamp_words: List[int],
-         check: str, launches: int) -> Tuple[List[Dict[str, Any]], int]:
+         check: str, launches: int, replay: bool = False) -> Tuple[List[Dict[str, Any]], int]:
     """Run ``steps`` ``launches`` times on one queue (peers' records delivered whenever it blocks); every state
-    on the way, and how many tasks the compiled engine ran."""
-    world = _World(data, stamps, stamp_words, check)
+    on the way, and how many tasks the compiled engine ran.  ``replay``: launched as a repeated native call
+    (``Executor.replay``: the replay ring when the compiled form is whole), each launch with the chunk stamps
+    that follow ``stamps[0]``, one per stamp check."""
+    world = _World(data, [] if replay else stamps, stamp_words, check)
+    checks = sum(1 for s in steps if s[0] == "stamp_check")
+    stamp0 = stamps[0] if stamps else 0
     task_list = tuple(world.task(s) for s in steps)
     program = compiled.compile_tasks(task_list, least=1) if engine == "compiled" else None
     states = []
@@ -185,8 +194,11 @@ def _run(engine: str, steps: List[Tuple[Any, ...]], data: bytes, stamps: List[in
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for _ in range(launches):
-                world.executor.launch(world.queue, task_list, program=program)
+            for i in range(launches):
+                if replay:
+                    world.executor.replay(world.queue, task_list, program, stamp0 + i * checks, checks)
+                else:
+                    world.executor.launch(world.queue, task_list, program=program)
                 states.append(world.state())
                 for _ in range(2 * len(steps)):
                     if not world.deliver():
@@ -217,6 +229,47 @@ def test_random_schedules_give_equal_bytes_reports_and_errors(steps: List[Tuple[
                 at = next(j for j, (x, y) in enumerate(zip(got[key], want[key])) if x != y)
                 pytest.fail(f"state {i}, {key}[{at}]: compiled {got[key][at]!r} != python {want[key][at]!r}")
             assert got[key] == want[key], f"state {i}, {key}: compiled {got[key]!r} != python {want[key]!r}"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(STEPS, min_size=1, max_size=14), seed=st.integers(0, 2**32 - 1), stamp0=st.integers(0, 3),
+       stamp_words=st.lists(st.integers(0, 4), min_size=STAMP_WORDS, max_size=STAMP_WORDS),
+       check=st.sampled_from(["off", "warn", "strict"]), launches=st.integers(1, 4))
+def test_repeated_calls_through_the_replay_ring_agree(steps: List[Tuple[Any, ...]], seed: int, stamp0: int,
+                                                      stamp_words: List[int], check: str, launches: int) -> None:
+    """Repeated calls launched through Executor.replay (their compiled lists on the replay ring when whole, queued
+    behind one another while blocked) against the same launches on the Python engine."""
+    data = _memory(seed)
+    python, _ = _run("python", steps, data, [stamp0], stamp_words, check, launches, replay=True)
+    fast, _ = _run("compiled", steps, data, [stamp0], stamp_words, check, launches, replay=True)
+    assert len(python) == len(fast)
+    for i, (want, got) in enumerate(zip(python, fast)):
+        for key in want:
+            assert got[key] == want[key], f"state {i}, {key}: compiled {got[key]!r} != python {want[key]!r}"
+
+
+def test_the_replay_ring_runs_whole_lists_in_c() -> None:
+    """The ring test compares something: a whole list repeated while blocked runs from the ring, in C."""
+    steps = [("copy", 0, 64, 16, False), ("stamp_write", 1), ("wait", 0, SIGS[1]), ("stamp_check", [1]),
+             ("reduce", 0, 128, 4, DataType.FP32, ReduceOp.SUM)]
+    data = bytes(range(256)) * (DATA // 256)
+    world = _World(data, [], [0] * STAMP_WORDS, "warn")
+    task_list = tuple(world.task(s) for s in steps)
+    program = compiled.compile_tasks(task_list, least=1)
+    assert program is not None and program.whole
+    for i in range(3):
+        world.executor.replay(world.queue, task_list, program, 7 + i, 1)
+    ring = world.queue.ring
+    assert ring is not None and len(ring.programs) == 3 and not world.queue._tasks   # blocked at the first wait
+    assert world.stamps_left() == [7, 8, 9] and world.queue.pending() == 3 * len(steps) - 2
+    while world.deliver():                        # each wait's record arrives: the ring drains, in C
+        with world.executor.lock:
+            world.executor._run_queue(world.queue)
+        assert not world.queue._tasks
+    assert not ring.programs and world.queue.executed == 3 * len(steps) and world.queue.error is None
+    python, _ = _run("python", steps, data, [7], [0] * STAMP_WORDS, "warn", 3, replay=True)
+    fast, _ = _run("compiled", steps, data, [7], [0] * STAMP_WORDS, "warn", 3, replay=True)
+    assert fast == python and fast[-1]["executed"] == 3 * len(steps) and fast[-1]["error"] is None
 
 
 def test_the_compiled_engine_runs_the_tasks_it_has_code_for() -> None:
@@ -271,7 +324,21 @@ def _repeats(rank: int, n: int, root_info: bytes, calls: int) -> Dict[str, Any]:
         ran[0] += out[0] - start
         return out
 
+    real_replay, real_drain = compiled.Ring.replay, compiled.Ring.drain
+
+    def counted_replay(ring: compiled.Ring, *args: Any) -> Tuple[int, int]:
+        out = real_replay(ring, *args)
+        ran[0] += out[0]
+        return out
+
+    def counted_drain(ring: compiled.Ring) -> Tuple[int, int]:
+        out = real_drain(ring)
+        ran[0] += out[0]
+        return out
+
     compiled.run = counted            # type: ignore[assignment]
+    compiled.Ring.replay = counted_replay       # type: ignore[method-assign]
+    compiled.Ring.drain = counted_drain         # type: ignore[method-assign]
     world = hcomm.init(rank=rank, world_size=n, root_info=root_info)
     got = []
     try:

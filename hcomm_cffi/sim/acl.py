@@ -287,7 +287,7 @@ class AclRuntime(Part):
         """Drive the executor until the tasks ``q`` holds now have run (or it failed); its error, the timeout's code,
         or 0.  Tasks another host thread launches onto ``q`` meanwhile are not waited for (as the runtime waits for
         the work submitted before the call): one thread's wait never depends on another thread's later work."""
-        finished = not q.tasks or EXECUTOR.drain(q, deadline)
+        finished = q.head() is None or EXECUTOR.drain(q, deadline)
         if q.error is not None:
             raise_kept(q, named=True)
         if not finished:

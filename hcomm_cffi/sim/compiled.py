@@ -22,7 +22,8 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Tuple
+from collections import deque
+from typing import Any, Deque, List, Optional, Sequence, Tuple
 
 import cffi
 import numpy as np
@@ -33,7 +34,7 @@ from ..enums import DataType, ReduceOp, dtype_from_numpy
 from ..files import UnsafePath, checked_dir
 from .tasks import C_RECORD, C_WAIT, CALL, COPY, READ, READ_REDUCE, REDUCE, REDUCE3, UFUNC, WRITE, WRITE_REDUCE, Task
 
-__all__ = ["Program", "c_compiler", "compile_tasks", "engine", "engine_status", "run", "HCE_END",
+__all__ = ["Program", "Ring", "c_compiler", "compile_tasks", "engine", "engine_status", "run", "wait", "HCE_END",
            "HCE_BLOCKED", "HCE_PYTHON"]
 
 SOURCE = Path(__file__).with_name("engine_c") / "engine.c"
@@ -59,6 +60,13 @@ typedef struct {
 } hce_task;
 int64_t hce_run(const hce_task *tasks, int64_t n, int64_t start, const int64_t *stamps, int64_t nstamps,
                 int64_t *out);
+typedef struct {
+    const hce_task *tasks; int64_t n; int64_t at; int64_t stamp0; int64_t stamps; int64_t popped;
+} hce_seg;
+typedef struct { hce_seg *segs; int64_t cap; int64_t head; int64_t count; } hce_ring;
+int64_t hce_drain(hce_ring *r, int64_t *out);
+int64_t hce_replay(hce_ring *r, const hce_task *tasks, int64_t n, int64_t stamp0, int64_t stamps, int64_t *out);
+int hce_wait(const uint32_t *words, int64_t index, uint32_t *ctl, int spins, int64_t timeout_ns);
 """
 
 _ffi = cffi.FFI()
@@ -163,12 +171,14 @@ def engine_status() -> str:
 class Program:
     """A task list in engine.c's records: built once, run many times (each launch registers it on its queue)."""
 
-    __slots__ = ("tasks", "records", "n", "keep", "out", "stamps", "stamps_needed")
+    __slots__ = ("tasks", "records", "n", "keep", "out", "stamps", "stamps_needed", "whole")
 
     def __init__(self, tasks: Sequence[Task], records: Any, keep: List[Any], stamps_needed: int) -> None:
         self.tasks = tuple(tasks)          # the task objects, the same ones the queue holds (identity-checked)
         self.records = records
         self.n = len(self.tasks)
+        # every task has a compiled record (none is handed to Python): the list can run from a Ring
+        self.whole = all(records[i].kind != E_PYTHON for i in range(self.n)) and stamps_needed < MAX_STAMPS
         self.keep = keep                   # what the records point into that nothing else keeps alive
         self.out = _ffi.new("int64_t[2]")
         self.stamps_needed = min(stamps_needed, MAX_STAMPS)   # the most of the stamp FIFO one run can use
@@ -276,6 +286,88 @@ def compile_tasks(tasks: Sequence[Task], least: int = 3) -> Optional[Program]:
     checks = sum(1 for i in range(len(tasks)) if records[i].kind == E_STAMP_CHECK)
     stamped = checks or any(records[i].kind == E_STAMP_WRITE for i in range(len(tasks)))
     return Program(tasks, records, keep, checks + 1 if stamped else 0) if compiled >= max(1, least) else None
+
+
+class Ring:
+    """A queue's replay ring (engine.c hce_ring): the whole programs of repeated calls, launched while the queue held
+    no Python task, each with its chunk stamps as a range; run from the head in launch order by engine.c alone.
+
+    ``programs`` mirrors the ring's segments (it keeps their records alive); :meth:`take` empties the ring into
+    what the Python queue holds instead (sim/queues.py ``Queue.tasks``).
+    """
+
+    __slots__ = ("ring", "segs", "programs", "out", "left")
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.ring = _ffi.new("hce_ring *")
+        self.segs = _ffi.new("hce_seg[]", capacity)
+        self.ring.segs, self.ring.cap = self.segs, capacity
+        self.programs: Deque[Program] = deque()
+        self.out = _ffi.new("int64_t[2]")
+        self.left = 0                   # the tasks the ring holds
+
+    def replay(self, program: Program, stamp0: int, stamps: int) -> Tuple[int, int]:
+        """Append ``program`` (its chunk stamps ``stamp0``..``stamp0 + stamps - 1``) and run the ring as far as it
+        goes: (tasks run, status HCE_*)."""
+        ring = self.ring
+        if ring.count == ring.cap:
+            self._grow()
+        self.programs.append(program)
+        out = self.out
+        ran = _ENGINE.lib.hce_replay(ring, program.records, program.n, stamp0, stamps, out)
+        self.left += program.n - ran
+        for _ in range(out[1]):
+            self.programs.popleft()
+        return ran, int(out[0])
+
+    def drain(self) -> Tuple[int, int]:
+        """Run the ring as far as it goes: (tasks run, status HCE_*; HCE_END once it is empty)."""
+        out = self.out
+        ran = _ENGINE.lib.hce_drain(self.ring, out)
+        self.left -= ran
+        for _ in range(out[1]):
+            self.programs.popleft()
+        return ran, int(out[0])
+
+    def head(self) -> Optional[Task]:
+        """The task the ring runs next (None: empty)."""
+        ring = self.ring
+        if not ring.count:
+            return None
+        return self.programs[0].tasks[self.segs[ring.head].at]
+
+    def segments(self) -> List[Tuple[Program, int, range]]:
+        """Per segment in order: (program, its next task, its chunk stamps not yet consumed)."""
+        ring, segs = self.ring, self.segs
+        out = []
+        for i, program in enumerate(self.programs):
+            s = segs[(ring.head + i) % ring.cap]
+            out.append((program, int(s.at), range(s.stamp0 + s.popped, s.stamp0 + s.stamps)))
+        return out
+
+    def take(self) -> List[Tuple[Program, int, range]]:
+        """Empty the ring: its :meth:`segments`."""
+        out = self.segments()
+        self.ring.head = self.ring.count = 0
+        self.programs.clear()
+        self.left = 0
+        return out
+
+    def _grow(self) -> None:
+        ring, old = self.ring, self.segs
+        cap = ring.cap
+        segs = _ffi.new("hce_seg[]", 2 * cap)
+        for i in range(ring.count):
+            segs[i] = old[(ring.head + i) % cap]
+        self.segs = segs
+        ring.segs, ring.cap, ring.head = segs, 2 * cap, 0
+
+
+def wait(words: Any, index: int, ctl: Any, spins: int, timeout_s: float) -> bool:
+    """Wait (engine.c hce_wait) until notify ``index`` of ``words`` holds a record not yet consumed: ``spins`` looks
+    with ``sched_yield``, then one doorbell sleep (``ctl``: the rank's control words) of at most ``timeout_s``;
+    True when the record is there (False: look again)."""
+    return bool(_ENGINE.lib.hce_wait(words, index, ctl, spins, int(timeout_s * 1e9)))
 
 
 def run(program: Program, start: int, stamps: Any) -> Tuple[int, int, int]:

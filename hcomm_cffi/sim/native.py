@@ -583,12 +583,11 @@ class NativeCollectives(Part):
         if kept is None:
             return None
         tasks, program = kept
-        if stamped:
-            q.stamps.extend(range(nat.seq, nat.seq + advance))
-        nat.seq += advance
+        seq = nat.seq
+        nat.seq = seq + advance
         announced = c.announced
         announced.announce(LIBRARY, announced.counts[LIBRARY], value, "")
-        EXECUTOR.launch(q, tasks, program=program)
+        EXECUTOR.replay(q, tasks, program, seq, advance if stamped else 0)
         return 0
 
     def _keep(self, plan: _Plan, name: str, args: tuple, tasks: Sequence[Task]) -> None:

@@ -18,14 +18,14 @@ __all__ = ["Queue", "SimThread", "SimEvent"]
 class Queue:
     """An ordered task queue: the execution context of a Thread or a stream."""
 
-    __slots__ = ("name", "tasks", "error", "blocked_since", "executed", "comm", "checked", "raced", "capture",
-                 "stamps", "programs")
+    __slots__ = ("name", "_tasks", "error", "blocked_since", "executed", "comm", "checked", "raced", "capture",
+                 "stamps", "programs", "ring")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.checked = False   # a thread of a communicator with the race checker runs here
         self.raced: List["SimThread"] = []   # those threads (an event recorded or waited here carries their clocks)
-        self.tasks: Deque[Task] = deque()
+        self._tasks: Deque[Task] = deque()
         self.error: Optional[Tuple[int, int, str]] = None  # (HcclResult, aclError, message)
         self.blocked_since = 0.0
         self.executed = 0
@@ -34,6 +34,38 @@ class Queue:
         self.stamps: Deque[int] = deque()   # native chunks launched here, not yet checked (sim/native.py _Plan.stamp)
         # compiled forms of launched task lists: (the queue position of its first task, sim/compiled.py Program)
         self.programs: Deque[Tuple[int, Any]] = deque()
+        # repeated calls' whole compiled lists, launched while no task above was pending: they run before any task
+        # above and are moved there (``tasks``) when anything but the executor's ring path looks (sim/compiled.py Ring)
+        self.ring: Any = None
+
+    @property
+    def tasks(self) -> Deque["Task"]:
+        """The tasks not yet run, in order (the replay ring's first: it is emptied into them)."""
+        ring = self.ring
+        if ring is not None and ring.programs:
+            self._spill(ring)
+        return self._tasks
+
+    def _spill(self, ring: Any) -> None:
+        """Move the replay ring's segments behind the (empty) task deque, each still registered as compiled."""
+        tasks = self._tasks
+        for program, at, stamps in ring.take():
+            self.programs.append((self.executed + len(tasks) - at, program))
+            tasks.extend(program.tasks[at:])
+            self.stamps.extend(stamps)
+
+    def head(self) -> Optional["Task"]:
+        """The task that runs next (None: nothing is pending), without emptying the replay ring."""
+        ring = self.ring
+        if ring is not None and ring.programs:
+            return ring.head()
+        tasks = self._tasks
+        return tasks[0] if tasks else None
+
+    def pending(self) -> int:
+        """The tasks not yet run, without emptying the replay ring."""
+        ring = self.ring
+        return len(self._tasks) + (ring.left if ring is not None else 0)
 
 
 class SimThread:

@@ -134,6 +134,53 @@ class Executor:
 
     submit = functools.partialmethod(launch, run=False)
 
+    def replay(self, queue: Queue, tasks: Sequence[Task], program: Any, stamp0: int, stamps: int) -> None:
+        """Launch a repeated call's task list ``tasks`` with its chunk stamps ``stamp0``.. (``stamps`` of them).
+
+        Its whole compiled form (``program``) goes to the queue's replay ring when no Python task is pending there:
+        engine.c appends and runs it in one call, behind the ring's earlier lists.  Otherwise (no whole program, a
+        checked, traced, captured or failed queue, tasks pending) it is :meth:`launch`.
+        """
+        with self.lock:
+            if program is None or not program.whole or queue._tasks or queue.stamps or queue.checked \
+                    or queue.capture is not None or queue.error is not None or _trace.ACTIVE:
+                queue.stamps.extend(range(stamp0, stamp0 + stamps))
+                self.launch(queue, tasks, program=program)
+                return
+            ring = queue.ring
+            if ring is None:
+                ring = queue.ring = compiled.Ring()
+            if self.unwoken:
+                self._wake_peers()
+            try:
+                ran, status = ring.replay(program, stamp0, stamps)
+            except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
+                self.interrupted(queue, tasks[0], exc)
+                raise
+            self._after_ring(queue, ran, status)
+            active = self.active
+            others = len(active) > 1 or (active and queue not in active)
+        if ran and others:
+            self.settle()
+
+    def _after_ring(self, q: Queue, ran: int, status: int) -> None:
+        """The bookkeeping of a run of ``q``'s replay ring (``ran`` tasks, ending with ``status``)."""
+        if ran:
+            q.executed += ran
+            q.blocked_since = 0.0
+        if status == compiled.HCE_END:
+            self.active.discard(q)
+            comm = q.comm
+            if ran and comm is not None and comm.config.check != "off":
+                self._check_idle(comm)
+            return
+        self.active.add(q)
+        if status == compiled.HCE_BLOCKED:
+            if not q.blocked_since:
+                q.blocked_since = time.monotonic()
+        else:                    # the head is a task engine.c leaves to Python: the Python loop takes the ring
+            self._run_queue(q)
+
     # ------------------------------------------------------------------ driving
     def step_all(self) -> bool:
         """Advance every runnable queue as far as it goes; True if any task ran."""
@@ -267,9 +314,8 @@ class Executor:
         with self.lock:
             comms = set()
             for q in self.active:
-                tasks = q.tasks
-                if tasks and tasks[0][0] == C_WAIT:
-                    t = tasks[0]
+                t = q.head()
+                if t is not None and t[0] == C_WAIT:
                     ch = t.channel
                     if not ch.comm.closing:
                         words.append((ch.local_words, ch.local_base + t.index))     # its RECORDS word
@@ -315,11 +361,29 @@ class Executor:
         run, not one per task).  A race-checked queue passes each task to the checker before (``_race_before``)
         and after it ran (``_race_after``).
         """
-        tasks = q.tasks
         unwoken = self.unwoken
         checked = q.checked
         traced = _trace.ACTIVE      # HCOMM_TRACE: one test per queue run when off
         ran = False
+        ring = q.ring
+        if ring is not None and ring.programs and not (checked or traced):
+            if unwoken:
+                self._wake_peers()
+            try:
+                done, status = ring.drain()
+            except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
+                self.interrupted(q, ring.head() or q.tasks[0], exc)
+                raise
+            if done:
+                ran = True
+                q.executed += done
+                q.blocked_since = 0.0
+            if status == compiled.HCE_BLOCKED:
+                if not q.blocked_since:
+                    q.blocked_since = time.monotonic()
+                return ran
+            # emptied (the deque below is empty too), or its head is a task for the loop below (q.tasks spills it)
+        tasks = q.tasks
         programs = q.programs
         try:
             while tasks:
@@ -494,7 +558,7 @@ class Executor:
         threads = list(comm.threads) + list(comm.stream_threads.values())   # every thread of the rank
         anything_set = False
         for th in threads:
-            if th.queue.tasks:
+            if th.queue.head() is not None:
                 return
             if not anything_set and any(th.notifies):
                 anything_set = True
@@ -614,9 +678,9 @@ class Executor:
 
     def _expire(self, now: float) -> None:
         for q in list(self.active):
-            if not q.blocked_since or not q.tasks:
+            t = q.head() if q.blocked_since else None
+            if t is None:
                 continue
-            t = q.tasks[0]
             limit = _wait_limit(q, t)
             if limit is None or now - q.blocked_since < limit:
                 continue
@@ -635,19 +699,17 @@ class Executor:
     def _peer_waits(self, q: Queue, now: float) -> str:
         """What this rank's other threads are waiting on from peers (why a local thread notify never came)."""
         comm = q.comm
-        waits = [_channel_wait(other, other.tasks[0], now, with_rank=False) for other in list(self.active)
-                 if other is not q and other.comm is comm and other.blocked_since and other.tasks
-                 and other.tasks[0][0] == C_WAIT]
+        heads = [(other, other.head()) for other in list(self.active)
+                 if other is not q and other.comm is comm and other.blocked_since]
+        waits = [_channel_wait(other, t, now, with_rank=False) for other, t in heads if t is not None and t[0] == C_WAIT]
         if not waits:
             return "no thread of this rank is waiting on a peer"
         return "this rank's threads wait on peers: " + "; ".join(sorted(waits))
 
     def _check_peers(self, now: float) -> None:
         for q in list(self.active):
-            if not q.blocked_since or not q.tasks:
-                continue
-            t = q.tasks[0]
-            if t[0] == C_WAIT:
+            t = q.head() if q.blocked_since else None
+            if t is not None and t[0] == C_WAIT:
                 ch = t.channel
                 if ch.has_record(t.index):
                     continue     # the peer signalled before it went: the wait completes at the next step
@@ -683,16 +745,16 @@ class Executor:
         comm = q.comm
         waiting = self.host_waiting
         with self.lock:
-            until = q.executed + len(q.tasks)
+            until = q.executed + q.pending()
             if comm is not None:
                 waiting[comm] = waiting.get(comm, 0) + 1
         def finished() -> bool:
-            return not q.tasks or q.executed >= until or q.error is not None
+            return q.executed >= until or q.error is not None or not q.pending()
 
         try:
             with self.lock:           # the peers' records that came since the launch: often all it takes
                 self._run_queue(q)
-            return finished() or self.run_until(finished, deadline)
+            return finished() or self._wait_ring(q, finished, deadline) or self.run_until(finished, deadline)
         finally:
             if comm is not None:
                 with self.lock:
@@ -701,6 +763,36 @@ class Executor:
                         waiting[comm] = left
                     else:
                         del waiting[comm]
+
+    def _wait_ring(self, q: Queue, finished: Callable[[], bool], deadline: Optional[float]) -> bool:
+        """``drain`` while ``q``'s replay ring is all the process has to run, its head a channel wait: wait in C on
+        that one notify (compiled.wait) and run the ring again, until ``finished()`` (True) or something else needs
+        :meth:`run_until`'s round (False): another queue, a task for Python, the next liveness check, the wait's
+        timeout or ``deadline``."""
+        ring = q.ring
+        comm = q.comm
+        if ring is None or comm is None:
+            return False
+        spins = SHARED_SPIN_ROUNDS if comm.nranks > CORES else SPIN_ROUNDS
+        while True:
+            with self.lock:
+                head = ring.head() if len(self.active) == 1 and q in self.active and not q._tasks else None
+                if head is None or head[0] != C_WAIT or not q.blocked_since:
+                    return False
+                now = time.monotonic()
+                end = min(q.blocked_since + _wait_limit(q, head), self.last_liveness + LIVENESS_EVERY_S,
+                          now + MAX_SLEEP_S, deadline if deadline is not None else now + MAX_SLEEP_S)
+                ch = head.channel
+                if now >= end or not self._pin({ch.comm}):
+                    return False
+            try:
+                compiled.wait(ch.local_words, ch.local_base + head.index, ch.comm.words, spins, end - now)
+            finally:
+                self._unpin([ch.comm])
+            with self.lock:
+                self._run_queue(q)
+            if finished():
+                return True
 
     def _check_lost_waits(self, now: float) -> None:
         """Fail a thread-notify wait that nothing can record any more, naming it, instead of at its timeout.
@@ -717,7 +809,8 @@ class Executor:
         for q in self.active:
             if not q.blocked_since:
                 return                       # something can still run: it may record
-            if q.tasks and q.tasks[0][0] == T_WAIT and now - q.blocked_since >= LOST_WAIT_GRACE_S:
+            head = q.head()
+            if head is not None and head[0] == T_WAIT and now - q.blocked_since >= LOST_WAIT_GRACE_S:
                 blocked.append(q)
         for q in blocked:
             t = q.tasks[0]
@@ -763,8 +856,9 @@ class Executor:
     def _sleep(self, comms: List["SimComm"], bells: List[int], now: float, deadline: Optional[float]) -> None:
         wake = now + MAX_SLEEP_S
         for q in list(self.active):
-            if q.blocked_since and q.tasks:
-                limit = _wait_limit(q, q.tasks[0])
+            head = q.head() if q.blocked_since else None
+            if head is not None:
+                limit = _wait_limit(q, head)
                 if limit is not None:
                     wake = min(wake, q.blocked_since + limit)
         if deadline is not None:

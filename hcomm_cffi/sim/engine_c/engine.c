@@ -11,6 +11,8 @@
 #include <string.h>
 #include <math.h>
 #ifdef __linux__
+#include <sched.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <linux/futex.h>
@@ -132,6 +134,7 @@ static int reduce3(void *dst, const void *a, const void *b, int64_t n, int32_t d
 }
 
 #define MAX_UNWOKEN 64
+#define MAX_STAMPS_PER_RUN 64   /* compiled.py MAX_STAMPS */
 
 /* Run tasks[start:n]; returns the index reached, with out[0] = HCE_END / HCE_BLOCKED / HCE_PYTHON and out[1] = the
  * stamps consumed (the queue's stamp FIFO, whose first ``nstamps`` values are ``stamps``, pops that many). */
@@ -202,4 +205,78 @@ done:
     out[0] = status;
     out[1] = popped;
     return k;
+}
+
+/* A stream's replay ring (sim/compiled.py Ring): the compiled task lists of repeated calls launched on a queue with no
+ * Python tasks pending, run from its head in launch order.  Each segment carries its chunk stamps as a range:
+ * stamp0, stamp0 + 1, ..., of which ``popped`` are consumed. */
+typedef struct {
+    const hce_task *tasks;
+    int64_t n, at;               /* its records, and the next to run */
+    int64_t stamp0, stamps, popped;
+} hce_seg;
+
+typedef struct {
+    hce_seg *segs;
+    int64_t cap, head, count;
+} hce_ring;
+
+/* Run the ring from its head until a segment blocks or hands a task to Python (it stays at the head), or the ring is
+ * empty; returns the tasks run, with out[0] = the status (HCE_END: empty) and out[1] = the segments finished. */
+int64_t hce_drain(hce_ring *r, int64_t *out) {
+    int64_t ran = 0, finished = 0, stamps[MAX_STAMPS_PER_RUN], o[2];
+    int status = HCE_END;
+    while (r->count) {
+        hce_seg *s = &r->segs[r->head];
+        int64_t k = s->stamps - s->popped;
+        if (k > MAX_STAMPS_PER_RUN) k = MAX_STAMPS_PER_RUN;
+        for (int64_t i = 0; i < k; i++) stamps[i] = s->stamp0 + s->popped + i;
+        int64_t reached = hce_run(s->tasks, s->n, s->at, stamps, k, o);
+        ran += reached - s->at;
+        s->at = reached;
+        s->popped += o[1];
+        if (reached < s->n) { status = (int)o[0]; break; }
+        r->head = r->head + 1 == r->cap ? 0 : r->head + 1;
+        r->count--;
+        finished++;
+    }
+    out[0] = status;
+    out[1] = finished;
+    return ran;
+}
+
+/* Append a segment (the ring has room: the caller grows it first) and drain the ring (hce_drain). */
+int64_t hce_replay(hce_ring *r, const hce_task *tasks, int64_t n, int64_t stamp0, int64_t stamps, int64_t *out) {
+    int64_t tail = r->head + r->count;
+    hce_seg *s = &r->segs[tail >= r->cap ? tail - r->cap : tail];
+    s->tasks = tasks;
+    s->n = n;
+    s->at = 0;
+    s->stamp0 = stamp0;
+    s->stamps = stamps;
+    s->popped = 0;
+    r->count++;
+    return hce_drain(r, out);
+}
+
+/* Wait until the notify whose RECORDS word is words[index] holds a record not yet consumed (runtime.py
+ * Executor._poll_heads, then _sleep): ``spins`` looks with sched_yield between them, then one futex sleep of at
+ * most ``timeout_ns`` on the doorbell ctl[H_BELL] that every record into this rank rings.  Returns 1 when the record
+ * is there, 0 otherwise (timed out, woken by another record, or a signal): the caller looks again. */
+int hce_wait(const uint32_t *words, int64_t index, uint32_t *ctl, int spins, int64_t timeout_ns) {
+    const uint32_t *w = words + index;
+    for (int i = 0; i < spins; i++) {
+        if (load_acquire(w) != load_plain(w + CONSUMED)) return 1;
+        sched_yield();
+    }
+    uint32_t bell = load_acquire(&ctl[H_BELL]);   /* read before the last look: a record after it changes the bell */
+    if (load_acquire(w) != load_plain(w + CONSUMED)) return 1;
+    if (timeout_ns <= 0) return 0;
+#ifdef __linux__
+    struct timespec ts = { (time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000) };
+    store_release(&ctl[H_SLEEPING], 1u);
+    syscall(SYS_futex, &ctl[H_BELL], FUTEX_WAIT, bell, &ts, NULL, 0);
+    store_release(&ctl[H_SLEEPING], 0u);
+#endif
+    return load_acquire(w) != load_plain(w + CONSUMED);
 }
