@@ -248,8 +248,9 @@ def print_table(table: Dict[str, Any], algos: Sequence[str]) -> None:
     for i, size in enumerate(table["sizes"]):
         bound = memcpy_bound(table, i, cpus)
         if size >= 64 << 20 and bound is not None:
+            own = f" x {n - 1}/{n}: each rank also copies its own block" if op == "allgather" else ""
             print(f"# memcpy bound at {format_size(size)}: busbw <= {bound:.2f} GB/s (memcpy "
-                  f"{table['local']['memcpy'][i]:.2f} GB/s x min({n} ranks, {cpus} cores) / {n})")
+                  f"{table['local']['memcpy'][i]:.2f} GB/s x min({n} ranks, {cpus} cores) / {n}{own})")
     for name, why in table["skipped"].items():
         print(f"# skipped {name}: {why}")
     wrong = [r.get("wrong") for r in table["series"].get(sim, []) if r.get("wrong")]
@@ -276,13 +277,16 @@ def memcpy_bound(table: Dict[str, Any], i: int, cpus: int) -> Optional[float]:
 
     Each rank must copy its bus bytes (nccl-tests' busbw factor x size: what a bandwidth-optimal algorithm moves
     per rank); the n ranks share min(n, cpus) cores, each copying at the memcpy rate measured here, so the
-    collective's busbw is at most memcpy GB/s x min(n, cpus) / n.
+    collective's busbw is at most memcpy GB/s x min(n, cpus) / n.  The allgather measured here is out of place: each
+    rank also copies its own block into its receive buffer, size/n bytes the busbw factor (n-1)/n leaves out, so it
+    copies the whole size and its bound is (n-1)/n of that.
     """
     mem = table["local"].get("memcpy")
     if not mem or mem[i] is None:
         return None
     n = table["nranks"]
-    return float(mem[i]) * min(n, cpus) / n
+    moved = (n - 1) / n if table["op"] == "allgather" else 1.0    # bus bytes / bytes copied per rank
+    return float(mem[i]) * min(n, cpus) / n * moved
 
 
 #: the Comm API columns that are not an algorithm of their own (auto picks one; defaults is auto with the checks on)

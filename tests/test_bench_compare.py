@@ -69,12 +69,14 @@ def test_target_verdicts() -> None:
 
 
 def test_memcpy_bound() -> None:
-    """memcpy GB/s x min(n, cores) / n: the ranks share the cores."""
+    """memcpy GB/s x min(n, cores) / n: the ranks share the cores; x (n-1)/n for the out-of-place allgather."""
     bound = _module().memcpy_bound
     t = _table(2, {}, memcpy=[1.0, 5.0, 10.0])
     assert bound(t, 2, 2) == 10.0 and bound(t, 2, 1) == 5.0
     assert bound(_table(8, {}, memcpy=[1.0, 5.0, 10.0]), 2, 2) == 2.5
     assert bound(_table(2, {}), 2, 2) is None
+    gather = dict(_table(4, {}, memcpy=[1.0, 5.0, 10.0]), op="allgather")   # out of place: + its own block
+    assert bound(gather, 2, 2) == 10.0 * 2 / 4 * 3 / 4
 
 
 def test_unknown_library_is_refused() -> None:

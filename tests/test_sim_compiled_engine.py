@@ -62,6 +62,7 @@ class _World:
         ffi.memmove(self.data, data, DATA)
         self.words = ffi.new("uint32_t[]", WORDS)
         self.stamp_words = ffi.new("int64_t[]", stamp_words)
+        self.note = ffi.new("uint32_t[]", 3)         # a call's announcement (sim/announce.py)
         self.calls: List[int] = []
         self.comm = SimpleNamespace(rank=0, name="c", config=SimpleNamespace(check=check), reports=[], threads=[],
                                     stream_threads={}, idle_notifies_reported=set(), failure=None,
@@ -120,6 +121,13 @@ class _World:
             _, dst, src, n = step
             return tasks.Write(th, ch, self.at(dst), self.at(src), n)
         return tasks.HostCall(lambda: self.calls.append(self.queue.executed))
+
+    def replay(self, task_list: Tuple[tasks.Task, ...], program: Any, stamp0: int, stamps: int) -> None:
+        """Launch as the native collectives launch a repeated call: through the replay ring, else as a launch."""
+        q = self.queue
+        if not self.executor.replay(q, program, stamp0, stamps, self.note, 0, 0x80000001, 0):
+            q.stamps.extend(range(stamp0, stamp0 + stamps))
+            self.executor.launch(q, task_list, program=program)
 
     def deliver(self) -> bool:
         """The peer records the notify the queue's head waits on (value 1 or the head's signature); False: the head
@@ -196,7 +204,7 @@ def _run(engine: str, steps: List[Tuple[Any, ...]], data: bytes, stamps: List[in
             warnings.simplefilter("ignore")
             for i in range(launches):
                 if replay:
-                    world.executor.replay(world.queue, task_list, program, stamp0 + i * checks, checks)
+                    world.replay(task_list, program, stamp0 + i * checks, checks)
                 else:
                     world.executor.launch(world.queue, task_list, program=program)
                 states.append(world.state())
@@ -258,7 +266,7 @@ def test_the_replay_ring_runs_whole_lists_in_c() -> None:
     program = compiled.compile_tasks(task_list, least=1)
     assert program is not None and program.whole
     for i in range(3):
-        world.executor.replay(world.queue, task_list, program, 7 + i, 1)
+        world.replay(task_list, program, 7 + i, 1)
     ring = world.queue.ring
     assert ring is not None and len(ring.programs) == 3 and not world.queue._tasks   # blocked at the first wait
     assert world.stamps_left() == [7, 8, 9] and world.queue.pending() == 3 * len(steps) - 2

@@ -65,7 +65,8 @@ typedef struct {
 } hce_seg;
 typedef struct { hce_seg *segs; int64_t cap; int64_t head; int64_t count; } hce_ring;
 int64_t hce_drain(hce_ring *r, int64_t *out);
-int64_t hce_replay(hce_ring *r, const hce_task *tasks, int64_t n, int64_t stamp0, int64_t stamps, int64_t *out);
+int64_t hce_replay(hce_ring *r, const hce_task *tasks, int64_t n, int64_t stamp0, int64_t stamps, uint32_t *note,
+                   int64_t at, uint32_t value, uint32_t mark, int64_t *out);
 int hce_wait(const uint32_t *words, int64_t index, uint32_t *ctl, int spins, int64_t timeout_ns);
 """
 
@@ -296,25 +297,29 @@ class Ring:
     what the Python queue holds instead (sim/queues.py ``Queue.tasks``).
     """
 
-    __slots__ = ("ring", "segs", "programs", "out", "left")
+    __slots__ = ("ring", "segs", "programs", "out", "left", "cap")
 
     def __init__(self, capacity: int = 64) -> None:
         self.ring = _ffi.new("hce_ring *")
         self.segs = _ffi.new("hce_seg[]", capacity)
         self.ring.segs, self.ring.cap = self.segs, capacity
+        self.cap = capacity
         self.programs: Deque[Program] = deque()
         self.out = _ffi.new("int64_t[2]")
         self.left = 0                   # the tasks the ring holds
 
-    def replay(self, program: Program, stamp0: int, stamps: int) -> Tuple[int, int]:
+    def replay(self, program: Program, stamp0: int, stamps: int, note: Any, at: int, value: int,
+               number: int) -> Tuple[int, int]:
         """Append ``program`` (its chunk stamps ``stamp0``..``stamp0 + stamps - 1``) and run the ring as far as it
-        goes: (tasks run, status HCE_*)."""
-        ring = self.ring
-        if ring.count == ring.cap:
+        goes: (tasks run, status HCE_*).  First the call's announcement: ``note[at:at + 3]`` = number + 1, ``value``,
+        number + 1 (sim/announce.py)."""
+        programs = self.programs
+        if len(programs) == self.cap:
             self._grow()
-        self.programs.append(program)
+        programs.append(program)
         out = self.out
-        ran = _ENGINE.lib.hce_replay(ring, program.records, program.n, stamp0, stamps, out)
+        ran = _ENGINE.lib.hce_replay(self.ring, program.records, program.n, stamp0, stamps, note, at, value,
+                                     (number + 1) & 0xFFFFFFFF, out)
         self.left += program.n - ran
         for _ in range(out[1]):
             self.programs.popleft()
@@ -361,6 +366,7 @@ class Ring:
             segs[i] = old[(ring.head + i) % cap]
         self.segs = segs
         ring.segs, ring.cap, ring.head = segs, 2 * cap, 0
+        self.cap = 2 * cap
 
 
 def wait(words: Any, index: int, ctl: Any, spins: int, timeout_s: float) -> bool:

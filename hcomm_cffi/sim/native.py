@@ -53,7 +53,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH
-from .announce import LIBRARY
+from .announce import ENTRIES, ENTRY_WORDS, LIBRARY
 from .comm import SimChannel, SimComm
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError
 from . import compiled, kernels, peer_memory
@@ -585,9 +585,17 @@ class NativeCollectives(Part):
         tasks, program = kept
         seq = nat.seq
         nat.seq = seq + advance
+        stamps = advance if stamped else 0
         announced = c.announced
-        announced.announce(LIBRARY, announced.counts[LIBRARY], value, "")
-        EXECUTOR.replay(q, tasks, program, seq, advance if stamped else 0)
+        counts = announced.counts
+        number = counts[LIBRARY]
+        if EXECUTOR.replay(q, program, seq, stamps, announced.words, (LIBRARY * ENTRIES + number % ENTRIES) * ENTRY_WORDS,
+                           value, number):
+            counts[LIBRARY] = number + 1
+        else:
+            announced.announce(LIBRARY, number, value, "")
+            q.stamps.extend(range(seq, seq + stamps))
+            EXECUTOR.launch(q, tasks, program=program)
         return 0
 
     def _keep(self, plan: _Plan, name: str, args: tuple, tasks: Sequence[Task]) -> None:

@@ -134,52 +134,50 @@ class Executor:
 
     submit = functools.partialmethod(launch, run=False)
 
-    def replay(self, queue: Queue, tasks: Sequence[Task], program: Any, stamp0: int, stamps: int) -> None:
-        """Launch a repeated call's task list ``tasks`` with its chunk stamps ``stamp0``.. (``stamps`` of them).
+    def replay(self, queue: Queue, program: Any, stamp0: int, stamps: int, note: Any, at: int, value: int,
+               number: int) -> bool:
+        """Launch a repeated call's whole compiled task list ``program`` (sim/compiled.py ``Program.whole``) with its
+        chunk stamps ``stamp0``.. (``stamps`` of them) on the queue's replay ring: engine.c writes the call's
+        announcement (sim/announce.py: ``number`` with signature ``value``, the three words at ``note[at]``), appends
+        the list behind the ring's earlier ones and runs the ring, in one call.
 
-        Its whole compiled form (``program``) goes to the queue's replay ring when no Python task is pending there:
-        engine.c appends and runs it in one call, behind the ring's earlier lists.  Otherwise (no whole program, a
-        checked, traced, captured or failed queue, tasks pending) it is :meth:`launch`.
+        False, with nothing done, where the ring may not take it: no whole program, Python tasks or stamps pending
+        on the queue, or a checked, traced, captured or failed queue (the caller then takes :meth:`launch`).
         """
         with self.lock:
             if program is None or not program.whole or queue._tasks or queue.stamps or queue.checked \
                     or queue.capture is not None or queue.error is not None or _trace.ACTIVE:
-                queue.stamps.extend(range(stamp0, stamp0 + stamps))
-                self.launch(queue, tasks, program=program)
-                return
+                return False
             ring = queue.ring
             if ring is None:
                 ring = queue.ring = compiled.Ring()
             if self.unwoken:
                 self._wake_peers()
             try:
-                ran, status = ring.replay(program, stamp0, stamps)
+                ran, status = ring.replay(program, stamp0, stamps, note, at, value, number)
             except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
-                self.interrupted(queue, tasks[0], exc)
+                self.interrupted(queue, program.tasks[0], exc)
                 raise
-            self._after_ring(queue, ran, status)
+            if ran:
+                queue.executed += ran
+                queue.blocked_since = 0.0
             active = self.active
+            if status == compiled.HCE_END:
+                active.discard(queue)
+                comm = queue.comm
+                if ran and comm is not None and comm.config.check != "off":
+                    self._check_idle(comm)
+            else:
+                active.add(queue)
+                if status == compiled.HCE_BLOCKED:
+                    if not queue.blocked_since:
+                        queue.blocked_since = time.monotonic()
+                else:               # the head is a task engine.c leaves to Python: the Python loop takes the ring
+                    self._run_queue(queue)
             others = len(active) > 1 or (active and queue not in active)
         if ran and others:
             self.settle()
-
-    def _after_ring(self, q: Queue, ran: int, status: int) -> None:
-        """The bookkeeping of a run of ``q``'s replay ring (``ran`` tasks, ending with ``status``)."""
-        if ran:
-            q.executed += ran
-            q.blocked_since = 0.0
-        if status == compiled.HCE_END:
-            self.active.discard(q)
-            comm = q.comm
-            if ran and comm is not None and comm.config.check != "off":
-                self._check_idle(comm)
-            return
-        self.active.add(q)
-        if status == compiled.HCE_BLOCKED:
-            if not q.blocked_since:
-                q.blocked_since = time.monotonic()
-        else:                    # the head is a task engine.c leaves to Python: the Python loop takes the ring
-            self._run_queue(q)
+        return True
 
     # ------------------------------------------------------------------ driving
     def step_all(self) -> bool:

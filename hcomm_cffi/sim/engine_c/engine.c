@@ -73,9 +73,16 @@ static void wake(uint32_t *words) {
         }                                                                                         \
     } while (0)
 
+/* Of two NaNs, which payload a sum or product keeps is the hardware's choice, and NumPy's differs with the array's
+ * length (its vector loop against its scalar tail): such a reduction is left to NumPy (return 0, nothing written). */
 #define FLOAT_LOOP(T)                                                                             \
     do {                                                                                          \
         T *d = (T *)dst; const T *x = (const T *)a; const T *y = (const T *)b;                    \
+        if (op == SUM || op == PROD) {                                                            \
+            int both = 0;                                                                         \
+            for (int64_t i = 0; i < n; i++) both |= (x[i] != x[i]) & (y[i] != y[i]);              \
+            if (both) return 0;                                                                   \
+        }                                                                                         \
         switch (op) {                                                                             \
         case SUM: for (int64_t i = 0; i < n; i++) d[i] = x[i] + y[i]; return 1;                   \
         case PROD: for (int64_t i = 0; i < n; i++) d[i] = x[i] * y[i]; return 1;                  \
@@ -245,8 +252,16 @@ int64_t hce_drain(hce_ring *r, int64_t *out) {
     return ran;
 }
 
-/* Append a segment (the ring has room: the caller grows it first) and drain the ring (hce_drain). */
-int64_t hce_replay(hce_ring *r, const hce_task *tasks, int64_t n, int64_t stamp0, int64_t stamps, int64_t *out) {
+/* Announce the call (sim/announce.py Announcements.announce: its entry note[at..at+2] = mark, value, mark, the first
+ * word cleared while the others change), append its segment (the ring has room: the caller grows it first) and
+ * drain the ring (hce_drain). */
+int64_t hce_replay(hce_ring *r, const hce_task *tasks, int64_t n, int64_t stamp0, int64_t stamps, uint32_t *note,
+                   int64_t at, uint32_t value, uint32_t mark, int64_t *out) {
+    uint32_t *e = note + at;
+    store_release(&e[0], 0u);
+    store_release(&e[1], value);
+    store_release(&e[2], mark);
+    store_release(&e[0], mark);
     int64_t tail = r->head + r->count;
     hce_seg *s = &r->segs[tail >= r->cap ? tail - r->cap : tail];
     s->tasks = tasks;
