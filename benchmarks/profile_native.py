@@ -9,11 +9,12 @@ Every rank runs the same loops (so peers are in step), rank 0 prints µs per cal
   synchronisation at the end;
 * ``blocking``: call + ``aclrtSynchronizeStream`` each time;
 * the layers of the blocking call, each peeled off in turn: the binding's method, the library's entry
-  (its divert: group, capture and the repeat lookup), the launch (``EXECUTOR.launch``: the task list run as far as the
-  notifies allow) and the synchronisation (``run_until``: the rest of the list, polling and sleeping);
+  (its divert: group, capture and the repeat lookup), the launch (``EXECUTOR.replay``, the replay ring's one C call,
+  or ``EXECUTOR.launch``: the task list run as far as the notifies allow) and the synchronisation (``run_until``: the rest of the list, polling and sleeping);
 * inside the executor: per task kind, how many of the call's tasks ran and the µs they took when they ran
   (a wait's time here is only its successful look; the time it spent blocked is in the synchronisation);
-* how the synchronisation ended: at once, after polling (sched_yield rounds) or after futex sleeps.
+* how the synchronisation ended: at once, after waits in C on the replay ring's head, after polling (sched_yield
+  rounds) or after futex sleeps.
 
 It reaches into the emulator's internals on purpose (it profiles them).
 """
@@ -90,13 +91,19 @@ def main() -> None:
     clock = time.perf_counter_ns
     spent = defaultdict(int)
     executor = runtime.EXECUTOR
-    real_launch = executor.launch
+    real_launch, real_replay = executor.launch, executor.replay
     inner: Dict[str, int] = {"launch": 0}
 
     def timed_launch(queue: Any, tasks: Any, run: bool = True, program: Any = None) -> None:
         t0 = clock()
         real_launch(queue, tasks, run, program)
         inner["launch"] += clock() - t0
+
+    def timed_replay(*args: Any) -> bool:
+        t0 = clock()
+        took = real_replay(*args)
+        inner["launch"] += clock() - t0
+        return took
 
     ends: Dict[str, int] = defaultdict(int)
     real_poll, real_sleep = executor._poll_heads, executor._sleep
@@ -109,7 +116,15 @@ def main() -> None:
         ends["futex sleeps"] += 1
         real_sleep(*a)
 
+    real_wait = compiled.wait
+
+    def counted_wait(*a: Any) -> bool:
+        ends["waits in C (sched_yield looks, then one doorbell sleep)"] += 1
+        return real_wait(*a)
+
     executor.launch = timed_launch            # type: ignore[method-assign]
+    executor.replay = timed_replay            # type: ignore[method-assign]
+    compiled.wait = counted_wait              # type: ignore[assignment]
     executor._poll_heads = counted_poll        # type: ignore[method-assign]
     executor._sleep = counted_sleep            # type: ignore[method-assign,assignment]
     barrier()
@@ -123,9 +138,10 @@ def main() -> None:
         spent["library entry to launch"] += t1 - t0
         spent["synchronize (rest of the list, waits)"] += t2 - t1
         assert rc == 0
-    spent["  of which EXECUTOR.launch"] = inner["launch"]
-    executor.launch = real_launch             # type: ignore[method-assign]
+    spent["  of which EXECUTOR.replay/launch"] = inner["launch"]
+    executor.launch, executor.replay = real_launch, real_replay   # type: ignore[method-assign]
     executor._poll_heads, executor._sleep = real_poll, real_sleep   # type: ignore[method-assign]
+    compiled.wait = real_wait                 # type: ignore[assignment]
     binding_only = _per_call(blocking, n, barrier)
 
     # per task kind inside the executor: through its tracing hook (the time from a task's start to its end; a

@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections import deque
 from types import SimpleNamespace
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 import pytest
@@ -178,11 +178,14 @@ def _memory(seed: int) -> bytes:
 
 
 def _run(engine: str, steps: List[Tuple[Any, ...]], data: bytes, stamps: List[int], stamp_words: List[int],
-         check: str, launches: int, replay: bool = False) -> Tuple[List[Dict[str, Any]], int]:
+         check: str, launches: int, replay: Sequence[bool] = (), deliver_each: bool = True
+         ) -> Tuple[List[Dict[str, Any]], int]:
     """Run ``steps`` ``launches`` times on one queue (peers' records delivered whenever it blocks); every state
-    on the way, and how many tasks the compiled engine ran.  ``replay``: launched as a repeated native call
-    (``Executor.replay``: the replay ring when the compiled form is whole), each launch with the chunk stamps
-    that follow ``stamps[0]``, one per stamp check."""
+    on the way, and how many tasks the compiled engine ran.  ``replay`` (one flag per launch): each launch with the
+    chunk stamps that follow ``stamps[0]``, one per stamp check, as the native collectives launch -- True: a
+    repeated call (``Executor.replay``: the replay ring when the compiled form is whole), False: a first call
+    (its stamps pushed on the FIFO, then ``launch``).  ``deliver_each`` False: the peer's records come only after
+    the last launch (the launches queue up behind a blocked wait)."""
     world = _World(data, [] if replay else stamps, stamp_words, check)
     checks = sum(1 for s in steps if s[0] == "stamp_check")
     stamp0 = stamps[0] if stamps else 0
@@ -203,12 +206,17 @@ def _run(engine: str, steps: List[Tuple[Any, ...]], data: bytes, stamps: List[in
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for i in range(launches):
-                if replay:
+                if replay and replay[i]:
                     world.replay(task_list, program, stamp0 + i * checks, checks)
+                elif replay:
+                    world.queue.stamps.extend(range(stamp0 + i * checks, stamp0 + (i + 1) * checks))
+                    world.executor.launch(world.queue, task_list, program=program)
                 else:
                     world.executor.launch(world.queue, task_list, program=program)
                 states.append(world.state())
-                for _ in range(2 * len(steps)):
+                if i + 1 < launches and not deliver_each:
+                    continue
+                for _ in range(2 * len(steps) * (1 if deliver_each else launches)):
                     if not world.deliver():
                         break
                     with world.executor.lock:
@@ -242,18 +250,32 @@ def test_random_schedules_give_equal_bytes_reports_and_errors(steps: List[Tuple[
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(STEPS, min_size=1, max_size=14), seed=st.integers(0, 2**32 - 1), stamp0=st.integers(0, 3),
        stamp_words=st.lists(st.integers(0, 4), min_size=STAMP_WORDS, max_size=STAMP_WORDS),
-       check=st.sampled_from(["off", "warn", "strict"]), launches=st.integers(1, 4))
+       check=st.sampled_from(["off", "warn", "strict"]), repeats=st.lists(st.booleans(), min_size=1, max_size=5),
+       deliver_each=st.booleans())
 def test_repeated_calls_through_the_replay_ring_agree(steps: List[Tuple[Any, ...]], seed: int, stamp0: int,
-                                                      stamp_words: List[int], check: str, launches: int) -> None:
+                                                      stamp_words: List[int], check: str, repeats: List[bool],
+                                                      deliver_each: bool) -> None:
     """Repeated calls launched through Executor.replay (their compiled lists on the replay ring when whole, queued
-    behind one another while blocked) against the same launches on the Python engine."""
+    behind one another while blocked), mixed with first calls launched behind them, against the same launches on
+    the Python engine."""
     data = _memory(seed)
-    python, _ = _run("python", steps, data, [stamp0], stamp_words, check, launches, replay=True)
-    fast, _ = _run("compiled", steps, data, [stamp0], stamp_words, check, launches, replay=True)
+    python, _ = _run("python", steps, data, [stamp0], stamp_words, check, len(repeats), repeats, deliver_each)
+    fast, _ = _run("compiled", steps, data, [stamp0], stamp_words, check, len(repeats), repeats, deliver_each)
     assert len(python) == len(fast)
     for i, (want, got) in enumerate(zip(python, fast)):
         for key in want:
             assert got[key] == want[key], f"state {i}, {key}: compiled {got[key]!r} != python {want[key]!r}"
+
+
+def test_a_first_call_launched_behind_the_ring_keeps_the_stamp_order() -> None:
+    """A first call's stamps go on the FIFO before its launch moves the ring's blocked calls into the task deque:
+    theirs must still come first (else every later chunk check fails the stream)."""
+    steps = [("stamp_write", 1), ("wait", 0, SIGS[1]), ("stamp_check", [1])]
+    data = bytes(range(256)) * (DATA // 256)
+    for repeats in ([True, True, False], [True, False, True, False]):
+        python, _ = _run("python", steps, data, [3], [0] * STAMP_WORDS, "strict", len(repeats), repeats, False)
+        fast, _ = _run("compiled", steps, data, [3], [0] * STAMP_WORDS, "strict", len(repeats), repeats, False)
+        assert fast == python and fast[-1]["error"] is None and fast[-1]["executed"] == 3 * len(repeats)
 
 
 def test_the_replay_ring_runs_whole_lists_in_c() -> None:
@@ -275,8 +297,8 @@ def test_the_replay_ring_runs_whole_lists_in_c() -> None:
             world.executor._run_queue(world.queue)
         assert not world.queue._tasks
     assert not ring.programs and world.queue.executed == 3 * len(steps) and world.queue.error is None
-    python, _ = _run("python", steps, data, [7], [0] * STAMP_WORDS, "warn", 3, replay=True)
-    fast, _ = _run("compiled", steps, data, [7], [0] * STAMP_WORDS, "warn", 3, replay=True)
+    python, _ = _run("python", steps, data, [7], [0] * STAMP_WORDS, "warn", 3, replay=[True] * 3)
+    fast, _ = _run("compiled", steps, data, [7], [0] * STAMP_WORDS, "warn", 3, replay=[True] * 3)
     assert fast == python and fast[-1]["executed"] == 3 * len(steps) and fast[-1]["error"] is None
 
 

@@ -47,12 +47,16 @@ class Queue:
         return self._tasks
 
     def _spill(self, ring: Any) -> None:
-        """Move the replay ring's segments behind the (empty) task deque, each still registered as compiled."""
+        """Move the replay ring's segments into the (empty) task deque, each still registered as compiled, and their
+        unconsumed chunk stamps to the front of the FIFO: a call launched since (``stamps`` already extended) runs
+        after them."""
         tasks = self._tasks
+        ahead: List[int] = []
         for program, at, stamps in ring.take():
             self.programs.append((self.executed + len(tasks) - at, program))
             tasks.extend(program.tasks[at:])
-            self.stamps.extend(stamps)
+            ahead.extend(stamps)
+        self.stamps.extendleft(reversed(ahead))
 
     def head(self) -> Optional["Task"]:
         """The task that runs next (None: nothing is pending), without emptying the replay ring."""
