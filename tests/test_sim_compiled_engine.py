@@ -290,12 +290,12 @@ def test_the_replay_ring_runs_whole_lists_in_c() -> None:
     for i in range(3):
         world.replay(task_list, program, 7 + i, 1)
     ring = world.queue.ring
-    assert ring is not None and len(ring.programs) == 3 and not world.queue._tasks   # blocked at the first wait
+    assert ring is not None and len(ring.programs) == 3 and not world.queue.python_tasks   # blocked at the first wait
     assert world.stamps_left() == [7, 8, 9] and world.queue.pending() == 3 * len(steps) - 2
     while world.deliver():                        # each wait's record arrives: the ring drains, in C
         with world.executor.lock:
             world.executor._run_queue(world.queue)
-        assert not world.queue._tasks
+        assert not world.queue.python_tasks
     assert not ring.programs and world.queue.executed == 3 * len(steps) and world.queue.error is None
     python, _ = _run("python", steps, data, [7], [0] * STAMP_WORDS, "warn", 3, replay=[True] * 3)
     fast, _ = _run("compiled", steps, data, [7], [0] * STAMP_WORDS, "warn", 3, replay=[True] * 3)

@@ -18,14 +18,16 @@ __all__ = ["Queue", "SimThread", "SimEvent"]
 class Queue:
     """An ordered task queue: the execution context of a Thread or a stream."""
 
-    __slots__ = ("name", "_tasks", "error", "blocked_since", "executed", "comm", "checked", "raced", "capture",
+    __slots__ = ("name", "python_tasks", "error", "blocked_since", "executed", "comm", "checked", "raced", "capture",
                  "stamps", "programs", "ring")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.checked = False   # a thread of a communicator with the race checker runs here
         self.raced: List["SimThread"] = []   # those threads (an event recorded or waited here carries their clocks)
-        self._tasks: Deque[Task] = deque()
+        # the tasks behind the replay ring's, which the Python loop and the compiled programs run (``tasks`` moves
+        # the ring's here first; the executor's ring path reads this one to know the ring is all there is)
+        self.python_tasks: Deque[Task] = deque()
         self.error: Optional[Tuple[int, int, str]] = None  # (HcclResult, aclError, message)
         self.blocked_since = 0.0
         self.executed = 0
@@ -44,13 +46,13 @@ class Queue:
         ring = self.ring
         if ring is not None and ring.programs:
             self._spill(ring)
-        return self._tasks
+        return self.python_tasks
 
     def _spill(self, ring: Any) -> None:
         """Move the replay ring's segments into the (empty) task deque, each still registered as compiled, and their
         unconsumed chunk stamps to the front of the FIFO: a call launched since (``stamps`` already extended) runs
         after them."""
-        tasks = self._tasks
+        tasks = self.python_tasks
         ahead: List[int] = []
         for program, at, stamps in ring.take():
             self.programs.append((self.executed + len(tasks) - at, program))
@@ -63,13 +65,13 @@ class Queue:
         ring = self.ring
         if ring is not None and ring.programs:
             return ring.head()
-        tasks = self._tasks
+        tasks = self.python_tasks
         return tasks[0] if tasks else None
 
     def pending(self) -> int:
         """The tasks not yet run, without emptying the replay ring."""
         ring = self.ring
-        return len(self._tasks) + (ring.left if ring is not None else 0)
+        return len(self.python_tasks) + (ring.left if ring is not None else 0)
 
 
 class SimThread:

@@ -145,7 +145,7 @@ class Executor:
         on the queue, or a checked, traced, captured or failed queue (the caller then takes :meth:`launch`).
         """
         with self.lock:
-            if program is None or not program.whole or queue._tasks or queue.stamps or queue.checked \
+            if program is None or not program.whole or queue.python_tasks or queue.stamps or queue.checked \
                     or queue.capture is not None or queue.error is not None or _trace.ACTIVE:
                 return False
             ring = queue.ring
@@ -774,12 +774,15 @@ class Executor:
         spins = SHARED_SPIN_ROUNDS if comm.nranks > CORES else SPIN_ROUNDS
         while True:
             with self.lock:
-                head = ring.head() if len(self.active) == 1 and q in self.active and not q._tasks else None
+                head = ring.head() if len(self.active) == 1 and q in self.active and not q.python_tasks else None
                 if head is None or head[0] != C_WAIT or not q.blocked_since:
                     return False
+                limit = _wait_limit(q, head)
+                if limit is None:
+                    return False
                 now = time.monotonic()
-                end = min(q.blocked_since + _wait_limit(q, head), self.last_liveness + LIVENESS_EVERY_S,
-                          now + MAX_SLEEP_S, deadline if deadline is not None else now + MAX_SLEEP_S)
+                end = min(q.blocked_since + limit, self.last_liveness + LIVENESS_EVERY_S, now + MAX_SLEEP_S,
+                          deadline if deadline is not None else now + MAX_SLEEP_S)
                 ch = head.channel
                 if now >= end or not self._pin({ch.comm}):
                     return False
