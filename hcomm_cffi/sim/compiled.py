@@ -67,7 +67,7 @@ typedef struct { hce_seg *segs; int64_t cap; int64_t head; int64_t count; } hce_
 int64_t hce_drain(hce_ring *r, int64_t *out);
 int64_t hce_replay(hce_ring *r, const hce_task *tasks, int64_t n, int64_t stamp0, int64_t stamps, uint32_t *note,
                    int64_t at, uint32_t value, uint32_t mark, int64_t *out);
-int hce_wait(const uint32_t *words, int64_t index, uint32_t *ctl, int spins, int64_t timeout_ns);
+int hce_wait(const hce_task *waits, int64_t n, uint32_t *ctl, int spins, int64_t timeout_ns);
 """
 
 _ffi = cffi.FFI()
@@ -172,7 +172,7 @@ def engine_status() -> str:
 class Program:
     """A task list in engine.c's records: built once, run many times (each launch registers it on its queue)."""
 
-    __slots__ = ("tasks", "records", "n", "keep", "out", "stamps", "stamps_needed", "whole")
+    __slots__ = ("tasks", "records", "n", "keep", "out", "stamps", "stamps_needed", "whole", "wait_runs")
 
     def __init__(self, tasks: Sequence[Task], records: Any, keep: List[Any], stamps_needed: int) -> None:
         self.tasks = tuple(tasks)          # the task objects, the same ones the queue holds (identity-checked)
@@ -180,6 +180,11 @@ class Program:
         self.n = len(self.tasks)
         # every task has a compiled record (none is handed to Python): the list can run from a Ring
         self.whole = all(records[i].kind != E_PYTHON for i in range(self.n)) and stamps_needed < MAX_STAMPS
+        # per task: how many channel waits run in a row from it (0: it is none), the waits one hce_wait looks at
+        self.wait_runs = [0] * (self.n + 1)
+        for i in range(self.n - 1, -1, -1):
+            if records[i].kind == E_C_WAIT:
+                self.wait_runs[i] = self.wait_runs[i + 1] + 1
         self.keep = keep                   # what the records point into that nothing else keeps alive
         self.out = _ffi.new("int64_t[2]")
         self.stamps_needed = min(stamps_needed, MAX_STAMPS)   # the most of the stamp FIFO one run can use
@@ -341,6 +346,10 @@ class Ring:
             return None
         return self.programs[0].tasks[self.segs[ring.head].at]
 
+    def head_at(self) -> Tuple[Program, int]:
+        """The program at the ring's head (it holds one) and the position of the task it runs next."""
+        return self.programs[0], int(self.segs[self.ring.head].at)
+
     def segments(self) -> List[Tuple[Program, int, range]]:
         """Per segment in order: (program, its next task, its chunk stamps not yet consumed)."""
         ring, segs = self.ring, self.segs
@@ -369,11 +378,11 @@ class Ring:
         self.cap = 2 * cap
 
 
-def wait(words: Any, index: int, ctl: Any, spins: int, timeout_s: float) -> bool:
-    """Wait (engine.c hce_wait) until notify ``index`` of ``words`` holds a record not yet consumed: ``spins`` looks
-    with ``sched_yield``, then one doorbell sleep (``ctl``: the rank's control words) of at most ``timeout_s``;
-    True when the record is there (False: look again)."""
-    return bool(_ENGINE.lib.hce_wait(words, index, ctl, spins, int(timeout_s * 1e9)))
+def wait(program: Program, at: int, ctl: Any, spins: int, timeout_s: float) -> bool:
+    """Wait (engine.c hce_wait) until every channel wait of the run that starts at task ``at`` of ``program``
+    (``Program.wait_runs``) finds its record: up to ``spins`` looks with ``sched_yield``, then doorbell sleeps (``ctl``:
+    the rank's control words), at most ``timeout_s`` in all; True when every record is there (False: look again)."""
+    return bool(_ENGINE.lib.hce_wait(program.records + at, program.wait_runs[at], ctl, spins, int(timeout_s * 1e9)))
 
 
 def run(program: Program, start: int, stamps: Any) -> Tuple[int, int, int]:

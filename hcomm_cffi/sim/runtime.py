@@ -774,22 +774,24 @@ class Executor:
         spins = SHARED_SPIN_ROUNDS if comm.nranks > CORES else SPIN_ROUNDS
         while True:
             with self.lock:
-                head = ring.head() if len(self.active) == 1 and q in self.active and not q.python_tasks else None
-                if head is None or head[0] != C_WAIT or not q.blocked_since:
+                if len(self.active) != 1 or q not in self.active or q.python_tasks or not ring.programs \
+                        or not q.blocked_since:
                     return False
-                limit = _wait_limit(q, head)
+                program, at = ring.head_at()
+                head = program.tasks[at]
+                limit = _wait_limit(q, head) if head[0] == C_WAIT else None
                 if limit is None:
                     return False
                 now = time.monotonic()
                 end = min(q.blocked_since + limit, self.last_liveness + LIVENESS_EVERY_S, now + MAX_SLEEP_S,
                           deadline if deadline is not None else now + MAX_SLEEP_S)
-                ch = head.channel
-                if now >= end or not self._pin({ch.comm}):
+                c = head.channel.comm
+                if now >= end or not self._pin({c}):
                     return False
             try:
-                compiled.wait(ch.local_words, ch.local_base + head.index, ch.comm.words, spins, end - now)
+                compiled.wait(program, at, c.words, spins, end - now)
             finally:
-                self._unpin([ch.comm])
+                self._unpin([c])
             with self.lock:
                 self._run_queue(q)
             if finished():

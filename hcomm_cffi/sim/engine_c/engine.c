@@ -11,6 +11,7 @@
 #include <string.h>
 #include <math.h>
 #ifdef __linux__
+#include <errno.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
@@ -274,24 +275,42 @@ int64_t hce_replay(hce_ring *r, const hce_task *tasks, int64_t n, int64_t stamp0
     return hce_drain(r, out);
 }
 
-/* Wait until the notify whose RECORDS word is words[index] holds a record not yet consumed (runtime.py
- * Executor._poll_heads, then _sleep): ``spins`` looks with sched_yield between them, then one futex sleep of at
- * most ``timeout_ns`` on the doorbell ctl[H_BELL] that every record into this rank rings.  Returns 1 when the record
- * is there, 0 otherwise (timed out, woken by another record, or a signal): the caller looks again. */
-int hce_wait(const uint32_t *words, int64_t index, uint32_t *ctl, int spins, int64_t timeout_ns) {
-    const uint32_t *w = words + index;
-    for (int i = 0; i < spins; i++) {
-        if (load_acquire(w) != load_plain(w + CONSUMED)) return 1;
-        sched_yield();
-    }
-    uint32_t bell = load_acquire(&ctl[H_BELL]);   /* read before the last look: a record after it changes the bell */
-    if (load_acquire(w) != load_plain(w + CONSUMED)) return 1;
-    if (timeout_ns <= 0) return 0;
-#ifdef __linux__
-    struct timespec ts = { (time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000) };
-    store_release(&ctl[H_SLEEPING], 1u);
-    syscall(SYS_futex, &ctl[H_BELL], FUTEX_WAIT, bell, &ts, NULL, 0);
-    store_release(&ctl[H_SLEEPING], 0u);
-#endif
+static inline int recorded(const hce_task *t) {   /* an E_C_WAIT's notify holds a record not yet consumed */
+    const uint32_t *w = t->words + t->index;
     return load_acquire(w) != load_plain(w + CONSUMED);
+}
+
+/* Wait until each of the channel waits waits[0..n) (E_C_WAIT records, run in a row: no record of this rank comes
+ * between them) finds its record (runtime.py Executor._poll_heads, then _sleep, for all of them in one call): up to
+ * ``spins`` looks with sched_yield between them, then futex sleeps on the doorbell ctl[H_BELL] that every record into
+ * this rank rings, for at most ``timeout_ns`` in all.  Returns 1 when every record is there, 0 otherwise (timed out
+ * or a signal): the caller looks again. */
+int hce_wait(const hce_task *waits, int64_t n, uint32_t *ctl, int spins, int64_t timeout_ns) {
+    int64_t k = 0;
+    int looks = 0;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        while (k < n && recorded(&waits[k])) k++;
+        if (k == n) return 1;
+        if (looks < spins) {
+            looks++;
+            sched_yield();
+            continue;
+        }
+        uint32_t bell = load_acquire(&ctl[H_BELL]);   /* read before the last look: a record after it changes it */
+        if (recorded(&waits[k])) continue;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t left = timeout_ns - ((int64_t)(now.tv_sec - t0.tv_sec) * 1000000000 + (now.tv_nsec - t0.tv_nsec));
+        if (left <= 0) return 0;
+#ifdef __linux__
+        struct timespec ts = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
+        store_release(&ctl[H_SLEEPING], 1u);
+        long rc = syscall(SYS_futex, &ctl[H_BELL], FUTEX_WAIT, bell, &ts, NULL, 0);
+        store_release(&ctl[H_SLEEPING], 0u);
+        if (rc != 0 && errno == EINTR) return recorded(&waits[k]) && k + 1 == n;   /* a signal: Python's turn */
+#else
+        return 0;
+#endif
+    }
 }
