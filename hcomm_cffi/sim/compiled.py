@@ -341,10 +341,10 @@ class Ring:
 
     def head(self) -> Optional[Task]:
         """The task the ring runs next (None: empty)."""
-        ring = self.ring
-        if not ring.count:
+        if not self.programs:
             return None
-        return self.programs[0].tasks[self.segs[ring.head].at]
+        program, at = self.head_at()
+        return program.tasks[at]
 
     def head_at(self) -> Tuple[Program, int]:
         """The program at the ring's head (it holds one) and the position of the task it runs next."""

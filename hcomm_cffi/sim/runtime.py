@@ -158,22 +158,17 @@ class Executor:
             except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
                 self.interrupted(queue, program.tasks[0], exc)
                 raise
-            if ran:
-                queue.executed += ran
-                queue.blocked_since = 0.0
             active = self.active
             if status == compiled.HCE_END:
+                self._ring_ran(queue, ran, status)
                 active.discard(queue)
                 comm = queue.comm
                 if ran and comm is not None and comm.config.check != "off":
                     self._check_idle(comm)
             else:
                 active.add(queue)
-                if status == compiled.HCE_BLOCKED:
-                    if not queue.blocked_since:
-                        queue.blocked_since = time.monotonic()
-                else:               # the head is a task engine.c leaves to Python: the Python loop takes the ring
-                    self._run_queue(queue)
+                if not self._ring_ran(queue, ran, status):
+                    self._run_queue(queue)   # its head is a task engine.c leaves to Python: the loop takes the ring
             others = len(active) > 1 or (active and queue not in active)
         if ran and others:
             self.settle()
@@ -367,18 +362,14 @@ class Executor:
         if ring is not None and ring.programs and not (checked or traced):
             if unwoken:
                 self._wake_peers()
+            first = ring.programs[0]
             try:
                 done, status = ring.drain()
             except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
-                self.interrupted(q, ring.head() or q.tasks[0], exc)
+                self.interrupted(q, ring.head() or first.tasks[-1], exc)
                 raise
-            if done:
-                ran = True
-                q.executed += done
-                q.blocked_since = 0.0
-            if status == compiled.HCE_BLOCKED:
-                if not q.blocked_since:
-                    q.blocked_since = time.monotonic()
+            ran = done > 0
+            if self._ring_ran(q, done, status):
                 return ran
             # emptied (the deque below is empty too), or its head is a task for the loop below (q.tasks spills it)
         tasks = q.tasks
@@ -510,6 +501,19 @@ class Executor:
         finally:
             if unwoken:
                 self._wake_peers()
+
+    @staticmethod
+    def _ring_ran(q: Queue, done: int, status: int) -> bool:
+        """The bookkeeping of a run of ``q``'s replay ring (``done`` tasks ran, ending with ``status``); True when
+        ``q`` is blocked at a wait of the ring."""
+        if done:
+            q.executed += done
+            q.blocked_since = 0.0
+        if status != compiled.HCE_BLOCKED:
+            return False
+        if not q.blocked_since:
+            q.blocked_since = time.monotonic()
+        return True
 
     def _run_compiled(self, q: Queue, python_only: bool) -> Optional[int]:
         """Run the compiled form registered at ``q``'s head (``launch``) as far as it goes, popping the tasks it ran;
