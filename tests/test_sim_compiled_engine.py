@@ -125,7 +125,7 @@ class _World:
     def replay(self, task_list: Tuple[tasks.Task, ...], program: Any, stamp0: int, stamps: int) -> None:
         """Launch as the native collectives launch a repeated call: through the replay ring, else as a launch."""
         q = self.queue
-        if not self.executor.replay(q, program, stamp0, stamps, self.note, 0, 0x80000001, 0):
+        if not self.executor.replay(q, program, stamp0, stamps, self.note, 0, 0x80000001, 1):
             q.stamps.extend(range(stamp0, stamp0 + stamps))
             self.executor.launch(q, task_list, program=program)
 

@@ -37,7 +37,7 @@ from .._ffi import ffi
 from ..errors import COLLECTIVE_MISMATCH
 from ..lib.contract import WAIT_COLLECTIVE, WAIT_NONE, WAIT_P2P
 
-__all__ = ["LIBRARY", "API", "TABLE_WORDS", "BLOCKED_S", "Announcements"]
+__all__ = ["LIBRARY", "API", "TABLE_WORDS", "BLOCKED_S", "Announcements", "entry"]
 
 LIBRARY, API = 0, 1
 SPACES = ("library collective", "collective")
@@ -56,6 +56,12 @@ DESC_BASE = 2 * ENTRIES * ENTRY_WORDS
 WAIT_BASE = DESC_BASE + DESCRIPTIONS * DESC_WORDS
 _W_MARK, _W_KIND, _W_NUMBER, _W_PEER, _W_LEN, _W_TEXT = range(6)
 _W_END = WAIT_WORDS - 1     # the mark again: a reader accepts the record only when both copies agree
+
+
+def entry(space: int, seq: int) -> Tuple[int, int]:
+    """(where in the table, the mark it holds): the entry of call number ``seq`` of ``space``, whose three words are
+    mark, value, mark (:meth:`Announcements.announce`, or engine.c's hce_replay for a replayed call)."""
+    return (space * ENTRIES + seq % ENTRIES) * ENTRY_WORDS, (seq + 1) & 0xFFFFFFFF
 
 
 def _desc(value: int) -> int:
@@ -90,8 +96,7 @@ class Announcements:
             w[at + 1] = len(raw)
             ffi.memmove(ffi.cast("char *", self.words + at + 2), raw, len(raw))
             w[at] = value
-        at = (space * ENTRIES + seq % ENTRIES) * ENTRY_WORDS      # the call's entry
-        mark = (seq + 1) & 0xFFFFFFFF
+        at, mark = entry(space, seq)
         w[at] = 0
         w[at + 1] = value
         w[at + 2] = mark

@@ -314,17 +314,17 @@ class Ring:
         self.left = 0                   # the tasks the ring holds
 
     def replay(self, program: Program, stamp0: int, stamps: int, note: Any, at: int, value: int,
-               number: int) -> Tuple[int, int]:
+               mark: int) -> Tuple[int, int]:
         """Append ``program`` (its chunk stamps ``stamp0``..``stamp0 + stamps - 1``) and run the ring as far as it
-        goes: (tasks run, status HCE_*).  First the call's announcement: ``note[at:at + 3]`` = number + 1, ``value``,
-        number + 1 (sim/announce.py)."""
+        goes: (tasks run, status HCE_*).  First the call's announcement: ``note[at:at + 3]`` = ``mark``, ``value``,
+        ``mark`` (sim/announce.py ``entry``)."""
         programs = self.programs
         if len(programs) == self.cap:
             self._grow()
         programs.append(program)
         out = self.out
-        ran = _ENGINE.lib.hce_replay(self.ring, program.records, program.n, stamp0, stamps, note, at, value,
-                                     (number + 1) & 0xFFFFFFFF, out)
+        ran = _ENGINE.lib.hce_replay(self.ring, program.records, program.n, stamp0, stamps, note, at, value, mark,
+                                     out)
         self.left += program.n - ran
         for _ in range(out[1]):
             self.programs.popleft()

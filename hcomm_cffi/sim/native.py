@@ -53,7 +53,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH
-from .announce import ENTRIES, ENTRY_WORDS, LIBRARY
+from .announce import LIBRARY, entry
 from .comm import SimChannel, SimComm
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError
 from . import compiled, kernels, peer_memory
@@ -589,8 +589,8 @@ class NativeCollectives(Part):
         announced = c.announced
         counts = announced.counts
         number = counts[LIBRARY]
-        if EXECUTOR.replay(q, program, seq, stamps, announced.words, (LIBRARY * ENTRIES + number % ENTRIES) * ENTRY_WORDS,
-                           value, number):
+        at, mark = entry(LIBRARY, number)
+        if EXECUTOR.replay(q, program, seq, stamps, announced.words, at, value, mark):
             counts[LIBRARY] = number + 1
         else:
             announced.announce(LIBRARY, number, value, "")

@@ -135,10 +135,10 @@ class Executor:
     submit = functools.partialmethod(launch, run=False)
 
     def replay(self, queue: Queue, program: Any, stamp0: int, stamps: int, note: Any, at: int, value: int,
-               number: int) -> bool:
+               mark: int) -> bool:
         """Launch a repeated call's whole compiled task list ``program`` (sim/compiled.py ``Program.whole``) with its
         chunk stamps ``stamp0``.. (``stamps`` of them) on the queue's replay ring: engine.c writes the call's
-        announcement (sim/announce.py: ``number`` with signature ``value``, the three words at ``note[at]``), appends
+        announcement (sim/announce.py ``entry``: ``mark``, signature ``value``, ``mark`` at ``note[at]``), appends
         the list behind the ring's earlier ones and runs the ring, in one call.
 
         False, with nothing done, where the ring may not take it: no whole program, Python tasks or stamps pending
@@ -154,7 +154,7 @@ class Executor:
             if self.unwoken:
                 self._wake_peers()
             try:
-                ran, status = ring.replay(program, stamp0, stamps, note, at, value, number)
+                ran, status = ring.replay(program, stamp0, stamps, note, at, value, mark)
             except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
                 self.interrupted(queue, program.tasks[0], exc)
                 raise
