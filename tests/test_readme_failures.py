@@ -44,7 +44,32 @@ def _normal(line: str) -> str:
     line = re.sub(r'File "\S*/hcomm_cffi/', 'File ".../hcomm_cffi/', line)
     line = re.sub(r"rank \d+ exited with code (\d+) first", r"rank N exited with code \1 first", line)
     line = re.sub(r"\d+ frames? inside hcomm_cffi", "N frames inside hcomm_cffi", line)
-    return re.sub(r"\b\d+(\.\d+)? s\b", "N s", line)
+    line = re.sub(r"\b\d+(\.\d+)? s\b", "N s", line)
+    return _bystanders(line)
+
+
+#: how a rank that did not fail first ends: its own error (it saw the failed peer first) or the launcher's stop
+BYSTANDER_END = re.compile(r"(raised \w+[;,] )?(exited with code 1|stopped by hcomm run \(SIGTERM\))")
+
+
+def _bystanders(line: str) -> str:
+    """``line`` with the endings of the ranks that did not fail first made one: which of a rank's own error exit and
+    the launcher's SIGTERM comes first is a race the guide says it does not fix (in a rank's line of "where each rank
+    is" and in the summary's "How the ranks ended: ..." clause, whose groups are regrouped by rank)."""
+    if re.match(r"hcomm run: +rank \d+: ", line):
+        return re.sub(r"(failed|running) for N s; " + BYSTANDER_END.pattern + "$", "ENDED", line)
+    told = re.search(r"How the ranks ended: (.*?)\. Below", line)
+    if told is None:
+        return line
+    ends = {}
+    for group in told.group(1).split("; "):
+        ranks, _, how = group.partition(": ")
+        for r in re.findall(r"\d+(?:-\d+)?", ranks):
+            lo, _, hi = r.partition("-")
+            for rank in range(int(lo), int(hi or lo) + 1):
+                ends[rank] = "ENDED" if BYSTANDER_END.fullmatch(how) else how
+    merged = "; ".join(f"rank {r}: {how}" for r, how in sorted(ends.items()))
+    return line[:told.start(1)] + merged + line[told.end(1):]
 
 
 def _run(command: str, shm: str) -> List[str]:
