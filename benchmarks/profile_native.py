@@ -9,7 +9,7 @@ Every rank runs the same loops (so peers are in step), rank 0 prints µs per cal
   synchronisation at the end;
 * ``blocking``: call + ``aclrtSynchronizeStream`` each time;
 * the layers of the blocking call, each peeled off in turn: the binding's method, the library's entry
-  (its divert: group, capture and the repeat lookup), the launch (``EXECUTOR.replay``, the replay ring's one C call,
+  (its divert: group, capture and the repeat lookup), the launch (``EXECUTOR.enter``, the replay ring's one C call,
   or ``EXECUTOR.launch``: the task list run as far as the notifies allow) and the synchronisation (``run_until``: the rest of the list, polling and sleeping);
 * inside the executor: per task kind, how many of the call's tasks ran and the µs they took when they ran
   (a wait's time here is only its successful look; the time it spent blocked is in the synchronisation);
@@ -91,7 +91,7 @@ def main() -> None:
     clock = time.perf_counter_ns
     spent = defaultdict(int)
     executor = runtime.EXECUTOR
-    real_launch, real_replay = executor.launch, executor.replay
+    real_launch, real_enter = executor.launch, executor.enter
     inner: Dict[str, int] = {"launch": 0}
 
     def timed_launch(queue: Any, tasks: Any, run: bool = True, program: Any = None) -> None:
@@ -99,9 +99,9 @@ def main() -> None:
         real_launch(queue, tasks, run, program)
         inner["launch"] += clock() - t0
 
-    def timed_replay(*args: Any) -> bool:
+    def timed_enter(*args: Any) -> bool:
         t0 = clock()
-        took = real_replay(*args)
+        took = real_enter(*args)
         inner["launch"] += clock() - t0
         return took
 
@@ -123,7 +123,7 @@ def main() -> None:
         return real_wait(*a)
 
     executor.launch = timed_launch            # type: ignore[method-assign]
-    executor.replay = timed_replay            # type: ignore[method-assign]
+    executor.enter = timed_enter              # type: ignore[method-assign]
     compiled.wait = counted_wait              # type: ignore[assignment]
     executor._poll_heads = counted_poll        # type: ignore[method-assign]
     executor._sleep = counted_sleep            # type: ignore[method-assign,assignment]
@@ -138,8 +138,8 @@ def main() -> None:
         spent["library entry to launch"] += t1 - t0
         spent["synchronize (rest of the list, waits)"] += t2 - t1
         assert rc == 0
-    spent["  of which EXECUTOR.replay/launch"] = inner["launch"]
-    executor.launch, executor.replay = real_launch, real_replay   # type: ignore[method-assign]
+    spent["  of which EXECUTOR.enter/launch"] = inner["launch"]
+    executor.launch, executor.enter = real_launch, real_enter     # type: ignore[method-assign]
     executor._poll_heads, executor._sleep = real_poll, real_sleep   # type: ignore[method-assign]
     compiled.wait = real_wait                 # type: ignore[assignment]
     binding_only = _per_call(blocking, n, barrier)

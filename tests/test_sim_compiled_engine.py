@@ -62,7 +62,10 @@ class _World:
         ffi.memmove(self.data, data, DATA)
         self.words = ffi.new("uint32_t[]", WORDS)
         self.stamp_words = ffi.new("int64_t[]", stamp_words)
-        self.note = ffi.new("uint32_t[]", 3)         # a call's announcement (sim/announce.py)
+        self.note = ffi.new("uint32_t[]", 3)         # a call's announcement (sim/announce.py): one entry
+        self.seq = ffi.new("int64_t[1]")              # the communicator's chunk count and calls announced
+        self.number = ffi.new("int64_t[1]")
+        self.call: Any = None                         # the repeated call (compiled.Repeat), made on its first replay
         self.calls: List[int] = []
         self.comm = SimpleNamespace(rank=0, name="c", config=SimpleNamespace(check=check), reports=[], threads=[],
                                     stream_threads={}, idle_notifies_reported=set(), failure=None,
@@ -123,11 +126,21 @@ class _World:
         return tasks.HostCall(lambda: self.calls.append(self.queue.executed))
 
     def replay(self, task_list: Tuple[tasks.Task, ...], program: Any, stamp0: int, stamps: int) -> None:
-        """Launch as the native collectives launch a repeated call: through the replay ring, else as a launch."""
+        """Launch as the native collectives launch a repeated call: through the replay ring (its chunks counted from
+        ``stamp0``), else as a launch."""
         q = self.queue
-        if not self.executor.replay(q, program, stamp0, stamps, self.note, 0, 0x80000001, 1):
-            q.stamps.extend(range(stamp0, stamp0 + stamps))
-            self.executor.launch(q, task_list, program=program)
+        if program is not None and self.call is None:
+            if q.ring is None:
+                q.ring = compiled.Ring()
+            self.call = compiled.Repeat(q.ring, self.seq, self.number, self.note, 0, 1, 0x80000001, stamps, stamps > 0)
+            self.call.keep(0, program)
+            self.call.keep(1, program)
+        self.seq[0], self.number[0] = stamp0, 0
+        if self.call is not None and self.executor.enter(q, self.call):
+            assert self.seq[0] == stamp0 + stamps and self.number[0] == 1 and list(self.note) == [1, 0x80000001, 1]
+            return
+        q.stamps.extend(range(stamp0, stamp0 + stamps))
+        self.executor.launch(q, task_list, program=program)
 
     def deliver(self) -> bool:
         """The peer records the notify the queue's head waits on (value 1 or the head's signature); False: the head
@@ -183,7 +196,7 @@ def _run(engine: str, steps: List[Tuple[Any, ...]], data: bytes, stamps: List[in
     """Run ``steps`` ``launches`` times on one queue (peers' records delivered whenever it blocks); every state
     on the way, and how many tasks the compiled engine ran.  ``replay`` (one flag per launch): each launch with the
     chunk stamps that follow ``stamps[0]``, one per stamp check, as the native collectives launch -- True: a
-    repeated call (``Executor.replay``: the replay ring when the compiled form is whole), False: a first call
+    repeated call (``Executor.enter``: the replay ring when the compiled form is whole), False: a first call
     (its stamps pushed on the FIFO, then ``launch``).  ``deliver_each`` False: the peer's records come only after
     the last launch (the launches queue up behind a blocked wait)."""
     world = _World(data, [] if replay else stamps, stamp_words, check)
@@ -255,7 +268,7 @@ def test_random_schedules_give_equal_bytes_reports_and_errors(steps: List[Tuple[
 def test_repeated_calls_through_the_replay_ring_agree(steps: List[Tuple[Any, ...]], seed: int, stamp0: int,
                                                       stamp_words: List[int], check: str, repeats: List[bool],
                                                       deliver_each: bool) -> None:
-    """Repeated calls launched through Executor.replay (their compiled lists on the replay ring when whole, queued
+    """Repeated calls launched through Executor.enter (their compiled lists on the replay ring when whole, queued
     behind one another while blocked), mixed with first calls launched behind them, against the same launches on
     the Python engine."""
     data = _memory(seed)
@@ -290,13 +303,13 @@ def test_the_replay_ring_runs_whole_lists_in_c() -> None:
     for i in range(3):
         world.replay(task_list, program, 7 + i, 1)
     ring = world.queue.ring
-    assert ring is not None and len(ring.programs) == 3 and not world.queue.python_tasks   # blocked at the first wait
+    assert ring is not None and len(ring) == 3 and not world.queue.python_tasks   # blocked at the first wait
     assert world.stamps_left() == [7, 8, 9] and world.queue.pending() == 3 * len(steps) - 2
     while world.deliver():                        # each wait's record arrives: the ring drains, in C
         with world.executor.lock:
             world.executor._run_queue(world.queue)
         assert not world.queue.python_tasks
-    assert not ring.programs and world.queue.executed == 3 * len(steps) and world.queue.error is None
+    assert not len(ring) and world.queue.executed == 3 * len(steps) and world.queue.error is None
     python, _ = _run("python", steps, data, [7], [0] * STAMP_WORDS, "warn", 3, replay=[True] * 3)
     fast, _ = _run("compiled", steps, data, [7], [0] * STAMP_WORDS, "warn", 3, replay=[True] * 3)
     assert fast == python and fast[-1]["executed"] == 3 * len(steps) and fast[-1]["error"] is None
@@ -354,12 +367,12 @@ def _repeats(rank: int, n: int, root_info: bytes, calls: int) -> Dict[str, Any]:
         ran[0] += out[0] - start
         return out
 
-    real_replay, real_drain = compiled.Ring.replay, compiled.Ring.drain
+    real_launch, real_drain = compiled.Repeat.launch, compiled.Ring.drain
 
-    def counted_replay(ring: compiled.Ring, *args: Any) -> Tuple[int, int]:
-        out = real_replay(ring, *args)
-        ran[0] += out[0]
-        return out
+    def counted_launch(call: compiled.Repeat) -> int:
+        code = real_launch(call)
+        ran[0] += max(0, code) >> 2
+        return code
 
     def counted_drain(ring: compiled.Ring) -> Tuple[int, int]:
         out = real_drain(ring)
@@ -367,7 +380,7 @@ def _repeats(rank: int, n: int, root_info: bytes, calls: int) -> Dict[str, Any]:
         return out
 
     compiled.run = counted            # type: ignore[assignment]
-    compiled.Ring.replay = counted_replay       # type: ignore[method-assign]
+    compiled.Repeat.launch = counted_launch     # type: ignore[method-assign]
     compiled.Ring.drain = counted_drain         # type: ignore[method-assign]
     world = hcomm.init(rank=rank, world_size=n, root_info=root_info)
     got = []

@@ -37,7 +37,7 @@ from .._ffi import ffi
 from ..errors import COLLECTIVE_MISMATCH
 from ..lib.contract import WAIT_COLLECTIVE, WAIT_NONE, WAIT_P2P
 
-__all__ = ["LIBRARY", "API", "TABLE_WORDS", "BLOCKED_S", "Announcements", "entry"]
+__all__ = ["LIBRARY", "API", "ENTRIES", "TABLE_WORDS", "BLOCKED_S", "Announcements", "entry"]
 
 LIBRARY, API = 0, 1
 SPACES = ("library collective", "collective")
@@ -60,7 +60,7 @@ _W_END = WAIT_WORDS - 1     # the mark again: a reader accepts the record only w
 
 def entry(space: int, seq: int) -> Tuple[int, int]:
     """(where in the table, the mark it holds): the entry of call number ``seq`` of ``space``, whose three words are
-    mark, value, mark (:meth:`Announcements.announce`, or engine.c's hce_replay for a replayed call)."""
+    mark, value, mark (:meth:`Announcements.announce`, or engine.c's hce_enter for a repeated call)."""
     return (space * ENTRIES + seq % ENTRIES) * ENTRY_WORDS, (seq + 1) & 0xFFFFFFFF
 
 
@@ -77,7 +77,9 @@ class Announcements:
         self.words = words + base              # uint32_t * into this rank's control segment
         #: the same words as a memoryview: a store through it costs two thirds of one through the cdata pointer
         self.table = memoryview(ffi.buffer(self.words, TABLE_WORDS * 4)).cast("I")
-        self.counts = [0, 0]                   # per space: the number of its next call (LIBRARY counts its own)
+        #: per space: the number of its next call (LIBRARY counts its own); C memory, which engine.c's hce_enter
+        #: advances for a repeated call (sim/compiled.py Repeat)
+        self.counts = ffi.new("int64_t[2]")
 
     def described(self, value: int) -> bool:
         """The table holds ``value``'s description (one word read)."""

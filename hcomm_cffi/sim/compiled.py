@@ -15,6 +15,7 @@ file.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import shlex
 import shutil
@@ -22,8 +23,7 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from collections import deque
-from typing import Any, Deque, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import cffi
 import numpy as np
@@ -34,7 +34,7 @@ from ..enums import DataType, ReduceOp, dtype_from_numpy
 from ..files import UnsafePath, checked_dir
 from .tasks import C_RECORD, C_WAIT, CALL, COPY, READ, READ_REDUCE, REDUCE, REDUCE3, UFUNC, WRITE, WRITE_REDUCE, Task
 
-__all__ = ["Program", "Ring", "c_compiler", "compile_tasks", "engine", "engine_status", "run", "wait", "HCE_END",
+__all__ = ["Program", "Ring", "Repeat", "c_compiler", "compile_tasks", "engine", "engine_status", "run", "wait", "HCE_END",
            "HCE_BLOCKED", "HCE_PYTHON"]
 
 SOURCE = Path(__file__).with_name("engine_c") / "engine.c"
@@ -61,12 +61,15 @@ typedef struct {
 int64_t hce_run(const hce_task *tasks, int64_t n, int64_t start, const int64_t *stamps, int64_t nstamps,
                 int64_t *out);
 typedef struct {
-    const hce_task *tasks; int64_t n; int64_t at; int64_t stamp0; int64_t stamps; int64_t popped;
+    const hce_task *tasks; int64_t n; int64_t at; int64_t stamp0; int64_t stamps; int64_t popped; int64_t pid;
 } hce_seg;
-typedef struct { hce_seg *segs; int64_t cap; int64_t head; int64_t count; } hce_ring;
+typedef struct { hce_seg *segs; int64_t cap; int64_t head; int64_t count; int64_t left; } hce_ring;
 int64_t hce_drain(hce_ring *r, int64_t *out);
-int64_t hce_replay(hce_ring *r, const hce_task *tasks, int64_t n, int64_t stamp0, int64_t stamps, uint32_t *note,
-                   int64_t at, uint32_t value, uint32_t mark, int64_t *out);
+typedef struct {
+    hce_ring *ring; int64_t *seq; int64_t *number; uint32_t *note; int64_t base; int64_t entries;
+    const hce_task *tasks[2]; int64_t n[2]; int64_t pid[2]; int64_t advance; int64_t stamps; uint32_t value;
+} hce_entry;
+int64_t hce_enter(hce_entry *e);
 int hce_wait(const hce_task *waits, int64_t n, uint32_t *ctl, int spins, int64_t timeout_ns);
 """
 
@@ -94,6 +97,7 @@ class _Engine:
 
 
 _ENGINE = _Engine()
+_PIDS = itertools.count(1)
 
 
 def _cache_dir(source: bytes) -> str:
@@ -172,10 +176,11 @@ def engine_status() -> str:
 class Program:
     """A task list in engine.c's records: built once, run many times (each launch registers it on its queue)."""
 
-    __slots__ = ("tasks", "records", "n", "keep", "out", "stamps", "stamps_needed", "whole", "wait_runs")
+    __slots__ = ("tasks", "records", "n", "keep", "out", "stamps", "stamps_needed", "whole", "wait_runs", "pid")
 
     def __init__(self, tasks: Sequence[Task], records: Any, keep: List[Any], stamps_needed: int) -> None:
         self.tasks = tuple(tasks)          # the task objects, the same ones the queue holds (identity-checked)
+        self.pid = next(_PIDS)             # its id in a replay ring's segments (Ring.known)
         self.records = records
         self.n = len(self.tasks)
         # every task has a compiled record (none is handed to Python): the list can run from a Ring
@@ -295,79 +300,81 @@ def compile_tasks(tasks: Sequence[Task], least: int = 3) -> Optional[Program]:
 
 
 class Ring:
-    """A queue's replay ring (engine.c hce_ring): the whole programs of repeated calls, launched while the queue held
-    no Python task, each with its chunk stamps as a range; run from the head in launch order by engine.c alone.
+    """A queue's replay ring (engine.c hce_ring): the whole programs of repeated calls (:class:`Repeat`), launched
+    while the queue held no Python task, each with its chunk stamps as a range; run from the head in launch order by
+    engine.c alone.
 
-    ``programs`` mirrors the ring's segments (it keeps their records alive); :meth:`take` empties the ring into
-    what the Python queue holds instead (sim/queues.py ``Queue.tasks``).
+    Each segment names its program by ``Program.pid``; ``known`` maps those ids back for the calls that may have
+    segments here (:meth:`adopt`).  :meth:`take` empties the ring into what the Python queue holds instead
+    (sim/queues.py ``Queue.tasks``).
     """
 
-    __slots__ = ("ring", "segs", "programs", "out", "left", "cap")
+    __slots__ = ("ring", "segs", "out", "cap", "known", "calls")
 
     def __init__(self, capacity: int = 64) -> None:
         self.ring = _ffi.new("hce_ring *")
         self.segs = _ffi.new("hce_seg[]", capacity)
         self.ring.segs, self.ring.cap = self.segs, capacity
         self.cap = capacity
-        self.programs: Deque[Program] = deque()
         self.out = _ffi.new("int64_t[2]")
-        self.left = 0                   # the tasks the ring holds
+        self.known: Dict[int, Program] = {}
+        self.calls: List["Repeat"] = []      # the calls launched here that are not forgotten, or still have segments
 
-    def replay(self, program: Program, stamp0: int, stamps: int, note: Any, at: int, value: int,
-               mark: int) -> Tuple[int, int]:
-        """Append ``program`` (its chunk stamps ``stamp0``..``stamp0 + stamps - 1``) and run the ring as far as it
-        goes: (tasks run, status HCE_*).  First the call's announcement: ``note[at:at + 3]`` = ``mark``, ``value``,
-        ``mark`` (sim/announce.py ``entry``)."""
-        programs = self.programs
-        if len(programs) == self.cap:
-            self._grow()
-        programs.append(program)
-        out = self.out
-        ran = _ENGINE.lib.hce_replay(self.ring, program.records, program.n, stamp0, stamps, note, at, value, mark,
-                                     out)
-        self.left += program.n - ran
-        for _ in range(out[1]):
-            self.programs.popleft()
-        return ran, int(out[0])
+    def __len__(self) -> int:
+        """The segments held."""
+        return int(self.ring.count)
+
+    @property
+    def left(self) -> int:
+        """The tasks held not yet run."""
+        return int(self.ring.left)
+
+    def adopt(self, call: "Repeat") -> None:
+        """Let ``call`` launch here: its programs become known (:meth:`prune` first)."""
+        self.prune()
+        self.calls.append(call)
+
+    def prune(self) -> None:
+        """Once the ring is empty, drop the forgotten calls and the programs no call launches any more."""
+        if not self.ring.count and (any(c.forgotten for c in self.calls) or len(self.known) > 2 * len(self.calls) + 2):
+            self.calls = [c for c in self.calls if not c.forgotten]
+            self.known = {p.pid: p for c in self.calls for p in c.programs if p is not None}
 
     def drain(self) -> Tuple[int, int]:
         """Run the ring as far as it goes: (tasks run, status HCE_*; HCE_END once it is empty)."""
-        out = self.out
-        ran = _ENGINE.lib.hce_drain(self.ring, out)
-        self.left -= ran
-        for _ in range(out[1]):
-            self.programs.popleft()
-        return ran, int(out[0])
+        ran = _ENGINE.lib.hce_drain(self.ring, self.out)
+        return ran, int(self.out[0])
 
     def head(self) -> Optional[Task]:
         """The task the ring runs next (None: empty)."""
-        if not self.programs:
+        if not self.ring.count:
             return None
         program, at = self.head_at()
         return program.tasks[at]
 
     def head_at(self) -> Tuple[Program, int]:
         """The program at the ring's head (it holds one) and the position of the task it runs next."""
-        return self.programs[0], int(self.segs[self.ring.head].at)
+        s = self.segs[self.ring.head]
+        return self.known[s.pid], int(s.at)
 
     def segments(self) -> List[Tuple[Program, int, range]]:
         """Per segment in order: (program, its next task, its chunk stamps not yet consumed)."""
         ring, segs = self.ring, self.segs
         out = []
-        for i, program in enumerate(self.programs):
+        for i in range(ring.count):
             s = segs[(ring.head + i) % ring.cap]
-            out.append((program, int(s.at), range(s.stamp0 + s.popped, s.stamp0 + s.stamps)))
+            out.append((self.known[s.pid], int(s.at), range(s.stamp0 + s.popped, s.stamp0 + s.stamps)))
         return out
 
     def take(self) -> List[Tuple[Program, int, range]]:
         """Empty the ring: its :meth:`segments`."""
         out = self.segments()
-        self.ring.head = self.ring.count = 0
-        self.programs.clear()
-        self.left = 0
+        self.ring.head = self.ring.count = self.ring.left = 0
+        self.prune()
         return out
 
-    def _grow(self) -> None:
+    def grow(self) -> None:
+        """Twice the room for segments."""
         ring, old = self.ring, self.segs
         cap = ring.cap
         segs = _ffi.new("hce_seg[]", 2 * cap)
@@ -376,6 +383,46 @@ class Ring:
         self.segs = segs
         ring.segs, ring.cap, ring.head = segs, 2 * cap, 0
         self.cap = 2 * cap
+
+
+class Repeat:
+    """A repeated native call engine.c launches by itself (hce_enter): its whole compiled lists per chunk parity
+    (:meth:`keep`), the replay ring of its stream, and its communicator's counters in C memory -- the chunks issued
+    (``seq``: the parity and the stamps of the next call) and the library calls announced (``number``), whose entry
+    in the announcement table ``note`` it writes (sim/announce.py: ``base``, ``entries`` slots of three words)."""
+
+    __slots__ = ("c", "ring", "programs", "forgotten")
+
+    def __init__(self, ring: Ring, seq: Any, number: Any, note: Any, base: int, entries: int, value: int,
+                 advance: int, stamped: bool) -> None:
+        c = self.c = _ffi.new("hce_entry *")
+        c.ring, c.seq, c.number, c.note, c.base, c.entries = ring.ring, seq, number, note, base, entries
+        c.value, c.advance, c.stamps = value, advance, advance if stamped else 0
+        self.ring = ring
+        self.programs: List[Optional[Program]] = [None, None]
+        self.forgotten = False     # dropped from its cache: it launches nothing more
+        ring.adopt(self)
+
+    def keep(self, parity: int, program: Optional[Program]) -> None:
+        """Launch ``program`` on ``parity`` (None, or one that is not whole: that parity takes Python's path)."""
+        if program is not None and not program.whole:
+            program = None
+        self.programs[parity] = program
+        c = self.c
+        if program is None:
+            c.n[parity] = 0
+            return
+        self.ring.known[program.pid] = program
+        c.tasks[parity], c.n[parity], c.pid[parity] = program.records, program.n, program.pid
+
+    def task(self) -> Task:
+        """A task of its lists (what a launch interrupted after the ring emptied names)."""
+        return next(p for p in self.programs if p is not None).tasks[-1]
+
+    def launch(self) -> int:
+        """hce_enter: the tasks run * 4 + the status (HCE_*), or -1 (nothing kept for this parity) or -2 (the ring is
+        full): nothing was done then."""
+        return _ENGINE.lib.hce_enter(self.c)
 
 
 def wait(program: Program, at: int, ctl: Any, spins: int, timeout_s: float) -> bool:

@@ -53,7 +53,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
 from ..errors import COLLECTIVE_MISMATCH
-from .announce import LIBRARY, entry
+from .announce import ENTRIES as ANNOUNCED, LIBRARY, entry
 from .comm import SimChannel, SimComm
 from .errors import ACL_ERROR_RT_INTERNAL_ERROR, HcclResult, SimError
 from . import compiled, kernels, peer_memory
@@ -182,9 +182,18 @@ class NativeState:
 
     def __init__(self) -> None:
         self.channels: Dict[int, SimChannel] = {}
-        self.seq = 0                           # symmetric chunks issued so far (parity = seq & 1)
+        self.counter = ffi.new("int64_t[1]")   # seq, in C memory: engine.c's hce_enter advances it (compiled.Repeat)
         self.signatures: Dict[int, Tuple[int, ...]] = {}   # value -> fields, of this rank's calls (bounded)
         self.mapped = peer_memory.PeerMappings()          # the peers' device memory direct calls mapped here
+
+    @property
+    def seq(self) -> int:
+        """Symmetric chunks issued so far (a call's parity: its first chunk's low bit)."""
+        return int(self.counter[0])
+
+    @seq.setter
+    def seq(self, value: int) -> None:
+        self.counter[0] = value
 
     def sign(self, comm: SimComm, fields: Tuple[int, ...]) -> int:
         """The notify value of a call with signature ``fields``; publishes the fields in this rank's table."""
@@ -491,6 +500,41 @@ class _Plan:
             self.copy(ptr, stage, nbytes)
 
 
+class _Repeated:
+    """What a small native call keeps for its repeats (NativeCollectives._keep): per starting parity its task list and
+    their compiled form, and -- with the compiled engine, for whole lists -- the engine.c launch of the call
+    (compiled.Repeat), counting in its communicator's C counters."""
+
+    __slots__ = ("comm", "native", "queue", "advance", "value", "stamped", "lists", "call")
+
+    def __init__(self, comm: SimComm, nat: NativeState, queue: Any, advance: int, value: int, stamped: bool) -> None:
+        self.comm, self.native, self.queue = comm, nat, queue
+        self.advance, self.value, self.stamped = advance, value, stamped   # chunks per call, signature, stamped
+        self.lists: List[Optional[Tuple[Tuple[Task, ...], Optional[compiled.Program]]]] = [None, None]
+        self.call: Optional[compiled.Repeat] = None
+
+    def keep(self, parity: int, tasks: Tuple[Task, ...]) -> None:
+        program = compiled.compile_tasks(tasks)   # None without a compiled engine
+        self.lists[parity] = (tasks, program)
+        if program is None or not program.whole:
+            if self.call is not None:
+                self.call.keep(parity, None)
+            return
+        if self.call is None:
+            q, announced = self.queue, self.comm.announced
+            if q.ring is None:
+                q.ring = compiled.Ring()
+            base = entry(LIBRARY, 0)[0]
+            self.call = compiled.Repeat(q.ring, self.native.counter, announced.counts + LIBRARY, announced.words,
+                                        base, ANNOUNCED, self.value, self.advance, self.stamped)
+        self.call.keep(parity, program)
+
+    def forget(self) -> None:
+        """Dropped from the cache: the ring lets go of its programs once it holds none of them."""
+        if self.call is not None:
+            self.call.forgotten = True
+
+
 def repeatable(count_at: Optional[int]) -> Callable[[Callable[..., int]], Callable[..., int]]:
     """Declare a library collective whose repeats of a small call launch the task list its first call kept
     (NativeCollectives.repeat, tried after the group diversion); ``count_at``: where its
@@ -566,8 +610,9 @@ class NativeCollectives(Part):
 
         The full path keeps it (:meth:`_keep`) per starting parity.  Before reuse this checks what
         could have changed since: the communicator (destroyed, or its native state replaced); a
-        destroyed stream empties the whole cache (SimState.forget_stream).  The tasks run through the
-        same executor path, so stream order and the checkers are unchanged.
+        destroyed stream empties the whole cache (SimState.forget_stream).  A whole compiled list goes to the
+        stream's replay ring (``EXECUTOR.enter``), else the tasks run through the executor's launch; stream order
+        and the checkers are the same either way.
         """
         try:
             hit = self.state.call_cache.get((name,) + args)
@@ -576,26 +621,22 @@ class NativeCollectives(Part):
         # a float count equal to an int one must not match
         if hit is None or (count_at is not None and type(args[count_at]) is not int):
             return None
-        c, nat, q, pair, advance, value, stamped = hit
+        c, nat, q = hit.comm, hit.native, hit.queue
         if c.destroyed or c.native is not nat or q.capture is not None:
             return None
-        kept = pair[nat.seq & 1]
+        call = hit.call
+        if call is not None and EXECUTOR.enter(q, call):   # (engine.c looks for this parity's list itself)
+            return 0
+        seq = nat.seq
+        kept = hit.lists[seq & 1]
         if kept is None:
             return None
-        tasks, program = kept
-        seq = nat.seq
-        nat.seq = seq + advance
-        stamps = advance if stamped else 0
+        nat.seq = seq + hit.advance
         announced = c.announced
-        counts = announced.counts
-        number = counts[LIBRARY]
-        at, mark = entry(LIBRARY, number)
-        if EXECUTOR.replay(q, program, seq, stamps, announced.words, at, value, mark):
-            counts[LIBRARY] = number + 1
-        else:
-            announced.announce(LIBRARY, number, value, "")
-            q.stamps.extend(range(seq, seq + stamps))
-            EXECUTOR.launch(q, tasks, program=program)
+        announced.announce(LIBRARY, announced.counts[LIBRARY], hit.value, "")
+        if hit.stamped:
+            q.stamps.extend(range(seq, seq + hit.advance))
+        EXECUTOR.launch(q, kept[0], program=kept[1])
         return 0
 
     def _keep(self, plan: _Plan, name: str, args: tuple, tasks: Sequence[Task]) -> None:
@@ -606,18 +647,17 @@ class NativeCollectives(Part):
         """
         if not all(a is None or type(a) is _PLAIN or type(a) is int for a in args):
             return
-        c, nat = plan.comm, plan.comm.native
+        c, nat, q = plan.comm, plan.comm.native, plan.th.queue
         key = (name,) + args
         cache = self.state.call_cache
         hit = cache.get(key)
-        if hit is None or hit[0] is not c or hit[1] is not nat or hit[2] is not plan.th.queue:
+        if hit is None or hit.comm is not c or hit.native is not nat or hit.queue is not q:
+            if hit is not None:
+                hit.forget()
             if len(cache) >= CALL_CACHE_MAX:
-                cache.clear()
-            per_parity: List[Optional[Tuple[Tuple[Task, ...], Optional[compiled.Program]]]] = [None, None]
-            hit = cache[key] = (c, nat, plan.th.queue, per_parity, nat.seq - plan.seq0, plan.signature,
-                                bool(plan.stamped))
-        kept = tuple(tasks)
-        hit[3][plan.seq0 & 1] = (kept, compiled.compile_tasks(kept))   # its compiled form: None without one
+                self.state.forget_calls()
+            hit = cache[key] = _Repeated(c, nat, q, nat.seq - plan.seq0, plan.signature, bool(plan.stamped))
+        hit.keep(plan.seq0 & 1, tuple(tasks))
 
     def _launch_small(self, plan: _Plan, name: str, args: tuple, nbytes: int) -> int:
         """Launch ``plan``; a call of at most SMALL_CACHED bytes keeps its task list for its repeats."""

@@ -44,7 +44,7 @@ class Queue:
     def tasks(self) -> Deque["Task"]:
         """The tasks not yet run, in order (the replay ring's first: it is emptied into them)."""
         ring = self.ring
-        if ring is not None and ring.programs:
+        if ring is not None and len(ring):
             self._spill(ring)
         return self.python_tasks
 
@@ -63,7 +63,7 @@ class Queue:
     def head(self) -> Optional["Task"]:
         """The task that runs next (None: nothing is pending), without emptying the replay ring."""
         ring = self.ring
-        if ring is not None and ring.programs:
+        if ring is not None and len(ring):
             return ring.head()
         tasks = self.python_tasks
         return tasks[0] if tasks else None

@@ -134,41 +134,44 @@ class Executor:
 
     submit = functools.partialmethod(launch, run=False)
 
-    def replay(self, queue: Queue, program: Any, stamp0: int, stamps: int, note: Any, at: int, value: int,
-               mark: int) -> bool:
-        """Launch a repeated call's whole compiled task list ``program`` (sim/compiled.py ``Program.whole``) with its
-        chunk stamps ``stamp0``.. (``stamps`` of them) on the queue's replay ring: engine.c writes the call's
-        announcement (sim/announce.py ``entry``: ``mark``, signature ``value``, ``mark`` at ``note[at]``), appends
-        the list behind the ring's earlier ones and runs the ring, in one call.
+    def enter(self, queue: Queue, call: Any) -> bool:
+        """Launch a repeated call (sim/compiled.py ``Repeat``) on the queue's replay ring: engine.c writes its
+        announcement, counts its chunks, appends its whole compiled list behind the ring's earlier ones and runs the
+        ring, in one C call (``Repeat.launch``).
 
-        False, with nothing done, where the ring may not take it: no whole program, Python tasks or stamps pending
-        on the queue, or a checked, traced, captured or failed queue (the caller then takes :meth:`launch`).
+        False, with nothing done, where the ring may not take it: Python tasks or stamps pending on the queue, a
+        checked, traced, captured or failed queue, or no whole list for this call's parity (the caller then
+        launches it as a first call).
         """
         with self.lock:
-            if program is None or not program.whole or queue.python_tasks or queue.stamps or queue.checked \
-                    or queue.capture is not None or queue.error is not None or _trace.ACTIVE:
+            if queue.python_tasks or queue.stamps or queue.checked or queue.capture is not None \
+                    or queue.error is not None or _trace.ACTIVE:
                 return False
-            ring = queue.ring
-            if ring is None:
-                ring = queue.ring = compiled.Ring()
             if self.unwoken:
                 self._wake_peers()
+            ring = call.ring
             try:
-                ran, status = ring.replay(program, stamp0, stamps, note, at, value, mark)
+                code = call.launch()
+                if code == -2:                   # the ring is full
+                    ring.grow()
+                    code = call.launch()
+                if code < 0:
+                    return False
+                ran, status = code >> 2, code & 3
+                blocked = self._ring_ran(queue, ran, status)
+                active = self.active
+                if status == compiled.HCE_END:
+                    active.discard(queue)
+                    comm = queue.comm
+                    if ran and comm is not None and comm.config.check != "off":
+                        self._check_idle(comm)
+                else:
+                    active.add(queue)
+                    if not blocked:
+                        self._run_queue(queue)   # its head is a task engine.c leaves to Python: the loop takes it
             except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
-                self.interrupted(queue, program.tasks[0], exc)
+                self.interrupted(queue, ring.head() or call.task(), exc)
                 raise
-            active = self.active
-            if status == compiled.HCE_END:
-                self._ring_ran(queue, ran, status)
-                active.discard(queue)
-                comm = queue.comm
-                if ran and comm is not None and comm.config.check != "off":
-                    self._check_idle(comm)
-            else:
-                active.add(queue)
-                if not self._ring_ran(queue, ran, status):
-                    self._run_queue(queue)   # its head is a task engine.c leaves to Python: the loop takes the ring
             others = len(active) > 1 or (active and queue not in active)
         if ran and others:
             self.settle()
@@ -359,10 +362,10 @@ class Executor:
         traced = _trace.ACTIVE      # HCOMM_TRACE: one test per queue run when off
         ran = False
         ring = q.ring
-        if ring is not None and ring.programs and not (checked or traced):
+        if ring is not None and len(ring) and not (checked or traced):
             if unwoken:
                 self._wake_peers()
-            first = ring.programs[0]
+            first = ring.head_at()[0]
             try:
                 done, status = ring.drain()
             except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
@@ -778,7 +781,7 @@ class Executor:
         spins = SHARED_SPIN_ROUNDS if comm.nranks > CORES else SPIN_ROUNDS
         while True:
             with self.lock:
-                if len(self.active) != 1 or q not in self.active or q.python_tasks or not ring.programs \
+                if len(self.active) != 1 or q not in self.active or q.python_tasks or not len(ring) \
                         or not q.blocked_since:
                     return False
                 program, at = ring.head_at()

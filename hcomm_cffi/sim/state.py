@@ -72,7 +72,7 @@ class SimState:
         # callers pass the same handle objects again and again: remember the last lookups by identity
         self._last_comm: tuple = (None, None)
         self._last_stream: tuple = (None, None)
-        # HcclAllReduce's fast path (native.py): raw argument tuple -> (comm, native state, queue, [tasks by parity])
+        # the native collectives' small calls kept for their repeats (native.py _keep): argument tuple -> what it keeps
         self.call_cache: Dict[tuple, Any] = {}
 
     def new_ptr_key(self) -> int:
@@ -149,7 +149,13 @@ class SimState:
                 if th is not None:
                     self.threads.pop(th.handle, None)
         self._last_stream = (None, None)
-        self.call_cache.clear()     # the one small-call cache: its task lists name threads and queues of streams
+        self.forget_calls()         # the one small-call cache: its task lists name threads and queues of streams
+
+    def forget_calls(self) -> None:
+        """Empty the small-call cache (sim/native.py ``_keep``), each entry told so (``forget``)."""
+        for kept in self.call_cache.values():
+            kept.forget()
+        self.call_cache.clear()
 
     def release_stream(self, key: int, why: str) -> None:
         """Drop a stream that died with its owner; later uses of the handle are told ``why``."""

@@ -217,16 +217,18 @@ done:
 
 /* A stream's replay ring (sim/compiled.py Ring): the compiled task lists of repeated calls launched on a queue with no
  * Python tasks pending, run from its head in launch order.  Each segment carries its chunk stamps as a range:
- * stamp0, stamp0 + 1, ..., of which ``popped`` are consumed. */
+ * stamp0, stamp0 + 1, ..., of which ``popped`` are consumed, and the id of its list (Python maps it back). */
 typedef struct {
     const hce_task *tasks;
     int64_t n, at;               /* its records, and the next to run */
     int64_t stamp0, stamps, popped;
+    int64_t pid;                 /* sim/compiled.py Program.pid */
 } hce_seg;
 
 typedef struct {
     hce_seg *segs;
     int64_t cap, head, count;
+    int64_t left;                /* the tasks its segments hold not yet run */
 } hce_ring;
 
 /* Run the ring from its head until a segment blocks or hands a task to Python (it stays at the head), or the ring is
@@ -248,31 +250,61 @@ int64_t hce_drain(hce_ring *r, int64_t *out) {
         r->count--;
         finished++;
     }
+    r->left -= ran;
     out[0] = status;
     out[1] = finished;
     return ran;
 }
 
-/* Announce the call (sim/announce.py Announcements.announce: its entry note[at..at+2] = mark, value, mark, the first
- * word cleared while the others change), append its segment (the ring has room: the caller grows it first) and
- * drain the ring (hce_drain). */
-int64_t hce_replay(hce_ring *r, const hce_task *tasks, int64_t n, int64_t stamp0, int64_t stamps, uint32_t *note,
-                   int64_t at, uint32_t value, uint32_t mark, int64_t *out) {
-    uint32_t *e = note + at;
-    store_release(&e[0], 0u);
-    store_release(&e[1], value);
-    store_release(&e[2], mark);
-    store_release(&e[0], mark);
+/* A repeated native call (sim/compiled.py Repeat): its whole compiled lists per parity of its communicator's chunk
+ * count, the ring of its stream, and where its communicator counts chunks (sim/native.py NativeState.seq) and
+ * announces its library calls (sim/announce.py: entry k of the table at note[base + (k % entries) * 3]). */
+typedef struct {
+    hce_ring *ring;
+    int64_t *seq;                /* the communicator's chunks issued; the call's parity is its low bit */
+    int64_t *number;             /* the communicator's library calls announced */
+    uint32_t *note;              /* this rank's announcement table */
+    int64_t base, entries;
+    const hce_task *tasks[2];    /* per parity (n 0: none kept) */
+    int64_t n[2], pid[2];
+    int64_t advance;             /* chunks per call */
+    int64_t stamps;              /* chunk stamps per call (advance, or 0: unstamped) */
+    uint32_t value;              /* its signature */
+} hce_entry;
+
+/* Launch the call ``e`` as Python's full path would (sim/native.py NativeCollectives.repeat): its announcement
+ * (mark, value, mark; the first word cleared while the others change), its chunks counted, its list appended to the
+ * ring with its chunk stamps, then the ring drained (hce_drain).  Returns the tasks run * 4 + the status, or -1 when
+ * no list is kept for this parity and -2 when the ring is full (nothing done: the caller takes another path). */
+int64_t hce_enter(hce_entry *e) {
+    hce_ring *r = e->ring;
+    int64_t seq = *e->seq;
+    int p = (int)(seq & 1);
+    if (!e->n[p]) return -1;
+    if (r->count == r->cap) return -2;
+    int64_t number = *e->number;
+    uint32_t mark = (uint32_t)(number + 1);
+    uint32_t *w = e->note + e->base + (number % e->entries) * 3;
+    store_release(&w[0], 0u);
+    store_release(&w[1], e->value);
+    store_release(&w[2], mark);
+    store_release(&w[0], mark);
+    *e->number = number + 1;
+    *e->seq = seq + e->advance;
     int64_t tail = r->head + r->count;
     hce_seg *s = &r->segs[tail >= r->cap ? tail - r->cap : tail];
-    s->tasks = tasks;
-    s->n = n;
+    s->tasks = e->tasks[p];
+    s->n = e->n[p];
     s->at = 0;
-    s->stamp0 = stamp0;
-    s->stamps = stamps;
+    s->stamp0 = seq;
+    s->stamps = e->stamps;
     s->popped = 0;
+    s->pid = e->pid[p];
     r->count++;
-    return hce_drain(r, out);
+    r->left += s->n;
+    int64_t out[2];
+    int64_t ran = hce_drain(r, out);
+    return ran * 4 + out[0];
 }
 
 static inline int recorded(const hce_task *t) {   /* an E_C_WAIT's notify holds a record not yet consumed */
