@@ -505,13 +505,16 @@ class _Repeated:
     their compiled form, and -- with the compiled engine, for whole lists -- the engine.c launch of the call
     (compiled.Repeat), counting in its communicator's C counters."""
 
-    __slots__ = ("comm", "native", "queue", "advance", "value", "stamped", "lists", "call")
+    __slots__ = ("args", "comm", "native", "queue", "advance", "value", "stamped", "lists", "call", "forgotten")
 
-    def __init__(self, comm: SimComm, nat: NativeState, queue: Any, advance: int, value: int, stamped: bool) -> None:
+    def __init__(self, args: tuple, comm: SimComm, nat: NativeState, queue: Any, advance: int, value: int,
+                 stamped: bool) -> None:
+        self.args = args                          # the call's arguments (plain: they keep no buffer alive)
         self.comm, self.native, self.queue = comm, nat, queue
         self.advance, self.value, self.stamped = advance, value, stamped   # chunks per call, signature, stamped
         self.lists: List[Optional[Tuple[Tuple[Task, ...], Optional[compiled.Program]]]] = [None, None]
         self.call: Optional[compiled.Repeat] = None
+        self.forgotten = False        # dropped from the cache (forget)
 
     def keep(self, parity: int, tasks: Tuple[Task, ...]) -> None:
         program = compiled.compile_tasks(tasks)   # None without a compiled engine
@@ -531,6 +534,7 @@ class _Repeated:
 
     def forget(self) -> None:
         """Dropped from the cache: the ring lets go of its programs once it holds none of them."""
+        self.forgotten = True
         if self.call is not None:
             self.call.forgotten = True
 
@@ -548,6 +552,12 @@ class NativeCollectives(Part):
     """HcclAllReduce and friends: hccl/hccl.h, and HcclBarrier of hccl/hccl_comm.h (each entry: group.collective)."""
 
     HEADERS = ("hccl/hccl.h", "hccl/hccl_comm.h")
+
+    def __init__(self, state: SimState) -> None:
+        super().__init__(state)
+        #: per collective, what the cache keeps for its last repeated call: a repeat of the same arguments finds it
+        #: without hashing them
+        self.last: Dict[str, _Repeated] = {}
 
     def _prepare(self, comm: Any, stream: Any, peers: Sequence[int]) -> _Plan:
         c = self.state.comm(comm)
@@ -614,12 +624,16 @@ class NativeCollectives(Part):
         stream's replay ring (``EXECUTOR.enter``), else the tasks run through the executor's launch; stream order
         and the checkers are the same either way.
         """
-        try:
-            hit = self.state.call_cache.get((name,) + args)
-        except TypeError:       # an unhashable argument: the full path names it
-            return None
-        # a float count equal to an int one must not match
-        if hit is None or (count_at is not None and type(args[count_at]) is not int):
+        hit = self.last.get(name)
+        if hit is None or hit.args != args or hit.forgotten:   # (the same call again: no key to hash)
+            try:
+                hit = self.state.call_cache.get((name,) + args)
+            except TypeError:       # an unhashable argument: the full path names it
+                return None
+            if hit is None:
+                return None
+            self.last[name] = hit
+        if count_at is not None and type(args[count_at]) is not int:   # a float count equal to an int one
             return None
         c, nat, q = hit.comm, hit.native, hit.queue
         if c.destroyed or c.native is not nat or q.capture is not None:
@@ -656,7 +670,7 @@ class NativeCollectives(Part):
                 hit.forget()
             if len(cache) >= CALL_CACHE_MAX:
                 self.state.forget_calls()
-            hit = cache[key] = _Repeated(c, nat, q, nat.seq - plan.seq0, plan.signature, bool(plan.stamped))
+            hit = cache[key] = _Repeated(args, c, nat, q, nat.seq - plan.seq0, plan.signature, bool(plan.stamped))
         hit.keep(plan.seq0 & 1, tuple(tasks))
 
     def _launch_small(self, plan: _Plan, name: str, args: tuple, nbytes: int) -> int:

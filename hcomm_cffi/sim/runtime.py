@@ -213,10 +213,7 @@ class Executor:
                 now = time.monotonic()
                 with self.lock:
                     self._expire(now)
-                    if now - self.last_liveness >= LIVENESS_EVERY_S:
-                        self.last_liveness = now
-                        self._check_peers(now)
-                        self._check_lost_waits(now)
+                    self._liveness(now)
                 if done():
                     return True
                 if deadline is not None and now >= deadline:
@@ -225,6 +222,14 @@ class Executor:
                     self._sleep(comms, bells, now, deadline)
             finally:
                 self._unpin(comms)
+
+    def _liveness(self, now: float) -> None:
+        """Every LIVENESS_EVERY_S of a wait (call with the lock held): fail the waits on peers that left and the
+        thread-notify waits nothing can record any more."""
+        if now - self.last_liveness >= LIVENESS_EVERY_S:
+            self.last_liveness = now
+            self._check_peers(now)
+            self._check_lost_waits(now)
 
     # ------------------------------------------------------------------ communicators read outside the lock
     def _pin(self, comms: Set["SimComm"]) -> List["SimComm"]:
@@ -257,7 +262,8 @@ class Executor:
                 else:
                     c.pins.pop(me, None)
                     mine.discard(c)
-            self.unpinned.notify_all()
+                    if c.closing:            # a retire waits for it
+                        self.unpinned.notify_all()
 
     def drop_pins_of_this_thread(self) -> None:
         """Release the pins an exception left behind in this thread (it is no longer inside the executor).
@@ -772,37 +778,47 @@ class Executor:
     def _wait_ring(self, q: Queue, finished: Callable[[], bool], deadline: Optional[float]) -> bool:
         """``drain`` while ``q``'s replay ring is all the process has to run, its head a channel wait: wait in C on
         that one notify (compiled.wait) and run the ring again, until ``finished()`` (True) or something else needs
-        :meth:`run_until`'s round (False): another queue, a task for Python, the next liveness check, the wait's
-        timeout or ``deadline``."""
+        :meth:`run_until`'s round (False): another queue, a task for Python, the wait's timeout or ``deadline``.  The
+        liveness checks run here as in that round."""
         ring = q.ring
         comm = q.comm
         if ring is None or comm is None:
             return False
         spins = SHARED_SPIN_ROUNDS if comm.nranks > CORES else SPIN_ROUNDS
-        while True:
-            with self.lock:
-                if len(self.active) != 1 or q not in self.active or q.python_tasks or not len(ring) \
-                        or not q.blocked_since:
-                    return False
-                program, at = ring.head_at()
-                head = program.tasks[at]
-                limit = _wait_limit(q, head) if head[0] == C_WAIT else None
-                if limit is None:
-                    return False
-                now = time.monotonic()
-                end = min(q.blocked_since + limit, self.last_liveness + LIVENESS_EVERY_S, now + MAX_SLEEP_S,
-                          deadline if deadline is not None else now + MAX_SLEEP_S)
-                c = head.channel.comm
-                if now >= end or not self._pin({c}):
-                    return False
-            try:
+        pinned: List["SimComm"] = []
+        try:
+            while True:
+                with self.lock:          # one acquisition a round: what the last wait let run, then the next wait
+                    if pinned:
+                        self._unpin(pinned)
+                        pinned = []
+                        self._run_queue(q)
+                        if finished():
+                            return True
+                    now = time.monotonic()
+                    self._liveness(now)
+                    if q.error is not None:          # a wait the liveness check failed
+                        return finished()
+                    if len(self.active) != 1 or q not in self.active or q.python_tasks or not len(ring) \
+                            or not q.blocked_since:
+                        return False
+                    program, at = ring.head_at()
+                    head = program.tasks[at]
+                    limit = _wait_limit(q, head) if head[0] == C_WAIT else None
+                    if limit is None:
+                        return False
+                    end = min(q.blocked_since + limit, self.last_liveness + LIVENESS_EVERY_S, now + MAX_SLEEP_S,
+                              deadline if deadline is not None else now + MAX_SLEEP_S)
+                    c = head.channel.comm
+                    if now >= end:
+                        return False
+                    pinned = self._pin({c})
+                    if not pinned:
+                        return False
                 compiled.wait(program, at, c.words, spins, end - now)
-            finally:
-                self._unpin([c])
-            with self.lock:
-                self._run_queue(q)
-            if finished():
-                return True
+        finally:
+            if pinned:
+                self._unpin(pinned)
 
     def _check_lost_waits(self, now: float) -> None:
         """Fail a thread-notify wait that nothing can record any more, naming it, instead of at its timeout.
