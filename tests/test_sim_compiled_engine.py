@@ -7,6 +7,7 @@ queue's errors and how far it got must be equal.  Skipped, with the reason, wher
 """
 from __future__ import annotations
 
+import time
 import warnings
 from collections import deque
 from types import SimpleNamespace
@@ -359,7 +360,7 @@ def test_what_only_python_reproduces_is_left_to_it(monkeypatch: pytest.MonkeyPat
 def _repeats(rank: int, n: int, root_info: bytes, calls: int) -> Dict[str, Any]:
     import hcomm_cffi as hcomm
 
-    ran = [0]
+    ran, synced = [0], [0]
     real_run = compiled.run
 
     def counted(program: compiled.Program, start: int, fifo: Any) -> Tuple[int, int, int]:
@@ -379,20 +380,31 @@ def _repeats(rank: int, n: int, root_info: bytes, calls: int) -> Dict[str, Any]:
         ran[0] += out[0]
         return out
 
+    real_sync = compiled.Ring.sync
+
+    def counted_sync(ring: compiled.Ring, *args: Any) -> Tuple[int, int]:
+        out = real_sync(ring, *args)
+        ran[0] += out[0]
+        synced[0] += 1
+        return out
+
     compiled.run = counted            # type: ignore[assignment]
     compiled.Repeat.launch = counted_launch     # type: ignore[method-assign]
     compiled.Ring.drain = counted_drain         # type: ignore[method-assign]
+    compiled.Ring.sync = counted_sync           # type: ignore[method-assign]
     world = hcomm.init(rank=rank, world_size=n, root_info=root_info)
     got = []
     try:
         x = np.zeros(4, np.float32)
         for step in range(calls):
             x[...] = step * 10 + rank + 1
+            if rank == 1 and step % 5 == 4:
+                time.sleep(0.05)          # rank 0's synchronisation waits for this one (in C, where it may)
             world.allreduce(x, algorithm="native")
             got.append(x.tolist())
     finally:
         hcomm.finalize()
-    return {"got": got, "ran_in_c": ran[0], "engine": compiled.engine_status()}
+    return {"got": got, "ran_in_c": ran[0], "synced_in_c": synced[0], "engine": compiled.engine_status()}
 
 
 @pytest.mark.parametrize("check", ["warn", "off", "strict"])
@@ -409,6 +421,8 @@ def test_repeated_native_allreduces_run_in_c_and_agree(check: str) -> None:
             assert r["ran_in_c"] == 0
         else:
             assert r["ran_in_c"] >= 5 * (calls - 2)     # the repeats' tasks (6 a call on 2 ranks), nearly all in C
+    if check != "strict":
+        assert results[0]["synced_in_c"] > 0            # rank 0's synchronisations waited for rank 1 in C
 
 
 def _engine_in_child(env: Dict[str, str], code: str) -> str:

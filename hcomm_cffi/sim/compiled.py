@@ -70,6 +70,7 @@ typedef struct {
     const hce_task *tasks[2]; int64_t n[2]; int64_t pid[2]; int64_t advance; int64_t stamps; uint32_t value;
 } hce_entry;
 int64_t hce_enter(hce_entry *e);
+int64_t hce_sync(hce_ring *r, uint32_t *ctl, int spins, int64_t timeout_ns, int64_t *out);
 int hce_wait(const hce_task *waits, int64_t n, uint32_t *ctl, int spins, int64_t timeout_ns);
 """
 
@@ -343,6 +344,13 @@ class Ring:
     def drain(self) -> Tuple[int, int]:
         """Run the ring as far as it goes: (tasks run, status HCE_*; HCE_END once it is empty)."""
         ran = _ENGINE.lib.hce_drain(self.ring, self.out)
+        return ran, int(self.out[0])
+
+    def sync(self, ctl: Any, spins: int, timeout_s: float) -> Tuple[int, int]:
+        """Run the ring as far as it goes, waiting in C (:func:`wait`) whenever its head is a run of channel waits on
+        ``ctl`` (this rank's control words), for at most ``timeout_s``: (tasks run, status HCE_*: HCE_BLOCKED when it
+        stopped at anything else, a signal or the timeout)."""
+        ran = _ENGINE.lib.hce_sync(self.ring, ctl, spins, int(timeout_s * 1e9), self.out)
         return ran, int(self.out[0])
 
     def head(self) -> Optional[Task]:

@@ -82,6 +82,8 @@ class SimLibrary(Backend):
 
     def __init__(self, traces_c_program: bool = False) -> None:
         state = self.state = _STATE
+        if traces_c_program:
+            EXECUTOR.foreign_threads = True
         acl = AclRuntime(state)
         self.primitives = DataPlane(state)
         vmm = VirtualMemory(state)

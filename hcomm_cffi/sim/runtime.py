@@ -92,6 +92,9 @@ class Executor:
         # channels whose peer this queue run rang and has not woken yet (_run_queue: at the end of a run of records);
         # one list for the executor's life (_run_queue holds it)
         self.unwoken: List[Any] = []
+        # a C program calls the emulator (cannlib): its threads may call in without being Python's (alone())
+        self.foreign_threads = False
+        self.syncers: Set[int] = set()   # the host threads that synchronised a stream (drain), by ident
 
     def forget_inherited(self) -> None:
         """In a forked child: the parent's queues never run here (their tasks would act in the parent's job), and
@@ -99,6 +102,7 @@ class Executor:
         self.active.clear()
         self.host_waiting.clear()
         self.unwoken.clear()
+        self.syncers.clear()
         self.kernels_running = 0
         self.lock = threading.RLock()
         self.unpinned = threading.Condition(self.lock)
@@ -157,18 +161,9 @@ class Executor:
                     code = call.launch()
                 if code < 0:
                     return False
-                ran, status = code >> 2, code & 3
-                blocked = self._ring_ran(queue, ran, status)
+                ran = code >> 2
+                self._ring_ran_here(queue, ran, code & 3)
                 active = self.active
-                if status == compiled.HCE_END:
-                    active.discard(queue)
-                    comm = queue.comm
-                    if ran and comm is not None and comm.config.check != "off":
-                        self._check_idle(comm)
-                else:
-                    active.add(queue)
-                    if not blocked:
-                        self._run_queue(queue)   # its head is a task engine.c leaves to Python: the loop takes it
             except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
                 self.interrupted(queue, ring.head() or call.task(), exc)
                 raise
@@ -511,6 +506,21 @@ class Executor:
             if unwoken:
                 self._wake_peers()
 
+    def _ring_ran_here(self, q: Queue, done: int, status: int) -> None:
+        """After a run of ``q``'s replay ring by this thread, outside the executor's loop (the lock held): its
+        bookkeeping (:meth:`_ring_ran`), ``q`` runnable or not, the idle check of an emptied queue, and a head that
+        is a task for Python run by the loop."""
+        blocked = self._ring_ran(q, done, status)
+        if status == compiled.HCE_END:
+            self.active.discard(q)
+            comm = q.comm
+            if done and comm is not None and comm.config.check != "off":
+                self._check_idle(comm)
+        else:
+            self.active.add(q)
+            if not blocked:
+                self._run_queue(q)   # its head is a task engine.c leaves to Python: the loop takes it
+
     @staticmethod
     def _ring_ran(q: Queue, done: int, status: int) -> bool:
         """The bookkeeping of a run of ``q``'s replay ring (``done`` tasks ran, ending with ``status``); True when
@@ -756,6 +766,7 @@ class Executor:
         comm = q.comm
         waiting = self.host_waiting
         with self.lock:
+            self.syncers.add(threading.get_ident())
             until = q.executed + q.pending()
             if comm is not None:
                 waiting[comm] = waiting.get(comm, 0) + 1
@@ -815,10 +826,21 @@ class Executor:
                     pinned = self._pin({c})
                     if not pinned:
                         return False
+                    if self.alone():         # no other thread needs the lock: run and wait in one C call
+                        ran, status = ring.sync(c.words, spins, end - now)
+                        self._ring_ran_here(q, ran, status)
+                        continue
                 compiled.wait(program, at, c.words, spins, end - now)
         finally:
             if pinned:
                 self._unpin(pinned)
+
+    def alone(self) -> bool:
+        """Whether a wait in C may hold the lock (for MAX_SLEEP_S at most): no other host thread ever synchronised a
+        stream here (a program with a thread per rank), no AICPU kernel runs (its thread records), and the
+        emulator is not a C program's (``foreign_threads``).  Another thread that launches meanwhile waits that long
+        for the lock at most."""
+        return len(self.syncers) == 1 and not self.kernels_running and not self.foreign_threads
 
     def _check_lost_waits(self, now: float) -> None:
         """Fail a thread-notify wait that nothing can record any more, naming it, instead of at its timeout.

@@ -346,3 +346,27 @@ int hce_wait(const hce_task *waits, int64_t n, uint32_t *ctl, int spins, int64_t
 #endif
     }
 }
+
+/* Drain the ring (hce_drain), waiting in C (hce_wait) whenever its head is a run of channel waits on this rank's
+ * control words ``ctl`` (sim/runtime.py Executor._wait_ring while this thread is the only one that could touch the
+ * ring), until the ring is empty (out[0] = HCE_END), its head is a task for Python (HCE_PYTHON) or anything but such
+ * a run (HCE_BLOCKED), a wait returned early (a signal) or ``timeout_ns`` passed (HCE_BLOCKED).  Returns the tasks
+ * run. */
+int64_t hce_sync(hce_ring *r, uint32_t *ctl, int spins, int64_t timeout_ns, int64_t *out) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t ran = 0, o[2];
+    for (;;) {
+        ran += hce_drain(r, o);
+        out[0] = o[0];
+        if (o[0] != HCE_BLOCKED) return ran;
+        const hce_seg *s = &r->segs[r->head];
+        const hce_task *t = &s->tasks[s->at];
+        int64_t n = 0;
+        while (s->at + n < s->n && t[n].kind == E_C_WAIT && t[n].words == ctl) n++;
+        if (!n) return ran;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t left = timeout_ns - ((int64_t)(now.tv_sec - t0.tv_sec) * 1000000000 + (now.tv_nsec - t0.tv_nsec));
+        if (left <= 0 || !hce_wait(t, n, ctl, spins, left)) return ran;
+    }
+}
