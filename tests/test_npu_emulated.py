@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -78,8 +78,19 @@ def _free_port() -> int:
 
 
 #: torch's own gloo can abort a rank at teardown after the script's last line ran (a worker thread still joinable
-#: at exit, pytorch/pytorch#190489): seen in this reference run on the 2-core VM, and a rerun passed
+#: at exit, pytorch/pytorch#190489): seen in this reference run on the 2-core VM, twice in a row once
 GLOO_TEARDOWN_ABORT = "terminate called without an active exception"
+GLOO_REFERENCE_RUNS = 3          # a gloo reference run is made at most this often while it ends in that abort
+
+
+def _gloo_reference(run: Callable[[], Tuple[int, str]]) -> Tuple[int, str]:
+    """``run()`` -> (exit code, output), run again while it ended in gloo's teardown abort (torch's crash, not a
+    result), GLOO_REFERENCE_RUNS times at most."""
+    for _ in range(GLOO_REFERENCE_RUNS):
+        code, out = run()
+        if code == 0 or GLOO_TEARDOWN_ABORT not in out:
+            break
+    return code, out
 
 
 def _torchrun(script: Path, args: List[str], env: Dict[str, str],
@@ -90,9 +101,14 @@ def _torchrun(script: Path, args: List[str], env: Dict[str, str],
     when gloo aborted at teardown: that is torch's crash, not a result."""
     shm = private_shm_dir()
     cmd = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nprocs), str(script), *args]
-    done = _python(cmd, {**env, "HCOMM_SIM_SHM_DIR": shm}, timeout=240)
-    if gloo_reference and done.returncode != 0 and GLOO_TEARDOWN_ABORT in done.stderr:
-        done = _python(cmd, {**env, "HCOMM_SIM_SHM_DIR": shm}, timeout=240)
+    runs: List["subprocess.CompletedProcess[str]"] = []
+
+    def run() -> Tuple[int, str]:
+        runs.append(_python(cmd, {**env, "HCOMM_SIM_SHM_DIR": shm}, timeout=240))
+        return runs[-1].returncode, runs[-1].stderr
+
+    _gloo_reference(run) if gloo_reference else run()
+    done = runs[-1]
     left = os.listdir(shm)
     os.rmdir(shm) if not left else None
     assert done.returncode == 0 and left == [], done.stdout + done.stderr
@@ -484,17 +500,20 @@ def test_a_cpu_fsdp2_script_under_hcomm_run_does_what_it_does_beside_torch_npu(n
     outputs = {}
     for backend, options in (("hcomm", []), ("gloo", []), ("gloo", ["--no-emulate-npu"])):
         shm = private_shm_dir()
-        proc = start(launcher(2, sys.executable, str(script), backend, options=options, module="hcomm_cffi"),
-                     {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
-        out, err = proc.communicate(timeout=180)
-        if options and proc.returncode != 0 and GLOO_TEARDOWN_ABORT in out + err:   # torch's crash, not a result
+        ended: List[Tuple[int, str, str]] = []
+
+        def run() -> Tuple[int, str]:
             proc = start(launcher(2, sys.executable, str(script), backend, options=options, module="hcomm_cffi"),
                          {**npu_paths, "HCOMM_SIM_SHM_DIR": shm})
             out, err = proc.communicate(timeout=180)
+            ended.append((proc.returncode, out, err))
+            return proc.returncode, out + err
+
+        _gloo_reference(run) if options else run()
         left = os.listdir(shm)
         os.rmdir(shm) if not left else None
         assert left == [], left
-        outputs[(backend, bool(options))] = (proc.returncode, out, err)
+        outputs[(backend, bool(options))] = ended[-1]
     code, out, err = outputs[("hcomm", False)]
     assert code == 0, out + err
     for rank in (0, 1):
