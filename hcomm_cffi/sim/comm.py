@@ -471,15 +471,6 @@ class SimComm:
             return self.announced.message(self.rank, self.name, peer, found)
         return self.announced.stuck(self.rank, self.name, peer, self._ctl_words, base)
 
-    def disagreeing_call_with_any(self, first: int) -> Optional[str]:
-        """:meth:`disagreeing_call` with ``first``, else with the other peers in rank order: a wait on a rank that
-        agrees can still be stuck behind a mismatch between others (a broadcast's non-root waits on the root alone)."""
-        for peer in [first] + [r for r in sorted(self.peer_ctl) if r not in (first, self.rank)]:
-            found = self.disagreeing_call(peer)
-            if found is not None:
-                return found
-        return None
-
     def _ctl_words(self, rank: int) -> Any:
         """Rank ``rank``'s control words (None: no such rank)."""
         seg = self.peer_ctl.get(rank)

@@ -797,16 +797,7 @@ class NativeCollectives(Part):
             if c.rank == root:
                 plan.copy(plan.ccl(root) + region, data + b, n * esz)
             check = plan.stamp(region, [root] if c.rank != root else [])
-            # every rank learns that the root's piece is staged and that every rank finished its last chunk (so the
-            # other parity region is free): on 2 ranks both record, then wait; on more, through the root alone (it
-            # waits for every rank, then records to each): 2(n-1) notifies, not n(n-1)
-            if c.nranks <= 2:
-                plan.handshake(peers, idx)
-            elif c.rank == root:
-                plan.handshake(peers, idx, record=False)
-                plan.handshake(peers, idx, wait=False)
-            else:
-                plan.handshake([root], idx)
+            plan.handshake(peers, idx)       # every rank: the root's piece is staged, or I finished the last one
             plan.tasks.append(check)
             if c.rank != root:
                 plan.copy(data + b, plan.ccl(root) + region, n * esz)

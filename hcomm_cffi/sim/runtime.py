@@ -734,14 +734,12 @@ class Executor:
                 ch = t.channel
                 if ch.has_record(t.index):
                     continue     # the peer signalled before it went: the wait completes at the next step
-                left = ch.comm.peer_left(ch.peer)    # its header stays readable: the mapping outlives its owner
-                # a call that never meets this one (sim/announce.py), also the reason a peer that left never signals
-                # (it failed on the mismatch, or stopped after the calls it made): named before its leaving
-                if now - q.blocked_since >= BLOCKED_S or left is not None:
-                    mismatch = ch.comm.disagreeing_call_with_any(ch.peer)
+                if now - q.blocked_since >= BLOCKED_S:       # a call that never meets this one (sim/announce.py)
+                    mismatch = ch.comm.disagreeing_call(ch.peer)
                     if mismatch is not None:
                         self.fail_queue(q, HcclResult.E_INTERNAL, ACL_ERROR_RT_INTERNAL_ERROR, mismatch)
                         continue
+                left = ch.comm.peer_left(ch.peer)    # its header stays readable: the mapping outlives its owner
                 at_once = left is not None and left.startswith(LEFT_AT_ONCE)
                 if not at_once and not ch.peer_ctl.owner_alive() and not ch.has_record(t.index):   # read again
                     self.fail_queue(q, HcclResult.E_REMOTE, ACL_ERROR_RT_SUSPECT_REMOTE_ERROR,
