@@ -13,8 +13,8 @@ Every rank runs the same loops (so peers are in step), rank 0 prints µs per cal
   or ``EXECUTOR.launch``: the task list run as far as the notifies allow) and the synchronisation (``run_until``: the rest of the list, polling and sleeping);
 * inside the executor: per task kind, how many of the call's tasks ran and the µs they took when they ran
   (a wait's time here is only its successful look; the time it spent blocked is in the synchronisation);
-* how the synchronisation ended: at once, after waits in C on the replay ring's head, after polling (sched_yield
-  rounds) or after futex sleeps.
+* how the synchronisation ended: at once, after runs of the replay ring in C with its waits, after waits in C on the
+  ring's head, after polling (sched_yield rounds) or after futex sleeps.
 
 It reaches into the emulator's internals on purpose (it profiles them).
 """
@@ -116,15 +116,20 @@ def main() -> None:
         ends["futex sleeps"] += 1
         real_sleep(*a)
 
-    real_wait = compiled.wait
+    real_wait, real_sync = compiled.wait, compiled.Ring.sync
 
     def counted_wait(*a: Any) -> bool:
         ends["waits in C (sched_yield looks, then one doorbell sleep)"] += 1
         return real_wait(*a)
 
+    def counted_sync(*a: Any) -> Any:
+        ends["runs of the ring in C with its waits (hce_sync)"] += 1
+        return real_sync(*a)
+
     executor.launch = timed_launch            # type: ignore[method-assign]
     executor.enter = timed_enter              # type: ignore[method-assign]
     compiled.wait = counted_wait              # type: ignore[assignment]
+    compiled.Ring.sync = counted_sync         # type: ignore[method-assign]
     executor._poll_heads = counted_poll        # type: ignore[method-assign]
     executor._sleep = counted_sleep            # type: ignore[method-assign,assignment]
     barrier()
@@ -142,6 +147,7 @@ def main() -> None:
     executor.launch, executor.enter = real_launch, real_enter     # type: ignore[method-assign]
     executor._poll_heads, executor._sleep = real_poll, real_sleep   # type: ignore[method-assign]
     compiled.wait = real_wait                 # type: ignore[assignment]
+    compiled.Ring.sync = real_sync            # type: ignore[method-assign]
     binding_only = _per_call(blocking, n, barrier)
 
     # per task kind inside the executor: through its tracing hook (the time from a task's start to its end; a
@@ -170,7 +176,8 @@ def main() -> None:
         print(f"{'blocking, binding method + sync':>44s} {binding_only:8.2f}")
         for name, ns in spent.items():
             print(f"{name:>44s} {ns / n / 1e3:8.2f}")
-        print("# the synchronisations: " + ", ".join(f"{k} {v / n:.2f} per call" for k, v in ends.items()))
+        print("# the synchronisations: " + (", ".join(f"{k} {v / n:.2f} per call" for k, v in ends.items())
+                                              or "each ended at once (the peers' records had come)"))
         print("# tasks per call by kind: count, µs per call when they ran")
         for kind, (count, ns) in sorted(kinds.items()):
             print(f"{KIND_NAMES.get(kind, kind):>44s} {count / n:5.1f} {ns / n / 1e3:8.2f}")
