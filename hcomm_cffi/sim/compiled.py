@@ -317,7 +317,7 @@ class Ring:
         self.segs = _ffi.new("hce_seg[]", capacity)
         self.ring.segs, self.ring.cap = self.segs, capacity
         self.cap = capacity
-        self.out = _ffi.new("int64_t[2]")
+        self.out = _ffi.new("int64_t[1]")
         self.known: Dict[int, Program] = {}
         self.calls: List["Repeat"] = []      # the calls launched here that are not forgotten, or still have segments
 

@@ -519,18 +519,15 @@ class _Repeated:
     def keep(self, parity: int, tasks: Tuple[Task, ...]) -> None:
         program = compiled.compile_tasks(tasks)   # None without a compiled engine
         self.lists[parity] = (tasks, program)
-        if program is None or not program.whole:
-            if self.call is not None:
-                self.call.keep(parity, None)
-            return
-        if self.call is None:
+        if self.call is None and program is not None and program.whole:
             q, announced = self.queue, self.comm.announced
             if q.ring is None:
                 q.ring = compiled.Ring()
             base = entry(LIBRARY, 0)[0]
             self.call = compiled.Repeat(q.ring, self.native.counter, announced.counts + LIBRARY, announced.words,
                                         base, ANNOUNCED, self.value, self.advance, self.stamped)
-        self.call.keep(parity, program)
+        if self.call is not None:
+            self.call.keep(parity, program)       # (a list that is not whole stays with Python)
 
     def forget(self) -> None:
         """Dropped from the cache: the ring lets go of its programs once it holds none of them."""

@@ -232,9 +232,9 @@ typedef struct {
 } hce_ring;
 
 /* Run the ring from its head until a segment blocks or hands a task to Python (it stays at the head), or the ring is
- * empty; returns the tasks run, with out[0] = the status (HCE_END: empty) and out[1] = the segments finished. */
+ * empty; returns the tasks run, with out[0] = the status (HCE_END: empty). */
 int64_t hce_drain(hce_ring *r, int64_t *out) {
-    int64_t ran = 0, finished = 0, stamps[MAX_STAMPS_PER_RUN], o[2];
+    int64_t ran = 0, stamps[MAX_STAMPS_PER_RUN], o[2];
     int status = HCE_END;
     while (r->count) {
         hce_seg *s = &r->segs[r->head];
@@ -248,11 +248,9 @@ int64_t hce_drain(hce_ring *r, int64_t *out) {
         if (reached < s->n) { status = (int)o[0]; break; }
         r->head = r->head + 1 == r->cap ? 0 : r->head + 1;
         r->count--;
-        finished++;
     }
     r->left -= ran;
     out[0] = status;
-    out[1] = finished;
     return ran;
 }
 
@@ -302,7 +300,7 @@ int64_t hce_enter(hce_entry *e) {
     s->pid = e->pid[p];
     r->count++;
     r->left += s->n;
-    int64_t out[2];
+    int64_t out[1];
     int64_t ran = hce_drain(r, out);
     return ran * 4 + out[0];
 }
@@ -355,7 +353,7 @@ int hce_wait(const hce_task *waits, int64_t n, uint32_t *ctl, int spins, int64_t
 int64_t hce_sync(hce_ring *r, uint32_t *ctl, int spins, int64_t timeout_ns, int64_t *out) {
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int64_t ran = 0, o[2];
+    int64_t ran = 0, o[1];
     for (;;) {
         ran += hce_drain(r, o);
         out[0] = o[0];
