@@ -360,6 +360,12 @@ class Ring:
         program, at = self.head_at()
         return program.tasks[at]
 
+    def task(self) -> Task:
+        """The task the ring runs next, or once it is empty a task of a program it ran (what a run interrupted
+        between its C call and its bookkeeping names)."""
+        head = self.head()
+        return head if head is not None else next(iter(self.known.values())).tasks[-1]
+
     def head_at(self) -> Tuple[Program, int]:
         """The program at the ring's head (it holds one) and the position of the task it runs next."""
         s = self.segs[self.ring.head]
@@ -422,10 +428,6 @@ class Repeat:
             return
         self.ring.known[program.pid] = program
         c.tasks[parity], c.n[parity], c.pid[parity] = program.records, program.n, program.pid
-
-    def task(self) -> Task:
-        """A task of its lists (what a launch interrupted after the ring emptied names)."""
-        return next(p for p in self.programs if p is not None).tasks[-1]
 
     def launch(self) -> int:
         """hce_enter: the tasks run * 4 + the status (HCE_*), or -1 (nothing kept for this parity) or -2 (the ring is

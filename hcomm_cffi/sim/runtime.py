@@ -165,7 +165,7 @@ class Executor:
                 self._ring_ran_here(queue, ran, code & 3)
                 active = self.active
             except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
-                self.interrupted(queue, ring.head() or call.task(), exc)
+                self.interrupted(queue, ring.task(), exc)
                 raise
             others = len(active) > 1 or (active and queue not in active)
         if ran and others:
@@ -366,11 +366,10 @@ class Executor:
         if ring is not None and len(ring) and not (checked or traced):
             if unwoken:
                 self._wake_peers()
-            first = ring.head_at()[0]
             try:
                 done, status = ring.drain()
             except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
-                self.interrupted(q, ring.head() or first.tasks[-1], exc)
+                self.interrupted(q, ring.task(), exc)
                 raise
             ran = done > 0
             if self._ring_ran(q, done, status):
