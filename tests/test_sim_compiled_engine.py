@@ -357,10 +357,10 @@ def test_what_only_python_reproduces_is_left_to_it(monkeypatch: pytest.MonkeyPat
     assert fast["error"] is not None and "mismatch: got 0x80000002, want 0x80000001" in fast["error"][2]
 
 
-def _repeats(rank: int, n: int, root_info: bytes, calls: int) -> Dict[str, Any]:
+def _repeats(rank: int, n: int, root_info: bytes, calls: int, elements: int = 4) -> Dict[str, Any]:
     import hcomm_cffi as hcomm
 
-    ran, synced = [0], [0]
+    ran, synced, entered = [0], [0], [0]
     real_run = compiled.run
 
     def counted(program: compiled.Program, start: int, fifo: Any) -> Tuple[int, int, int]:
@@ -373,6 +373,7 @@ def _repeats(rank: int, n: int, root_info: bytes, calls: int) -> Dict[str, Any]:
     def counted_launch(call: compiled.Repeat) -> int:
         code = real_launch(call)
         ran[0] += max(0, code) >> 2
+        entered[0] += code >= 0
         return code
 
     def counted_drain(ring: compiled.Ring) -> Tuple[int, int]:
@@ -395,7 +396,7 @@ def _repeats(rank: int, n: int, root_info: bytes, calls: int) -> Dict[str, Any]:
     world = hcomm.init(rank=rank, world_size=n, root_info=root_info)
     got = []
     try:
-        x = np.zeros(4, np.float32)
+        x = np.zeros(elements, np.float32)
         for step in range(calls):
             x[...] = step * 10 + rank + 1
             if rank == 1 and step % 5 == 4:
@@ -404,7 +405,8 @@ def _repeats(rank: int, n: int, root_info: bytes, calls: int) -> Dict[str, Any]:
             got.append(x.tolist())
     finally:
         hcomm.finalize()
-    return {"got": got, "ran_in_c": ran[0], "synced_in_c": synced[0], "engine": compiled.engine_status()}
+    return {"got": got, "ran_in_c": ran[0], "synced_in_c": synced[0], "entered_ring": entered[0],
+            "engine": compiled.engine_status()}
 
 
 @pytest.mark.parametrize("check", ["warn", "off", "strict"])
@@ -423,6 +425,21 @@ def test_repeated_native_allreduces_run_in_c_and_agree(check: str) -> None:
             assert r["ran_in_c"] >= 5 * (calls - 2)     # the repeats' tasks (6 a call on 2 ranks), nearly all in C
     if check != "strict":
         assert results[0]["synced_in_c"] > 0            # rank 0's synchronisations waited for rank 1 in C
+
+
+def test_repeated_64_kib_allreduces_run_whole_from_the_ring() -> None:
+    """The largest call whose list is kept (64 KiB, native.SMALL_CACHED) reduces in C: its list is whole, and every
+    repeat enters the replay ring in one C call."""
+    from multiproc import run_ranks
+
+    from hcomm_cffi.sim import native
+
+    calls, elements = 12, native.SMALL_CACHED // 4
+    results = run_ranks(2, _repeats, calls, elements, timeout=120, env={"HCOMM_SIM_CHECK": "warn"})
+    want = [[float(2 * (step * 10) + 3)] * elements for step in range(calls)]
+    for r in results:
+        assert r["got"] == want and r["engine"] == "compiled"
+        assert r["entered_ring"] >= calls - 2          # the first call of each parity takes the full path
 
 
 def _engine_in_child(env: Dict[str, str], code: str) -> str:

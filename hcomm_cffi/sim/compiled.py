@@ -42,10 +42,14 @@ HCE_END, HCE_BLOCKED, HCE_PYTHON = 0, 1, 2     # engine.c's statuses
 E_PYTHON, E_COPY, E_REDUCE3, E_C_RECORD, E_C_WAIT, E_STAMP_WRITE, E_STAMP_CHECK = range(7)   # its record kinds
 # IEEE arithmetic as written (no -ffast-math); -O3 vectorises the reductions (-O2 leaves them scalar)
 FLAGS = ("-O3", "-shared", "-fPIC")
-# Larger reductions stay with NumPy, whose loops use the CPU's widest vectors (engine.c is built for the baseline
-# ISA): 16384 fp32 cost 2.2 us in C and 1.5 with NumPy, while 256 cost well under the 1 us of a Python task
-# (benchmarks/compiled_engine.py's machine); bf16, which NumPy reduces in several passes, stays in C at any size.
-C_REDUCE_MAX_BYTES = 4096
+# Reductions up to this size run in C: every reduction of a list the native collectives keep (at most 64 KiB, their
+# SMALL_CACHED), so such a list is whole and runs from the replay ring.  NumPy's loops use the CPU's widest vectors
+# and engine.c is built for the baseline ISA (16384 fp32: about 2 us with NumPy, 3-4 in C), but a reduction left to
+# NumPy costs a Python task besides and keeps the whole call off the ring: a 64 KiB allreduce on 4 ranks took 59 us
+# against 111-153 us with the limit at 4 KiB, reduce-scatter 25 against 92-106, on 8 ranks 170 against 440-475
+# (_compare_workers.py, 2 cores).  Larger ones stay with NumPy; bf16, which NumPy reduces in several passes, stays in
+# C at any size.
+C_REDUCE_MAX_BYTES = 64 << 10
 MAX_STAMPS = 64          # chunk numbers of the queue's stamp FIFO handed to one run (engine.c pops at most these)
 # DataType values engine.c reduces (FP16 stays with NumPy: its rounding is NumPy's own)
 _C_DTYPES = frozenset({DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64, DataType.UINT8, DataType.UINT16,
