@@ -455,6 +455,32 @@ def _engine_in_child(env: Dict[str, str], code: str) -> str:
 STATUS = "from hcomm_cffi.sim import compiled; print(compiled.engine_status())"
 
 
+@pytest.mark.skipif(not compiled._VARIANTS[0], reason="the AVX2 versions are built on x86-64 Linux only")
+def test_a_compiler_without_target_clones_still_builds_the_engine(tmp_path: Any) -> None:
+    """The build with the reductions' AVX2 versions is tried first; a compiler refusing it gets the baseline build."""
+    import shutil
+    import stat
+
+    real = compiled.c_compiler()
+    if real is None:
+        pytest.skip("no C compiler")
+    cc = tmp_path / "cc-without-clones"
+    cc.write_text("#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -DHCE_CLONES ] && { echo 'no target_clones' >&2; "
+                  f"exit 1; }}; done\nexec {shutil.which(real[0])} \"$@\"\n")
+    cc.chmod(cc.stat().st_mode | stat.S_IXUSR)
+    code = ("from hcomm_cffi.sim import compiled; import numpy as np; print(compiled.engine_status()); "
+            "a = np.arange(4096, dtype=np.float32); out = np.empty_like(a); rec = compiled._ffi.new('hce_task[1]'); "
+            "assert compiled._reduce(rec[0], out.ctypes.data, a.ctypes.data, a.ctypes.data, 4096, "
+            "compiled.DataType.FP32, compiled.ReduceOp.SUM); o = compiled._ffi.new('int64_t[2]'); "
+            "assert compiled.engine().hce_run(rec, 1, 0, compiled._ffi.NULL, 0, o) == 1; print(bool((out == 2 * a).all()))")
+    out = _engine_in_child({"CC": str(cc), "HCOMM_SIM_ENGINE": "compiled", "XDG_CACHE_HOME": str(tmp_path / "cache")},
+                           code)
+    assert out == "compiled\nTrue", out
+    built = list((tmp_path / "cache").rglob("engine.so"))
+    assert len(built) == 1
+    assert b"reduce3.avx2" not in built[0].read_bytes()     # the baseline build
+
+
 def test_without_a_compiler_auto_falls_back_to_python_and_says_why() -> None:
     assert _engine_in_child({"CC": "/nonexistent/cc", "HCOMM_SIM_ENGINE": "auto"}, STATUS) == \
         "python (no C compiler ($CC, cc or gcc on PATH))"

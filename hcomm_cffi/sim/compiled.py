@@ -17,9 +17,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import platform
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -42,13 +44,17 @@ HCE_END, HCE_BLOCKED, HCE_PYTHON = 0, 1, 2     # engine.c's statuses
 E_PYTHON, E_COPY, E_REDUCE3, E_C_RECORD, E_C_WAIT, E_STAMP_WRITE, E_STAMP_CHECK = range(7)   # its record kinds
 # IEEE arithmetic as written (no -ffast-math); -O3 vectorises the reductions (-O2 leaves them scalar)
 FLAGS = ("-O3", "-shared", "-fPIC")
+# tried in turn: on x86-64 Linux the reductions also in an AVX2 version picked at load (engine.c HCE_CLONES; a
+# compiler or C library without target_clones fails that build), then the baseline build alone
+_VARIANTS: Tuple[Tuple[str, ...], ...] = ((("-DHCE_CLONES",),) if platform.machine() in ("x86_64", "AMD64")
+                                          and sys.platform.startswith("linux") else ()) + ((),)
 # Reductions up to this size run in C: every reduction of a list the native collectives keep (at most 64 KiB, their
-# SMALL_CACHED), so such a list is whole and runs from the replay ring.  NumPy's loops use the CPU's widest vectors
-# and engine.c is built for the baseline ISA (16384 fp32: about 2 us with NumPy, 3-4 in C), but a reduction left to
-# NumPy costs a Python task besides and keeps the whole call off the ring: a 64 KiB allreduce on 4 ranks took 59 us
-# against 111-153 us with the limit at 4 KiB, reduce-scatter 25 against 92-106, on 8 ranks 170 against 440-475
-# (_compare_workers.py, 2 cores).  Larger ones stay with NumPy; bf16, which NumPy reduces in several passes, stays in
-# C at any size.
+# SMALL_CACHED), so such a list is whole and runs from the replay ring.  A reduction left to NumPy costs a Python
+# task besides and keeps the whole call off the ring: a 64 KiB allreduce on 4 ranks took 59 us against 111-153 us
+# with the limit at 4 KiB, reduce-scatter 25 against 92-106, on 8 ranks 170 against 440-475 (_compare_workers.py,
+# 2 cores).  A 16384-fp32 sum alone: 2.1 us with NumPy (ufunc call included), 1.9 in engine.c's AVX2 version, 2.7
+# in its baseline one.  Larger ones stay with NumPy, whose loops use the CPU's widest vectors; bf16, which NumPy
+# reduces in several passes, stays in C at any size.
 C_REDUCE_MAX_BYTES = 64 << 10
 MAX_STAMPS = 64          # chunk numbers of the queue's stamp FIFO handed to one run (engine.c pops at most these)
 # DataType values engine.c reduces (FP16 stays with NumPy: its rounding is NumPy's own)
@@ -122,9 +128,12 @@ def _build(compiler: List[str]) -> str:
     fd, partial = tempfile.mkstemp(prefix=".engine-", suffix=".so", dir=where)
     os.close(fd)
     try:
-        proc = subprocess.run(compiler + list(FLAGS) + ["-o", partial, str(SOURCE)],
-                              capture_output=True, text=True, timeout=120)
-        if proc.returncode != 0:
+        for extra in _VARIANTS:
+            proc = subprocess.run(compiler + list(FLAGS) + list(extra) + ["-o", partial, str(SOURCE)],
+                                  capture_output=True, text=True, timeout=120)
+            if proc.returncode == 0:
+                break
+        else:
             raise RuntimeError(f"{' '.join(compiler)} failed on {SOURCE} (exit {proc.returncode}): "
                                f"{proc.stderr.strip()[:2000]}")
         os.replace(partial, target)           # atomic: a rank building at once loads one whole file or the other

@@ -75,12 +75,21 @@ static void wake(uint32_t *words) {
     } while (0)
 
 /* Of two NaNs, which payload a sum or product keeps is the hardware's choice, and NumPy's differs with the array's
- * length (its vector loop against its scalar tail): such a reduction is left to NumPy (return 0, nothing written). */
+ * length (its vector loop against its scalar tail): such a reduction is left to NumPy (return 0).  Where the result
+ * has a memory of its own, the sum or product is written in the same pass that looks for them (NumPy then rewrites
+ * all of it from the unchanged operands); a result in place of an operand is looked for first, nothing written. */
 #define FLOAT_LOOP(T)                                                                             \
     do {                                                                                          \
         T *d = (T *)dst; const T *x = (const T *)a; const T *y = (const T *)b;                    \
         if (op == SUM || op == PROD) {                                                            \
             int both = 0;                                                                         \
+            if (dst != a && dst != b) {                                                           \
+                if (op == SUM)                                                                    \
+                    for (int64_t i = 0; i < n; i++) { T p = x[i], q = y[i]; both |= (p != p) & (q != q); d[i] = p + q; } \
+                else                                                                              \
+                    for (int64_t i = 0; i < n; i++) { T p = x[i], q = y[i]; both |= (p != p) & (q != q); d[i] = p * q; } \
+                return !both;                                                                     \
+            }                                                                                     \
             for (int64_t i = 0; i < n; i++) both |= (x[i] != x[i]) & (y[i] != y[i]);              \
             if (both) return 0;                                                                   \
         }                                                                                         \
@@ -108,8 +117,18 @@ static uint16_t f32_to_bf16(float f) {
     return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-/* dst = op(a, b) over n elements (kernels.py reduce3); 0: a type or op this file has no code for */
-static int reduce3(void *dst, const void *a, const void *b, int64_t n, int32_t dtype, int32_t op) {
+/* The reductions' loops also built for AVX2 where the compiler and the C library can pick a function's version when
+ * the library loads (GCC's and clang's target_clones, on ELF with ifuncs: sim/compiled.py builds with HCE_CLONES and
+ * falls back without it): the baseline x86-64 build has 128-bit vectors only. */
+#ifdef HCE_CLONES
+#define VECTORISED __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTORISED
+#endif
+
+/* dst = op(a, b) over n elements (kernels.py reduce3); 0: a type or op this file has no code for, or what NumPy must
+ * compute (FLOAT_LOOP): it then runs the task again from the operands */
+VECTORISED static int reduce3(void *dst, const void *a, const void *b, int64_t n, int32_t dtype, int32_t op) {
     switch (dtype) {
     case INT8: INT_LOOP(int8_t, uint8_t);
     case INT16: INT_LOOP(int16_t, uint16_t);
