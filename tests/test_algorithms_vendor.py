@@ -92,5 +92,9 @@ def test_auto_takes_the_library_collective_for_device_memory_and_the_model_for_l
     assert alg.name in ("ring", "mesh", "tree") and "lowest modelled time" in why, (alg.name, why)
     alg, why = registry.explain("auto", "allreduce", topo, 64 << 20, DataType.INT64, ReduceOp.PROD, device_operands=False)
     assert alg.name == "native" and "cannot reduce" in why, why
+    # ... unless the ranks outnumber the host's cores: then the library's own at every size too
+    alg, why = registry.explain("auto", "allreduce", topo, 64 << 20, DataType.FP32, ReduceOp.SUM, device_operands=False,
+                                ranks_share_cores=True)
+    assert alg.name == "native" and "4 ranks share fewer host cores" in why, why
     one = Topology.single_server(1)
     assert registry.choose("auto", "allreduce", one, 64 << 20, DataType.FP32, ReduceOp.SUM).name == "ring"

@@ -311,8 +311,10 @@ class Engine:
         key = (c.algorithm, c.coll, c.nbytes, c.dtype, c.op, c.root, device)
         choice = self.cache.choices.get(key)
         if choice is None:
+            cores = self.caps.host_cores
             alg, why = registry.explain(c.algorithm, c.coll, self.state.topology, c.nbytes, c.dtype, c.op, c.root,
-                                        max(1, self.buffer_bytes // 2 // MIB), device)
+                                        max(1, self.buffer_bytes // 2 // MIB), device,
+                                        cores is not None and self.state.size > cores)
             what = f"{c.coll} (algorithm={alg.name}, {c.nbytes} bytes, {self.state.size} ranks)"
             choice = (alg, what)                  # the description too: no formatting per call
             self.cache.choose(key, choice)

@@ -38,6 +38,8 @@ class Capabilities:
     host_tasks: bool
     #: a replayed batch can be prepared once and launched cheaply (:meth:`Backend.prepare_batch`)
     prepares_batches: bool
+    #: the host cores the ranks' schedules run on (the emulator: this host's); None: a device runs them
+    host_cores: Optional[int] = None
 
 
 #: a real CANN installation: nothing beyond its C functions

@@ -24,7 +24,7 @@ from .part import c_functions
 from .profiler import Profiler
 from .vmm import VirtualMemory
 from .zero_copy import ZeroCopyCalls
-from .runtime import EXECUTOR
+from .runtime import CORES, EXECUTOR
 from .state import SimState
 
 __all__ = ["SimLibrary", "shutdown"]
@@ -67,7 +67,8 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 #: steps, 14-16 ms in 512 KiB-1 MiB steps, as fast as the native one-shot).  Its library collectives
 #: compare every rank's call at their first handshake (sim/native.py), whatever HCOMM_SIM_CHECK says.
 SIM_CAPABILITIES = Capabilities(emulator=True, host_memory_as_device=True, step_bytes=1 << 20,
-                                checks_signatures_in_band=True, host_tasks=True, prepares_batches=True)
+                                checks_signatures_in_band=True, host_tasks=True, prepares_batches=True,
+                                host_cores=CORES)
 
 
 class SimLibrary(Backend):
