@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover  (what __getattr__ below returns, spelled 
     from .api import (CollectiveMismatchError, Comm, CommError, CommTimeoutError, ForeignProcessError, MembershipError,
                       MessageMismatchError, NotInitializedError, NotMemberError, Request, finalize, get_world, init,
                       is_initialized, set_device, wait_all)
-    from .api import Graph, Stream, graph
+    from .api import Graph, Stream, empty, graph, zeros
     from .constants import *  # noqa: F401,F403  (constants.__all__)
     from .initializers import (CommLinkInit, EndpointDescInit, HcclChannelDescInit, HcclCommConfigInit,
                                HcclKernelLaunchCfgInit, HcclOpDescInit, HcclTeamCreateChannelsDescInit,
@@ -30,7 +30,7 @@ __version__ = "0.1.0"
 
 _API = ("init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
         "CommError", "CommTimeoutError", "MessageMismatchError", "NotInitializedError", "NotMemberError",
-        "CollectiveMismatchError", "MembershipError", "ForeignProcessError", "Stream", "Graph", "graph")
+        "CollectiveMismatchError", "MembershipError", "ForeignProcessError", "Stream", "Graph", "graph", "empty", "zeros")
 #: Writing one's own algorithm (hcomm_cffi.algorithms; docs/guide/own-algorithm.md).
 _ALGORITHMS = ("algorithm", "Algorithm", "IssueContext", "CollectiveCall", "register_algorithm")
 _C_INITIALIZERS = ("HcclCommConfigInit", "HcclChannelDescInit", "EndpointDescInit", "ThreadConfigInit",
@@ -51,7 +51,7 @@ __all__ = ["enums", "errors", "constants", "__version__",
            "init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
            "CommError", "CommTimeoutError", "MessageMismatchError", "NotInitializedError", "NotMemberError",
            "CollectiveMismatchError", "MembershipError", "ForeignProcessError", "Stream", "Graph", "graph",
-           "algorithm", "Algorithm", "IssueContext", "CollectiveCall", "register_algorithm",
+           "empty", "zeros", "algorithm", "Algorithm", "IssueContext", "CollectiveCall", "register_algorithm",
            "HcclCommConfigInit", "HcclChannelDescInit", "EndpointDescInit", "ThreadConfigInit",
            "HcommChannelDescInit", "CommLinkInit", "HcclOpDescInit", "HcclKernelLaunchCfgInit",
            "HcclTeamCreateDescInit", "HcclTeamCreateChannelsDescInit"]

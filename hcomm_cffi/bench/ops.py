@@ -238,14 +238,19 @@ def comm_api_available() -> bool:
 
 
 class _CommPrepared(Prepared):
-    """NumPy buffers; the Comm API's collectives are synchronous, so :meth:`wait` has nothing to do."""
+    """NumPy arrays from ``hcomm.empty`` (device memory on the emulator, as the binding path's ``aclrtMalloc``); the
+    Comm API's collectives are synchronous, so :meth:`wait` has nothing to do."""
 
     def __init__(self, ops: "CommOps", lay: Layout, dtype: DataType, op: ReduceOp, root: int,
                  host_input: np.ndarray, average: bool = False) -> None:
         self.ops, self.lay, self.root = ops, lay, root
         self.op = "avg" if average else op.name.lower()
-        self.send = np.array(host_input, copy=True) if lay.send_count else None
-        self.recv = np.zeros(lay.recv_count, numpy_dtype(dtype)) if lay.recv_count else None
+        self.send = self.recv = None
+        if lay.send_count:
+            self.send = ops.api.empty(lay.send_count, host_input.dtype)
+            self.send[:] = host_input
+        if lay.recv_count:
+            self.recv = ops.api.zeros(lay.recv_count, numpy_dtype(dtype))
         self.algorithm = ops.algorithm
 
     def launch(self) -> None:
