@@ -30,7 +30,8 @@ __version__ = "0.1.0"
 
 _API = ("init", "finalize", "set_device", "get_world", "is_initialized", "Comm", "Request", "wait_all",
         "CommError", "CommTimeoutError", "MessageMismatchError", "NotInitializedError", "NotMemberError",
-        "CollectiveMismatchError", "MembershipError", "ForeignProcessError", "Stream", "Graph", "graph", "empty", "zeros")
+        "CollectiveMismatchError", "MembershipError", "ForeignProcessError", "Stream", "Graph", "graph",
+        "empty", "zeros")
 #: Writing one's own algorithm (hcomm_cffi.algorithms; docs/guide/own-algorithm.md).
 _ALGORITHMS = ("algorithm", "Algorithm", "IssueContext", "CollectiveCall", "register_algorithm")
 _C_INITIALIZERS = ("HcclCommConfigInit", "HcclChannelDescInit", "EndpointDescInit", "ThreadConfigInit",

@@ -472,7 +472,8 @@ def test_a_compiler_without_target_clones_still_builds_the_engine(tmp_path: Any)
             "a = np.arange(4096, dtype=np.float32); out = np.empty_like(a); rec = compiled._ffi.new('hce_task[1]'); "
             "assert compiled._reduce(rec[0], out.ctypes.data, a.ctypes.data, a.ctypes.data, 4096, "
             "compiled.DataType.FP32, compiled.ReduceOp.SUM); o = compiled._ffi.new('int64_t[2]'); "
-            "assert compiled.engine().hce_run(rec, 1, 0, compiled._ffi.NULL, 0, o) == 1; print(bool((out == 2 * a).all()))")
+            "assert compiled.engine().hce_run(rec, 1, 0, compiled._ffi.NULL, 0, o) == 1; "
+            "print(bool((out == 2 * a).all()))")
     out = _engine_in_child({"CC": str(cc), "HCOMM_SIM_ENGINE": "compiled", "XDG_CACHE_HOME": str(tmp_path / "cache")},
                            code)
     assert out == "compiled\nTrue", out

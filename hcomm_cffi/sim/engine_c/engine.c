@@ -85,9 +85,17 @@ static void wake(uint32_t *words) {
             int both = 0;                                                                         \
             if (dst != a && dst != b) {                                                           \
                 if (op == SUM)                                                                    \
-                    for (int64_t i = 0; i < n; i++) { T p = x[i], q = y[i]; both |= (p != p) & (q != q); d[i] = p + q; } \
+                    for (int64_t i = 0; i < n; i++) {                                             \
+                        T p = x[i], q = y[i];                                                     \
+                        both |= (p != p) & (q != q);                                              \
+                        d[i] = p + q;                                                             \
+                    }                                                                             \
                 else                                                                              \
-                    for (int64_t i = 0; i < n; i++) { T p = x[i], q = y[i]; both |= (p != p) & (q != q); d[i] = p * q; } \
+                    for (int64_t i = 0; i < n; i++) {                                             \
+                        T p = x[i], q = y[i];                                                     \
+                        both |= (p != p) & (q != q);                                              \
+                        d[i] = p * q;                                                             \
+                    }                                                                             \
                 return !both;                                                                     \
             }                                                                                     \
             for (int64_t i = 0; i < n; i++) both |= (x[i] != x[i]) & (y[i] != y[i]);              \
