@@ -17,7 +17,7 @@ from typing import Any, Sequence, Tuple, Union
 import numpy as np
 
 from .._ffi import ffi
-from ..binding import Binding, get_binding
+from ..binding import get_binding
 from ..enums import dtype_from_numpy
 
 __all__ = ["empty", "zeros"]
@@ -53,12 +53,6 @@ def _dtype(dtype: Any) -> "np.dtype[Any]":
     return dt
 
 
-def _freeing(binding: Binding) -> Any:
-    def free(ptr: Any) -> None:
-        binding.free(ptr)
-    return free
-
-
 def empty(shape: ShapeLike, dtype: Any = np.float32) -> "np.ndarray[Any, Any]":
     """An uninitialised C-contiguous array of ``shape`` and ``dtype`` in the memory the collectives move fastest
     (the module doc): device memory on the emulator, host memory on CANN."""
@@ -68,7 +62,7 @@ def empty(shape: ShapeLike, dtype: Any = np.float32) -> "np.ndarray[Any, Any]":
         return np.empty(dims, dt)
     nbytes = int(np.prod(dims, dtype=np.int64)) * dt.itemsize
     # owned by the array: the buffer keeps the pointer, whose collection frees the memory
-    ptr = ffi.gc(binding.malloc(max(1, nbytes)), _freeing(binding))
+    ptr = ffi.gc(binding.malloc(max(1, nbytes)), binding.free)
     return np.frombuffer(ffi.buffer(ptr, nbytes), dt).reshape(dims)
 
 
