@@ -427,14 +427,15 @@ def test_repeated_native_allreduces_run_in_c_and_agree(check: str) -> None:
         assert results[0]["synced_in_c"] > 0            # rank 0's synchronisations waited for rank 1 in C
 
 
-def test_repeated_64_kib_allreduces_run_whole_from_the_ring() -> None:
-    """The largest call whose list is kept (64 KiB, native.SMALL_CACHED) reduces in C: its list is whole, and every
-    repeat enters the replay ring in one C call."""
+def test_the_largest_repeated_allreduces_below_the_direct_path_run_whole_from_the_ring() -> None:
+    """The largest allreduce whose list is kept (one element below native.DIRECT_FROM, within SMALL_CACHED) reduces in
+    C: its list is whole, and every repeat enters the replay ring in one C call."""
     from multiproc import run_ranks
 
     from hcomm_cffi.sim import native
 
-    calls, elements = 12, native.SMALL_CACHED // 4
+    calls, elements = 12, native.DIRECT_FROM // 4 - 1
+    assert elements * 4 <= native.SMALL_CACHED
     results = run_ranks(2, _repeats, calls, elements, timeout=120, env={"HCOMM_SIM_CHECK": "warn"})
     want = [[float(2 * (step * 10) + 3)] * elements for step in range(calls)]
     for r in results:

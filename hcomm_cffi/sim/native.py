@@ -70,7 +70,6 @@ NATIVE_PROTOCOL = 0x4E41     # private protocol id: never matches a user channel
 NATIVE_NOTIFIES = 8          # 0 ready, 1 done (two-phase); 2 data, 3 done (send/recv); 4-7 parity
 READY, DONE, SENDRECV_STAGED, SENDRECV_TAKEN, PARITY, PARITY_RESULT = 0, 1, 2, 3, 4, 6
 TWO_SHOT_ABOVE = 256 << 10   # allreduce on 3+ ranks: two-shot above this many bytes
-SMALL_CACHED = 64 << 10      # symmetric calls up to this many bytes keep their task list for repeats (_keep)
 CALL_CACHE_MAX = 64          # HcclAllReduce fast-path entries (argument tuples) kept per process
 # The collective signatures (whatever HCOMM_SIM_CHECK says: the backend contract promises the in-band check,
 # lib/contract.py): every data-ready record of a call (the parity notifies, the two-phase READY) writes the
@@ -99,6 +98,10 @@ STAMP_BYTES = 64             # the end of each parity region: the number of the 
 # device memory (sim/peer_memory.py) and writing the results into the peers' receive buffers -- between a READY
 # and a DONE handshake; an operand the peers cannot map is staged in its rank's scratch at [DESC_BYTES, H).
 DIRECT_FROM = 256 << 10
+# Symmetric calls up to this many bytes (those below the direct schedules) keep their task list for repeats (_keep):
+# repeated from the replay ring in C, a 128 KiB allreduce took 21-31 us on 2 ranks and 73-89 on 4, against 60-127
+# and 228-240 launched anew from Python each time (_compare_workers.py, 2 cores)
+SMALL_CACHED = DIRECT_FROM
 DESC_BYTES = 4096            # [0, DESC_BYTES) of the scratch: where this rank's operands of a direct call are
 _DESC_WORDS = 8              # int64 per published operand: kind, pid, address, fd, inode, block size, offset, freed
 _BLOCK, _STAGED = 1, 2       # kind: in a memfd block (map it), or staged at the offset of the owner's scratch
