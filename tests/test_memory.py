@@ -14,7 +14,7 @@ from hcomm_cffi.binding import get_binding
 from hcomm_cffi.sim import peer_memory
 from multiproc import run_ranks
 
-COUNT = 300_007          # float32: above the native collectives' direct threshold (256 KiB), uneven blocks
+COUNT = 300_007          # float32: above the native collectives' direct threshold (1 MiB), uneven blocks
 
 
 def _allocations() -> int:

@@ -16,7 +16,7 @@ from hcomm_cffi._ffi import ffi
 from hcomm_cffi.binding import Binding
 from hcomm_cffi.enums import DataType, ReduceOp
 from hcomm_cffi.lib import load
-from hcomm_cffi.sim import peer_memory
+from hcomm_cffi.sim import native, peer_memory
 from multiproc import run_ranks
 from simhelp import RankEnv, open_rank
 
@@ -27,6 +27,15 @@ NP = {DataType.INT8: np.int8, DataType.INT16: np.int16, DataType.INT32: np.int32
       DataType.FP16: np.float16, DataType.FP32: np.float32, DataType.FP64: np.float64, DataType.BFP16: np.uint16}
 REF = {ReduceOp.SUM: np.add, ReduceOp.PROD: np.multiply, ReduceOp.MAX: np.maximum, ReduceOp.MIN: np.minimum}
 COUNT = 300_007                    # odd: blocks of 3, 4 and 8 ranks are uneven; >= 256 KiB for every dtype
+# The direct schedules take calls from native.DIRECT_FROM (1 MiB); from 256 KiB here, so that one count reaches them
+# for every dtype and still fits the tests' 8 MiB HCCL buffer (fp64: 2.4 MB)
+DIRECT_FROM = 256 << 10
+
+
+def _open(rank: int, n: int, root: bytes) -> RankEnv:
+    """This rank's communicator, the direct schedules taken from DIRECT_FROM bytes."""
+    native.DIRECT_FROM = DIRECT_FROM
+    return open_rank(rank, n, root)
 
 
 def _data(rank: int, count: int, dt: DataType, salt: int = 0) -> np.ndarray:
@@ -86,7 +95,7 @@ def _kind(rank: int, memory: str) -> str:
 
 
 def _allreduce_all(rank: int, n: int, root: bytes, memory: str, in_place: bool) -> Dict[Tuple[str, str], bytes]:
-    env = open_rank(rank, n, root)
+    env = _open(rank, n, root)
     mem = _Memory(env, _kind(rank, memory))
     out = {}
     for dt, np_t in NP.items():
@@ -115,7 +124,7 @@ def test_direct_allreduce_every_dtype_and_op(n: int, memory: str, in_place: bool
 
 
 def _others(rank: int, n: int, root: bytes, memory: str) -> Dict[str, bytes]:
-    env = open_rank(rank, n, root)
+    env = _open(rank, n, root)
     mem = _Memory(env, _kind(rank, memory))
     b, c, s = env.b, env.comm, env.stream
     out = {}
@@ -171,7 +180,7 @@ def test_direct_allgather_reduce_scatter_broadcast(n: int, memory: str) -> None:
 
 
 def _eight(rank: int, n: int, root: bytes) -> bytes:
-    env = open_rank(rank, n, root)
+    env = _open(rank, n, root)
     mem = _Memory(env, "malloc" if rank % 3 else "numpy")
     count = 1_000_003
     sp, x = mem.array(count, np.float16)
@@ -193,7 +202,7 @@ def test_direct_allreduce_on_eight_ranks() -> None:
 
 
 def _strict_hccl(rank: int, n: int, root: bytes) -> Tuple[bytes, List[str]]:
-    env = open_rank(rank, n, root)
+    env = _open(rank, n, root)
     count = 200_003
     x = np.frombuffer(ffi.buffer(env.buf, count * 4), np.float32)
     x[:] = _data(rank, count, DataType.FP32)
@@ -253,7 +262,7 @@ def _mixed(rank: int, n: int, root: bytes) -> Tuple[List[bool], List[str]]:
     """Direct calls (broadcast from changing roots: the receivers wait for the root only; reduce-scatter, allgather
     and allreduce queued back to back) between staged ones: the bytes are right and no record finds its notify
     still set (the checker's absorbed-record report)."""
-    env = open_rank(rank, n, root)
+    env = _open(rank, n, root)
     mem = _Memory(env, "malloc" if rank != 1 else "numpy")
     b, c, s = env.b, env.comm, env.stream
     big, small = 200_003, 1_001
@@ -298,7 +307,7 @@ def _staged_bytes(rank: int, n: int, root: bytes) -> Dict[str, Tuple[int, bool]]
     from hcomm_cffi.sim import runtime
     from hcomm_cffi.sim.tasks import task_bytes
 
-    env = open_rank(rank, n, root)
+    env = _open(rank, n, root)
     mem = _Memory(env, "malloc")
     b, c, s = env.b, env.comm, env.stream
     count = 1 << 18                                  # 1 MiB of int32 (the direct calls fit the tests' HCCL buffer)

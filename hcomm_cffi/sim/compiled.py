@@ -48,14 +48,14 @@ FLAGS = ("-O3", "-shared", "-fPIC")
 # compiler or C library without target_clones fails that build), then the baseline build alone
 _VARIANTS: Tuple[Tuple[str, ...], ...] = ((("-DHCE_CLONES",),) if platform.machine() in ("x86_64", "AMD64")
                                           and sys.platform.startswith("linux") else ()) + ((),)
-# Reductions up to this size run in C: every reduction of a list the native collectives keep (at most 256 KiB, their
+# Reductions up to this size run in C: every reduction of a list the native collectives keep (at most 1 MiB, their
 # SMALL_CACHED), so such a list is whole and runs from the replay ring.  A reduction left to NumPy costs a Python
 # task besides and keeps the whole call off the ring: a 64 KiB allreduce on 4 ranks took 59 us against 111-153 us
 # with the limit at 4 KiB, reduce-scatter 25 against 92-106, on 8 ranks 170 against 440-475 (_compare_workers.py,
 # 2 cores).  A 16384-fp32 sum alone: 2.1 us with NumPy (ufunc call included), 1.9 in engine.c's AVX2 version, 2.7
 # in its baseline one.  Larger ones stay with NumPy, whose loops use the CPU's widest vectors; bf16, which NumPy
 # reduces in several passes, stays in C at any size.
-C_REDUCE_MAX_BYTES = 256 << 10
+C_REDUCE_MAX_BYTES = 1 << 20
 MAX_STAMPS = 64          # chunk numbers of the queue's stamp FIFO handed to one run (engine.c pops at most these)
 # DataType values engine.c reduces (FP16 stays with NumPy: its rounding is NumPy's own)
 _C_DTYPES = frozenset({DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64, DataType.UINT8, DataType.UINT16,

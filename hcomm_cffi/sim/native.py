@@ -97,7 +97,10 @@ STAMP_BYTES = 64             # the end of each parity region: the number of the 
 # moved where its operands are -- every rank reduces or copies its share reading the peers' operands in their
 # device memory (sim/peer_memory.py) and writing the results into the peers' receive buffers -- between a READY
 # and a DONE handshake; an operand the peers cannot map is staged in its rank's scratch at [DESC_BYTES, H).
-DIRECT_FROM = 256 << 10
+# Below it the staged schedules, kept and repeated from the replay ring, are faster: at 256 KiB and 512 KiB on 4 ranks
+# allreduce took 167-173 and 341-410 us staged against 500-542 and 789-885 direct, allgather 44-53 and 72-74 against
+# 251-347 and 582-607; on 2 ranks allreduce 37 and 72 against 120-130 and 120-141 (_compare_workers.py, 2 cores).
+DIRECT_FROM = 1 << 20
 # Symmetric calls up to this many bytes (those below the direct schedules) keep their task list for repeats (_keep):
 # repeated from the replay ring in C, a 128 KiB allreduce took 21-31 us on 2 ranks and 73-89 on 4, against 60-127
 # and 228-240 launched anew from Python each time (_compare_workers.py, 2 cores)
@@ -689,17 +692,18 @@ class NativeCollectives(Part):
         if c.nranks > 1 and count * esz >= DIRECT_FROM and plan.direct_fits(2 * count * esz):
             return self._direct_allreduce(plan, peers, send, recv, count, dt, rop)
         if c.nranks >= 3 and count * esz > TWO_SHOT_ABOVE:
-            return self._two_shot_allreduce(plan, peers, send, recv, count, dt, rop)
-        chunk = plan.piece(esz)
-        for off in range(0, count, chunk):
-            n = min(chunk, count - off)
-            b = off * esz
-            idx, region, _ = plan.parity_region()
-            plan.copy(plan.ccl(c.rank) + region, send + b, n * esz)
-            check = plan.stamp(region, peers)
-            plan.handshake(peers, idx)
-            plan.tasks.append(check)
-            plan.reduce_all(recv + b, region, n, dt, rop)
+            self._two_shot_allreduce(plan, peers, send, recv, count, dt, rop)
+        else:
+            chunk = plan.piece(esz)
+            for off in range(0, count, chunk):
+                n = min(chunk, count - off)
+                b = off * esz
+                idx, region, _ = plan.parity_region()
+                plan.copy(plan.ccl(c.rank) + region, send + b, n * esz)
+                check = plan.stamp(region, peers)
+                plan.handshake(peers, idx)
+                plan.tasks.append(check)
+                plan.reduce_all(recv + b, region, n, dt, rop)
         return self._launch_small(plan, "HcclAllReduce", (sendBuf, recvBuf, count, dataType, op, comm, stream),
                                   count * esz)
 
@@ -724,9 +728,11 @@ class NativeCollectives(Part):
                     [peers, peers], work)
         return self._launch(plan)
 
-    def _two_shot_allreduce(self, plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
-                            rop: ReduceOp) -> int:
-        """Reduce-scatter then allgather through the parity regions (each rank reduces 1/n of a chunk)."""
+    @staticmethod
+    def _two_shot_allreduce(plan: _Plan, peers: List[int], send: Any, recv: Any, count: int, dt: DataType,
+                            rop: ReduceOp) -> None:
+        """The tasks of a reduce-scatter then allgather through the parity regions (each rank reduces 1/n of a
+        chunk)."""
         c = plan.comm
         nranks, esz = c.nranks, dt.itemsize
         chunk = max(nranks, plan.region_bytes() // esz)
@@ -743,7 +749,6 @@ class NativeCollectives(Part):
             for r in range(nranks):
                 r_lo = min(r * blk, n)
                 plan.copy(recv + (off + r_lo) * esz, plan.ccl(r) + result, min(blk, n - r_lo) * esz)
-        return self._launch(plan)
 
     @collective
     def HcclReduce(self, sendBuf: Any, recvBuf: Any, count: int, dataType: int, op: int, root: int, comm: Any,
