@@ -97,9 +97,9 @@ STAMP_BYTES = 64             # the end of each parity region: the number of the 
 # moved where its operands are -- every rank reduces or copies its share reading the peers' operands in their
 # device memory (sim/peer_memory.py) and writing the results into the peers' receive buffers -- between a READY
 # and a DONE handshake; an operand the peers cannot map is staged in its rank's scratch at [DESC_BYTES, H).
-# Below it the staged schedules, kept and repeated from the replay ring, are faster: at 256 KiB and 512 KiB on 4 ranks
-# allreduce took 167-173 and 341-410 us staged against 500-542 and 789-885 direct, allgather 44-53 and 72-74 against
-# 251-347 and 582-607; on 2 ranks allreduce 37 and 72 against 120-130 and 120-141 (_compare_workers.py, 2 cores).
+# Below it the staged schedules, kept and repeated from the replay ring, are faster: at 256 and 512 KiB on 4 ranks
+# allgather took 48-76 us against 293-629 direct, reduce-scatter 57-92 against 418-770; on 2 ranks allreduce 46-86
+# against 108-120 (_compare_workers.py, 2 cores, the two alternated).
 DIRECT_FROM = 1 << 20
 # Symmetric calls up to this many bytes (those below the direct schedules) keep their task list for repeats (_keep):
 # repeated from the replay ring in C, a 128 KiB allreduce took 21-31 us on 2 ranks and 73-89 on 4, against 60-127
