@@ -48,7 +48,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .._ffi import ffi
 from ..enums import DataType, ReduceOp
@@ -378,6 +378,17 @@ class _Plan:
             if q != skip:
                 self.copy(base + q * n * esz, send + (q * block_count + off) * esz, n * esz)
 
+    def staged_pieces(self, src: Any, count: int, esz: int) -> Iterator[Tuple[int, int, int, int]]:
+        """The pieces of ``count`` elements of ``esz`` bytes at ``src``, each copied into the staging of the next
+        parity region of this rank: per piece (first element, elements, notify index, staging offset)."""
+        chunk = self.piece(esz)
+        own = self.ccl(self.comm.rank)
+        for off in range(0, count, chunk):
+            n = min(chunk, count - off)
+            idx, region, _ = self.parity_region()
+            self.copy(own + region, src + off * esz, n * esz)
+            yield off, n, idx, region
+
     def parity_region(self) -> Tuple[int, int, int]:
         """(notify index, staging offset, region bytes) of the next symmetric chunk; advances parity."""
         p, staging, _, size = self.parity_regions()
@@ -694,16 +705,11 @@ class NativeCollectives(Part):
         if c.nranks >= 3 and count * esz > TWO_SHOT_ABOVE:
             self._two_shot_allreduce(plan, peers, send, recv, count, dt, rop)
         else:
-            chunk = plan.piece(esz)
-            for off in range(0, count, chunk):
-                n = min(chunk, count - off)
-                b = off * esz
-                idx, region, _ = plan.parity_region()
-                plan.copy(plan.ccl(c.rank) + region, send + b, n * esz)
+            for off, n, idx, region in plan.staged_pieces(send, count, esz):
                 check = plan.stamp(region, peers)
                 plan.handshake(peers, idx)
                 plan.tasks.append(check)
-                plan.reduce_all(recv + b, region, n, dt, rop)
+                plan.reduce_all(recv + off * esz, region, n, dt, rop)
         return self._launch_small(plan, "HcclAllReduce", (sendBuf, recvBuf, count, dataType, op, comm, stream),
                                   count * esz)
 
@@ -825,14 +831,10 @@ class NativeCollectives(Part):
             plan.direct([(send, block, True, True, False, (0, 0)),
                          (recv, block * c.nranks, False, False, True, (0, 0))], peers, [peers, []], gather)
             return self._launch(plan)
-        chunk = plan.piece(esz)
         own = recv + c.rank * sendCount * esz
         in_place = own == send
-        for off in range(0, sendCount, chunk):
-            n = min(chunk, sendCount - off)
+        for off, n, idx, region in plan.staged_pieces(send, sendCount, esz):
             b = off * esz
-            idx, region, _ = plan.parity_region()
-            plan.copy(plan.ccl(c.rank) + region, send + b, n * esz)
             check = plan.stamp(region, peers)
             plan.handshake(peers, idx, wait=False)
             if not in_place:                 # my block: straight across, while the peers stage theirs
