@@ -31,6 +31,25 @@ def no_leaked_segments():
         pytest.fail(f"shared-memory segments left in /dev/shm: {leaked}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_temp_dir(tmp_path_factory):
+    """TMPDIR for everything the tests start: torchrun's log directories, the flight records ``hcomm run`` keeps of
+    a failed job, Open MPI's session files.  They land in this session's pytest directory (pytest keeps the last
+    three), not in the machine's temp dir, where every run would add its own."""
+    import tempfile
+
+    path = tmp_path_factory.mktemp("tmp")
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(path)
+    tempfile.tempdir = None            # this process reads TMPDIR again: the tests compare paths with their programs'
+    yield path
+    if old is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = old
+    tempfile.tempdir = None
+
+
 @pytest.fixture
 def shm():
     """A private HCOMM_SIM_SHM_DIR for a launched job; the job must leave it empty."""
