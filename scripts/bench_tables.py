@@ -121,8 +121,9 @@ def missing(bench: Benchmark) -> Optional[str]:
     return None if shutil.which(bench.needs) else f"needs `{bench.needs}` on PATH"
 
 
-def run(bench: Benchmark) -> str:
-    """Run one benchmark and return the file's text (raises on failure: a failed run writes no table)."""
+def run(bench: Benchmark, revision: str) -> str:
+    """Run one benchmark of the code at ``revision`` and return the file's text (raises on failure: a failed run
+    writes no table)."""
     with tempfile.TemporaryDirectory(prefix="hcomm-bench-") as tmp:
         bindir = Path(tmp)
         for name, body in (("python", f'exec {shlex.quote(sys.executable)} "$@"\n'),
@@ -136,7 +137,7 @@ def run(bench: Benchmark) -> str:
                               stderr=subprocess.STDOUT, text=True, timeout=bench.timeout)
         if proc.returncode != 0:
             raise RuntimeError(f"{bench.name}: `{bench.command}` exited with {proc.returncode}:\n{proc.stdout}")
-        return render(bench, proc.stdout, when, where, commit(), _dt.datetime.now().timestamp() - start)
+        return render(bench, proc.stdout, when, where, revision, _dt.datetime.now().timestamp() - start)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -152,6 +153,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; expected some of {', '.join(BENCHMARKS)}")
     OUT.mkdir(parents=True, exist_ok=True)
+    revision = commit()     # before any table is written: the tables this run writes do not make the code "dirty"
     failed = 0
     for name in args.names or list(BENCHMARKS):
         bench = BENCHMARKS[name]
@@ -161,7 +163,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             continue
         print(f"{name}: {bench.command}", flush=True)
         try:
-            text = run(bench)
+            text = run(bench, revision)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             print(f"{name}: FAILED: {exc}", file=sys.stderr)
             failed += 1
