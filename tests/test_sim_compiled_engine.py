@@ -69,7 +69,8 @@ class _World:
         self.call: Any = None                         # the repeated call (compiled.Repeat), made on its first replay
         self.calls: List[int] = []
         self.comm = SimpleNamespace(rank=0, name="c", config=SimpleNamespace(check=check), reports=[], threads=[],
-                                    stream_threads={}, idle_notifies_reported=set(), failure=None,
+                                    stream_threads={}, idle_notifies_reported=set(), thread_notifies_set=0,
+                                    failure=None, all_threads=lambda: [],
                                     native=SimpleNamespace(mismatch=lambda c, p, got, want:
                                                            f"mismatch: got 0x{got:x}, want 0x{want:x}"))
         self.comm.record_failure = lambda code, message: setattr(self.comm, "failure", (code, message))
@@ -368,13 +369,18 @@ def _repeats(rank: int, n: int, root_info: bytes, calls: int, elements: int = 4)
         ran[0] += out[0] - start
         return out
 
-    real_launch, real_drain = compiled.Repeat.launch, compiled.Ring.drain
+    real_init, real_drain = compiled.Repeat.__init__, compiled.Ring.drain
 
-    def counted_launch(call: compiled.Repeat) -> int:
-        code = real_launch(call)
-        ran[0] += max(0, code) >> 2
-        entered[0] += code >= 0
-        return code
+    def counted_init(call: compiled.Repeat, *args: Any) -> None:   # each repeated call's launch, counted
+        real_init(call, *args)
+        real_launch = call.launch
+
+        def counted_launch() -> int:
+            code = real_launch()
+            ran[0] += max(0, code) >> 2
+            entered[0] += code >= 0
+            return code
+        call.launch = counted_launch
 
     def counted_drain(ring: compiled.Ring) -> Tuple[int, int]:
         out = real_drain(ring)
@@ -390,7 +396,7 @@ def _repeats(rank: int, n: int, root_info: bytes, calls: int, elements: int = 4)
         return out
 
     compiled.run = counted            # type: ignore[assignment]
-    compiled.Repeat.launch = counted_launch     # type: ignore[method-assign]
+    compiled.Repeat.__init__ = counted_init     # type: ignore[method-assign]
     compiled.Ring.drain = counted_drain         # type: ignore[method-assign]
     compiled.Ring.sync = counted_sync           # type: ignore[method-assign]
     world = hcomm.init(rank=rank, world_size=n, root_info=root_info)

@@ -160,6 +160,9 @@ class SimComm:
         self.reports: List[str] = []
         self.strict_findings: List[str] = []   # strict-mode checker findings HcclCommDestroy must still report
         self.idle_notifies_reported: Set[Tuple[int, int]] = set()   # (thread, notify) left set and reported
+        #: thread notifies of this rank's threads set now (the executor counts each record that sets one and each wait
+        #: that clears one), those of released threads included: 0 means none is set (runtime.Executor._check_idle)
+        self.thread_notifies_set = 0
         self.destroyed = False
         self.closing = False      # being retired: executors stop reading its memory (runtime.Executor.retire)
         self.pins: Dict[int, int] = {}   # host thread -> how many of its reads of this memory are outside the lock now

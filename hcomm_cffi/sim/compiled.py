@@ -15,6 +15,7 @@ file.
 from __future__ import annotations
 
 import hashlib
+import functools
 import itertools
 import os
 import platform
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cffi
 import numpy as np
@@ -418,7 +419,7 @@ class Repeat:
     (``seq``: the parity and the stamps of the next call) and the library calls announced (``number``), whose entry
     in the announcement table ``note`` it writes (sim/announce.py: ``base``, ``entries`` slots of three words)."""
 
-    __slots__ = ("c", "ring", "programs", "forgotten")
+    __slots__ = ("c", "ring", "programs", "forgotten", "launch")
 
     def __init__(self, ring: Ring, seq: Any, number: Any, note: Any, base: int, entries: int, value: int,
                  advance: int, stamped: bool) -> None:
@@ -428,6 +429,9 @@ class Repeat:
         self.ring = ring
         self.programs: List[Optional[Program]] = [None, None]
         self.forgotten = False     # dropped from its cache: it launches nothing more
+        #: hce_enter on this call: the tasks run * 4 + the status (HCE_*), or -1 (nothing kept for this parity) or -2
+        #: (the ring is full): nothing was done then.  A partial of the C function: no Python frame on every repeat
+        self.launch: Callable[[], int] = functools.partial(_ENGINE.lib.hce_enter, c)
         ring.adopt(self)
 
     def keep(self, parity: int, program: Optional[Program]) -> None:
@@ -441,11 +445,6 @@ class Repeat:
             return
         self.ring.known[program.pid] = program
         c.tasks[parity], c.n[parity], c.pid[parity] = program.records, program.n, program.pid
-
-    def launch(self) -> int:
-        """hce_enter: the tasks run * 4 + the status (HCE_*), or -1 (nothing kept for this parity) or -2 (the ring is
-        full): nothing was done then."""
-        return _ENGINE.lib.hce_enter(self.c)
 
 
 def wait(program: Program, at: int, ctl: Any, spins: int, timeout_s: float) -> bool:

@@ -16,6 +16,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import compiled, kernels, races
+from .compiled import HCE_BLOCKED, HCE_END, HCE_PYTHON
 from .announce import BLOCKED_S
 from .config import CheckerWarning
 from .notifies import CONSUMED, VALUES
@@ -147,17 +148,18 @@ class Executor:
         checked, traced, captured or failed queue, or no whole list for this call's parity (the caller then
         launches it as a first call).
         """
-        with self.lock:
+        lock = self.lock
+        lock.acquire()                       # (not ``with``: this is every repeated call's path, and it costs half)
+        try:
             if queue.python_tasks or queue.stamps or queue.checked or queue.capture is not None \
                     or queue.error is not None or _trace.ACTIVE:
                 return False
             if self.unwoken:
                 self._wake_peers()
-            ring = call.ring
             try:
                 code = call.launch()
                 if code == -2:                   # the ring is full
-                    ring.grow()
+                    call.ring.grow()
                     code = call.launch()
                 if code < 0:
                     return False
@@ -165,9 +167,11 @@ class Executor:
                 self._ring_ran_here(queue, ran, code & 3)
                 active = self.active
             except BaseException as exc:   # a signal's exception between the C run and its bookkeeping
-                self.interrupted(queue, ring.task(), exc)
+                self.interrupted(queue, call.ring.task(), exc)
                 raise
             others = len(active) > 1 or (active and queue not in active)
+        finally:
+            lock.release()
         if ran and others:
             self.settle()
         return True
@@ -389,11 +393,11 @@ class Executor:
                         raise
                     if q.executed != before:
                         ran = True
-                    if status == compiled.HCE_BLOCKED:
+                    if status == HCE_BLOCKED:
                         if not q.blocked_since:
                             q.blocked_since = time.monotonic()
                         return ran
-                    if status != compiled.HCE_PYTHON:
+                    if status != HCE_PYTHON:
                         continue          # ran to its end, or was not the head's: look at the head again
                     # the head task is one the compiled engine leaves to the loop below
                 t = tasks[0]
@@ -447,6 +451,7 @@ class Executor:
                         notifies = t.thread.notifies
                         if notifies[t.index]:
                             notifies[t.index] = 0
+                            t.thread.comm.thread_notifies_set -= 1
                         else:
                             done = False
                     elif kind == T_RECORD:
@@ -454,6 +459,8 @@ class Executor:
                         if dst.notifies[t.index]:
                             self.report(t.thread, q, t, f"record of thread notify {t.index} of {dst.label} was "
                                                         "absorbed: the notify was still set")
+                        else:
+                            dst.comm.thread_notifies_set += 1
                         dst.notifies[t.index] = 1
                         dst.comm.ring_self()
                     elif kind == REDUCE or kind == READ_REDUCE:
@@ -510,7 +517,7 @@ class Executor:
         bookkeeping (:meth:`_ring_ran`), ``q`` runnable or not, the idle check of an emptied queue, and a head that
         is a task for Python run by the loop."""
         blocked = self._ring_ran(q, done, status)
-        if status == compiled.HCE_END:
+        if status == HCE_END:
             self.active.discard(q)
             comm = q.comm
             if done and comm is not None and comm.config.check != "off":
@@ -527,7 +534,7 @@ class Executor:
         if done:
             q.executed += done
             q.blocked_since = 0.0
-        if status != compiled.HCE_BLOCKED:
+        if status != HCE_BLOCKED:
             return False
         if not q.blocked_since:
             q.blocked_since = time.monotonic()
@@ -575,15 +582,12 @@ class Executor:
         it, as a custom op's host-side record for its kernel does) and each one is reported once while
         it stays set.  Strict mode also fails the rank's streams (their next synchronisation reports it).
         """
-        threads = list(comm.threads) + list(comm.stream_threads.values())   # every thread of the rank
-        anything_set = False
+        if not comm.thread_notifies_set and not comm.idle_notifies_reported:
+            return                  # the common case, busy threads or not: nothing set, nothing to say
+        threads = comm.all_threads()
         for th in threads:
             if th.queue.head() is not None:
                 return
-            if not anything_set and any(th.notifies):
-                anything_set = True
-        if not anything_set and not comm.idle_notifies_reported:    # the common case: nothing to say
-            return
         left = {(th.handle, idx) for th in threads for idx, value in enumerate(th.notifies) if value}
         reported = comm.idle_notifies_reported
         comm.idle_notifies_reported = left
