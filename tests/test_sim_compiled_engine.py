@@ -498,3 +498,16 @@ def test_without_a_compiler_auto_falls_back_to_python_and_says_why() -> None:
     assert "RuntimeError: HCOMM_SIM_ENGINE=compiled but the compiled engine is unavailable: no C compiler" in out
     out = _engine_in_child({"HCOMM_SIM_ENGINE": "fast"}, STATUS)
     assert "HCOMM_SIM_ENGINE='fast' is not an executor engine" in out and "python, compiled, auto" in out
+
+
+@pytest.mark.parametrize("head", [0, 1, 3])
+def test_a_full_ring_grows_keeping_its_segments_in_order(head: int) -> None:
+    """Ring.grow: twice the room, the held segments first in launch order (a head past the start wraps around)."""
+    ring = compiled.Ring(capacity=4)
+    segs = ring.ring.segs
+    for i in range(4):                              # the segment launched i-th sits at (head + i) % 4
+        segs[(head + i) % 4].pid, segs[(head + i) % 4].at = 100 + i, i
+    ring.ring.head, ring.ring.count = head, 4
+    ring.grow()
+    assert ring.cap == ring.ring.cap == 8 and ring.ring.head == 0 and ring.ring.count == 4
+    assert [(ring.ring.segs[i].pid, ring.ring.segs[i].at) for i in range(4)] == [(100 + i, i) for i in range(4)]

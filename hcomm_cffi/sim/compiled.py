@@ -404,10 +404,12 @@ class Ring:
     def grow(self) -> None:
         """Twice the room for segments."""
         ring, old = self.ring, self.segs
-        cap = ring.cap
+        cap, head, count = int(ring.cap), int(ring.head), int(ring.count)
         segs = _ffi.new("hce_seg[]", 2 * cap)
-        for i in range(ring.count):
-            segs[i] = old[(ring.head + i) % cap]
+        first = min(count, cap - head)          # the held segments in order: from the head, then wrapped around
+        size = _ffi.sizeof("hce_seg")
+        _ffi.memmove(segs, old + head, first * size)
+        _ffi.memmove(segs + first, old, (count - first) * size)
         self.segs = segs
         ring.segs, ring.cap, ring.head = segs, 2 * cap, 0
         self.cap = 2 * cap
