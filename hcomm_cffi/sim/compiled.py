@@ -407,7 +407,7 @@ class Ring:
         cap, head, count = int(ring.cap), int(ring.head), int(ring.count)
         segs = _ffi.new("hce_seg[]", 2 * cap)
         first = min(count, cap - head)          # the held segments in order: from the head, then wrapped around
-        size = _ffi.sizeof("hce_seg")
+        size = _ffi.sizeof(old) // cap          # (of the array: a type named by a string is parsed, 0.5 ms)
         _ffi.memmove(segs, old + head, first * size)
         _ffi.memmove(segs + first, old, (count - first) * size)
         self.segs = segs
