@@ -82,6 +82,11 @@ def checked_dir(path: str, what: str, private: bool = False, create: bool = True
     """
     path = os.path.abspath(path)
     if create:
+        existing = path
+        while not os.path.lexists(existing):
+            existing = os.path.dirname(existing)
+        if existing != path:      # nothing is created inside a directory another user controls (root writes anywhere)
+            _check_ancestors(os.path.join(existing, os.path.basename(path)), what)
         try:
             os.makedirs(path, mode=mode)
         except FileExistsError:

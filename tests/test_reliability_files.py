@@ -294,3 +294,16 @@ def test_build_outputs_refuse_another_users_directory() -> None:
         with pytest.raises(BuildError, match=f"--out='{theirs}' is owned by uid {NOBODY}, not by this user"):
             build_libs(theirs)
         assert os.listdir(theirs) == []
+
+
+@needs_root
+def test_nothing_is_created_inside_another_users_directory() -> None:
+    """A cache or output directory under another user's (a service account's HOME it cannot write; root could):
+    refused naming that directory, and nothing made in it -- the compiled engine's cache under ~/.cache is one."""
+    from hcomm_cffi.files import UnsafePath, checked_dir
+    with _shared_dir() as shared:
+        theirs = _their_dir(shared, "home")
+        wanted = os.path.join(theirs, ".cache", "hcomm_cffi", "engine")
+        with pytest.raises(UnsafePath, match=f"its parent directory {theirs} is owned by uid {NOBODY}"):
+            checked_dir(wanted, "the compiled engine's cache", private=True)
+        assert os.listdir(theirs) == []
