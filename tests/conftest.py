@@ -34,13 +34,17 @@ def no_leaked_segments():
 @pytest.fixture(scope="session", autouse=True)
 def session_temp_dir(tmp_path_factory):
     """TMPDIR for everything the tests start: torchrun's log directories, the flight records ``hcomm run`` keeps of
-    a failed job, Open MPI's session files.  They land in this session's pytest directory (pytest keeps the last
-    three), not in the machine's temp dir, where every run would add its own."""
+    a failed job, Open MPI's session files.  They land in one directory of the machine's temp dir, removed when the
+    session ends, where every run used to add its own.  It is world-writable and sticky as the temp dir itself: the
+    tests that play another user squat there too."""
+    import shutil
     import tempfile
 
-    path = tmp_path_factory.mktemp("tmp")
+    tmp_path_factory.getbasetemp()     # pytest's own directories stay where they were (it keeps the last three)
+    path = tempfile.mkdtemp(prefix="hcomm-tests-")
+    os.chmod(path, 0o1777)
     old = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(path)
+    os.environ["TMPDIR"] = path
     tempfile.tempdir = None            # this process reads TMPDIR again: the tests compare paths with their programs'
     yield path
     if old is None:
@@ -48,6 +52,7 @@ def session_temp_dir(tmp_path_factory):
     else:
         os.environ["TMPDIR"] = old
     tempfile.tempdir = None
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
