@@ -40,7 +40,10 @@ def session_temp_dir(tmp_path_factory):
     import shutil
     import tempfile
 
+    import multiprocessing.util
+
     tmp_path_factory.getbasetemp()     # pytest's own directories stay where they were (it keeps the last three)
+    multiprocessing.util.get_temp_dir()   # and multiprocessing's, which it removes itself at exit
     path = tempfile.mkdtemp(prefix="hcomm-tests-")
     os.chmod(path, 0o1777)
     old = os.environ.get("TMPDIR")
