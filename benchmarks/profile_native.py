@@ -2,6 +2,7 @@
 
     HCOMM_SIM_CHECK=off HCOMM_CHECK_COLLECTIVES=0 hcomm run -n 2 -- python benchmarks/profile_native.py
     HCOMM_SIM_CHECK=off HCOMM_CHECK_COLLECTIVES=0 hcomm run -n 4 -- python benchmarks/profile_native.py --iters 2000
+    hcomm run -n 2 -- python benchmarks/profile_native.py      # the checker at its default, as users run
 
 Every rank runs the same loops (so peers are in step), rank 0 prints µs per call:
 
@@ -28,6 +29,7 @@ from typing import Any, Callable, Dict, List
 
 import numpy as np
 
+from hcomm_cffi import settings
 from hcomm_cffi._ffi import ffi
 from hcomm_cffi.binding import get_binding
 from hcomm_cffi.bootstrap import discover
@@ -170,7 +172,8 @@ def main() -> None:
 
     if spec.rank == 0:
         print(f"# 8-byte native HcclAllReduce, {spec.size} ranks, µs per call on rank 0, {n} calls "
-              f"(queue executed {q.executed} tasks); data plane engine: {compiled.engine_status()}")
+              f"(queue executed {q.executed} tasks); data plane engine: {compiled.engine_status()}; checker "
+              f"HCOMM_SIM_CHECK={settings.value('HCOMM_SIM_CHECK')}")
         for name, us in rows.items():
             print(f"{name:>44s} {us:8.2f}")
         print(f"{'blocking, binding method + sync':>44s} {binding_only:8.2f}")
