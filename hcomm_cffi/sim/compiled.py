@@ -14,8 +14,8 @@ file.
 """
 from __future__ import annotations
 
-import hashlib
 import functools
+import hashlib
 import itertools
 import os
 import platform
