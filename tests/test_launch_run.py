@@ -129,6 +129,28 @@ def test_timeout_stops_the_job(job):
     assert wait_gone(pids(job.state)) == []
 
 
+def test_the_watchdog_cleans_up_after_a_launcher_that_died(shm, tmp_path):
+    """The watchdog as the launcher starts it (a script: no package imported at its start): when the launcher's pipe
+    closes without "done", it sweeps this user's segments whose owner is gone and removes the job directory; with
+    "done" it leaves everything as it is."""
+    import subprocess
+
+    from hcomm_cffi.launch import watchdog
+
+    for said, cleaned in (("done\n", False), ("", True)):
+        stale = os.path.join(shm, f"hcomm_u{os.getuid()}_stale_segment")   # named as this user's: no lock holder
+        open(stale, "w").close()
+        job_dir = tmp_path / f"job-{cleaned}"
+        job_dir.mkdir()
+        proc = subprocess.Popen(watchdog.command(str(job_dir)), stdin=subprocess.PIPE, text=True,
+                                env={**os.environ, "HCOMM_SIM_SHM_DIR": shm})
+        proc.communicate(said, timeout=60)
+        assert proc.returncode == 0
+        assert os.path.exists(stale) is not cleaned and job_dir.exists() is not cleaned, (said, os.listdir(shm))
+        if not cleaned:
+            os.unlink(stale)
+
+
 def test_launcher_killed_takes_its_ranks_along(job):
     proc = start(launcher(2, sys.executable, job.worker, "sleep", job.state, options=["--job-id", "orphans"]),
                  job.env)

@@ -65,7 +65,7 @@ from ..bootstrap.env import ENV_JOB_ID, ENV_RUN_ID, ENV_RUN_JOB_DIR
 from .. import settings
 from ..files import write_atomically
 from ..bootstrap.errors import BootstrapError, format_ranks
-from . import affinity, flightwatch
+from . import affinity, flightwatch, watchdog
 from .jobdir import create_job_dir, sweep_dead_job_dirs
 from .watchdog import DONE
 
@@ -397,8 +397,8 @@ class _Job:
             command.insert(0, sys.executable)
         n = self.config.nprocs
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-m", "hcomm_cffi.launch.watchdog", self.job_dir,
-             *([self.flight_dir] if self.own_flight_dir else [])], env=base, stdin=subprocess.PIPE,
+            watchdog.command(self.job_dir, self.flight_dir if self.own_flight_dir else ""), env=base,
+            stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
             pass_fds=(self.lock_fd,), text=True)
         for rank in range(n):

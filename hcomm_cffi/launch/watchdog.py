@@ -7,8 +7,10 @@ process group (the rank and all it started: ``PR_SET_PDEATHSIG`` alone would lea
 behind), waits for them, sweeps this user's dead emulator segments and removes the job directory, and
 the flight recorder directory the launcher made when the ranks left nothing in it.
 
-Run as ``python -m hcomm_cffi.launch.watchdog JOB_DIR [FLIGHT_DIR]``; it inherits the fd holding the job directory's
-lock, so another ``hcomm run`` never sweeps the directory while the watchdog may still clean it.
+The launcher runs this file as a script (:func:`command`): ``python .../hcomm_cffi/launch/watchdog.py JOB_DIR
+[FLIGHT_DIR]``, which imports nothing of the package until it has to clean up (``python -m`` would import the package
+first: a third of a second of CPU at every job's start).  It inherits the fd holding the job directory's lock, so
+another ``hcomm run`` never sweeps the directory while the watchdog may still clean it.
 """
 from __future__ import annotations
 
@@ -19,9 +21,14 @@ import sys
 import time
 from typing import List, Optional
 
-__all__ = ["main", "kill_groups"]
+__all__ = ["main", "kill_groups", "command"]
 
 DONE = "done"
+
+
+def command(job_dir: str, flight_dir: str = "") -> List[str]:
+    """The watchdog's command line: this file run as a script by this interpreter."""
+    return [sys.executable, os.path.abspath(__file__), job_dir, *([flight_dir] if flight_dir else [])]
 
 
 def kill_groups(pgids: List[int], within: float = 3.0) -> List[int]:
@@ -50,6 +57,17 @@ def _group_exists(pgid: int) -> bool:
     return True
 
 
+def _sweep() -> None:
+    """This user's segments whose owners died (sim/shm.py); run as a script, the package is imported from the
+    directory that holds it (the script's own directory, first on ``sys.path`` then, holds no top-level modules)."""
+    if not __package__:
+        package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        sys.path[0] = os.path.dirname(package_dir)
+    from hcomm_cffi.sim.shm import sweep_stale
+
+    sweep_stale()
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Wait for the launcher's pipe to close; clean up unless it said ``done`` first."""
     args = sys.argv[1:] if argv is None else argv
@@ -65,9 +83,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             pgids.append(int(word))
     kill_groups(pgids)
     try:
-        from ..sim.shm import sweep_stale
-
-        sweep_stale()
+        _sweep()
     except Exception:
         pass  # nothing to report to: the launcher is gone
     shutil.rmtree(job_dir, ignore_errors=True)
