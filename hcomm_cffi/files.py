@@ -57,10 +57,11 @@ def _others_can_write(mode: int) -> bool:
     return bool(mode & (stat.S_IWGRP | stat.S_IWOTH)) and not mode & stat.S_ISVTX
 
 
-def _check_ancestors(path: str, what: str) -> None:
-    """Every directory above ``path`` (links resolved) is this user's or root's and not writable by others unless
-    sticky: nobody else can rename ``path`` away and put a link of theirs in its place."""
-    current = os.path.realpath(os.path.dirname(path) or ".")
+def _check_ancestors(path: str, what: str, start: Optional[str] = None) -> None:
+    """Every directory above ``path`` (links resolved; from ``start``, the nearest one that exists, when given) is this
+    user's or root's and not writable by others unless sticky: nobody else can rename ``path`` away and put a link of
+    theirs in its place."""
+    current = os.path.realpath(start or os.path.dirname(path) or ".")
     while True:
         st = os.stat(current)
         if not _trusted_owner(st.st_uid) or _others_can_write(st.st_mode):
@@ -86,7 +87,7 @@ def checked_dir(path: str, what: str, private: bool = False, create: bool = True
         while not os.path.lexists(existing):
             existing = os.path.dirname(existing)
         if existing != path:      # nothing is created inside a directory another user controls (root writes anywhere)
-            _check_ancestors(os.path.join(existing, os.path.basename(path)), what)
+            _check_ancestors(path, what, start=existing)
         try:
             os.makedirs(path, mode=mode)
         except FileExistsError:
