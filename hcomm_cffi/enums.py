@@ -233,6 +233,19 @@ def dtype_from_numpy(dtype: Any) -> Optional[DataType]:
     return _NUMPY_TO_DTYPE.get(np.dtype(dtype))
 
 
+#: what an array's dtype may be (:func:`dtype_of_array`), for error messages
+ARRAY_DTYPE_NAMES = "int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64 or bfloat16"
+
+
+def dtype_of_array(dtype: "np.dtype[Any]") -> Optional[DataType]:
+    """The HCCL data type of an array of NumPy dtype ``dtype``: :func:`dtype_from_numpy`, and BFP16 for the bfloat16
+    that ml_dtypes and jax add to NumPy; None where HCCL has none."""
+    found = _NUMPY_TO_DTYPE.get(dtype)
+    if found is None and dtype.name == "bfloat16":
+        return DataType.BFP16
+    return found
+
+
 _TORCH_NAMES = {
     "int8": DataType.INT8, "int16": DataType.INT16, "int32": DataType.INT32,
     "float16": DataType.FP16, "float32": DataType.FP32, "int64": DataType.INT64,

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._ffi import ffi
 from ..binding import get_binding
-from ..enums import dtype_from_numpy
+from ..enums import ARRAY_DTYPE_NAMES, dtype_of_array
 
 __all__ = ["empty", "zeros"]
 
@@ -47,9 +47,8 @@ def _dtype(dtype: Any) -> "np.dtype[Any]":
         dt: "np.dtype[Any]" = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"dtype={dtype!r}; expected a NumPy dtype") from None
-    if dtype_from_numpy(dt) is None and dt.name != "bfloat16":
-        raise TypeError(f"dtype={dt}, which HCCL cannot carry; expected one of int8, int16, int32, int64, uint8, "
-                        "uint16, uint32, uint64, float16, float32, float64 or bfloat16")
+    if dtype_of_array(dt) is None:
+        raise TypeError(f"dtype={dt}, which HCCL cannot carry; expected one of {ARRAY_DTYPE_NAMES}")
     return dt
 
 

@@ -16,7 +16,8 @@ import numpy as np
 from .._ffi import ffi
 from ..algorithms import registry
 from ..algorithms.interface import Algorithm, AlgorithmArg, CollectiveCall
-from ..enums import DataType, ReduceOp, dtype_from_numpy, dtype_from_torch, numpy_dtype, parse_reduce_op, torch_dtype_names
+from ..enums import (ARRAY_DTYPE_NAMES, DataType, ReduceOp, dtype_from_torch, dtype_of_array, numpy_dtype,
+                     parse_reduce_op, torch_dtype_names)
 from ..types import BufferLike, SupportsDLPack
 from .buffers import NO_STAGING, Buffer, Staging
 from .launch_order import Record
@@ -265,12 +266,9 @@ def is_torch(x: Any) -> bool:
 
 
 def _from_numpy(arr: np.ndarray, obj: Any, name: str, writable: bool) -> Buffer:
-    dt = dtype_from_numpy(arr.dtype)
-    if dt is None and arr.dtype.name == "bfloat16":  # ml_dtypes / jax style bf16
-        dt = DataType.BFP16
+    dt = dtype_of_array(arr.dtype)
     if dt is None:
-        raise TypeError(f"{name} has dtype {arr.dtype}, which HCCL cannot carry; expected one of int8, int16, "
-                        "int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64 or bfloat16")
+        raise TypeError(f"{name} has dtype {arr.dtype}, which HCCL cannot carry; expected one of {ARRAY_DTYPE_NAMES}")
     if not arr.flags.c_contiguous:
         raise ValueError(f"{name} is not C-contiguous (strides {arr.strides} for shape {arr.shape}); "
                          "pass np.ascontiguousarray(x) or a contiguous view")
