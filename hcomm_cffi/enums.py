@@ -13,7 +13,8 @@ import numpy as np
 __all__ = [
     "HcclResult", "DataType", "ReduceOp", "Engine", "Protocol", "SendRecvType", "MemcpyKind",
     "MemMallocPolicy", "ELEMENT_SIZE", "HOST_REDUCE_DTYPES", "HOST_REDUCE_OPS",
-    "dtype_from_numpy", "numpy_dtype", "dtype_from_torch", "parse_dtype", "parse_reduce_op",
+    "dtype_from_numpy", "dtype_of_array", "ARRAY_DTYPE_NAMES", "numpy_dtype", "dtype_from_torch", "parse_dtype",
+    "parse_reduce_op",
     "HCCL_ROOT_INFO_BYTES", "HCCL_COMM_DEFAULT_BUFFSIZE_MB", "MAX_CHANNEL_NOTIFIES",
     "MAX_THREAD_NOTIFIES", "MAX_THREADS_PER_COMM", "MAX_NOTIFIES_PER_COMM",
     "DEFAULT_EXEC_TIMEOUT_S", "DEFAULT_CONNECT_TIMEOUT_S",
