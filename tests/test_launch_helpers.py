@@ -142,12 +142,14 @@ def wait_gone(pid_list: List[int], within: float = 3.0) -> List[int]:
     return [p for p in pid_list if alive(p)]
 
 
-def wait_files(state: str, prefix: str, count: int, within: float = 30.0) -> None:
+def wait_files(state: str, prefix: str, count: int, within: float = 30.0, every: float = 0.05) -> None:
+    """Until ``state`` holds ``count`` files named ``prefix...``, looking ``every`` seconds; AssertionError after
+    ``within``."""
     end = time.monotonic() + within
     while time.monotonic() < end:
         if len([f for f in os.listdir(state) if f.startswith(prefix)]) >= count:
             return
-        time.sleep(0.05)
+        time.sleep(every)
     raise AssertionError(f"only {os.listdir(state)} in {state} after {within} s; expected {count} x {prefix}*")
 
 

@@ -206,14 +206,12 @@ def _barrier(tmp: str, tag: str, rank: int, n: int, timeout: float = 60.0) -> No
 
     Not the module's ``Barrier.sync``, which the bodies themselves use and which looks every 0.1 s: twice a test, that
     was most of a test's time here.  Its own directory, so that the module's barrier counts only its own files."""
+    from test_launch_helpers import wait_files
+
     where = os.path.join(tmp, "harness-barrier")
     os.makedirs(where, exist_ok=True)
     open(os.path.join(where, f"{tag}.{rank}"), "w").close()
-    deadline = time.monotonic() + timeout
-    while sum(1 for f in os.listdir(where) if f.startswith(tag + ".")) < n:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"harness barrier {tag!r}: not all {n} ranks arrived within {timeout:g} s")
-        time.sleep(0.002)
+    wait_files(where, f"{tag}.", n, within=timeout, every=0.002)
 
 
 def _rank(mod: Any, case_cls: type, name: str, backend: str, rank: int, n: int, tmp: str, port: int,
